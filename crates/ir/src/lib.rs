@@ -1,0 +1,309 @@
+//! The intermediate representation between Gateway API semantics and Envoy.
+//!
+//! Translation (`aether-gateway`) produces an [`Ir`]; building (`aether-xds`) turns it
+//! into Envoy resources. Everything Gateway API decides (which routes attach where,
+//! hostname intersection, precedence order, resolved redirect ports, backend weights)
+//! is already decided here, so the builder is a plain mapping.
+//!
+//! ```text
+//!  Ir ─┬─ Gateway (ns/name) ── Port (80, HTTP) ── RouteTable ── VirtualHost* ── Route*
+//!      │                    └─ Port (443, HTTPS) ─ TlsChain* (SNI, certs) ── RouteTable
+//!      └─ Cluster* (one per Service port, shared by every Gateway that routes to it)
+//! ```
+//!
+//! Every collection is sorted (or kept in a meaningful order, like routes in
+//! precedence order), so the same input always yields the same bytes downstream.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+pub mod names;
+
+/// A namespaced Kubernetes object, ordered namespace first.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
+pub struct ObjectRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Everything one data plane serves.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct Ir {
+    /// Sorted by (namespace, name). Only Gateways that are served are here; the
+    /// status plan says why any other Gateway of our class is not.
+    pub gateways: Vec<Gateway>,
+    /// Sorted by name. Shared across Gateways.
+    pub clusters: Vec<Cluster>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Gateway {
+    pub namespace: String,
+    pub name: String,
+    /// IP addresses the listeners bind on (sorted, deduplicated, at least one).
+    pub addresses: Vec<String>,
+    /// One entry per distinct listener port, sorted by port.
+    pub ports: Vec<Port>,
+}
+
+impl Gateway {
+    pub fn object_ref(&self) -> ObjectRef {
+        ObjectRef::new(&self.namespace, &self.name)
+    }
+}
+
+/// One Envoy listener: every Gateway listener on this port merged.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Port {
+    /// The port Envoy binds (in static mode, the Gateway listener port).
+    pub port: u16,
+    pub protocol: PortProtocol,
+    /// The Envoy listener name (see [`names::listener`]).
+    pub listener_name: String,
+    /// HTTP: one route table shared by every HTTP listener on the port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_table: Option<RouteTable>,
+    /// HTTPS: one filter chain per Gateway listener, selected by SNI. Sorted by
+    /// listener name; a chain with no server names is the catch-all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tls_chains: Vec<TlsChain>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PortProtocol {
+    #[serde(rename = "HTTP")]
+    Http,
+    #[serde(rename = "HTTPS")]
+    Https,
+}
+
+/// A TLS-terminating filter chain for one HTTPS Gateway listener.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TlsChain {
+    /// The Gateway listener (sectionName) this chain serves.
+    pub listener: String,
+    /// SNI names to match (the listener hostname); empty means any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_names: Vec<String>,
+    /// Certificates in listener certificateRefs order (at least one).
+    pub certificates: Vec<Certificate>,
+    pub route_table: RouteTable,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Certificate {
+    /// The Secret, as `namespace/name`.
+    pub secret: String,
+    /// PEM certificate chain.
+    pub certificate_chain: String,
+    /// PEM private key.
+    pub private_key: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RouteTable {
+    /// The RDS resource name (see [`names::route_table`]).
+    pub name: String,
+    /// Sorted by name. Exactly one has domain `*` (hostname-less routes and the
+    /// 404 default), always present, possibly with no routes.
+    pub virtual_hosts: Vec<VirtualHost>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct VirtualHost {
+    /// Unique within the route table; the (lower-cased) domain itself.
+    pub name: String,
+    /// Lower-cased, unique across the route table. `*.example.com` is a suffix
+    /// wildcard that spans labels, as Envoy matches it.
+    pub domains: Vec<String>,
+    /// In Gateway API precedence order across every route sharing this virtual
+    /// host: Envoy takes the first route that matches.
+    pub routes: Vec<Route>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Route {
+    /// Stable, readable, unique within the virtual host:
+    /// `<kind>/<namespace>/<name>/rule/<i>/match/<j>`.
+    pub name: String,
+    #[serde(rename = "match")]
+    pub matcher: RouteMatch,
+    pub action: RouteAction,
+    #[serde(default, skip_serializing_if = "HeaderModifier::is_empty")]
+    pub request_headers: HeaderModifier,
+    #[serde(default, skip_serializing_if = "HeaderModifier::is_empty")]
+    pub response_headers: HeaderModifier,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RouteMatch {
+    pub path: PathMatch,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Header names lower-cased; only the first of duplicate names is kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderMatch>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub query_params: Vec<QueryParamMatch>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PathMatch {
+    Exact(String),
+    /// Element-wise prefix, no trailing slash (except the root prefix `/`):
+    /// `/abc` matches `/abc`, `/abc/`, `/abc/def`, not `/abcd`.
+    Prefix(String),
+    RegularExpression(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StringMatch {
+    Exact(String),
+    RegularExpression(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HeaderMatch {
+    pub name: String,
+    pub value: StringMatch,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct QueryParamMatch {
+    pub name: String,
+    pub value: StringMatch,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Header {
+    pub name: String,
+    pub value: String,
+}
+
+/// RequestHeaderModifier / ResponseHeaderModifier, merged over the rule's filters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct HeaderModifier {
+    /// Overwrite (or add when absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<Header>,
+    /// Append to any existing value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<Header>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+}
+
+impl HeaderModifier {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RouteAction {
+    Forward(Forward),
+    Redirect(Redirect),
+    /// A fixed answer, e.g. 500 for a rule whose backends are all invalid.
+    DirectResponse { status: u16 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Forward {
+    /// Valid backends with their weights, in backendRefs order. May be empty only
+    /// when `invalid_weight > 0`.
+    pub backends: Vec<WeightedBackend>,
+    /// The weight share of invalid backendRefs: that share of requests answers 500.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub invalid_weight: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<UrlRewrite>,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WeightedBackend {
+    /// A [`Cluster::name`] present in [`Ir::clusters`].
+    pub cluster: String,
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct UrlRewrite {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathRewrite>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PathRewrite {
+    ReplaceFullPath(String),
+    /// Replace the matched prefix (the route's `PathMatch::Prefix`) with this value.
+    /// Replacing with `/` must not produce `//`.
+    ReplacePrefixMatch(String),
+}
+
+/// A redirect with the spec's port rules already applied.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Redirect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// The port the Location carries. `None` means the default port of the
+    /// effective scheme (80 for http, 443 for https): Location carries no port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathRewrite>,
+    /// 301 or 302.
+    pub status_code: u16,
+}
+
+/// One upstream: a Service port, its endpoints taken from EndpointSlices.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Cluster {
+    /// See [`names::cluster`].
+    pub name: String,
+    pub service: ObjectRef,
+    /// The Service port (not the target port).
+    pub port: u16,
+    pub protocol: UpstreamProtocol,
+    /// Ready endpoints, sorted by (address, port), deduplicated.
+    pub endpoints: Vec<Endpoint>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum UpstreamProtocol {
+    #[serde(rename = "HTTP/1.1")]
+    Http1,
+    /// HTTP/2 without TLS (prior knowledge): `appProtocol: kubernetes.io/h2c` and gRPC.
+    #[serde(rename = "h2c")]
+    H2c,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub address: String,
+    pub port: u16,
+}

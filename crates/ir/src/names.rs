@@ -1,0 +1,42 @@
+//! Stable, readable Envoy resource names.
+//!
+//! Kubernetes names never contain `_`, so `_` separates parts unambiguously.
+
+/// The Envoy listener for one port of one Gateway: `edge_ls_<ns>_<gw>_<port>`.
+pub fn listener(namespace: &str, gateway: &str, port: u16) -> String {
+    format!("edge_ls_{namespace}_{gateway}_{port}")
+}
+
+/// The route table of an HTTP port: `edge_rt_<ns>_<gw>_<port>`; of one HTTPS
+/// listener's filter chain: `edge_rt_<ns>_<gw>_<port>_<listener>`.
+pub fn route_table(namespace: &str, gateway: &str, port: u16, listener: Option<&str>) -> String {
+    match listener {
+        None => format!("edge_rt_{namespace}_{gateway}_{port}"),
+        Some(l) => format!("edge_rt_{namespace}_{gateway}_{port}_{l}"),
+    }
+}
+
+/// The cluster of one Service port: `edge_cl_<ns>_<svc>_<port>`.
+pub fn cluster(namespace: &str, service: &str, port: u16) -> String {
+    format!("edge_cl_{namespace}_{service}_{port}")
+}
+
+/// The name of the virtual host that catches every hostname.
+pub const CATCH_ALL_VHOST: &str = "*";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_readable_and_distinct() {
+        assert_eq!(listener("infra", "gw", 80), "edge_ls_infra_gw_80");
+        assert_eq!(route_table("infra", "gw", 80, None), "edge_rt_infra_gw_80");
+        assert_eq!(
+            route_table("infra", "gw", 443, Some("https-1")),
+            "edge_rt_infra_gw_443_https-1"
+        );
+        assert_eq!(cluster("app", "web", 8080), "edge_cl_app_web_8080");
+        assert_ne!(listener("a-b", "c", 1), listener("a", "b-c", 1));
+    }
+}

@@ -1,0 +1,178 @@
+//! The versioned output of a build: what the ADS server serves.
+//!
+//! ```text
+//!  Snapshot ── resources[type][name] = Resource { version = sha256(encoded body), body: Any }
+//!          └─ gateways[ns/name] = GatewayResources { hash, members: {(type, name)} }
+//! ```
+//!
+//! A resource's version is the hex sha256 of its protobuf encoding, so an unchanged
+//! resource keeps its version across builds and is never re-sent. A Gateway's hash
+//! is the sha256 over the sorted `(type, name, version)` of every resource it uses;
+//! an Envoy has "ACKed a Gateway" when the versions it ACKed for those resources
+//! produce the same hash (see [`GatewayResources::hash_of`]).
+
+use aether_ir::ObjectRef;
+use envoy_types::pb::google::protobuf::Any;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The xDS resource types we serve, in the order they must be pushed on one ADS
+/// stream (CDS, EDS, LDS, RDS, then SDS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ResourceType {
+    Cluster,
+    Endpoint,
+    Listener,
+    Route,
+    Secret,
+}
+
+impl ResourceType {
+    /// Push order on one stream.
+    pub const ALL: [ResourceType; 5] = [
+        ResourceType::Cluster,
+        ResourceType::Endpoint,
+        ResourceType::Listener,
+        ResourceType::Route,
+        ResourceType::Secret,
+    ];
+
+    pub fn type_url(self) -> &'static str {
+        match self {
+            ResourceType::Cluster => "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+            ResourceType::Endpoint => {
+                "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+            }
+            ResourceType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
+            ResourceType::Route => {
+                "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+            }
+            ResourceType::Secret => {
+                "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+            }
+        }
+    }
+
+    pub fn from_type_url(url: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.type_url() == url)
+    }
+
+    /// Short name as used in logs, metrics and the debug endpoint.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            ResourceType::Cluster => "CDS",
+            ResourceType::Endpoint => "EDS",
+            ResourceType::Listener => "LDS",
+            ResourceType::Route => "RDS",
+            ResourceType::Secret => "SDS",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    pub name: String,
+    /// Hex sha256 of `body.value`.
+    pub version: String,
+    pub body: Any,
+}
+
+impl Resource {
+    pub fn new(name: impl Into<String>, type_url: &str, encoded: Vec<u8>) -> Self {
+        let version = hex::encode(Sha256::digest(&encoded));
+        Resource {
+            name: name.into(),
+            version,
+            body: Any {
+                type_url: type_url.to_string(),
+                value: encoded,
+            },
+        }
+    }
+}
+
+/// Which resources make up one Gateway, and their combined hash.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GatewayResources {
+    pub members: BTreeSet<(ResourceType, String)>,
+    /// See [`GatewayResources::hash_of`] with the snapshot's own versions.
+    pub hash: String,
+}
+
+impl GatewayResources {
+    /// The hash of this Gateway's resources given some versions (the snapshot's,
+    /// or those an Envoy ACKed). `None` if a member has no version there.
+    pub fn hash_of<'a>(
+        &self,
+        version_of: impl Fn(ResourceType, &str) -> Option<&'a str>,
+    ) -> Option<String> {
+        let mut h = Sha256::new();
+        for (ty, name) in &self.members {
+            let v = version_of(*ty, name)?;
+            h.update(ty.short_name().as_bytes());
+            h.update([0]);
+            h.update(name.as_bytes());
+            h.update([0]);
+            h.update(v.as_bytes());
+            h.update([0]);
+        }
+        Some(hex::encode(h.finalize()))
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// Per type, resources by name.
+    pub resources: BTreeMap<ResourceType, BTreeMap<String, Resource>>,
+    pub gateways: BTreeMap<ObjectRef, GatewayResources>,
+    /// sha256 over every resource's (type, name, version): equal snapshots, equal version.
+    pub version: String,
+}
+
+impl Snapshot {
+    /// Builds the snapshot version and every Gateway hash from the resources.
+    pub fn new(
+        resources: BTreeMap<ResourceType, BTreeMap<String, Resource>>,
+        gateway_members: BTreeMap<ObjectRef, BTreeSet<(ResourceType, String)>>,
+    ) -> Self {
+        let mut snapshot = Snapshot {
+            resources,
+            gateways: BTreeMap::new(),
+            version: String::new(),
+        };
+        let mut h = Sha256::new();
+        for (ty, by_name) in &snapshot.resources {
+            for (name, r) in by_name {
+                h.update(ty.short_name().as_bytes());
+                h.update([0]);
+                h.update(name.as_bytes());
+                h.update([0]);
+                h.update(r.version.as_bytes());
+                h.update([0]);
+            }
+        }
+        snapshot.version = hex::encode(h.finalize());
+        for (gw, members) in gateway_members {
+            let mut g = GatewayResources {
+                members,
+                hash: String::new(),
+            };
+            g.hash = g
+                .hash_of(|ty, name| snapshot.version_of(ty, name))
+                .expect("every Gateway member is a resource of the snapshot");
+            snapshot.gateways.insert(gw, g);
+        }
+        snapshot
+    }
+
+    pub fn version_of(&self, ty: ResourceType, name: &str) -> Option<&str> {
+        self.resources
+            .get(&ty)
+            .and_then(|m| m.get(name))
+            .map(|r| r.version.as_str())
+    }
+
+    pub fn of_type(&self, ty: ResourceType) -> impl Iterator<Item = &Resource> {
+        self.resources.get(&ty).into_iter().flat_map(|m| m.values())
+    }
+}
