@@ -1,0 +1,198 @@
+// Command nodeagent is the harness's node: the kubelet stand-in that runs pods as
+// processes (internal/node) and the load-balancer stand-in (internal/lb), in one
+// process inside the node network namespace.
+//
+//	nodeagent run --kubeconfig K [flags]     the node (see -h)
+//	nodeagent container-exec … -- argv       internal: last step of starting a container
+//	nodeagent pause                          stands in for images that only need to stay up
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"aether-edge/conformance/internal/lb"
+	"aether-edge/conformance/internal/node"
+	"aether-edge/conformance/internal/podexec"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: nodeagent run|container-exec|pause [flags]")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "container-exec":
+		err := podexec.Main(os.Args[2:])
+		fmt.Fprintf(os.Stderr, "container-exec: %v\n", err)
+		os.Exit(127)
+	case "pause":
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+		<-ch
+	case "run":
+		if err := run(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "unknown subcommand %q\n", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster")
+	nodeName := fs.String("node-name", "node-1", "Node name")
+	nodeIP := fs.String("node-ip", "10.244.0.1", "node IP (on the bridge; pods' gateway)")
+	podCIDR := fs.String("pod-cidr", "10.244.0.0/16", "pod CIDR of this node")
+	bridge := fs.String("bridge", "br0", "bridge in the node netns")
+	prefix := fs.String("netns-prefix", "ae-", "prefix of the pod network namespaces (names under /run/netns)")
+	stateDir := fs.String("state-dir", "", "directory for pod files and logs")
+	lbPool := fs.String("lb-pool", "10.250.0.0/24", "load-balancer address pool")
+	lbIface := fs.String("lb-interface", "lb0", "dummy interface carrying Service and load-balancer addresses")
+	kubeletPort := fs.Int("kubelet-port", 10250, "port of the log endpoint (kubelet API stand-in)")
+	apiServer := fs.String("apiserver", "10.244.0.1:6443", "API server host:port as pods reach it")
+	echoBasic := fs.String("echo-basic", os.Getenv("ECHO_BASIC_BIN"), "echo-basic binary")
+	envoy := fs.String("envoy", os.Getenv("ENVOY_BIN"), "envoy binary")
+	aether := fs.String("aether-edge", os.Getenv("AETHER_EDGE_BIN"), "aether-edge binary")
+	_ = fs.Parse(args)
+	if *stateDir == "" {
+		return fmt.Errorf("--state-dir is required")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ip, err := netip.ParseAddr(*nodeIP)
+	if err != nil {
+		return err
+	}
+	cidr, err := netip.ParsePrefix(*podCIDR)
+	if err != nil {
+		return err
+	}
+	pool, err := netip.ParsePrefix(*lbPool)
+	if err != nil {
+		return err
+	}
+	apiHost, apiPort, err := net.SplitHostPort(*apiServer)
+	if err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+
+	agent := &node.Agent{
+		CS: cs, NodeName: *nodeName, NodeIP: ip, StateDir: *stateDir,
+		Net:           &node.Network{Prefix: *prefix, Bridge: *bridge, NodeIP: ip, CIDR: cidr},
+		Programs:      node.Programs{EchoBasic: *echoBasic, Envoy: *envoy, AetherEdge: *aether, Self: self},
+		APIServerHost: apiHost, APIServerPort: apiPort,
+	}
+	if err := os.MkdirAll(filepath.Join(*stateDir, "pods"), 0o755); err != nil {
+		return err
+	}
+	for {
+		err = agent.Register(ctx, int32(*kubeletPort))
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		log.Printf("%v (retrying)", err)
+		time.Sleep(time.Second)
+	}
+	if err != nil {
+		return err
+	}
+	log.Printf("node %s registered (IP %s, pod CIDR %s)", *nodeName, ip, cidr)
+	go agent.Heartbeat(ctx, int32(*kubeletPort))
+	go func() {
+		addr := net.JoinHostPort(ip.String(), fmt.Sprint(*kubeletPort))
+		if err := node.ServeLogs(ctx, addr, agent.LogPath); err != nil {
+			log.Printf("log endpoint: %v", err)
+			cancel()
+		}
+	}()
+
+	podInformers := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", *nodeName).String()
+	}))
+	podInformers.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { agent.Observe(obj.(*corev1.Pod), false) },
+		UpdateFunc: func(_, obj any) { agent.Observe(obj.(*corev1.Pod), false) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				agent.Observe(p, true)
+			}
+		},
+	})
+
+	shared := informers.NewSharedInformerFactory(cs, 0)
+	balancer := &lb.Balancer{CS: cs, Pool: pool, Interface: *lbIface, Slices: shared.Discovery().V1().EndpointSlices().Lister()}
+	syncSvc := func(obj any, deleted bool) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		svc, ok := obj.(*corev1.Service)
+		if !ok {
+			return
+		}
+		if deleted {
+			balancer.Sync(ctx, svc.Namespace, svc.Name, nil)
+			return
+		}
+		balancer.Sync(ctx, svc.Namespace, svc.Name, svc)
+	}
+	shared.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { syncSvc(obj, false) },
+		UpdateFunc: func(_, obj any) { syncSvc(obj, false) },
+		DeleteFunc: func(obj any) { syncSvc(obj, true) },
+	})
+	shared.Discovery().V1().EndpointSlices().Informer()
+	podInformers.Start(ctx.Done())
+	shared.Start(ctx.Done())
+	log.Printf("running pods and load balancers; images: %s", strings.Join([]string{
+		"echo-basic=" + *echoBasic, "envoy=" + *envoy, "aether-edge=" + *aether}, " "))
+	<-ctx.Done()
+	log.Printf("shutting down: stopping pods")
+	balancer.Close()
+	agent.StopAll()
+	agent.RemoveCreatedPaths()
+	return nil
+}

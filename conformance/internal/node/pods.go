@@ -1,0 +1,553 @@
+// Package node is the harness's kubelet stand-in: it registers one Node, runs the
+// pods bound to it as real processes, reports their IPs and readiness, and serves their
+// logs to the API server.
+//
+//	pod (informer, spec.nodeName = us)
+//	  ├─ network: own netns + veth on the node bridge (hostNetwork: the node netns)
+//	  ├─ volumes: materialized as files under <state>/pods/<uid>/volumes
+//	  └─ containers: image → program (images.go), started through `container-exec`
+//	     (private mount namespace with the volumes bind-mounted, then the pod netns),
+//	     output to <state>/pods/<uid>/<container>.log, restarted per restartPolicy
+package node
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"aether-edge/conformance/internal/podexec"
+)
+
+// Agent runs the pods of one node.
+type Agent struct {
+	CS       kubernetes.Interface
+	NodeName string
+	NodeIP   netip.Addr
+	Net      *Network
+	Programs Programs
+	StateDir string
+	// APIServer is host:port of the API server as pods reach it (KUBERNETES_SERVICE_*).
+	APIServerHost, APIServerPort string
+
+	mu      sync.Mutex
+	pods    map[types.UID]*podRun
+	created map[string]bool // mount targets we had to create on the host file system
+}
+
+type podRun struct {
+	agent  *Agent
+	mu     sync.Mutex
+	pod    *corev1.Pod
+	dir    string
+	net    *podNet
+	ip     string
+	start  metav1.Time
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	ctrs   []*containerRun
+	kick   chan struct{} // status changed; coalesced
+	failed string        // pod-level failure (volumes, network)
+}
+
+type containerRun struct {
+	spec     corev1.Container
+	logPath  string
+	mu       sync.Mutex
+	proc     *os.Process
+	running  bool
+	ready    bool
+	restarts int32
+	started  metav1.Time
+	waiting  string // reason while not running
+	message  string
+	exitCode *int32
+	finished metav1.Time
+	wg       sync.WaitGroup
+}
+
+func (a *Agent) init() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pods == nil {
+		a.pods = map[types.UID]*podRun{}
+		a.created = map[string]bool{}
+	}
+}
+
+// Observe is called with every pod event for this node.
+func (a *Agent) Observe(pod *corev1.Pod, deleted bool) {
+	a.init()
+	a.mu.Lock()
+	pr := a.pods[pod.UID]
+	a.mu.Unlock()
+	switch {
+	case deleted:
+		if pr != nil {
+			go a.stop(pr, false)
+		}
+	case pod.DeletionTimestamp != nil:
+		if pr != nil {
+			go a.stop(pr, true)
+		} else {
+			go a.finalize(pod)
+		}
+	case pr != nil:
+		pr.mu.Lock()
+		pr.pod = pod
+		pr.mu.Unlock()
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+	default:
+		ctx, cancel := context.WithCancel(context.Background())
+		pr = &podRun{agent: a, pod: pod, ctx: ctx, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1),
+			dir: filepath.Join(a.StateDir, "pods", string(pod.UID)), start: metav1.Now()}
+		a.mu.Lock()
+		a.pods[pod.UID] = pr
+		a.mu.Unlock()
+		go pr.run()
+	}
+}
+
+// LogPath finds a container's log file for the log endpoint.
+func (a *Agent) LogPath(namespace, name, container string) (string, bool) {
+	a.init()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, pr := range a.pods {
+		pr.mu.Lock()
+		match := pr.pod.Namespace == namespace && pr.pod.Name == name
+		pr.mu.Unlock()
+		if !match {
+			continue
+		}
+		for _, c := range pr.ctrs {
+			if c.spec.Name == container {
+				return c.logPath, true
+			}
+		}
+	}
+	return "", false
+}
+
+// StopAll stops every pod (agent shutdown).
+func (a *Agent) StopAll() {
+	a.init()
+	a.mu.Lock()
+	var all []*podRun
+	for _, pr := range a.pods {
+		all = append(all, pr)
+	}
+	a.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, pr := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.stop(pr, false) }()
+	}
+	wg.Wait()
+}
+
+func (pr *podRun) logf(format string, args ...any) {
+	log.Printf("pod %s/%s: %s", pr.pod.Namespace, pr.pod.Name, fmt.Sprintf(format, args...))
+}
+
+func (pr *podRun) changed() {
+	select {
+	case pr.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (pr *podRun) run() {
+	defer close(pr.done)
+	a := pr.agent
+	go pr.statusLoop()
+	if err := os.MkdirAll(pr.dir, 0o755); err != nil {
+		pr.fail("state dir: %v", err)
+		return
+	}
+	if pr.pod.Spec.HostNetwork {
+		pr.ip = a.NodeIP.String()
+	} else {
+		n, err := a.Net.add()
+		if err != nil {
+			pr.fail("network: %v", err)
+			return
+		}
+		pr.mu.Lock()
+		pr.net = n
+		pr.ip = n.ip.String()
+		pr.mu.Unlock()
+	}
+	pr.mu.Lock()
+	pod := pr.pod.DeepCopy()
+	pr.mu.Unlock()
+	pod.Status.PodIP = pr.ip
+	pod.Status.HostIP = a.NodeIP.String()
+	vols, err := volumeSource{cs: a.CS, pod: pod}.materialize(pr.ctx, filepath.Join(pr.dir, "volumes"))
+	if err != nil {
+		pr.fail("%v", err)
+		return
+	}
+	for _, c := range pod.Spec.InitContainers {
+		cr := &containerRun{spec: c, logPath: filepath.Join(pr.dir, c.Name+".log")}
+		for {
+			code := pr.runOnce(pod, cr, vols)
+			if pr.ctx.Err() != nil {
+				return
+			}
+			if code == 0 {
+				break
+			}
+			time.Sleep(2 * time.Second)
+		}
+	}
+	pr.mu.Lock()
+	for _, c := range pod.Spec.Containers {
+		pr.ctrs = append(pr.ctrs, &containerRun{spec: c, logPath: filepath.Join(pr.dir, c.Name+".log"), waiting: "ContainerCreating"})
+	}
+	ctrs := pr.ctrs
+	pr.mu.Unlock()
+	for _, cr := range ctrs {
+		cr.wg.Add(1)
+		go pr.supervise(pod, cr, vols)
+		if cr.spec.ReadinessProbe != nil {
+			go pr.probe(pod, cr)
+		}
+	}
+	for _, cr := range ctrs {
+		cr.wg.Wait()
+	}
+}
+
+func (pr *podRun) fail(format string, args ...any) {
+	pr.mu.Lock()
+	pr.failed = fmt.Sprintf(format, args...)
+	pr.mu.Unlock()
+	pr.logf("failed: %s", pr.failed)
+	pr.changed()
+}
+
+// supervise runs a container and restarts it per the pod's restartPolicy.
+func (pr *podRun) supervise(pod *corev1.Pod, cr *containerRun, vols map[string]string) {
+	defer cr.wg.Done()
+	backoff := time.Second
+	for {
+		code := pr.runOnce(pod, cr, vols)
+		if pr.ctx.Err() != nil {
+			return
+		}
+		policy := pod.Spec.RestartPolicy
+		if policy == corev1.RestartPolicyNever || (policy == corev1.RestartPolicyOnFailure && code == 0) {
+			return
+		}
+		select {
+		case <-pr.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if backoff < 10*time.Second {
+			backoff *= 2
+		}
+		cr.mu.Lock()
+		cr.restarts++
+		cr.mu.Unlock()
+	}
+}
+
+// runOnce starts the container's process and waits for it; it returns the exit code.
+func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]string) int32 {
+	a := pr.agent
+	setWaiting := func(reason, msg string) int32 {
+		cr.mu.Lock()
+		cr.waiting, cr.message = reason, msg
+		cr.mu.Unlock()
+		pr.logf("container %s: %s: %s", cr.spec.Name, reason, msg)
+		pr.changed()
+		return 1
+	}
+	program, progName, err := a.Programs.forImage(cr.spec.Image)
+	if err != nil {
+		return setWaiting("ErrImagePull", err.Error())
+	}
+	if _, err := os.Stat(program); err != nil {
+		return setWaiting("ErrImagePull", fmt.Sprintf("program for image %q: %v", cr.spec.Image, err))
+	}
+	env, err := containerEnv(pod, cr.spec, a.APIServerHost, a.APIServerPort, a.CS, pr.ctx)
+	if err != nil {
+		return setWaiting("CreateContainerConfigError", err.Error())
+	}
+	argv := commandLine(program, progName, expandAll(cr.spec.Command, env), expandAll(cr.spec.Args, env))
+	if progName == "pause" {
+		argv = []string{program, "pause"}
+	}
+	mounts, err := a.mounts(cr.spec, vols)
+	if err != nil {
+		return setWaiting("CreateContainerConfigError", err.Error())
+	}
+	netns := ""
+	if pr.net != nil {
+		netns = "/run/netns/" + pr.net.netns
+	}
+	lw, err := openLog(cr.logPath)
+	if err != nil {
+		return setWaiting("CreateContainerError", err.Error())
+	}
+	defer lw.Close()
+	outR, outW, _ := os.Pipe()
+	errR, errW, _ := os.Pipe()
+	cmd := exec.Command(a.Programs.Self, append([]string{"container-exec"}, podexec.Args(netns, cr.spec.WorkingDir, mounts, argv)...)...)
+	cmd.Env = envList(env)
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		outW.Close()
+		errW.Close()
+		return setWaiting("CreateContainerError", err.Error())
+	}
+	outW.Close()
+	errW.Close()
+	var copying sync.WaitGroup
+	copying.Add(2)
+	go func() { defer copying.Done(); lw.copy("stdout", outR) }()
+	go func() { defer copying.Done(); lw.copy("stderr", errR) }()
+	cr.mu.Lock()
+	cr.proc, cr.running, cr.started, cr.waiting, cr.message = cmd.Process, true, metav1.Now(), "", ""
+	cr.ready = cr.spec.ReadinessProbe == nil
+	cr.mu.Unlock()
+	pr.logf("container %s: started %v (pid %d)", cr.spec.Name, argv, cmd.Process.Pid)
+	pr.changed()
+	werr := cmd.Wait()
+	copying.Wait()
+	outR.Close()
+	errR.Close()
+	code := int32(0)
+	if werr != nil {
+		code = 1
+		if ee, ok := werr.(*exec.ExitError); ok {
+			code = int32(ee.ExitCode())
+		}
+	}
+	cr.mu.Lock()
+	cr.running, cr.ready, cr.proc, cr.exitCode, cr.finished = false, false, nil, &code, metav1.Now()
+	cr.mu.Unlock()
+	if pr.ctx.Err() == nil {
+		pr.logf("container %s: exited with %d", cr.spec.Name, code)
+	}
+	pr.changed()
+	return code
+}
+
+// mounts turns volumeMounts into bind mounts, creating missing targets on the host
+// file system (recorded, so teardown removes exactly what we made).
+func (a *Agent) mounts(c corev1.Container, vols map[string]string) ([]podexec.Mount, error) {
+	var out []podexec.Mount
+	for _, vm := range c.VolumeMounts {
+		src, ok := vols[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("volumeMount %q: no such volume", vm.Name)
+		}
+		if vm.SubPath != "" {
+			src = filepath.Join(src, filepath.Clean("/"+vm.SubPath))
+		}
+		st, err := os.Stat(src)
+		if err != nil {
+			return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
+		}
+		if err := a.ensureTarget(vm.MountPath, st.IsDir()); err != nil {
+			return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
+		}
+		out = append(out, podexec.Mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
+	}
+	return out, nil
+}
+
+func (a *Agent) ensureTarget(target string, dir bool) error {
+	target = filepath.Clean(target)
+	if _, err := os.Stat(target); err == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var missing []string
+	for p := filepath.Dir(target); p != "/"; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			break
+		}
+		missing = append([]string{p}, missing...)
+	}
+	record := func(p string) error {
+		a.created[p] = true
+		f, err := os.OpenFile(filepath.Join(a.StateDir, "created-paths"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = fmt.Fprintln(f, p)
+		return err
+	}
+	for _, p := range missing {
+		if err := os.Mkdir(p, 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+		if err := record(p); err != nil {
+			return err
+		}
+	}
+	if dir {
+		if err := os.Mkdir(target, 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+	} else if err := os.WriteFile(target, nil, 0o644); err != nil {
+		return err
+	}
+	return record(target)
+}
+
+// RemoveCreatedPaths removes the mount targets we created, deepest first, if empty.
+func (a *Agent) RemoveCreatedPaths() {
+	a.init()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var paths []string
+	for p := range a.created {
+		paths = append(paths, p)
+	}
+	// Longest first: children before parents.
+	for i := range paths {
+		for j := i + 1; j < len(paths); j++ {
+			if len(paths[j]) > len(paths[i]) {
+				paths[i], paths[j] = paths[j], paths[i]
+			}
+		}
+	}
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Size() == 0 {
+			_ = os.Remove(p)
+		} else if err == nil && st.IsDir() {
+			_ = syscall.Rmdir(p)
+		}
+	}
+}
+
+// stop ends a pod's processes (SIGTERM, then SIGKILL after the grace period, capped),
+// removes its network namespace and files, and, if the API object is being deleted,
+// finalizes the deletion as the kubelet does.
+func (a *Agent) stop(pr *podRun, finalize bool) {
+	pr.mu.Lock()
+	if pr.ctx.Err() != nil {
+		pr.mu.Unlock()
+		return
+	}
+	pr.cancel()
+	pod := pr.pod
+	ctrs := pr.ctrs
+	pr.mu.Unlock()
+	grace := 5 * time.Second
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && time.Duration(*g)*time.Second < grace {
+		grace = time.Duration(*g) * time.Second
+	}
+	for _, cr := range ctrs {
+		cr.mu.Lock()
+		if cr.proc != nil {
+			_ = syscall.Kill(-cr.proc.Pid, syscall.SIGTERM)
+		}
+		cr.mu.Unlock()
+	}
+	deadline := time.After(grace)
+	exited := make(chan struct{})
+	go func() {
+		for _, cr := range ctrs {
+			cr.wg.Wait()
+		}
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-deadline:
+		for _, cr := range ctrs {
+			cr.mu.Lock()
+			if cr.proc != nil {
+				_ = syscall.Kill(-cr.proc.Pid, syscall.SIGKILL)
+			}
+			cr.mu.Unlock()
+		}
+		<-exited
+	}
+	<-pr.done
+	if pr.net != nil {
+		a.Net.remove(pr.net)
+	}
+	_ = os.RemoveAll(pr.dir)
+	a.mu.Lock()
+	delete(a.pods, pod.UID)
+	a.mu.Unlock()
+	pr.logf("stopped")
+	if finalize {
+		a.finalize(pod)
+	}
+}
+
+func (a *Agent) finalize(pod *corev1.Pod) {
+	zero := int64(0)
+	uid := pod.UID
+	err := a.CS.CoreV1().Pods(pod.Namespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		log.Printf("pod %s/%s: finalize deletion: %v", pod.Namespace, pod.Name, err)
+	}
+}
+
+func expandAll(in []string, env []envVar) []string {
+	if in == nil {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = expand(s, env)
+	}
+	return out
+}
+
+// expand resolves $(VAR) references as the kubelet does; $$ escapes a dollar sign,
+// unknown references are left as they are.
+func expand(s string, env []envVar) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '$' && i+1 < len(s) {
+			if s[i+1] == '$' {
+				b.WriteByte('$')
+				i++
+				continue
+			}
+			if s[i+1] == '(' {
+				if end := strings.IndexByte(s[i:], ')'); end > 0 {
+					name := s[i+2 : i+end]
+					if v, ok := lookupEnv(env, name); ok {
+						b.WriteString(v)
+						i += end
+						continue
+					}
+				}
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
