@@ -1,1 +1,30 @@
-//! placeholder
+//! The Aggregated Discovery Service: serves [`aether_xds::Snapshot`]s to Envoy over
+//! SotW and Delta ADS, tracks what every Envoy ACKed or NACKed, and joins that into
+//! a fleet view the status writer waits on.
+//!
+//! ```text
+//!  watch<Arc<Snapshot>> ──► server (tonic, one task per stream)
+//!                               │  requests, snapshots
+//!                               ▼
+//!                           SotwStream / DeltaStream   (pure state machines)
+//!                               │  responses ──► Envoy
+//!                               │  Acked / Nacked events
+//!                               ▼
+//!                           Fleet (per node, per type: ACKed versions, last NACK)
+//!                               └──► gateway_state(): Acked / Pending / Nacked(msg)
+//! ```
+
+pub mod delta;
+pub mod event;
+pub mod fleet;
+pub mod sotw;
+pub mod subscription;
+
+#[cfg(test)]
+mod fixtures;
+
+pub use delta::DeltaStream;
+pub use event::{Event, Nack, Output};
+pub use fleet::{Fleet, FleetStream, FleetView, GatewayAck, Protocol};
+pub use sotw::SotwStream;
+pub use subscription::{Subscription, Versions};

@@ -1,0 +1,281 @@
+//! Incremental (Delta) ADS: one stream's state machine, with no networking in it.
+//!
+//! ```text
+//!  per type:  subscription (wildcard and/or names)
+//!             held      name → version Envoy holds once our responses are applied
+//!             in flight nonce → (updated versions, removed names)
+//!             acked     name → version Envoy confirmed
+//!             parked    name → version Envoy rejected (never sent again)
+//! ```
+//!
+//! Delta requests carry no version, so every response remembers, by nonce, what it
+//! changed; an ACK of that nonce moves exactly that into `acked`. A response carries
+//! only resources whose version differs from what Envoy holds (starting from the
+//! `initial_resource_versions` it reports on a new stream), and `removed_resources`
+//! for held resources that left the snapshot or the subscription. Subscription
+//! changes are deltas, so they are applied even when the nonce is stale. As in SotW,
+//! an update to CDS is followed by the endpoints of the clusters it updated.
+
+use crate::event::{Event, Nack, Output, changes};
+use crate::subscription::{Subscription, Versions};
+use aether_xds::{ResourceType, Snapshot};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource as DeltaResource,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+#[cfg(test)]
+mod tests;
+
+/// One Delta ADS stream.
+#[derive(Debug)]
+pub struct DeltaStream {
+    snapshot: Arc<Snapshot>,
+    node_id: Option<String>,
+    last_nonce: u64,
+    types: BTreeMap<ResourceType, TypeState>,
+}
+
+#[derive(Debug, Default)]
+struct TypeState {
+    subscription: Subscription,
+    held: Versions,
+    in_flight: BTreeMap<u64, Sent>,
+    acked: Versions,
+    parked: Versions,
+    nack: Option<Nack>,
+}
+
+#[derive(Debug)]
+struct Sent {
+    system_version: String,
+    updated: Versions,
+    removed: BTreeSet<String>,
+}
+
+impl DeltaStream {
+    pub fn new(snapshot: Arc<Snapshot>) -> Self {
+        DeltaStream {
+            snapshot,
+            node_id: None,
+            last_nonce: 0,
+            types: BTreeMap::new(),
+        }
+    }
+
+    /// The Envoy node id, from the first request that carried one.
+    pub fn node_id(&self) -> Option<&str> {
+        self.node_id.as_deref()
+    }
+
+    pub fn acked(&self, ty: ResourceType) -> Option<&Versions> {
+        self.types.get(&ty).map(|s| &s.acked)
+    }
+
+    pub fn nack(&self, ty: ResourceType) -> Option<&Nack> {
+        self.types.get(&ty).and_then(|s| s.nack.as_ref())
+    }
+
+    pub fn on_request(&mut self, req: DeltaDiscoveryRequest) -> Output<DeltaDiscoveryResponse> {
+        let mut out = Output::default();
+        if self.node_id.is_none()
+            && let Some(node) = &req.node
+        {
+            self.node_id = Some(node.id.clone());
+        }
+        let Some(ty) = ResourceType::from_type_url(&req.type_url) else {
+            tracing::debug!(type_url = %req.type_url, "ignoring request for a type we do not serve");
+            return out;
+        };
+        let Some(state) = self.types.get_mut(&ty) else {
+            // First request of this type on the stream: Envoy states what it holds.
+            let held: Versions = req.initial_resource_versions.into_iter().collect();
+            let state = TypeState {
+                subscription: Subscription::from_delta_initial(ty, &req.resource_names_subscribe),
+                acked: held.clone(),
+                held,
+                ..Default::default()
+            };
+            if !state.acked.is_empty() {
+                out.events.push(Event::Acked {
+                    ty,
+                    versions: state.acked.clone(),
+                });
+            }
+            // A wildcard subscriber waits for a first answer even if it is empty.
+            let force = state.subscription.wildcard;
+            self.types.insert(ty, state);
+            self.respond(ty, force, &mut out);
+            return out;
+        };
+
+        if let Some(n) = state.take_in_flight(&req.response_nonce) {
+            match &req.error_detail {
+                None => {
+                    for (name, version) in &n.updated {
+                        state.acked.insert(name.clone(), version.clone());
+                        state.parked.remove(name);
+                    }
+                    state.acked.retain(|name, _| !n.removed.contains(name));
+                    state.nack = None;
+                    out.events.push(Event::Acked {
+                        ty,
+                        versions: state.acked.clone(),
+                    });
+                }
+                Some(status) => {
+                    let nack = Nack {
+                        version: n.system_version.clone(),
+                        message: status.message.clone(),
+                        rejected: changes(&n.updated, &state.acked),
+                    };
+                    // Envoy still holds what it ACKed before this response.
+                    for name in n.updated.keys().chain(n.removed.iter()) {
+                        match state.acked.get(name) {
+                            Some(v) => state.held.insert(name.clone(), v.clone()),
+                            None => state.held.remove(name),
+                        };
+                    }
+                    state.parked.extend(n.updated);
+                    state.nack = Some(nack.clone());
+                    out.events.push(Event::Nacked { ty, nack });
+                }
+            }
+        } else if !req.response_nonce.is_empty() {
+            tracing::trace!(ty = ty.short_name(), nonce = %req.response_nonce, "stale nonce");
+        }
+
+        // Re-subscribing a name asks for it again, whatever Envoy held.
+        for name in &req.resource_names_subscribe {
+            state.held.remove(name);
+        }
+        state.subscription.subscribe(&req.resource_names_subscribe);
+        state
+            .subscription
+            .unsubscribe(&req.resource_names_unsubscribe);
+        // Envoy forgets what it unsubscribed from; no removal is sent for it.
+        let subscription = &state.subscription;
+        let before = state.acked.len();
+        state.held.retain(|name, _| subscription.covers(name));
+        state.acked.retain(|name, _| subscription.covers(name));
+        if state.acked.len() != before {
+            out.events.push(Event::Acked {
+                ty,
+                versions: state.acked.clone(),
+            });
+        }
+        self.respond(ty, false, &mut out);
+        out
+    }
+
+    /// A new snapshot: send what changed, per type in CDS, EDS, LDS, RDS, SDS order.
+    pub fn on_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Output<DeltaDiscoveryResponse> {
+        let mut out = Output::default();
+        self.snapshot = snapshot;
+        for ty in ResourceType::ALL {
+            if ty == ResourceType::Endpoint
+                && out
+                    .responses
+                    .iter()
+                    .any(|r: &DeltaDiscoveryResponse| r.type_url == ty.type_url())
+            {
+                continue;
+            }
+            self.respond(ty, false, &mut out);
+        }
+        out
+    }
+
+    /// Sends what changed for `ty`; after clusters, the endpoints of those clusters.
+    fn respond(&mut self, ty: ResourceType, force: bool, out: &mut Output<DeltaDiscoveryResponse>) {
+        let Some(updated) = self.respond_one(ty, force, out) else {
+            return;
+        };
+        if ty == ResourceType::Cluster
+            && let Some(eds) = self.types.get_mut(&ResourceType::Endpoint)
+        {
+            // An updated cluster warms again and waits for its endpoints.
+            for name in updated.keys() {
+                if self
+                    .snapshot
+                    .version_of(ResourceType::Endpoint, name)
+                    .is_some()
+                {
+                    eds.held.remove(name);
+                }
+            }
+            self.respond_one(ResourceType::Endpoint, false, out);
+        }
+    }
+
+    /// Returns the updated versions if a response was sent.
+    fn respond_one(
+        &mut self,
+        ty: ResourceType,
+        force: bool,
+        out: &mut Output<DeltaDiscoveryResponse>,
+    ) -> Option<Versions> {
+        let state = self.types.get_mut(&ty)?;
+        let selected = state.subscription.select(&self.snapshot, ty);
+        let mut resources = Vec::new();
+        let mut updated = Versions::new();
+        for (name, r) in &selected {
+            let already_held = state.held.get(*name) == Some(&r.version);
+            let rejected = state.parked.get(*name) == Some(&r.version);
+            if already_held || rejected {
+                continue;
+            }
+            updated.insert(name.to_string(), r.version.clone());
+            resources.push(DeltaResource {
+                name: name.to_string(),
+                version: r.version.clone(),
+                resource: Some(r.body.clone()),
+                ..Default::default()
+            });
+        }
+        let removed: BTreeSet<String> = state
+            .held
+            .keys()
+            .filter(|name| !selected.contains_key(name.as_str()))
+            .cloned()
+            .collect();
+        if updated.is_empty() && removed.is_empty() && !force {
+            return None;
+        }
+        for (name, version) in &updated {
+            state.held.insert(name.clone(), version.clone());
+        }
+        state.held.retain(|name, _| !removed.contains(name));
+        self.last_nonce += 1;
+        let nonce = self.last_nonce;
+        out.responses.push(DeltaDiscoveryResponse {
+            system_version_info: self.snapshot.version.clone(),
+            resources,
+            type_url: ty.type_url().to_string(),
+            removed_resources: removed.iter().cloned().collect(),
+            nonce: nonce.to_string(),
+            ..Default::default()
+        });
+        state.in_flight.insert(
+            nonce,
+            Sent {
+                system_version: self.snapshot.version.clone(),
+                updated: updated.clone(),
+                removed,
+            },
+        );
+        Some(updated)
+    }
+}
+
+impl TypeState {
+    /// The response a nonce answers, if it is one still in flight. Envoy answers
+    /// responses in order, so older ones still in flight are dropped with it.
+    fn take_in_flight(&mut self, nonce: &str) -> Option<Sent> {
+        let n: u64 = nonce.parse().ok()?;
+        let sent = self.in_flight.remove(&n)?;
+        self.in_flight.retain(|k, _| *k > n);
+        Some(sent)
+    }
+}

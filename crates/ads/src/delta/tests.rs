@@ -1,0 +1,252 @@
+//! Delta stream scripts: requests and snapshots in, responses and events out.
+
+use super::DeltaStream;
+use crate::event::Event;
+use crate::fixtures::*;
+use aether_xds::{ResourceType, Snapshot};
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse;
+use std::sync::Arc;
+
+fn sent_names(r: &DeltaDiscoveryResponse) -> Vec<&str> {
+    r.resources.iter().map(|r| r.name.as_str()).collect()
+}
+
+fn removed(r: &DeltaDiscoveryResponse) -> Vec<&str> {
+    r.removed_resources.iter().map(String::as_str).collect()
+}
+
+fn short(r: &DeltaDiscoveryResponse) -> &'static str {
+    ResourceType::from_type_url(&r.type_url)
+        .unwrap()
+        .short_name()
+}
+
+fn base() -> Arc<Snapshot> {
+    mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 1),
+            (RDS, "r80", 1),
+        ],
+        &[],
+    )
+}
+
+/// ACKs the single response in `out` and returns the ACK's events.
+fn ack(s: &mut DeltaStream, ty: ResourceType, r: &DeltaDiscoveryResponse) -> Vec<Event> {
+    s.on_request(mk_delta(ty, &[], &[], &r.nonce)).events
+}
+
+#[test]
+fn wildcard_initial_sends_everything_and_ack_covers_the_nonce() {
+    let snap = base();
+    let mut s = DeltaStream::new(snap.clone());
+    let out = s.on_request(mk_delta(CDS, &[], &[], ""));
+    assert_eq!(s.node_id(), Some("node-a"));
+    let r = &out.responses[0];
+    assert_eq!(sent_names(r), ["c1", "c2"]);
+    assert_eq!(r.resources[0].version, snap.version_of(CDS, "c1").unwrap());
+    assert_eq!(
+        any_names(
+            CDS,
+            &r.resources
+                .iter()
+                .map(|x| x.resource.clone().unwrap())
+                .collect::<Vec<_>>()
+        ),
+        ["c1", "c2"]
+    );
+    assert!(
+        s.acked(CDS).unwrap().is_empty(),
+        "nothing ACKed before the ACK"
+    );
+    let events = ack(&mut s, CDS, r);
+    let Event::Acked { ty, versions } = &events[0] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(*ty, CDS);
+    assert_eq!(versions.keys().collect::<Vec<_>>(), ["c1", "c2"]);
+}
+
+#[test]
+fn initial_resource_versions_are_not_resent() {
+    let snap = base();
+    let mut s = DeltaStream::new(snap.clone());
+    let mut req = mk_delta(CDS, &[], &[], "");
+    req.initial_resource_versions = [
+        (
+            "c1".to_string(),
+            snap.version_of(CDS, "c1").unwrap().to_string(),
+        ),
+        ("c2".to_string(), "old".to_string()),
+        ("gone".to_string(), "old".to_string()),
+    ]
+    .into();
+    let out = s.on_request(req);
+    // What Envoy reports holding counts as ACKed: it applied it on an earlier stream.
+    assert!(matches!(&out.events[..], [Event::Acked { ty: CDS, versions }] if versions.len() == 3));
+    let r = &out.responses[0];
+    assert_eq!(sent_names(r), ["c2"]);
+    assert_eq!(removed(r), ["gone"]);
+    ack(&mut s, CDS, r);
+    assert_eq!(
+        s.acked(CDS).unwrap().keys().collect::<Vec<_>>(),
+        ["c1", "c2"]
+    );
+
+    // Everything already held: a wildcard subscriber still gets a (empty) first answer.
+    let mut s = DeltaStream::new(snap.clone());
+    let mut req = mk_delta(LDS, &[], &[], "");
+    req.initial_resource_versions = [(
+        "l80".to_string(),
+        snap.version_of(LDS, "l80").unwrap().to_string(),
+    )]
+    .into();
+    let out = s.on_request(req);
+    assert_eq!(out.responses.len(), 1);
+    assert!(out.responses[0].resources.is_empty() && out.responses[0].removed_resources.is_empty());
+}
+
+#[test]
+fn explicit_subscribe_and_unsubscribe() {
+    let mut s = DeltaStream::new(base());
+    let out = s.on_request(mk_delta(EDS, &["c1"], &[], ""));
+    assert_eq!(sent_names(&out.responses[0]), ["c1"]);
+    ack(&mut s, EDS, &out.responses[0]);
+
+    let out = s.on_request(mk_delta(EDS, &["c2", "nope"], &[], &out.responses[0].nonce));
+    assert_eq!(
+        sent_names(&out.responses[0]),
+        ["c2"],
+        "only the new name is sent"
+    );
+    let nonce = out.responses[0].nonce.clone();
+    ack(&mut s, EDS, &out.responses[0]);
+    assert_eq!(s.acked(EDS).unwrap().len(), 2);
+
+    let out = s.on_request(mk_delta(EDS, &[], &["c1"], &nonce));
+    assert!(
+        out.responses.is_empty(),
+        "no removal for what Envoy dropped itself"
+    );
+    assert_eq!(s.acked(EDS).unwrap().keys().collect::<Vec<_>>(), ["c2"]);
+    assert!(matches!(&out.events[..], [Event::Acked { ty: EDS, versions }] if versions.len() == 1));
+
+    // An unsubscribed name changing is no longer sent; a subscribed one is.
+    let out = s.on_snapshot(mk_snapshot(&[(EDS, "c1", 2), (EDS, "c2", 2)], &[]));
+    assert_eq!(out.responses.len(), 1);
+    assert_eq!(sent_names(&out.responses[0]), ["c2"]);
+}
+
+#[test]
+fn removals_for_wildcard_and_explicit_names() {
+    let mut s = DeltaStream::new(base());
+    let lds = s.on_request(mk_delta(LDS, &[], &[], "")).responses;
+    ack(&mut s, LDS, &lds[0]);
+    let rds = s.on_request(mk_delta(RDS, &["r80"], &[], "")).responses;
+    ack(&mut s, RDS, &rds[0]);
+
+    let out = s.on_snapshot(mk_snapshot(&[(LDS, "l443", 1)], &[]));
+    assert_eq!(
+        out.responses.iter().map(short).collect::<Vec<_>>(),
+        ["LDS", "RDS"]
+    );
+    assert_eq!(sent_names(&out.responses[0]), ["l443"]);
+    assert_eq!(removed(&out.responses[0]), ["l80"]);
+    assert!(out.responses[1].resources.is_empty());
+    assert_eq!(removed(&out.responses[1]), ["r80"]);
+    ack(&mut s, LDS, &out.responses[0]);
+    ack(&mut s, RDS, &out.responses[1]);
+    assert_eq!(s.acked(LDS).unwrap().keys().collect::<Vec<_>>(), ["l443"]);
+    assert!(s.acked(RDS).unwrap().is_empty());
+
+    // The route table comes back: still subscribed, so it is sent again.
+    let out = s.on_snapshot(mk_snapshot(&[(LDS, "l443", 1), (RDS, "r80", 1)], &[]));
+    assert_eq!(out.responses.iter().map(short).collect::<Vec<_>>(), ["RDS"]);
+    assert_eq!(sent_names(&out.responses[0]), ["r80"]);
+}
+
+#[test]
+fn unchanged_snapshot_sends_nothing_and_changes_are_per_resource() {
+    let mut s = DeltaStream::new(base());
+    for (ty, names) in [
+        (CDS, vec![]),
+        (EDS, vec!["c1", "c2"]),
+        (LDS, vec![]),
+        (RDS, vec!["r80"]),
+    ] {
+        let out = s.on_request(mk_delta(ty, &names, &[], ""));
+        ack(&mut s, ty, &out.responses[0]);
+    }
+    assert!(s.on_snapshot(base()).is_empty());
+    let out = s.on_snapshot(mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 2),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 1),
+            (RDS, "r80", 1),
+        ],
+        &[],
+    ));
+    // c2 changed: it is sent alone, then its endpoints (unchanged) follow it.
+    assert_eq!(
+        out.responses.iter().map(short).collect::<Vec<_>>(),
+        ["CDS", "EDS"]
+    );
+    assert_eq!(sent_names(&out.responses[0]), ["c2"]);
+    assert_eq!(sent_names(&out.responses[1]), ["c2"]);
+}
+
+#[test]
+fn nack_parks_the_rejected_versions() {
+    let mut s = DeltaStream::new(base());
+    let out = s.on_request(mk_delta(LDS, &[], &[], ""));
+    ack(&mut s, LDS, &out.responses[0]);
+    let good = s.acked(LDS).unwrap().clone();
+
+    let bad = mk_snapshot(&[(LDS, "l80", 2), (LDS, "l443", 1)], &[]);
+    let out = s.on_snapshot(bad.clone());
+    let r = out.responses[0].clone();
+    assert_eq!(sent_names(&r), ["l443", "l80"]);
+    let out = s.on_request(mk_delta_nack(LDS, &r.nonce, "bind: address in use"));
+    assert!(
+        out.responses.is_empty(),
+        "the rejected versions are not resent"
+    );
+    let Event::Nacked { nack, .. } = &out.events[0] else {
+        panic!("{:?}", out.events)
+    };
+    assert_eq!(nack.message, "bind: address in use");
+    assert_eq!(nack.version, bad.version);
+    assert_eq!(nack.rejected.keys().collect::<Vec<_>>(), ["l443", "l80"]);
+    assert_eq!(s.acked(LDS), Some(&good));
+    assert!(s.on_snapshot(bad).is_empty());
+
+    // Only l80 is fixed: it is sent; l443 (still the rejected version) is not.
+    let out = s.on_snapshot(mk_snapshot(&[(LDS, "l80", 3), (LDS, "l443", 1)], &[]));
+    assert_eq!(sent_names(&out.responses[0]), ["l80"]);
+    ack(&mut s, LDS, &out.responses[0]);
+    assert!(s.nack(LDS).is_none());
+}
+
+#[test]
+fn stale_nonce_does_not_ack_but_subscriptions_apply() {
+    let mut s = DeltaStream::new(base());
+    let first = s.on_request(mk_delta(RDS, &["r80"], &[], "")).responses;
+    let second = s.on_snapshot(mk_snapshot(&[(RDS, "r80", 2), (RDS, "r443", 1)], &[]));
+    assert_eq!(sent_names(&second.responses[0]), ["r80"]);
+    // Envoy ACKs the first response late, subscribing to r443 on the way.
+    ack(&mut s, RDS, &first[0]);
+    let out = s.on_request(mk_delta(RDS, &["r443"], &[], "999"));
+    assert!(out.events.is_empty(), "unknown nonce is not an ACK");
+    assert_eq!(sent_names(&out.responses[0]), ["r443"]);
+    // The ACK of the first response covered only its version of r80.
+    let acked = s.acked(RDS).unwrap();
+    assert_eq!(acked.len(), 1);
+    assert_eq!(acked["r80"], base().version_of(RDS, "r80").unwrap());
+}

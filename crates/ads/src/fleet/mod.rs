@@ -1,0 +1,319 @@
+//! The fleet ACK view: what every connected Envoy holds, joined per Gateway.
+//!
+//! ```text
+//!  Fleet ── streams[id] = { node, protocol, acked[type][name] = version, nacks[type] }
+//!        │        (one entry per open ADS stream; removed when the stream ends)
+//!        ├─ gateway_acks(snapshot)   per node, per Gateway: hash of what it ACKed
+//!        ├─ gateway_state(snapshot, gw)   Acked / Pending / Nacked(msg) for the status gate
+//!        ├─ debug_view()             per node, per type: ACKed version, last NACK
+//!        └─ subscribe()              a counter bumped on every change
+//! ```
+//!
+//! Several streams may carry one node id (a reconnect overlapping the old stream);
+//! they are merged by node, later streams winning per resource. A node with no open
+//! stream is not in the view: when it comes back it starts from nothing until it
+//! ACKs again, which is what Envoy's own state is worth after a restart.
+
+mod metrics;
+mod view;
+
+#[cfg(test)]
+mod tests;
+
+pub use metrics::Protocol;
+pub use view::{FleetView, NackView, NodeView, TypeView};
+
+use crate::event::{Event, Nack};
+use crate::subscription::Versions;
+use aether_ir::ObjectRef;
+use aether_xds::{GatewayResources, ResourceType, Snapshot};
+use metrics::Metrics;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::watch;
+
+/// Shared by every stream of one ADS server; cheap to clone.
+#[derive(Clone)]
+pub struct Fleet {
+    inner: Arc<Mutex<Inner>>,
+    changes: Arc<watch::Sender<u64>>,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    next_stream: u64,
+    streams: BTreeMap<u64, StreamState>,
+    metrics: Metrics,
+}
+
+struct StreamState {
+    node: String,
+    protocol: Protocol,
+    acked: BTreeMap<ResourceType, Versions>,
+    nacks: BTreeMap<ResourceType, Nack>,
+    /// The type of the most recent NACK, to tell which one is "last".
+    last_nack: Option<ResourceType>,
+}
+
+/// Whether the fleet serves a Gateway's current config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatewayAck {
+    /// Every connected Envoy ACKed the Gateway's current hash (and there is one).
+    Acked,
+    /// Not everywhere yet, or no Envoy connected.
+    Pending,
+    /// An Envoy rejected a resource of this Gateway: which node, and what it said.
+    Nacked(String),
+}
+
+/// One open stream's registration; dropping it disconnects the stream.
+#[derive(Debug)]
+pub struct FleetStream {
+    fleet: Fleet,
+    id: u64,
+}
+
+/// The merged state of one node.
+#[derive(Default)]
+struct NodeState<'a> {
+    streams: usize,
+    acked: BTreeMap<ResourceType, BTreeMap<&'a str, &'a str>>,
+    /// The latest NACK still standing on any of its streams, by stream order.
+    nacks: BTreeMap<ResourceType, &'a Nack>,
+    last_nack: Option<(ResourceType, &'a Nack)>,
+}
+
+impl Default for Fleet {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Fleet {
+    pub fn new() -> Self {
+        Fleet {
+            inner: Arc::new(Mutex::new(Inner::default())),
+            changes: Arc::new(watch::Sender::new(0)),
+        }
+    }
+
+    /// A counter that moves on every ACK, NACK, connect and disconnect.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Registers a stream from `node` (the first request's `node.id`).
+    pub fn connect(&self, node: &str, protocol: Protocol) -> FleetStream {
+        let id = {
+            let mut inner = self.lock();
+            inner.next_stream += 1;
+            let id = inner.next_stream;
+            inner.streams.insert(
+                id,
+                StreamState {
+                    node: node.to_string(),
+                    protocol,
+                    acked: BTreeMap::new(),
+                    nacks: BTreeMap::new(),
+                    last_nack: None,
+                },
+            );
+            inner.metrics.connected(protocol);
+            id
+        };
+        self.bump();
+        FleetStream {
+            fleet: self.clone(),
+            id,
+        }
+    }
+
+    /// Per connected node, per Gateway of `snapshot`: the hash over the versions
+    /// that node ACKed, `None` while some member is not ACKed at all.
+    pub fn gateway_acks(
+        &self,
+        snapshot: &Snapshot,
+    ) -> BTreeMap<String, BTreeMap<ObjectRef, Option<String>>> {
+        let inner = self.lock();
+        inner
+            .nodes()
+            .into_iter()
+            .map(|(node, state)| {
+                let per_gateway = snapshot
+                    .gateways
+                    .iter()
+                    .map(|(gw, resources)| (gw.clone(), state.hash_of(resources)))
+                    .collect();
+                (node.to_string(), per_gateway)
+            })
+            .collect()
+    }
+
+    /// The status gate for one Gateway of `snapshot`.
+    pub fn gateway_state(&self, snapshot: &Snapshot, gw: &ObjectRef) -> GatewayAck {
+        let Some(resources) = snapshot.gateways.get(gw) else {
+            return GatewayAck::Pending;
+        };
+        let inner = self.lock();
+        let nodes = inner.nodes();
+        if nodes.is_empty() {
+            return GatewayAck::Pending;
+        }
+        let mut all_acked = true;
+        for (node, state) in &nodes {
+            if state.hash_of(resources).as_deref() == Some(resources.hash.as_str()) {
+                continue;
+            }
+            all_acked = false;
+            if let Some((ty, nack)) = state.nack_concerning(resources) {
+                return GatewayAck::Nacked(format!(
+                    "Envoy {node} rejected {} version {}: {}",
+                    ty.short_name(),
+                    short_version(&nack.version),
+                    nack.message
+                ));
+            }
+        }
+        if all_acked {
+            GatewayAck::Acked
+        } else {
+            GatewayAck::Pending
+        }
+    }
+
+    /// Per node, per type: the ACKed version and resources, and the last NACK.
+    pub fn debug_view(&self) -> FleetView {
+        let inner = self.lock();
+        FleetView::of(&inner.nodes())
+    }
+
+    /// Prometheus text exposition of the ADS counters.
+    pub fn render_metrics(&self) -> String {
+        let inner = self.lock();
+        inner.metrics.render()
+    }
+
+    /// Counts a response sent on some stream.
+    pub fn record_push(&self, ty: ResourceType, protocol: Protocol) {
+        self.lock().metrics.pushed(ty, protocol);
+    }
+
+    fn record(&self, id: u64, event: &Event) {
+        {
+            let mut inner = self.lock();
+            let inner = &mut *inner;
+            let Some(stream) = inner.streams.get_mut(&id) else {
+                return;
+            };
+            match event {
+                Event::Acked { ty, versions } => {
+                    stream.acked.insert(*ty, versions.clone());
+                    stream.nacks.remove(ty);
+                    if stream.last_nack == Some(*ty) {
+                        stream.last_nack = None;
+                    }
+                    inner.metrics.acked(*ty);
+                }
+                Event::Nacked { ty, nack } => {
+                    stream.nacks.insert(*ty, nack.clone());
+                    stream.last_nack = Some(*ty);
+                    inner.metrics.nacked(*ty);
+                }
+            }
+        }
+        self.bump();
+    }
+
+    fn disconnect(&self, id: u64) {
+        {
+            let mut inner = self.lock();
+            if let Some(stream) = inner.streams.remove(&id) {
+                inner.metrics.disconnected(stream.protocol);
+            }
+        }
+        self.bump();
+    }
+
+    fn bump(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves plain data behind; keep serving it.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl FleetStream {
+    /// Records what the stream's state machine learnt.
+    pub fn record(&self, event: &Event) {
+        self.fleet.record(self.id, event);
+    }
+
+    pub fn record_push(&self, ty: ResourceType, protocol: Protocol) {
+        self.fleet.record_push(ty, protocol);
+    }
+}
+
+impl Drop for FleetStream {
+    fn drop(&mut self) {
+        self.fleet.disconnect(self.id);
+    }
+}
+
+impl Inner {
+    /// Connected nodes, their streams merged in connection order.
+    fn nodes(&self) -> BTreeMap<&str, NodeState<'_>> {
+        let mut nodes: BTreeMap<&str, NodeState<'_>> = BTreeMap::new();
+        for stream in self.streams.values() {
+            let node = nodes.entry(stream.node.as_str()).or_default();
+            node.streams += 1;
+            for (ty, versions) in &stream.acked {
+                let merged = node.acked.entry(*ty).or_default();
+                for (name, version) in versions {
+                    merged.insert(name, version);
+                }
+            }
+            for (ty, nack) in &stream.nacks {
+                node.nacks.insert(*ty, nack);
+            }
+            if let Some(ty) = stream.last_nack {
+                node.last_nack = stream.nacks.get(&ty).map(|n| (ty, n));
+            }
+        }
+        nodes
+    }
+}
+
+impl<'a> NodeState<'a> {
+    fn version_of(&self, ty: ResourceType, name: &str) -> Option<&'a str> {
+        self.acked.get(&ty).and_then(|m| m.get(name)).copied()
+    }
+
+    fn hash_of(&self, resources: &GatewayResources) -> Option<String> {
+        resources.hash_of(|ty, name| self.version_of(ty, name))
+    }
+
+    /// A standing NACK that rejected one of the Gateway's resources.
+    fn nack_concerning(&self, resources: &GatewayResources) -> Option<(ResourceType, &'a Nack)> {
+        self.nacks
+            .iter()
+            .find(|(ty, nack)| {
+                nack.rejected
+                    .keys()
+                    .any(|name| resources.members.contains(&(**ty, name.clone())))
+            })
+            .map(|(ty, nack)| (*ty, *nack))
+    }
+}
+
+/// Versions are sha256 hex; twelve characters identify one in a message.
+fn short_version(v: &str) -> &str {
+    v.get(..12).unwrap_or(v)
+}

@@ -1,0 +1,258 @@
+//! Fleet scripts: streams connect, ACK, NACK and leave; the Gateway view follows.
+
+use super::{Fleet, GatewayAck, Protocol};
+use crate::event::{Event, Nack};
+use crate::fixtures::*;
+use crate::subscription::Versions;
+use aether_xds::{ResourceType, Snapshot};
+use std::sync::Arc;
+
+/// Two Gateways: a/one uses c1, l80, r80; b/two uses c2, l443, r443.
+fn snapshot(rev_r80: u32) -> Arc<Snapshot> {
+    mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 1),
+            (LDS, "l443", 1),
+            (RDS, "r80", rev_r80),
+            (RDS, "r443", 1),
+        ],
+        &[
+            (
+                "a/one",
+                &[(CDS, "c1"), (EDS, "c1"), (LDS, "l80"), (RDS, "r80")],
+            ),
+            (
+                "b/two",
+                &[(CDS, "c2"), (EDS, "c2"), (LDS, "l443"), (RDS, "r443")],
+            ),
+        ],
+    )
+}
+
+/// An ACK of everything of `ty` in `snap`.
+fn ack_all(snap: &Snapshot, ty: ResourceType) -> Event {
+    let versions: Versions = snap
+        .of_type(ty)
+        .map(|r| (r.name.clone(), r.version.clone()))
+        .collect();
+    Event::Acked { ty, versions }
+}
+
+fn ack_everything(stream: &super::FleetStream, snap: &Snapshot) {
+    for ty in [CDS, EDS, LDS, RDS] {
+        stream.record(&ack_all(snap, ty));
+    }
+}
+
+#[test]
+fn acked_needs_every_connected_node() {
+    let fleet = Fleet::new();
+    let snap = snapshot(1);
+    let one = gw("a/one");
+    assert_eq!(
+        fleet.gateway_state(&snap, &one),
+        GatewayAck::Pending,
+        "no node connected"
+    );
+
+    let a = fleet.connect("node-a", Protocol::Sotw);
+    let b = fleet.connect("node-b", Protocol::Delta);
+    ack_everything(&a, &snap);
+    assert_eq!(
+        fleet.gateway_state(&snap, &one),
+        GatewayAck::Pending,
+        "node-b has nothing"
+    );
+    let acks = fleet.gateway_acks(&snap);
+    assert_eq!(
+        acks["node-a"][&one].as_deref(),
+        Some(snap.gateways[&one].hash.as_str())
+    );
+    assert_eq!(acks["node-b"][&one], None);
+
+    ack_everything(&b, &snap);
+    assert_eq!(fleet.gateway_state(&snap, &one), GatewayAck::Acked);
+    assert_eq!(fleet.gateway_state(&snap, &gw("b/two")), GatewayAck::Acked);
+    assert_eq!(
+        fleet.gateway_state(&snap, &gw("c/absent")),
+        GatewayAck::Pending
+    );
+
+    // A new route table for a/one: b/two stays Acked, a/one waits.
+    let next = snapshot(2);
+    assert_eq!(fleet.gateway_state(&next, &one), GatewayAck::Pending);
+    assert_eq!(fleet.gateway_state(&next, &gw("b/two")), GatewayAck::Acked);
+    assert_ne!(
+        fleet.gateway_acks(&next)["node-a"][&one].as_deref(),
+        Some(next.gateways[&one].hash.as_str()),
+        "the old ACK hashes to the old Gateway hash"
+    );
+}
+
+#[test]
+fn nack_names_the_node_and_envoys_message_until_it_acks() {
+    let fleet = Fleet::new();
+    let snap = snapshot(1);
+    let next = snapshot(2);
+    let one = gw("a/one");
+    let a = fleet.connect("node-a", Protocol::Sotw);
+    let b = fleet.connect("node-b", Protocol::Sotw);
+    ack_everything(&a, &snap);
+    ack_everything(&b, &snap);
+
+    // node-a takes the new route table; node-b rejects it.
+    a.record(&ack_all(&next, RDS));
+    b.record(&Event::Nacked {
+        ty: RDS,
+        nack: Nack {
+            version: "0123456789abcdef".into(),
+            message: "duplicate domain".into(),
+            rejected: [(
+                "r80".to_string(),
+                next.version_of(RDS, "r80").unwrap().to_string(),
+            )]
+            .into(),
+        },
+    });
+    let GatewayAck::Nacked(msg) = fleet.gateway_state(&next, &one) else {
+        panic!(
+            "expected Nacked, got {:?}",
+            fleet.gateway_state(&next, &one)
+        );
+    };
+    assert!(msg.contains("node-b"), "{msg}");
+    assert!(msg.contains("duplicate domain"), "{msg}");
+    assert!(msg.contains("RDS"), "{msg}");
+    // The rejection is about a/one's route table, not b/two.
+    assert_eq!(fleet.gateway_state(&next, &gw("b/two")), GatewayAck::Acked);
+
+    let view = fleet.debug_view();
+    let nack = view.nodes["node-b"]
+        .last_nack
+        .as_ref()
+        .expect("last NACK shown");
+    assert_eq!(nack.message, "duplicate domain");
+    assert_eq!(nack.resources, ["r80"]);
+    assert!(view.nodes["node-a"].last_nack.is_none());
+
+    b.record(&ack_all(&next, RDS));
+    assert_eq!(fleet.gateway_state(&next, &one), GatewayAck::Acked);
+    assert!(fleet.debug_view().nodes["node-b"].last_nack.is_none());
+}
+
+#[test]
+fn disconnected_nodes_drop_out_and_reconnects_start_empty() {
+    let fleet = Fleet::new();
+    let snap = snapshot(1);
+    let one = gw("a/one");
+    let mut changes = fleet.subscribe();
+    let a = fleet.connect("node-a", Protocol::Sotw);
+    let b = fleet.connect("node-b", Protocol::Sotw);
+    ack_everything(&a, &snap);
+    assert!(changes.has_changed().unwrap());
+    changes.mark_unchanged();
+    assert_eq!(fleet.gateway_state(&snap, &one), GatewayAck::Pending);
+
+    drop(b);
+    assert!(changes.has_changed().unwrap(), "a disconnect is a change");
+    assert_eq!(
+        fleet.gateway_state(&snap, &one),
+        GatewayAck::Acked,
+        "only node-a is left"
+    );
+    assert_eq!(
+        fleet.debug_view().nodes.keys().collect::<Vec<_>>(),
+        ["node-a"]
+    );
+
+    drop(a);
+    assert_eq!(fleet.gateway_state(&snap, &one), GatewayAck::Pending);
+    let again = fleet.connect("node-a", Protocol::Delta);
+    assert_eq!(fleet.gateway_acks(&snap)["node-a"][&one], None);
+    ack_everything(&again, &snap);
+    assert_eq!(fleet.gateway_state(&snap, &one), GatewayAck::Acked);
+}
+
+#[test]
+fn streams_of_one_node_merge() {
+    let fleet = Fleet::new();
+    let snap = snapshot(1);
+    let old = fleet.connect("node-a", Protocol::Sotw);
+    let new = fleet.connect("node-a", Protocol::Sotw);
+    for ty in [CDS, EDS] {
+        old.record(&ack_all(&snap, ty));
+    }
+    for ty in [LDS, RDS] {
+        new.record(&ack_all(&snap, ty));
+    }
+    assert_eq!(fleet.gateway_state(&snap, &gw("a/one")), GatewayAck::Acked);
+    let view = fleet.debug_view();
+    assert_eq!(view.nodes.len(), 1);
+    assert_eq!(view.nodes["node-a"].streams, 2);
+    assert_eq!(
+        view.nodes["node-a"].acked.keys().collect::<Vec<_>>(),
+        ["CDS", "EDS", "LDS", "RDS"]
+    );
+}
+
+#[test]
+fn debug_view_serializes_and_metrics_count() {
+    let fleet = Fleet::new();
+    let snap = snapshot(1);
+    let a = fleet.connect("node-a", Protocol::Delta);
+    a.record(&ack_all(&snap, LDS));
+    a.record_push(LDS, Protocol::Delta);
+    a.record(&Event::Nacked {
+        ty: CDS,
+        nack: Nack {
+            version: "v".into(),
+            message: "bad cluster".into(),
+            rejected: Versions::new(),
+        },
+    });
+    let json = serde_json::to_value(fleet.debug_view()).unwrap();
+    let node = &json["nodes"]["node-a"];
+    assert_eq!(node["last_nack"]["message"], "bad cluster");
+    assert_eq!(node["last_nack"]["type"], "CDS");
+    assert_eq!(
+        node["acked"]["LDS"]["resources"]["l80"],
+        snap.version_of(LDS, "l80").unwrap()
+    );
+
+    let text = fleet.render_metrics();
+    assert!(
+        text.contains("aether_ads_connected_streams{protocol=\"delta\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("aether_ads_connected_streams{protocol=\"sotw\"} 0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("aether_ads_acks_total{type=\"LDS\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("aether_ads_nacks_total{type=\"CDS\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("aether_ads_pushes_total{type=\"LDS\",protocol=\"delta\"} 1\n"),
+        "{text}"
+    );
+    drop(a);
+    assert!(
+        fleet
+            .render_metrics()
+            .contains("aether_ads_connected_streams{protocol=\"delta\"} 0\n")
+    );
+    assert!(
+        fleet
+            .render_metrics()
+            .contains("aether_ads_streams_total{protocol=\"delta\"} 1\n")
+    );
+}

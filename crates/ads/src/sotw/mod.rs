@@ -1,0 +1,200 @@
+//! State-of-the-world ADS: one stream's state machine, with no networking in it.
+//!
+//! ```text
+//!  DiscoveryRequest ─┐                         ┌─► DiscoveryResponse* (CDS, EDS, LDS, RDS, SDS)
+//!                    ├─► SotwStream (per type) ─┤
+//!  Arc<Snapshot> ────┘   subscription           └─► Event* (Acked / Nacked)
+//!                        last sent (nonce, version_info, versions)
+//!                        ACKed versions, parked (NACKed) versions
+//! ```
+//!
+//! Per type, a request whose `response_nonce` is the last nonce sent is an ACK (no
+//! `error_detail`) or a NACK; any other non-empty nonce is stale and the request is
+//! ignored whole, as Envoy will restate its interest with the latest nonce. A NACKed
+//! content is parked: it is not sent again until the snapshot selects something
+//! different for that type (no resend loop). A response is sent only when the
+//! selected content differs from what was last sent on this stream, except that the
+//! first request of a type is always answered and EDS is always answered right after
+//! a CDS response (updated clusters warm again and wait for their endpoints).
+
+use crate::event::{Event, Nack, Output, changes};
+use crate::subscription::{Subscription, Versions, version_info, versions_of};
+use aether_xds::{ResourceType, Snapshot};
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[cfg(test)]
+mod tests;
+
+/// One SotW ADS stream.
+#[derive(Debug)]
+pub struct SotwStream {
+    snapshot: Arc<Snapshot>,
+    node_id: Option<String>,
+    last_nonce: u64,
+    types: BTreeMap<ResourceType, TypeState>,
+}
+
+#[derive(Debug, Default)]
+struct TypeState {
+    subscription: Subscription,
+    sent: Option<Sent>,
+    acked: Option<Versions>,
+    /// The whole content of the last NACKed response: not sent again.
+    parked: Option<Versions>,
+    nack: Option<Nack>,
+}
+
+#[derive(Debug, Clone)]
+struct Sent {
+    nonce: String,
+    version_info: String,
+    versions: Versions,
+}
+
+impl SotwStream {
+    pub fn new(snapshot: Arc<Snapshot>) -> Self {
+        SotwStream {
+            snapshot,
+            node_id: None,
+            last_nonce: 0,
+            types: BTreeMap::new(),
+        }
+    }
+
+    /// The Envoy node id, from the first request that carried one.
+    pub fn node_id(&self) -> Option<&str> {
+        self.node_id.as_deref()
+    }
+
+    /// What this stream last ACKed for a type (for tests and debugging).
+    pub fn acked(&self, ty: ResourceType) -> Option<&Versions> {
+        self.types.get(&ty).and_then(|s| s.acked.as_ref())
+    }
+
+    /// The last NACK of a type not since followed by an ACK.
+    pub fn nack(&self, ty: ResourceType) -> Option<&Nack> {
+        self.types.get(&ty).and_then(|s| s.nack.as_ref())
+    }
+
+    pub fn on_request(&mut self, req: DiscoveryRequest) -> Output<DiscoveryResponse> {
+        let mut out = Output::default();
+        if self.node_id.is_none()
+            && let Some(node) = &req.node
+        {
+            self.node_id = Some(node.id.clone());
+        }
+        let Some(ty) = ResourceType::from_type_url(&req.type_url) else {
+            tracing::debug!(type_url = %req.type_url, "ignoring request for a type we do not serve");
+            return out;
+        };
+        let subscription = Subscription::from_sotw(ty, &req.resource_names);
+        let state = self.types.entry(ty).or_default();
+        let initial = match (&state.sent, req.response_nonce.is_empty()) {
+            // A first request, or a type we never answered: serve it.
+            (None, _) | (_, true) => true,
+            (Some(sent), false) if sent.nonce != req.response_nonce => {
+                tracing::trace!(ty = ty.short_name(), nonce = %req.response_nonce, "stale nonce ignored");
+                return out;
+            }
+            (Some(sent), false) => {
+                let sent = sent.clone();
+                match &req.error_detail {
+                    Some(status) => {
+                        let held = state.acked.clone().unwrap_or_default();
+                        let nack = Nack {
+                            version: sent.version_info.clone(),
+                            message: status.message.clone(),
+                            rejected: changes(&sent.versions, &held),
+                        };
+                        state.parked = Some(sent.versions);
+                        state.nack = Some(nack.clone());
+                        out.events.push(Event::Nacked { ty, nack });
+                    }
+                    None => {
+                        state.acked = Some(sent.versions.clone());
+                        state.nack = None;
+                        // Envoy took something else since the rejection: a later
+                        // return to the rejected content deserves a fresh answer.
+                        if state.parked.as_ref() != Some(&sent.versions) {
+                            state.parked = None;
+                        }
+                        out.events.push(Event::Acked {
+                            ty,
+                            versions: sent.versions,
+                        });
+                    }
+                }
+                false
+            }
+        };
+        state.subscription = subscription;
+        self.respond(ty, initial, &mut out);
+        out
+    }
+
+    /// A new snapshot: push every requested type whose selected content changed,
+    /// in CDS, EDS, LDS, RDS, SDS order.
+    pub fn on_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Output<DiscoveryResponse> {
+        let mut out = Output::default();
+        self.snapshot = snapshot;
+        for ty in ResourceType::ALL {
+            // EDS may already have been answered right after CDS.
+            if ty == ResourceType::Endpoint
+                && out
+                    .responses
+                    .iter()
+                    .any(|r: &DiscoveryResponse| r.type_url == ty.type_url())
+            {
+                continue;
+            }
+            self.respond(ty, false, &mut out);
+        }
+        out
+    }
+
+    /// Sends `ty` if its content changed (or `force`), then EDS after CDS.
+    fn respond(&mut self, ty: ResourceType, force: bool, out: &mut Output<DiscoveryResponse>) {
+        let sent = self.respond_one(ty, force, out);
+        if sent && ty == ResourceType::Cluster && self.types.contains_key(&ResourceType::Endpoint) {
+            self.respond_one(ResourceType::Endpoint, true, out);
+        }
+    }
+
+    fn respond_one(
+        &mut self,
+        ty: ResourceType,
+        force: bool,
+        out: &mut Output<DiscoveryResponse>,
+    ) -> bool {
+        let Some(state) = self.types.get_mut(&ty) else {
+            return false;
+        };
+        let selected = state.subscription.select(&self.snapshot, ty);
+        let versions = versions_of(&selected);
+        if state.parked.as_ref() == Some(&versions) {
+            return false;
+        }
+        let unchanged = state.sent.as_ref().map(|s| &s.versions) == Some(&versions);
+        if unchanged && !force {
+            return false;
+        }
+        self.last_nonce += 1;
+        let nonce = self.last_nonce.to_string();
+        let version_info = version_info(&versions);
+        out.responses.push(DiscoveryResponse {
+            version_info: version_info.clone(),
+            resources: selected.values().map(|r| r.body.clone()).collect(),
+            type_url: ty.type_url().to_string(),
+            nonce: nonce.clone(),
+            ..Default::default()
+        });
+        state.sent = Some(Sent {
+            nonce,
+            version_info,
+            versions,
+        });
+        true
+    }
+}

@@ -1,0 +1,325 @@
+//! SotW stream scripts: requests and snapshots in, responses and events out.
+
+use super::SotwStream;
+use crate::event::Event;
+use crate::fixtures::*;
+use aether_xds::ResourceType;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
+
+fn types_of(responses: &[DiscoveryResponse]) -> Vec<&'static str> {
+    responses
+        .iter()
+        .map(|r| {
+            ResourceType::from_type_url(&r.type_url)
+                .expect("known type")
+                .short_name()
+        })
+        .collect()
+}
+
+fn base() -> std::sync::Arc<aether_xds::Snapshot> {
+    mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 1),
+            (RDS, "r80", 1),
+            (RDS, "r443", 1),
+        ],
+        &[],
+    )
+}
+
+/// Opens CDS, EDS (c1, c2), LDS and RDS (r80) and ACKs each; returns the stream.
+fn opened() -> SotwStream {
+    let mut s = SotwStream::new(base());
+    for (ty, names) in [
+        (CDS, vec![]),
+        (EDS, vec!["c1", "c2"]),
+        (LDS, vec![]),
+        (RDS, vec!["r80"]),
+    ] {
+        let out = s.on_request(mk_request(ty, &names, ""));
+        let nonce = out.responses[0].nonce.clone();
+        let out = s.on_request(mk_request(ty, &names, &nonce));
+        assert!(
+            out.responses.is_empty(),
+            "ACK of {} answered",
+            ty.short_name()
+        );
+        assert!(matches!(out.events[..], [Event::Acked { .. }]));
+    }
+    s
+}
+
+#[test]
+fn initial_requests_are_answered_with_current_resources() {
+    let mut s = SotwStream::new(base());
+    let out = s.on_request(mk_request(CDS, &[], ""));
+    assert_eq!(s.node_id(), Some("node-a"));
+    assert_eq!(types_of(&out.responses), ["CDS"]);
+    let cds = &out.responses[0];
+    assert_eq!(any_names(CDS, &cds.resources), ["c1", "c2"]);
+    assert_eq!(cds.nonce, "1");
+    assert!(out.events.is_empty());
+
+    let out = s.on_request(mk_request(EDS, &["c2", "missing"], ""));
+    let eds = &out.responses[0];
+    assert_eq!(
+        any_names(EDS, &eds.resources),
+        ["c2"],
+        "only requested names that exist"
+    );
+    assert_eq!(eds.nonce, "2");
+    assert_ne!(eds.version_info, cds.version_info);
+}
+
+#[test]
+fn ack_is_recorded_with_the_sent_versions() {
+    let snap = base();
+    let mut s = SotwStream::new(snap.clone());
+    let out = s.on_request(mk_request(LDS, &[], ""));
+    let nonce = out.responses[0].nonce.clone();
+    let out = s.on_request(mk_request(LDS, &[], &nonce));
+    assert!(out.responses.is_empty());
+    let expected: crate::Versions = [(
+        "l80".to_string(),
+        snap.version_of(LDS, "l80").unwrap().to_string(),
+    )]
+    .into();
+    assert_eq!(
+        out.events,
+        [Event::Acked {
+            ty: LDS,
+            versions: expected.clone()
+        }]
+    );
+    assert_eq!(s.acked(LDS), Some(&expected));
+}
+
+#[test]
+fn stale_nonce_is_ignored_entirely() {
+    let mut s = opened();
+    // A new snapshot pushes RDS with nonce n; a request with an older nonce that
+    // also changes the names must neither ACK nor resubscribe.
+    let snap = mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 1),
+            (RDS, "r80", 2),
+            (RDS, "r443", 1),
+        ],
+        &[],
+    );
+    let pushed = s.on_snapshot(snap);
+    assert_eq!(types_of(&pushed.responses), ["RDS"]);
+    let before = s.acked(RDS).cloned();
+    let out = s.on_request(mk_request(RDS, &["r80", "r443"], "1"));
+    assert!(out.is_empty());
+    assert_eq!(s.acked(RDS).cloned(), before);
+    // The ACK of the latest nonce counts, and its names are the subscription.
+    let out = s.on_request(mk_request(
+        RDS,
+        &["r80", "r443"],
+        &pushed.responses[0].nonce,
+    ));
+    assert!(matches!(out.events[..], [Event::Acked { ty: RDS, .. }]));
+    assert_eq!(any_names(RDS, &out.responses[0].resources), ["r443", "r80"]);
+}
+
+#[test]
+fn nack_is_recorded_and_the_rejected_version_is_not_resent() {
+    let mut s = opened();
+    let acked_before = s.acked(LDS).cloned();
+    let bad = mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 2),
+            (RDS, "r80", 1),
+            (RDS, "r443", 1),
+        ],
+        &[],
+    );
+    let out = s.on_snapshot(bad.clone());
+    assert_eq!(types_of(&out.responses), ["LDS"]);
+    let rejected = out.responses[0].clone();
+
+    let out = s.on_request(mk_nack(LDS, &[], &rejected.nonce, "duplicate listener"));
+    assert!(out.responses.is_empty(), "no resend of a rejected version");
+    let Event::Nacked { ty, nack } = &out.events[0] else {
+        panic!("expected a NACK event, got {:?}", out.events);
+    };
+    assert_eq!(*ty, LDS);
+    assert_eq!(nack.message, "duplicate listener");
+    assert_eq!(nack.version, rejected.version_info);
+    assert_eq!(
+        nack.rejected.keys().collect::<Vec<_>>(),
+        ["l80"],
+        "the rejection is about the changed listener"
+    );
+    assert_eq!(
+        s.acked(LDS).cloned(),
+        acked_before,
+        "Envoy keeps the previous config"
+    );
+    assert_eq!(
+        s.nack(LDS).map(|n| n.message.as_str()),
+        Some("duplicate listener")
+    );
+
+    // The same snapshot again, or one that only changes another type: still parked.
+    assert!(s.on_snapshot(bad.clone()).responses.is_empty());
+    let other = mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 2),
+            (EDS, "c2", 1),
+            (LDS, "l80", 2),
+            (RDS, "r80", 1),
+            (RDS, "r443", 1),
+        ],
+        &[],
+    );
+    assert_eq!(types_of(&s.on_snapshot(other).responses), ["EDS"]);
+
+    // A fixed listener is sent and its ACK clears the NACK.
+    let fixed = mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 2),
+            (EDS, "c2", 1),
+            (LDS, "l80", 3),
+            (RDS, "r80", 1),
+            (RDS, "r443", 1),
+        ],
+        &[],
+    );
+    let out = s.on_snapshot(fixed);
+    assert_eq!(types_of(&out.responses), ["LDS"]);
+    let out = s.on_request(mk_request(LDS, &[], &out.responses[0].nonce));
+    assert!(matches!(out.events[..], [Event::Acked { ty: LDS, .. }]));
+    assert!(s.nack(LDS).is_none());
+}
+
+#[test]
+fn wildcard_cds_and_lds_follow_additions_and_removals() {
+    let mut s = opened();
+    let snap = mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c3", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 1),
+            (LDS, "l443", 1),
+            (RDS, "r80", 1),
+            (RDS, "r443", 1),
+        ],
+        &[],
+    );
+    let out = s.on_snapshot(snap);
+    // EDS content for (c1, c2) did not change, but follows CDS so that updated
+    // clusters get their endpoints while warming.
+    assert_eq!(types_of(&out.responses), ["CDS", "EDS", "LDS"]);
+    assert_eq!(any_names(CDS, &out.responses[0].resources), ["c1", "c3"]);
+    assert_eq!(any_names(EDS, &out.responses[1].resources), ["c1", "c2"]);
+    assert_eq!(any_names(LDS, &out.responses[2].resources), ["l443", "l80"]);
+}
+
+#[test]
+fn explicit_names_change_what_is_sent() {
+    let mut s = opened();
+    let out = s.on_request(mk_request(RDS, &["r443"], "4"));
+    // `opened` sent nonces 1..=4 in CDS, EDS, LDS, RDS order, so "4" is the last
+    // RDS nonce: this is an ACK that also states a new name set.
+    assert!(matches!(out.events[..], [Event::Acked { ty: RDS, .. }]));
+    assert_eq!(types_of(&out.responses), ["RDS"]);
+    assert_eq!(any_names(RDS, &out.responses[0].resources), ["r443"]);
+}
+
+#[test]
+fn unchanged_snapshot_pushes_nothing_and_only_changed_types_are_resent() {
+    let mut s = opened();
+    assert!(s.on_snapshot(base()).is_empty());
+    // A change to a route table nobody subscribed to is not a change here.
+    let unrelated = mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 1),
+            (RDS, "r80", 1),
+            (RDS, "r443", 9),
+        ],
+        &[],
+    );
+    assert!(s.on_snapshot(unrelated).is_empty());
+    let routes = mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 1),
+            (RDS, "r80", 2),
+            (RDS, "r443", 9),
+        ],
+        &[],
+    );
+    let out = s.on_snapshot(routes);
+    assert_eq!(types_of(&out.responses), ["RDS"]);
+    assert_eq!(out.responses[0].nonce, "5");
+}
+
+#[test]
+fn push_order_is_cds_eds_lds_rds_sds() {
+    let mut s = SotwStream::new(base());
+    // Subscribe in the "wrong" order; pushes still go in xDS order.
+    for (ty, names) in [
+        (SDS, vec!["cert"]),
+        (RDS, vec!["r80"]),
+        (LDS, vec![]),
+        (EDS, vec!["c1"]),
+        (CDS, vec![]),
+    ] {
+        let out = s.on_request(mk_request(ty, &names, ""));
+        let nonce = out.responses.last().unwrap().nonce.clone();
+        s.on_request(mk_request(ty, &names, &nonce));
+    }
+    let everything_changed = mk_snapshot(
+        &[
+            (CDS, "c1", 2),
+            (EDS, "c1", 2),
+            (LDS, "l80", 2),
+            (RDS, "r80", 2),
+            (SDS, "cert", 2),
+        ],
+        &[],
+    );
+    let out = s.on_snapshot(everything_changed);
+    assert_eq!(
+        types_of(&out.responses),
+        ["CDS", "EDS", "LDS", "RDS", "SDS"]
+    );
+}
+
+#[test]
+fn empty_snapshot_and_unknown_types_do_not_panic() {
+    let mut s = SotwStream::new(std::sync::Arc::new(aether_xds::Snapshot::default()));
+    let out = s.on_request(mk_request(LDS, &[], ""));
+    assert!(out.responses[0].resources.is_empty());
+    let mut odd = mk_request(LDS, &[], "");
+    odd.type_url = "type.googleapis.com/envoy.service.runtime.v3.Runtime".into();
+    assert!(s.on_request(odd).is_empty());
+}
