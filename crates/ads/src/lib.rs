@@ -17,6 +17,8 @@
 pub mod delta;
 pub mod event;
 pub mod fleet;
+mod serve;
+mod server;
 pub mod sotw;
 pub mod subscription;
 
@@ -26,5 +28,7 @@ mod fixtures;
 pub use delta::DeltaStream;
 pub use event::{Event, Nack, Output};
 pub use fleet::{Fleet, FleetStream, FleetView, GatewayAck, Protocol};
+pub use serve::{ServeError, XdsListener, bind, serve, serve_on};
+pub use server::AdsServer;
 pub use sotw::SotwStream;
 pub use subscription::{Subscription, Versions};

@@ -1,0 +1,150 @@
+//! Listening: a TCP `HOST:PORT` or a `unix:/path` socket, served until shutdown.
+//!
+//! [`bind`] and [`serve_on`] are split so a caller (or a test) can bind port 0 and
+//! learn the address before serving; [`serve`] does both.
+
+use crate::server::AdsServer;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::net::{TcpListener, UnixListener};
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+
+/// Prefix of a unix socket listen address.
+const UNIX_PREFIX: &str = "unix:";
+
+/// Envoy keeps ADS streams open for hours; keepalives find dead peers behind NATs
+/// and load balancers.
+const KEEPALIVE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("invalid xDS listen address {address:?}: expected HOST:PORT or unix:/path")]
+    InvalidAddress { address: String },
+    #[error("cannot listen for xDS on {address}: {source}")]
+    Bind {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("xDS server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// A bound listener, not yet serving.
+#[derive(Debug)]
+pub struct XdsListener {
+    socket: Socket,
+}
+
+#[derive(Debug)]
+enum Socket {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+impl XdsListener {
+    /// `HOST:PORT` with the actual port, or `unix:/path`.
+    pub fn local_addr(&self) -> String {
+        match &self.socket {
+            Socket::Tcp(l) => l
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_else(|e| format!("<unknown: {e}>")),
+            Socket::Unix(_, path) => format!("{UNIX_PREFIX}{}", path.display()),
+        }
+    }
+}
+
+/// Binds `listen`: `HOST:PORT` (port 0 picks one) or `unix:/path` (a stale socket
+/// file left by a previous run is replaced).
+pub async fn bind(listen: &str) -> Result<XdsListener, ServeError> {
+    let bind_error = |source| ServeError::Bind {
+        address: listen.to_string(),
+        source,
+    };
+    if let Some(path) = listen.strip_prefix(UNIX_PREFIX) {
+        if path.is_empty() {
+            return Err(ServeError::InvalidAddress {
+                address: listen.to_string(),
+            });
+        }
+        let path = PathBuf::from(path);
+        remove_stale_socket(&path).map_err(bind_error)?;
+        let listener = UnixListener::bind(&path).map_err(bind_error)?;
+        return Ok(XdsListener {
+            socket: Socket::Unix(listener, path),
+        });
+    }
+    let addr: SocketAddr = match listen.parse() {
+        Ok(a) => a,
+        // Host names ("localhost:18000") resolve; anything else is not an address.
+        Err(_) => tokio::net::lookup_host(listen)
+            .await
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .ok_or_else(|| ServeError::InvalidAddress {
+                address: listen.to_string(),
+            })?,
+    };
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    Ok(XdsListener {
+        socket: Socket::Tcp(listener),
+    })
+}
+
+/// Serves ADS on `listen` until `shutdown` completes.
+pub async fn serve(
+    listen: &str,
+    server: AdsServer,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    serve_on(bind(listen).await?, server, shutdown).await
+}
+
+/// Serves ADS on an already bound listener until `shutdown` completes.
+pub async fn serve_on(
+    listener: XdsListener,
+    server: AdsServer,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let address = listener.local_addr();
+    let mut builder = Server::builder()
+        .http2_keepalive_interval(Some(KEEPALIVE))
+        .http2_keepalive_timeout(Some(KEEPALIVE));
+    let router = builder.add_service(server.into_service());
+    tracing::info!(%address, "serving xDS (ADS, SotW and Delta)");
+    match listener.socket {
+        Socket::Tcp(l) => {
+            let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await?;
+        }
+        Socket::Unix(l, path) => {
+            let result = router
+                .serve_with_incoming_shutdown(UnixListenerStream::new(l), shutdown)
+                .await;
+            let _ = std::fs::remove_file(&path);
+            result?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes a socket file at `path`, but never a regular file or directory.
+fn remove_stale_socket(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path),
+        Ok(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "exists and is not a socket",
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}

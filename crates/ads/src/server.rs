@@ -1,0 +1,240 @@
+//! The tonic edge: one task per ADS stream drives that stream's state machine from
+//! two inputs, Envoy's requests and snapshot changes, and sends what it answers.
+//!
+//! ```text
+//!   requests (tonic::Streaming) ─┐
+//!                                ├─ select! ─► SotwStream / DeltaStream ─► mpsc ─► Envoy
+//!   watch<Arc<Snapshot>> ────────┘                    │
+//!                                                     └─ events ─► FleetStream (+ logs)
+//! ```
+//!
+//! Snapshots arrive through a `watch`, so a burst of changes coalesces into the
+//! latest one. Everything protocol-related lives in the state machines; this file
+//! only moves messages and logs.
+
+use crate::delta::DeltaStream;
+use crate::event::{Event, Output};
+use crate::fleet::{Fleet, FleetStream, Protocol};
+use crate::sotw::SotwStream;
+use aether_xds::{ResourceType, Snapshot};
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
+    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Responses queued per stream before the driver waits for Envoy to read.
+const STREAM_BUFFER: usize = 16;
+
+/// The ADS service: serves the latest snapshot to every stream and reports what
+/// each Envoy ACKed to the [`Fleet`].
+#[derive(Debug, Clone)]
+pub struct AdsServer {
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    fleet: Fleet,
+}
+
+impl AdsServer {
+    pub fn new(snapshots: watch::Receiver<Arc<Snapshot>>, fleet: Fleet) -> Self {
+        AdsServer { snapshots, fleet }
+    }
+
+    pub fn into_service(self) -> AggregatedDiscoveryServiceServer<AdsServer> {
+        // Snapshots of many Gateways make big responses; requests stay small.
+        AggregatedDiscoveryServiceServer::new(self).max_encoding_message_size(usize::MAX)
+    }
+
+    fn start<M: Machine>(
+        &self,
+        requests: Streaming<M::Request>,
+        peer: String,
+    ) -> ReceiverStream<Result<M::Response, Status>> {
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let mut snapshots = self.snapshots.clone();
+        let machine = M::new(snapshots.borrow_and_update().clone());
+        tokio::spawn(drive(
+            machine,
+            requests,
+            snapshots,
+            self.fleet.clone(),
+            tx,
+            peer,
+        ));
+        ReceiverStream::new(rx)
+    }
+}
+
+#[tonic::async_trait]
+impl AggregatedDiscoveryService for AdsServer {
+    type StreamAggregatedResourcesStream = ReceiverStream<Result<DiscoveryResponse, Status>>;
+    type DeltaAggregatedResourcesStream = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
+
+    async fn stream_aggregated_resources(
+        &self,
+        request: Request<Streaming<DiscoveryRequest>>,
+    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
+        let peer = peer_of(&request);
+        Ok(Response::new(
+            self.start::<SotwStream>(request.into_inner(), peer),
+        ))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+        let peer = peer_of(&request);
+        Ok(Response::new(
+            self.start::<DeltaStream>(request.into_inner(), peer),
+        ))
+    }
+}
+
+fn peer_of<T>(request: &Request<T>) -> String {
+    request
+        .remote_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| "local".to_string())
+}
+
+/// What the driver needs from a stream state machine, SotW or Delta.
+trait Machine: Send + 'static {
+    type Request: Send + 'static;
+    type Response: Send + 'static;
+    const PROTOCOL: Protocol;
+    fn new(snapshot: Arc<Snapshot>) -> Self;
+    fn node_id(&self) -> Option<&str>;
+    fn on_request(&mut self, req: Self::Request) -> Output<Self::Response>;
+    fn on_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Output<Self::Response>;
+    fn type_url(response: &Self::Response) -> &str;
+}
+
+impl Machine for SotwStream {
+    type Request = DiscoveryRequest;
+    type Response = DiscoveryResponse;
+    const PROTOCOL: Protocol = Protocol::Sotw;
+    fn new(snapshot: Arc<Snapshot>) -> Self {
+        SotwStream::new(snapshot)
+    }
+    fn node_id(&self) -> Option<&str> {
+        SotwStream::node_id(self)
+    }
+    fn on_request(&mut self, req: DiscoveryRequest) -> Output<DiscoveryResponse> {
+        SotwStream::on_request(self, req)
+    }
+    fn on_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Output<DiscoveryResponse> {
+        SotwStream::on_snapshot(self, snapshot)
+    }
+    fn type_url(response: &DiscoveryResponse) -> &str {
+        &response.type_url
+    }
+}
+
+impl Machine for DeltaStream {
+    type Request = DeltaDiscoveryRequest;
+    type Response = DeltaDiscoveryResponse;
+    const PROTOCOL: Protocol = Protocol::Delta;
+    fn new(snapshot: Arc<Snapshot>) -> Self {
+        DeltaStream::new(snapshot)
+    }
+    fn node_id(&self) -> Option<&str> {
+        DeltaStream::node_id(self)
+    }
+    fn on_request(&mut self, req: DeltaDiscoveryRequest) -> Output<DeltaDiscoveryResponse> {
+        DeltaStream::on_request(self, req)
+    }
+    fn on_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Output<DeltaDiscoveryResponse> {
+        DeltaStream::on_snapshot(self, snapshot)
+    }
+    fn type_url(response: &DeltaDiscoveryResponse) -> &str {
+        &response.type_url
+    }
+}
+
+/// Runs one stream until Envoy goes away.
+async fn drive<M: Machine>(
+    mut machine: M,
+    mut requests: Streaming<M::Request>,
+    mut snapshots: watch::Receiver<Arc<Snapshot>>,
+    fleet: Fleet,
+    tx: mpsc::Sender<Result<M::Response, Status>>,
+    peer: String,
+) {
+    let protocol = M::PROTOCOL.as_str();
+    let mut registration: Option<(FleetStream, String)> = None;
+    let mut watching = true;
+    'stream: loop {
+        let out = tokio::select! {
+            request = requests.message() => match request {
+                Ok(Some(request)) => {
+                    let out = machine.on_request(request);
+                    if registration.is_none() {
+                        let node = machine.node_id().unwrap_or("").to_string();
+                        tracing::info!(%node, %peer, protocol, "Envoy connected");
+                        registration = Some((fleet.connect(&node, M::PROTOCOL), node));
+                    }
+                    out
+                }
+                Ok(None) => break,
+                Err(status) => {
+                    tracing::debug!(%peer, protocol, error = %status, "ADS stream failed");
+                    break;
+                }
+            },
+            changed = snapshots.changed(), if watching => {
+                if changed.is_err() {
+                    // The publisher is gone: keep serving the last snapshot.
+                    watching = false;
+                    continue;
+                }
+                let snapshot = snapshots.borrow_and_update().clone();
+                machine.on_snapshot(snapshot)
+            }
+            () = tx.closed() => break,
+        };
+        // Nothing is reported before the first request names the node.
+        if let Some((stream, node)) = &registration {
+            report(stream, node, &out.events);
+            for response in &out.responses {
+                if let Some(ty) = ResourceType::from_type_url(M::type_url(response)) {
+                    stream.record_push(ty, M::PROTOCOL);
+                }
+            }
+        }
+        for response in out.responses {
+            if tx.send(Ok(response)).await.is_err() {
+                break 'stream;
+            }
+        }
+    }
+    if let Some((_, node)) = &registration {
+        tracing::info!(%node, %peer, protocol, "Envoy disconnected");
+    }
+}
+
+fn report(stream: &FleetStream, node: &str, events: &[Event]) {
+    for event in events {
+        match event {
+            Event::Acked { ty, versions } => tracing::debug!(
+                %node,
+                r#type = ty.short_name(),
+                resources = versions.len(),
+                "ACK"
+            ),
+            Event::Nacked { ty, nack } => tracing::warn!(
+                %node,
+                r#type = ty.short_name(),
+                version = %nack.version,
+                rejected = ?nack.rejected.keys().collect::<Vec<_>>(),
+                message = %nack.message,
+                "Envoy rejected a response (NACK)"
+            ),
+        }
+        stream.record(event);
+    }
+}

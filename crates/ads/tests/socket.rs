@@ -1,0 +1,347 @@
+//! The ADS server over a real socket: a tonic client plays Envoy, in SotW and in
+//! Delta, and the fleet view follows what it ACKs and NACKs.
+
+use aether_ads::{AdsServer, Fleet, GatewayAck, bind, serve_on};
+use aether_ir::ObjectRef;
+use aether_xds::{Resource, ResourceType, Snapshot};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use envoy_types::pb::google::rpc::Status;
+use prost::Message;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Streaming;
+
+const CDS: ResourceType = ResourceType::Cluster;
+const EDS: ResourceType = ResourceType::Endpoint;
+const LDS: ResourceType = ResourceType::Listener;
+const RDS: ResourceType = ResourceType::Route;
+const WAIT: Duration = Duration::from_secs(10);
+
+/// One Gateway `edge/web` made of a cluster, its endpoints, a listener and a route
+/// table; `route_rev` moves the route table to a new version.
+fn snapshot(route_rev: u32) -> Arc<Snapshot> {
+    let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
+    let mut add = |ty: ResourceType, name: &str, bytes: Vec<u8>| {
+        resources
+            .entry(ty)
+            .or_default()
+            .insert(name.to_string(), Resource::new(name, ty.type_url(), bytes));
+    };
+    add(
+        CDS,
+        "backend",
+        Cluster {
+            name: "backend".into(),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    add(
+        EDS,
+        "backend",
+        ClusterLoadAssignment {
+            cluster_name: "backend".into(),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    add(
+        LDS,
+        "http",
+        Listener {
+            name: "http".into(),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    add(
+        RDS,
+        "routes",
+        RouteConfiguration {
+            name: "routes".into(),
+            request_headers_to_remove: vec![format!("x-rev-{route_rev}")],
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    let members: BTreeSet<(ResourceType, String)> = [
+        (CDS, "backend".to_string()),
+        (EDS, "backend".to_string()),
+        (LDS, "http".to_string()),
+        (RDS, "routes".to_string()),
+    ]
+    .into();
+    Arc::new(Snapshot::new(resources, [(web(), members)].into()))
+}
+
+fn web() -> ObjectRef {
+    ObjectRef::new("edge", "web")
+}
+
+fn node(id: &str) -> Option<Node> {
+    Some(Node {
+        id: id.into(),
+        ..Default::default()
+    })
+}
+
+struct Running {
+    address: String,
+    fleet: Fleet,
+    snapshots: watch::Sender<Arc<Snapshot>>,
+    _shutdown: oneshot::Sender<()>,
+}
+
+async fn start() -> Running {
+    let (snapshots, rx) = watch::channel(snapshot(1));
+    let fleet = Fleet::new();
+    let listener = bind("127.0.0.1:0").await.expect("bind");
+    let address = format!("http://{}", listener.local_addr());
+    let (shutdown, stop) = oneshot::channel::<()>();
+    let server = AdsServer::new(rx, fleet.clone());
+    tokio::spawn(async move {
+        serve_on(listener, server, async {
+            let _ = stop.await;
+        })
+        .await
+        .expect("serve");
+    });
+    Running {
+        address,
+        fleet,
+        snapshots,
+        _shutdown: shutdown,
+    }
+}
+
+/// Waits until the fleet says `want` for edge/web under `snapshot`.
+async fn wait_for(
+    fleet: &Fleet,
+    snapshot: &Snapshot,
+    want: impl Fn(&GatewayAck) -> bool,
+) -> GatewayAck {
+    let mut changes = fleet.subscribe();
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let state = fleet.gateway_state(snapshot, &web());
+            if want(&state) {
+                return state;
+            }
+            changes.changed().await.expect("fleet alive");
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "fleet never reached the wanted state: {:?}",
+            fleet.gateway_state(snapshot, &web())
+        )
+    })
+}
+
+async fn next<T>(stream: &mut Streaming<T>) -> T {
+    tokio::time::timeout(WAIT, stream.message())
+        .await
+        .expect("a response in time")
+        .expect("stream ok")
+        .expect("stream open")
+}
+
+fn sotw(ty: ResourceType, names: &[&str], nonce: &str) -> DiscoveryRequest {
+    DiscoveryRequest {
+        node: node("envoy-sotw"),
+        type_url: ty.type_url().into(),
+        resource_names: names.iter().map(|s| s.to_string()).collect(),
+        response_nonce: nonce.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn sotw_handshake_ack_nack_and_disconnect() {
+    let running = start().await;
+    let mut client = AggregatedDiscoveryServiceClient::connect(running.address.clone())
+        .await
+        .expect("connect");
+    let (tx, rx) = mpsc::channel::<DiscoveryRequest>(16);
+    let mut responses = client
+        .stream_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .expect("stream")
+        .into_inner();
+
+    let mut last: BTreeMap<ResourceType, DiscoveryResponse> = BTreeMap::new();
+    for (ty, names) in [
+        (CDS, vec![]),
+        (EDS, vec!["backend"]),
+        (LDS, vec![]),
+        (RDS, vec!["routes"]),
+    ] {
+        tx.send(sotw(ty, &names, "")).await.unwrap();
+        let r = next(&mut responses).await;
+        assert_eq!(r.type_url, ty.type_url());
+        assert_eq!(r.resources.len(), 1);
+        tx.send(sotw(ty, &names, &r.nonce)).await.unwrap();
+        last.insert(ty, r);
+    }
+    let s1 = snapshot(1);
+    assert_eq!(
+        wait_for(&running.fleet, &s1, |s| *s == GatewayAck::Acked).await,
+        GatewayAck::Acked
+    );
+    assert!(running.fleet.debug_view().nodes.contains_key("envoy-sotw"));
+
+    // A new route table is pushed alone; Envoy rejects it.
+    let s2 = snapshot(2);
+    running.snapshots.send(s2.clone()).unwrap();
+    let pushed = next(&mut responses).await;
+    assert_eq!(pushed.type_url, RDS.type_url());
+    let nack = DiscoveryRequest {
+        error_detail: Some(Status {
+            code: 13,
+            message: "route: bad regex".into(),
+            ..Default::default()
+        }),
+        version_info: last[&RDS].version_info.clone(),
+        ..sotw(RDS, &["routes"], &pushed.nonce)
+    };
+    tx.send(nack).await.unwrap();
+    let state = wait_for(&running.fleet, &s2, |s| matches!(s, GatewayAck::Nacked(_))).await;
+    let GatewayAck::Nacked(msg) = state else {
+        unreachable!()
+    };
+    assert!(
+        msg.contains("envoy-sotw") && msg.contains("route: bad regex"),
+        "{msg}"
+    );
+
+    // Republishing the same content resends nothing; a fix is sent and ACKed.
+    running.snapshots.send(snapshot(2)).unwrap();
+    let s3 = snapshot(3);
+    running.snapshots.send(s3.clone()).unwrap();
+    let fixed = next(&mut responses).await;
+    assert_eq!(fixed.type_url, RDS.type_url());
+    assert_ne!(
+        fixed.version_info, pushed.version_info,
+        "not the rejected version again"
+    );
+    tx.send(sotw(RDS, &["routes"], &fixed.nonce)).await.unwrap();
+    wait_for(&running.fleet, &s3, |s| *s == GatewayAck::Acked).await;
+
+    let metrics = running.fleet.render_metrics();
+    assert!(
+        metrics.contains("aether_ads_nacks_total{type=\"RDS\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("aether_ads_connected_streams{protocol=\"sotw\"} 1\n"),
+        "{metrics}"
+    );
+
+    drop(tx);
+    drop(responses);
+    wait_for(&running.fleet, &s3, |s| *s == GatewayAck::Pending).await;
+    assert!(running.fleet.debug_view().nodes.is_empty());
+}
+
+fn delta(ty: ResourceType, subscribe: &[&str], nonce: &str) -> DeltaDiscoveryRequest {
+    DeltaDiscoveryRequest {
+        node: node("envoy-delta"),
+        type_url: ty.type_url().into(),
+        resource_names_subscribe: subscribe.iter().map(|s| s.to_string()).collect(),
+        response_nonce: nonce.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn delta_handshake_and_incremental_update() {
+    let running = start().await;
+    let mut client = AggregatedDiscoveryServiceClient::connect(running.address.clone())
+        .await
+        .expect("connect");
+    let (tx, rx) = mpsc::channel::<DeltaDiscoveryRequest>(16);
+    let mut responses = client
+        .delta_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .expect("stream")
+        .into_inner();
+
+    let s1 = snapshot(1);
+    // Envoy reconnecting: it already holds the listener at the current version.
+    let mut lds = delta(LDS, &[], "");
+    lds.initial_resource_versions = [(
+        "http".to_string(),
+        s1.version_of(LDS, "http").unwrap().to_string(),
+    )]
+    .into();
+    for (ty, names) in [(CDS, vec![]), (EDS, vec!["backend"])] {
+        tx.send(delta(ty, &names, "")).await.unwrap();
+        let r: DeltaDiscoveryResponse = next(&mut responses).await;
+        assert_eq!(r.type_url, ty.type_url());
+        assert_eq!(r.resources.len(), 1);
+        tx.send(delta(ty, &[], &r.nonce)).await.unwrap();
+    }
+    tx.send(lds).await.unwrap();
+    let r = next(&mut responses).await;
+    assert_eq!(r.type_url, LDS.type_url());
+    assert!(r.resources.is_empty(), "the held listener is not resent");
+    tx.send(delta(LDS, &[], &r.nonce)).await.unwrap();
+    tx.send(delta(RDS, &["routes"], "")).await.unwrap();
+    let r = next(&mut responses).await;
+    assert_eq!(r.resources[0].name, "routes");
+    tx.send(delta(RDS, &[], &r.nonce)).await.unwrap();
+    wait_for(&running.fleet, &s1, |s| *s == GatewayAck::Acked).await;
+
+    let s2 = snapshot(2);
+    running.snapshots.send(s2.clone()).unwrap();
+    let r = next(&mut responses).await;
+    assert_eq!(r.type_url, RDS.type_url());
+    assert_eq!(r.resources.len(), 1);
+    assert_eq!(
+        r.resources[0].version,
+        s2.version_of(RDS, "routes").unwrap()
+    );
+    assert_eq!(
+        running.fleet.gateway_state(&s2, &web()),
+        GatewayAck::Pending
+    );
+    tx.send(delta(RDS, &[], &r.nonce)).await.unwrap();
+    wait_for(&running.fleet, &s2, |s| *s == GatewayAck::Acked).await;
+    let view = running.fleet.debug_view();
+    assert_eq!(
+        view.nodes["envoy-delta"].acked["RDS"].resources["routes"],
+        s2.version_of(RDS, "routes").unwrap()
+    );
+}
+
+#[tokio::test]
+async fn unix_socket_binds_and_bad_addresses_are_errors() {
+    let dir = std::env::temp_dir().join(format!("aether-ads-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("xds.sock");
+    let listen = format!("unix:{}", path.display());
+    let listener = bind(&listen).await.expect("bind unix socket");
+    assert_eq!(listener.local_addr(), listen);
+    drop(listener);
+    // The socket file left behind is replaced on the next bind.
+    bind(&listen).await.expect("rebind over a stale socket");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let err = bind("not an address").await.unwrap_err();
+    assert!(
+        matches!(err, aether_ads::ServeError::InvalidAddress { .. }),
+        "{err}"
+    );
+}
