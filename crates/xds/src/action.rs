@@ -1,0 +1,236 @@
+//! What a matched route does: forward to weighted backends (with URL rewrites),
+//! redirect, or answer directly.
+//!
+//! ```text
+//!  Forward ─ 1 backend, no invalid share ──► cluster
+//!          ─ otherwise ──────────────────────► weighted_clusters (+ INVALID_BACKEND share)
+//!  Redirect ─► scheme / host / port / path (+ the spec's port rules)
+//!  DirectResponse ─► status
+//! ```
+//!
+//! Invalid backendRefs must answer 500 for their share of the traffic. Their weight
+//! goes to [`INVALID_BACKEND`], a cluster that is never defined, and the route's
+//! `cluster_not_found_response_code` turns "no such cluster" into a 500.
+//!
+//! Prefix replacement (`ReplacePrefixMatch`) uses a regex rewrite rather than
+//! `prefix_rewrite`: replacing `/foo` with `/` on `/foo/bar` must give `/bar`, and
+//! `prefix_rewrite` gives `//bar`.
+
+use aether_ir as ir;
+use envoy_types::pb::envoy::config::route::v3::{
+    DirectResponseAction, RedirectAction, RouteAction, WeightedCluster, redirect_action,
+    route::Action, route_action, weighted_cluster::ClusterWeight,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatchAndSubstitute;
+use envoy_types::pb::google::protobuf::UInt32Value;
+
+/// The cluster that invalid backendRefs route to; it never exists, so Envoy answers
+/// with the route's `cluster_not_found_response_code` (500).
+pub const INVALID_BACKEND: &str = "edge_invalid_backend";
+
+/// How clients reached the route table: the scheme a redirect keeps when it does
+/// not set one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    fn default_port(name: &str) -> Option<u16> {
+        match name {
+            "http" => Some(80),
+            "https" => Some(443),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+}
+
+pub(crate) fn action(r: &ir::Route, vh: &ir::VirtualHost, scheme: Scheme) -> Action {
+    match &r.action {
+        ir::RouteAction::Forward(f) => Action::Route(forward(f, &r.matcher.path)),
+        ir::RouteAction::Redirect(rd) => {
+            Action::Redirect(redirect(rd, &r.matcher.path, vh, scheme))
+        }
+        ir::RouteAction::DirectResponse { status } => direct_response(u32::from(*status)),
+    }
+}
+
+fn direct_response(status: u32) -> Action {
+    Action::DirectResponse(DirectResponseAction {
+        status,
+        ..Default::default()
+    })
+}
+
+pub(crate) fn forward(f: &ir::Forward, path: &ir::PathMatch) -> RouteAction {
+    let valid: Vec<&ir::WeightedBackend> = f.backends.iter().filter(|b| b.weight > 0).collect();
+    let mut action = RouteAction::default();
+    action.cluster_specifier = Some(match (valid.as_slice(), f.invalid_weight) {
+        ([only], 0) => route_action::ClusterSpecifier::Cluster(only.cluster.clone()),
+        // Every weight is zero (or there is nothing at all): the spec says no
+        // request may reach a backend, so all of them answer 500.
+        ([], 0) => invalid_backend(&mut action),
+        _ => {
+            let mut clusters: Vec<ClusterWeight> = valid
+                .iter()
+                .map(|b| cluster_weight(&b.cluster, b.weight))
+                .collect();
+            if f.invalid_weight > 0 {
+                invalid_backend(&mut action);
+                clusters.push(cluster_weight(INVALID_BACKEND, f.invalid_weight));
+            }
+            route_action::ClusterSpecifier::WeightedClusters(WeightedCluster {
+                clusters,
+                ..Default::default()
+            })
+        }
+    });
+    if let Some(rewrite) = &f.rewrite {
+        if let Some(host) = &rewrite.hostname {
+            action.host_rewrite_specifier = Some(
+                route_action::HostRewriteSpecifier::HostRewriteLiteral(host.clone()),
+            );
+        }
+        action.regex_rewrite = rewrite.path.as_ref().and_then(|p| path_rewrite(p, path));
+    }
+    action
+}
+
+/// Sends the route to [`INVALID_BACKEND`] and makes "no such cluster" a 500.
+fn invalid_backend(action: &mut RouteAction) -> route_action::ClusterSpecifier {
+    action.cluster_not_found_response_code =
+        route_action::ClusterNotFoundResponseCode::InternalServerError as i32;
+    route_action::ClusterSpecifier::Cluster(INVALID_BACKEND.to_string())
+}
+
+fn cluster_weight(name: &str, weight: u32) -> ClusterWeight {
+    ClusterWeight {
+        name: name.to_string(),
+        weight: Some(UInt32Value { value: weight }),
+        ..Default::default()
+    }
+}
+
+/// A path rewrite as a regex substitution on the path (Envoy keeps the query
+/// string aside and appends it back). `None` when the rewrite cannot apply: a prefix
+/// replacement on a route whose path match is a regular expression (the translator
+/// rejects those).
+pub(crate) fn path_rewrite(
+    rewrite: &ir::PathRewrite,
+    path: &ir::PathMatch,
+) -> Option<RegexMatchAndSubstitute> {
+    let (pattern, substitution) = match rewrite {
+        ir::PathRewrite::ReplaceFullPath(full) => ("^/.*$".to_string(), escape_substitution(full)),
+        ir::PathRewrite::ReplacePrefixMatch(replacement) => {
+            let prefix = match path {
+                ir::PathMatch::Prefix(p) | ir::PathMatch::Exact(p) => p.trim_end_matches('/'),
+                ir::PathMatch::RegularExpression(_) => return None,
+            };
+            prefix_replacement(prefix, replacement)
+        }
+    };
+    Some(RegexMatchAndSubstitute {
+        pattern: Some(crate::route::regex(&pattern)),
+        substitution,
+    })
+}
+
+/// The regex and substitution that replace the element-wise `prefix` (no trailing
+/// slash; empty for the root prefix) of a path with `replacement`:
+///
+/// | prefix | replacement | `/foo` | `/foo/` | `/foo/bar` |
+/// |--------|-------------|--------|---------|------------|
+/// | `/foo` | `/`         | `/`    | `/`     | `/bar`     |
+/// | `/foo` | `/x`        | `/x`   | `/x/`   | `/x/bar`   |
+/// | `/foo` | `/x/`       | `/x/`  | `/x/`   | `/x/bar`   |
+///
+/// The rest after the prefix is empty or starts with `/`. A replacement ending in
+/// `/` swallows the rest's leading `/`, so the two never make `//`.
+fn prefix_replacement(prefix: &str, replacement: &str) -> (String, String) {
+    let prefix = regex_escape(prefix);
+    let substitution = format!("{}\\1", escape_substitution(replacement));
+    if replacement.ends_with('/') {
+        (format!("^{prefix}/?(.*)$"), substitution)
+    } else {
+        (format!("^{prefix}(/.*)?$"), substitution)
+    }
+}
+
+/// Escapes RE2 metacharacters so that a literal path prefix matches itself.
+fn regex_escape(literal: &str) -> String {
+    let mut out = String::with_capacity(literal.len());
+    for c in literal.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// In an RE2 substitution, `\` introduces a group reference; a literal one is `\\`.
+fn escape_substitution(literal: &str) -> String {
+    literal.replace('\\', "\\\\")
+}
+
+/// A redirect with the spec's port rules. Envoy keeps the request's port in the
+/// Location unless told otherwise (verified against Envoy 1.40), while the IR's
+/// `port: None` means "no port in the Location":
+///
+/// - hostname set: `host_redirect` replaces host *and* port, so the Location carries
+///   exactly `hostname[:port]`;
+/// - no hostname, but the virtual host has one exact domain: that domain is the host
+///   (the request matched it, port aside), so the same holds;
+/// - otherwise (`*` or wildcard virtual host) a missing port becomes the scheme's
+///   default port, which Envoy then writes explicitly (`https://h:443/`): the same
+///   URL, and the only way to drop a non-default port from the Host.
+pub(crate) fn redirect(
+    r: &ir::Redirect,
+    path: &ir::PathMatch,
+    vh: &ir::VirtualHost,
+    listener_scheme: Scheme,
+) -> RedirectAction {
+    let scheme = r.scheme.as_deref().unwrap_or(listener_scheme.name());
+    let exact_domain = match vh.domains.as_slice() {
+        [d] if !d.contains('*') => Some(d.clone()),
+        _ => None,
+    };
+    let host_redirect = r.hostname.clone().or(exact_domain).unwrap_or_default();
+    let port = match r.port {
+        Some(p) => Some(p),
+        None if host_redirect.is_empty() => Scheme::default_port(scheme),
+        None => None,
+    };
+    RedirectAction {
+        scheme_rewrite_specifier: r
+            .scheme
+            .as_ref()
+            .map(|s| redirect_action::SchemeRewriteSpecifier::SchemeRedirect(s.clone())),
+        host_redirect,
+        port_redirect: port.map(u32::from).unwrap_or(0),
+        path_rewrite_specifier: r.path.as_ref().and_then(|p| match p {
+            ir::PathRewrite::ReplaceFullPath(full) => Some(
+                redirect_action::PathRewriteSpecifier::PathRedirect(full.clone()),
+            ),
+            ir::PathRewrite::ReplacePrefixMatch(_) => {
+                path_rewrite(p, path).map(redirect_action::PathRewriteSpecifier::RegexRewrite)
+            }
+        }),
+        response_code: match r.status_code {
+            301 => redirect_action::RedirectResponseCode::MovedPermanently,
+            303 => redirect_action::RedirectResponseCode::SeeOther,
+            307 => redirect_action::RedirectResponseCode::TemporaryRedirect,
+            308 => redirect_action::RedirectResponseCode::PermanentRedirect,
+            _ => redirect_action::RedirectResponseCode::Found,
+        } as i32,
+        strip_query: false,
+    }
+}

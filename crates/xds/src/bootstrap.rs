@@ -1,0 +1,251 @@
+//! The Envoy bootstrap that points an Envoy at our ADS server.
+//!
+//! ```text
+//!  node {id, cluster}
+//!  dynamic_resources: ads_config (gRPC, v3) ─► cluster edge_xds ─► xds_address
+//!                     cds_config / lds_config = ADS   (EDS and RDS follow from them)
+//!  static_resources:  cluster edge_xds (HTTP/2; STATIC for an IP or unix socket,
+//!                                       STRICT_DNS for a hostname)
+//!  admin:             admin_address
+//! ```
+
+use crate::any::ads_config_source;
+use crate::cluster::http2_protocol_options;
+use crate::endpoint::socket_address;
+use crate::render::{message_value, yaml_string};
+use envoy_types::pb::envoy::config::bootstrap::v3::{
+    Admin, Bootstrap,
+    bootstrap::{DynamicResources, StaticResources},
+};
+use envoy_types::pb::envoy::config::cluster::v3::{
+    Cluster, cluster::ClusterDiscoveryType, cluster::DiscoveryType,
+};
+use envoy_types::pb::envoy::config::core::v3::{
+    Address, ApiConfigSource, ApiVersion, GrpcService, Node, Pipe, address,
+    api_config_source::ApiType, grpc_service,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::google::protobuf::Duration;
+use prost::{Message, Name};
+use std::net::IpAddr;
+
+/// The static cluster through which Envoy reaches the ADS server.
+pub const XDS_CLUSTER: &str = "edge_xds";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootstrapOptions {
+    /// The Envoy's node id (what the ADS server tracks ACKs by).
+    pub node_id: String,
+    /// The Envoy's service cluster (`--service-cluster`); may be empty.
+    pub cluster: String,
+    /// `HOST:PORT` (an IP, `[v6]`, or a DNS name) or `unix:/path`.
+    pub xds_address: String,
+    /// `HOST:PORT` for Envoy's admin interface; HOST must be an IP (or `localhost`).
+    pub admin_address: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BootstrapError {
+    #[error("{what} {address:?}: expected HOST:PORT")]
+    InvalidAddress { what: &'static str, address: String },
+    #[error("admin address {0:?}: Envoy's admin interface needs an IP address")]
+    AdminNotIp(String),
+}
+
+/// The bootstrap as YAML. Panics on an address [`try_bootstrap`] rejects; callers
+/// that take addresses from users should call that instead.
+pub fn bootstrap(opts: &BootstrapOptions) -> String {
+    try_bootstrap(opts).unwrap_or_else(|e| panic!("invalid bootstrap options: {e}"))
+}
+
+/// The bootstrap as YAML, or why the addresses are unusable.
+pub fn try_bootstrap(opts: &BootstrapOptions) -> Result<String, BootstrapError> {
+    let xds = xds_cluster(&opts.xds_address)?;
+    let (admin_host, admin_port) = host_port("admin address", &opts.admin_address)?;
+    let admin_ip = match admin_host.as_str() {
+        "localhost" => "127.0.0.1".to_string(),
+        h if h.parse::<IpAddr>().is_ok() => h.to_string(),
+        _ => return Err(BootstrapError::AdminNotIp(opts.admin_address.clone())),
+    };
+    let bootstrap = Bootstrap {
+        node: Some(Node {
+            id: opts.node_id.clone(),
+            cluster: opts.cluster.clone(),
+            ..Default::default()
+        }),
+        dynamic_resources: Some(DynamicResources {
+            ads_config: Some(ApiConfigSource {
+                api_type: ApiType::Grpc as i32,
+                transport_api_version: ApiVersion::V3 as i32,
+                grpc_services: vec![GrpcService {
+                    target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
+                        grpc_service::EnvoyGrpc {
+                            cluster_name: XDS_CLUSTER.to_string(),
+                            ..Default::default()
+                        },
+                    )),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            cds_config: Some(ads_config_source()),
+            lds_config: Some(ads_config_source()),
+            ..Default::default()
+        }),
+        static_resources: Some(StaticResources {
+            clusters: vec![xds],
+            ..Default::default()
+        }),
+        admin: Some(Admin {
+            address: Some(socket_address(&admin_ip, admin_port)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let value = message_value(&Bootstrap::full_name(), &bootstrap.encode_to_vec())
+        .expect("the bootstrap message is in the descriptor set");
+    Ok(yaml_string(&value).expect("a YAML value always renders"))
+}
+
+fn xds_cluster(xds_address: &str) -> Result<Cluster, BootstrapError> {
+    let (discovery, address) = match xds_address.strip_prefix("unix:") {
+        Some(path) if !path.is_empty() => (
+            DiscoveryType::Static,
+            Address {
+                address: Some(address::Address::Pipe(Pipe {
+                    path: path.to_string(),
+                    mode: 0,
+                })),
+            },
+        ),
+        _ => {
+            let (host, port) = host_port("xds address", xds_address)?;
+            let discovery = if host.parse::<IpAddr>().is_ok() {
+                DiscoveryType::Static
+            } else {
+                DiscoveryType::StrictDns
+            };
+            (discovery, socket_address(&host, port))
+        }
+    };
+    Ok(Cluster {
+        name: XDS_CLUSTER.to_string(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(discovery as i32)),
+        connect_timeout: Some(Duration {
+            seconds: 1,
+            nanos: 0,
+        }),
+        // ADS is gRPC: HTTP/2 to the control plane.
+        typed_extension_protocol_options: http2_protocol_options(),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: XDS_CLUSTER.to_string(),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: vec![LbEndpoint {
+                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                        address: Some(address),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// Splits `host:port`, `[v6]:port`; the host comes back without brackets.
+fn host_port(what: &'static str, s: &str) -> Result<(String, u16), BootstrapError> {
+    let invalid = || BootstrapError::InvalidAddress {
+        what,
+        address: s.to_string(),
+    };
+    let (host, port) = s.rsplit_once(':').ok_or_else(invalid)?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if host.is_empty() || host.contains(':') && host.parse::<IpAddr>().is_err() {
+        return Err(invalid());
+    }
+    let port = port.parse::<u16>().map_err(|_| invalid())?;
+    Ok((host.to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(xds: &str, admin: &str) -> BootstrapOptions {
+        BootstrapOptions {
+            node_id: "edge-1".into(),
+            cluster: "aether-edge".into(),
+            xds_address: xds.into(),
+            admin_address: admin.into(),
+        }
+    }
+
+    #[test]
+    fn addresses_split_into_host_and_port() {
+        assert_eq!(
+            host_port("x", "10.0.0.1:18000"),
+            Ok(("10.0.0.1".into(), 18000))
+        );
+        assert_eq!(host_port("x", "[::1]:9901"), Ok(("::1".into(), 9901)));
+        assert_eq!(
+            host_port("x", "xds.example:18000"),
+            Ok(("xds.example".into(), 18000))
+        );
+        assert!(host_port("x", "no-port").is_err());
+        assert!(host_port("x", "h:99999").is_err());
+        assert!(host_port("x", ":80").is_err());
+    }
+
+    #[test]
+    fn the_xds_cluster_type_follows_the_address() {
+        let kind = |a: &str| xds_cluster(a).unwrap().cluster_discovery_type;
+        let ty = |d: DiscoveryType| Some(ClusterDiscoveryType::Type(d as i32));
+        assert_eq!(kind("127.0.0.1:18000"), ty(DiscoveryType::Static));
+        assert_eq!(kind("xds.example:18000"), ty(DiscoveryType::StrictDns));
+        assert_eq!(kind("unix:/run/edge/xds.sock"), ty(DiscoveryType::Static));
+    }
+
+    #[test]
+    fn bad_addresses_are_errors() {
+        assert!(matches!(
+            try_bootstrap(&opts("nowhere", "127.0.0.1:9901")),
+            Err(BootstrapError::InvalidAddress { .. })
+        ));
+        assert_eq!(
+            try_bootstrap(&opts("127.0.0.1:18000", "admin.example:9901")),
+            Err(BootstrapError::AdminNotIp("admin.example:9901".into()))
+        );
+    }
+
+    #[test]
+    fn bootstrap_names_node_ads_and_admin() {
+        let yaml = bootstrap(&opts("127.0.0.1:18000", "localhost:9901"));
+        let v: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(v["node"]["id"], "edge-1");
+        assert_eq!(v["node"]["cluster"], "aether-edge");
+        assert_eq!(v["dynamicResources"]["adsConfig"]["apiType"], "GRPC");
+        assert_eq!(
+            v["dynamicResources"]["adsConfig"]["grpcServices"][0]["envoyGrpc"]["clusterName"],
+            XDS_CLUSTER
+        );
+        assert!(v["dynamicResources"]["cdsConfig"]["ads"].is_mapping());
+        assert!(v["dynamicResources"]["ldsConfig"]["ads"].is_mapping());
+        assert_eq!(
+            v["admin"]["address"]["socketAddress"]["address"],
+            "127.0.0.1"
+        );
+        assert_eq!(
+            v["staticResources"]["clusters"][0]["typedExtensionProtocolOptions"]
+                [crate::cluster::HTTP_PROTOCOL_OPTIONS]["@type"],
+            "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+        );
+    }
+}

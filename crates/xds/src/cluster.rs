@@ -1,0 +1,108 @@
+//! IR clusters → Envoy `Cluster` (CDS): EDS over ADS, round robin.
+//!
+//! h2c upstreams (`appProtocol: kubernetes.io/h2c`, gRPC) speak HTTP/2 with prior
+//! knowledge, set through the upstream `HttpProtocolOptions` extension; everything
+//! else speaks HTTP/1.1 (websocket upgrades ride on it).
+
+use crate::any::{ads_config_source, pack};
+use aether_ir as ir;
+use envoy_types::pb::envoy::config::cluster::v3::{
+    Cluster, cluster::ClusterDiscoveryType, cluster::DiscoveryType, cluster::EdsClusterConfig,
+    cluster::LbPolicy,
+};
+use envoy_types::pb::envoy::config::core::v3::Http2ProtocolOptions;
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+    HttpProtocolOptions, http_protocol_options::ExplicitHttpConfig,
+    http_protocol_options::UpstreamProtocolOptions,
+    http_protocol_options::explicit_http_config::ProtocolConfig,
+};
+use envoy_types::pb::google::protobuf::Duration;
+use std::collections::HashMap;
+
+/// The key Envoy looks up upstream HTTP options under.
+pub const HTTP_PROTOCOL_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+
+/// How long Envoy waits for a TCP connection to an endpoint.
+const CONNECT_TIMEOUT_SECONDS: i64 = 5;
+
+pub fn cluster(c: &ir::Cluster) -> Cluster {
+    Cluster {
+        name: c.name.clone(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
+        eds_cluster_config: Some(EdsClusterConfig {
+            eds_config: Some(ads_config_source()),
+            service_name: String::new(),
+        }),
+        connect_timeout: Some(Duration {
+            seconds: CONNECT_TIMEOUT_SECONDS,
+            nanos: 0,
+        }),
+        lb_policy: LbPolicy::RoundRobin as i32,
+        typed_extension_protocol_options: match c.protocol {
+            ir::UpstreamProtocol::Http1 => HashMap::new(),
+            ir::UpstreamProtocol::H2c => http2_protocol_options(),
+        },
+        ..Default::default()
+    }
+}
+
+/// `typed_extension_protocol_options` that make a cluster speak HTTP/2 (prior
+/// knowledge when there is no TLS). A single-entry map, so its encoding is stable.
+pub(crate) fn http2_protocol_options() -> HashMap<String, envoy_types::pb::google::protobuf::Any> {
+    let options = HttpProtocolOptions {
+        upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+            ExplicitHttpConfig {
+                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(
+                    Http2ProtocolOptions::default(),
+                )),
+            },
+        )),
+        ..Default::default()
+    };
+    HashMap::from([(HTTP_PROTOCOL_OPTIONS.to_string(), pack(&options))])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    fn ir_cluster(protocol: ir::UpstreamProtocol) -> ir::Cluster {
+        ir::Cluster {
+            name: "edge_cl_app_grpc_8081".into(),
+            service: ir::ObjectRef::new("app", "grpc"),
+            port: 8081,
+            protocol,
+            endpoints: vec![],
+        }
+    }
+
+    #[test]
+    fn clusters_use_eds_over_ads() {
+        let c = cluster(&ir_cluster(ir::UpstreamProtocol::Http1));
+        assert_eq!(
+            c.cluster_discovery_type,
+            Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32))
+        );
+        assert_eq!(
+            c.eds_cluster_config.unwrap().eds_config,
+            Some(ads_config_source())
+        );
+        assert!(c.typed_extension_protocol_options.is_empty());
+    }
+
+    #[test]
+    fn h2c_clusters_speak_http2() {
+        let c = cluster(&ir_cluster(ir::UpstreamProtocol::H2c));
+        let any = &c.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS];
+        let options = HttpProtocolOptions::decode(any.value.as_slice()).unwrap();
+        assert!(matches!(
+            options.upstream_protocol_options,
+            Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+                ExplicitHttpConfig {
+                    protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(_))
+                }
+            ))
+        ));
+    }
+}

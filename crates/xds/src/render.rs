@@ -1,0 +1,128 @@
+//! Rendering Envoy protos as proto3 JSON / YAML.
+//!
+//! envoy-types has prost structs but no serde. `build.rs` compiles the Envoy
+//! `.proto` files into a descriptor set; here a [`DescriptorPool`] decodes each
+//! resource's bytes into a [`DynamicMessage`], which serializes with proto3 JSON
+//! names (lowerCamelCase, enums by name, durations as `"5s"`, `Any` with `@type`).
+//!
+//! ```text
+//!  Resource.body (Any: type_url + bytes) ─► DynamicMessage ─► serde_yaml::Value ─► YAML
+//! ```
+//!
+//! We serialize straight into `serde_yaml::Value`, whose mappings keep insertion
+//! order (the proto field order), so the output never depends on whether some other
+//! crate in the build turned on serde_json's `preserve_order`.
+
+use crate::snapshot::{ResourceType, Snapshot};
+use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
+use serde_yaml::{Mapping, Value};
+use std::sync::OnceLock;
+
+static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_descriptors.bin"));
+
+/// Why a resource could not be rendered. Every variant is a bug in the builder (a
+/// message type missing from the descriptor set, corrupt bytes), never user input.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("type URL {0:?} has no message in the Envoy descriptor set")]
+    UnknownType(String),
+    #[error("decoding {type_name}: {source}")]
+    Decode {
+        type_name: String,
+        #[source]
+        source: prost::DecodeError,
+    },
+    #[error("{type_name} {name:?} is referenced but not in the snapshot")]
+    MissingResource {
+        type_name: &'static str,
+        name: String,
+    },
+    #[error("serializing {type_name}: {source}")]
+    Serialize {
+        type_name: String,
+        #[source]
+        source: serde_yaml::Error,
+    },
+}
+
+/// The descriptor pool of every Envoy message we emit (built once).
+pub fn descriptor_pool() -> &'static DescriptorPool {
+    static POOL: OnceLock<DescriptorPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        DescriptorPool::decode(DESCRIPTORS).expect("build.rs writes a valid descriptor set")
+    })
+}
+
+/// One message, given its full proto name and encoded bytes, as a YAML value.
+pub fn message_value(type_name: &str, encoded: &[u8]) -> Result<Value, RenderError> {
+    let descriptor = descriptor_pool()
+        .get_message_by_name(type_name)
+        .ok_or_else(|| RenderError::UnknownType(type_name.to_string()))?;
+    let message =
+        DynamicMessage::decode(descriptor, encoded).map_err(|source| RenderError::Decode {
+            type_name: type_name.to_string(),
+            source,
+        })?;
+    message
+        .serialize_with_options(serde_yaml::value::Serializer, &SerializeOptions::new())
+        .map_err(|source| RenderError::Serialize {
+            type_name: type_name.to_string(),
+            source,
+        })
+}
+
+/// A prost message as a YAML value.
+pub fn proto_value<M: prost::Name>(message: &M) -> Result<Value, RenderError> {
+    message_value(&M::full_name(), &message.encode_to_vec())
+}
+
+/// The message name inside a `type.googleapis.com/<name>` URL.
+fn type_name_of(type_url: &str) -> &str {
+    type_url.rsplit('/').next().unwrap_or(type_url)
+}
+
+/// The key a resource type is grouped under in [`to_yaml`].
+fn group_name(ty: ResourceType) -> &'static str {
+    match ty {
+        ResourceType::Cluster => "clusters",
+        ResourceType::Endpoint => "endpoints",
+        ResourceType::Listener => "listeners",
+        ResourceType::Route => "routes",
+        ResourceType::Secret => "secrets",
+    }
+}
+
+/// Every resource of the snapshot as one YAML document:
+///
+/// ```yaml
+/// clusters: [...]     # push order: CDS, EDS, LDS, RDS, SDS
+/// endpoints: [...]    # within a group, sorted by resource name
+/// listeners: [...]
+/// routes: [...]
+/// ```
+///
+/// Empty groups are left out.
+pub fn to_yaml(snapshot: &Snapshot) -> Result<String, RenderError> {
+    let mut doc = Mapping::new();
+    for ty in ResourceType::ALL {
+        let mut group = Vec::new();
+        for resource in snapshot.of_type(ty) {
+            group.push(message_value(
+                type_name_of(&resource.body.type_url),
+                &resource.body.value,
+            )?);
+        }
+        if !group.is_empty() {
+            doc.insert(Value::from(group_name(ty)), Value::Sequence(group));
+        }
+    }
+    yaml_string(&Value::Mapping(doc))
+}
+
+/// A YAML value as text.
+pub(crate) fn yaml_string(value: &Value) -> Result<String, RenderError> {
+    serde_yaml::to_string(value).map_err(|source| RenderError::Serialize {
+        type_name: "document".to_string(),
+        source,
+    })
+}

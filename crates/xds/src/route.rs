@@ -1,0 +1,261 @@
+//! IR route tables → Envoy `RouteConfiguration` (RDS).
+//!
+//! ```text
+//!  RouteTable ── VirtualHost (domains, IR order) ── Route (IR = precedence order)
+//!                                                    ├─ match: path / headers / :method / query
+//!                                                    ├─ action (see `action.rs`)
+//!                                                    └─ request/response header modifiers
+//! ```
+//!
+//! The IR has already sorted routes by Gateway API precedence and merged the single
+//! `*` virtual host; this module only maps. Host matching ignores the port (a Host
+//! of `example.com:8080` matches `example.com`) but never strips it, because
+//! backends must see the Host exactly as the client sent it.
+
+use crate::action::{self, Scheme};
+use aether_ir as ir;
+use envoy_types::pb::envoy::config::core::v3::{
+    HeaderValue, HeaderValueOption, header_value_option::HeaderAppendAction,
+};
+use envoy_types::pb::envoy::config::route::v3::{
+    HeaderMatcher, QueryParameterMatcher, Route, RouteConfiguration, RouteMatch, VirtualHost,
+    header_matcher::HeaderMatchSpecifier, query_parameter_matcher::QueryParameterMatchSpecifier,
+    route_match::PathSpecifier,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::{
+    RegexMatcher, StringMatcher, string_matcher::MatchPattern,
+};
+use envoy_types::pb::google::protobuf::BoolValue;
+
+/// `scheme` is how clients reach this table (`Http` for an HTTP port, `Https` for
+/// a TLS chain): a redirect that does not change the scheme keeps it.
+pub fn route_configuration(table: &ir::RouteTable, scheme: Scheme) -> RouteConfiguration {
+    RouteConfiguration {
+        name: table.name.clone(),
+        virtual_hosts: table
+            .virtual_hosts
+            .iter()
+            .map(|vh| virtual_host(vh, scheme))
+            .collect(),
+        // Invalid backends are routed to a cluster that never exists (see
+        // `action.rs`); validating clusters would make Envoy reject the table.
+        validate_clusters: Some(BoolValue { value: false }),
+        ignore_port_in_host_matching: true,
+        ..Default::default()
+    }
+}
+
+fn virtual_host(vh: &ir::VirtualHost, scheme: Scheme) -> VirtualHost {
+    VirtualHost {
+        name: vh.name.clone(),
+        domains: vh.domains.clone(),
+        routes: vh.routes.iter().map(|r| route(r, vh, scheme)).collect(),
+        ..Default::default()
+    }
+}
+
+fn route(r: &ir::Route, vh: &ir::VirtualHost, scheme: Scheme) -> Route {
+    Route {
+        name: r.name.clone(),
+        r#match: Some(route_match(&r.matcher)),
+        action: Some(action::action(r, vh, scheme)),
+        request_headers_to_add: headers_to_add(&r.request_headers),
+        request_headers_to_remove: r.request_headers.remove.clone(),
+        response_headers_to_add: headers_to_add(&r.response_headers),
+        response_headers_to_remove: r.response_headers.remove.clone(),
+        ..Default::default()
+    }
+}
+
+pub(crate) fn route_match(m: &ir::RouteMatch) -> RouteMatch {
+    let mut headers: Vec<HeaderMatcher> = Vec::new();
+    if let Some(method) = &m.method {
+        headers.push(header_matcher(
+            ":method",
+            &ir::StringMatch::Exact(method.clone()),
+        ));
+    }
+    headers.extend(m.headers.iter().map(|h| header_matcher(&h.name, &h.value)));
+    RouteMatch {
+        path_specifier: Some(path_specifier(&m.path)),
+        headers,
+        query_parameters: m
+            .query_params
+            .iter()
+            .map(|q| QueryParameterMatcher {
+                name: q.name.clone(),
+                query_parameter_match_specifier: Some(QueryParameterMatchSpecifier::StringMatch(
+                    string_matcher(&q.value),
+                )),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// Gateway API path matches in Envoy's terms. `PathPrefix` is element-wise, which is
+/// exactly `path_separated_prefix` — except that Envoy rejects a trailing `/` there,
+/// and the root prefix `/` (which matches everything) is a plain `prefix`.
+pub(crate) fn path_specifier(path: &ir::PathMatch) -> PathSpecifier {
+    match path {
+        ir::PathMatch::Exact(p) => PathSpecifier::Path(p.clone()),
+        ir::PathMatch::Prefix(p) => {
+            let trimmed = p.trim_end_matches('/');
+            if trimmed.is_empty() {
+                PathSpecifier::Prefix("/".to_string())
+            } else {
+                PathSpecifier::PathSeparatedPrefix(trimmed.to_string())
+            }
+        }
+        ir::PathMatch::RegularExpression(r) => PathSpecifier::SafeRegex(regex(r)),
+    }
+}
+
+/// A regex for Envoy's default engine (RE2).
+pub(crate) fn regex(r: &str) -> RegexMatcher {
+    RegexMatcher {
+        regex: r.to_string(),
+        engine_type: None,
+    }
+}
+
+fn string_matcher(v: &ir::StringMatch) -> StringMatcher {
+    StringMatcher {
+        match_pattern: Some(match v {
+            ir::StringMatch::Exact(s) => MatchPattern::Exact(s.clone()),
+            ir::StringMatch::RegularExpression(r) => MatchPattern::SafeRegex(regex(r)),
+        }),
+        ignore_case: false,
+    }
+}
+
+fn header_matcher(name: &str, value: &ir::StringMatch) -> HeaderMatcher {
+    HeaderMatcher {
+        name: name.to_string(),
+        header_match_specifier: Some(HeaderMatchSpecifier::StringMatch(string_matcher(value))),
+        ..Default::default()
+    }
+}
+
+/// `set` overwrites (or adds), `add` appends to what is there: the Gateway API
+/// header modifier semantics.
+fn headers_to_add(m: &ir::HeaderModifier) -> Vec<HeaderValueOption> {
+    let option = |h: &ir::Header, action: HeaderAppendAction| HeaderValueOption {
+        header: Some(HeaderValue {
+            key: h.name.clone(),
+            value: h.value.clone(),
+            ..Default::default()
+        }),
+        append_action: action as i32,
+        ..Default::default()
+    };
+    m.set
+        .iter()
+        .map(|h| option(h, HeaderAppendAction::OverwriteIfExistsOrAdd))
+        .chain(
+            m.add
+                .iter()
+                .map(|h| option(h, HeaderAppendAction::AppendIfExistsOrAdd)),
+        )
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_matches_map_to_envoy_specifiers() {
+        assert_eq!(
+            path_specifier(&ir::PathMatch::Exact("/exact".into())),
+            PathSpecifier::Path("/exact".into())
+        );
+        assert_eq!(
+            path_specifier(&ir::PathMatch::Prefix("/".into())),
+            PathSpecifier::Prefix("/".into())
+        );
+        assert_eq!(
+            path_specifier(&ir::PathMatch::Prefix("/abc".into())),
+            PathSpecifier::PathSeparatedPrefix("/abc".into())
+        );
+        // Envoy rejects a trailing slash in path_separated_prefix.
+        assert_eq!(
+            path_specifier(&ir::PathMatch::Prefix("/abc/".into())),
+            PathSpecifier::PathSeparatedPrefix("/abc".into())
+        );
+        assert_eq!(
+            path_specifier(&ir::PathMatch::RegularExpression("^/v[0-9]+$".into())),
+            PathSpecifier::SafeRegex(regex("^/v[0-9]+$"))
+        );
+    }
+
+    #[test]
+    fn method_headers_and_query_params_become_matchers() {
+        let m = route_match(&ir::RouteMatch {
+            path: ir::PathMatch::Prefix("/".into()),
+            method: Some("POST".into()),
+            headers: vec![
+                ir::HeaderMatch {
+                    name: "version".into(),
+                    value: ir::StringMatch::Exact("two".into()),
+                },
+                ir::HeaderMatch {
+                    name: "color".into(),
+                    value: ir::StringMatch::RegularExpression("red|blue".into()),
+                },
+            ],
+            query_params: vec![ir::QueryParamMatch {
+                name: "animal".into(),
+                value: ir::StringMatch::Exact("whale".into()),
+            }],
+        });
+        let names: Vec<&str> = m.headers.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, vec![":method", "version", "color"]);
+        assert_eq!(
+            m.headers[0].header_match_specifier,
+            Some(HeaderMatchSpecifier::StringMatch(StringMatcher {
+                match_pattern: Some(MatchPattern::Exact("POST".into())),
+                ignore_case: false
+            }))
+        );
+        assert_eq!(
+            m.headers[2].header_match_specifier,
+            Some(HeaderMatchSpecifier::StringMatch(StringMatcher {
+                match_pattern: Some(MatchPattern::SafeRegex(regex("red|blue"))),
+                ignore_case: false
+            }))
+        );
+        assert_eq!(m.query_parameters.len(), 1);
+        assert_eq!(m.query_parameters[0].name, "animal");
+    }
+
+    #[test]
+    fn header_modifiers_set_overwrites_and_add_appends() {
+        let h = |n: &str, v: &str| ir::Header {
+            name: n.into(),
+            value: v.into(),
+        };
+        let opts = headers_to_add(&ir::HeaderModifier {
+            set: vec![h("x-set", "1")],
+            add: vec![h("x-add", "2")],
+            remove: vec!["x-remove".into()],
+        });
+        let got: Vec<(String, i32)> = opts
+            .iter()
+            .map(|o| (o.header.as_ref().unwrap().key.clone(), o.append_action))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "x-set".to_string(),
+                    HeaderAppendAction::OverwriteIfExistsOrAdd as i32
+                ),
+                (
+                    "x-add".to_string(),
+                    HeaderAppendAction::AppendIfExistsOrAdd as i32
+                ),
+            ]
+        );
+    }
+}

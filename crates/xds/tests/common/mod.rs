@@ -1,0 +1,99 @@
+//! Shared by the integration tests: where the golden cases are, and where Envoy is.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every directory holding an `ir.yaml`: this crate's own cases (builder specifics)
+/// and the workspace's end-to-end cases (written by the translate stage).
+pub fn case_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for root in testdata_roots() {
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let dir = entry.path();
+            if dir.join("ir.yaml").is_file() {
+                dirs.push(dir);
+            }
+        }
+    }
+    dirs.sort();
+    dirs
+}
+
+pub fn testdata_roots() -> [PathBuf; 2] {
+    [
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata"),
+        workspace_root().join("testdata"),
+    ]
+}
+
+/// A readable name for a case directory (`xds/redirects`, `root/http-basic`).
+pub fn case_name(dir: &Path) -> String {
+    let parent = if dir.starts_with(Path::new(env!("CARGO_MANIFEST_DIR"))) {
+        "xds"
+    } else {
+        "root"
+    };
+    format!(
+        "{parent}/{}",
+        dir.file_name().unwrap_or_default().to_string_lossy()
+    )
+}
+
+pub fn load_ir(dir: &Path) -> aether_ir::Ir {
+    let path = dir.join("ir.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+/// The Envoy binary: `$ENVOY_BIN`, else `<workspace>/.tools/envoy/bin/envoy`.
+pub fn envoy_bin() -> PathBuf {
+    let path = match std::env::var_os("ENVOY_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => workspace_root().join(".tools/envoy/bin/envoy"),
+    };
+    assert!(
+        path.is_file(),
+        "no Envoy binary at {}: run scripts/get-envoy (or set ENVOY_BIN)",
+        path.display()
+    );
+    path
+}
+
+/// A scratch file unique to this process and `tag`.
+pub fn scratch_file(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("aether-xds-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("creating a scratch directory");
+    dir.join(tag.replace('/', "_"))
+}
+
+/// Runs `envoy --mode validate` on a bootstrap; `Err(stderr)` when Envoy rejects it.
+pub fn envoy_validate(tag: &str, bootstrap_yaml: &str) -> Result<(), String> {
+    let file = scratch_file(&format!("{tag}.yaml"));
+    std::fs::write(&file, bootstrap_yaml).expect("writing the bootstrap");
+    let out = Command::new(envoy_bin())
+        .args(["--mode", "validate", "--log-level", "warn", "-c"])
+        .arg(&file)
+        .output()
+        .expect("running envoy");
+    let _ = std::fs::remove_file(&file);
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}

@@ -1,0 +1,76 @@
+//! Golden test: every `ir.yaml` (this crate's testdata and the workspace's) builds
+//! into the `envoy.yaml` beside it. `UPDATE_GOLDEN=1` rewrites them and deletes any
+//! `envoy.yaml` whose `ir.yaml` is gone.
+
+mod common;
+
+use common::{case_dirs, case_name, load_ir, testdata_roots};
+
+#[test]
+fn envoy_yaml_matches_golden() {
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let cases = case_dirs();
+    assert!(
+        cases.len() >= 6,
+        "expected at least this crate's own cases, found {}",
+        cases.len()
+    );
+    let mut failures = Vec::new();
+    for dir in &cases {
+        let ir = load_ir(dir);
+        let yaml = aether_xds::to_yaml(&aether_xds::build(&ir))
+            .unwrap_or_else(|e| panic!("{}: rendering: {e}", case_name(dir)));
+        let golden = dir.join("envoy.yaml");
+        if update {
+            std::fs::write(&golden, &yaml).expect("writing golden file");
+            continue;
+        }
+        match std::fs::read_to_string(&golden) {
+            Ok(expected) if expected == yaml => {}
+            Ok(_) => failures.push(format!(
+                "{}: envoy.yaml differs (rerun with UPDATE_GOLDEN=1 and review the diff)",
+                case_name(dir)
+            )),
+            Err(_) => failures.push(format!(
+                "{}: no envoy.yaml (run with UPDATE_GOLDEN=1)",
+                case_name(dir)
+            )),
+        }
+    }
+    for root in testdata_roots() {
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let dir = entry.path();
+            if dir.join("envoy.yaml").is_file() && !dir.join("ir.yaml").is_file() {
+                if update {
+                    std::fs::remove_file(dir.join("envoy.yaml")).expect("deleting stale golden");
+                } else {
+                    failures.push(format!(
+                        "{}: stale envoy.yaml without ir.yaml (UPDATE_GOLDEN=1 deletes it)",
+                        dir.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    eprintln!("golden: {} cases", cases.len());
+}
+
+#[test]
+fn building_twice_gives_identical_output() {
+    for dir in case_dirs() {
+        let ir = load_ir(&dir);
+        let a = aether_xds::build(&ir);
+        let b = aether_xds::build(&ir.clone());
+        assert_eq!(a, b, "{}: snapshots differ", case_name(&dir));
+        assert_eq!(
+            aether_xds::to_yaml(&a).unwrap(),
+            aether_xds::to_yaml(&b).unwrap(),
+            "{}: YAML differs",
+            case_name(&dir)
+        );
+    }
+}
