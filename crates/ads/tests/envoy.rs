@@ -1,0 +1,385 @@
+//! A real Envoy against our ADS server, in SotW (over TCP) and Delta (over a unix
+//! socket): it must ACK what we serve, serve traffic from it, NACK a broken route
+//! table without us resending it in a loop, keep serving the previous config, and
+//! take the fix.
+//!
+//! The Envoy binary comes from `ENVOY_BIN`, else `<workspace>/.tools/envoy/bin/envoy`
+//! (installed by `scripts/get-envoy`).
+
+use aether_ads::{AdsServer, Fleet, GatewayAck, bind, serve_on};
+use aether_ir::ObjectRef;
+use aether_xds::{Resource, ResourceType, Snapshot};
+use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
+use envoy_types::pb::envoy::config::core::v3::{
+    Address, AggregatedConfigSource, ApiVersion, ConfigSource, DataSource, SocketAddress, address,
+    config_source, data_source, socket_address,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
+use envoy_types::pb::envoy::config::route::v3::{
+    DirectResponseAction, Route, RouteConfiguration, RouteMatch, VirtualHost, route, route_match,
+};
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
+};
+use envoy_types::pb::google::protobuf::{Any, Duration as PbDuration};
+use prost::{Message, Name};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{oneshot, watch};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn envoy_bin() -> PathBuf {
+    if let Ok(bin) = std::env::var("ENVOY_BIN") {
+        return PathBuf::from(bin);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bin = root.join(".tools/envoy/bin/envoy");
+    assert!(
+        bin.exists(),
+        "no Envoy binary at {} and ENVOY_BIN is not set: run scripts/get-envoy",
+        bin.display()
+    );
+    bin
+}
+
+fn any<M: Message + Name>(m: &M) -> Any {
+    Any {
+        type_url: M::type_url(),
+        value: m.encode_to_vec(),
+    }
+}
+
+fn ads() -> Option<ConfigSource> {
+    Some(ConfigSource {
+        config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
+            AggregatedConfigSource {},
+        )),
+        resource_api_version: ApiVersion::V3 as i32,
+        ..Default::default()
+    })
+}
+
+fn socket(port: u16) -> Option<Address> {
+    Some(Address {
+        address: Some(address::Address::SocketAddress(SocketAddress {
+            address: "127.0.0.1".into(),
+            port_specifier: Some(socket_address::PortSpecifier::PortValue(port.into())),
+            ..Default::default()
+        })),
+    })
+}
+
+fn direct(body: &str) -> Route {
+    Route {
+        r#match: Some(RouteMatch {
+            path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+            ..Default::default()
+        }),
+        action: Some(route::Action::DirectResponse(DirectResponseAction {
+            status: 200,
+            body: Some(DataSource {
+                specifier: Some(data_source::Specifier::InlineString(body.into())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// Gateway `edge/web`: an EDS cluster and its endpoints, a listener on
+/// `listen_port` whose routes come from RDS, and a route table answering
+/// `rev <rev>`. `broken` adds a second `*` virtual host, which Envoy rejects.
+fn snapshot(listen_port: u16, rev: u32, broken: bool) -> Arc<Snapshot> {
+    let cluster = Cluster {
+        name: "backend".into(),
+        connect_timeout: Some(PbDuration {
+            seconds: 1,
+            nanos: 0,
+        }),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
+            cluster::DiscoveryType::Eds as i32,
+        )),
+        eds_cluster_config: Some(cluster::EdsClusterConfig {
+            eds_config: ads(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let endpoints = ClusterLoadAssignment {
+        cluster_name: "backend".into(),
+        endpoints: vec![LocalityLbEndpoints {
+            lb_endpoints: vec![LbEndpoint {
+                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                    address: socket(9),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let hcm = HttpConnectionManager {
+        stat_prefix: "web".into(),
+        route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
+            config_source: ads(),
+            route_config_name: "routes".into(),
+        })),
+        http_filters: vec![HttpFilter {
+            name: "envoy.filters.http.router".into(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(
+                any(&Router::default()),
+            )),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let listener = Listener {
+        name: "http".into(),
+        address: socket(listen_port),
+        filter_chains: vec![FilterChain {
+            filters: vec![Filter {
+                name: "envoy.filters.network.http_connection_manager".into(),
+                config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut virtual_hosts = vec![VirtualHost {
+        name: "any".into(),
+        domains: vec!["*".into()],
+        routes: vec![direct(&format!("rev {rev}"))],
+        ..Default::default()
+    }];
+    if broken {
+        virtual_hosts.push(VirtualHost {
+            name: "any-again".into(),
+            domains: vec!["*".into()],
+            routes: vec![direct("never")],
+            ..Default::default()
+        });
+    }
+    let routes = RouteConfiguration {
+        name: "routes".into(),
+        virtual_hosts,
+        ..Default::default()
+    };
+
+    let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
+    let mut add = |ty: ResourceType, name: &str, bytes: Vec<u8>| {
+        resources
+            .entry(ty)
+            .or_default()
+            .insert(name.into(), Resource::new(name, ty.type_url(), bytes));
+    };
+    add(ResourceType::Cluster, "backend", cluster.encode_to_vec());
+    add(ResourceType::Endpoint, "backend", endpoints.encode_to_vec());
+    add(ResourceType::Listener, "http", listener.encode_to_vec());
+    add(ResourceType::Route, "routes", routes.encode_to_vec());
+    let members: BTreeSet<(ResourceType, String)> = [
+        (ResourceType::Cluster, "backend".into()),
+        (ResourceType::Endpoint, "backend".into()),
+        (ResourceType::Listener, "http".into()),
+        (ResourceType::Route, "routes".into()),
+    ]
+    .into();
+    Arc::new(Snapshot::new(resources, [(web(), members)].into()))
+}
+
+fn web() -> ObjectRef {
+    ObjectRef::new("edge", "web")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// An Envoy bootstrap that takes everything from our ADS server at `xds`.
+fn bootstrap(node: &str, api_type: &str, xds: &str) -> String {
+    let address = match xds.strip_prefix("unix:") {
+        Some(path) => format!("{{pipe: {{path: \"{path}\"}}}}"),
+        None => {
+            let (host, port) = xds.rsplit_once(':').unwrap();
+            format!("{{socket_address: {{address: \"{host}\", port_value: {port}}}}}")
+        }
+    };
+    format!(
+        r#"
+node: {{id: "{node}", cluster: edge}}
+admin: {{address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}}}
+dynamic_resources:
+  ads_config:
+    api_type: {api_type}
+    transport_api_version: V3
+    set_node_on_first_message_only: true
+    grpc_services: [{{envoy_grpc: {{cluster_name: xds}}}}]
+  cds_config: {{ads: {{}}, resource_api_version: V3}}
+  lds_config: {{ads: {{}}, resource_api_version: V3}}
+static_resources:
+  clusters:
+  - name: xds
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{http2_protocol_options: {{}}}}
+    load_assignment:
+      cluster_name: xds
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {address}}}}}]}}]
+"#
+    )
+}
+
+/// GET / on the Envoy listener; the body, if Envoy answered.
+async fn get(port: u16) -> Option<String> {
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    conn.write_all(b"GET / HTTP/1.1\r\nHost: web.example\r\nConnection: close\r\n\r\n")
+        .await
+        .ok()?;
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).await.ok()?;
+    raw.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+}
+
+async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn rds_pushes(fleet: &Fleet) -> u64 {
+    fleet
+        .render_metrics()
+        .lines()
+        .filter(|l| l.starts_with("aether_ads_pushes_total{type=\"RDS\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+async fn live(mode: &str, api_type: &str, unix: bool) {
+    let envoy = envoy_bin();
+    let dir = std::env::temp_dir().join(format!("aether-ads-envoy-{mode}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let listen_port = free_port();
+    let (publish, snapshots) = watch::channel(snapshot(listen_port, 1, false));
+    let fleet = Fleet::new();
+    let listen = if unix {
+        format!("unix:{}", dir.join("xds.sock").display())
+    } else {
+        "127.0.0.1:0".to_string()
+    };
+    let listener = bind(&listen).await.expect("bind xDS");
+    let xds = listener.local_addr();
+    let (_stop, stopped) = oneshot::channel::<()>();
+    let server = AdsServer::new(snapshots, fleet.clone());
+    tokio::spawn(serve_on(listener, server, async {
+        let _ = stopped.await;
+    }));
+
+    let node = format!("live-{mode}");
+    let config = dir.join("bootstrap.yaml");
+    std::fs::write(&config, bootstrap(&node, api_type, &xds)).unwrap();
+    let log = dir.join("envoy.log");
+    let mut child = tokio::process::Command::new(&envoy)
+        .arg("-c")
+        .arg(&config)
+        .args(["--disable-hot-restart", "--concurrency", "1", "-l", "info"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", envoy.display()));
+    let envoy_log = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    let result = async {
+        let s1 = snapshot(listen_port, 1, false);
+        eventually("Envoy to ACK the Gateway", async || {
+            (fleet.gateway_state(&s1, &web()) == GatewayAck::Acked).then_some(())
+        })
+        .await;
+        eventually("traffic from rev 1", async || {
+            (get(listen_port).await.as_deref() == Some("rev 1")).then_some(())
+        })
+        .await;
+
+        // A route table with two `*` virtual hosts: Envoy rejects it.
+        let s2 = snapshot(listen_port, 2, true);
+        publish.send(s2.clone()).unwrap();
+        let msg = eventually("a NACK", async || match fleet.gateway_state(&s2, &web()) {
+            GatewayAck::Nacked(m) => Some(m),
+            _ => None,
+        })
+        .await;
+        assert!(msg.contains(&node), "{msg}");
+        assert!(msg.contains("RDS"), "{msg}");
+        let pushes = rds_pushes(&fleet);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            rds_pushes(&fleet),
+            pushes,
+            "the rejected route table was resent"
+        );
+        assert_eq!(
+            get(listen_port).await.as_deref(),
+            Some("rev 1"),
+            "old config still served"
+        );
+
+        let s3 = snapshot(listen_port, 3, false);
+        publish.send(s3.clone()).unwrap();
+        eventually("Envoy to ACK the fix", async || {
+            (fleet.gateway_state(&s3, &web()) == GatewayAck::Acked).then_some(())
+        })
+        .await;
+        eventually("traffic from rev 3", async || {
+            (get(listen_port).await.as_deref() == Some("rev 3")).then_some(())
+        })
+        .await;
+        msg
+    };
+    let msg = tokio::time::timeout(WAIT * 3, result).await;
+    let _ = child.kill().await;
+    let msg =
+        msg.unwrap_or_else(|_| panic!("live {mode} test timed out; Envoy log:\n{}", envoy_log()));
+    assert!(
+        msg.contains("wildcard"),
+        "Envoy's own reason reaches the fleet view: {msg}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_acks_sotw_over_tcp() {
+    live("sotw", "GRPC", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_acks_delta_over_unix_socket() {
+    live("delta", "DELTA_GRPC", true).await;
+}
