@@ -1,1 +1,154 @@
-//! placeholder
+//! Translate Gateway API objects into the IR and a status plan (pure).
+//!
+//! ```text
+//!  Store ──► classes (ours: spec.controllerName) ──► Gateways of our classes
+//!                                                     │ listeners validated, conflicts marked
+//!        ──► HTTPRoutes, GRPCRoutes ── RouteModel ────┤ attach per parentRef (status, counts)
+//!                                                     ▼
+//!                                     served Gateways ──► Ir (ports, route tables, clusters)
+//!                                     every object    ──► StatusPlan
+//! ```
+//!
+//! Nothing does I/O and nothing is skipped silently: every Gateway of our class is
+//! in the IR or says in its status why not, and an invalid object only affects
+//! itself. Routes naming Gateways that are not ours get no status from us.
+
+pub mod allowed_routes;
+pub mod attach;
+pub mod backend;
+pub mod certificate;
+pub mod grpc_route;
+pub mod hostname;
+pub mod http_route;
+pub mod listener;
+pub mod load;
+pub mod precedence;
+pub mod reference_grant;
+pub mod route;
+pub mod route_table;
+pub mod status;
+pub mod store;
+
+pub use load::LoadError;
+pub use status::{AckState, StatusPlan};
+pub use store::{Store, StoreObject};
+
+use aether_ir::{Ir, ObjectRef};
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use listener::GatewayModel;
+use route::RouteModel;
+use status::{Condition, GatewayClassStatus, RouteStatus, set_condition};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the translator needs to know about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// GatewayClasses with this `spec.controllerName` are ours.
+    pub controller_name: String,
+    /// Where listeners bind when a Gateway names no addresses.
+    pub default_address: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            controller_name: "gateway.aether.io/edge".into(),
+            default_address: "127.0.0.1".into(),
+        }
+    }
+}
+
+/// The output of one translation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Translation {
+    pub ir: Ir,
+    /// As planned, before the ACK gate ([`StatusPlan::gated`]).
+    pub status: StatusPlan,
+}
+
+/// Translates the whole store. Same store, same output, byte for byte.
+pub fn translate(store: &Store, config: &Config) -> Translation {
+    let mut status = StatusPlan::default();
+    let mut ours = BTreeSet::new();
+    for (key, class) in store.all::<GatewayClass>() {
+        if class.spec.controller_name != config.controller_name {
+            continue;
+        }
+        ours.insert(key.name.clone());
+        let mut conditions = Vec::new();
+        let g = class.metadata.generation.unwrap_or(0);
+        set_condition(
+            &mut conditions,
+            Condition::new("Accepted", true, "Accepted", "GatewayClass is accepted", g),
+        );
+        status
+            .gateway_classes
+            .insert(key.name.clone(), GatewayClassStatus { conditions });
+    }
+
+    let mut gateways: BTreeMap<ObjectRef, GatewayModel> = store
+        .all::<Gateway>()
+        .iter()
+        .filter(|(_, gw)| ours.contains(&gw.spec.gateway_class_name))
+        .map(|(key, gw)| {
+            (
+                key.clone(),
+                GatewayModel::new(store, config, key.clone(), gw),
+            )
+        })
+        .collect();
+
+    let mut routes: Vec<RouteModel> = Vec::new();
+    for (key, r) in store.all::<GrpcRoute>() {
+        routes.push(grpc_route::model(store, key.clone(), r));
+    }
+    for (key, r) in store.all::<HttpRoute>() {
+        routes.push(http_route::model(store, key.clone(), r));
+    }
+
+    // (listener index, route index) per Gateway.
+    let mut attached: BTreeMap<ObjectRef, BTreeSet<(usize, usize)>> = BTreeMap::new();
+    for (ri, route) in routes.iter().enumerate() {
+        let mut parents = Vec::new();
+        for parent_ref in &route.parent_refs {
+            if parent_ref.group != status::GROUP || parent_ref.kind != "Gateway" {
+                continue;
+            }
+            let gw_key = parent_ref.gateway(&route.key.namespace);
+            let Some(gw) = gateways.get_mut(&gw_key) else {
+                continue;
+            };
+            let (parent_status, listeners) =
+                attach::attach(store, gw, route, parent_ref, &config.controller_name);
+            parents.push(parent_status);
+            let set = attached.entry(gw_key).or_default();
+            set.extend(listeners.into_iter().map(|li| (li, ri)));
+        }
+        if parents.is_empty() {
+            continue;
+        }
+        let plan = if route.kind == grpc_route::KIND {
+            &mut status.grpc_routes
+        } else {
+            &mut status.http_routes
+        };
+        plan.insert(route.key.clone(), RouteStatus { parents });
+    }
+
+    let mut ir = Ir::default();
+    let mut clusters = BTreeMap::new();
+    let none = BTreeSet::new();
+    for (key, gw) in &gateways {
+        status.gateways.insert(key.clone(), gw.status());
+        if gw.is_served() {
+            let on_gw = attached.get(key).unwrap_or(&none);
+            ir.gateways
+                .push(route_table::gateway(gw, &routes, on_gw, &mut clusters));
+        }
+    }
+    ir.clusters = clusters.into_values().collect();
+    Translation { ir, status }
+}

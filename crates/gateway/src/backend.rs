@@ -1,0 +1,167 @@
+//! Resolving a route's backendRefs to clusters with endpoints.
+//!
+//! ```text
+//!  backendRef (Service ns/name, port) ── ReferenceGrant? ── Service.spec.ports[port]
+//!      └─► Cluster edge_cl_<ns>_<svc>_<port>
+//!            endpoints ◄── EndpointSlices labeled kubernetes.io/service-name=<svc>:
+//!                          the slice port named like the Service port,
+//!                          endpoints whose conditions.ready is not false
+//! ```
+//!
+//! Endpoints come from EndpointSlices, never from selectors or ClusterIPs, so
+//! selector-less Services (hand-written slices) and headless Services work alike.
+
+use crate::reference_grant::{self, Referent};
+use crate::status::GROUP;
+use crate::store::Store;
+use aether_ir::{Cluster, Endpoint, ObjectRef, UpstreamProtocol, names};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Why a backendRef does not resolve; each maps to a route ResolvedRefs reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    #[error("backendRef {0}: kind {1} is not supported (only core Services)")]
+    InvalidKind(String, String),
+    #[error("backendRef {0}: {1}")]
+    NotFound(String, String),
+    #[error("backendRef {0} is not permitted by any ReferenceGrant")]
+    RefNotPermitted(String),
+    #[error("backendRef {0}: appProtocol {1} is not supported")]
+    UnsupportedProtocol(String, String),
+}
+
+impl BackendError {
+    /// The route `ResolvedRefs` reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            BackendError::InvalidKind(..) => "InvalidKind",
+            BackendError::NotFound(..) => "BackendNotFound",
+            BackendError::RefNotPermitted(_) => "RefNotPermitted",
+            BackendError::UnsupportedProtocol(..) => "UnsupportedProtocol",
+        }
+    }
+}
+
+/// A backendRef as every route kind spells it.
+#[derive(Debug, Clone, Copy)]
+pub struct BackendRef<'a> {
+    pub group: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub name: &'a str,
+    pub namespace: Option<&'a str>,
+    pub port: Option<i32>,
+}
+
+/// Resolves one backendRef of a route (`route_kind` in `route_ns`). gRPC routes
+/// always speak h2c upstream.
+pub fn resolve(
+    store: &Store,
+    route_kind: &str,
+    route_ns: &str,
+    r: BackendRef<'_>,
+    grpc: bool,
+) -> Result<Cluster, BackendError> {
+    let ns = r.namespace.unwrap_or(route_ns);
+    let group = r.group.unwrap_or("");
+    let kind = r.kind.unwrap_or("Service");
+    let shown = format!("{ns}/{}", r.name);
+    if !group.is_empty() || kind != "Service" {
+        let gk = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{group}/{kind}")
+        };
+        return Err(BackendError::InvalidKind(shown, gk));
+    }
+    let from = Referent {
+        group: GROUP,
+        kind: route_kind,
+        namespace: route_ns,
+        name: "",
+    };
+    let to = Referent {
+        group: "",
+        kind: "Service",
+        namespace: ns,
+        name: r.name,
+    };
+    if !reference_grant::permitted(store, from, to) {
+        return Err(BackendError::RefNotPermitted(shown));
+    }
+    let svc: &Service = store
+        .get(ns, r.name)
+        .ok_or_else(|| BackendError::NotFound(shown.clone(), "Service not found".into()))?;
+    let Some(port) = r.port.and_then(|p| u16::try_from(p).ok()) else {
+        return Err(BackendError::NotFound(shown, "port is required".into()));
+    };
+    let svc_port = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .and_then(|ports| ports.iter().find(|p| p.port == i32::from(port)))
+        .ok_or_else(|| {
+            BackendError::NotFound(shown.clone(), format!("Service has no port {port}"))
+        })?;
+    let protocol = match svc_port.app_protocol.as_deref() {
+        _ if grpc => UpstreamProtocol::H2c,
+        Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
+        None | Some("http" | "HTTP" | "kubernetes.io/ws") => UpstreamProtocol::Http1,
+        Some(other) if other.starts_with("kubernetes.io/") => {
+            return Err(BackendError::UnsupportedProtocol(shown, other.to_string()));
+        }
+        // Implementation-specific appProtocols we do not know: plain HTTP/1.1.
+        Some(_) => UpstreamProtocol::Http1,
+    };
+    let port_name = svc_port.name.as_deref().unwrap_or("");
+    Ok(Cluster {
+        name: names::cluster(ns, r.name, port),
+        service: ObjectRef::new(ns, r.name),
+        port,
+        protocol,
+        endpoints: endpoints(store, ns, r.name, port_name),
+    })
+}
+
+/// Ready endpoints of a Service port, sorted and deduplicated.
+fn endpoints(store: &Store, ns: &str, service: &str, port_name: &str) -> Vec<Endpoint> {
+    let mut out = Vec::new();
+    let slices = store
+        .all::<EndpointSlice>()
+        .iter()
+        .filter(|(key, _)| key.namespace == ns)
+        .map(|(_, s)| s)
+        .filter(|s| {
+            s.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                .is_some_and(|n| n == service)
+        });
+    for slice in slices {
+        let port = slice
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+            .and_then(|p| p.port)
+            .and_then(|p| u16::try_from(p).ok());
+        let Some(port) = port else { continue };
+        for ep in &slice.endpoints {
+            if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+                continue;
+            }
+            for address in &ep.addresses {
+                out.push(Endpoint {
+                    address: address.clone(),
+                    port,
+                });
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}

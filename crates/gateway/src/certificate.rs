@@ -1,0 +1,177 @@
+//! Resolving an HTTPS listener's certificateRefs to PEM material.
+//!
+//! A ref names a core Secret (group `""`, kind `Secret`), in the Gateway's
+//! namespace unless a ReferenceGrant lets the Gateway reach another. The Secret
+//! must be `kubernetes.io/tls` with `tls.crt` (PEM certificate chain) and `tls.key`
+//! (PEM private key). The PEM check is structural (armour and base64 body); Envoy
+//! itself parses the DER.
+
+use crate::reference_grant::{self, Referent};
+use crate::status::GROUP;
+use crate::store::Store;
+use aether_ir::Certificate;
+use gateway_api::apis::standard::gateways::GatewayListenersTlsCertificateRefs;
+use k8s_openapi::api::core::v1::Secret;
+
+/// Why a certificateRef does not resolve; each maps to a listener ResolvedRefs reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CertificateError {
+    #[error("certificateRef {0} is not permitted by any ReferenceGrant")]
+    RefNotPermitted(String),
+    #[error("certificateRef {0}: {1}")]
+    Invalid(String, String),
+}
+
+impl CertificateError {
+    /// The listener `ResolvedRefs` reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CertificateError::RefNotPermitted(_) => "RefNotPermitted",
+            CertificateError::Invalid(..) => "InvalidCertificateRef",
+        }
+    }
+}
+
+/// Resolves every ref of one listener, in order. No refs at all is invalid too.
+pub fn resolve(
+    store: &Store,
+    gateway_ns: &str,
+    refs: &[GatewayListenersTlsCertificateRefs],
+) -> Result<Vec<Certificate>, CertificateError> {
+    if refs.is_empty() {
+        return Err(CertificateError::Invalid(
+            "(none)".into(),
+            "an HTTPS listener needs at least one certificateRef".into(),
+        ));
+    }
+    refs.iter()
+        .map(|r| resolve_one(store, gateway_ns, r))
+        .collect()
+}
+
+fn resolve_one(
+    store: &Store,
+    gateway_ns: &str,
+    r: &GatewayListenersTlsCertificateRefs,
+) -> Result<Certificate, CertificateError> {
+    let ns = r.namespace.as_deref().unwrap_or(gateway_ns);
+    let group = r.group.as_deref().unwrap_or("");
+    let kind = r.kind.as_deref().unwrap_or("Secret");
+    let shown = format!("{ns}/{}", r.name);
+    if !group.is_empty() || kind != "Secret" {
+        return Err(CertificateError::Invalid(
+            shown,
+            format!("unsupported kind {group}/{kind} (only core Secrets)"),
+        ));
+    }
+    let from = Referent {
+        group: GROUP,
+        kind: "Gateway",
+        namespace: gateway_ns,
+        name: "",
+    };
+    let to = Referent {
+        group: "",
+        kind: "Secret",
+        namespace: ns,
+        name: &r.name,
+    };
+    if !reference_grant::permitted(store, from, to) {
+        return Err(CertificateError::RefNotPermitted(shown));
+    }
+    let invalid = |why: &str| CertificateError::Invalid(shown.clone(), why.to_string());
+    let secret: &Secret = store
+        .get(ns, &r.name)
+        .ok_or_else(|| invalid("Secret not found"))?;
+    if secret.type_.as_deref() != Some("kubernetes.io/tls") {
+        return Err(invalid("Secret type is not kubernetes.io/tls"));
+    }
+    let value = |key: &str| -> Option<String> {
+        let from_data = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .and_then(|b| String::from_utf8(b.0.clone()).ok());
+        from_data.or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .cloned()
+        })
+    };
+    let chain = value("tls.crt").ok_or_else(|| invalid("missing tls.crt"))?;
+    let key = value("tls.key").ok_or_else(|| invalid("missing tls.key"))?;
+    if !has_pem_block(&chain, |label| label == "CERTIFICATE") {
+        return Err(invalid("tls.crt holds no PEM certificate"));
+    }
+    if !has_pem_block(&key, |label| label.ends_with("PRIVATE KEY")) {
+        return Err(invalid("tls.key holds no PEM private key"));
+    }
+    Ok(Certificate {
+        secret: shown,
+        certificate_chain: chain,
+        private_key: key,
+    })
+}
+
+/// Every PEM block is well-formed and at least one has a wanted label.
+fn has_pem_block(text: &str, wanted: impl Fn(&str) -> bool) -> bool {
+    let mut found = false;
+    let mut rest = text;
+    while let Some(start) = rest.find("-----BEGIN ") {
+        let after = &rest[start + 11..];
+        let Some(label_end) = after.find("-----") else {
+            return false;
+        };
+        let label = &after[..label_end];
+        let body_start = &after[label_end + 5..];
+        let end_marker = format!("-----END {label}-----");
+        let Some(body_end) = body_start.find(&end_marker) else {
+            return false;
+        };
+        let body: String = body_start[..body_end]
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        let base64 = !body.is_empty()
+            && body.len().is_multiple_of(4)
+            && body
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/' || c == '=');
+        if !base64 {
+            return false;
+        }
+        found |= wanted(label);
+        rest = &body_start[body_end + end_marker.len()..];
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_structure_table() {
+        let cert = "-----BEGIN CERTIFICATE-----\nTUlJQg==\n-----END CERTIFICATE-----\n";
+        let is_cert = |l: &str| l == "CERTIFICATE";
+        assert!(has_pem_block(cert, is_cert));
+        assert!(!has_pem_block("not a pem", is_cert));
+        assert!(!has_pem_block(
+            "-----BEGIN CERTIFICATE-----\nTUl!Qg==\n-----END CERTIFICATE-----",
+            is_cert
+        ));
+        assert!(
+            !has_pem_block("-----BEGIN CERTIFICATE-----\nTUlJQg==\n", is_cert),
+            "no end"
+        );
+        assert!(!has_pem_block(
+            "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----",
+            is_cert
+        ));
+        let key = "-----BEGIN EC PRIVATE KEY-----\nTUlJQg==\n-----END EC PRIVATE KEY-----";
+        assert!(has_pem_block(key, |l| l.ends_with("PRIVATE KEY")));
+        assert!(!has_pem_block(key, is_cert));
+    }
+}

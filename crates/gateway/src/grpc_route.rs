@@ -1,0 +1,202 @@
+//! GRPCRoute → [`RouteModel`]. A gRPC method is the HTTP/2 path
+//! `/<service>/<method>`, so method matches become path matches:
+//!
+//! ```text
+//!  Exact service+method   → Exact  /svc/Method      (anchored: Echo ≠ EchoTwo)
+//!  Exact service only     → Prefix /svc             (element-wise)
+//!  Exact method only      → Regex  /[^/]+/Method
+//!  RegularExpression S, M → Regex  /S/M             (missing side: [^/]+)
+//!  no method              → Prefix /
+//! ```
+//!
+//! Backends always speak h2c. Header modifier filters are served; others make the
+//! rule invalid.
+
+use crate::backend::BackendRef;
+use crate::route::{self, RouteModel, Rule, RuleAction, enum_name, header_matches, modify_headers};
+use crate::status::{GROUP, ParentReference};
+use crate::store::Store;
+use aether_ir::{HeaderModifier, ObjectRef, PathMatch, RouteMatch};
+use gateway_api::apis::standard::grpcroutes::{
+    GrpcRoute, GrpcRouteRules, GrpcRouteRulesFiltersType, GrpcRouteRulesMatches,
+    GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
+};
+
+pub const KIND: &str = "GRPCRoute";
+
+pub fn model(store: &Store, key: ObjectRef, r: &GrpcRoute) -> RouteModel {
+    let mut m = RouteModel {
+        kind: KIND,
+        generation: r.metadata.generation.unwrap_or(0),
+        created: r.metadata.creation_timestamp.clone(),
+        hostnames: r
+            .spec
+            .hostnames
+            .iter()
+            .flatten()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+        parent_refs: r
+            .spec
+            .parent_refs
+            .iter()
+            .flatten()
+            .map(|p| ParentReference {
+                group: p.group.clone().unwrap_or_else(|| GROUP.into()),
+                kind: p.kind.clone().unwrap_or_else(|| "Gateway".into()),
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                section_name: p.section_name.clone(),
+                port: p.port,
+            })
+            .collect(),
+        rules: vec![],
+        invalid_rules: vec![],
+        backend_errors: vec![],
+        key,
+    };
+    let default_rules = vec![GrpcRouteRules::default()];
+    let rules = r
+        .spec
+        .rules
+        .as_ref()
+        .filter(|r| !r.is_empty())
+        .unwrap_or(&default_rules);
+    for (index, spec) in rules.iter().enumerate() {
+        match rule(store, &m.key.namespace, index, spec, &mut m.backend_errors) {
+            Ok(rule) => m.rules.push(rule),
+            Err(why) => m.invalid_rules.push(format!("rule {index}: {why}")),
+        }
+    }
+    m
+}
+
+fn rule(
+    store: &Store,
+    ns: &str,
+    index: usize,
+    spec: &GrpcRouteRules,
+    errors: &mut Vec<crate::backend::BackendError>,
+) -> Result<Rule, String> {
+    let matches = match spec.matches.as_deref() {
+        None | Some([]) => vec![method_match(&GrpcRouteRulesMatches::default())?],
+        Some(ms) => ms.iter().map(method_match).collect::<Result<_, _>>()?,
+    };
+    let mut request_headers = HeaderModifier::default();
+    let mut response_headers = HeaderModifier::default();
+    for f in spec.filters.iter().flatten() {
+        match f.r#type {
+            GrpcRouteRulesFiltersType::RequestHeaderModifier => {
+                let m = f
+                    .request_header_modifier
+                    .as_ref()
+                    .ok_or("RequestHeaderModifier is empty")?;
+                modify_headers(
+                    &mut request_headers,
+                    m.set
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.as_str(), h.value.as_str())),
+                    m.add
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.as_str(), h.value.as_str())),
+                    m.remove.as_deref().unwrap_or_default(),
+                );
+            }
+            GrpcRouteRulesFiltersType::ResponseHeaderModifier => {
+                let m = f
+                    .response_header_modifier
+                    .as_ref()
+                    .ok_or("ResponseHeaderModifier is empty")?;
+                modify_headers(
+                    &mut response_headers,
+                    m.set
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.as_str(), h.value.as_str())),
+                    m.add
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.as_str(), h.value.as_str())),
+                    m.remove.as_deref().unwrap_or_default(),
+                );
+            }
+            _ => return Err(format!("filter {} is not supported", enum_name(&f.r#type))),
+        }
+    }
+    let refs = spec.backend_refs.as_deref().unwrap_or_default();
+    if refs
+        .iter()
+        .any(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty()))
+    {
+        return Err("filters on backendRefs are not supported".into());
+    }
+    let refs = refs.iter().map(|b| {
+        (
+            BackendRef {
+                group: b.group.as_deref(),
+                kind: b.kind.as_deref(),
+                name: &b.name,
+                namespace: b.namespace.as_deref(),
+                port: b.port,
+            },
+            b.weight,
+        )
+    });
+    let (backends, invalid_weight) = route::resolve_backends(store, KIND, ns, refs, true, errors);
+    Ok(Rule {
+        index,
+        matches,
+        request_headers,
+        response_headers,
+        action: RuleAction::Forward {
+            backends,
+            invalid_weight,
+            rewrite: None,
+        },
+    })
+}
+
+fn method_match(m: &GrpcRouteRulesMatches) -> Result<RouteMatch, String> {
+    let method = m.method.as_ref();
+    let service = method
+        .and_then(|x| x.service.as_deref())
+        .filter(|s| !s.is_empty());
+    let name = method
+        .and_then(|x| x.method.as_deref())
+        .filter(|s| !s.is_empty());
+    let regex = matches!(
+        method.and_then(|x| x.r#type.as_ref()),
+        Some(GrpcRouteRulesMatchesMethodType::RegularExpression)
+    );
+    let path = if regex {
+        let re = format!(
+            "/{}/{}",
+            service.unwrap_or("[^/]+"),
+            name.unwrap_or("[^/]+")
+        );
+        route::check_regex("method", &re)?;
+        PathMatch::RegularExpression(re)
+    } else {
+        match (service, name) {
+            (Some(s), Some(n)) => PathMatch::Exact(format!("/{s}/{n}")),
+            (Some(s), None) => route::prefix(&format!("/{s}")),
+            (None, Some(n)) => PathMatch::RegularExpression(format!("/[^/]+/{}", regex::escape(n))),
+            (None, None) => PathMatch::Prefix("/".into()),
+        }
+    };
+    let headers = header_matches(m.headers.iter().flatten().map(|h| {
+        let regex = matches!(
+            h.r#type,
+            Some(GrpcRouteRulesMatchesHeadersType::RegularExpression)
+        );
+        (h.name.as_str(), regex, h.value.as_str())
+    }))?;
+    Ok(RouteMatch {
+        path,
+        method: None,
+        headers,
+        query_params: vec![],
+    })
+}

@@ -1,0 +1,166 @@
+//! Hostname intersection between a listener and a route.
+//!
+//! A listener hostname (or none: any host) and a route's hostnames (or none: the
+//! listener's) meet in the hostnames the route serves there:
+//!
+//! ```text
+//!  listener          route              result
+//!  (none)            foo.example.com    foo.example.com
+//!  *.example.com     foo.example.com    foo.example.com   (wildcard spans labels:
+//!  *.example.com     a.b.example.com    a.b.example.com    never the bare suffix)
+//!  foo.example.com   *.example.com      foo.example.com   (the more specific wins)
+//!  *.example.com     *.a.example.com    *.a.example.com
+//!  *.example.com     example.com        —                 (no intersection)
+//! ```
+//!
+//! Everything is compared and returned lower-cased.
+
+/// The hostname served when a listener with `listener` hostname carries a route
+/// hostname `route`, or `None` when they do not intersect.
+pub fn intersect(listener: Option<&str>, route: &str) -> Option<String> {
+    let route = route.to_ascii_lowercase();
+    let Some(listener) = listener else {
+        return Some(route);
+    };
+    let listener = listener.to_ascii_lowercase();
+    match (wildcard_suffix(&listener), wildcard_suffix(&route)) {
+        (None, None) => (listener == route).then_some(route),
+        (Some(suffix), None) => covers(suffix, &route).then_some(route),
+        (None, Some(suffix)) => covers(suffix, &listener).then_some(listener),
+        (Some(l), Some(r)) => {
+            if l == r || covers(l, r) {
+                Some(route)
+            } else if covers(r, l) {
+                Some(listener)
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Every hostname a route serves on a listener: the intersections of its
+/// hostnames with the listener's, or the listener's own hostname (`*` for none)
+/// when the route names no hostnames. Sorted and deduplicated; empty means the
+/// route does not attach to this listener.
+pub fn served_hostnames(listener: Option<&str>, route_hostnames: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = if route_hostnames.is_empty() {
+        vec![listener.map_or_else(|| "*".to_string(), str::to_ascii_lowercase)]
+    } else {
+        route_hostnames
+            .iter()
+            .filter_map(|h| intersect(listener, h))
+            .collect()
+    };
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `*.example.com` → `Some("example.com")`.
+fn wildcard_suffix(host: &str) -> Option<&str> {
+    host.strip_prefix("*.")
+}
+
+/// Does `*.suffix` cover `host`? At least one label must precede the suffix.
+fn covers(suffix: &str, host: &str) -> bool {
+    host.strip_suffix(suffix)
+        .and_then(|rest| rest.strip_suffix('.'))
+        .is_some_and(|label| !label.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intersection_table() {
+        let cases: &[(Option<&str>, &str, Option<&str>)] = &[
+            (None, "foo.example.com", Some("foo.example.com")),
+            (None, "*.example.com", Some("*.example.com")),
+            (None, "Foo.Example.COM", Some("foo.example.com")),
+            (
+                Some("foo.example.com"),
+                "foo.example.com",
+                Some("foo.example.com"),
+            ),
+            (
+                Some("FOO.example.com"),
+                "foo.EXAMPLE.com",
+                Some("foo.example.com"),
+            ),
+            (Some("foo.example.com"), "bar.example.com", None),
+            (
+                Some("*.example.com"),
+                "foo.example.com",
+                Some("foo.example.com"),
+            ),
+            (
+                Some("*.example.com"),
+                "foo.bar.example.com",
+                Some("foo.bar.example.com"),
+            ),
+            (Some("*.example.com"), "example.com", None),
+            (Some("*.example.com"), "fooexample.com", None),
+            (
+                Some("foo.example.com"),
+                "*.example.com",
+                Some("foo.example.com"),
+            ),
+            (
+                Some("a.b.example.com"),
+                "*.example.com",
+                Some("a.b.example.com"),
+            ),
+            (Some("example.com"), "*.example.com", None),
+            (
+                Some("*.example.com"),
+                "*.example.com",
+                Some("*.example.com"),
+            ),
+            (
+                Some("*.example.com"),
+                "*.foo.example.com",
+                Some("*.foo.example.com"),
+            ),
+            (
+                Some("*.foo.example.com"),
+                "*.example.com",
+                Some("*.foo.example.com"),
+            ),
+            (Some("*.example.com"), "*.example.org", None),
+            (Some("*.example.com"), "*.myexample.com", None),
+        ];
+        for (listener, route, want) in cases {
+            assert_eq!(
+                intersect(*listener, route).as_deref(),
+                *want,
+                "listener {listener:?} route {route}"
+            );
+        }
+    }
+
+    #[test]
+    fn routes_without_hostnames_take_the_listeners() {
+        assert_eq!(served_hostnames(None, &[]), vec!["*"]);
+        assert_eq!(
+            served_hostnames(Some("*.Example.com"), &[]),
+            vec!["*.example.com"]
+        );
+    }
+
+    #[test]
+    fn served_hostnames_are_sorted_deduplicated_and_may_be_empty() {
+        let hosts = vec![
+            "b.example.com".to_string(),
+            "A.example.com".to_string(),
+            "a.example.com".to_string(),
+            "other.org".to_string(),
+        ];
+        assert_eq!(
+            served_hostnames(Some("*.example.com"), &hosts),
+            vec!["a.example.com", "b.example.com"]
+        );
+        assert!(served_hostnames(Some("x.org"), &hosts).is_empty());
+    }
+}

@@ -1,0 +1,285 @@
+//! HTTPRoute → [`RouteModel`]: matches, filters and backends of each rule.
+//!
+//! Filters: RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect and
+//! URLRewrite are served; any other filter (RequestMirror, CORS, ExtensionRef, or
+//! a filter on a backendRef) makes its rule invalid rather than silently ignored.
+
+use crate::backend::BackendRef;
+use crate::route::{
+    self, RedirectSpec, RouteModel, Rule, RuleAction, check_prefix_rewrite, enum_name,
+    header_matches, modify_headers, query_param_matches,
+};
+use crate::status::{GROUP, ParentReference};
+use crate::store::Store;
+use aether_ir::{HeaderModifier, ObjectRef, PathMatch, PathRewrite, RouteMatch, UrlRewrite};
+use gateway_api::apis::standard::httproutes::{
+    HttpRoute, HttpRouteRules, HttpRouteRulesFilters, HttpRouteRulesFiltersRequestRedirectPathType,
+    HttpRouteRulesFiltersType, HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
+    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
+    HttpRouteRulesMatchesQueryParamsType,
+};
+
+pub const KIND: &str = "HTTPRoute";
+
+pub fn model(store: &Store, key: ObjectRef, r: &HttpRoute) -> RouteModel {
+    let mut m = RouteModel {
+        kind: KIND,
+        generation: r.metadata.generation.unwrap_or(0),
+        created: r.metadata.creation_timestamp.clone(),
+        hostnames: r
+            .spec
+            .hostnames
+            .iter()
+            .flatten()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+        parent_refs: r
+            .spec
+            .parent_refs
+            .iter()
+            .flatten()
+            .map(|p| ParentReference {
+                group: p.group.clone().unwrap_or_else(|| GROUP.into()),
+                kind: p.kind.clone().unwrap_or_else(|| "Gateway".into()),
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                section_name: p.section_name.clone(),
+                port: p.port,
+            })
+            .collect(),
+        rules: vec![],
+        invalid_rules: vec![],
+        backend_errors: vec![],
+        key,
+    };
+    // The API server defaults a missing rules list to one catch-all rule.
+    let default_rules = vec![HttpRouteRules::default()];
+    let rules = r
+        .spec
+        .rules
+        .as_ref()
+        .filter(|r| !r.is_empty())
+        .unwrap_or(&default_rules);
+    for (index, spec) in rules.iter().enumerate() {
+        match rule(store, &m.key.namespace, index, spec, &mut m.backend_errors) {
+            Ok(rule) => m.rules.push(rule),
+            Err(why) => m.invalid_rules.push(format!("rule {index}: {why}")),
+        }
+    }
+    m
+}
+
+fn rule(
+    store: &Store,
+    ns: &str,
+    index: usize,
+    spec: &HttpRouteRules,
+    errors: &mut Vec<crate::backend::BackendError>,
+) -> Result<Rule, String> {
+    let matches = match spec.matches.as_deref() {
+        None | Some([]) => vec![catch_all()],
+        Some(ms) => ms.iter().map(route_match).collect::<Result<_, _>>()?,
+    };
+    let mut request_headers = HeaderModifier::default();
+    let mut response_headers = HeaderModifier::default();
+    let mut redirect = None;
+    let mut rewrite = None;
+    for f in spec.filters.iter().flatten() {
+        apply_filter(
+            f,
+            &mut request_headers,
+            &mut response_headers,
+            &mut redirect,
+            &mut rewrite,
+        )?;
+    }
+    let refs = spec.backend_refs.as_deref().unwrap_or_default();
+    if refs
+        .iter()
+        .any(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty()))
+    {
+        return Err("filters on backendRefs are not supported".into());
+    }
+    let action = match (redirect, rewrite) {
+        (Some(_), Some(_)) => {
+            return Err("RequestRedirect and URLRewrite cannot be combined".into());
+        }
+        (Some(r), None) => {
+            check_prefix_rewrite(&matches, r.path.as_ref())?;
+            RuleAction::Redirect(r)
+        }
+        (None, rewrite) => {
+            check_prefix_rewrite(
+                &matches,
+                rewrite.as_ref().and_then(|r: &UrlRewrite| r.path.as_ref()),
+            )?;
+            let refs = refs.iter().map(|b| {
+                (
+                    BackendRef {
+                        group: b.group.as_deref(),
+                        kind: b.kind.as_deref(),
+                        name: &b.name,
+                        namespace: b.namespace.as_deref(),
+                        port: b.port,
+                    },
+                    b.weight,
+                )
+            });
+            let (backends, invalid_weight) =
+                route::resolve_backends(store, KIND, ns, refs, false, errors);
+            RuleAction::Forward {
+                backends,
+                invalid_weight,
+                rewrite,
+            }
+        }
+    };
+    Ok(Rule {
+        index,
+        matches,
+        request_headers,
+        response_headers,
+        action,
+    })
+}
+
+fn catch_all() -> RouteMatch {
+    RouteMatch {
+        path: PathMatch::Prefix("/".into()),
+        method: None,
+        headers: vec![],
+        query_params: vec![],
+    }
+}
+
+fn route_match(m: &HttpRouteRulesMatches) -> Result<RouteMatch, String> {
+    let path = match &m.path {
+        None => PathMatch::Prefix("/".into()),
+        Some(p) => {
+            let value = p.value.as_deref().unwrap_or("/");
+            match p.r#type {
+                Some(HttpRouteRulesMatchesPathType::Exact) => PathMatch::Exact(value.into()),
+                Some(HttpRouteRulesMatchesPathType::RegularExpression) => {
+                    route::check_regex("path", value)?;
+                    PathMatch::RegularExpression(value.into())
+                }
+                Some(HttpRouteRulesMatchesPathType::PathPrefix) | None => route::prefix(value),
+            }
+        }
+    };
+    let headers = header_matches(m.headers.iter().flatten().map(|h| {
+        let regex = matches!(
+            h.r#type,
+            Some(HttpRouteRulesMatchesHeadersType::RegularExpression)
+        );
+        (h.name.as_str(), regex, h.value.as_str())
+    }))?;
+    let query_params = query_param_matches(m.query_params.iter().flatten().map(|q| {
+        let regex = matches!(
+            q.r#type,
+            Some(HttpRouteRulesMatchesQueryParamsType::RegularExpression)
+        );
+        (q.name.as_str(), regex, q.value.as_str())
+    }))?;
+    Ok(RouteMatch {
+        path,
+        method: m.method.as_ref().map(enum_name),
+        headers,
+        query_params,
+    })
+}
+
+fn apply_filter(
+    f: &HttpRouteRulesFilters,
+    request_headers: &mut HeaderModifier,
+    response_headers: &mut HeaderModifier,
+    redirect: &mut Option<RedirectSpec>,
+    rewrite: &mut Option<UrlRewrite>,
+) -> Result<(), String> {
+    let missing = || format!("filter {} has no configuration", enum_name(&f.r#type));
+    match f.r#type {
+        HttpRouteRulesFiltersType::RequestHeaderModifier => {
+            let m = f.request_header_modifier.as_ref().ok_or_else(missing)?;
+            modify_headers(
+                request_headers,
+                m.set
+                    .iter()
+                    .flatten()
+                    .map(|h| (h.name.as_str(), h.value.as_str())),
+                m.add
+                    .iter()
+                    .flatten()
+                    .map(|h| (h.name.as_str(), h.value.as_str())),
+                m.remove.as_deref().unwrap_or_default(),
+            );
+        }
+        HttpRouteRulesFiltersType::ResponseHeaderModifier => {
+            let m = f.response_header_modifier.as_ref().ok_or_else(missing)?;
+            modify_headers(
+                response_headers,
+                m.set
+                    .iter()
+                    .flatten()
+                    .map(|h| (h.name.as_str(), h.value.as_str())),
+                m.add
+                    .iter()
+                    .flatten()
+                    .map(|h| (h.name.as_str(), h.value.as_str())),
+                m.remove.as_deref().unwrap_or_default(),
+            );
+        }
+        HttpRouteRulesFiltersType::RequestRedirect => {
+            let r = f.request_redirect.as_ref().ok_or_else(missing)?;
+            let status_code = match r.status_code.unwrap_or(302) {
+                c @ (301 | 302) => c as u16,
+                other => {
+                    return Err(format!(
+                        "redirect statusCode {other} is not supported (301 or 302)"
+                    ));
+                }
+            };
+            let path = r.path.as_ref().map(|p| match p.r#type {
+                HttpRouteRulesFiltersRequestRedirectPathType::ReplaceFullPath => {
+                    PathRewrite::ReplaceFullPath(p.replace_full_path.clone().unwrap_or_default())
+                }
+                HttpRouteRulesFiltersRequestRedirectPathType::ReplacePrefixMatch => {
+                    PathRewrite::ReplacePrefixMatch(
+                        p.replace_prefix_match.clone().unwrap_or_default(),
+                    )
+                }
+            });
+            let port = match r.port {
+                None => None,
+                Some(p) => Some(
+                    u16::try_from(p).map_err(|_| format!("redirect port {p} is out of range"))?,
+                ),
+            };
+            *redirect = Some(RedirectSpec {
+                scheme: r.scheme.as_ref().map(enum_name),
+                hostname: r.hostname.clone(),
+                port,
+                path,
+                status_code,
+            });
+        }
+        HttpRouteRulesFiltersType::UrlRewrite => {
+            let r = f.url_rewrite.as_ref().ok_or_else(missing)?;
+            let path = r.path.as_ref().map(|p| match p.r#type {
+                HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath => {
+                    PathRewrite::ReplaceFullPath(p.replace_full_path.clone().unwrap_or_default())
+                }
+                HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch => {
+                    PathRewrite::ReplacePrefixMatch(
+                        p.replace_prefix_match.clone().unwrap_or_default(),
+                    )
+                }
+            });
+            *rewrite = Some(UrlRewrite {
+                hostname: r.hostname.clone(),
+                path,
+            });
+        }
+        _ => return Err(format!("filter {} is not supported", enum_name(&f.r#type))),
+    }
+    Ok(())
+}

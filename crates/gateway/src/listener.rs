@@ -1,0 +1,354 @@
+//! Gateways and their listeners: what is valid, what conflicts, what can be served.
+//!
+//! ```text
+//!  Gateway ── addresses (IPAddress or the configured default)
+//!          └─ Listener* ── protocol (HTTP | HTTPS; others: UnsupportedProtocol)
+//!                       ├─ port groups: HTTP+HTTPS on one port → ProtocolConflict
+//!                       │               same protocol+hostname  → HostnameConflict
+//!                       ├─ HTTPS certificateRefs → TLS certificates (ResolvedRefs)
+//!                       └─ allowedRoutes (namespaces, kinds)
+//! ```
+//!
+//! A listener is *programmable* when it is accepted, not conflicted, its refs
+//! resolve and it supports at least one route kind. Routes may attach to any
+//! listener (attachment counts do not depend on listener health); only
+//! programmable listeners reach the IR.
+
+use crate::Config;
+use crate::allowed_routes::{self, AllowedNamespaces};
+use crate::certificate;
+use crate::status::{
+    Condition, GatewayStatus, GatewayStatusAddress, ListenerStatus, RouteGroupKind, set_condition,
+};
+use crate::store::Store;
+use aether_ir::{Certificate, ObjectRef, PortProtocol};
+use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+/// One listener of a Gateway, validated.
+#[derive(Debug, Clone)]
+pub struct Listener {
+    pub name: String,
+    pub port: u16,
+    /// `None`: a protocol we do not serve.
+    pub protocol: Option<PortProtocol>,
+    /// Lower-cased.
+    pub hostname: Option<String>,
+    pub allowed_namespaces: AllowedNamespaces,
+    pub supported_kinds: Vec<RouteGroupKind>,
+    pub certificates: Vec<Certificate>,
+    /// (Accepted, Conflicted, ResolvedRefs) decided here; Programmed derives.
+    accepted: (bool, &'static str, String),
+    conflicted: Option<(&'static str, String)>,
+    resolved_refs: (bool, &'static str, String),
+    /// Routes attached (Accepted) here, by (kind, route).
+    pub attached: BTreeSet<(&'static str, ObjectRef)>,
+}
+
+impl Listener {
+    pub fn is_accepted(&self) -> bool {
+        self.accepted.0 && self.conflicted.is_none()
+    }
+
+    /// Can this listener be put in the IR (given its Gateway is served)?
+    pub fn is_programmable(&self) -> bool {
+        self.is_accepted()
+            && self.resolved_refs_ok()
+            && self.protocol.is_some()
+            && !self.supported_kinds.is_empty()
+    }
+
+    /// Certificates resolved; unsupported route kinds alone do not block serving
+    /// the supported ones.
+    fn resolved_refs_ok(&self) -> bool {
+        self.resolved_refs.0 || self.resolved_refs.1 == "InvalidRouteKinds"
+    }
+
+    pub fn supports_kind(&self, kind: &str) -> bool {
+        self.supported_kinds.iter().any(|k| k.kind == kind)
+    }
+}
+
+/// A Gateway of our class, validated.
+#[derive(Debug, Clone)]
+pub struct GatewayModel {
+    pub key: ObjectRef,
+    pub generation: i64,
+    /// Err: why the addresses cannot be used.
+    pub addresses: Result<Vec<String>, String>,
+    pub listeners: Vec<Listener>,
+}
+
+impl GatewayModel {
+    pub fn new(store: &Store, config: &Config, key: ObjectRef, gw: &Gateway) -> Self {
+        let addresses = addresses(gw, config);
+        let mut listeners: Vec<Listener> = gw
+            .spec
+            .listeners
+            .iter()
+            .map(|l| listener(store, &key.namespace, l))
+            .collect();
+        mark_conflicts(&mut listeners);
+        GatewayModel {
+            generation: gw.metadata.generation.unwrap_or(0),
+            key,
+            addresses,
+            listeners,
+        }
+    }
+
+    /// Served: addresses usable and at least one listener programmable.
+    pub fn is_served(&self) -> bool {
+        self.addresses.is_ok() && self.listeners.iter().any(Listener::is_programmable)
+    }
+
+    pub fn status(&self) -> GatewayStatus {
+        let g = self.generation;
+        let served = self.is_served();
+        let mut conditions = Vec::new();
+        let accepted_count = self.listeners.iter().filter(|l| l.is_accepted()).count();
+        let invalid: Vec<&str> = self
+            .listeners
+            .iter()
+            .filter(|l| !l.is_accepted())
+            .map(|l| l.name.as_str())
+            .collect();
+        let accepted = match &self.addresses {
+            Err(why) => Condition::new("Accepted", false, "UnsupportedAddress", why.clone(), g),
+            Ok(_) if invalid.is_empty() => {
+                Condition::new("Accepted", true, "Accepted", "Gateway is accepted", g)
+            }
+            Ok(_) => Condition::new(
+                "Accepted",
+                accepted_count > 0,
+                "ListenersNotValid",
+                format!("invalid listeners: {}", invalid.join(", ")),
+                g,
+            ),
+        };
+        set_condition(&mut conditions, accepted);
+        let programmed = if served {
+            Condition::new("Programmed", true, "Programmed", "Gateway is programmed", g)
+        } else if self.addresses.is_err() {
+            Condition::new(
+                "Programmed",
+                false,
+                "AddressNotUsable",
+                "no usable address",
+                g,
+            )
+        } else {
+            Condition::new(
+                "Programmed",
+                false,
+                "Invalid",
+                "no listener can be programmed",
+                g,
+            )
+        };
+        set_condition(&mut conditions, programmed);
+        let addresses = match (&self.addresses, served) {
+            (Ok(a), true) => a
+                .iter()
+                .map(|v| GatewayStatusAddress {
+                    type_: "IPAddress".into(),
+                    value: v.clone(),
+                })
+                .collect(),
+            _ => vec![],
+        };
+        GatewayStatus {
+            addresses,
+            conditions,
+            listeners: self
+                .listeners
+                .iter()
+                .map(|l| listener_status(l, served, g))
+                .collect(),
+        }
+    }
+}
+
+fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus {
+    let mut c = Vec::new();
+    let (ok, reason, msg) = &l.accepted;
+    match &l.conflicted {
+        Some((why, m)) => {
+            set_condition(&mut c, Condition::new("Accepted", false, why, m.clone(), g));
+            set_condition(
+                &mut c,
+                Condition::new("Conflicted", true, why, m.clone(), g),
+            );
+        }
+        None => {
+            set_condition(
+                &mut c,
+                Condition::new("Accepted", *ok, reason, msg.clone(), g),
+            );
+            set_condition(
+                &mut c,
+                Condition::new("Conflicted", false, "NoConflicts", "no conflicts", g),
+            );
+        }
+    }
+    let (ok, reason, msg) = &l.resolved_refs;
+    set_condition(
+        &mut c,
+        Condition::new("ResolvedRefs", *ok, reason, msg.clone(), g),
+    );
+    let programmed = if l.is_programmable() && gateway_served {
+        Condition::new(
+            "Programmed",
+            true,
+            "Programmed",
+            "listener is programmed",
+            g,
+        )
+    } else {
+        Condition::new(
+            "Programmed",
+            false,
+            "Invalid",
+            "listener cannot be programmed",
+            g,
+        )
+    };
+    set_condition(&mut c, programmed);
+    ListenerStatus {
+        name: l.name.clone(),
+        supported_kinds: l.supported_kinds.clone(),
+        attached_routes: i32::try_from(l.attached.len()).unwrap_or(i32::MAX),
+        conditions: c,
+    }
+}
+
+/// spec.addresses of type IPAddress (or no type), else the configured default.
+fn addresses(gw: &Gateway, config: &Config) -> Result<Vec<String>, String> {
+    let spec = gw.spec.addresses.as_deref().unwrap_or_default();
+    if spec.is_empty() {
+        return Ok(vec![config.default_address.clone()]);
+    }
+    let mut out = Vec::new();
+    for a in spec {
+        let ty = a.r#type.as_deref().unwrap_or("IPAddress");
+        let value = a.value.as_deref().unwrap_or_default();
+        if ty != "IPAddress" {
+            return Err(format!(
+                "address type {ty} is not supported (only IPAddress)"
+            ));
+        }
+        let ip: IpAddr = value
+            .parse()
+            .map_err(|_| format!("address {value:?} is not an IP address"))?;
+        out.push(ip.to_string());
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listener {
+    let protocol = match spec.protocol.as_str() {
+        "HTTP" => Some(PortProtocol::Http),
+        "HTTPS" => Some(PortProtocol::Https),
+        _ => None,
+    };
+    let port = u16::try_from(spec.port).ok().filter(|p| *p > 0);
+    let allowed = spec.allowed_routes.as_ref();
+    let (mut supported_kinds, unsupported_kinds) = allowed_routes::route_kinds(allowed);
+    let mut accepted = (true, "Accepted", "listener is accepted".to_string());
+    let mut resolved_refs = (true, "ResolvedRefs", "all references resolved".to_string());
+    if protocol.is_none() {
+        accepted = (
+            false,
+            "UnsupportedProtocol",
+            format!(
+                "protocol {} is not supported (only HTTP and HTTPS)",
+                spec.protocol
+            ),
+        );
+        supported_kinds.clear();
+    } else if port.is_none() {
+        accepted = (
+            false,
+            "PortUnavailable",
+            format!("port {} is out of range", spec.port),
+        );
+    }
+    if !unsupported_kinds.is_empty() {
+        resolved_refs = (
+            false,
+            "InvalidRouteKinds",
+            format!("unsupported route kinds: {}", unsupported_kinds.join(", ")),
+        );
+    }
+    let mut certificates = Vec::new();
+    if protocol == Some(PortProtocol::Https) {
+        let refs = spec
+            .tls
+            .as_ref()
+            .and_then(|t| t.certificate_refs.clone())
+            .unwrap_or_default();
+        match certificate::resolve(store, gateway_ns, &refs) {
+            Ok(c) => certificates = c,
+            Err(e) if resolved_refs.0 => resolved_refs = (false, e.reason(), e.to_string()),
+            Err(e) => resolved_refs.2 = format!("{}; {e}", resolved_refs.2),
+        }
+    }
+    Listener {
+        name: spec.name.clone(),
+        port: port.unwrap_or(0),
+        protocol,
+        hostname: spec.hostname.as_deref().map(str::to_ascii_lowercase),
+        allowed_namespaces: AllowedNamespaces::from_spec(allowed),
+        supported_kinds,
+        certificates,
+        accepted,
+        conflicted: None,
+        resolved_refs,
+        attached: BTreeSet::new(),
+    }
+}
+
+/// Marks indistinct listeners. Among listeners on one port that we serve: HTTP
+/// and HTTPS together conflict on protocol (all of them); otherwise listeners
+/// sharing a hostname (or both without) conflict on hostname. No winner is picked.
+fn mark_conflicts(listeners: &mut [Listener]) {
+    let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    for (i, l) in listeners.iter().enumerate() {
+        if l.protocol.is_some() && l.accepted.0 {
+            by_port.entry(l.port).or_default().push(i);
+        }
+    }
+    for (port, idx) in by_port {
+        let protocols: BTreeSet<_> = idx.iter().filter_map(|&i| listeners[i].protocol).collect();
+        if protocols.len() > 1 {
+            for &i in &idx {
+                listeners[i].conflicted = Some((
+                    "ProtocolConflict",
+                    format!("HTTP and HTTPS listeners share port {port}"),
+                ));
+            }
+            continue;
+        }
+        let mut by_host: BTreeMap<Option<String>, Vec<usize>> = BTreeMap::new();
+        for &i in &idx {
+            by_host
+                .entry(listeners[i].hostname.clone())
+                .or_default()
+                .push(i);
+        }
+        for (host, same) in by_host.into_iter().filter(|(_, v)| v.len() > 1) {
+            let names: Vec<&str> = same.iter().map(|&i| listeners[i].name.as_str()).collect();
+            let msg = format!(
+                "listeners {} share port {port} and hostname {}",
+                names.join(", "),
+                host.as_deref().unwrap_or("(none)")
+            );
+            for &i in &same {
+                listeners[i].conflicted = Some(("HostnameConflict", msg.clone()));
+            }
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! Loading objects from YAML text into the [`Store`].
+//!
+//! A file may hold many documents (`---`). Each document is read twice: once as a
+//! plain YAML value (to learn apiVersion, kind and name for error messages), once
+//! into its typed struct. The typed object is then serialized back and compared
+//! with the input, so a misspelt field (`listner:`) is an error instead of being
+//! silently dropped — the generated API types do not deny unknown fields.
+//!
+//! Errors name the file, the 1-based line, the object and the reason:
+//! `gateways.yaml:11: Gateway default/web: unknown field `spec.listner``.
+
+use crate::store::{DEFAULT_NAMESPACE, Store, StoreObject};
+use gateway_api::apis::experimental::tlsroutes::TlsRoute;
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_yaml::Value;
+
+/// Why a file could not be loaded. Every variant names the file and 1-based line.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LoadError {
+    /// The text is not YAML.
+    #[error("{file}:{line}: invalid YAML: {reason}")]
+    Syntax {
+        file: String,
+        line: usize,
+        reason: String,
+    },
+    /// A document without `apiVersion` or `kind`, or not a mapping.
+    #[error("{file}:{line}: {object}: {reason}")]
+    NotAnObject {
+        file: String,
+        line: usize,
+        object: String,
+        reason: String,
+    },
+    /// A kind (or apiVersion of a known kind) we do not read.
+    #[error("{file}:{line}: {object}: unsupported kind `{kind}` of apiVersion `{api_version}`")]
+    UnknownKind {
+        file: String,
+        line: usize,
+        object: String,
+        api_version: String,
+        kind: String,
+    },
+    /// A field of the wrong type, a missing required field, a bad enum value.
+    #[error("{file}:{line}: {object}: {reason}")]
+    InvalidField {
+        file: String,
+        line: usize,
+        object: String,
+        reason: String,
+    },
+    /// A field the kind does not have (often a typo).
+    #[error("{file}:{line}: {object}: unknown field `{field}`")]
+    UnknownField {
+        file: String,
+        line: usize,
+        object: String,
+        field: String,
+    },
+}
+
+impl Store {
+    /// Parses one file (multi-document YAML allowed) and adds its objects.
+    /// Empty documents are skipped. Returns how many objects were added. On error
+    /// nothing from this file is added.
+    pub fn add_yaml(&mut self, file: &str, text: &str) -> Result<usize, LoadError> {
+        let mut staged = self.clone();
+        let mut added = 0;
+        for doc in split_documents(text) {
+            if load_document(&mut staged, file, &doc)? {
+                added += 1;
+            }
+        }
+        *self = staged;
+        Ok(added)
+    }
+}
+
+/// One YAML document and the 1-based line its text starts on.
+struct Document<'a> {
+    first_line: usize,
+    text: String,
+    _src: std::marker::PhantomData<&'a ()>,
+}
+
+/// Splits on `---` lines. A line starting with `---` at column 0 can only be a
+/// document marker in YAML (block scalars are indented), so this is exact.
+fn split_documents(text: &str) -> Vec<Document<'_>> {
+    let mut docs = Vec::new();
+    let mut current = String::new();
+    let mut first_line = 1;
+    for (i, line) in text.lines().enumerate() {
+        let is_marker = line.starts_with("---")
+            && line[3..]
+                .chars()
+                .next()
+                .is_none_or(|c| c.is_whitespace() || c == '#');
+        if is_marker {
+            docs.push(Document {
+                first_line,
+                text: std::mem::take(&mut current),
+                _src: Default::default(),
+            });
+            first_line = i + 1;
+            // Content after the marker on the same line (`--- {a: 1}`) stays here.
+            current.push_str(&line[3..]);
+            current.push('\n');
+        } else {
+            current.push_str(line);
+            current.push('\n');
+        }
+    }
+    docs.push(Document {
+        first_line,
+        text: current,
+        _src: Default::default(),
+    });
+    docs
+}
+
+/// Loads one document; `Ok(false)` when it is empty.
+fn load_document(store: &mut Store, file: &str, doc: &Document<'_>) -> Result<bool, LoadError> {
+    let at = |line: usize| doc.first_line + line.saturating_sub(1);
+    let value: Value = serde_yaml::from_str(&doc.text).map_err(|e| LoadError::Syntax {
+        file: file.to_string(),
+        line: at(e.location().map_or(1, |l| l.line())),
+        reason: strip_location(&e.to_string()),
+    })?;
+    if value.is_null() {
+        return Ok(false);
+    }
+    let text_line = first_content_line(&doc.text);
+    let Value::Mapping(map) = &value else {
+        return Err(LoadError::NotAnObject {
+            file: file.to_string(),
+            line: at(text_line),
+            object: "document".into(),
+            reason: "expected a Kubernetes object (a mapping)".into(),
+        });
+    };
+    let field = |name: &str| map.get(name).and_then(Value::as_str).map(str::to_string);
+    let meta = map.get("metadata");
+    let meta_field = |name: &str| {
+        meta.and_then(|m| m.get(name))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let api_version = field("apiVersion");
+    let kind = field("kind");
+    let name = meta_field("name").unwrap_or_else(|| "<unnamed>".into());
+    let (Some(api_version), Some(kind)) = (api_version, kind) else {
+        return Err(LoadError::NotAnObject {
+            file: file.to_string(),
+            line: at(text_line),
+            object: format!("object {name}"),
+            reason: "missing `apiVersion` or `kind`".into(),
+        });
+    };
+    let cluster_scoped = matches!(kind.as_str(), "GatewayClass" | "Namespace");
+    let object = if cluster_scoped {
+        format!("{kind} {name}")
+    } else {
+        let ns = meta_field("namespace").unwrap_or_else(|| DEFAULT_NAMESPACE.into());
+        format!("{kind} {ns}/{name}")
+    };
+    let ctx = Context {
+        file,
+        doc,
+        object: &object,
+        value: &value,
+    };
+    const GW: &str = "gateway.networking.k8s.io/";
+    let gw_version = api_version.strip_prefix(GW);
+    match (kind.as_str(), api_version.as_str(), gw_version) {
+        ("GatewayClass", _, Some("v1" | "v1beta1")) => ctx.load::<GatewayClass>(store),
+        ("Gateway", _, Some("v1" | "v1beta1")) => ctx.load::<Gateway>(store),
+        ("HTTPRoute", _, Some("v1" | "v1beta1")) => ctx.load::<HttpRoute>(store),
+        ("GRPCRoute", _, Some("v1")) => ctx.load::<GrpcRoute>(store),
+        ("TLSRoute", _, Some("v1" | "v1alpha2" | "v1alpha3")) => ctx.load::<TlsRoute>(store),
+        ("ReferenceGrant", _, Some("v1" | "v1beta1")) => ctx.load::<ReferenceGrant>(store),
+        ("Service", "v1", _) => ctx.load::<Service>(store),
+        ("Secret", "v1", _) => ctx.load::<Secret>(store),
+        ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(store),
+        ("Namespace", "v1", _) => ctx.load::<Namespace>(store),
+        ("EndpointSlice", "discovery.k8s.io/v1", _) => ctx.load::<EndpointSlice>(store),
+        _ => Err(LoadError::UnknownKind {
+            file: file.to_string(),
+            line: at(text_line),
+            object,
+            api_version,
+            kind,
+        }),
+    }
+    .map(|()| true)
+}
+
+struct Context<'a> {
+    file: &'a str,
+    doc: &'a Document<'a>,
+    object: &'a str,
+    value: &'a Value,
+}
+
+impl Context<'_> {
+    fn line(&self, doc_line: usize) -> usize {
+        self.doc.first_line + doc_line.saturating_sub(1)
+    }
+
+    fn load<T: StoreObject + DeserializeOwned + Serialize>(
+        &self,
+        store: &mut Store,
+    ) -> Result<(), LoadError> {
+        let typed: T =
+            serde_yaml::from_str(&self.doc.text).map_err(|e| LoadError::InvalidField {
+                file: self.file.to_string(),
+                line: self.line(
+                    e.location()
+                        .map_or_else(|| first_content_line(&self.doc.text), |l| l.line()),
+                ),
+                object: self.object.to_string(),
+                reason: strip_location(&e.to_string()),
+            })?;
+        let round_trip = serde_yaml::to_value(&typed).unwrap_or(Value::Null);
+        let mut unknown = Vec::new();
+        unknown_fields(self.value, &round_trip, "", &mut unknown);
+        if let Some(field) = unknown.into_iter().next() {
+            let leaf = field.rsplit('.').next().unwrap_or(&field);
+            let leaf = leaf.split('[').next().unwrap_or(leaf);
+            return Err(LoadError::UnknownField {
+                file: self.file.to_string(),
+                line: self.line(key_line(&self.doc.text, leaf)),
+                object: self.object.to_string(),
+                field,
+            });
+        }
+        store.insert(typed);
+        Ok(())
+    }
+}
+
+/// Paths (`spec.listeners[0].listner`) present in `input` but dropped by the
+/// typed round trip. Null values are ignored: they serialize as absent.
+fn unknown_fields(input: &Value, typed: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, typed) {
+        (Value::Mapping(inp), Value::Mapping(out_map)) => {
+            for (k, v) in inp {
+                if v.is_null() {
+                    continue;
+                }
+                let key = match k {
+                    Value::String(s) => s.clone(),
+                    other => serde_yaml::to_string(other)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string(),
+                };
+                let sub = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match out_map.get(k) {
+                    Some(t) => unknown_fields(v, t, &sub, out),
+                    None => out.push(sub),
+                }
+            }
+        }
+        (Value::Sequence(inp), Value::Sequence(out_seq)) => {
+            for (i, (v, t)) in inp.iter().zip(out_seq).enumerate() {
+                unknown_fields(v, t, &format!("{path}[{i}]"), out);
+            }
+        }
+        (Value::Tagged(t), other) => unknown_fields(&t.value, other, path, out),
+        _ => {}
+    }
+}
+
+/// The 1-based line of the first `key:` in the document (best effort).
+fn key_line(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start().trim_start_matches("- ").trim_start();
+            l.strip_prefix(key)
+                .or_else(|| l.strip_prefix(&format!("\"{key}\"")))
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+        .map_or_else(|| first_content_line(text), |i| i + 1)
+}
+
+/// The 1-based line of the first line that is not blank or a comment.
+fn first_content_line(text: &str) -> usize {
+    text.lines()
+        .position(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map_or(1, |i| i + 1)
+}
+
+/// serde_yaml appends " at line L column C"; the line is reported separately.
+fn strip_location(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Store, LoadError> {
+        let mut store = Store::default();
+        store.add_yaml("gateways.yaml", text).map(|_| store)
+    }
+
+    const GATEWAY: &str = "\
+# leading comment
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: web
+spec:
+  gatewayClassName: aether
+  listeners:
+  - name: http
+    port: 80
+    protocol: HTTP
+";
+
+    #[test]
+    fn loads_multi_document_files_and_skips_empty_documents() {
+        let text = format!(
+            "{GATEWAY}---\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n"
+        );
+        let mut store = Store::default();
+        assert_eq!(store.add_yaml("a.yaml", &text), Ok(2));
+        assert!(store.get::<Gateway>("default", "web").is_some());
+        assert!(store.get::<Namespace>("", "apps").is_some());
+    }
+
+    #[test]
+    fn malformed_yaml_names_file_and_line() {
+        let text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: [oops\n";
+        let err = load(text).unwrap_err();
+        assert!(matches!(err, LoadError::Syntax { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.starts_with("gateways.yaml:"), "{msg}");
+        assert!(msg.contains("invalid YAML"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_kind_names_object_and_line() {
+        let text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: a\n---\n\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: apps\n";
+        let err = load(text).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "gateways.yaml:7: Widget apps/w: unsupported kind `Widget` of apiVersion `example.com/v1`"
+        );
+    }
+
+    #[test]
+    fn invalid_field_type_names_line_and_field() {
+        let text = GATEWAY.replace("port: 80", "port: eighty");
+        let err = load(&text).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("gateways.yaml:11: Gateway default/web: "),
+            "{msg}"
+        );
+        assert!(msg.contains("port") || msg.contains("i32"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_field_is_an_error_not_silence() {
+        let text = GATEWAY.replace("  listeners:", "  listner: []\n  listeners:");
+        let err = load(&text).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "gateways.yaml:9: Gateway default/web: unknown field `spec.listner`"
+        );
+    }
+
+    #[test]
+    fn a_bad_document_adds_nothing_from_the_file() {
+        let text = format!("{GATEWAY}---\napiVersion: v1\nkind: Bogus\nmetadata:\n  name: x\n");
+        let mut store = Store::default();
+        assert!(store.add_yaml("a.yaml", &text).is_err());
+        assert!(store.is_empty());
+    }
+}

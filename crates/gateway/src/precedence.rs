@@ -1,0 +1,163 @@
+//! Gateway API route precedence, as one sort key.
+//!
+//! Envoy takes the first route of a virtual host that matches, so every match of
+//! every rule of every route sharing the virtual host is sorted by one key
+//! (HTTPRouteRule.Matches in the spec):
+//!
+//! ```text
+//!  1. path type: Exact < PathPrefix < RegularExpression
+//!  2. longer path value first (characters)
+//!  3. a method match before none
+//!  4. more header matches first
+//!  5. more query param matches first
+//!  ── ties ──
+//!  6. older route (creationTimestamp; a route without one sorts after all that have one)
+//!  7. namespace/name alphabetically (then kind)
+//!  8. rule order within the route, then match order within the rule
+//! ```
+//!
+//! Regular expressions cannot be ordered by specificity; they go after exact and
+//! prefix matches, as other implementations do.
+
+use aether_ir::{ObjectRef, PathMatch, RouteMatch};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::cmp::Reverse;
+
+/// Which route a match comes from, for the tie-breaks.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RouteOrigin {
+    /// `None` sorts after every timestamp.
+    pub created: Option<Time>,
+    pub route: ObjectRef,
+    /// `GRPCRoute` or `HTTPRoute`.
+    pub kind: &'static str,
+}
+
+/// Smaller sorts first (higher precedence).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Precedence {
+    path_type: u8,
+    path_len: Reverse<usize>,
+    has_method: Reverse<bool>,
+    headers: Reverse<usize>,
+    query_params: Reverse<usize>,
+    created_missing: bool,
+    origin: RouteOrigin,
+    rule: usize,
+    match_index: usize,
+}
+
+impl Precedence {
+    pub fn new(m: &RouteMatch, origin: RouteOrigin, rule: usize, match_index: usize) -> Self {
+        let (path_type, path_len) = match &m.path {
+            PathMatch::Exact(p) => (0, p.len()),
+            PathMatch::Prefix(p) => (1, p.len()),
+            PathMatch::RegularExpression(p) => (2, p.len()),
+        };
+        Precedence {
+            path_type,
+            path_len: Reverse(path_len),
+            has_method: Reverse(m.method.is_some()),
+            headers: Reverse(m.headers.len()),
+            query_params: Reverse(m.query_params.len()),
+            created_missing: origin.created.is_none(),
+            origin,
+            rule,
+            match_index,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aether_ir::{HeaderMatch, QueryParamMatch, StringMatch};
+
+    fn m(path: PathMatch) -> RouteMatch {
+        RouteMatch {
+            path,
+            method: None,
+            headers: vec![],
+            query_params: vec![],
+        }
+    }
+
+    fn origin(ns: &str, name: &str, created: Option<&str>) -> RouteOrigin {
+        RouteOrigin {
+            created: created.map(|t| Time(t.parse().unwrap())),
+            route: ObjectRef::new(ns, name),
+            kind: "HTTPRoute",
+        }
+    }
+
+    fn key(m: &RouteMatch) -> Precedence {
+        Precedence::new(m, origin("a", "r", None), 0, 0)
+    }
+
+    fn header(n: &str) -> HeaderMatch {
+        HeaderMatch {
+            name: n.into(),
+            value: StringMatch::Exact("v".into()),
+        }
+    }
+
+    #[test]
+    fn match_specificity_table() {
+        // Each pair: (higher precedence, lower precedence).
+        let exact = m(PathMatch::Exact("/a".into()));
+        let long_prefix = m(PathMatch::Prefix("/a/b/c".into()));
+        let short_prefix = m(PathMatch::Prefix("/a".into()));
+        let regex = m(PathMatch::RegularExpression("/a/.*/b/c/d/e".into()));
+        let mut with_method = short_prefix.clone();
+        with_method.method = Some("GET".into());
+        let mut two_headers = short_prefix.clone();
+        two_headers.headers = vec![header("x"), header("y")];
+        let mut one_header = short_prefix.clone();
+        one_header.headers = vec![header("x")];
+        let mut one_query = short_prefix.clone();
+        one_query.query_params = vec![QueryParamMatch {
+            name: "q".into(),
+            value: StringMatch::Exact("1".into()),
+        }];
+        let mut method_only = short_prefix.clone();
+        method_only.method = Some("GET".into());
+        let mut headers_no_method = short_prefix.clone();
+        headers_no_method.headers = vec![header("a"), header("b"), header("c")];
+        let pairs = [
+            (&exact, &long_prefix, "exact before any prefix"),
+            (&long_prefix, &short_prefix, "longer prefix first"),
+            (&short_prefix, &regex, "prefix before regex"),
+            (&exact, &regex, "exact before regex"),
+            (&with_method, &short_prefix, "method before none"),
+            (
+                &method_only,
+                &headers_no_method,
+                "method outranks header count",
+            ),
+            (&two_headers, &one_header, "more headers first"),
+            (&one_header, &one_query, "headers outrank query params"),
+            (&one_query, &short_prefix, "more query params first"),
+        ];
+        for (hi, lo, why) in pairs {
+            assert!(key(hi) < key(lo), "{why}");
+        }
+    }
+
+    #[test]
+    fn tie_breaks_table() {
+        let p = m(PathMatch::Prefix("/".into()));
+        let old = Precedence::new(&p, origin("z", "z", Some("2020-01-01T00:00:00Z")), 0, 0);
+        let new = Precedence::new(&p, origin("a", "a", Some("2021-01-01T00:00:00Z")), 0, 0);
+        let none = Precedence::new(&p, origin("a", "a", None), 0, 0);
+        assert!(old < new, "older route first, whatever its name");
+        assert!(new < none, "a route without timestamp goes last");
+        let a = Precedence::new(&p, origin("ns", "a", None), 5, 5);
+        let b = Precedence::new(&p, origin("ns", "b", None), 0, 0);
+        assert!(a < b, "namespace/name before rule order");
+        let r0 = Precedence::new(&p, origin("ns", "a", None), 0, 1);
+        let r1 = Precedence::new(&p, origin("ns", "a", None), 1, 0);
+        assert!(r0 < r1, "rule order, then match order");
+        let m0 = Precedence::new(&p, origin("ns", "a", None), 1, 0);
+        assert!(m0 < Precedence::new(&p, origin("ns", "a", None), 1, 1));
+    }
+}

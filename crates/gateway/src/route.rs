@@ -1,0 +1,298 @@
+//! The route model shared by HTTPRoute and GRPCRoute.
+//!
+//! Both kinds are read into one [`RouteModel`]: defaulted parentRefs, lower-cased
+//! hostnames, and rules whose matches are already IR matches and whose backends
+//! are already clusters. What depends on the listener (hostnames served, the
+//! redirect port) is decided later, when routes are placed into route tables.
+//!
+//! A rule that cannot be served (an invalid regex, an unsupported filter) is
+//! dropped with a message: some rules dropped → `PartiallyInvalid`, all dropped →
+//! `Accepted=False`, both with reason `UnsupportedValue`.
+
+use crate::backend::{self, BackendError, BackendRef};
+use crate::status::{Condition, ParentReference, set_condition};
+use crate::store::Store;
+use aether_ir::{
+    Cluster, Header, HeaderMatch, HeaderModifier, ObjectRef, PathMatch, PathRewrite,
+    QueryParamMatch, RouteMatch, StringMatch, UrlRewrite,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+/// One HTTPRoute or GRPCRoute, read.
+#[derive(Debug, Clone)]
+pub struct RouteModel {
+    /// `HTTPRoute` or `GRPCRoute`.
+    pub kind: &'static str,
+    pub key: ObjectRef,
+    pub generation: i64,
+    pub created: Option<Time>,
+    /// Lower-cased, as given.
+    pub hostnames: Vec<String>,
+    pub parent_refs: Vec<ParentReference>,
+    /// The valid rules only.
+    pub rules: Vec<Rule>,
+    /// Why other rules were dropped.
+    pub invalid_rules: Vec<String>,
+    /// Every backendRef that did not resolve, in rule and ref order.
+    pub backend_errors: Vec<BackendError>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// The rule's position in the route (for names and precedence).
+    pub index: usize,
+    /// At least one (no matches = PathPrefix `/`).
+    pub matches: Vec<RouteMatch>,
+    pub request_headers: HeaderModifier,
+    pub response_headers: HeaderModifier,
+    pub action: RuleAction,
+}
+
+#[derive(Debug, Clone)]
+pub enum RuleAction {
+    /// Forward to the valid backends; an empty list with no invalid weight (no
+    /// backendRefs, or all weights 0) answers 500 like all-invalid.
+    Forward {
+        backends: Vec<(Cluster, u32)>,
+        invalid_weight: u32,
+        rewrite: Option<UrlRewrite>,
+    },
+    Redirect(RedirectSpec),
+}
+
+/// A RequestRedirect filter before the port rules (which need the listener).
+#[derive(Debug, Clone)]
+pub struct RedirectSpec {
+    pub scheme: Option<String>,
+    pub hostname: Option<String>,
+    pub port: Option<u16>,
+    pub path: Option<PathRewrite>,
+    pub status_code: u16,
+}
+
+impl RouteModel {
+    /// Accepted/ResolvedRefs/PartiallyInvalid for a parent where the route
+    /// attached (listener checks passed). Returns the conditions and whether the
+    /// route is Accepted there.
+    pub fn attached_conditions(&self) -> (Vec<Condition>, bool) {
+        let g = self.generation;
+        let mut c = Vec::new();
+        let accepted = !self.rules.is_empty() || self.invalid_rules.is_empty();
+        if accepted {
+            set_condition(
+                &mut c,
+                Condition::new("Accepted", true, "Accepted", "route is accepted", g),
+            );
+            if !self.invalid_rules.is_empty() {
+                set_condition(
+                    &mut c,
+                    Condition::new(
+                        "PartiallyInvalid",
+                        true,
+                        "UnsupportedValue",
+                        format!("dropped rules: {}", self.invalid_rules.join("; ")),
+                        g,
+                    ),
+                );
+            }
+        } else {
+            set_condition(
+                &mut c,
+                Condition::new(
+                    "Accepted",
+                    false,
+                    "UnsupportedValue",
+                    format!("no valid rules: {}", self.invalid_rules.join("; ")),
+                    g,
+                ),
+            );
+        }
+        set_condition(&mut c, self.resolved_refs());
+        (c, accepted)
+    }
+
+    /// ResolvedRefs: the first failing backendRef's reason, every failure in the message.
+    pub fn resolved_refs(&self) -> Condition {
+        let g = self.generation;
+        match self.backend_errors.first() {
+            None => Condition::new(
+                "ResolvedRefs",
+                true,
+                "ResolvedRefs",
+                "all references resolved",
+                g,
+            ),
+            Some(first) => {
+                let all: Vec<String> = self
+                    .backend_errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                Condition::new("ResolvedRefs", false, first.reason(), all.join("; "), g)
+            }
+        }
+    }
+}
+
+/// Resolves a rule's backendRefs: valid ones with their weights (weight 0
+/// dropped), the summed weight of invalid ones, errors appended to `errors`.
+pub fn resolve_backends<'a>(
+    store: &Store,
+    kind: &str,
+    route_ns: &str,
+    refs: impl Iterator<Item = (BackendRef<'a>, Option<i32>)>,
+    grpc: bool,
+    errors: &mut Vec<BackendError>,
+) -> (Vec<(Cluster, u32)>, u32) {
+    let mut valid = Vec::new();
+    let mut invalid_weight = 0u32;
+    for (r, weight) in refs {
+        let weight = u32::try_from(weight.unwrap_or(1)).unwrap_or(0);
+        match backend::resolve(store, kind, route_ns, r, grpc) {
+            Ok(cluster) if weight > 0 => valid.push((cluster, weight)),
+            Ok(_) => {}
+            Err(e) => {
+                invalid_weight = invalid_weight.saturating_add(weight);
+                errors.push(e);
+            }
+        }
+    }
+    (valid, invalid_weight)
+}
+
+/// Compiles a regular expression to reject what cannot work at all. RE2-only
+/// differences are left to Envoy (a NACK), not second-guessed here.
+pub fn check_regex(what: &str, re: &str) -> Result<(), String> {
+    regex::Regex::new(re).map(|_| ()).map_err(|e| {
+        format!(
+            "{what} regular expression {re:?} is invalid: {}",
+            first_line(&e.to_string())
+        )
+    })
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().last().unwrap_or(s).trim()
+}
+
+/// A PathPrefix value, element-wise: trailing slashes dropped except for `/`.
+pub fn prefix(value: &str) -> PathMatch {
+    let trimmed = value.trim_end_matches('/');
+    PathMatch::Prefix(if trimmed.is_empty() {
+        "/".into()
+    } else {
+        trimmed.into()
+    })
+}
+
+pub fn string_match(what: &str, regex: bool, value: &str) -> Result<StringMatch, String> {
+    if regex {
+        check_regex(what, value)?;
+        Ok(StringMatch::RegularExpression(value.to_string()))
+    } else {
+        Ok(StringMatch::Exact(value.to_string()))
+    }
+}
+
+/// Header matches: names lower-cased, only the first of duplicate names kept.
+pub fn header_matches<'a>(
+    headers: impl Iterator<Item = (&'a str, bool, &'a str)>,
+) -> Result<Vec<HeaderMatch>, String> {
+    let mut out: Vec<HeaderMatch> = Vec::new();
+    for (name, regex, value) in headers {
+        let name = name.to_ascii_lowercase();
+        if out.iter().any(|h| h.name == name) {
+            continue;
+        }
+        let value = string_match(&format!("header {name}"), regex, value)?;
+        out.push(HeaderMatch { name, value });
+    }
+    Ok(out)
+}
+
+/// Query param matches: names exact (case-sensitive), first of duplicates kept.
+pub fn query_param_matches<'a>(
+    params: impl Iterator<Item = (&'a str, bool, &'a str)>,
+) -> Result<Vec<QueryParamMatch>, String> {
+    let mut out: Vec<QueryParamMatch> = Vec::new();
+    for (name, regex, value) in params {
+        if out.iter().any(|q| q.name == name) {
+            continue;
+        }
+        let value = string_match(&format!("query param {name}"), regex, value)?;
+        out.push(QueryParamMatch {
+            name: name.to_string(),
+            value,
+        });
+    }
+    Ok(out)
+}
+
+/// Adds a header modifier filter's set/add/remove to `into`.
+pub fn modify_headers<'a>(
+    into: &mut HeaderModifier,
+    set: impl Iterator<Item = (&'a str, &'a str)>,
+    add: impl Iterator<Item = (&'a str, &'a str)>,
+    remove: &[String],
+) {
+    let h = |(n, v): (&str, &str)| Header {
+        name: n.to_string(),
+        value: v.to_string(),
+    };
+    into.set.extend(set.map(h));
+    into.add.extend(add.map(h));
+    into.remove.extend(remove.iter().cloned());
+}
+
+/// The matched prefix can only be replaced when every match is a PathPrefix.
+pub fn check_prefix_rewrite(
+    matches: &[RouteMatch],
+    path: Option<&PathRewrite>,
+) -> Result<(), String> {
+    if matches!(path, Some(PathRewrite::ReplacePrefixMatch(_)))
+        && matches
+            .iter()
+            .any(|m| !matches!(m.path, PathMatch::Prefix(_)))
+    {
+        return Err("ReplacePrefixMatch needs PathPrefix matches".into());
+    }
+    Ok(())
+}
+
+/// The serialized name of a generated enum value (`GET`, `https`, `Exact`).
+pub fn enum_name<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_element_wise() {
+        assert_eq!(prefix("/"), PathMatch::Prefix("/".into()));
+        assert_eq!(prefix("/abc/"), PathMatch::Prefix("/abc".into()));
+        assert_eq!(prefix("/abc//"), PathMatch::Prefix("/abc".into()));
+        assert_eq!(prefix("/abc"), PathMatch::Prefix("/abc".into()));
+    }
+
+    #[test]
+    fn duplicate_header_names_keep_the_first() {
+        let got = header_matches(
+            [
+                ("X-A", false, "1"),
+                ("x-a", false, "2"),
+                ("x-b", true, "v.*"),
+            ]
+            .into_iter(),
+        )
+        .unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].value, StringMatch::Exact("1".into()));
+        assert_eq!(got[1].name, "x-b");
+        assert!(header_matches([("x", true, "(")].into_iter()).is_err());
+    }
+}

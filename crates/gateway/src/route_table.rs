@@ -1,0 +1,266 @@
+//! Placing attached routes into the IR: ports, route tables, virtual hosts.
+//!
+//! ```text
+//!  Gateway ─ port 80 (HTTP)  ─ one route table for every HTTP listener on the port
+//!          └ port 443 (HTTPS) ─ one TLS chain + route table per HTTPS listener
+//!  route table ─ virtual host per served hostname (`*` always present)
+//!              └ routes: every match of every rule of every route on that host,
+//!                        in one precedence order
+//! ```
+//!
+//! A cluster is put in the IR only when a served route forwards to it. A cluster
+//! shared by an HTTP/1.1 and an h2c consumer becomes h2c (the Service port is one
+//! upstream; prior-knowledge HTTP/2 is what gRPC needs).
+
+use crate::hostname;
+use crate::listener::GatewayModel;
+use crate::precedence::{Precedence, RouteOrigin};
+use crate::route::{RedirectSpec, RouteModel, RuleAction};
+use aether_ir::{
+    Cluster, Forward, Port, PortProtocol, Redirect, Route, RouteAction, RouteTable, TlsChain,
+    UpstreamProtocol, VirtualHost, WeightedBackend, names,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The IR of one served Gateway. `attached` holds (listener index, route index).
+pub fn gateway(
+    gw: &GatewayModel,
+    routes: &[RouteModel],
+    attached: &BTreeSet<(usize, usize)>,
+    clusters: &mut BTreeMap<String, Cluster>,
+) -> aether_ir::Gateway {
+    let (ns, name) = (&gw.key.namespace, &gw.key.name);
+    let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    for (i, l) in gw.listeners.iter().enumerate() {
+        if l.is_programmable() {
+            by_port.entry(l.port).or_default().push(i);
+        }
+    }
+    let mut ports = Vec::new();
+    for (port, listeners) in by_port {
+        let protocol = gw.listeners[listeners[0]]
+            .protocol
+            .unwrap_or(PortProtocol::Http);
+        let mut p = Port {
+            port,
+            protocol,
+            listener_name: names::listener(ns, name, port),
+            route_table: None,
+            tls_chains: vec![],
+        };
+        let ctx = TableContext {
+            gw,
+            routes,
+            attached,
+            port,
+            protocol,
+        };
+        match protocol {
+            PortProtocol::Http => {
+                let table_name = names::route_table(ns, name, port, None);
+                p.route_table = Some(ctx.table(table_name, &listeners, clusters));
+            }
+            PortProtocol::Https => {
+                for &li in &listeners {
+                    let l = &gw.listeners[li];
+                    let table_name = names::route_table(ns, name, port, Some(&l.name));
+                    p.tls_chains.push(TlsChain {
+                        listener: l.name.clone(),
+                        server_names: l.hostname.iter().cloned().collect(),
+                        certificates: l.certificates.clone(),
+                        route_table: ctx.table(table_name, &[li], clusters),
+                    });
+                }
+                p.tls_chains.sort_by(|a, b| a.listener.cmp(&b.listener));
+            }
+        }
+        ports.push(p);
+    }
+    aether_ir::Gateway {
+        namespace: ns.clone(),
+        name: name.clone(),
+        addresses: gw.addresses.clone().unwrap_or_default(),
+        ports,
+    }
+}
+
+struct TableContext<'a> {
+    gw: &'a GatewayModel,
+    routes: &'a [RouteModel],
+    attached: &'a BTreeSet<(usize, usize)>,
+    port: u16,
+    protocol: PortProtocol,
+}
+
+impl TableContext<'_> {
+    fn table(
+        &self,
+        name: String,
+        listeners: &[usize],
+        clusters: &mut BTreeMap<String, Cluster>,
+    ) -> RouteTable {
+        let mut vhosts: BTreeMap<String, BTreeMap<String, (Precedence, Route)>> = BTreeMap::new();
+        vhosts.insert(names::CATCH_ALL_VHOST.to_string(), BTreeMap::new());
+        for &li in listeners {
+            let l = &self.gw.listeners[li];
+            let on_listener = self.attached.range((li, 0)..(li + 1, 0)).map(|&(_, ri)| ri);
+            for ri in on_listener {
+                let r = &self.routes[ri];
+                for host in hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames) {
+                    let vhost = vhosts.entry(host).or_default();
+                    for rule in &r.rules {
+                        for (j, m) in rule.matches.iter().enumerate() {
+                            let route_name = format!(
+                                "{}/{}/{}/rule/{}/match/{}",
+                                r.kind, r.key.namespace, r.key.name, rule.index, j
+                            );
+                            if vhost.contains_key(&route_name) {
+                                continue;
+                            }
+                            let origin = RouteOrigin {
+                                created: r.created.clone(),
+                                route: r.key.clone(),
+                                kind: r.kind,
+                            };
+                            let route = Route {
+                                name: route_name.clone(),
+                                matcher: m.clone(),
+                                action: self.action(&rule.action, clusters),
+                                request_headers: rule.request_headers.clone(),
+                                response_headers: rule.response_headers.clone(),
+                            };
+                            vhost.insert(
+                                route_name,
+                                (Precedence::new(m, origin, rule.index, j), route),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let virtual_hosts = vhosts
+            .into_iter()
+            .map(|(host, routes)| {
+                let mut routes: Vec<(Precedence, Route)> = routes.into_values().collect();
+                routes.sort_by(|a, b| a.0.cmp(&b.0));
+                VirtualHost {
+                    name: host.clone(),
+                    domains: vec![host],
+                    routes: routes.into_iter().map(|(_, r)| r).collect(),
+                }
+            })
+            .collect();
+        RouteTable {
+            name,
+            virtual_hosts,
+        }
+    }
+
+    fn action(&self, action: &RuleAction, clusters: &mut BTreeMap<String, Cluster>) -> RouteAction {
+        match action {
+            RuleAction::Redirect(spec) => {
+                RouteAction::Redirect(redirect(spec, self.protocol, self.port))
+            }
+            RuleAction::Forward { backends, .. } if backends.is_empty() => {
+                RouteAction::DirectResponse { status: 500 }
+            }
+            RuleAction::Forward {
+                backends,
+                invalid_weight,
+                rewrite,
+            } => {
+                for (cluster, _) in backends {
+                    clusters
+                        .entry(cluster.name.clone())
+                        .and_modify(|c| {
+                            if cluster.protocol == UpstreamProtocol::H2c {
+                                c.protocol = UpstreamProtocol::H2c;
+                            }
+                        })
+                        .or_insert_with(|| cluster.clone());
+                }
+                RouteAction::Forward(Forward {
+                    backends: backends
+                        .iter()
+                        .map(|(c, w)| WeightedBackend {
+                            cluster: c.name.clone(),
+                            weight: *w,
+                        })
+                        .collect(),
+                    invalid_weight: *invalid_weight,
+                    rewrite: rewrite.clone(),
+                })
+            }
+        }
+    }
+}
+
+fn well_known_port(scheme: &str) -> u16 {
+    if scheme == "https" { 443 } else { 80 }
+}
+
+/// The spec's redirect port rules: the explicit port, else the well-known port of
+/// the redirect scheme, else the listener's port; left out (`None`) when it is the
+/// default port of the effective scheme (redirect scheme, else the listener's).
+pub fn redirect(
+    spec: &RedirectSpec,
+    listener_protocol: PortProtocol,
+    listener_port: u16,
+) -> Redirect {
+    let listener_scheme = match listener_protocol {
+        PortProtocol::Http => "http",
+        PortProtocol::Https => "https",
+    };
+    let effective_scheme = spec.scheme.as_deref().unwrap_or(listener_scheme);
+    let port = spec
+        .port
+        .or_else(|| spec.scheme.as_deref().map(well_known_port))
+        .unwrap_or(listener_port);
+    Redirect {
+        scheme: spec.scheme.clone(),
+        hostname: spec.hostname.clone(),
+        port: (port != well_known_port(effective_scheme)).then_some(port),
+        path: spec.path.clone(),
+        status_code: spec.status_code,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(scheme: Option<&str>, port: Option<u16>) -> RedirectSpec {
+        RedirectSpec {
+            scheme: scheme.map(str::to_string),
+            hostname: None,
+            port,
+            path: None,
+            status_code: 302,
+        }
+    }
+
+    #[test]
+    fn redirect_port_table() {
+        use PortProtocol::{Http, Https};
+        let cases = [
+            // (scheme, explicit port, listener protocol, listener port, Location port)
+            (None, None, Http, 80, None),
+            (None, None, Http, 8080, Some(8080)),
+            (Some("https"), None, Http, 8080, None),
+            (Some("http"), None, Https, 8443, None),
+            (Some("https"), Some(8443), Http, 80, Some(8443)),
+            (Some("https"), Some(443), Http, 80, None),
+            (None, Some(80), Http, 8080, None),
+            (None, Some(80), Https, 443, Some(80)),
+            (None, None, Https, 443, None),
+            (None, None, Https, 8443, Some(8443)),
+        ];
+        for (scheme, port, proto, lport, want) in cases {
+            assert_eq!(
+                redirect(&spec(scheme, port), proto, lport).port,
+                want,
+                "scheme {scheme:?} port {port:?} on {proto:?}:{lport}"
+            );
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The typed, indexed store of every object translation reads.
+//!
+//! ```text
+//!  YAML files ──add_yaml──┐
+//!                         ├──► Store { kind ─► BTreeMap<ObjectRef, object> } ──► translate
+//!  kube watches ─insert/remove┘
+//! ```
+//!
+//! One `BTreeMap` per kind, keyed by [`ObjectRef`] (namespace, name), so every walk
+//! over the store is in a stable order. Cluster-scoped kinds (GatewayClass,
+//! Namespace) are keyed with an empty namespace. Objects without a namespace are
+//! filed under `default`, as the API server would.
+
+use aether_ir::ObjectRef;
+use gateway_api::apis::experimental::tlsroutes::TlsRoute;
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::BTreeMap;
+
+/// The namespace an object without one lands in.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Every object translation looks at, by kind.
+#[derive(Default, Clone, Debug)]
+pub struct Store {
+    gateway_classes: BTreeMap<ObjectRef, GatewayClass>,
+    gateways: BTreeMap<ObjectRef, Gateway>,
+    http_routes: BTreeMap<ObjectRef, HttpRoute>,
+    grpc_routes: BTreeMap<ObjectRef, GrpcRoute>,
+    tls_routes: BTreeMap<ObjectRef, TlsRoute>,
+    reference_grants: BTreeMap<ObjectRef, ReferenceGrant>,
+    services: BTreeMap<ObjectRef, Service>,
+    endpoint_slices: BTreeMap<ObjectRef, EndpointSlice>,
+    secrets: BTreeMap<ObjectRef, Secret>,
+    config_maps: BTreeMap<ObjectRef, ConfigMap>,
+    namespaces: BTreeMap<ObjectRef, Namespace>,
+}
+
+/// A kind the store holds.
+pub trait StoreObject: Clone + Sized {
+    /// The Kubernetes kind, e.g. `HTTPRoute`.
+    const KIND: &'static str;
+    /// GatewayClass and Namespace: keyed with an empty namespace.
+    const CLUSTER_SCOPED: bool;
+    fn metadata(&self) -> &ObjectMeta;
+    fn metadata_mut(&mut self) -> &mut ObjectMeta;
+    fn objects(store: &Store) -> &BTreeMap<ObjectRef, Self>;
+    fn objects_mut(store: &mut Store) -> &mut BTreeMap<ObjectRef, Self>;
+}
+
+macro_rules! store_object {
+    ($ty:ty, $kind:literal, $field:ident, $cluster:literal) => {
+        impl StoreObject for $ty {
+            const KIND: &'static str = $kind;
+            const CLUSTER_SCOPED: bool = $cluster;
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+            fn objects(store: &Store) -> &BTreeMap<ObjectRef, Self> {
+                &store.$field
+            }
+            fn objects_mut(store: &mut Store) -> &mut BTreeMap<ObjectRef, Self> {
+                &mut store.$field
+            }
+        }
+    };
+}
+
+store_object!(GatewayClass, "GatewayClass", gateway_classes, true);
+store_object!(Gateway, "Gateway", gateways, false);
+store_object!(HttpRoute, "HTTPRoute", http_routes, false);
+store_object!(GrpcRoute, "GRPCRoute", grpc_routes, false);
+store_object!(TlsRoute, "TLSRoute", tls_routes, false);
+store_object!(ReferenceGrant, "ReferenceGrant", reference_grants, false);
+store_object!(Service, "Service", services, false);
+store_object!(EndpointSlice, "EndpointSlice", endpoint_slices, false);
+store_object!(Secret, "Secret", secrets, false);
+store_object!(ConfigMap, "ConfigMap", config_maps, false);
+store_object!(Namespace, "Namespace", namespaces, true);
+
+/// The store key of an object: namespace defaulted (or emptied for cluster-scoped
+/// kinds) and name.
+pub fn key_of<T: StoreObject>(obj: &T) -> ObjectRef {
+    let meta = obj.metadata();
+    let name = meta.name.clone().unwrap_or_default();
+    if T::CLUSTER_SCOPED {
+        ObjectRef::new("", name)
+    } else {
+        let ns = meta
+            .namespace
+            .clone()
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+        ObjectRef::new(ns, name)
+    }
+}
+
+impl Store {
+    /// Inserts or replaces an object. A namespaced object without a namespace is
+    /// filed (and rewritten) under `default`.
+    pub fn insert<T: StoreObject>(&mut self, mut obj: T) {
+        let key = key_of(&obj);
+        if !T::CLUSTER_SCOPED {
+            obj.metadata_mut().namespace = Some(key.namespace.clone());
+        }
+        T::objects_mut(self).insert(key, obj);
+    }
+
+    /// Removes an object; `namespace` is ignored for cluster-scoped kinds.
+    /// Returns the removed object, if any.
+    pub fn remove<T: StoreObject>(&mut self, namespace: &str, name: &str) -> Option<T> {
+        let ns = if T::CLUSTER_SCOPED { "" } else { namespace };
+        T::objects_mut(self).remove(&ObjectRef::new(ns, name))
+    }
+
+    /// Looks up one object (`namespace` is ignored for cluster-scoped kinds).
+    pub fn get<T: StoreObject>(&self, namespace: &str, name: &str) -> Option<&T> {
+        let ns = if T::CLUSTER_SCOPED { "" } else { namespace };
+        T::objects(self).get(&ObjectRef::new(ns, name))
+    }
+
+    /// Every object of one kind, sorted by (namespace, name).
+    pub fn all<T: StoreObject>(&self) -> &BTreeMap<ObjectRef, T> {
+        T::objects(self)
+    }
+
+    /// Total number of objects of every kind.
+    pub fn len(&self) -> usize {
+        self.gateway_classes.len()
+            + self.gateways.len()
+            + self.http_routes.len()
+            + self.grpc_routes.len()
+            + self.tls_routes.len()
+            + self.reference_grants.len()
+            + self.services.len()
+            + self.endpoint_slices.len()
+            + self.secrets.len()
+            + self.config_maps.len()
+            + self.namespaces.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_defaults_namespace_and_remove_finds_it() {
+        let mut store = Store::default();
+        let mut svc = Service::default();
+        svc.metadata.name = Some("web".into());
+        store.insert(svc);
+        let got: &Service = store.get("default", "web").expect("filed under default");
+        assert_eq!(got.metadata.namespace.as_deref(), Some("default"));
+        assert!(store.remove::<Service>("default", "web").is_some());
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn cluster_scoped_kinds_ignore_namespace() {
+        let mut store = Store::default();
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some("apps".into());
+        store.insert(ns);
+        assert!(store.get::<Namespace>("whatever", "apps").is_some());
+        assert_eq!(
+            store.all::<Namespace>().keys().next().unwrap().namespace,
+            ""
+        );
+    }
+}
