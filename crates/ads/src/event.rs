@@ -61,17 +61,77 @@ pub struct Nack {
     pub rejected: Versions,
 }
 
-/// The resources of `sent` whose versions differ from `held`: what a rejected
-/// response was trying to change. When nothing differs (a pure removal), all of it.
-pub fn changes(sent: &Versions, held: &Versions) -> Versions {
+/// The resources a rejected response is blamed for: those it tried to add or change
+/// (versions differing from what Envoy `held`), narrowed to the ones Envoy's
+/// `message` names when it names any. Envoy applies CDS, EDS, LDS and RDS resources
+/// one by one and names the failing ones, so one broken Gateway is not blamed on
+/// every Gateway that changed in the same push. A pure removal blames all of `sent`.
+pub fn rejected(sent: &Versions, held: &Versions, message: &str) -> Versions {
     let changed: Versions = sent
         .iter()
         .filter(|(n, v)| held.get(*n) != Some(*v))
         .map(|(n, v)| (n.clone(), v.clone()))
         .collect();
-    if changed.is_empty() {
+    let changed = if changed.is_empty() {
         sent.clone()
     } else {
         changed
+    };
+    let named: Versions = changed
+        .iter()
+        .filter(|(n, _)| mentions(message, n))
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect();
+    if named.is_empty() { changed } else { named }
+}
+
+/// Whether `message` contains `name` as a whole word (so `r80` is not found in
+/// `r8080`).
+fn mentions(message: &str, name: &str) -> bool {
+    if name.is_empty() {
+        return false;
+    }
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    message.match_indices(name).any(|(at, _)| {
+        let before = message[..at].chars().next_back();
+        let after = message[at + name.len()..].chars().next();
+        !before.is_some_and(is_word) && !after.is_some_and(is_word)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(pairs: &[(&str, &str)]) -> Versions {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn blame_goes_to_changed_resources_named_by_envoy() {
+        let sent = v(&[("l80", "2"), ("l8080", "2"), ("l443", "1")]);
+        let held = v(&[("l443", "1")]);
+        assert_eq!(
+            rejected(
+                &sent,
+                &held,
+                "Error adding/updating listener(s) l8080: bind failed"
+            ),
+            v(&[("l8080", "2")])
+        );
+        assert_eq!(
+            rejected(&sent, &held, "something went wrong"),
+            v(&[("l80", "2"), ("l8080", "2")]),
+            "no name in the message: every changed resource"
+        );
+        assert_eq!(
+            rejected(&sent, &held, "l443 is fine but unchanged"),
+            v(&[("l80", "2"), ("l8080", "2")]),
+            "an unchanged resource is never blamed"
+        );
+        assert_eq!(rejected(&held, &held, "x"), held, "pure removal: all of it");
     }
 }

@@ -31,6 +31,9 @@ use tonic::{Request, Response, Status, Streaming};
 /// Responses queued per stream before the driver waits for Envoy to read.
 const STREAM_BUFFER: usize = 16;
 
+/// Largest DiscoveryRequest accepted.
+const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+
 /// The ADS service: serves the latest snapshot to every stream and reports what
 /// each Envoy ACKed to the [`Fleet`].
 #[derive(Debug, Clone)]
@@ -45,8 +48,11 @@ impl AdsServer {
     }
 
     pub fn into_service(self) -> AggregatedDiscoveryServiceServer<AdsServer> {
-        // Snapshots of many Gateways make big responses; requests stay small.
-        AggregatedDiscoveryServiceServer::new(self).max_encoding_message_size(usize::MAX)
+        // Snapshots of many Gateways make big responses, and an EDS request names
+        // every cluster: lift tonic's 4 MiB default on what Envoy sends too.
+        AggregatedDiscoveryServiceServer::new(self)
+            .max_encoding_message_size(usize::MAX)
+            .max_decoding_message_size(MAX_REQUEST_BYTES)
     }
 
     fn start<M: Machine>(
@@ -112,6 +118,7 @@ trait Machine: Send + 'static {
     fn on_request(&mut self, req: Self::Request) -> Output<Self::Response>;
     fn on_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Output<Self::Response>;
     fn type_url(response: &Self::Response) -> &str;
+    fn nonce(response: &Self::Response) -> &str;
 }
 
 impl Machine for SotwStream {
@@ -133,6 +140,9 @@ impl Machine for SotwStream {
     fn type_url(response: &DiscoveryResponse) -> &str {
         &response.type_url
     }
+    fn nonce(response: &DiscoveryResponse) -> &str {
+        &response.nonce
+    }
 }
 
 impl Machine for DeltaStream {
@@ -153,6 +163,9 @@ impl Machine for DeltaStream {
     }
     fn type_url(response: &DeltaDiscoveryResponse) -> &str {
         &response.type_url
+    }
+    fn nonce(response: &DeltaDiscoveryResponse) -> &str {
+        &response.nonce
     }
 }
 
@@ -202,6 +215,7 @@ async fn drive<M: Machine>(
             report(stream, node, &out.events);
             for response in &out.responses {
                 if let Some(ty) = ResourceType::from_type_url(M::type_url(response)) {
+                    tracing::debug!(%node, r#type = ty.short_name(), nonce = M::nonce(response), "push");
                     stream.record_push(ty, M::PROTOCOL);
                 }
             }

@@ -16,7 +16,7 @@
 //! changes are deltas, so they are applied even when the nonce is stale. As in SotW,
 //! an update to CDS is followed by the endpoints of the clusters it updated.
 
-use crate::event::{Event, Nack, Output, changes};
+use crate::event::{Event, Nack, Output, rejected};
 use crate::subscription::{Subscription, Versions};
 use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::service::discovery::v3::{
@@ -128,7 +128,7 @@ impl DeltaStream {
                     let nack = Nack {
                         version: n.system_version.clone(),
                         message: status.message.clone(),
-                        rejected: changes(&n.updated, &state.acked),
+                        rejected: rejected(&n.updated, &state.acked, &status.message),
                     };
                     // Envoy still holds what it ACKed before this response.
                     for name in n.updated.keys().chain(n.removed.iter()) {

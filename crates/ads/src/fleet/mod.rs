@@ -161,30 +161,19 @@ impl Fleet {
             return GatewayAck::Pending;
         };
         let inner = self.lock();
+        gateway_state(&inner.nodes(), resources)
+    }
+
+    /// [`Fleet::gateway_state`] for every Gateway of `snapshot` at once: the fleet
+    /// is merged once, not once per Gateway.
+    pub fn gateway_states(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, GatewayAck> {
+        let inner = self.lock();
         let nodes = inner.nodes();
-        if nodes.is_empty() {
-            return GatewayAck::Pending;
-        }
-        let mut all_acked = true;
-        for (node, state) in &nodes {
-            if state.hash_of(resources).as_deref() == Some(resources.hash.as_str()) {
-                continue;
-            }
-            all_acked = false;
-            if let Some((ty, nack)) = state.nack_concerning(resources) {
-                return GatewayAck::Nacked(format!(
-                    "Envoy {node} rejected {} version {}: {}",
-                    ty.short_name(),
-                    short_version(&nack.version),
-                    nack.message
-                ));
-            }
-        }
-        if all_acked {
-            GatewayAck::Acked
-        } else {
-            GatewayAck::Pending
-        }
+        snapshot
+            .gateways
+            .iter()
+            .map(|(gw, resources)| (gw.clone(), gateway_state(&nodes, resources)))
+            .collect()
     }
 
     /// Per node, per type: the ACKed version and resources, and the last NACK.
@@ -310,6 +299,39 @@ impl<'a> NodeState<'a> {
                     .any(|name| resources.members.contains(&(**ty, name.clone())))
             })
             .map(|(ty, nack)| (*ty, *nack))
+    }
+}
+
+/// Acked when every connected node's ACKed versions hash to the Gateway's hash;
+/// Nacked when a node that has not ACKed it stands on a NACK of one of its
+/// resources (the first such node by id); Pending otherwise, including when no
+/// node is connected.
+fn gateway_state(
+    nodes: &BTreeMap<&str, NodeState<'_>>,
+    resources: &GatewayResources,
+) -> GatewayAck {
+    if nodes.is_empty() {
+        return GatewayAck::Pending;
+    }
+    let mut all_acked = true;
+    for (node, state) in nodes {
+        if state.hash_of(resources).as_deref() == Some(resources.hash.as_str()) {
+            continue;
+        }
+        all_acked = false;
+        if let Some((ty, nack)) = state.nack_concerning(resources) {
+            return GatewayAck::Nacked(format!(
+                "Envoy {node} rejected {} version {}: {}",
+                ty.short_name(),
+                short_version(&nack.version),
+                nack.message
+            ));
+        }
+    }
+    if all_acked {
+        GatewayAck::Acked
+    } else {
+        GatewayAck::Pending
     }
 }
 

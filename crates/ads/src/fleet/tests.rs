@@ -129,6 +129,10 @@ fn nack_names_the_node_and_envoys_message_until_it_acks() {
     assert!(msg.contains("RDS"), "{msg}");
     // The rejection is about a/one's route table, not b/two.
     assert_eq!(fleet.gateway_state(&next, &gw("b/two")), GatewayAck::Acked);
+    let all = fleet.gateway_states(&next);
+    assert_eq!(all.len(), 2);
+    assert!(matches!(&all[&one], GatewayAck::Nacked(m) if *m == msg));
+    assert_eq!(all[&gw("b/two")], GatewayAck::Acked);
 
     let view = fleet.debug_view();
     let nack = view.nodes["node-b"]

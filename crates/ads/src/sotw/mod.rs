@@ -17,7 +17,7 @@
 //! first request of a type is always answered and EDS is always answered right after
 //! a CDS response (updated clusters warm again and wait for their endpoints).
 
-use crate::event::{Event, Nack, Output, changes};
+use crate::event::{Event, Nack, Output, rejected};
 use crate::subscription::{Subscription, Versions, version_info, versions_of};
 use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
@@ -106,7 +106,7 @@ impl SotwStream {
                         let nack = Nack {
                             version: sent.version_info.clone(),
                             message: status.message.clone(),
-                            rejected: changes(&sent.versions, &held),
+                            rejected: rejected(&sent.versions, &held, &status.message),
                         };
                         state.parked = Some(sent.versions);
                         state.nack = Some(nack.clone());

@@ -323,3 +323,33 @@ fn empty_snapshot_and_unknown_types_do_not_panic() {
     odd.type_url = "type.googleapis.com/envoy.service.runtime.v3.Runtime".into();
     assert!(s.on_request(odd).is_empty());
 }
+
+#[test]
+fn nack_blames_the_resource_envoy_names() {
+    let mut s = opened();
+    let two_changed = mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 2),
+            (LDS, "l443", 1),
+            (RDS, "r80", 1),
+            (RDS, "r443", 1),
+        ],
+        &[],
+    );
+    let out = s.on_snapshot(two_changed);
+    let nonce = out.responses[0].nonce.clone();
+    let out = s.on_request(mk_nack(
+        LDS,
+        &[],
+        &nonce,
+        "Error adding/updating listener(s) l443: cannot bind 0.0.0.0:443",
+    ));
+    let Event::Nacked { nack, .. } = &out.events[0] else {
+        panic!("{:?}", out.events)
+    };
+    assert_eq!(nack.rejected.keys().collect::<Vec<_>>(), ["l443"]);
+}
