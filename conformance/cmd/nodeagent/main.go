@@ -75,7 +75,7 @@ func run(args []string) error {
 	prefix := fs.String("netns-prefix", "ae-", "prefix of the pod network namespaces (names under /run/netns)")
 	stateDir := fs.String("state-dir", "", "directory for pod files and logs")
 	lbPool := fs.String("lb-pool", "10.250.0.0/24", "load-balancer address pool")
-	lbIface := fs.String("lb-interface", "lb0", "dummy interface carrying Service and load-balancer addresses")
+	lbIface := fs.String("lb-interface", "lo", "interface carrying Service and load-balancer addresses")
 	kubeletPort := fs.Int("kubelet-port", 10250, "port of the log endpoint (kubelet API stand-in)")
 	apiServer := fs.String("apiserver", "10.244.0.1:6443", "API server host:port as pods reach it")
 	echoBasic := fs.String("echo-basic", os.Getenv("ECHO_BASIC_BIN"), "echo-basic binary")

@@ -2,7 +2,7 @@
 //
 // LoadBalancer Services get an address from the pool, written to
 // status.loadBalancer.ingress; every Service's ClusterIP and load-balancer address is
-// added (as a /32) to a dummy interface in the node network namespace, and a TCP
+// added (as a /32) to an interface of the node network namespace (its loopback), and a TCP
 // forwarder listens on each address:port and relays connections to the Service's
 // ready endpoints (from EndpointSlices) at their target port, round robin.
 //
@@ -36,7 +36,7 @@ import (
 type Balancer struct {
 	CS        kubernetes.Interface
 	Pool      netip.Prefix
-	Interface string // dummy interface in the node netns carrying the addresses
+	Interface string // interface in the node netns carrying the addresses (lo)
 	Slices    discoverylisters.EndpointSliceLister
 
 	mu        sync.Mutex

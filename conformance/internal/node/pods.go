@@ -197,10 +197,21 @@ func (pr *podRun) run() {
 	pr.mu.Unlock()
 	pod.Status.PodIP = pr.ip
 	pod.Status.HostIP = a.NodeIP.String()
-	vols, err := volumeSource{cs: a.CS, pod: pod}.materialize(pr.ctx, filepath.Join(pr.dir, "volumes"))
-	if err != nil {
-		pr.fail("%v", err)
-		return
+	// Like the kubelet, wait for missing Secrets/ConfigMaps instead of failing the pod:
+	// the suite creates some of them after the Deployments that mount them.
+	var vols map[string]string
+	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		var err error
+		vols, err = volumeSource{cs: a.CS, pod: pod}.materialize(pr.ctx, filepath.Join(pr.dir, "volumes"))
+		if err == nil {
+			break
+		}
+		pr.logf("volumes not ready (retrying): %v", err)
+		select {
+		case <-pr.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
 	}
 	for _, c := range pod.Spec.InitContainers {
 		cr := &containerRun{spec: c, logPath: filepath.Join(pr.dir, c.Name+".log")}

@@ -1,0 +1,22 @@
+// Package conformance drives the upstream Gateway API conformance suite
+// (sigs.k8s.io/gateway-api/conformance, v1.5.1) against the cluster that
+// conformance/run builds. All options are the suite's own flags
+// (sigs.k8s.io/gateway-api/conformance/utils/flags): --gateway-class,
+// --conformance-profiles, --supported-features (unset: read from the GatewayClass
+// status), --run-test, --report-output, --organization/--project/--url/--version/
+// --contact, ... The cluster comes from KUBECONFIG.
+package conformance
+
+import (
+	"os"
+	"testing"
+
+	suiteconformance "sigs.k8s.io/gateway-api/conformance"
+)
+
+func TestConformance(t *testing.T) {
+	if os.Getenv("KUBECONFIG") == "" {
+		t.Skip("needs a cluster (KUBECONFIG); run conformance/run")
+	}
+	suiteconformance.RunConformance(t)
+}

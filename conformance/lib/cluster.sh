@@ -1,0 +1,233 @@
+# shellcheck shell=bash
+# The local cluster: one "node" network namespace holding etcd, the Kubernetes control
+# plane, the node agent (pods as processes + load-balancer stand-in) and the suite.
+#
+#   host netns ─ (nothing of ours but the netns files under /run/netns)
+#   <prefix>node   lo: 127.0.0.1        etcd :2379, kube-apiserver :6443, controller-manager,
+#                  br0: 10.244.0.1/16   scheduler, nodeagent (log endpoint :10250), the suite
+#                  lo also: Service ClusterIPs and LB addresses (10.96.0.0/16, 10.250.0.0/24), /32s
+#   <prefix>podN   eth0: 10.244.x.y/16 (veth to br0), default via 10.244.0.1
+#
+# Private addresses exist only inside these namespaces. Every namespace name starts with
+# the run's prefix (aecf<id>-), so `down` finds all of them, even after a crash.
+#
+# Expects: RUN_DIR, RUN_PREFIX, KUBE_BIN_DIR, ETCD_BIN_DIR, ECHO_BASIC_BIN_DIR,
+# HARNESS_BIN_DIR, ENVOY_BIN, AETHER_EDGE_BIN.
+
+NODE_IP=10.244.0.1
+POD_CIDR=10.244.0.0/16
+SERVICE_CIDR=10.96.0.0/16
+LB_POOL=10.250.0.0/24
+
+say() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+node_netns() { echo "${RUN_PREFIX}node"; }
+in_node() { nsenter --net="/run/netns/$(node_netns)" -- "$@"; }
+kc() { in_node "$KUBE_BIN_DIR/kubectl" --kubeconfig "$RUN_DIR/admin.kubeconfig" "$@"; }
+
+# start NAME CMD...: a background process in the node netns, logging to logs/NAME.log.
+start() {
+  local name=$1
+  shift
+  # nsenter execs the program, so $! is the program's own pid.
+  nsenter --net="/run/netns/$(node_netns)" -- "$@" >"$RUN_DIR/logs/$name.log" 2>&1 &
+  echo "$! $name" >>"$RUN_DIR/pids"
+}
+
+gen_certs() {
+  local d="$RUN_DIR/pki"
+  mkdir -p "$d"
+  (
+    cd "$d"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+      -keyout ca.key -out ca.crt -subj "/CN=aether-edge-conformance-ca" 2>/dev/null
+    leaf() { # name subject [sans]
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
+      local ext="extendedKeyUsage=serverAuth,clientAuth"
+      [ -n "${3:-}" ] && ext="$ext
+subjectAltName=$3"
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out "$1.crt" \
+        -extfile <(echo "$ext") 2>/dev/null
+      rm -f "$1.csr"
+    }
+    leaf apiserver "/CN=kube-apiserver" \
+      "IP:127.0.0.1,IP:$NODE_IP,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    leaf admin "/O=system:masters/CN=admin"
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  )
+  local server=$1
+  cat >"$RUN_DIR/admin.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://$server
+    certificate-authority: $d/ca.crt
+users:
+- name: admin
+  user:
+    client-certificate: $d/admin.crt
+    client-key: $d/admin.key
+contexts:
+- name: local
+  context: {cluster: local, user: admin}
+current-context: local
+EOF
+}
+
+wait_for() { # description timeout-seconds command...
+  local what=$1 timeout=$2 start=$SECONDS
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS - start > timeout)); then
+      say "timed out after ${timeout}s waiting for $what"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+cluster_up() {
+  mkdir -p "$RUN_DIR/logs" "$RUN_DIR/node"
+  : >"$RUN_DIR/pids"
+  local ns
+  ns="$(node_netns)"
+  say "network: node netns $ns (bridge br0 $NODE_IP, pods $POD_CIDR, services $SERVICE_CIDR, LB pool $LB_POOL)"
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link add br0 type bridge
+  ip -n "$ns" addr add "$NODE_IP/16" dev br0
+  ip -n "$ns" link set br0 up
+
+  gen_certs "127.0.0.1:6443"
+  local pki="$RUN_DIR/pki"
+
+  say "etcd $("$ETCD_BIN_DIR/etcd" --version | head -1 | awk '{print $3}')"
+  start etcd "$ETCD_BIN_DIR/etcd" --name node-1 --data-dir "$RUN_DIR/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster node-1=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn
+
+  say "kube-apiserver $("$KUBE_BIN_DIR/kube-apiserver" --version | awk '{print $2}')"
+  start kube-apiserver "$KUBE_BIN_DIR/kube-apiserver" \
+    --etcd-servers=http://127.0.0.1:2379 --bind-address=0.0.0.0 --secure-port=6443 \
+    --advertise-address="$NODE_IP" --service-cluster-ip-range="$SERVICE_CIDR" \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" --authorization-mode=RBAC --allow-privileged=true \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+    --kubelet-preferred-address-types=InternalIP --enable-priority-and-fairness=false \
+    --profiling=false --v=1
+  wait_for "kube-apiserver /readyz" 120 kc get --raw /readyz
+
+  say "kube-controller-manager, kube-scheduler"
+  start kube-controller-manager "$KUBE_BIN_DIR/kube-controller-manager" \
+    --kubeconfig="$RUN_DIR/admin.kubeconfig" --authentication-kubeconfig="$RUN_DIR/admin.kubeconfig" \
+    --authorization-kubeconfig="$RUN_DIR/admin.kubeconfig" \
+    --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
+    --controllers='*,-node-lifecycle-controller,-cloud-node-lifecycle-controller,-node-ipam-controller,-node-route-controller,-service-lb-controller' \
+    --service-cluster-ip-range="$SERVICE_CIDR" --leader-elect=false --bind-address=127.0.0.1 \
+    --secure-port=10257 --profiling=false --v=1
+  start kube-scheduler "$KUBE_BIN_DIR/kube-scheduler" \
+    --kubeconfig="$RUN_DIR/admin.kubeconfig" --authentication-kubeconfig="$RUN_DIR/admin.kubeconfig" \
+    --authorization-kubeconfig="$RUN_DIR/admin.kubeconfig" \
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port=10259 --profiling=false --v=1
+
+  say "node agent (pods as processes, load-balancer stand-in)"
+  start nodeagent "$HARNESS_BIN_DIR/nodeagent" run --kubeconfig="$RUN_DIR/admin.kubeconfig" \
+    --node-name=node-1 --node-ip="$NODE_IP" --pod-cidr="$POD_CIDR" --bridge=br0 \
+    --netns-prefix="$RUN_PREFIX" --state-dir="$RUN_DIR/node" --lb-pool="$LB_POOL" --lb-interface=lo \
+    --apiserver="$NODE_IP:6443" --echo-basic="$ECHO_BASIC_BIN_DIR/echo-basic" \
+    --envoy="$ENVOY_BIN" --aether-edge="$AETHER_EDGE_BIN"
+  wait_for "node-1 Ready" 60 node_ready
+  wait_for "default ServiceAccount" 60 kc get serviceaccount default -n default
+  say "cluster up: kubeconfig $RUN_DIR/admin.kubeconfig (use it inside the node netns: nsenter --net=/run/netns/$ns)"
+}
+
+node_ready() {
+  [ "$(kc get node node-1 -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+
+# cluster_down RUN_DIR PREFIX: stop everything of one run and delete its namespaces.
+# Safe to call more than once and on a half-built cluster.
+cluster_down() {
+  local dir=$1 prefix=$2 ns pid name
+  # The node agent first, gently: it stops its pods and removes their namespaces.
+  if [ -f "$dir/pids" ]; then
+    while read -r pid name; do
+      [ "$name" = nodeagent ] && kill -TERM "$pid" 2>/dev/null || true
+    done <"$dir/pids"
+    for _ in $(seq 1 40); do
+      pgrep -f "nodeagent run .*--state-dir=$dir/node" >/dev/null || break
+      sleep 0.25
+    done
+    tac "$dir/pids" | while read -r pid name; do kill -TERM "$pid" 2>/dev/null || true; done
+  fi
+  # Then whatever still runs in any of the run's namespaces.
+  local inodes=""
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix" || true); do
+    inodes="$inodes $(stat -L -c %i "/run/netns/$ns" 2>/dev/null || true)"
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null || true; done
+  done
+  sleep 0.5
+  for _ in $(seq 1 20); do
+    local left=""
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix" || true); do
+      left="$left$(ip netns pids "$ns" 2>/dev/null)"
+    done
+    [ -z "$left" ] && break
+    sleep 0.25
+  done
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix" || true); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+  done
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix" || true); do
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  echo "$inodes" >"$dir/netns-inodes" 2>/dev/null || true
+  # Mount targets the node agent had to create on the host, deepest first, only if empty.
+  if [ -f "$dir/node/created-paths" ]; then
+    awk '{print length, $0}' "$dir/node/created-paths" | sort -rn | cut -d' ' -f2- | uniq | while read -r p; do
+      if [ -d "$p" ]; then rmdir "$p" 2>/dev/null || true; elif [ -f "$p" ] && [ ! -s "$p" ]; then rm -f "$p"; fi
+    done
+  fi
+}
+
+# cluster_check_clean RUN_DIR PREFIX: prints what is left over; fails if anything is.
+cluster_check_clean() {
+  local dir=$1 prefix=$2 bad=0 ino p
+  if ip netns list 2>/dev/null | grep -q "^$prefix"; then
+    say "LEFTOVER netns: $(ip netns list | grep "^$prefix" | tr '\n' ' ')"
+    bad=1
+  fi
+  if grep -q "$prefix" /proc/self/mountinfo; then
+    say "LEFTOVER mounts: $(grep "$prefix" /proc/self/mountinfo | awk '{print $5}' | tr '\n' ' ')"
+    bad=1
+  fi
+  if ip -o link show 2>/dev/null | grep -q "$prefix"; then
+    say "LEFTOVER links in the host netns"
+    bad=1
+  fi
+  # Processes: any still holding one of the run's (now deleted) network namespaces, or
+  # naming the run directory on their command line.
+  for ino in $(cat "$dir/netns-inodes" 2>/dev/null); do
+    for p in /proc/[0-9]*; do
+      if [ "$(stat -L -c %i "$p/ns/net" 2>/dev/null)" = "$ino" ]; then
+        say "LEFTOVER process ${p#/proc/} in the run's network namespace: $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)"
+        bad=1
+      fi
+    done
+  done
+  if pgrep -f -- "$dir" >/dev/null; then
+    say "LEFTOVER processes naming $dir: $(pgrep -f -- "$dir" | tr '\n' ' ')"
+    bad=1
+  fi
+  if [ -f "$dir/node/created-paths" ]; then
+    while read -r p; do
+      if [ -e "$p" ]; then say "LEFTOVER path $p"; bad=1; fi
+    done <"$dir/node/created-paths"
+  fi
+  return $bad
+}

@@ -1,0 +1,146 @@
+# shellcheck shell=bash
+# The harness's own proof, without aether-edge (conformance/run --smoke):
+#  1. an echo-basic Deployment behind a LoadBalancer Service: the pod gets an IP in its
+#     own netns and turns Ready (readiness probe), the Service gets an LB address, a
+#     request to LBIP:80 from the node netns is answered by the pod (JSON naming it),
+#     the same through the ClusterIP, and `kubectl logs` shows the request;
+#  2. deleting the Deployment stops the process and removes the pod's netns;
+#  3. the suite's own base manifests (Gateway API CRDs installed, the suite's TLS
+#     secrets made with openssl): every backend pod in the three conformance namespaces
+#     turns Ready, an HTTPS backend answers through its ClusterIP, and deleting the
+#     namespaces removes every pod netns again.
+
+fail() { say "SMOKE FAILED: $*"; exit 1; }
+
+pod_netns_count() { ip netns list | awk '{print $1}' | grep -c "^${RUN_PREFIX}pod" || true; }
+
+smoke_echo() {
+  local t=$SECONDS
+  say "smoke 1: echo-basic Deployment + LoadBalancer Service"
+  kc apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: smoke, namespace: default}
+data: {greeting: hello}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: echo, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: echo}}
+  template:
+    metadata: {labels: {app: echo}}
+    spec:
+      containers:
+      - name: echo
+        image: gcr.io/k8s-staging-gateway-api/echo-basic:v20260204-monthly-2026.01-60-g28382302
+        env:
+        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+        - {name: NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+        readinessProbe:
+          httpGet: {path: /, port: 3000}
+          periodSeconds: 2
+        volumeMounts:
+        - {name: config, mountPath: /etc/smoke-config}
+      volumes:
+      - name: config
+        configMap: {name: smoke}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: echo, namespace: default}
+spec:
+  type: LoadBalancer
+  selector: {app: echo}
+  ports:
+  - {name: http, port: 80, targetPort: 3000}
+EOF
+  kc wait --for=condition=Ready pod -l app=echo --timeout=60s >/dev/null || fail "echo pod not Ready"
+  local pod podip lbip cip body
+  pod="$(kc get pod -l app=echo -o jsonpath='{.items[0].metadata.name}')"
+  podip="$(kc get pod "$pod" -o jsonpath='{.status.podIP}')"
+  say "  pod $pod Ready, IP $podip ($((SECONDS - t))s)"
+  case "$podip" in 10.244.*) ;; *) fail "pod IP $podip not in the pod CIDR" ;; esac
+  wait_for "LB address" 30 sh -c "[ -n \"\$(nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get svc echo -o jsonpath='{.status.loadBalancer.ingress[0].ip}')\" ]" ||
+    fail "no LB address"
+  lbip="$(kc get svc echo -o jsonpath='{.status.loadBalancer.ingress[0].ip}')"
+  cip="$(kc get svc echo -o jsonpath='{.spec.clusterIP}')"
+  case "$lbip" in 10.250.0.*) ;; *) fail "LB address $lbip not in the pool" ;; esac
+  wait_for "EndpointSlice ready" 30 sh -c "nsenter --net=/run/netns/$(node_netns) curl -sf -m 2 http://$lbip/" || true
+  body="$(in_node curl -sS -m 5 "http://$lbip/smoke?via=lb")" || fail "no answer from $lbip:80"
+  say "  GET http://$lbip/smoke (LB) → $body"
+  echo "$body" | grep -q "\"pod\": *\"$pod\"" || fail "answer does not name pod $pod"
+  echo "$body" | grep -q '"namespace": *"default"' || fail "answer does not name namespace default"
+  body="$(in_node curl -sS -m 5 "http://$cip/smoke?via=clusterip")" || fail "no answer from ClusterIP $cip:80"
+  echo "$body" | grep -q "\"pod\": *\"$pod\"" || fail "ClusterIP answer does not name pod $pod"
+  say "  GET http://$cip/smoke (ClusterIP) answered by $pod"
+  # From inside the pod's own netns, through the ClusterIP of the API server Service.
+  local podns
+  podns="$(ip netns list | awk '{print $1}' | grep "^${RUN_PREFIX}pod" | head -1)"
+  ip netns exec "$podns" curl -sk -m 5 -o /dev/null -w '%{http_code}' https://10.96.0.1/readyz | grep -q '^[24]0[0-9]$' ||
+    fail "the API server is not reachable from a pod through 10.96.0.1:443"
+  say "  pod netns → https://10.96.0.1/readyz (kubernetes Service ClusterIP) answered"
+  local logs
+  logs="$(kc logs "$pod" -c echo)" || fail "kubectl logs failed"
+  echo "$logs" | grep -q "/smoke?via=lb" || fail "kubectl logs does not show the request: $logs"
+  say "  kubectl logs $pod: $(echo "$logs" | grep -c 'Echoing back') requests logged, e.g. '$(echo "$logs" | grep '/smoke?via=lb' | head -1)'"
+  kc logs "$pod" -c echo --tail=1 --timestamps | grep -qE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' || fail "kubectl logs --timestamps"
+
+  say "smoke 2: delete the Deployment; the process and the pod netns must go"
+  kc delete deployment echo --wait=false >/dev/null
+  wait_for "pod $pod gone" 30 sh -c "! nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get pod $pod" ||
+    fail "pod $pod not deleted"
+  wait_for "pod netns removed" 10 sh -c "[ \"\$(ip netns list | grep -c '^${RUN_PREFIX}pod')\" = 0 ]" ||
+    fail "pod netns left after deletion: $(ip netns list | grep "^${RUN_PREFIX}pod")"
+  in_node curl -s -m 2 "http://$lbip/" >/dev/null && fail "LB still answers without endpoints"
+  kc delete svc echo >/dev/null
+  say "  pod gone, netns removed, LB refuses without endpoints ($((SECONDS - t))s for smoke 1+2)"
+}
+
+smoke_base_manifests() {
+  local t=$SECONDS gwapi manifests d="$RUN_DIR/smoke-pki"
+  say "smoke 3: the suite's base manifests (its backends) on this node"
+  gwapi="$(cd "$here" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)"
+  manifests="$(cd "$here" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api/conformance)/base/manifests.yaml"
+  kc apply --server-side -k "$gwapi/config/crd/experimental" >/dev/null
+  kc wait --for=condition=Established crd --all --timeout=60s >/dev/null
+  sed 's/{GATEWAY_CLASS_NAME}/aether/' "$manifests" | kc apply -f - >/dev/null
+  mkdir -p "$d"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -keyout "$d/tls.key" \
+    -out "$d/tls.crt" -subj "/CN=abc.example.com" -addext "subjectAltName=DNS:abc.example.com" 2>/dev/null
+  kc create secret tls tls-checks-certificate -n gateway-conformance-infra --cert="$d/tls.crt" --key="$d/tls.key" >/dev/null
+  kc create secret tls tls-passthrough-checks-certificate -n gateway-conformance-app-backend --cert="$d/tls.crt" --key="$d/tls.key" >/dev/null
+  local ns n
+  for ns in gateway-conformance-infra gateway-conformance-app-backend gateway-conformance-web-backend; do
+    wait_for "pods in $ns" 60 sh -c "[ -n \"\$(nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get pods -n $ns -o name)\" ]" ||
+      fail "no pods in $ns"
+    kc wait --for=condition=Ready pods --all -n "$ns" --timeout=120s >/dev/null ||
+      { kc get pods -n "$ns" -o wide >&2; fail "pods in $ns not Ready"; }
+  done
+  n="$(kc get pods -A -l 'app' --no-headers | grep -c gateway-conformance || true)"
+  say "  $n backend pods Ready in the three conformance namespaces ($((SECONDS - t))s)"
+  local cip body
+  cip="$(kc get svc tls-backend -n gateway-conformance-infra -o jsonpath='{.spec.clusterIP}')"
+  wait_for "tls-backend via ClusterIP" 20 in_node curl -sfk -m 2 "https://$cip/" || fail "tls-backend does not answer on $cip:443"
+  body="$(in_node curl -sk -m 5 --resolve "abc.example.com:443:$cip" "https://abc.example.com/tls")"
+  echo "$body" | grep -q '"pod": *"tls-backend-' || fail "tls-backend answer: $body"
+  say "  https://abc.example.com/tls via tls-backend ClusterIP $cip answered by its pod (secret volume mounted)"
+  cip="$(kc get svc infra-backend-v1 -n gateway-conformance-infra -o jsonpath='{.spec.clusterIP}')"
+  body="$(in_node curl -s -m 5 "http://$cip:8080/")"
+  echo "$body" | grep -q '"pod": *"infra-backend-v1-' || fail "infra-backend-v1 answer: $body"
+  say "  http://$cip:8080/ answered by infra-backend-v1"
+  kc delete ns gateway-conformance-infra gateway-conformance-app-backend gateway-conformance-web-backend --wait=false >/dev/null
+  wait_for "conformance namespaces deleted" 120 sh -c "! nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get ns gateway-conformance-infra gateway-conformance-app-backend gateway-conformance-web-backend -o name 2>/dev/null | grep -q ." ||
+    fail "namespaces not deleted"
+  wait_for "pod netns removed" 20 sh -c "[ \"\$(ip netns list | grep -c '^${RUN_PREFIX}pod')\" = 0 ]" ||
+    fail "pod netns left: $(ip netns list | grep "^${RUN_PREFIX}pod" | tr '\n' ' ')"
+  say "  namespaces deleted, every pod netns removed ($((SECONDS - t))s for smoke 3)"
+}
+
+smoke_test() {
+  local t=$SECONDS
+  smoke_echo
+  smoke_base_manifests
+  say "SMOKE PASSED in $((SECONDS - t))s (cluster up to here: $((SECONDS - tc))s)"
+}
