@@ -197,22 +197,26 @@ fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus
         &mut c,
         Condition::new("ResolvedRefs", *ok, reason, msg.clone(), g),
     );
-    let programmed = if l.is_programmable() && gateway_served {
-        Condition::new(
+    let not_programmed = if !l.is_accepted() {
+        Some("the listener is not accepted")
+    } else if !l.resolved_refs_ok() {
+        Some("the listener's references do not resolve")
+    } else if l.supported_kinds.is_empty() {
+        Some("the listener supports no route kind")
+    } else if !gateway_served {
+        Some("the Gateway is not served")
+    } else {
+        None
+    };
+    let programmed = match not_programmed {
+        None => Condition::new(
             "Programmed",
             true,
             "Programmed",
             "listener is programmed",
             g,
-        )
-    } else {
-        Condition::new(
-            "Programmed",
-            false,
-            "Invalid",
-            "listener cannot be programmed",
-            g,
-        )
+        ),
+        Some(why) => Condition::new("Programmed", false, "Invalid", why, g),
     };
     set_condition(&mut c, programmed);
     ListenerStatus {

@@ -395,3 +395,43 @@ spec:
         assert!(store.is_empty());
     }
 }
+
+#[cfg(test)]
+mod empty_values {
+    use super::*;
+
+    #[test]
+    fn empty_collections_are_not_unknown_fields() {
+        let text = "\
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: s
+  labels: {}
+  annotations: {}
+addressType: IPv4
+ports: []
+endpoints: []
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: r
+spec:
+  hostnames: []
+  parentRefs: []
+  rules: []
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: s
+type: kubernetes.io/tls
+data:
+  tls.crt: aGVsbG8=
+stringData: {}
+";
+        let mut store = Store::default();
+        assert_eq!(store.add_yaml("e.yaml", text), Ok(3));
+    }
+}

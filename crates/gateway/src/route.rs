@@ -166,12 +166,12 @@ pub fn check_regex(what: &str, re: &str) -> Result<(), String> {
     regex::Regex::new(re).map(|_| ()).map_err(|e| {
         format!(
             "{what} regular expression {re:?} is invalid: {}",
-            first_line(&e.to_string())
+            last_line(&e.to_string())
         )
     })
 }
 
-fn first_line(s: &str) -> &str {
+fn last_line(s: &str) -> &str {
     s.lines().last().unwrap_or(s).trim()
 }
 

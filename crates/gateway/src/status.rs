@@ -227,12 +227,17 @@ impl StatusPlan {
     ///   planned `Accepted=True` become `Accepted=False/Pending`.
     /// - Nacked: the same, with `Programmed=False/Invalid` carrying Envoy's message.
     ///
-    /// A Gateway that is not served at all (already `Programmed=False`) keeps its
-    /// planned reasons; only counts and route acceptance are gated.
+    /// A Gateway that is not served at all (planned `Programmed=False`) is left as
+    /// planned: no Envoy will ever ACK it, and its attachedRoutes must still count
+    /// (e.g. routes on a listener whose certificate does not resolve).
     pub fn gated(&self, ack: impl Fn(&ObjectRef) -> AckState) -> StatusPlan {
         let mut out = self.clone();
         let mut held: BTreeMap<ObjectRef, AckState> = BTreeMap::new();
         for (gw, status) in &mut out.gateways {
+            // A Gateway that is not served has nothing to wait for.
+            if !condition(&status.conditions, "Programmed").is_some_and(Condition::is_true) {
+                continue;
+            }
             let state = ack(gw);
             let (reason, message) = match &state {
                 AckState::Acked => continue,
@@ -355,6 +360,17 @@ mod tests {
             route.parents[1].conditions[0].is_true(),
             "other Gateway untouched"
         );
+    }
+
+    #[test]
+    fn unserved_gateways_are_not_gated() {
+        let mut p = plan();
+        let gw = p.gateways.get_mut(&ObjectRef::new("infra", "web")).unwrap();
+        set_condition(
+            &mut gw.conditions,
+            Condition::new("Programmed", false, "Invalid", "no listener", 2),
+        );
+        assert_eq!(p.gated(|_| AckState::Pending), p);
     }
 
     #[test]
