@@ -112,6 +112,12 @@ pub async fn serve_on(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let address = listener.local_addr();
+    let closer = server.clone();
+    let shutdown = async move {
+        shutdown.await;
+        tracing::info!("xDS server shutting down: closing ADS streams");
+        closer.close_streams();
+    };
     let mut builder = Server::builder()
         .http2_keepalive_interval(Some(KEEPALIVE))
         .http2_keepalive_timeout(Some(KEEPALIVE));

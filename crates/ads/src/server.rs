@@ -36,15 +36,30 @@ const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
 /// The ADS service: serves the latest snapshot to every stream and reports what
 /// each Envoy ACKed to the [`Fleet`].
+///
+/// Clones share one set of streams: [`AdsServer::close_streams`] on any clone ends
+/// them all.
 #[derive(Debug, Clone)]
 pub struct AdsServer {
     snapshots: watch::Receiver<Arc<Snapshot>>,
     fleet: Fleet,
+    closing: Arc<watch::Sender<bool>>,
 }
 
 impl AdsServer {
     pub fn new(snapshots: watch::Receiver<Arc<Snapshot>>, fleet: Fleet) -> Self {
-        AdsServer { snapshots, fleet }
+        AdsServer {
+            snapshots,
+            fleet,
+            closing: Arc::new(watch::Sender::new(false)),
+        }
+    }
+
+    /// Ends every open stream (and any opened later) with `UNAVAILABLE`, so Envoy
+    /// reconnects elsewhere. A graceful gRPC shutdown waits for open streams, and
+    /// an ADS stream never finishes by itself, so shutdown calls this first.
+    pub fn close_streams(&self) {
+        self.closing.send_replace(true);
     }
 
     pub fn into_service(self) -> AggregatedDiscoveryServiceServer<AdsServer> {
@@ -63,14 +78,12 @@ impl AdsServer {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let mut snapshots = self.snapshots.clone();
         let machine = M::new(snapshots.borrow_and_update().clone());
-        tokio::spawn(drive(
-            machine,
+        let inputs = Inputs {
             requests,
             snapshots,
-            self.fleet.clone(),
-            tx,
-            peer,
-        ));
+            closing: self.closing.subscribe(),
+        };
+        tokio::spawn(drive(machine, inputs, self.fleet.clone(), tx, peer));
         ReceiverStream::new(rx)
     }
 }
@@ -169,18 +182,30 @@ impl Machine for DeltaStream {
     }
 }
 
-/// Runs one stream until Envoy goes away.
+/// What a stream reacts to.
+struct Inputs<Req> {
+    requests: Streaming<Req>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    closing: watch::Receiver<bool>,
+}
+
+/// Runs one stream until Envoy goes away or the server closes it.
 async fn drive<M: Machine>(
     mut machine: M,
-    mut requests: Streaming<M::Request>,
-    mut snapshots: watch::Receiver<Arc<Snapshot>>,
+    inputs: Inputs<M::Request>,
     fleet: Fleet,
     tx: mpsc::Sender<Result<M::Response, Status>>,
     peer: String,
 ) {
+    let Inputs {
+        mut requests,
+        mut snapshots,
+        mut closing,
+    } = inputs;
     let protocol = M::PROTOCOL.as_str();
     let mut registration: Option<(FleetStream, String)> = None;
     let mut watching = true;
+    let mut closed = false;
     'stream: loop {
         let out = tokio::select! {
             request = requests.message() => match request {
@@ -209,6 +234,10 @@ async fn drive<M: Machine>(
                 machine.on_snapshot(snapshot)
             }
             () = tx.closed() => break,
+            Ok(_) = closing.wait_for(|closing| *closing) => {
+                closed = true;
+                break;
+            }
         };
         // Nothing is reported before the first request names the node.
         if let Some((stream, node)) = &registration {
@@ -225,6 +254,11 @@ async fn drive<M: Machine>(
                 break 'stream;
             }
         }
+    }
+    if closed {
+        let _ = tx
+            .send(Err(Status::unavailable("xDS server shutting down")))
+            .await;
     }
     if let Some((_, node)) = &registration {
         tracing::info!(%node, %peer, protocol, "Envoy disconnected");

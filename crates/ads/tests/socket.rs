@@ -345,3 +345,45 @@ async fn unix_socket_binds_and_bad_addresses_are_errors() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn shutdown_ends_open_streams() {
+    let (_publish, rx) = watch::channel(snapshot(1));
+    let fleet = Fleet::new();
+    let listener = bind("127.0.0.1:0").await.expect("bind");
+    let address = format!("http://{}", listener.local_addr());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(serve_on(
+        listener,
+        AdsServer::new(rx, fleet.clone()),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let mut client = AggregatedDiscoveryServiceClient::connect(address)
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<DiscoveryRequest>(16);
+    let mut responses = client
+        .stream_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    tx.send(sotw(CDS, &[], "")).await.unwrap();
+    next(&mut responses).await;
+
+    // Envoy never ends an ADS stream: shutdown must, or it waits forever.
+    stop.send(()).unwrap();
+    let ended = tokio::time::timeout(WAIT, responses.message())
+        .await
+        .expect("stream ended");
+    let status = ended.expect_err("ended with a status");
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    tokio::time::timeout(WAIT, server)
+        .await
+        .expect("serve returned")
+        .unwrap()
+        .expect("clean shutdown");
+    assert!(fleet.debug_view().nodes.is_empty());
+    drop(tx);
+}
