@@ -282,6 +282,25 @@ fn rds_pushes(fleet: &Fleet) -> u64 {
         .sum()
 }
 
+/// Serves ADS on `listen`; send on the returned sender to stop it.
+async fn start_xds(
+    listen: &str,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    fleet: Fleet,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let listener = bind(listen).await.expect("bind xDS");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = AdsServer::new(snapshots, fleet);
+    let served = tokio::spawn(async move {
+        serve_on(listener, server, async {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("xDS server");
+    });
+    (stop, served)
+}
+
 async fn live(mode: &str, api_type: &str, unix: bool) {
     let envoy = envoy_bin();
     let dir = std::env::temp_dir().join(format!("aether-ads-envoy-{mode}-{}", std::process::id()));
@@ -292,15 +311,10 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
     let listen = if unix {
         format!("unix:{}", dir.join("xds.sock").display())
     } else {
-        "127.0.0.1:0".to_string()
+        format!("127.0.0.1:{}", free_port())
     };
-    let listener = bind(&listen).await.expect("bind xDS");
-    let xds = listener.local_addr();
-    let (_stop, stopped) = oneshot::channel::<()>();
-    let server = AdsServer::new(snapshots, fleet.clone());
-    tokio::spawn(serve_on(listener, server, async {
-        let _ = stopped.await;
-    }));
+    let (stop, served) = start_xds(&listen, snapshots.clone(), fleet.clone()).await;
+    let xds = listen.clone();
 
     let node = format!("live-{mode}");
     let config = dir.join("bootstrap.yaml");
@@ -361,6 +375,33 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
             (get(listen_port).await.as_deref() == Some("rev 3")).then_some(())
         })
         .await;
+
+        // The control plane restarts with no memory: Envoy keeps serving, then
+        // reconnects and ACKs again (in Delta, from what it reports holding).
+        stop.send(()).unwrap();
+        tokio::time::timeout(WAIT, served)
+            .await
+            .expect("shutdown with Envoy connected")
+            .unwrap();
+        assert_eq!(
+            get(listen_port).await.as_deref(),
+            Some("rev 3"),
+            "served while xDS is down"
+        );
+        let fleet = Fleet::new();
+        let (_stop, _served) = start_xds(&listen, snapshots.clone(), fleet.clone()).await;
+        eventually("Envoy to reconnect and ACK", async || {
+            (fleet.gateway_state(&s3, &web()) == GatewayAck::Acked).then_some(())
+        })
+        .await;
+        if api_type == "DELTA_GRPC" {
+            assert_eq!(
+                rds_pushes(&fleet),
+                0,
+                "the route table Envoy holds is not resent"
+            );
+        }
+        assert_eq!(get(listen_port).await.as_deref(), Some("rev 3"));
         msg
     };
     let msg = tokio::time::timeout(WAIT * 3, result).await;
