@@ -8,9 +8,11 @@
 //!                        ACKed versions, parked (NACKed) versions
 //! ```
 //!
-//! Per type, a request whose `response_nonce` is the last nonce sent is an ACK (no
-//! `error_detail`) or a NACK; any other non-empty nonce is stale and the request is
-//! ignored whole, as Envoy will restate its interest with the latest nonce. A NACKed
+//! Per type, the first request whose `response_nonce` is the last nonce sent is an
+//! ACK (no `error_detail`) or a NACK; later requests with that nonce only restate
+//! the subscription (Envoy clears the error after sending a NACK, so they are not
+//! ACKs of the rejected content). Any other non-empty nonce is stale and the request
+//! is ignored whole, as Envoy will restate its interest with the latest nonce. A NACKed
 //! content is parked: it is not sent again until the snapshot selects something
 //! different for that type (no resend loop). A response is sent only when the
 //! selected content differs from what was last sent on this stream, except that the
@@ -51,6 +53,8 @@ struct Sent {
     nonce: String,
     version_info: String,
     versions: Versions,
+    /// Envoy already ACKed or NACKed this response.
+    answered: bool,
 }
 
 impl SotwStream {
@@ -98,8 +102,14 @@ impl SotwStream {
                 tracing::trace!(ty = ty.short_name(), nonce = %req.response_nonce, "stale nonce ignored");
                 return out;
             }
+            // Envoy repeats the last nonce on later requests (a new name set, or
+            // after its NACK with the error cleared): those answer nothing anew.
+            (Some(sent), false) if sent.answered => false,
             (Some(sent), false) => {
                 let sent = sent.clone();
+                if let Some(last) = state.sent.as_mut() {
+                    last.answered = true;
+                }
                 match &req.error_detail {
                     Some(status) => {
                         let held = state.acked.clone().unwrap_or_default();
@@ -194,6 +204,7 @@ impl SotwStream {
             nonce,
             version_info,
             versions,
+            answered: false,
         });
         true
     }

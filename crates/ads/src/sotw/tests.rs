@@ -240,9 +240,9 @@ fn wildcard_cds_and_lds_follow_additions_and_removals() {
 fn explicit_names_change_what_is_sent() {
     let mut s = opened();
     let out = s.on_request(mk_request(RDS, &["r443"], "4"));
-    // `opened` sent nonces 1..=4 in CDS, EDS, LDS, RDS order, so "4" is the last
-    // RDS nonce: this is an ACK that also states a new name set.
-    assert!(matches!(out.events[..], [Event::Acked { ty: RDS, .. }]));
+    // `opened` sent nonces 1..=4 in CDS, EDS, LDS, RDS order and had them ACKed;
+    // repeating RDS's "4" states a new name set without ACKing anything anew.
+    assert!(out.events.is_empty());
     assert_eq!(types_of(&out.responses), ["RDS"]);
     assert_eq!(any_names(RDS, &out.responses[0].resources), ["r443"]);
 }
@@ -352,4 +352,41 @@ fn nack_blames_the_resource_envoy_names() {
         panic!("{:?}", out.events)
     };
     assert_eq!(nack.rejected.keys().collect::<Vec<_>>(), ["l443"]);
+}
+
+#[test]
+fn requests_repeating_a_nacked_nonce_are_not_acks() {
+    let mut s = opened();
+    let acked_before = s.acked(RDS).cloned();
+    let bad = mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 1),
+            (RDS, "r80", 2),
+            (RDS, "r443", 1),
+        ],
+        &[],
+    );
+    let pushed = s.on_snapshot(bad).responses[0].nonce.clone();
+    s.on_request(mk_nack(RDS, &["r80"], &pushed, "bad route"));
+    // Envoy's next RDS request keeps the nonce and drops the error detail.
+    let out = s.on_request(mk_request(RDS, &["r80", "r443"], &pushed));
+    assert!(out.events.is_empty(), "not an ACK: {:?}", out.events);
+    assert_eq!(s.acked(RDS).cloned(), acked_before);
+    assert!(s.nack(RDS).is_some());
+    // The new name set is served, but r80 stays at the version Envoy rejected, so
+    // the response is the rejected content plus r443: a new content, sent.
+    assert_eq!(any_names(RDS, &out.responses[0].resources), ["r443", "r80"]);
+    // Repeating the ACK of an answered nonce does not count twice either.
+    let nonce = out.responses[0].nonce.clone();
+    let first = s.on_request(mk_request(RDS, &["r80", "r443"], &nonce));
+    assert_eq!(first.events.len(), 1);
+    assert!(
+        s.on_request(mk_request(RDS, &["r80", "r443"], &nonce))
+            .events
+            .is_empty()
+    );
 }
