@@ -10,6 +10,8 @@
 //!
 //! Endpoints come from EndpointSlices, never from selectors or ClusterIPs, so
 //! selector-less Services (hand-written slices) and headless Services work alike.
+//! Slices are indexed by Service once per translation ([`Backends::new`]), so
+//! resolving stays cheap with thousands of Services.
 
 use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
@@ -17,6 +19,7 @@ use crate::store::Store;
 use aether_ir::{Cluster, Endpoint, ObjectRef, UpstreamProtocol, names};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use std::collections::BTreeMap;
 
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
@@ -55,15 +58,52 @@ pub struct BackendRef<'a> {
     pub port: Option<i32>,
 }
 
-/// Resolves one backendRef of a route (`route_kind` in `route_ns`). gRPC routes
-/// always speak h2c upstream.
-pub fn resolve(
-    store: &Store,
+/// Resolves backendRefs against the store, with EndpointSlices indexed by Service.
+pub struct Backends<'a> {
+    store: &'a Store,
+    slices: BTreeMap<ObjectRef, Vec<&'a EndpointSlice>>,
+}
+
+impl<'a> Backends<'a> {
+    pub fn new(store: &'a Store) -> Self {
+        let mut slices: BTreeMap<ObjectRef, Vec<&EndpointSlice>> = BTreeMap::new();
+        for (key, slice) in store.all::<EndpointSlice>() {
+            let service = slice
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL));
+            if let Some(service) = service {
+                slices
+                    .entry(ObjectRef::new(&key.namespace, service))
+                    .or_default()
+                    .push(slice);
+            }
+        }
+        Backends { store, slices }
+    }
+
+    /// Resolves one backendRef of a route (`route_kind` in `route_ns`). gRPC
+    /// routes always speak h2c upstream.
+    pub fn resolve(
+        &self,
+        route_kind: &str,
+        route_ns: &str,
+        r: BackendRef<'_>,
+        grpc: bool,
+    ) -> Result<Cluster, BackendError> {
+        resolve(self, route_kind, route_ns, r, grpc)
+    }
+}
+
+fn resolve(
+    backends: &Backends<'_>,
     route_kind: &str,
     route_ns: &str,
     r: BackendRef<'_>,
     grpc: bool,
 ) -> Result<Cluster, BackendError> {
+    let store = backends.store;
     let ns = r.namespace.unwrap_or(route_ns);
     let group = r.group.unwrap_or("");
     let kind = r.kind.unwrap_or("Service");
@@ -121,25 +161,18 @@ pub fn resolve(
         service: ObjectRef::new(ns, r.name),
         port,
         protocol,
-        endpoints: endpoints(store, ns, r.name, port_name),
+        endpoints: endpoints(backends, ns, r.name, port_name),
     })
 }
 
 /// Ready endpoints of a Service port, sorted and deduplicated.
-fn endpoints(store: &Store, ns: &str, service: &str, port_name: &str) -> Vec<Endpoint> {
+fn endpoints(backends: &Backends<'_>, ns: &str, service: &str, port_name: &str) -> Vec<Endpoint> {
     let mut out = Vec::new();
-    let slices = store
-        .all::<EndpointSlice>()
-        .iter()
-        .filter(|(key, _)| key.namespace == ns)
-        .map(|(_, s)| s)
-        .filter(|s| {
-            s.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                .is_some_and(|n| n == service)
-        });
+    let slices = backends
+        .slices
+        .get(&ObjectRef::new(ns, service))
+        .into_iter()
+        .flatten();
     for slice in slices {
         let port = slice
             .ports

@@ -12,10 +12,9 @@
 //! Backends always speak h2c. Header modifier filters are served; others make the
 //! rule invalid.
 
-use crate::backend::BackendRef;
+use crate::backend::{BackendRef, Backends};
 use crate::route::{self, RouteModel, Rule, RuleAction, enum_name, header_matches, modify_headers};
 use crate::status::{GROUP, ParentReference};
-use crate::store::Store;
 use aether_ir::{HeaderModifier, ObjectRef, PathMatch, RouteMatch};
 use gateway_api::apis::standard::grpcroutes::{
     GrpcRoute, GrpcRouteRules, GrpcRouteRulesFiltersType, GrpcRouteRulesMatches,
@@ -24,7 +23,7 @@ use gateway_api::apis::standard::grpcroutes::{
 
 pub const KIND: &str = "GRPCRoute";
 
-pub fn model(store: &Store, key: ObjectRef, r: &GrpcRoute) -> RouteModel {
+pub fn model(backends: &Backends<'_>, key: ObjectRef, r: &GrpcRoute) -> RouteModel {
     let mut m = RouteModel {
         kind: KIND,
         generation: r.metadata.generation.unwrap_or(0),
@@ -63,7 +62,13 @@ pub fn model(store: &Store, key: ObjectRef, r: &GrpcRoute) -> RouteModel {
         .filter(|r| !r.is_empty())
         .unwrap_or(&default_rules);
     for (index, spec) in rules.iter().enumerate() {
-        match rule(store, &m.key.namespace, index, spec, &mut m.backend_errors) {
+        match rule(
+            backends,
+            &m.key.namespace,
+            index,
+            spec,
+            &mut m.backend_errors,
+        ) {
             Ok(rule) => m.rules.push(rule),
             Err(why) => m.invalid_rules.push(format!("rule {index}: {why}")),
         }
@@ -72,7 +77,7 @@ pub fn model(store: &Store, key: ObjectRef, r: &GrpcRoute) -> RouteModel {
 }
 
 fn rule(
-    store: &Store,
+    backends: &Backends<'_>,
     ns: &str,
     index: usize,
     spec: &GrpcRouteRules,
@@ -144,7 +149,8 @@ fn rule(
             b.weight,
         )
     });
-    let (backends, invalid_weight) = route::resolve_backends(store, KIND, ns, refs, true, errors);
+    let (backends, invalid_weight) =
+        route::resolve_backends(backends, KIND, ns, refs, true, errors);
     Ok(Rule {
         index,
         matches,

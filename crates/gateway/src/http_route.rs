@@ -4,13 +4,12 @@
 //! URLRewrite are served; any other filter (RequestMirror, CORS, ExtensionRef, or
 //! a filter on a backendRef) makes its rule invalid rather than silently ignored.
 
-use crate::backend::BackendRef;
+use crate::backend::{BackendRef, Backends};
 use crate::route::{
     self, RedirectSpec, RouteModel, Rule, RuleAction, check_prefix_rewrite, enum_name,
     header_matches, modify_headers, query_param_matches,
 };
 use crate::status::{GROUP, ParentReference};
-use crate::store::Store;
 use aether_ir::{HeaderModifier, ObjectRef, PathMatch, PathRewrite, RouteMatch, UrlRewrite};
 use gateway_api::apis::standard::httproutes::{
     HttpRoute, HttpRouteRules, HttpRouteRulesFilters, HttpRouteRulesFiltersRequestRedirectPathType,
@@ -21,7 +20,7 @@ use gateway_api::apis::standard::httproutes::{
 
 pub const KIND: &str = "HTTPRoute";
 
-pub fn model(store: &Store, key: ObjectRef, r: &HttpRoute) -> RouteModel {
+pub fn model(backends: &Backends<'_>, key: ObjectRef, r: &HttpRoute) -> RouteModel {
     let mut m = RouteModel {
         kind: KIND,
         generation: r.metadata.generation.unwrap_or(0),
@@ -61,7 +60,13 @@ pub fn model(store: &Store, key: ObjectRef, r: &HttpRoute) -> RouteModel {
         .filter(|r| !r.is_empty())
         .unwrap_or(&default_rules);
     for (index, spec) in rules.iter().enumerate() {
-        match rule(store, &m.key.namespace, index, spec, &mut m.backend_errors) {
+        match rule(
+            backends,
+            &m.key.namespace,
+            index,
+            spec,
+            &mut m.backend_errors,
+        ) {
             Ok(rule) => m.rules.push(rule),
             Err(why) => m.invalid_rules.push(format!("rule {index}: {why}")),
         }
@@ -70,7 +75,7 @@ pub fn model(store: &Store, key: ObjectRef, r: &HttpRoute) -> RouteModel {
 }
 
 fn rule(
-    store: &Store,
+    backends: &Backends<'_>,
     ns: &str,
     index: usize,
     spec: &HttpRouteRules,
@@ -126,7 +131,7 @@ fn rule(
                 )
             });
             let (backends, invalid_weight) =
-                route::resolve_backends(store, KIND, ns, refs, false, errors);
+                route::resolve_backends(backends, KIND, ns, refs, false, errors);
             RuleAction::Forward {
                 backends,
                 invalid_weight,

@@ -101,12 +101,13 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
         })
         .collect();
 
+    let backends = backend::Backends::new(store);
     let mut routes: Vec<RouteModel> = Vec::new();
     for (key, r) in store.all::<GrpcRoute>() {
-        routes.push(grpc_route::model(store, key.clone(), r));
+        routes.push(grpc_route::model(&backends, key.clone(), r));
     }
     for (key, r) in store.all::<HttpRoute>() {
-        routes.push(http_route::model(store, key.clone(), r));
+        routes.push(http_route::model(&backends, key.clone(), r));
     }
 
     // (listener index, route index) per Gateway.

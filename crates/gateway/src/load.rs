@@ -72,28 +72,32 @@ impl Store {
     /// Empty documents are skipped. Returns how many objects were added. On error
     /// nothing from this file is added.
     pub fn add_yaml(&mut self, file: &str, text: &str) -> Result<usize, LoadError> {
-        let mut staged = self.clone();
-        let mut added = 0;
+        let mut staged: Vec<Staged> = Vec::new();
         for doc in split_documents(text) {
-            if load_document(&mut staged, file, &doc)? {
-                added += 1;
+            if let Some(insert) = load_document(file, &doc)? {
+                staged.push(insert);
             }
         }
-        *self = staged;
+        let added = staged.len();
+        for insert in staged {
+            insert(self);
+        }
         Ok(added)
     }
 }
 
+/// A parsed object waiting for the whole file to parse before it is inserted.
+type Staged = Box<dyn FnOnce(&mut Store)>;
+
 /// One YAML document and the 1-based line its text starts on.
-struct Document<'a> {
+struct Document {
     first_line: usize,
     text: String,
-    _src: std::marker::PhantomData<&'a ()>,
 }
 
 /// Splits on `---` lines. A line starting with `---` at column 0 can only be a
 /// document marker in YAML (block scalars are indented), so this is exact.
-fn split_documents(text: &str) -> Vec<Document<'_>> {
+fn split_documents(text: &str) -> Vec<Document> {
     let mut docs = Vec::new();
     let mut current = String::new();
     let mut first_line = 1;
@@ -107,7 +111,6 @@ fn split_documents(text: &str) -> Vec<Document<'_>> {
             docs.push(Document {
                 first_line,
                 text: std::mem::take(&mut current),
-                _src: Default::default(),
             });
             first_line = i + 1;
             // Content after the marker on the same line (`--- {a: 1}`) stays here.
@@ -121,13 +124,12 @@ fn split_documents(text: &str) -> Vec<Document<'_>> {
     docs.push(Document {
         first_line,
         text: current,
-        _src: Default::default(),
     });
     docs
 }
 
-/// Loads one document; `Ok(false)` when it is empty.
-fn load_document(store: &mut Store, file: &str, doc: &Document<'_>) -> Result<bool, LoadError> {
+/// Parses one document; `Ok(None)` when it is empty.
+fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError> {
     let at = |line: usize| doc.first_line + line.saturating_sub(1);
     let value: Value = serde_yaml::from_str(&doc.text).map_err(|e| LoadError::Syntax {
         file: file.to_string(),
@@ -135,7 +137,7 @@ fn load_document(store: &mut Store, file: &str, doc: &Document<'_>) -> Result<bo
         reason: strip_location(&e.to_string()),
     })?;
     if value.is_null() {
-        return Ok(false);
+        return Ok(None);
     }
     let text_line = first_content_line(&doc.text);
     let Value::Mapping(map) = &value else {
@@ -180,17 +182,17 @@ fn load_document(store: &mut Store, file: &str, doc: &Document<'_>) -> Result<bo
     const GW: &str = "gateway.networking.k8s.io/";
     let gw_version = api_version.strip_prefix(GW);
     match (kind.as_str(), api_version.as_str(), gw_version) {
-        ("GatewayClass", _, Some("v1" | "v1beta1")) => ctx.load::<GatewayClass>(store),
-        ("Gateway", _, Some("v1" | "v1beta1")) => ctx.load::<Gateway>(store),
-        ("HTTPRoute", _, Some("v1" | "v1beta1")) => ctx.load::<HttpRoute>(store),
-        ("GRPCRoute", _, Some("v1")) => ctx.load::<GrpcRoute>(store),
-        ("TLSRoute", _, Some("v1" | "v1alpha2" | "v1alpha3")) => ctx.load::<TlsRoute>(store),
-        ("ReferenceGrant", _, Some("v1" | "v1beta1")) => ctx.load::<ReferenceGrant>(store),
-        ("Service", "v1", _) => ctx.load::<Service>(store),
-        ("Secret", "v1", _) => ctx.load::<Secret>(store),
-        ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(store),
-        ("Namespace", "v1", _) => ctx.load::<Namespace>(store),
-        ("EndpointSlice", "discovery.k8s.io/v1", _) => ctx.load::<EndpointSlice>(store),
+        ("GatewayClass", _, Some("v1" | "v1beta1")) => ctx.load::<GatewayClass>(),
+        ("Gateway", _, Some("v1" | "v1beta1")) => ctx.load::<Gateway>(),
+        ("HTTPRoute", _, Some("v1" | "v1beta1")) => ctx.load::<HttpRoute>(),
+        ("GRPCRoute", _, Some("v1")) => ctx.load::<GrpcRoute>(),
+        ("TLSRoute", _, Some("v1" | "v1alpha2" | "v1alpha3")) => ctx.load::<TlsRoute>(),
+        ("ReferenceGrant", _, Some("v1" | "v1beta1")) => ctx.load::<ReferenceGrant>(),
+        ("Service", "v1", _) => ctx.load::<Service>(),
+        ("Secret", "v1", _) => ctx.load::<Secret>(),
+        ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(),
+        ("Namespace", "v1", _) => ctx.load::<Namespace>(),
+        ("EndpointSlice", "discovery.k8s.io/v1", _) => ctx.load::<EndpointSlice>(),
         _ => Err(LoadError::UnknownKind {
             file: file.to_string(),
             line: at(text_line),
@@ -199,12 +201,12 @@ fn load_document(store: &mut Store, file: &str, doc: &Document<'_>) -> Result<bo
             kind,
         }),
     }
-    .map(|()| true)
+    .map(Some)
 }
 
 struct Context<'a> {
     file: &'a str,
-    doc: &'a Document<'a>,
+    doc: &'a Document,
     object: &'a str,
     value: &'a Value,
 }
@@ -214,20 +216,25 @@ impl Context<'_> {
         self.doc.first_line + doc_line.saturating_sub(1)
     }
 
-    fn load<T: StoreObject + DeserializeOwned + Serialize>(
+    fn load<T: StoreObject + DeserializeOwned + Serialize + 'static>(
         &self,
-        store: &mut Store,
-    ) -> Result<(), LoadError> {
-        let typed: T =
-            serde_yaml::from_str(&self.doc.text).map_err(|e| LoadError::InvalidField {
-                file: self.file.to_string(),
-                line: self.line(
-                    e.location()
-                        .map_or_else(|| first_content_line(&self.doc.text), |l| l.line()),
-                ),
-                object: self.object.to_string(),
-                reason: strip_location(&e.to_string()),
-            })?;
+    ) -> Result<Staged, LoadError> {
+        // From the parsed value (fast); only on failure parse the text again,
+        // for an error that knows its line and field path.
+        let typed: T = match serde_yaml::from_value(self.value.clone()) {
+            Ok(t) => t,
+            Err(_) => {
+                serde_yaml::from_str(&self.doc.text).map_err(|e| LoadError::InvalidField {
+                    file: self.file.to_string(),
+                    line: self.line(
+                        e.location()
+                            .map_or_else(|| first_content_line(&self.doc.text), |l| l.line()),
+                    ),
+                    object: self.object.to_string(),
+                    reason: strip_location(&e.to_string()),
+                })?
+            }
+        };
         let round_trip = serde_yaml::to_value(&typed).unwrap_or(Value::Null);
         let mut unknown = Vec::new();
         unknown_fields(self.value, &round_trip, "", &mut unknown);
@@ -241,8 +248,7 @@ impl Context<'_> {
                 field,
             });
         }
-        store.insert(typed);
-        Ok(())
+        Ok(Box::new(move |store: &mut Store| store.insert(typed)))
     }
 }
 

@@ -9,9 +9,8 @@
 //! dropped with a message: some rules dropped → `PartiallyInvalid`, all dropped →
 //! `Accepted=False`, both with reason `UnsupportedValue`.
 
-use crate::backend::{self, BackendError, BackendRef};
+use crate::backend::{BackendError, BackendRef, Backends};
 use crate::status::{Condition, ParentReference, set_condition};
-use crate::store::Store;
 use aether_ir::{
     Cluster, Header, HeaderMatch, HeaderModifier, ObjectRef, PathMatch, PathRewrite,
     QueryParamMatch, RouteMatch, StringMatch, UrlRewrite,
@@ -137,7 +136,7 @@ impl RouteModel {
 /// Resolves a rule's backendRefs: valid ones with their weights (weight 0
 /// dropped), the summed weight of invalid ones, errors appended to `errors`.
 pub fn resolve_backends<'a>(
-    store: &Store,
+    backends: &Backends<'_>,
     kind: &str,
     route_ns: &str,
     refs: impl Iterator<Item = (BackendRef<'a>, Option<i32>)>,
@@ -148,7 +147,7 @@ pub fn resolve_backends<'a>(
     let mut invalid_weight = 0u32;
     for (r, weight) in refs {
         let weight = u32::try_from(weight.unwrap_or(1)).unwrap_or(0);
-        match backend::resolve(store, kind, route_ns, r, grpc) {
+        match backends.resolve(kind, route_ns, r, grpc) {
             Ok(cluster) if weight > 0 => valid.push((cluster, weight)),
             Ok(_) => {}
             Err(e) => {
