@@ -44,6 +44,8 @@ pub struct BootstrapOptions {
     pub xds_address: String,
     /// `HOST:PORT` for Envoy's admin interface; HOST must be an IP (or `localhost`).
     pub admin_address: String,
+    /// Incremental (Delta) ADS instead of state-of-the-world.
+    pub delta: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -77,7 +79,11 @@ pub fn try_bootstrap(opts: &BootstrapOptions) -> Result<String, BootstrapError> 
         }),
         dynamic_resources: Some(DynamicResources {
             ads_config: Some(ApiConfigSource {
-                api_type: ApiType::Grpc as i32,
+                api_type: if opts.delta {
+                    ApiType::DeltaGrpc as i32
+                } else {
+                    ApiType::Grpc as i32
+                },
                 transport_api_version: ApiVersion::V3 as i32,
                 grpc_services: vec![GrpcService {
                     target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
@@ -185,6 +191,7 @@ mod tests {
             cluster: "aether-edge".into(),
             xds_address: xds.into(),
             admin_address: admin.into(),
+            delta: false,
         }
     }
 

@@ -23,6 +23,7 @@ pub mod render;
 pub mod route;
 pub mod snapshot;
 mod validate;
+mod yaml;
 
 pub use action::{INVALID_BACKEND, Scheme};
 pub use bootstrap::{BootstrapError, BootstrapOptions, bootstrap, try_bootstrap};
@@ -107,4 +108,146 @@ fn referenced_clusters(table: &ir::RouteTable) -> impl Iterator<Item = &str> {
             _ => None,
         })
         .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two Gateways: `a` routes to `shared`, `b` to `shared` and `own`; `unused`
+    /// belongs to nobody.
+    fn sample() -> ir::Ir {
+        let route = |cluster: &str| ir::Route {
+            name: format!("httproute/app/{cluster}/rule/0/match/0"),
+            matcher: ir::RouteMatch {
+                path: ir::PathMatch::Prefix("/".into()),
+                method: None,
+                headers: vec![],
+                query_params: vec![],
+            },
+            action: ir::RouteAction::Forward(ir::Forward {
+                backends: vec![ir::WeightedBackend {
+                    cluster: ir::names::cluster("app", cluster, 80),
+                    weight: 1,
+                }],
+                invalid_weight: 0,
+                rewrite: None,
+            }),
+            request_headers: Default::default(),
+            response_headers: Default::default(),
+        };
+        let gateway = |name: &str, clusters: &[&str]| ir::Gateway {
+            namespace: "infra".into(),
+            name: name.into(),
+            addresses: vec!["10.0.0.1".into()],
+            ports: vec![ir::Port {
+                port: 80,
+                protocol: ir::PortProtocol::Http,
+                listener_name: ir::names::listener("infra", name, 80),
+                route_table: Some(ir::RouteTable {
+                    name: ir::names::route_table("infra", name, 80, None),
+                    virtual_hosts: vec![ir::VirtualHost {
+                        name: "*".into(),
+                        domains: vec!["*".into()],
+                        routes: clusters.iter().map(|c| route(c)).collect(),
+                    }],
+                }),
+                tls_chains: vec![],
+            }],
+        };
+        let cluster = |name: &str, ip: &str| ir::Cluster {
+            name: ir::names::cluster("app", name, 80),
+            service: ir::ObjectRef::new("app", name),
+            port: 80,
+            protocol: ir::UpstreamProtocol::Http1,
+            endpoints: vec![ir::Endpoint {
+                address: ip.into(),
+                port: 8080,
+            }],
+        };
+        ir::Ir {
+            gateways: vec![gateway("a", &["shared"]), gateway("b", &["shared", "own"])],
+            clusters: vec![
+                cluster("own", "10.1.0.1"),
+                cluster("shared", "10.1.0.2"),
+                cluster("unused", "10.1.0.3"),
+            ],
+        }
+    }
+
+    fn members(s: &Snapshot, gw: &str) -> Vec<String> {
+        s.gateways[&ir::ObjectRef::new("infra", gw)]
+            .members
+            .iter()
+            .map(|(ty, name)| format!("{}:{name}", ty.short_name()))
+            .collect()
+    }
+
+    #[test]
+    fn gateway_members_are_its_listeners_routes_and_used_clusters() {
+        let s = build(&sample());
+        assert_eq!(
+            members(&s, "a"),
+            vec![
+                "CDS:edge_cl_app_shared_80",
+                "EDS:edge_cl_app_shared_80",
+                "LDS:edge_ls_infra_a_80",
+                "RDS:edge_rt_infra_a_80",
+            ]
+        );
+        assert_eq!(
+            members(&s, "b"),
+            vec![
+                "CDS:edge_cl_app_own_80",
+                "CDS:edge_cl_app_shared_80",
+                "EDS:edge_cl_app_own_80",
+                "EDS:edge_cl_app_shared_80",
+                "LDS:edge_ls_infra_b_80",
+                "RDS:edge_rt_infra_b_80",
+            ]
+        );
+        // Unused clusters are still served (a route may reference them next).
+        assert!(
+            s.version_of(ResourceType::Cluster, "edge_cl_app_unused_80")
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn build_is_deterministic() {
+        assert_eq!(build(&sample()), build(&sample()));
+        assert_eq!(
+            to_yaml(&build(&sample())).unwrap(),
+            to_yaml(&build(&sample())).unwrap()
+        );
+    }
+
+    #[test]
+    fn an_unchanged_resource_keeps_its_version() {
+        let before = build(&sample());
+        let mut changed = sample();
+        changed.clusters[0].endpoints[0].address = "10.1.0.99".into(); // `own`
+        let after = build(&changed);
+
+        let v = |s: &Snapshot, ty, name| s.version_of(ty, name).unwrap().to_string();
+        // The endpoints of `own` changed, nothing else did.
+        assert_ne!(
+            v(&before, ResourceType::Endpoint, "edge_cl_app_own_80"),
+            v(&after, ResourceType::Endpoint, "edge_cl_app_own_80")
+        );
+        for (ty, name) in [
+            (ResourceType::Cluster, "edge_cl_app_own_80"),
+            (ResourceType::Endpoint, "edge_cl_app_shared_80"),
+            (ResourceType::Listener, "edge_ls_infra_b_80"),
+            (ResourceType::Route, "edge_rt_infra_b_80"),
+        ] {
+            assert_eq!(v(&before, ty, name), v(&after, ty, name), "{name}");
+        }
+        // Gateway `a` does not use `own`: same hash. `b` does: new hash.
+        let hash =
+            |s: &Snapshot, gw: &str| s.gateways[&ir::ObjectRef::new("infra", gw)].hash.clone();
+        assert_eq!(hash(&before, "a"), hash(&after, "a"));
+        assert_ne!(hash(&before, "b"), hash(&after, "b"));
+        assert_ne!(before.version, after.version);
+    }
 }

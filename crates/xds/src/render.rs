@@ -119,10 +119,8 @@ pub fn to_yaml(snapshot: &Snapshot) -> Result<String, RenderError> {
     yaml_string(&Value::Mapping(doc))
 }
 
-/// A YAML value as text.
+/// A YAML value as text any YAML reader (Envoy's yaml-cpp included) reads back
+/// the same (see `yaml.rs`).
 pub(crate) fn yaml_string(value: &Value) -> Result<String, RenderError> {
-    serde_yaml::to_string(value).map_err(|source| RenderError::Serialize {
-        type_name: "document".to_string(),
-        source,
-    })
+    Ok(crate::yaml::to_string(value))
 }

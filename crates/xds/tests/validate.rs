@@ -93,16 +93,17 @@ fn envoy_rejects_an_invalid_regex() {
 
 #[test]
 fn the_ads_bootstrap_passes_envoy_validate() {
-    for (xds, admin) in [
-        ("127.0.0.1:18000", "127.0.0.1:9901"),
-        ("xds.aether-system.svc:18000", "localhost:9901"),
-        ("unix:/run/aether-edge/xds.sock", "[::1]:9901"),
+    for (xds, admin, delta) in [
+        ("127.0.0.1:18000", "127.0.0.1:9901", false),
+        ("xds.aether-system.svc:18000", "localhost:9901", true),
+        ("unix:/run/aether-edge/xds.sock", "[::1]:9901", false),
     ] {
         let yaml = aether_xds::bootstrap(&aether_xds::BootstrapOptions {
             node_id: "edge-test".into(),
             cluster: "aether-edge".into(),
             xds_address: xds.into(),
             admin_address: admin.into(),
+            delta,
         });
         envoy_validate(
             &format!("bootstrap-{}", xds.replace([':', '/'], "_")),

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
 }
 
 /// Every directory holding an `ir.yaml`: this crate's own cases (builder specifics)
@@ -37,7 +38,8 @@ pub fn testdata_roots() -> [PathBuf; 2] {
 
 /// A readable name for a case directory (`xds/redirects`, `root/http-basic`).
 pub fn case_name(dir: &Path) -> String {
-    let parent = if dir.starts_with(Path::new(env!("CARGO_MANIFEST_DIR"))) {
+    let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let parent = if dir.parent() == Some(own.as_path()) {
         "xds"
     } else {
         "root"
