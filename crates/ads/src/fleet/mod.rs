@@ -79,14 +79,11 @@ pub struct FleetStream {
     id: u64,
 }
 
-/// The merged state of one node.
-#[derive(Default)]
+/// One node's open streams, oldest first. Lookups go through the streams rather
+/// than a merged copy, so asking about one Gateway costs its members, not the
+/// fleet's size.
 struct NodeState<'a> {
-    streams: usize,
-    acked: BTreeMap<ResourceType, BTreeMap<&'a str, &'a str>>,
-    /// The latest NACK still standing on any of its streams, by stream order.
-    nacks: BTreeMap<ResourceType, &'a Nack>,
-    last_nack: Option<(ResourceType, &'a Nack)>,
+    streams: Vec<&'a StreamState>,
 }
 
 impl Default for Fleet {
@@ -257,48 +254,70 @@ impl Drop for FleetStream {
 }
 
 impl Inner {
-    /// Connected nodes, their streams merged in connection order.
+    /// Connected nodes by id.
     fn nodes(&self) -> BTreeMap<&str, NodeState<'_>> {
         let mut nodes: BTreeMap<&str, NodeState<'_>> = BTreeMap::new();
         for stream in self.streams.values() {
-            let node = nodes.entry(stream.node.as_str()).or_default();
-            node.streams += 1;
-            for (ty, versions) in &stream.acked {
-                let merged = node.acked.entry(*ty).or_default();
-                for (name, version) in versions {
-                    merged.insert(name, version);
-                }
-            }
-            for (ty, nack) in &stream.nacks {
-                node.nacks.insert(*ty, nack);
-            }
-            if let Some(ty) = stream.last_nack {
-                node.last_nack = stream.nacks.get(&ty).map(|n| (ty, n));
-            }
+            nodes
+                .entry(stream.node.as_str())
+                .or_insert_with(|| NodeState {
+                    streams: Vec::new(),
+                })
+                .streams
+                .push(stream);
         }
         nodes
     }
 }
 
 impl<'a> NodeState<'a> {
+    /// The version ACKed for a resource; the newest stream that has one wins.
     fn version_of(&self, ty: ResourceType, name: &str) -> Option<&'a str> {
-        self.acked.get(&ty).and_then(|m| m.get(name)).copied()
+        self.streams
+            .iter()
+            .rev()
+            .find_map(|s| s.acked.get(&ty).and_then(|m| m.get(name)))
+            .map(String::as_str)
     }
 
     fn hash_of(&self, resources: &GatewayResources) -> Option<String> {
         resources.hash_of(|ty, name| self.version_of(ty, name))
     }
 
+    /// Every ACKed resource, per type, merged across streams (newest wins).
+    fn acked(&self) -> BTreeMap<ResourceType, BTreeMap<&'a str, &'a str>> {
+        let mut merged: BTreeMap<ResourceType, BTreeMap<&'a str, &'a str>> = BTreeMap::new();
+        for stream in &self.streams {
+            for (ty, versions) in &stream.acked {
+                let m = merged.entry(*ty).or_default();
+                for (name, version) in versions {
+                    m.insert(name, version);
+                }
+            }
+        }
+        merged
+    }
+
+    /// The newest stream's most recent standing NACK.
+    fn last_nack(&self) -> Option<(ResourceType, &'a Nack)> {
+        self.streams.iter().rev().find_map(|s| {
+            let ty = s.last_nack?;
+            s.nacks.get(&ty).map(|n| (ty, n))
+        })
+    }
+
     /// A standing NACK that rejected one of the Gateway's resources.
     fn nack_concerning(&self, resources: &GatewayResources) -> Option<(ResourceType, &'a Nack)> {
-        self.nacks
-            .iter()
-            .find(|(ty, nack)| {
-                nack.rejected
-                    .keys()
-                    .any(|name| resources.members.contains(&(**ty, name.clone())))
-            })
-            .map(|(ty, nack)| (*ty, *nack))
+        self.streams.iter().rev().find_map(|s| {
+            s.nacks
+                .iter()
+                .find(|(ty, nack)| {
+                    nack.rejected
+                        .keys()
+                        .any(|name| resources.members.contains(&(**ty, name.clone())))
+                })
+                .map(|(ty, nack)| (*ty, nack))
+        })
     }
 }
 

@@ -46,7 +46,7 @@ impl FleetView {
             .iter()
             .map(|(id, state)| {
                 let acked = state
-                    .acked
+                    .acked()
                     .iter()
                     .map(|(ty, merged)| {
                         let resources: Versions = merged
@@ -60,14 +60,14 @@ impl FleetView {
                         (ty.short_name().to_string(), view)
                     })
                     .collect();
-                let last_nack = state.last_nack.map(|(ty, nack)| NackView {
+                let last_nack = state.last_nack().map(|(ty, nack)| NackView {
                     resource_type: ty.short_name().to_string(),
                     version: nack.version.clone(),
                     message: nack.message.clone(),
                     resources: nack.rejected.keys().cloned().collect(),
                 });
                 let view = NodeView {
-                    streams: state.streams,
+                    streams: state.streams.len(),
                     acked,
                     last_nack,
                 };
