@@ -13,6 +13,19 @@
 //!                           Fleet (per node, per type: ACKed versions, last NACK)
 //!                               └──► gateway_state(): Acked / Pending / Nacked(msg)
 //! ```
+//!
+//! Wiring it up:
+//!
+//! ```no_run
+//! # async fn run(snapshots: tokio::sync::watch::Receiver<std::sync::Arc<aether_xds::Snapshot>>)
+//! # -> Result<(), aether_ads::ServeError> {
+//! let fleet = aether_ads::Fleet::new();
+//! let server = aether_ads::AdsServer::new(snapshots, fleet.clone());
+//! // `fleet.gateway_state(&snapshot, &gateway)` gates status; `fleet.subscribe()`
+//! // says when to look again.
+//! aether_ads::serve("127.0.0.1:18000", server, std::future::pending()).await
+//! # }
+//! ```
 
 pub mod delta;
 pub mod event;
