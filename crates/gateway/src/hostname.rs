@@ -14,6 +14,12 @@
 //! ```
 //!
 //! Everything is compared and returned lower-cased.
+//!
+//! Listener isolation: listeners sharing a port share a route table, but a request
+//! belongs to the most specific listener whose hostname matches it (exact, then
+//! wildcards with more labels, then none). So a hostname a route would serve on
+//! one listener is dropped when a more specific sibling listener claims it
+//! ([`isolate`]); otherwise the route would answer for that sibling.
 
 /// The hostname served when a listener with `listener` hostname carries a route
 /// hostname `route`, or `None` when they do not intersect.
@@ -55,6 +61,50 @@ pub fn served_hostnames(listener: Option<&str>, route_hostnames: &[String]) -> V
     out.sort();
     out.dedup();
     out
+}
+
+/// How specific a listener hostname is: none < wildcard (more labels first) < exact.
+pub fn specificity(listener: Option<&str>) -> (u8, usize) {
+    match listener {
+        None => (0, 0),
+        Some(h) => match wildcard_suffix(h) {
+            Some(suffix) => (1, suffix.split('.').count()),
+            None => (2, 0),
+        },
+    }
+}
+
+/// Would a listener with this hostname take requests for `host` (an exact name,
+/// or every name under a wildcard)?
+pub fn listener_claims(listener: Option<&str>, host: &str) -> bool {
+    let Some(listener) = listener else {
+        return true;
+    };
+    let listener = listener.to_ascii_lowercase();
+    match (wildcard_suffix(&listener), wildcard_suffix(host)) {
+        (None, None) => listener == host,
+        (None, Some(_)) => false,
+        (Some(suffix), None) => covers(suffix, host),
+        (Some(l), Some(h)) => l == h || covers(l, h),
+    }
+}
+
+/// Drops the hostnames that a more specific sibling listener (on the same port)
+/// claims from those served on `listener`.
+pub fn isolate<'a>(
+    served: Vec<String>,
+    listener: Option<&str>,
+    siblings: impl Iterator<Item = Option<&'a str>> + Clone,
+) -> Vec<String> {
+    let own = specificity(listener);
+    served
+        .into_iter()
+        .filter(|host| {
+            !siblings
+                .clone()
+                .any(|s| specificity(s) > own && listener_claims(s, host))
+        })
+        .collect()
 }
 
 /// `*.example.com` → `Some("example.com")`.
@@ -138,6 +188,64 @@ mod tests {
                 "listener {listener:?} route {route}"
             );
         }
+    }
+
+    #[test]
+    fn isolation_table() {
+        let siblings = [
+            None,
+            Some("*.example.com"),
+            Some("*.foo.example.com"),
+            Some("abc.foo.example.com"),
+        ];
+        let on = |listener: Option<&str>, hosts: &[&str]| {
+            let served = hosts.iter().map(|h| h.to_string()).collect();
+            isolate(served, listener, siblings.iter().copied())
+        };
+        // The catch-all listener keeps only what no other listener claims.
+        assert_eq!(
+            on(
+                None,
+                &[
+                    "bar.com",
+                    "x.example.com",
+                    "*.example.com",
+                    "abc.foo.example.com"
+                ]
+            ),
+            vec!["bar.com"]
+        );
+        // *.example.com gives up names under *.foo.example.com and the exact listener.
+        assert_eq!(
+            on(
+                Some("*.example.com"),
+                &[
+                    "x.example.com",
+                    "x.foo.example.com",
+                    "*.foo.example.com",
+                    "abc.foo.example.com"
+                ]
+            ),
+            vec!["x.example.com"]
+        );
+        assert_eq!(
+            on(
+                Some("*.foo.example.com"),
+                &["x.foo.example.com", "abc.foo.example.com"]
+            ),
+            vec!["x.foo.example.com"]
+        );
+        assert_eq!(
+            on(Some("abc.foo.example.com"), &["abc.foo.example.com"]),
+            vec!["abc.foo.example.com"]
+        );
+    }
+
+    #[test]
+    fn specificity_orders_listeners() {
+        assert!(specificity(None) < specificity(Some("*.com")));
+        assert!(specificity(Some("*.example.com")) < specificity(Some("*.foo.example.com")));
+        assert!(specificity(Some("*.foo.example.com")) < specificity(Some("example.com")));
     }
 
     #[test]

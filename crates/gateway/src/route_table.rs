@@ -3,7 +3,8 @@
 //! ```text
 //!  Gateway ─ port 80 (HTTP)  ─ one route table for every HTTP listener on the port
 //!          └ port 443 (HTTPS) ─ one TLS chain + route table per HTTPS listener
-//!  route table ─ virtual host per served hostname (`*` always present)
+//!  route table ─ virtual host per served hostname (`*` always present), a
+//!                hostname going only to the most specific listener that claims it
 //!              └ routes: every match of every rule of every route on that host,
 //!                        in one precedence order
 //! ```
@@ -106,7 +107,12 @@ impl TableContext<'_> {
             let on_listener = self.attached.range((li, 0)..(li + 1, 0)).map(|&(_, ri)| ri);
             for ri in on_listener {
                 let r = &self.routes[ri];
-                for host in hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames) {
+                let served = hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames);
+                let siblings = listeners
+                    .iter()
+                    .filter(|&&other| other != li)
+                    .map(|&other| self.gw.listeners[other].hostname.as_deref());
+                for host in hostname::isolate(served, l.hostname.as_deref(), siblings) {
                     let vhost = vhosts.entry(host).or_default();
                     for rule in &r.rules {
                         for (j, m) in rule.matches.iter().enumerate() {
