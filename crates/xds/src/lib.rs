@@ -65,10 +65,18 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
     for gw in &ir.gateways {
         let mine = members.entry(gw.object_ref()).or_default();
         for port in &gw.ports {
+            let listener = listener::listener(gw, port);
+            // Envoy rejects a listener without filter chains, and a rejected LDS
+            // update takes every other listener down with it. A port with nothing
+            // to serve (say, every HTTPS listener lost its certificate, which the
+            // status says) is simply not bound.
+            if listener.filter_chains.is_empty() {
+                continue;
+            }
             add(
                 ResourceType::Listener,
                 &port.listener_name,
-                listener::listener(gw, port).encode_to_vec(),
+                listener.encode_to_vec(),
             );
             mine.insert((ResourceType::Listener, port.listener_name.clone()));
             let tables = port.route_table.iter().map(|t| (t, Scheme::Http)).chain(
@@ -211,6 +219,28 @@ mod tests {
             s.version_of(ResourceType::Cluster, "edge_cl_app_unused_80")
                 .is_some()
         );
+    }
+
+    #[test]
+    fn a_port_without_filter_chains_is_not_bound() {
+        let mut ir = sample();
+        ir.gateways[0].ports.push(ir::Port {
+            port: 443,
+            protocol: ir::PortProtocol::Https,
+            listener_name: ir::names::listener("infra", "a", 443),
+            route_table: None,
+            tls_chains: vec![],
+        });
+        let s = build(&ir);
+        assert!(
+            s.version_of(ResourceType::Listener, "edge_ls_infra_a_443")
+                .is_none()
+        );
+        assert!(
+            s.version_of(ResourceType::Listener, "edge_ls_infra_a_80")
+                .is_some()
+        );
+        assert!(!members(&s, "a").contains(&"LDS:edge_ls_infra_a_443".to_string()));
     }
 
     #[test]

@@ -167,3 +167,133 @@ fn hcm_filter(stat_prefix: &str, route_table: &str) -> Filter {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::config::core::v3::address;
+    use prost::Message;
+
+    fn table(name: &str) -> ir::RouteTable {
+        ir::RouteTable {
+            name: name.into(),
+            virtual_hosts: vec![],
+        }
+    }
+
+    fn chain(listener: &str, server_names: &[&str]) -> ir::TlsChain {
+        ir::TlsChain {
+            listener: listener.into(),
+            server_names: server_names.iter().map(|s| s.to_string()).collect(),
+            certificates: vec![ir::Certificate {
+                secret: "infra/cert".into(),
+                certificate_chain: "CERT".into(),
+                private_key: "KEY".into(),
+            }],
+            route_table: table(&format!("edge_rt_infra_gw_443_{listener}")),
+        }
+    }
+
+    fn gateway(ports: Vec<ir::Port>) -> ir::Gateway {
+        ir::Gateway {
+            namespace: "infra".into(),
+            name: "gw".into(),
+            addresses: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+            ports,
+        }
+    }
+
+    fn hcm(chain: &FilterChain) -> HttpConnectionManager {
+        match &chain.filters[0].config_type {
+            Some(filter::ConfigType::TypedConfig(any)) => {
+                HttpConnectionManager::decode(any.value.as_slice()).unwrap()
+            }
+            other => panic!("unexpected filter config {other:?}"),
+        }
+    }
+
+    fn rds_name(chain: &FilterChain) -> String {
+        match hcm(chain).route_specifier {
+            Some(RouteSpecifier::Rds(rds)) => rds.route_config_name,
+            other => panic!("routes must come over RDS, got {other:?}"),
+        }
+    }
+
+    fn ip(a: &Option<envoy_types::pb::envoy::config::core::v3::Address>) -> String {
+        match a.as_ref().and_then(|a| a.address.as_ref()) {
+            Some(address::Address::SocketAddress(s)) => s.address.clone(),
+            other => panic!("unexpected address {other:?}"),
+        }
+    }
+
+    #[test]
+    fn http_port_binds_first_address_and_uses_rds() {
+        let port = ir::Port {
+            port: 80,
+            protocol: ir::PortProtocol::Http,
+            listener_name: "edge_ls_infra_gw_80".into(),
+            route_table: Some(table("edge_rt_infra_gw_80")),
+            tls_chains: vec![],
+        };
+        let l = listener(&gateway(vec![port.clone()]), &port);
+        assert_eq!(l.name, "edge_ls_infra_gw_80");
+        assert_eq!(ip(&l.address), "10.0.0.1");
+        assert_eq!(l.additional_addresses.len(), 1);
+        assert_eq!(ip(&l.additional_addresses[0].address), "10.0.0.2");
+        assert_eq!(l.filter_chains.len(), 1);
+        assert_eq!(rds_name(&l.filter_chains[0]), "edge_rt_infra_gw_80");
+        let h = hcm(&l.filter_chains[0]);
+        assert_eq!(h.codec_type, CodecType::Auto as i32);
+        assert_eq!(h.upgrade_configs[0].upgrade_type, "websocket");
+        assert_eq!(h.http_filters[0].name, ROUTER);
+        assert!(l.listener_filters.is_empty());
+    }
+
+    #[test]
+    fn https_port_puts_the_catch_all_chain_last() {
+        let port = ir::Port {
+            port: 443,
+            protocol: ir::PortProtocol::Https,
+            listener_name: "edge_ls_infra_gw_443".into(),
+            route_table: None,
+            tls_chains: vec![
+                chain("any", &[]),
+                chain("a", &["a.example.com"]),
+                chain("b", &["*.b.example.com"]),
+            ],
+        };
+        let l = listener(&gateway(vec![port.clone()]), &port);
+        assert_eq!(l.listener_filters[0].name, TLS_INSPECTOR);
+        let names: Vec<&str> = l.filter_chains.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, vec!["a", "b", "any"]);
+        assert_eq!(
+            l.filter_chains[1]
+                .filter_chain_match
+                .as_ref()
+                .unwrap()
+                .server_names,
+            vec!["*.b.example.com"]
+        );
+        assert_eq!(l.filter_chains[2].filter_chain_match, None);
+        assert_eq!(rds_name(&l.filter_chains[2]), "edge_rt_infra_gw_443_any");
+        let tls = match &l.filter_chains[0]
+            .transport_socket
+            .as_ref()
+            .unwrap()
+            .config_type
+        {
+            Some(
+                envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(
+                    any,
+                ),
+            ) => DownstreamTlsContext::decode(any.value.as_slice()).unwrap(),
+            other => panic!("unexpected transport socket {other:?}"),
+        };
+        let common = tls.common_tls_context.unwrap();
+        assert_eq!(common.alpn_protocols, vec!["h2", "http/1.1"]);
+        assert_eq!(
+            common.tls_certificates[0].certificate_chain,
+            Some(inline("CERT"))
+        );
+    }
+}

@@ -44,9 +44,7 @@ impl ResourceType {
                 "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
             }
             ResourceType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
-            ResourceType::Route => {
-                "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
-            }
+            ResourceType::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
             ResourceType::Secret => {
                 "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
             }
