@@ -8,14 +8,18 @@
 //!            └ Accepted: the route attaches to every listener that passed
 //! ```
 //!
+//! Then, per listener, an HTTPRoute and a GRPCRoute sharing a hostname: the
+//! younger one is not accepted there ([`reject_mixed_kinds`]).
+//!
 //! Attachment does not depend on listener health (an HTTPS listener with a bad
 //! certificate still counts its routes); only programmable listeners are served.
 
-use crate::hostname;
 use crate::listener::GatewayModel;
 use crate::route::RouteModel;
 use crate::status::{Condition, ParentReference, RouteParentStatus, set_condition};
 use crate::store::Store;
+use crate::{grpc_route, hostname, http_route};
+use std::collections::BTreeSet;
 
 /// Decides the route's status on one parentRef of `gw`, and records the route on
 /// the listeners it attaches to. Returns the status and those listener indices.
@@ -108,4 +112,66 @@ pub fn attach(
         },
         attached,
     )
+}
+
+/// HTTPRoute and GRPCRoute are never merged on one listener: when routes of the
+/// two kinds attached to a listener share a hostname, the older route (then the
+/// first by namespace/name) keeps it and the other is not accepted on that
+/// Gateway. `attached` holds (listener index, route index); `parents[ri]` the
+/// route's parent statuses.
+pub fn reject_mixed_kinds(
+    gw: &mut GatewayModel,
+    routes: &[RouteModel],
+    attached: &mut BTreeSet<(usize, usize)>,
+    parents: &mut [Vec<RouteParentStatus>],
+) {
+    let mut losers = BTreeSet::new();
+    for (li, l) in gw.listeners.iter().enumerate() {
+        let on: Vec<usize> = attached
+            .range((li, 0)..(li + 1, 0))
+            .map(|&(_, ri)| ri)
+            .collect();
+        let served =
+            |ri: usize| hostname::served_hostnames(l.hostname.as_deref(), &routes[ri].hostnames);
+        for &a in on.iter().filter(|&&ri| routes[ri].kind == http_route::KIND) {
+            for &b in on.iter().filter(|&&ri| routes[ri].kind == grpc_route::KIND) {
+                if overlap(&served(a), &served(b)) {
+                    let age = |ri: usize| {
+                        let r = &routes[ri];
+                        (r.created.is_none(), r.created.clone(), r.key.clone())
+                    };
+                    losers.insert(if age(a) <= age(b) { b } else { a });
+                }
+            }
+        }
+    }
+    for loser in losers {
+        let r = &routes[loser];
+        attached.retain(|&(_, ri)| ri != loser);
+        for l in &mut gw.listeners {
+            l.attached.remove(&(r.kind, r.key.clone()));
+        }
+        let on_this_gateway = parents[loser]
+            .iter_mut()
+            .filter(|p| p.parent_ref.gateway(&r.key.namespace) == gw.key);
+        for p in on_this_gateway {
+            if let Some(c) = p
+                .conditions
+                .iter_mut()
+                .find(|c| c.type_ == "Accepted" && c.is_true())
+            {
+                c.status = "False".into();
+                c.reason = "HostnameConflict".into();
+                c.message = "an older route of the other kind (HTTPRoute/GRPCRoute) already serves these hostnames on this listener".into();
+            }
+        }
+    }
+}
+
+/// Do two sets of served hostnames (`*` meaning any) share a hostname?
+fn overlap(a: &[String], b: &[String]) -> bool {
+    a.iter().any(|x| {
+        b.iter()
+            .any(|y| x == "*" || y == "*" || hostname::intersect(Some(x), y).is_some())
+    })
 }

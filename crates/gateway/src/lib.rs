@@ -110,10 +110,10 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
         routes.push(http_route::model(&backends, key.clone(), r));
     }
 
-    // (listener index, route index) per Gateway.
+    // (listener index, route index) per Gateway, and each route's parent statuses.
     let mut attached: BTreeMap<ObjectRef, BTreeSet<(usize, usize)>> = BTreeMap::new();
+    let mut parents: Vec<Vec<status::RouteParentStatus>> = vec![Vec::new(); routes.len()];
     for (ri, route) in routes.iter().enumerate() {
-        let mut parents = Vec::new();
         for parent_ref in &route.parent_refs {
             if parent_ref.group != status::GROUP || parent_ref.kind != "Gateway" {
                 continue;
@@ -124,10 +124,17 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
             };
             let (parent_status, listeners) =
                 attach::attach(store, gw, route, parent_ref, &config.controller_name);
-            parents.push(parent_status);
+            parents[ri].push(parent_status);
             let set = attached.entry(gw_key).or_default();
             set.extend(listeners.into_iter().map(|li| (li, ri)));
         }
+    }
+    for (key, set) in &mut attached {
+        if let Some(gw) = gateways.get_mut(key) {
+            attach::reject_mixed_kinds(gw, &routes, set, &mut parents);
+        }
+    }
+    for (route, parents) in routes.iter().zip(parents) {
         if parents.is_empty() {
             continue;
         }
