@@ -1,1 +1,14 @@
-fn main() {}
+//! `aether-edge`: the edge data-plane controller of the aether platform.
+//!
+//! An Envoy xDS control plane driven by Gateway API objects. See `aether-edge --help`.
+
+mod admin;
+mod cli;
+mod logging;
+mod pipeline;
+mod source;
+mod standalone;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

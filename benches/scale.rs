@@ -1,0 +1,72 @@
+//! Translate + build at scale: 1,000 and 10,000 HTTPRoutes over 100 Gateways.
+//!
+//! Each size runs in a child process of its own so that its peak RSS (VmHWM) is
+//! that size's alone. Prints, per size: parse, translate and build medians over
+//! the runs, resources produced, and the process's peak memory.
+//!
+//! `cargo bench -p aether-benches --bench scale` (add `-- 1000` for one size).
+
+use aether_benches::{median_p99, peak_rss_bytes, scale_yaml};
+use std::time::Instant;
+
+const GATEWAYS: usize = 100;
+const RUNS: usize = 7;
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    if let Some(n) = args.iter().find_map(|a| a.strip_prefix("--child=")) {
+        child(n.parse().expect("--child=N"));
+        return;
+    }
+    let sizes: Vec<usize> = match args.first().and_then(|a| a.parse().ok()) {
+        Some(n) => vec![n],
+        None => vec![1_000, 10_000],
+    };
+    println!("translate + build, {GATEWAYS} Gateways, median of {RUNS} runs (release build)");
+    println!(
+        "{:>8} {:>10} {:>12} {:>10} {:>10} {:>10} {:>12}",
+        "routes", "parse ms", "translate ms", "build ms", "total ms", "resources", "peak RSS MiB"
+    );
+    for n in sizes {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .arg(format!("--child={n}"))
+            .output()
+            .expect("running the child");
+        assert!(out.status.success(), "child failed: {out:?}");
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+    }
+}
+
+fn child(routes: usize) {
+    let yaml = scale_yaml(GATEWAYS, routes);
+    let config = aether_gateway::Config::default();
+    let (mut parse, mut translate, mut build) = (vec![], vec![], vec![]);
+    let mut resources = 0;
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let mut store = aether_gateway::Store::default();
+        store
+            .add_yaml("scale.yaml", &yaml)
+            .expect("scale input parses");
+        parse.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let translation = aether_gateway::translate(&store, &config);
+        translate.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let snapshot = aether_xds::build(&translation.ir);
+        build.push(t.elapsed().as_secs_f64() * 1e3);
+        resources = snapshot.resources.values().map(|m| m.len()).sum::<usize>();
+        assert_eq!(snapshot.gateways.len(), GATEWAYS, "every Gateway is served");
+    }
+    let (p, _) = median_p99(&mut parse);
+    let (t, _) = median_p99(&mut translate);
+    let (b, _) = median_p99(&mut build);
+    let rss = peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
+    println!(
+        "{routes:>8} {p:>10.1} {t:>12.1} {b:>10.1} {:>10.1} {resources:>10} {rss:>12.1}",
+        t + b
+    );
+}

@@ -1,0 +1,145 @@
+//! The command line: a contract scripts and users rely on (see ARCHITECTURE.md).
+//!
+//! ```text
+//! aether-edge standalone --config-dir DIR [--xds-address H:P] [--admin-address H:P]
+//! aether-edge status     --config-dir DIR      # computed status as Kubernetes YAML
+//! aether-edge translate  --config-dir DIR      # Envoy resources as YAML
+//! aether-edge bootstrap  --node-id ID --xds-address H:P [--admin-address H:P]
+//! ```
+
+use crate::logging::{self, LogFormat};
+use crate::{source, standalone};
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The controllerName a GatewayClass must name for us to serve its Gateways.
+pub const DEFAULT_CONTROLLER_NAME: &str = "gateway.aether.io/edge";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "aether-edge",
+    version,
+    about = "Envoy xDS control plane and Kubernetes Gateway API controller",
+    propagate_version = true
+)]
+struct Cli {
+    /// Log output format.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    /// Log filter, e.g. `info` or `aether_ads=debug,info`.
+    #[arg(long, global = true, env = "AETHER_EDGE_LOG", default_value = "info")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve xDS (ADS over gRPC) for the Gateway API YAML in a directory; reload on change.
+    Standalone(StandaloneArgs),
+    /// Print the computed status of every object as Kubernetes-shaped YAML, then exit.
+    Status(ConfigArgs),
+    /// Print the Envoy resources built from the directory as YAML, then exit.
+    Translate(ConfigArgs),
+    /// Print an Envoy bootstrap that connects to an aether-edge ADS server.
+    Bootstrap(BootstrapArgs),
+}
+
+/// Where the Gateway API objects come from and how they are interpreted.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArgs {
+    /// Directory of Gateway API YAML (`*.yaml`, `*.yml`; multi-document files allowed).
+    #[arg(long)]
+    pub config_dir: PathBuf,
+    /// Serve only Gateways whose GatewayClass names this controllerName.
+    #[arg(long, default_value = DEFAULT_CONTROLLER_NAME)]
+    pub controller_name: String,
+    /// Address Gateway listeners bind on when a Gateway has no `spec.addresses`.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub default_address: String,
+}
+
+impl ConfigArgs {
+    pub fn translate_config(&self) -> aether_gateway::Config {
+        aether_gateway::Config {
+            controller_name: self.controller_name.clone(),
+            default_address: self.default_address.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StandaloneArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// ADS (gRPC) listen address: `HOST:PORT` or `unix:/path/to/socket`.
+    #[arg(long, default_value = "127.0.0.1:18000")]
+    pub xds_address: String,
+    /// Admin HTTP listen address (/healthz, /readyz, /metrics, /debug/snapshot, /debug/status).
+    #[arg(long, default_value = "127.0.0.1:19001")]
+    pub admin_address: String,
+}
+
+#[derive(Debug, Clone, Args)]
+struct BootstrapArgs {
+    /// Envoy node id (unique per Envoy).
+    #[arg(long)]
+    node_id: String,
+    /// Envoy node cluster.
+    #[arg(long, default_value = "aether-edge")]
+    node_cluster: String,
+    /// The ADS server: `HOST:PORT` or `unix:/path/to/socket`.
+    #[arg(long)]
+    xds_address: String,
+    /// Where Envoy's own admin interface listens.
+    #[arg(long, default_value = "127.0.0.1:19000")]
+    admin_address: String,
+    /// Use the incremental (Delta) ADS protocol instead of state-of-the-world.
+    #[arg(long)]
+    delta: bool,
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_format, &cli.log_level);
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Standalone(args) => standalone::run(args),
+        Command::Status(args) => {
+            let store = source::load_dir(&args.config_dir)?;
+            let translation = aether_gateway::translate(&store, &args.translate_config());
+            print!("{}", translation.status.to_yaml());
+            Ok(())
+        }
+        Command::Translate(args) => {
+            let store = source::load_dir(&args.config_dir)?;
+            let translation = aether_gateway::translate(&store, &args.translate_config());
+            let snapshot = aether_xds::build(&translation.ir);
+            let yaml = aether_xds::to_yaml(&snapshot).context("rendering Envoy resources")?;
+            print!("{yaml}");
+            Ok(())
+        }
+        Command::Bootstrap(args) => {
+            let yaml = aether_xds::try_bootstrap(&aether_xds::BootstrapOptions {
+                node_id: args.node_id,
+                cluster: args.node_cluster,
+                xds_address: args.xds_address,
+                admin_address: args.admin_address,
+                delta: args.delta,
+            })?;
+            print!("{yaml}");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The standalone source: a directory of Gateway API YAML.
+//!
+//! Every `*.yaml` / `*.yml` file (not recursive, sorted by name) is parsed into one
+//! [`Store`]. A directory loads all or nothing: if any file fails, the error names
+//! every failing file, line and object, and the caller keeps serving the last good
+//! store. Changes are noticed through a cheap [`Fingerprint`] (names, sizes and
+//! modification times) so an unchanged directory is never re-parsed.
+
+use aether_gateway::Store;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Why a directory did not load: one line per problem.
+#[derive(Debug)]
+pub struct LoadFailure {
+    pub dir: PathBuf,
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for LoadFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "config directory {} did not load:", self.dir.display())?;
+        for p in &self.problems {
+            write!(f, "\n  {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for LoadFailure {}
+
+/// The YAML files of a directory, sorted by name.
+fn yaml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let is_yaml = matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml")
+        );
+        if is_yaml && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Parses every YAML file of `dir` into one store, or says everything that is wrong.
+pub fn load_dir(dir: &Path) -> Result<Store, LoadFailure> {
+    let failure = |problems| LoadFailure {
+        dir: dir.to_path_buf(),
+        problems,
+    };
+    let files = yaml_files(dir).map_err(|e| failure(vec![format!("{}: {e}", dir.display())]))?;
+    let mut store = Store::default();
+    let mut problems = Vec::new();
+    for path in files {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                if let Err(e) = store.add_yaml(&name, &text) {
+                    problems.push(e.to_string());
+                }
+            }
+            Err(e) => problems.push(format!("{name}: {e}")),
+        }
+    }
+    if problems.is_empty() {
+        Ok(store)
+    } else {
+        Err(failure(problems))
+    }
+}
+
+/// What a directory looks like from the outside; equal fingerprints, same content
+/// (as far as a writer that updates mtime or size is concerned).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Fingerprint(Vec<(PathBuf, u64, Option<SystemTime>)>);
+
+pub fn fingerprint(dir: &Path) -> Fingerprint {
+    let files = yaml_files(dir).unwrap_or_default();
+    Fingerprint(
+        files
+            .into_iter()
+            .map(|p| {
+                let meta = std::fs::metadata(&p).ok();
+                let len = meta.as_ref().map_or(0, |m| m.len());
+                let mtime = meta.and_then(|m| m.modified().ok());
+                (p, len, mtime)
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempdir(tag: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("aether-edge-source-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_broken_file_is_named_with_its_line() {
+        let dir = tempdir("broken");
+        std::fs::write(
+            dir.join("good.yaml"),
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("bad.yml"), "apiVersion: v1\nkind: [unclosed\n").unwrap();
+        std::fs::write(dir.join("ignored.txt"), "not yaml at all: [").unwrap();
+        let err = load_dir(&dir).unwrap_err();
+        assert_eq!(err.problems.len(), 1, "{err}");
+        assert!(err.problems[0].starts_with("bad.yml:"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn fingerprint_changes_when_a_file_changes() {
+        let dir = tempdir("fp");
+        std::fs::write(dir.join("a.yaml"), "a: 1\n").unwrap();
+        let before = fingerprint(&dir);
+        assert_eq!(before, fingerprint(&dir));
+        std::fs::write(dir.join("a.yaml"), "a: 12\n").unwrap();
+        assert_ne!(before, fingerprint(&dir));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

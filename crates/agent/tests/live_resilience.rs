@@ -1,0 +1,210 @@
+//! Live: what happens when things go wrong. Envoy NACKs a config (the previous one
+//! keeps serving and the NACK is reported), Envoy restarts, aether-edge restarts
+//! under steady traffic — with no failed request once connections are back.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use support::*;
+
+fn gateway_yaml(port: u16) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: aether}}\nspec: {{controllerName: gateway.aether.io/edge}}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: default}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: {port}}}\n"
+    )
+}
+
+fn route_yaml(name: &str, path_type: &str, path: &str, backend: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: {path_type}, value: \"{path}\"}}}}]\n    backendRefs: [{{name: {backend}, port: 80}}]\n"
+    )
+}
+
+struct Setup {
+    dir: std::path::PathBuf,
+    logs: std::path::PathBuf,
+    gateway: String,
+    xds: String,
+    admin: String,
+    _backends: Vec<Backend>,
+}
+
+fn setup(tag: &str) -> Setup {
+    let dir = temp_dir(tag);
+    let logs = temp_dir(&format!("{tag}-logs"));
+    let backends = vec![Backend::start("b0"), Backend::start("b1")];
+    let port = free_port();
+    std::fs::write(dir.join("gateway.yaml"), gateway_yaml(port)).unwrap();
+    let services: String = backends
+        .iter()
+        .map(|b| service_yaml("default", b) + "---\n")
+        .collect();
+    std::fs::write(dir.join("services.yaml"), services).unwrap();
+    std::fs::write(
+        dir.join("good.yaml"),
+        route_yaml("good", "PathPrefix", "/good", "b0"),
+    )
+    .unwrap();
+    Setup {
+        dir,
+        logs,
+        gateway: format!("127.0.0.1:{port}"),
+        xds: format!("127.0.0.1:{}", free_port()),
+        admin: format!("127.0.0.1:{}", free_port()),
+        _backends: backends,
+    }
+}
+
+fn backend_of(gateway: &str, path: &str) -> Option<String> {
+    http_get(gateway, "example.test", path, &[])
+        .ok()?
+        .backend()
+        .map(str::to_string)
+}
+
+fn wait_programmed(agent: &Agent) -> String {
+    wait_until(Duration::from_secs(20), "Programmed status", || {
+        let s = agent.admin_get("/debug/status")?;
+        let programmed = s.status == 200
+            && s.body.contains("reason: Programmed")
+            && !s.body.contains("Pending")
+            && !s.body.contains("reason: Invalid");
+        programmed.then_some(s.body)
+    })
+}
+
+#[test]
+fn a_nacked_config_is_reported_and_the_previous_one_keeps_serving() {
+    let s = setup("nack");
+    let agent = Agent::start(&s.dir, &s.xds, &s.admin, &s.logs);
+    let _envoy = Envoy::start("nack", &s.xds, true, &s.logs);
+    wait_until(Duration::from_secs(30), "first route", || {
+        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
+    });
+    wait_programmed(&agent);
+
+    // Valid for Gateway API (and Rust's regex), rejected by Envoy's RE2: repetition > 1000.
+    std::fs::write(
+        s.dir.join("bad.yaml"),
+        route_yaml("bad", "RegularExpression", "/x{1001}", "b1"),
+    )
+    .unwrap();
+    let nack = wait_until(
+        Duration::from_secs(20),
+        "the NACK in /debug/snapshot",
+        || {
+            let r = agent.admin_get("/debug/snapshot")?;
+            r.body.contains("1001").then_some(r.body)
+        },
+    );
+    let status = wait_until(Duration::from_secs(10), "Programmed=False", || {
+        let r = agent.admin_get("/debug/status")?;
+        (r.body.contains("status: \"False\"") || r.body.contains("status: 'False'"))
+            .then_some(r.body)
+    });
+    assert!(
+        status.contains("1001"),
+        "status names Envoy's error:\n{status}"
+    );
+    // The previous route table keeps serving.
+    for _ in 0..20 {
+        assert_eq!(
+            backend_of(&s.gateway, "/good").as_deref(),
+            Some("b0"),
+            "{nack}"
+        );
+    }
+    // Not resent in a loop: the NACK count stays put while nothing changes.
+    let before = agent.admin_get("/metrics").unwrap().body;
+    assert!(metric(&before, "aether_ads_nacks_total") >= 1, "{before}");
+    std::thread::sleep(Duration::from_secs(2));
+    let after = agent.admin_get("/metrics").unwrap().body;
+    assert_eq!(
+        metric(&before, "aether_ads_nacks_total"),
+        metric(&after, "aether_ads_nacks_total"),
+        "a NACKed version must not be resent"
+    );
+
+    // Fixing the config recovers.
+    std::fs::write(
+        s.dir.join("bad.yaml"),
+        route_yaml("bad", "PathPrefix", "/fixed", "b1"),
+    )
+    .unwrap();
+    wait_until(Duration::from_secs(20), "the fixed route", || {
+        (backend_of(&s.gateway, "/fixed")? == "b1").then_some(())
+    });
+    wait_programmed(&agent);
+}
+
+/// Sum of a counter's samples in Prometheus text.
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[test]
+fn envoy_restart_recovers_with_no_failed_requests() {
+    let s = setup("envoy-restart");
+    let agent = Agent::start(&s.dir, &s.xds, &s.admin, &s.logs);
+    let mut envoy = Envoy::start("restart", &s.xds, false, &s.logs);
+    wait_until(Duration::from_secs(30), "first route", || {
+        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
+    });
+    envoy.proc.kill();
+    drop(envoy);
+    let _envoy = Envoy::start("restart", &s.xds, false, &s.logs);
+    wait_until(Duration::from_secs(30), "route after Envoy restart", || {
+        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
+    });
+    for i in 0..100 {
+        assert_eq!(
+            backend_of(&s.gateway, "/good").as_deref(),
+            Some("b0"),
+            "request {i} after reconnect failed"
+        );
+    }
+    wait_programmed(&agent);
+}
+
+#[test]
+fn aether_edge_restart_under_traffic_fails_no_request() {
+    let s = setup("agent-restart");
+    let mut agent = Agent::start(&s.dir, &s.xds, &s.admin, &s.logs);
+    let _envoy = Envoy::start("agent-restart", &s.xds, true, &s.logs);
+    wait_until(Duration::from_secs(30), "first route", || {
+        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
+    });
+    wait_programmed(&agent);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let traffic = {
+        let (stop, ok, failed, gw) = (stop.clone(), ok.clone(), failed.clone(), s.gateway.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match backend_of(&gw, "/good").as_deref() {
+                    Some("b0") => ok.fetch_add(1, Ordering::Relaxed),
+                    _ => failed.fetch_add(1, Ordering::Relaxed),
+                };
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    agent.proc.kill();
+    std::thread::sleep(Duration::from_secs(1));
+    let agent = Agent::start(&s.dir, &s.xds, &s.admin, &s.logs);
+    wait_programmed(&agent);
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    traffic.join().unwrap();
+    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    eprintln!("requests through the restart: {ok} ok, {failed} failed");
+    assert!(ok > 50, "too little traffic to mean anything: {ok}");
+    assert_eq!(failed, 0, "requests failed across the aether-edge restart");
+}
