@@ -92,109 +92,99 @@ impl<'a> Backends<'a> {
         r: BackendRef<'_>,
         grpc: bool,
     ) -> Result<Cluster, BackendError> {
-        resolve(self, route_kind, route_ns, r, grpc)
-    }
-}
-
-fn resolve(
-    backends: &Backends<'_>,
-    route_kind: &str,
-    route_ns: &str,
-    r: BackendRef<'_>,
-    grpc: bool,
-) -> Result<Cluster, BackendError> {
-    let store = backends.store;
-    let ns = r.namespace.unwrap_or(route_ns);
-    let group = r.group.unwrap_or("");
-    let kind = r.kind.unwrap_or("Service");
-    let shown = format!("{ns}/{}", r.name);
-    if !group.is_empty() || kind != "Service" {
-        let gk = if group.is_empty() {
-            kind.to_string()
-        } else {
-            format!("{group}/{kind}")
+        let store = self.store;
+        let ns = r.namespace.unwrap_or(route_ns);
+        let group = r.group.unwrap_or("");
+        let kind = r.kind.unwrap_or("Service");
+        let shown = format!("{ns}/{}", r.name);
+        if !group.is_empty() || kind != "Service" {
+            let gk = if group.is_empty() {
+                kind.to_string()
+            } else {
+                format!("{group}/{kind}")
+            };
+            return Err(BackendError::InvalidKind(shown, gk));
+        }
+        let from = Referent {
+            group: GROUP,
+            kind: route_kind,
+            namespace: route_ns,
+            name: "",
         };
-        return Err(BackendError::InvalidKind(shown, gk));
-    }
-    let from = Referent {
-        group: GROUP,
-        kind: route_kind,
-        namespace: route_ns,
-        name: "",
-    };
-    let to = Referent {
-        group: "",
-        kind: "Service",
-        namespace: ns,
-        name: r.name,
-    };
-    if !reference_grant::permitted(store, from, to) {
-        return Err(BackendError::RefNotPermitted(shown));
-    }
-    let svc: &Service = store
-        .get(ns, r.name)
-        .ok_or_else(|| BackendError::NotFound(shown.clone(), "Service not found".into()))?;
-    let Some(port) = r.port.and_then(|p| u16::try_from(p).ok()) else {
-        return Err(BackendError::NotFound(shown, "port is required".into()));
-    };
-    let svc_port = svc
-        .spec
-        .as_ref()
-        .and_then(|s| s.ports.as_ref())
-        .and_then(|ports| ports.iter().find(|p| p.port == i32::from(port)))
-        .ok_or_else(|| {
-            BackendError::NotFound(shown.clone(), format!("Service has no port {port}"))
-        })?;
-    let protocol = match svc_port.app_protocol.as_deref() {
-        _ if grpc => UpstreamProtocol::H2c,
-        Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
-        None | Some("http" | "HTTP" | "kubernetes.io/ws") => UpstreamProtocol::Http1,
-        Some(other) if other.starts_with("kubernetes.io/") => {
-            return Err(BackendError::UnsupportedProtocol(shown, other.to_string()));
+        let to = Referent {
+            group: "",
+            kind: "Service",
+            namespace: ns,
+            name: r.name,
+        };
+        if !reference_grant::permitted(store, from, to) {
+            return Err(BackendError::RefNotPermitted(shown));
         }
-        // Implementation-specific appProtocols we do not know: plain HTTP/1.1.
-        Some(_) => UpstreamProtocol::Http1,
-    };
-    let port_name = svc_port.name.as_deref().unwrap_or("");
-    Ok(Cluster {
-        name: names::cluster(ns, r.name, port),
-        service: ObjectRef::new(ns, r.name),
-        port,
-        protocol,
-        endpoints: endpoints(backends, ns, r.name, port_name),
-    })
-}
+        let svc: &Service = store
+            .get(ns, r.name)
+            .ok_or_else(|| BackendError::NotFound(shown.clone(), "Service not found".into()))?;
+        let Some(port) = r.port.and_then(|p| u16::try_from(p).ok()) else {
+            return Err(BackendError::NotFound(shown, "port is required".into()));
+        };
+        let svc_port = svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.ports.as_ref())
+            .and_then(|ports| ports.iter().find(|p| p.port == i32::from(port)))
+            .ok_or_else(|| {
+                BackendError::NotFound(shown.clone(), format!("Service has no port {port}"))
+            })?;
+        let protocol = match svc_port.app_protocol.as_deref() {
+            _ if grpc => UpstreamProtocol::H2c,
+            Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
+            None | Some("http" | "HTTP" | "kubernetes.io/ws") => UpstreamProtocol::Http1,
+            Some(other) if other.starts_with("kubernetes.io/") => {
+                return Err(BackendError::UnsupportedProtocol(shown, other.to_string()));
+            }
+            // Implementation-specific appProtocols we do not know: plain HTTP/1.1.
+            Some(_) => UpstreamProtocol::Http1,
+        };
+        let port_name = svc_port.name.as_deref().unwrap_or("");
+        Ok(Cluster {
+            name: names::cluster(ns, r.name, port),
+            service: ObjectRef::new(ns, r.name),
+            port,
+            protocol,
+            endpoints: self.endpoints(ns, r.name, port_name),
+        })
+    }
 
-/// Ready endpoints of a Service port, sorted and deduplicated.
-fn endpoints(backends: &Backends<'_>, ns: &str, service: &str, port_name: &str) -> Vec<Endpoint> {
-    let mut out = Vec::new();
-    let slices = backends
-        .slices
-        .get(&ObjectRef::new(ns, service))
-        .into_iter()
-        .flatten();
-    for slice in slices {
-        let port = slice
-            .ports
-            .iter()
-            .flatten()
-            .find(|p| p.name.as_deref().unwrap_or("") == port_name)
-            .and_then(|p| p.port)
-            .and_then(|p| u16::try_from(p).ok());
-        let Some(port) = port else { continue };
-        for ep in &slice.endpoints {
-            if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
-                continue;
-            }
-            for address in &ep.addresses {
-                out.push(Endpoint {
-                    address: address.clone(),
-                    port,
-                });
+    /// Ready endpoints of a Service port, sorted and deduplicated.
+    fn endpoints(&self, ns: &str, service: &str, port_name: &str) -> Vec<Endpoint> {
+        let mut out = Vec::new();
+        let slices = self
+            .slices
+            .get(&ObjectRef::new(ns, service))
+            .into_iter()
+            .flatten();
+        for slice in slices {
+            let port = slice
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+                .and_then(|p| p.port)
+                .and_then(|p| u16::try_from(p).ok());
+            let Some(port) = port else { continue };
+            for ep in &slice.endpoints {
+                if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+                    continue;
+                }
+                for address in &ep.addresses {
+                    out.push(Endpoint {
+                        address: address.clone(),
+                        port,
+                    });
+                }
             }
         }
+        out.sort();
+        out.dedup();
+        out
     }
-    out.sort();
-    out.dedup();
-    out
 }
