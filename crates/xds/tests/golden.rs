@@ -27,9 +27,10 @@ fn envoy_yaml_matches_golden() {
         }
         match std::fs::read_to_string(&golden) {
             Ok(expected) if expected == yaml => {}
-            Ok(_) => failures.push(format!(
-                "{}: envoy.yaml differs (rerun with UPDATE_GOLDEN=1 and review the diff)",
-                case_name(dir)
+            Ok(expected) => failures.push(format!(
+                "{}: envoy.yaml differs (rerun with UPDATE_GOLDEN=1 and review the diff)\n{}",
+                case_name(dir),
+                first_difference(&expected, &yaml)
             )),
             Err(_) => failures.push(format!(
                 "{}: no envoy.yaml (run with UPDATE_GOLDEN=1)",
@@ -57,6 +58,26 @@ fn envoy_yaml_matches_golden() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     eprintln!("golden: {} cases", cases.len());
+}
+
+/// The first line where the golden file and the fresh output part ways.
+fn first_difference(expected: &str, actual: &str) -> String {
+    let mut e = expected.lines();
+    let mut a = actual.lines();
+    for n in 1.. {
+        match (e.next(), a.next()) {
+            (Some(x), Some(y)) if x == y => continue,
+            (None, None) => break,
+            (x, y) => {
+                return format!(
+                    "  line {n}:\n    golden: {}\n    now:    {}",
+                    x.unwrap_or("<end of file>"),
+                    y.unwrap_or("<end of file>")
+                );
+            }
+        }
+    }
+    "  (only line endings differ)".to_string()
 }
 
 #[test]

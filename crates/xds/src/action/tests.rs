@@ -1,0 +1,267 @@
+//! Forward, rewrite and redirect mapping, with rewrites applied to sample paths.
+
+use super::*;
+use route_action::ClusterSpecifier;
+
+fn backend(cluster: &str, weight: u32) -> ir::WeightedBackend {
+    ir::WeightedBackend {
+        cluster: cluster.into(),
+        weight,
+    }
+}
+
+fn fwd(backends: Vec<ir::WeightedBackend>, invalid_weight: u32) -> RouteAction {
+    forward(
+        &ir::Forward {
+            backends,
+            invalid_weight,
+            rewrite: None,
+        },
+        &ir::PathMatch::Prefix("/".into()),
+    )
+}
+
+fn weights(action: &RouteAction) -> Vec<(String, u32)> {
+    match &action.cluster_specifier {
+        Some(ClusterSpecifier::WeightedClusters(w)) => w
+            .clusters
+            .iter()
+            .map(|c| (c.name.clone(), c.weight.unwrap().value))
+            .collect(),
+        other => panic!("expected weighted clusters, got {other:?}"),
+    }
+}
+
+const NOT_FOUND_500: i32 = route_action::ClusterNotFoundResponseCode::InternalServerError as i32;
+
+#[test]
+fn a_single_backend_is_a_plain_cluster() {
+    let a = fwd(vec![backend("edge_cl_a", 1)], 0);
+    assert_eq!(
+        a.cluster_specifier,
+        Some(ClusterSpecifier::Cluster("edge_cl_a".into()))
+    );
+    assert_eq!(a.cluster_not_found_response_code, 0);
+}
+
+#[test]
+fn several_backends_are_weighted_and_zero_weights_dropped() {
+    let a = fwd(
+        vec![
+            backend("edge_cl_a", 3),
+            backend("edge_cl_z", 0),
+            backend("edge_cl_b", 1),
+        ],
+        0,
+    );
+    assert_eq!(
+        weights(&a),
+        vec![("edge_cl_a".into(), 3), ("edge_cl_b".into(), 1)]
+    );
+}
+
+#[test]
+fn the_invalid_share_goes_to_a_missing_cluster_answering_500() {
+    let a = fwd(vec![backend("edge_cl_a", 1)], 2);
+    assert_eq!(
+        weights(&a),
+        vec![("edge_cl_a".into(), 1), (INVALID_BACKEND.into(), 2)]
+    );
+    assert_eq!(a.cluster_not_found_response_code, NOT_FOUND_500);
+}
+
+#[test]
+fn nothing_valid_means_every_request_answers_500() {
+    for a in [fwd(vec![], 1), fwd(vec![backend("edge_cl_a", 0)], 0)] {
+        assert_eq!(
+            a.cluster_specifier,
+            Some(ClusterSpecifier::Cluster(INVALID_BACKEND.into()))
+        );
+        assert_eq!(a.cluster_not_found_response_code, NOT_FOUND_500);
+    }
+}
+
+/// Applies a regex rewrite the way Envoy does (on the path without query),
+/// with the `regex` crate standing in for RE2 on these simple patterns.
+fn apply(rewrite: &RegexMatchAndSubstitute, path: &str) -> String {
+    let re = regex::Regex::new(&rewrite.pattern.as_ref().unwrap().regex).unwrap();
+    let (just_path, query) = match path.find('?') {
+        Some(i) => path.split_at(i),
+        None => (path, ""),
+    };
+    // RE2 writes group references as \1; the regex crate as ${1}.
+    let substitution = rewrite
+        .substitution
+        .replace("\\1", "${1}")
+        .replace("\\\\", "\\");
+    format!(
+        "{}{query}",
+        re.replace_all(just_path, substitution.as_str())
+    )
+}
+
+fn prefix_rewrite(prefix: &str, replacement: &str, path: &str) -> String {
+    let rw = path_rewrite(
+        &ir::PathRewrite::ReplacePrefixMatch(replacement.into()),
+        &ir::PathMatch::Prefix(prefix.into()),
+    )
+    .unwrap();
+    apply(&rw, path)
+}
+
+#[test]
+fn replacing_a_prefix_never_doubles_slashes() {
+    let cases = [
+        ("/foo", "/", "/foo", "/"),
+        ("/foo", "/", "/foo/", "/"),
+        ("/foo", "/", "/foo/bar", "/bar"),
+        ("/foo", "/", "/foo/bar?x=1", "/bar?x=1"),
+        ("/foo", "/x", "/foo", "/x"),
+        ("/foo", "/x", "/foo/", "/x/"),
+        ("/foo", "/x", "/foo/bar", "/x/bar"),
+        ("/foo", "/x/", "/foo", "/x/"),
+        ("/foo", "/x/", "/foo/bar", "/x/bar"),
+        ("/prefix/one", "/one", "/prefix/one/two", "/one/two"),
+        ("/", "/root", "/a/b", "/root/a/b"),
+        ("/", "/", "/a/b", "/a/b"),
+        ("/a.b", "/c", "/a.b/d", "/c/d"),
+    ];
+    for (prefix, replacement, path, want) in cases {
+        assert_eq!(
+            prefix_rewrite(prefix, replacement, path),
+            want,
+            "prefix {prefix} → {replacement} on {path}"
+        );
+    }
+    // A regex-escaped prefix does not match other characters.
+    assert_eq!(prefix_rewrite("/a.b", "/c", "/axb/d"), "/axb/d");
+}
+
+#[test]
+fn replacing_the_full_path_keeps_the_query() {
+    let rw = path_rewrite(
+        &ir::PathRewrite::ReplaceFullPath("/one".into()),
+        &ir::PathMatch::Prefix("/full".into()),
+    )
+    .unwrap();
+    assert_eq!(apply(&rw, "/full/path?q=1"), "/one?q=1");
+    assert_eq!(apply(&rw, "/"), "/one");
+}
+
+fn vhost(domains: &[&str]) -> ir::VirtualHost {
+    ir::VirtualHost {
+        name: domains[0].into(),
+        domains: domains.iter().map(|d| d.to_string()).collect(),
+        routes: vec![],
+    }
+}
+
+fn rd(scheme: Option<&str>, hostname: Option<&str>, port: Option<u16>) -> ir::Redirect {
+    ir::Redirect {
+        scheme: scheme.map(Into::into),
+        hostname: hostname.map(Into::into),
+        port,
+        path: None,
+        status_code: 302,
+    }
+}
+
+#[test]
+fn redirect_fields_and_the_port_rules() {
+    let any = vhost(&["*"]);
+    let exact = vhost(&["example.com"]);
+    let root = ir::PathMatch::Prefix("/".into());
+    let scheme = |r: &RedirectAction| r.scheme_rewrite_specifier.clone();
+    let https = Some(redirect_action::SchemeRewriteSpecifier::SchemeRedirect(
+        "https".into(),
+    ));
+
+    // Hostname given: it replaces host and port, no port unless asked.
+    let r = redirect(
+        &rd(None, Some("example.org"), None),
+        &root,
+        &any,
+        Scheme::Http,
+    );
+    assert_eq!(
+        (r.host_redirect.as_str(), r.port_redirect),
+        ("example.org", 0)
+    );
+    assert_eq!(scheme(&r), None);
+
+    // Scheme only, exact virtual host: the domain stands in for the host.
+    let r = redirect(&rd(Some("https"), None, None), &root, &exact, Scheme::Http);
+    assert_eq!(
+        (r.host_redirect.as_str(), r.port_redirect),
+        ("example.com", 0)
+    );
+    assert_eq!(scheme(&r), https);
+
+    // Scheme only, `*` virtual host: the scheme's default port, explicitly.
+    let r = redirect(&rd(Some("https"), None, None), &root, &any, Scheme::Http);
+    assert_eq!((r.host_redirect.as_str(), r.port_redirect), ("", 443));
+    // Nothing at all on an HTTPS chain: https's default port.
+    let r = redirect(&rd(None, None, None), &root, &any, Scheme::Https);
+    assert_eq!(r.port_redirect, 443);
+
+    // An explicit port always wins.
+    let r = redirect(&rd(None, None, Some(8443)), &root, &exact, Scheme::Http);
+    assert_eq!(
+        (r.host_redirect.as_str(), r.port_redirect),
+        ("example.com", 8443)
+    );
+
+    let codes = [(301, 0), (302, 1), (303, 2), (307, 3), (308, 4)];
+    for (status, code) in codes {
+        let mut ir_rd = rd(None, Some("h"), None);
+        ir_rd.status_code = status;
+        assert_eq!(
+            redirect(&ir_rd, &root, &any, Scheme::Http).response_code,
+            code
+        );
+    }
+}
+
+#[test]
+fn redirect_paths() {
+    let any = vhost(&["*"]);
+    let mut r = rd(None, Some("h"), None);
+    r.path = Some(ir::PathRewrite::ReplaceFullPath("/new".into()));
+    let got = redirect(
+        &r,
+        &ir::PathMatch::Prefix("/old".into()),
+        &any,
+        Scheme::Http,
+    );
+    assert_eq!(
+        got.path_rewrite_specifier,
+        Some(redirect_action::PathRewriteSpecifier::PathRedirect(
+            "/new".into()
+        ))
+    );
+    r.path = Some(ir::PathRewrite::ReplacePrefixMatch("/".into()));
+    let got = redirect(
+        &r,
+        &ir::PathMatch::Prefix("/old".into()),
+        &any,
+        Scheme::Http,
+    );
+    match got.path_rewrite_specifier {
+        Some(redirect_action::PathRewriteSpecifier::RegexRewrite(rw)) => {
+            assert_eq!(apply(&rw, "/old/x?y=1"), "/x?y=1");
+            assert_eq!(apply(&rw, "/old"), "/");
+        }
+        other => panic!("expected a regex rewrite, got {other:?}"),
+    }
+}
+
+#[test]
+fn direct_responses_carry_the_status() {
+    assert_eq!(
+        direct_response(500),
+        Action::DirectResponse(DirectResponseAction {
+            status: 500,
+            ..Default::default()
+        })
+    );
+}
