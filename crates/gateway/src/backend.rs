@@ -6,6 +6,7 @@
 //!            endpoints ◄── EndpointSlices labeled kubernetes.io/service-name=<svc>:
 //!                          the slice port named like the Service port,
 //!                          endpoints whose conditions.ready is not false
+//!                          (IPv4/IPv6 slices; FQDN slices are skipped)
 //! ```
 //!
 //! Endpoints come from EndpointSlices, never from selectors or ClusterIPs, so
@@ -162,7 +163,8 @@ impl<'a> Backends<'a> {
             .get(&ObjectRef::new(ns, service))
             .into_iter()
             .flatten();
-        for slice in slices {
+        // FQDN slices name hosts, not addresses: a static upstream cannot use them.
+        for slice in slices.filter(|s| matches!(s.address_type.as_str(), "IPv4" | "IPv6")) {
             let port = slice
                 .ports
                 .iter()
