@@ -7,119 +7,8 @@
 mod common;
 
 use aether_ir as ir;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Answers every request with 200 and a body echoing the request line and Host.
-fn spawn_echo_backend() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("binding the backend");
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            std::thread::spawn(move || echo(conn));
-        }
-    });
-    addr
-}
-
-fn echo(mut conn: TcpStream) {
-    let head = read_head(&mut conn);
-    let mut lines = head.split("\r\n");
-    let request_line = lines.next().unwrap_or_default().to_string();
-    let mut body = format!("{request_line}\n");
-    for line in lines {
-        let lower = line.to_ascii_lowercase();
-        if lower.starts_with("host:") || lower.starts_with("x-") {
-            body.push_str(&lower);
-            body.push('\n');
-        }
-    }
-    let _ = write!(
-        conn,
-        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-}
-
-fn read_head(conn: &mut TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        match conn.read(&mut byte) {
-            Ok(1) => buf.push(byte[0]),
-            _ => break,
-        }
-    }
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// One request on a fresh connection. The response is read by its content-length,
-/// not to EOF: Envoy delays closing after a local reply (500, redirect).
-fn get(port: u16, host: &str, path: &str) -> std::io::Result<Response> {
-    let mut conn = TcpStream::connect(("127.0.0.1", port))?;
-    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        conn,
-        "GET {path} HTTP/1.1\r\nhost: {host}\r\nx-remove-me: yes\r\nconnection: close\r\n\r\n"
-    )?;
-    let head = read_head(&mut conn);
-    let mut lines = head.trim_end().split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let length = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0u8; length];
-    conn.read_exact(&mut body)?;
-    Ok(Response {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
-}
-
-struct Envoy(Child);
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::live::{Envoy, free_port, get, spawn_echo_backend};
+use std::net::SocketAddr;
 
 fn route(name: &str, path: ir::PathMatch, action: ir::RouteAction) -> ir::Route {
     ir::Route {
@@ -297,26 +186,10 @@ fn envoy_serves_rewrites_redirects_and_invalid_backends() {
         .expect("rendering the bootstrap");
     let file = common::scratch_file("live.yaml");
     std::fs::write(&file, bootstrap).unwrap();
-    let _envoy = Envoy(
-        Command::new(common::envoy_bin())
-            .args(["--disable-hot-restart", "--log-level", "error", "-c"])
-            .arg(&file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting envoy"),
+    let _envoy = Envoy::start(
+        &file,
+        || matches!(get(port, "example.com", "/"), Ok(r) if r.status == 200),
     );
-    let deadline = Instant::now() + Duration::from_secs(8);
-    loop {
-        if matches!(get(port, "example.com", "/"), Ok(r) if r.status == 200) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Envoy did not serve on 127.0.0.1:{port}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 
     let ok = |host: &str, path: &str| {
         let r = get(port, host, path).unwrap();

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod live;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
