@@ -19,11 +19,23 @@ POD_CIDR=10.244.0.0/16
 SERVICE_CIDR=10.96.0.0/16
 LB_POOL=10.250.0.0/24
 
-say() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+# The work of `run` happens in a subshell; if the main script was killed outright
+# (SIGKILL, no teardown), the subshell stops at its next step instead of carrying on.
+orphan_check() { if [ "$BASHPID" != "$$" ] && ! kill -0 "$$" 2>/dev/null; then exit 137; fi; }
+say() {
+  orphan_check
+  printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2
+}
 
 node_netns() { echo "${RUN_PREFIX}node"; }
 in_node() { nsenter --net="/run/netns/$(node_netns)" -- "$@"; }
-kc() { in_node "$KUBE_BIN_DIR/kubectl" --kubeconfig "$RUN_DIR/admin.kubeconfig" "$@"; }
+# kubectl in the node netns; requests time out, so a dead API server cannot hang a run
+# (`wait` has its own --timeout).
+kc() {
+  local rt=--request-timeout=30s
+  [ "${1:-}" = wait ] && rt=
+  in_node "$KUBE_BIN_DIR/kubectl" --kubeconfig "$RUN_DIR/admin.kubeconfig" $rt "$@"
+}
 
 # start NAME CMD...: a background process in the node netns, logging to logs/NAME.log.
 start() {
@@ -81,6 +93,7 @@ wait_for() { # description timeout-seconds command...
   local what=$1 timeout=$2 start=$SECONDS
   shift 2
   until "$@" >/dev/null 2>&1; do
+    orphan_check
     if ((SECONDS - start > timeout)); then
       say "timed out after ${timeout}s waiting for $what"
       return 1
