@@ -7,15 +7,22 @@
 //!  static_resources:  cluster edge_xds (HTTP/2; STATIC for an IP or unix socket,
 //!                                       STRICT_DNS for a hostname)
 //!  admin:             admin_address
+//!  layered_runtime:   RE2 program size limit raised from 100 to 1000
 //! ```
+//!
+//! Envoy's default RE2 limit (program size 100) rejects everyday regexes: a path
+//! with one UUID (`[a-f0-9-]{36}`) is 121, and one rejected route NACKs the whole
+//! route table. The validation bootstrap carries the same runtime, so
+//! `envoy --mode validate` judges regexes exactly as the served Envoy will.
 
 use crate::any::ads_config_source;
 use crate::cluster::http2_protocol_options;
 use crate::endpoint::socket_address;
 use crate::render::{message_value, yaml_string};
 use envoy_types::pb::envoy::config::bootstrap::v3::{
-    Admin, Bootstrap,
+    Admin, Bootstrap, LayeredRuntime, RuntimeLayer,
     bootstrap::{DynamicResources, StaticResources},
+    runtime_layer::LayerSpecifier,
 };
 use envoy_types::pb::envoy::config::cluster::v3::{
     Cluster, cluster::ClusterDiscoveryType, cluster::DiscoveryType,
@@ -27,12 +34,33 @@ use envoy_types::pb::envoy::config::core::v3::{
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
-use envoy_types::pb::google::protobuf::Duration;
+use envoy_types::pb::google::protobuf::{Duration, Struct, Value, value::Kind};
 use prost::{Message, Name};
 use std::net::IpAddr;
 
 /// The static cluster through which Envoy reaches the ADS server.
 pub const XDS_CLUSTER: &str = "edge_xds";
+
+/// The largest RE2 program Envoy accepts in our configs (its default is 100).
+pub const MAX_REGEX_PROGRAM_SIZE: u32 = 1000;
+
+/// The runtime every bootstrap we generate carries (see the module docs).
+pub(crate) fn runtime() -> LayeredRuntime {
+    LayeredRuntime {
+        layers: vec![RuntimeLayer {
+            name: "static".to_string(),
+            layer_specifier: Some(LayerSpecifier::StaticLayer(Struct {
+                fields: [(
+                    "re2.max_program_size.error_level".to_string(),
+                    Value {
+                        kind: Some(Kind::NumberValue(f64::from(MAX_REGEX_PROGRAM_SIZE))),
+                    },
+                )]
+                .into(),
+            })),
+        }],
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BootstrapOptions {
@@ -108,6 +136,7 @@ pub fn try_bootstrap(opts: &BootstrapOptions) -> Result<String, BootstrapError> 
             address: Some(socket_address(&admin_ip, admin_port)),
             ..Default::default()
         }),
+        layered_runtime: Some(runtime()),
         ..Default::default()
     };
     let value = message_value(&Bootstrap::full_name(), &bootstrap.encode_to_vec())
@@ -248,6 +277,10 @@ mod tests {
         assert_eq!(
             v["admin"]["address"]["socketAddress"]["address"],
             "127.0.0.1"
+        );
+        assert_eq!(
+            v["layeredRuntime"]["layers"][0]["staticLayer"]["re2.max_program_size.error_level"],
+            f64::from(MAX_REGEX_PROGRAM_SIZE)
         );
         assert_eq!(
             v["staticResources"]["clusters"][0]["typedExtensionProtocolOptions"]

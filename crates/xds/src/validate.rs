@@ -8,7 +8,9 @@
 //!  Cluster (EDS over ADS)    ──► Cluster STATIC, load_assignment = the snapshot's CLA
 //! ```
 //!
-//! The same file also runs for real (no admin), which the live tests use.
+//! It carries the same runtime as the ADS bootstrap (the RE2 program size limit),
+//! so Envoy judges it exactly as the served Envoy will. The same file also runs for
+//! real (no admin), which the live tests use.
 
 use crate::render::{RenderError, message_value, yaml_string};
 use crate::snapshot::{ResourceType, Snapshot};
@@ -41,6 +43,7 @@ pub fn validation_bootstrap(snapshot: &Snapshot) -> Result<String, RenderError> 
             clusters,
             secrets: Vec::new(),
         }),
+        layered_runtime: Some(crate::bootstrap::runtime()),
         ..Default::default()
     };
     let value = message_value(&Bootstrap::full_name(), &bootstrap.encode_to_vec())?;

@@ -46,8 +46,9 @@ fn every_case_passes_envoy_validate() {
 }
 
 /// The check above can fail: RE2 caps repetition counts at 1000, so Envoy must
-/// reject a route whose path regex asks for 1001. (Envoy also rejects regexes whose
-/// RE2 program is larger than 100 by default, so the accepted twin stays small.)
+/// reject a route whose path regex asks for 1001. Its accepted twin is an everyday
+/// regex (one UUID) that Envoy's default program size limit of 100 would reject,
+/// proving our bootstraps raise it.
 #[test]
 fn envoy_rejects_an_invalid_regex() {
     let route = |path: &str| ir::Route {
