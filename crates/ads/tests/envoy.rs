@@ -100,10 +100,20 @@ fn direct(body: &str) -> Route {
 /// `listen_port` whose routes come from RDS, and a route table answering
 /// `rev <rev>`. `broken` adds a second `*` virtual host, which Envoy rejects.
 fn snapshot(listen_port: u16, rev: u32, broken: bool) -> Arc<Snapshot> {
+    snapshot_with_timeout(listen_port, rev, broken, 1)
+}
+
+/// [`snapshot`] with the cluster's connect timeout, to change the cluster alone.
+fn snapshot_with_timeout(
+    listen_port: u16,
+    rev: u32,
+    broken: bool,
+    timeout_s: i64,
+) -> Arc<Snapshot> {
     let cluster = Cluster {
         name: "backend".into(),
         connect_timeout: Some(PbDuration {
-            seconds: 1,
+            seconds: timeout_s,
             nanos: 0,
         }),
         cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
@@ -248,12 +258,14 @@ static_resources:
 
 /// GET / on the Envoy listener; the body, if Envoy answered.
 async fn get(port: u16) -> Option<String> {
-    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    conn.write_all(b"GET / HTTP/1.1\r\nHost: web.example\r\nConnection: close\r\n\r\n")
-        .await
-        .ok()?;
+    get_from(&format!("127.0.0.1:{port}"), "/").await
+}
+
+/// GET `path` from `address`; the body, if anything answered.
+async fn get_from(address: &str, path: &str) -> Option<String> {
+    let mut conn = tokio::net::TcpStream::connect(address).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: web.example\r\nConnection: close\r\n\r\n");
+    conn.write_all(request.as_bytes()).await.ok()?;
     let mut raw = String::new();
     conn.read_to_string(&mut raw).await.ok()?;
     raw.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
@@ -324,6 +336,8 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         .arg("-c")
         .arg(&config)
         .args(["--disable-hot-restart", "--concurrency", "1", "-l", "info"])
+        .arg("--admin-address-path")
+        .arg(dir.join("admin.txt"))
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .kill_on_drop(true)
@@ -375,6 +389,32 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
             (get(listen_port).await.as_deref() == Some("rev 3")).then_some(())
         })
         .await;
+
+        // The cluster alone changes: Envoy warms the new one, which waits for its
+        // endpoints; they follow the CDS push, so warming ends well before Envoy's
+        // 15 s initial fetch timeout.
+        let s4 = snapshot_with_timeout(listen_port, 3, false, 2);
+        let pushed_at = tokio::time::Instant::now();
+        publish.send(s4.clone()).unwrap();
+        eventually("Envoy to ACK the updated cluster", async || {
+            (fleet.gateway_state(&s4, &web()) == GatewayAck::Acked).then_some(())
+        })
+        .await;
+        let admin = std::fs::read_to_string(dir.join("admin.txt")).expect("Envoy admin address");
+        let admin = admin.trim().to_string();
+        eventually("the updated cluster to finish warming", async || {
+            let stats = get_from(&admin, "/stats?filter=cluster_manager").await?;
+            let modified = stats.contains("cluster_manager.cluster_modified: 1\n");
+            let warm = stats.contains("cluster_manager.warming_clusters: 0\n");
+            (modified && warm).then_some(())
+        })
+        .await;
+        assert!(
+            pushed_at.elapsed() < Duration::from_secs(10),
+            "the updated cluster waited for its endpoints: {:?}",
+            pushed_at.elapsed()
+        );
+        let s3 = s4;
 
         // The control plane restarts with no memory: Envoy keeps serving, then
         // reconnects and ACKs again (in Delta, from what it reports holding).
