@@ -92,6 +92,8 @@ EOF
 
   smoke_envoy "$cip"
 
+  smoke_in_cluster_client
+
   say "smoke 2: delete the Deployment; the process and the pod netns must go"
   kc delete deployment echo --wait=false >/dev/null
   wait_for "pod $pod gone" 30 sh -c "! nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get pod $pod" ||
@@ -189,6 +191,50 @@ EOF
     fail "envoy pod not deleted"
   in_node curl -s -m 1 "http://$NODE_IP:18080/" >/dev/null && fail "Envoy still listening after its pod was deleted"
   say "  envoy pod deleted, its process gone"
+}
+
+# A pod that talks to the API server the way aether-edge's agent will (in-cluster
+# config): KUBERNETES_SERVICE_HOST/PORT, the projected service-account token and CA at
+# /var/run/secrets/kubernetes.io/serviceaccount (bind-mounted in its own mount
+# namespace). The command runs from the host file system (see README: images).
+smoke_in_cluster_client() {
+  local t=$SECONDS
+  say "smoke 1c: in-cluster API access from a pod (service-account token, CA, KUBERNETES_SERVICE_*)"
+  kc apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: smoke-reader, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: smoke-reader, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
+subjects: [{kind: ServiceAccount, name: smoke-reader, namespace: default}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: in-cluster, namespace: default}
+spec:
+  serviceAccountName: smoke-reader
+  restartPolicy: Never
+  containers:
+  - name: client
+    image: registry.k8s.io/pause:3.10
+    command:
+    - /bin/sh
+    - -c
+    - |
+      sa=/var/run/secrets/kubernetes.io/serviceaccount
+      curl -sS --cacert $sa/ca.crt -H "Authorization: Bearer $(cat $sa/token)"         "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/namespaces/$(cat $sa/namespace)/services/echo"         | grep -o '"clusterIP": *"[0-9.]*"' | sed 's/^/in-cluster saw /'
+EOF
+  wait_for "in-cluster pod to finish" 30 sh -c "[ \"\$(nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get pod in-cluster -o jsonpath='{.status.phase}')\" = Succeeded ]" ||
+    { kc get pod in-cluster -o yaml >&2; fail "in-cluster pod did not succeed"; }
+  local out
+  out="$(kc logs in-cluster -c client)"
+  echo "$out" | grep -q "in-cluster saw \"clusterIP\"" || fail "in-cluster client output: $out"
+  [ -e /var/run/secrets/kubernetes.io/serviceaccount/token ] && fail "the token is visible on the host (mount leaked)"
+  kc delete pod in-cluster >/dev/null
+  say "  pod read Service echo with its own token: '$out'; the mount stayed private ($((SECONDS - t))s)"
 }
 
 smoke_base_manifests() {

@@ -302,7 +302,7 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 		return setWaiting("CreateContainerConfigError", err.Error())
 	}
 	argv := commandLine(program, progName, expandAll(cr.spec.Command, env), expandAll(cr.spec.Args, env))
-	if progName == "pause" {
+	if progName == "pause" && len(cr.spec.Command) == 0 {
 		argv = []string{program, "pause"}
 	}
 	mounts, err := a.mounts(cr.spec, vols)
