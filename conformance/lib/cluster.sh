@@ -233,8 +233,17 @@ cluster_check_clean() {
       fi
     done
   done
-  if pgrep -f -- "$dir" >/dev/null; then
-    say "LEFTOVER processes naming $dir: $(pgrep -f -- "$dir" | tr '\n' ' ')"
+  # (not counting this script and its ancestors: `down RUN_DIR` names the dir itself)
+  local ancestors=" " a=$BASHPID left=""
+  while [ -n "$a" ] && [ "$a" != 0 ]; do
+    ancestors="$ancestors$a "
+    a="$(awk '{print $4}' "/proc/$a/stat" 2>/dev/null)"
+  done
+  for p in $(pgrep -f -- "$dir"); do
+    case "$ancestors" in *" $p "*) ;; *) left="$left $p" ;; esac
+  done
+  if [ -n "$left" ]; then
+    say "LEFTOVER processes naming $dir:$left"
     bad=1
   fi
   if [ -f "$dir/node/created-paths" ]; then
