@@ -51,45 +51,79 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
 }
 
-/// The envoy-types crate source, found through `cargo metadata` so that it works with
-/// any registry location, vendoring or a path override.
+/// The envoy-types crate source: `$ENVOY_TYPES_DIR` if set, else found through
+/// `cargo metadata` (offline first: every package is normally fetched already), so
+/// that it works with any registry location, vendoring or path override.
 fn envoy_types_dir() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    println!("cargo:rerun-if-env-changed=ENVOY_TYPES_DIR");
+    if let Some(dir) = std::env::var_os("ENVOY_TYPES_DIR") {
+        return checked(PathBuf::from(dir));
+    }
     let manifest_dir = PathBuf::from(
         std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR is set for build scripts"),
     );
     let workspace_manifest = manifest_dir.join("../../Cargo.toml");
+    // A new envoy-types version changes the lock file; the protos must follow.
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("../../Cargo.lock").display()
+    );
+    let mut errors = Vec::new();
+    for offline in [true, false] {
+        match metadata(&workspace_manifest, offline) {
+            Ok(metadata) => {
+                let manifest = metadata["packages"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|p| p["name"] == "envoy-types")
+                    .and_then(|p| p["manifest_path"].as_str())
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "envoy-types is not in `cargo metadata`; it must be a dependency of aether-xds"
+                        )
+                    });
+                let dir = Path::new(manifest)
+                    .parent()
+                    .expect("a manifest path has a parent");
+                return checked(dir.to_path_buf());
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    panic!(
+        "cannot locate the envoy-types sources (set ENVOY_TYPES_DIR to its crate directory):\n{}",
+        errors.join("\n")
+    );
+}
+
+fn metadata(workspace_manifest: &Path, offline: bool) -> Result<serde_json::Value, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     // Only the target platform's packages: other platforms' dependencies may not
     // have been downloaded, and metadata would fetch them for nothing.
     let target = std::env::var("TARGET").expect("TARGET is set for build scripts");
-    let output = Command::new(&cargo)
-        .args(["metadata", "--format-version", "1", "--filter-platform"])
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["metadata", "--format-version", "1", "--filter-platform"])
         .arg(&target)
         .arg("--manifest-path")
-        .arg(&workspace_manifest)
-        .output()
-        .unwrap_or_else(|e| panic!("running `{cargo} metadata` to find envoy-types: {e}"));
-    if !output.status.success() {
-        panic!(
-            "`{cargo} metadata` failed while looking for the envoy-types protos:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        .arg(workspace_manifest);
+    if offline {
+        cmd.arg("--offline");
     }
-    let metadata: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("`cargo metadata` prints JSON");
-    let manifest = metadata["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == "envoy-types")
-        .and_then(|p| p["manifest_path"].as_str())
-        .unwrap_or_else(|| {
-            panic!("envoy-types is not in `cargo metadata`; it must be a dependency of aether-xds")
-        });
-    let dir = Path::new(manifest)
-        .parent()
-        .expect("a manifest path has a parent")
-        .to_path_buf();
+    let output = cmd
+        .output()
+        .map_err(|e| format!("running `{cargo} metadata`: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "`{cargo} metadata{}` failed: {}",
+            if offline { " --offline" } else { "" },
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    serde_json::from_slice(&output.stdout).map_err(|e| format!("`cargo metadata` output: {e}"))
+}
+
+fn checked(dir: PathBuf) -> PathBuf {
     if !dir.join("proto/data-plane-api").is_dir() {
         panic!(
             "{} has no proto/data-plane-api: this envoy-types release does not ship its protos",
