@@ -96,24 +96,51 @@ fn direct(body: &str) -> Route {
     }
 }
 
-/// Gateway `edge/web`: an EDS cluster and its endpoints, a listener on
-/// `listen_port` whose routes come from RDS, and a route table answering
-/// `rev <rev>`. `broken` adds a second `*` virtual host, which Envoy rejects.
-fn snapshot(listen_port: u16, rev: u32, broken: bool) -> Arc<Snapshot> {
-    snapshot_with_timeout(listen_port, rev, broken, 1)
+/// What varies between the test's snapshots.
+#[derive(Debug, Clone, Copy)]
+struct Variant {
+    /// The route table answers `rev <rev>`.
+    rev: u32,
+    /// A second `*` virtual host, which Envoy rejects.
+    broken: bool,
+    cluster_timeout_s: i64,
+    listener_stat_prefix: &'static str,
 }
 
-/// [`snapshot`] with the cluster's connect timeout, to change the cluster alone.
-fn snapshot_with_timeout(
-    listen_port: u16,
-    rev: u32,
-    broken: bool,
-    timeout_s: i64,
-) -> Arc<Snapshot> {
+impl Variant {
+    fn rev(rev: u32) -> Self {
+        Variant {
+            rev,
+            broken: false,
+            cluster_timeout_s: 1,
+            listener_stat_prefix: "web",
+        }
+    }
+}
+
+/// Gateway `edge/web`: an EDS cluster and its endpoints, a listener on
+/// `listen_port` whose routes come from RDS, and a route table.
+fn snapshot(listen_port: u16, rev: u32, broken: bool) -> Arc<Snapshot> {
+    snapshot_with(
+        listen_port,
+        Variant {
+            broken,
+            ..Variant::rev(rev)
+        },
+    )
+}
+
+fn snapshot_with(listen_port: u16, v: Variant) -> Arc<Snapshot> {
+    let Variant {
+        rev,
+        broken,
+        cluster_timeout_s,
+        listener_stat_prefix,
+    } = v;
     let cluster = Cluster {
         name: "backend".into(),
         connect_timeout: Some(PbDuration {
-            seconds: timeout_s,
+            seconds: cluster_timeout_s,
             nanos: 0,
         }),
         cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
@@ -156,6 +183,7 @@ fn snapshot_with_timeout(
     };
     let listener = Listener {
         name: "http".into(),
+        stat_prefix: listener_stat_prefix.into(),
         address: socket(listen_port),
         filter_chains: vec![FilterChain {
             filters: vec![Filter {
@@ -393,7 +421,13 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         // The cluster alone changes: Envoy warms the new one, which waits for its
         // endpoints; they follow the CDS push, so warming ends well before Envoy's
         // 15 s initial fetch timeout.
-        let s4 = snapshot_with_timeout(listen_port, 3, false, 2);
+        let s4 = snapshot_with(
+            listen_port,
+            Variant {
+                cluster_timeout_s: 2,
+                ..Variant::rev(3)
+            },
+        );
         let pushed_at = tokio::time::Instant::now();
         publish.send(s4.clone()).unwrap();
         eventually("Envoy to ACK the updated cluster", async || {
@@ -414,7 +448,37 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
             "the updated cluster waited for its endpoints: {:?}",
             pushed_at.elapsed()
         );
-        let s3 = s4;
+
+        // The listener alone changes: the new one warms on the route table it
+        // shares with the old one, so no RDS answer is needed.
+        let s5 = snapshot_with(
+            listen_port,
+            Variant {
+                cluster_timeout_s: 2,
+                listener_stat_prefix: "web2",
+                ..Variant::rev(3)
+            },
+        );
+        let pushed_at = tokio::time::Instant::now();
+        publish.send(s5.clone()).unwrap();
+        eventually("the updated listener to finish warming", async || {
+            let stats = get_from(&admin, "/stats?filter=listener_manager").await?;
+            let modified = stats.contains("listener_manager.listener_modified: 1\n");
+            let warm = stats.contains("listener_manager.total_listeners_warming: 0\n");
+            (modified && warm).then_some(())
+        })
+        .await;
+        assert!(
+            pushed_at.elapsed() < Duration::from_secs(10),
+            "the updated listener waited: {:?}",
+            pushed_at.elapsed()
+        );
+        eventually("Envoy to ACK the updated listener", async || {
+            (fleet.gateway_state(&s5, &web()) == GatewayAck::Acked).then_some(())
+        })
+        .await;
+        assert_eq!(get(listen_port).await.as_deref(), Some("rev 3"));
+        let s3 = s5;
 
         // The control plane restarts with no memory: Envoy keeps serving, then
         // reconnects and ACKs again (in Delta, from what it reports holding).
