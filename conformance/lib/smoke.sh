@@ -226,15 +226,18 @@ spec:
     - |
       sa=/var/run/secrets/kubernetes.io/serviceaccount
       curl -sS --cacert $sa/ca.crt -H "Authorization: Bearer $(cat $sa/token)"         "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/namespaces/$(cat $sa/namespace)/services/echo"         | grep -o '"clusterIP": *"[0-9.]*"' | sed 's/^/in-cluster saw /'
+      envoy --version | grep -o 'version: [^/]*/[0-9.]*' | sed 's/^/envoy on PATH: /'
 EOF
   wait_for "in-cluster pod to finish" 30 sh -c "[ \"\$(nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get pod in-cluster -o jsonpath='{.status.phase}')\" = Succeeded ]" ||
     { kc get pod in-cluster -o yaml >&2; fail "in-cluster pod did not succeed"; }
   local out
   out="$(kc logs in-cluster -c client)"
   echo "$out" | grep -q "in-cluster saw \"clusterIP\"" || fail "in-cluster client output: $out"
+  echo "$out" | grep -q "envoy on PATH: version" || fail "envoy not on a container's PATH: $out"
   [ -e /var/run/secrets/kubernetes.io/serviceaccount/token ] && fail "the token is visible on the host (mount leaked)"
   kc delete pod in-cluster >/dev/null
-  say "  pod read Service echo with its own token: '$out'; the mount stayed private ($((SECONDS - t))s)"
+  say "  pod read Service echo with its own token, the mount stayed private, programs on PATH ($((SECONDS - t))s):"
+  say "    $(echo "$out" | tr '\n' ';')"
 }
 
 smoke_base_manifests() {

@@ -126,6 +126,9 @@ func run(args []string) error {
 	if err := os.MkdirAll(filepath.Join(*stateDir, "pods"), 0o755); err != nil {
 		return err
 	}
+	if err := agent.Programs.LinkPrograms(filepath.Join(*stateDir, "bin")); err != nil {
+		return err
+	}
 	for {
 		err = agent.Register(ctx, int32(*kubeletPort))
 		if err == nil || ctx.Err() != nil {

@@ -36,9 +36,9 @@ func envList(env []envVar) []string {
 // containerEnv builds a container's environment as the kubelet would: a base PATH,
 // the API server's KUBERNETES_SERVICE_* variables, envFrom, then env (with fieldRef,
 // secretKeyRef, configMapKeyRef and $(VAR) expansion).
-func containerEnv(pod *corev1.Pod, c corev1.Container, apiHost, apiPort string, cs kubernetes.Interface, ctx context.Context) ([]envVar, error) {
+func containerEnv(pod *corev1.Pod, c corev1.Container, binDir, apiHost, apiPort string, cs kubernetes.Interface, ctx context.Context) ([]envVar, error) {
 	env := []envVar{
-		{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		{"PATH", binDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		{"HOME", "/root"},
 		{"HOSTNAME", pod.Name},
 		{"KUBERNETES_SERVICE_HOST", apiHost},

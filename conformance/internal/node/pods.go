@@ -297,7 +297,7 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 	if _, err := os.Stat(program); err != nil {
 		return setWaiting("ErrImagePull", fmt.Sprintf("program for image %q: %v", cr.spec.Image, err))
 	}
-	env, err := containerEnv(pod, cr.spec, a.APIServerHost, a.APIServerPort, a.CS, pr.ctx)
+	env, err := containerEnv(pod, cr.spec, filepath.Join(a.StateDir, "bin"), a.APIServerHost, a.APIServerPort, a.CS, pr.ctx)
 	if err != nil {
 		return setWaiting("CreateContainerConfigError", err.Error())
 	}
