@@ -75,7 +75,15 @@ func syncOnce(ctx context.Context, cs kubernetes.Interface, gw gwclient.Interfac
 	if err != nil {
 		return err
 	}
-	if setCond(&gc.Status.Conditions, "Accepted", "Accepted", gc.Generation) {
+	// The core features of the GATEWAY-HTTP, -GRPC and -TLS profiles, sorted by name as
+	// the API requires; without any the suite refuses to start.
+	var sf []gwv1.SupportedFeature
+	for _, f := range []string{"GRPCRoute", "Gateway", "HTTPRoute", "ReferenceGrant", "TLSRoute"} {
+		sf = append(sf, gwv1.SupportedFeature{Name: gwv1.FeatureName(f)})
+	}
+	changed := len(gc.Status.SupportedFeatures) != len(sf)
+	gc.Status.SupportedFeatures = sf
+	if setCond(&gc.Status.Conditions, "Accepted", "Accepted", gc.Generation) || changed {
 		if _, err := gw.GatewayV1().GatewayClasses().UpdateStatus(ctx, gc, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
