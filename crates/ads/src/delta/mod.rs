@@ -130,12 +130,17 @@ impl DeltaStream {
                         message: status.message.clone(),
                         rejected: rejected(&n.updated, &state.acked, &status.message),
                     };
-                    // Envoy still holds what it ACKed before this response.
-                    for name in n.updated.keys().chain(n.removed.iter()) {
-                        match state.acked.get(name) {
-                            Some(v) => state.held.insert(name.clone(), v.clone()),
-                            None => state.held.remove(name),
-                        };
+                    // Envoy still holds what it ACKed before this response, except
+                    // where a later response in flight has moved on already.
+                    for (name, version) in &n.updated {
+                        if state.held.get(name) == Some(version) {
+                            restore(&mut state.held, &state.acked, name);
+                        }
+                    }
+                    for name in &n.removed {
+                        if !state.held.contains_key(name) {
+                            restore(&mut state.held, &state.acked, name);
+                        }
                     }
                     state.parked.extend(n.updated);
                     state.nack = Some(nack.clone());
@@ -267,6 +272,14 @@ impl DeltaStream {
         );
         Some(updated)
     }
+}
+
+/// Sets what Envoy holds for `name` back to what it ACKed.
+fn restore(held: &mut Versions, acked: &Versions, name: &str) {
+    match acked.get(name) {
+        Some(v) => held.insert(name.to_string(), v.clone()),
+        None => held.remove(name),
+    };
 }
 
 impl TypeState {

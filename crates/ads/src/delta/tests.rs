@@ -250,3 +250,35 @@ fn stale_nonce_does_not_ack_but_subscriptions_apply() {
     assert_eq!(acked.len(), 1);
     assert_eq!(acked["r80"], base().version_of(RDS, "r80").unwrap());
 }
+
+#[test]
+fn nack_of_an_older_response_does_not_undo_a_newer_one() {
+    let mut s = DeltaStream::new(base());
+    let out = s.on_request(mk_delta(LDS, &[], &[], ""));
+    ack(&mut s, LDS, &out.responses[0]);
+    let bad = s
+        .on_snapshot(mk_snapshot(&[(LDS, "l80", 2)], &[]))
+        .responses[0]
+        .clone();
+    let good = s
+        .on_snapshot(mk_snapshot(&[(LDS, "l80", 3)], &[]))
+        .responses[0]
+        .clone();
+    assert_eq!(sent_names(&good), ["l80"]);
+    // Envoy answers in order: a NACK of the first, then an ACK of the second.
+    let out = s.on_request(mk_delta_nack(LDS, &bad.nonce, "bad listener"));
+    assert!(
+        out.responses.is_empty(),
+        "l80 at rev 3 is in flight already: {:?}",
+        out.responses
+    );
+    let events = ack(&mut s, LDS, &good);
+    assert!(matches!(&events[..], [Event::Acked { .. }]));
+    let v3 = mk_snapshot(&[(LDS, "l80", 3)], &[]);
+    assert_eq!(
+        s.acked(LDS).unwrap()["l80"],
+        v3.version_of(LDS, "l80").unwrap()
+    );
+    assert!(s.nack(LDS).is_none());
+    assert!(s.on_snapshot(v3).is_empty());
+}
