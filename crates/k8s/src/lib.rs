@@ -7,6 +7,8 @@
 //! ```
 
 pub mod index;
+pub mod leader;
+pub mod status;
 pub mod watch;
 
 pub use index::Index;

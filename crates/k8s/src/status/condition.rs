@@ -1,0 +1,108 @@
+//! Planned conditions as Kubernetes conditions, and comparing them.
+//!
+//! `lastTransitionTime` means "when the status last flipped", so a condition whose
+//! status (True/False/Unknown) is what the object already says keeps the stored
+//! timestamp, even if its reason or message changed; only a flip (or a new
+//! condition) is stamped with `now`. Comparison ignores the timestamp and the
+//! order of the list (conditions are a map keyed by type).
+
+use aether_gateway::status::Condition as Planned;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// The planned conditions, sorted by type, with timestamps carried over from
+/// `current` where the status did not flip.
+pub(crate) fn from_plan(planned: &[Planned], current: &[Condition], now: &Time) -> Vec<Condition> {
+    let mut out: Vec<Condition> = planned
+        .iter()
+        .map(|p| {
+            let kept = current
+                .iter()
+                .find(|c| c.type_ == p.type_ && c.status == p.status)
+                .map(|c| c.last_transition_time.clone());
+            Condition {
+                type_: p.type_.clone(),
+                status: p.status.clone(),
+                reason: p.reason.clone(),
+                message: p.message.clone(),
+                observed_generation: Some(p.observed_generation),
+                last_transition_time: kept.unwrap_or_else(|| now.clone()),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.type_.cmp(&b.type_));
+    out
+}
+
+/// Equal as a map keyed by type, ignoring `lastTransitionTime`.
+pub(crate) fn same(a: &[Condition], b: &[Condition]) -> bool {
+    let key = |c: &Condition| {
+        (
+            c.type_.clone(),
+            c.status.clone(),
+            c.reason.clone(),
+            c.message.clone(),
+            c.observed_generation,
+        )
+    };
+    let mut a: Vec<_> = a.iter().map(key).collect();
+    let mut b: Vec<_> = b.iter().map(key).collect();
+    a.sort();
+    b.sort();
+    a == b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(secs: i64) -> Time {
+        Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    fn mk(type_: &str, status: &str, reason: &str, t: i64) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: "m".into(),
+            observed_generation: Some(1),
+            last_transition_time: at(t),
+        }
+    }
+
+    #[test]
+    fn timestamp_is_kept_unless_the_status_flips() {
+        let current = vec![
+            mk("Accepted", "True", "Accepted", 10),
+            mk("Programmed", "Unknown", "Pending", 0),
+        ];
+        let planned = vec![
+            Planned::new("Programmed", true, "Programmed", "m", 1),
+            // Same status, new reason: still no transition.
+            Planned::new("Accepted", true, "ListenersNotValid", "m", 1),
+            Planned::new("ResolvedRefs", true, "ResolvedRefs", "m", 1),
+        ];
+        let got = from_plan(&planned, &current, &at(99));
+        let times: Vec<(&str, i64)> = got
+            .iter()
+            .map(|c| (c.type_.as_str(), c.last_transition_time.0.as_second()))
+            .collect();
+        assert_eq!(
+            times,
+            vec![("Accepted", 10), ("Programmed", 99), ("ResolvedRefs", 99)]
+        );
+        assert!(got.iter().all(|c| c.observed_generation == Some(1)));
+    }
+
+    #[test]
+    fn comparison_ignores_timestamps_and_order() {
+        let a = vec![mk("A", "True", "R", 1), mk("B", "False", "R", 2)];
+        let b = vec![mk("B", "False", "R", 7), mk("A", "True", "R", 8)];
+        assert!(same(&a, &b));
+        let mut c = b.clone();
+        c[0].observed_generation = Some(2);
+        assert!(!same(&a, &c));
+        assert!(!same(&a, &b[..1]));
+    }
+}

@@ -1,0 +1,34 @@
+//! The status writer: the gated status plan, written back by the leader alone.
+//!
+//! ```text
+//!  StatusInputs { gated plan, store, features } ──► patch::compute (pure)
+//!        (watch of the latest)                        │ one SSA body per object whose
+//!                                                     │ status differs (lastTransitionTime
+//!                                                     ▼ kept unless the status flipped)
+//!  is_leader ──────────────────────────────► run: debounce ─► StatusWriter::write
+//!                                                     │ Patch::Apply on /status, field
+//!                                                     │ manager "aether-edge", forced
+//!                                                     ▼
+//!                              every object tried; failures aggregated ─► backoff, recompute
+//! ```
+//!
+//! Ownership under server-side apply: a Gateway's and a GatewayClass's status are
+//! ours field by field (conditions and listeners are maps keyed by type and name), so
+//! a condition or listener we stop sending is dropped by the API server. A route's
+//! `status.parents` is an atomic list shared with other controllers, so we send the
+//! whole list: their entries exactly as read, then ours, with the route's
+//! `resourceVersion` as a precondition so an entry another controller wrote in the
+//! meantime is never overwritten (a conflict is retried from fresher state).
+
+mod condition;
+mod driver;
+pub mod patch;
+mod route;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+pub use driver::{BACKOFF_MAX, BACKOFF_MIN, DEBOUNCE, MAX_DELAY, run};
+pub use patch::{Computed, StatusInputs, StatusKind, StatusPatch, compute};
+pub use writer::{FIELD_MANAGER, StatusWriter, WriteError, WriteErrors, WriteFailure, WriteReport};

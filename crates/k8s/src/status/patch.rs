@@ -1,0 +1,289 @@
+//! From the gated plan and the status objects carry now, the apply bodies to send.
+//!
+//! ```text
+//!  plan (gated) ──┐
+//!                 ├─► per object: desired status (timestamps carried over)
+//!  store ─────────┘        │ equal to the current status (ignoring timestamps)? ─► skip
+//!                          ▼
+//!                   StatusPatch { kind, object, body: apiVersion/kind/metadata/status }
+//! ```
+//!
+//! Pure: no I/O, `now` passed in. Objects missing from the store are skipped (the
+//! plan was computed from the same store, so they are being deleted). Routes that
+//! the plan no longer mentions but that still carry an entry of ours get a patch
+//! that removes it.
+
+use super::condition;
+use super::route;
+use aether_gateway::StatusPlan;
+use aether_gateway::Store;
+use aether_gateway::status::{GROUP, GatewayClassStatus as PlannedClass, GatewayStatus as Planned};
+use aether_ir::ObjectRef;
+use gateway_api::apis::standard::gatewayclasses::{
+    GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
+};
+use gateway_api::apis::standard::gateways::{
+    Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
+    GatewayStatusListenersSupportedKinds,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Everything the status writer computes from; the agent publishes the latest on a
+/// `watch` channel.
+#[derive(Debug, Clone, Default)]
+pub struct StatusInputs {
+    /// The plan after the ACK gate ([`StatusPlan::gated`]).
+    pub plan: StatusPlan,
+    /// The objects as last seen, with the status they carry now.
+    pub store: Store,
+    /// Feature names for `GatewayClass.status.supportedFeatures` (any order).
+    pub supported_features: Vec<String>,
+    /// Our `controllerName`: route parent entries with it are ours.
+    pub controller_name: String,
+}
+
+/// The kinds we write status for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StatusKind {
+    GatewayClass,
+    Gateway,
+    HttpRoute,
+    GrpcRoute,
+}
+
+impl StatusKind {
+    pub const ALL: [StatusKind; 4] = [
+        StatusKind::GatewayClass,
+        StatusKind::Gateway,
+        StatusKind::HttpRoute,
+        StatusKind::GrpcRoute,
+    ];
+
+    /// The Kubernetes kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusKind::GatewayClass => "GatewayClass",
+            StatusKind::Gateway => "Gateway",
+            StatusKind::HttpRoute => "HTTPRoute",
+            StatusKind::GrpcRoute => "GRPCRoute",
+        }
+    }
+}
+
+impl fmt::Display for StatusKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One server-side apply of one object's status subresource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusPatch {
+    pub kind: StatusKind,
+    /// Namespace empty for a GatewayClass.
+    pub object: ObjectRef,
+    /// `resourceVersion` of the object this was computed from.
+    pub based_on: Option<String>,
+    /// The apply body: `apiVersion`, `kind`, `metadata`, `status`.
+    pub body: Value,
+}
+
+/// What [`compute`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Computed {
+    /// Sorted by (kind, object).
+    pub patches: Vec<StatusPatch>,
+    /// Objects whose status is already as desired.
+    pub unchanged: usize,
+}
+
+impl Computed {
+    fn push(&mut self, patch: Option<StatusPatch>) {
+        match patch {
+            Some(p) => self.patches.push(p),
+            None => self.unchanged += 1,
+        }
+    }
+}
+
+/// The patches that bring every object's status to the plan.
+pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
+    let mut out = Computed::default();
+    let store = &inputs.store;
+    for (name, planned) in &inputs.plan.gateway_classes {
+        if let Some(class) = store.get::<GatewayClass>("", name) {
+            out.push(gateway_class(
+                class,
+                planned,
+                &inputs.supported_features,
+                now,
+            ));
+        }
+    }
+    for (key, planned) in &inputs.plan.gateways {
+        if let Some(gw) = store.get::<Gateway>(&key.namespace, &key.name) {
+            out.push(gateway(gw, planned, now));
+        }
+    }
+    let ours = &inputs.controller_name;
+    for (key, route) in route::routes(store, StatusKind::HttpRoute) {
+        let planned = inputs.plan.http_routes.get(key);
+        if planned.is_some() || route.has_parent_of(ours) {
+            out.push(route.patch(planned, ours, now));
+        }
+    }
+    for (key, route) in route::routes(store, StatusKind::GrpcRoute) {
+        let planned = inputs.plan.grpc_routes.get(key);
+        if planned.is_some() || route.has_parent_of(ours) {
+            out.push(route.patch(planned, ours, now));
+        }
+    }
+    out.patches
+        .sort_by(|a, b| (a.kind, &a.object).cmp(&(b.kind, &b.object)));
+    out
+}
+
+/// The apply body around a status.
+pub(crate) fn body(
+    kind: StatusKind,
+    object: &ObjectRef,
+    resource_version: Option<&str>,
+    status: Value,
+) -> Value {
+    let mut metadata = json!({ "name": object.name });
+    if !object.namespace.is_empty() {
+        metadata["namespace"] = json!(object.namespace);
+    }
+    if let Some(rv) = resource_version {
+        metadata["resourceVersion"] = json!(rv);
+    }
+    json!({
+        "apiVersion": format!("{GROUP}/v1"),
+        "kind": kind.as_str(),
+        "metadata": metadata,
+        "status": status,
+    })
+}
+
+fn gateway_class(
+    class: &GatewayClass,
+    planned: &PlannedClass,
+    features: &[String],
+    now: &Time,
+) -> Option<StatusPatch> {
+    let current = class.status.clone().unwrap_or_default();
+    let current_conditions = current.conditions.unwrap_or_default();
+    let conditions = condition::from_plan(&planned.conditions, &current_conditions, now);
+    let mut names: Vec<&String> = features.iter().collect();
+    names.sort();
+    names.dedup();
+    let supported: Vec<GatewayClassStatusSupportedFeatures> = names
+        .into_iter()
+        .map(|name| GatewayClassStatusSupportedFeatures { name: name.clone() })
+        .collect();
+    if condition::same(&conditions, &current_conditions)
+        && supported == current.supported_features.unwrap_or_default()
+    {
+        return None;
+    }
+    let status = GatewayClassStatus {
+        conditions: Some(conditions),
+        supported_features: Some(supported),
+    };
+    let object = ObjectRef::new("", class.metadata.name.clone().unwrap_or_default());
+    Some(StatusPatch {
+        kind: StatusKind::GatewayClass,
+        body: body(
+            StatusKind::GatewayClass,
+            &object,
+            None,
+            serde_json::to_value(&status).expect("status serializes"),
+        ),
+        object,
+        based_on: class.metadata.resource_version.clone(),
+    })
+}
+
+fn gateway(gw: &Gateway, planned: &Planned, now: &Time) -> Option<StatusPatch> {
+    let current = gw.status.clone().unwrap_or_default();
+    let current_conditions = current.conditions.clone().unwrap_or_default();
+    let current_listeners: BTreeMap<&str, &GatewayStatusListeners> = current
+        .listeners
+        .iter()
+        .flatten()
+        .map(|l| (l.name.as_str(), l))
+        .collect();
+    let addresses: Vec<GatewayStatusAddresses> = planned
+        .addresses
+        .iter()
+        .map(|a| GatewayStatusAddresses {
+            r#type: Some(a.type_.clone()),
+            value: a.value.clone(),
+        })
+        .collect();
+    let conditions = condition::from_plan(&planned.conditions, &current_conditions, now);
+    let listeners: Vec<GatewayStatusListeners> = planned
+        .listeners
+        .iter()
+        .map(|l| {
+            let was = current_listeners
+                .get(l.name.as_str())
+                .map(|c| c.conditions.as_slice())
+                .unwrap_or_default();
+            GatewayStatusListeners {
+                name: l.name.clone(),
+                attached_routes: l.attached_routes,
+                supported_kinds: Some(
+                    l.supported_kinds
+                        .iter()
+                        .map(|k| GatewayStatusListenersSupportedKinds {
+                            group: Some(k.group.clone()),
+                            kind: k.kind.clone(),
+                        })
+                        .collect(),
+                ),
+                conditions: condition::from_plan(&l.conditions, was, now),
+            }
+        })
+        .collect();
+
+    let same_listeners = listeners.len() == current_listeners.len()
+        && listeners.iter().all(|l| {
+            current_listeners.get(l.name.as_str()).is_some_and(|c| {
+                c.attached_routes == l.attached_routes
+                    && c.supported_kinds.clone().unwrap_or_default()
+                        == l.supported_kinds.clone().unwrap_or_default()
+                    && condition::same(&c.conditions, &l.conditions)
+            })
+        });
+    if same_listeners
+        && condition::same(&conditions, &current_conditions)
+        && addresses == current.addresses.clone().unwrap_or_default()
+    {
+        return None;
+    }
+    let status = GatewayStatus {
+        addresses: Some(addresses),
+        attached_listener_sets: None,
+        conditions: Some(conditions),
+        listeners: Some(listeners),
+    };
+    let object = ObjectRef::new(
+        gw.metadata.namespace.clone().unwrap_or_default(),
+        gw.metadata.name.clone().unwrap_or_default(),
+    );
+    Some(StatusPatch {
+        kind: StatusKind::Gateway,
+        body: body(
+            StatusKind::Gateway,
+            &object,
+            None,
+            serde_json::to_value(&status).expect("status serializes"),
+        ),
+        object,
+        based_on: gw.metadata.resource_version.clone(),
+    })
+}

@@ -1,0 +1,407 @@
+//! Patch computation as event scripts: translate a small world, compute, apply the
+//! bodies the way the API server would, change something, compute again.
+
+use super::patch::{StatusInputs, StatusKind, StatusPatch, compute};
+use aether_gateway::{AckState, Config, Store, translate};
+use gateway_api::apis::standard::gatewayclasses::{GatewayClass, GatewayClassStatus};
+use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use gateway_api::apis::standard::grpcroutes::{GrpcRoute, GrpcRouteStatus};
+use gateway_api::apis::standard::httproutes::{HttpRoute, HttpRouteStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+const OURS: &str = "gateway.aether.io/edge";
+const THEIRS: &str = "example.com/other";
+
+const WORLD: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: aether, generation: 3, resourceVersion: "1"}
+spec: {controllerName: gateway.aether.io/edge}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: web, namespace: infra, generation: 2, resourceVersion: "2"}
+spec:
+  gatewayClassName: aether
+  listeners:
+  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: apps, generation: 5, resourceVersion: "3"}
+spec:
+  parentRefs:
+  - {name: web, namespace: infra}
+  - {name: elsewhere, namespace: infra}
+  hostnames: [www.example.com]
+  rules:
+  - backendRefs: [{name: missing, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: g, namespace: apps, generation: 1, resourceVersion: "4"}
+spec:
+  parentRefs: [{name: web, namespace: infra}]
+  hostnames: [grpc.example.com]
+"#;
+
+fn at(secs: i64) -> Time {
+    Time(Timestamp::from_second(secs).unwrap())
+}
+
+fn mk_store(yaml: &str) -> Store {
+    let mut store = Store::default();
+    store.add_yaml("world.yaml", yaml).expect("world loads");
+    store
+}
+
+fn mk_inputs(store: Store, ack: AckState) -> StatusInputs {
+    let config = Config::default();
+    let planned = translate(&store, &config).status;
+    StatusInputs {
+        plan: planned.gated(|_| ack.clone()),
+        store,
+        supported_features: vec!["HTTPRoute".into(), "Gateway".into(), "GRPCRoute".into()],
+        controller_name: config.controller_name,
+    }
+}
+
+/// What the API server does with our apply: the status becomes the body's, and
+/// the resourceVersion moves on.
+fn apply_locally(store: &mut Store, patch: &StatusPatch) {
+    let status = patch.body["status"].clone();
+    let (ns, name) = (&patch.object.namespace, &patch.object.name);
+    fn bump(rv: &mut Option<String>) {
+        *rv = Some(format!("{}0", rv.clone().unwrap_or_default()));
+    }
+    match patch.kind {
+        StatusKind::GatewayClass => {
+            let mut o: GatewayClass = store.get::<GatewayClass>(ns, name).unwrap().clone();
+            o.status = Some(serde_json::from_value::<GatewayClassStatus>(status).unwrap());
+            bump(&mut o.metadata.resource_version);
+            store.insert(o);
+        }
+        StatusKind::Gateway => {
+            let mut o: Gateway = store.get::<Gateway>(ns, name).unwrap().clone();
+            o.status = Some(serde_json::from_value::<GatewayStatus>(status).unwrap());
+            bump(&mut o.metadata.resource_version);
+            store.insert(o);
+        }
+        StatusKind::HttpRoute => {
+            let mut o: HttpRoute = store.get::<HttpRoute>(ns, name).unwrap().clone();
+            o.status = Some(serde_json::from_value::<HttpRouteStatus>(status).unwrap());
+            bump(&mut o.metadata.resource_version);
+            store.insert(o);
+        }
+        StatusKind::GrpcRoute => {
+            let mut o: GrpcRoute = store.get::<GrpcRoute>(ns, name).unwrap().clone();
+            o.status = Some(serde_json::from_value::<GrpcRouteStatus>(status).unwrap());
+            bump(&mut o.metadata.resource_version);
+            store.insert(o);
+        }
+    }
+}
+
+fn apply_all(store: &mut Store, patches: &[StatusPatch]) {
+    for p in patches {
+        apply_locally(store, p);
+    }
+}
+
+fn find<'a>(patches: &'a [StatusPatch], kind: StatusKind, name: &str) -> &'a StatusPatch {
+    patches
+        .iter()
+        .find(|p| p.kind == kind && p.object.name == name)
+        .unwrap_or_else(|| panic!("no patch for {kind} {name}"))
+}
+
+/// Every condition list anywhere in a JSON value.
+fn conditions(v: &Value, out: &mut Vec<Value>) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                if k == "conditions" {
+                    out.extend(child.as_array().unwrap().iter().cloned());
+                } else {
+                    conditions(child, out);
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|c| conditions(c, out)),
+        _ => {}
+    }
+}
+
+fn condition<'a>(list: &'a Value, type_: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == type_)
+        .unwrap_or_else(|| panic!("no {type_} condition in {list}"))
+}
+
+#[test]
+fn first_write_covers_every_object_with_observed_generation_everywhere() {
+    let got = compute(&mk_inputs(mk_store(WORLD), AckState::Acked), &at(100));
+    let kinds: Vec<(StatusKind, String)> = got
+        .patches
+        .iter()
+        .map(|p| (p.kind, p.object.to_string()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (StatusKind::GatewayClass, "/aether".into()),
+            (StatusKind::Gateway, "infra/web".into()),
+            (StatusKind::HttpRoute, "apps/r".into()),
+            (StatusKind::GrpcRoute, "apps/g".into()),
+        ]
+    );
+    for p in &got.patches {
+        let mut all = Vec::new();
+        conditions(&p.body, &mut all);
+        assert!(!all.is_empty(), "{} has conditions", p.object);
+        for c in all {
+            assert!(c["observedGeneration"].is_i64(), "{}: {c}", p.object);
+            assert_eq!(c["lastTransitionTime"], "1970-01-01T00:01:40Z");
+        }
+    }
+    let gw = find(&got.patches, StatusKind::Gateway, "web");
+    assert_eq!(gw.body["apiVersion"], "gateway.networking.k8s.io/v1");
+    assert_eq!(
+        gw.body["metadata"],
+        json!({"name": "web", "namespace": "infra"})
+    );
+    let listener = &gw.body["status"]["listeners"][0];
+    assert_eq!(listener["name"], "http");
+    assert_eq!(listener["attachedRoutes"], 2);
+    assert_eq!(
+        condition(&gw.body["status"]["conditions"], "Accepted")["observedGeneration"],
+        2
+    );
+    // Routes carry their resourceVersion: the parents list is shared.
+    let route = find(&got.patches, StatusKind::HttpRoute, "r");
+    assert_eq!(route.body["metadata"]["resourceVersion"], "3");
+    assert_eq!(route.based_on.as_deref(), Some("3"));
+}
+
+#[test]
+fn gateway_class_lists_supported_features_sorted_by_name() {
+    let mut inputs = mk_inputs(mk_store(WORLD), AckState::Acked);
+    inputs.supported_features.push("Gateway".into());
+    let got = compute(&inputs, &at(100));
+    let class = find(&got.patches, StatusKind::GatewayClass, "aether");
+    assert_eq!(class.body["metadata"], json!({"name": "aether"}));
+    assert_eq!(
+        class.body["status"]["supportedFeatures"],
+        json!([{"name": "GRPCRoute"}, {"name": "Gateway"}, {"name": "HTTPRoute"}])
+    );
+    let accepted = condition(&class.body["status"]["conditions"], "Accepted");
+    assert_eq!(
+        (&accepted["status"], &accepted["observedGeneration"]),
+        (&json!("True"), &json!(3))
+    );
+
+    // A feature added later is a change; the same set again is not.
+    let mut store = inputs.store.clone();
+    apply_all(&mut store, &got.patches);
+    let mut again = mk_inputs(store, AckState::Acked);
+    again.supported_features = inputs.supported_features.clone();
+    assert!(compute(&again, &at(200)).patches.is_empty());
+    again
+        .supported_features
+        .push("HTTPRouteQueryParamMatching".into());
+    let changed = compute(&again, &at(200));
+    assert_eq!(changed.patches.len(), 1);
+    assert_eq!(changed.patches[0].kind, StatusKind::GatewayClass);
+}
+
+#[test]
+fn nothing_is_written_when_the_status_is_already_as_planned() {
+    let mut store = mk_store(WORLD);
+    let first = compute(&mk_inputs(store.clone(), AckState::Pending), &at(100));
+    apply_all(&mut store, &first.patches);
+    let again = compute(&mk_inputs(store.clone(), AckState::Pending), &at(500));
+    assert!(again.patches.is_empty(), "{:?}", again.patches);
+    assert_eq!(again.unchanged, 4);
+
+    // Condition order on the object does not matter (a map keyed by type).
+    let mut gw: Gateway = store.get::<Gateway>("infra", "web").unwrap().clone();
+    gw.status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .as_mut()
+        .unwrap()
+        .reverse();
+    store.insert(gw);
+    assert!(
+        compute(&mk_inputs(store, AckState::Pending), &at(600))
+            .patches
+            .is_empty()
+    );
+}
+
+#[test]
+fn transition_time_is_stamped_only_when_a_status_flips() {
+    let mut store = mk_store(WORLD);
+    let pending = compute(&mk_inputs(store.clone(), AckState::Pending), &at(100));
+    let gw = &find(&pending.patches, StatusKind::Gateway, "web").body["status"];
+    assert_eq!(
+        condition(&gw["conditions"], "Programmed")["status"],
+        "False"
+    );
+    assert_eq!(
+        condition(&gw["conditions"], "Programmed")["reason"],
+        "Pending"
+    );
+    assert_eq!(gw["listeners"][0]["attachedRoutes"], 0);
+    apply_all(&mut store, &pending.patches);
+
+    let acked = compute(&mk_inputs(store, AckState::Acked), &at(200));
+    let gw = &find(&acked.patches, StatusKind::Gateway, "web").body["status"];
+    let programmed = condition(&gw["conditions"], "Programmed");
+    assert_eq!(programmed["status"], "True");
+    assert_eq!(programmed["lastTransitionTime"], "1970-01-01T00:03:20Z");
+    let accepted = condition(&gw["conditions"], "Accepted");
+    assert_eq!(accepted["lastTransitionTime"], "1970-01-01T00:01:40Z");
+    assert_eq!(gw["listeners"][0]["attachedRoutes"], 2);
+    let route = &find(&acked.patches, StatusKind::GrpcRoute, "g").body["status"];
+    let accepted = condition(&route["parents"][0]["conditions"], "Accepted");
+    assert_eq!(
+        (&accepted["status"], &accepted["lastTransitionTime"]),
+        (&json!("True"), &json!("1970-01-01T00:03:20Z"))
+    );
+}
+
+fn with_their_parent(mut store: Store) -> Store {
+    let mut route: HttpRoute = store.get::<HttpRoute>("apps", "r").unwrap().clone();
+    route.status = Some(
+        serde_json::from_value(json!({"parents": [{
+            "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                          "namespace": "infra", "name": "elsewhere"},
+            "controllerName": THEIRS,
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                            "message": "theirs", "observedGeneration": 4,
+                            "lastTransitionTime": "2020-01-01T00:00:00Z"}],
+        }]}))
+        .unwrap(),
+    );
+    store.insert(route);
+    store
+}
+
+fn parents_by_controller(patch: &StatusPatch) -> Vec<(String, String)> {
+    patch.body["status"]["parents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["controllerName"].as_str().unwrap().to_string(),
+                p["parentRef"]["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn other_controllers_parent_entries_are_sent_back_untouched() {
+    let store = with_their_parent(mk_store(WORLD));
+    let theirs = serde_json::to_value(&store.get::<HttpRoute>("apps", "r").unwrap().status)
+        .unwrap()["parents"][0]
+        .clone();
+    let got = compute(&mk_inputs(store, AckState::Acked), &at(100));
+    let route = find(&got.patches, StatusKind::HttpRoute, "r");
+    assert_eq!(
+        parents_by_controller(route),
+        vec![
+            (THEIRS.into(), "elsewhere".into()),
+            (OURS.into(), "web".into())
+        ],
+        "their entry first and only ours added (`elsewhere` is not our Gateway)"
+    );
+    assert_eq!(route.body["status"]["parents"][0], theirs);
+    let ours = &route.body["status"]["parents"][1];
+    assert_eq!(
+        ours["parentRef"],
+        json!({"group": "gateway.networking.k8s.io", "kind": "Gateway",
+               "namespace": "infra", "name": "web"})
+    );
+    let resolved = condition(&ours["conditions"], "ResolvedRefs");
+    assert_eq!(resolved["reason"], "BackendNotFound");
+}
+
+#[test]
+fn a_parent_that_goes_away_loses_our_entry_and_keeps_theirs() {
+    let mut store = with_their_parent(mk_store(WORLD));
+    let first = compute(&mk_inputs(store.clone(), AckState::Acked), &at(100));
+    apply_all(&mut store, &first.patches);
+
+    // The route stops naming our Gateway.
+    let mut route: HttpRoute = store.get::<HttpRoute>("apps", "r").unwrap().clone();
+    route.spec.parent_refs.as_mut().unwrap().remove(0);
+    route.metadata.generation = Some(6);
+    store.insert(route);
+    let inputs = mk_inputs(store.clone(), AckState::Acked);
+    assert!(
+        !inputs
+            .plan
+            .http_routes
+            .contains_key(&aether_ir::ObjectRef::new("apps", "r"))
+    );
+    let got = compute(&inputs, &at(200));
+    let route = find(&got.patches, StatusKind::HttpRoute, "r");
+    assert_eq!(
+        parents_by_controller(route),
+        vec![(THEIRS.into(), "elsewhere".into())]
+    );
+    assert_eq!(route.body["metadata"]["resourceVersion"], "30");
+
+    // Once removed, a route with none of our entries is left alone.
+    apply_all(&mut store, &got.patches);
+    let after = compute(&mk_inputs(store, AckState::Acked), &at(300));
+    assert!(
+        after
+            .patches
+            .iter()
+            .all(|p| p.kind != StatusKind::HttpRoute),
+        "{:?}",
+        after.patches
+    );
+}
+
+#[test]
+fn a_removed_listener_and_a_changed_generation_are_changes() {
+    let mut store = mk_store(WORLD);
+    let first = compute(&mk_inputs(store.clone(), AckState::Acked), &at(100));
+    apply_all(&mut store, &first.patches);
+    let mut gw: Gateway = store.get::<Gateway>("infra", "web").unwrap().clone();
+    gw.metadata.generation = Some(7);
+    store.insert(gw);
+    let got = compute(&mk_inputs(store, AckState::Acked), &at(200));
+    let gw = find(&got.patches, StatusKind::Gateway, "web");
+    let mut all = Vec::new();
+    conditions(&gw.body["status"], &mut all);
+    assert!(all.iter().all(|c| c["observedGeneration"] == 7));
+    // The flip of observedGeneration is not a transition: times are kept.
+    assert!(
+        all.iter()
+            .all(|c| c["lastTransitionTime"] == "1970-01-01T00:01:40Z")
+    );
+}
+
+#[test]
+fn objects_not_in_the_store_and_routes_not_ours_get_no_patch() {
+    let mut inputs = mk_inputs(mk_store(WORLD), AckState::Acked);
+    inputs.store.remove::<Gateway>("infra", "web");
+    let mut route: HttpRoute = inputs.store.get::<HttpRoute>("apps", "r").unwrap().clone();
+    route.metadata.name = Some("unrelated".into());
+    route.spec.parent_refs = Some(vec![]);
+    inputs.store.insert(route);
+    let got = compute(&inputs, &at(100));
+    let names: Vec<String> = got.patches.iter().map(|p| p.object.name.clone()).collect();
+    assert_eq!(names, vec!["aether", "r", "g"]);
+}

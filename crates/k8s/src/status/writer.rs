@@ -1,0 +1,347 @@
+//! Applying status patches: every object tried, failures aggregated and counted.
+//!
+//! A batch applies each [`StatusPatch`] to the object's `/status` subresource with
+//! server-side apply (field manager [`FIELD_MANAGER`], forced: the status of our
+//! objects is ours to set), a few at a time, each under a timeout. A failure does
+//! not stop the batch; the batch then fails with every failed object named, so the
+//! caller requeues. An object deleted meanwhile (404) is not a failure.
+//!
+//! The watch that feeds the store lags behind our own writes. So that a recompute
+//! right after a write neither re-sends it nor, worse, believes a status we just
+//! overwrote is still there, the writer keeps what each write returned and lays it
+//! over the store until the store shows a newer version of that object.
+
+use super::patch::{StatusInputs, StatusKind, StatusPatch, compute};
+use aether_gateway::Store;
+use aether_ir::ObjectRef;
+use futures::StreamExt;
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tracing::warn;
+
+/// Our server-side apply field manager.
+pub const FIELD_MANAGER: &str = "aether-edge";
+
+/// Why one object's status write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("API server answered {code} {reason}: {message}")]
+    Rejected {
+        code: u16,
+        reason: String,
+        message: String,
+    },
+    #[error("request failed: {0}")]
+    Request(kube::Error),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+impl From<kube::Error> for WriteError {
+    fn from(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(s) => WriteError::Rejected {
+                code: s.code,
+                reason: s.reason,
+                message: s.message,
+            },
+            other => WriteError::Request(other),
+        }
+    }
+}
+
+/// One object whose status could not be written.
+#[derive(Debug)]
+pub struct WriteFailure {
+    pub kind: StatusKind,
+    pub object: ObjectRef,
+    pub error: WriteError,
+}
+
+impl fmt::Display for WriteFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.kind, self.object, self.error)
+    }
+}
+
+/// What a batch did; lists sorted by (kind, object).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteReport {
+    pub written: Vec<(StatusKind, ObjectRef)>,
+    /// Deleted before their status could be written.
+    pub gone: Vec<(StatusKind, ObjectRef)>,
+}
+
+/// A batch in which at least one write failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{} status write(s) failed: {}", .failures.len(), join(.failures))]
+pub struct WriteErrors {
+    /// Sorted by (kind, object).
+    pub failures: Vec<WriteFailure>,
+    /// What went through.
+    pub report: WriteReport,
+}
+
+fn join(failures: &[WriteFailure]) -> String {
+    let all: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    all.join("; ")
+}
+
+/// An object as a write returned it.
+#[derive(Debug, Clone)]
+enum Returned {
+    GatewayClass(Box<GatewayClass>),
+    Gateway(Box<Gateway>),
+    HttpRoute(Box<HttpRoute>),
+    GrpcRoute(Box<GrpcRoute>),
+}
+
+/// The resourceVersion our write replaced, and what it returned.
+struct Written {
+    before: Option<String>,
+    after: Returned,
+}
+
+#[derive(Default)]
+struct Counters {
+    ok: AtomicU64,
+    failed: AtomicU64,
+    gone: AtomicU64,
+}
+
+/// Applies status patches and counts what happened.
+pub struct StatusWriter {
+    timeout: Duration,
+    concurrency: usize,
+    counters: BTreeMap<StatusKind, Counters>,
+    unchanged: AtomicU64,
+    batches_failed: AtomicU64,
+    written: Mutex<BTreeMap<(StatusKind, ObjectRef), Written>>,
+}
+
+impl Default for StatusWriter {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(10), 8)
+    }
+}
+
+impl StatusWriter {
+    /// `timeout` per write; at most `concurrency` writes in flight.
+    pub fn new(timeout: Duration, concurrency: usize) -> Self {
+        StatusWriter {
+            timeout,
+            concurrency: concurrency.max(1),
+            counters: StatusKind::ALL
+                .into_iter()
+                .map(|k| (k, Counters::default()))
+                .collect(),
+            unchanged: AtomicU64::new(0),
+            batches_failed: AtomicU64::new(0),
+            written: Mutex::default(),
+        }
+    }
+
+    /// The patches for `inputs`, computed against the store with our own recent
+    /// writes laid over it; counts the objects that need none.
+    pub fn patches(&self, inputs: &StatusInputs, now: &Time) -> Vec<StatusPatch> {
+        let computed = {
+            let mut written = self.written.lock().expect("writer lock");
+            if written.is_empty() {
+                compute(inputs, now)
+            } else {
+                let mut fresher = inputs.clone();
+                overlay(&mut written, &mut fresher.store);
+                compute(&fresher, now)
+            }
+        };
+        self.unchanged
+            .fetch_add(computed.unchanged as u64, Ordering::Relaxed);
+        computed.patches
+    }
+
+    /// Applies every patch; `Err` names each object that failed and why.
+    pub async fn write(
+        &self,
+        client: &Client,
+        patches: Vec<StatusPatch>,
+    ) -> Result<WriteReport, WriteErrors> {
+        let results: Vec<(StatusPatch, Result<Option<Returned>, WriteError>)> =
+            futures::stream::iter(patches)
+                .map(|p| async move {
+                    let r = self.apply(client, &p).await;
+                    (p, r)
+                })
+                .buffer_unordered(self.concurrency)
+                .collect()
+                .await;
+        let mut report = WriteReport::default();
+        let mut failures = Vec::new();
+        for (patch, result) in results {
+            let counters = &self.counters[&patch.kind];
+            let id = (patch.kind, patch.object.clone());
+            match result {
+                Ok(Some(after)) => {
+                    counters.ok.fetch_add(1, Ordering::Relaxed);
+                    let written = Written {
+                        before: patch.based_on,
+                        after,
+                    };
+                    self.written
+                        .lock()
+                        .expect("writer lock")
+                        .insert(id.clone(), written);
+                    report.written.push(id);
+                }
+                Ok(None) => {
+                    counters.gone.fetch_add(1, Ordering::Relaxed);
+                    report.gone.push(id);
+                }
+                Err(error) => {
+                    counters.failed.fetch_add(1, Ordering::Relaxed);
+                    warn!(kind = %patch.kind, object = %patch.object, %error, "status write failed");
+                    failures.push(WriteFailure {
+                        kind: patch.kind,
+                        object: patch.object,
+                        error,
+                    });
+                }
+            }
+        }
+        report.written.sort();
+        report.gone.sort();
+        failures.sort_by(|a, b| (a.kind, &a.object).cmp(&(b.kind, &b.object)));
+        if failures.is_empty() {
+            Ok(report)
+        } else {
+            self.batches_failed.fetch_add(1, Ordering::Relaxed);
+            Err(WriteErrors { failures, report })
+        }
+    }
+
+    /// `Ok(None)`: the object no longer exists.
+    async fn apply(
+        &self,
+        client: &Client,
+        patch: &StatusPatch,
+    ) -> Result<Option<Returned>, WriteError> {
+        let ns = patch.object.namespace.as_str();
+        let call = async {
+            Ok(match patch.kind {
+                StatusKind::GatewayClass => {
+                    let api = Api::<GatewayClass>::all(client.clone());
+                    apply_status(&api, patch)
+                        .await?
+                        .map(|o| Returned::GatewayClass(o.into()))
+                }
+                StatusKind::Gateway => {
+                    let api = Api::<Gateway>::namespaced(client.clone(), ns);
+                    apply_status(&api, patch)
+                        .await?
+                        .map(|o| Returned::Gateway(o.into()))
+                }
+                StatusKind::HttpRoute => {
+                    let api = Api::<HttpRoute>::namespaced(client.clone(), ns);
+                    apply_status(&api, patch)
+                        .await?
+                        .map(|o| Returned::HttpRoute(o.into()))
+                }
+                StatusKind::GrpcRoute => {
+                    let api = Api::<GrpcRoute>::namespaced(client.clone(), ns);
+                    apply_status(&api, patch)
+                        .await?
+                        .map(|o| Returned::GrpcRoute(o.into()))
+                }
+            })
+        };
+        tokio::time::timeout(self.timeout, call)
+            .await
+            .map_err(|_| WriteError::Timeout(self.timeout))?
+    }
+
+    /// Prometheus text exposition of the writer's counters.
+    pub fn render_metrics(&self) -> String {
+        let mut out = String::from(
+            "# HELP aether_edge_status_writes_total Status subresource writes by kind and result.\n\
+             # TYPE aether_edge_status_writes_total counter\n",
+        );
+        for (kind, c) in &self.counters {
+            for (result, n) in [("ok", &c.ok), ("error", &c.failed), ("gone", &c.gone)] {
+                out.push_str(&format!(
+                    "aether_edge_status_writes_total{{kind=\"{kind}\",result=\"{result}\"}} {}\n",
+                    n.load(Ordering::Relaxed)
+                ));
+            }
+        }
+        out.push_str(&format!(
+            "# HELP aether_edge_status_unchanged_total Objects whose status already matched the plan (no write).\n\
+             # TYPE aether_edge_status_unchanged_total counter\n\
+             aether_edge_status_unchanged_total {}\n\
+             # HELP aether_edge_status_batches_failed_total Status batches with at least one failed write (requeued).\n\
+             # TYPE aether_edge_status_batches_failed_total counter\n\
+             aether_edge_status_batches_failed_total {}\n",
+            self.unchanged.load(Ordering::Relaxed),
+            self.batches_failed.load(Ordering::Relaxed),
+        ));
+        out
+    }
+}
+
+async fn apply_status<K>(api: &Api<K>, patch: &StatusPatch) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + fmt::Debug,
+{
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    match api
+        .patch_status(&patch.object.name, &params, &Patch::Apply(&patch.body))
+        .await
+    {
+        Ok(o) => Ok(Some(o)),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Lays our written objects over a store that has not seen them yet, and forgets
+/// those the store has caught up with (or that changed since, or are gone).
+fn overlay(written: &mut BTreeMap<(StatusKind, ObjectRef), Written>, store: &mut Store) {
+    written.retain(|(kind, key), w| {
+        let seen = match kind {
+            StatusKind::GatewayClass => version::<GatewayClass>(store, key),
+            StatusKind::Gateway => version::<Gateway>(store, key),
+            StatusKind::HttpRoute => version::<HttpRoute>(store, key),
+            StatusKind::GrpcRoute => version::<GrpcRoute>(store, key),
+        };
+        // The store still holds the version our write replaced: it is stale.
+        let stale = seen.is_some_and(|rv| rv == w.before);
+        if stale {
+            match &w.after {
+                Returned::GatewayClass(o) => store.insert(GatewayClass::clone(o)),
+                Returned::Gateway(o) => store.insert(Gateway::clone(o)),
+                Returned::HttpRoute(o) => store.insert(HttpRoute::clone(o)),
+                Returned::GrpcRoute(o) => store.insert(GrpcRoute::clone(o)),
+            }
+        }
+        stale
+    });
+}
+
+/// `Some(resourceVersion)` of an object in the store, `None` if absent.
+fn version<T: aether_gateway::StoreObject>(
+    store: &Store,
+    key: &ObjectRef,
+) -> Option<Option<String>> {
+    store
+        .get::<T>(&key.namespace, &key.name)
+        .map(|o| o.metadata().resource_version.clone())
+}
