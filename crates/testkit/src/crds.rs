@@ -1,0 +1,83 @@
+//! Installs the Gateway API CRDs: every `CustomResourceDefinition` document of the
+//! directory's `*.yaml` files (other kinds, such as the bundle's ValidatingAdmissionPolicy,
+//! are left out: the kit creates CRDs and nothing else), created concurrently, then awaited
+//! until `Established` so the first Gateway a test creates is accepted.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::future::try_join_all;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::PostParams;
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client};
+use serde::Deserialize;
+
+use crate::Error;
+
+const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Reads the CRDs of `dir`, sorted by file name.
+pub(crate) fn read(dir: &Path) -> Result<Vec<CustomResourceDefinition>, Error> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io("read CRD dir", dir, e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    let mut crds = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|e| Error::io("read", &file, e))?;
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let parse = |e| Error::CrdParse {
+                path: file.clone(),
+                source: e,
+            };
+            let value = serde_yaml::Value::deserialize(doc).map_err(parse)?;
+            if value.get("kind").and_then(|k| k.as_str()) == Some("CustomResourceDefinition") {
+                crds.push(serde_yaml::from_value(value).map_err(parse)?);
+            }
+        }
+    }
+    if crds.is_empty() {
+        return Err(Error::NoCrds(dir.to_path_buf()));
+    }
+    Ok(crds)
+}
+
+/// Creates `crds` and waits until each is Established. Returns their names, sorted.
+pub(crate) async fn install(
+    client: &Client,
+    crds: &[CustomResourceDefinition],
+) -> Result<Vec<String>, Error> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    try_join_all(crds.iter().map(|crd| {
+        let api = api.clone();
+        async move { api.create(&PostParams::default(), crd).await }
+    }))
+    .await?;
+    let mut names: Vec<String> = crds
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    names.sort();
+    try_join_all(names.iter().map(|name| {
+        let api = api.clone();
+        async move {
+            let established = await_condition(api, name, conditions::is_crd_established());
+            match tokio::time::timeout(ESTABLISH_TIMEOUT, established).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(Error::CrdWait {
+                    name: name.clone(),
+                    reason: e.to_string(),
+                }),
+                Err(_) => Err(Error::CrdWait {
+                    name: name.clone(),
+                    reason: format!("not Established after {ESTABLISH_TIMEOUT:?}"),
+                }),
+            }
+        }
+    }))
+    .await?;
+    Ok(names)
+}

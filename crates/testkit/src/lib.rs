@@ -1,0 +1,36 @@
+//! Test support for Kubernetes mode: a real kube-apiserver + etcd on loopback with the
+//! Gateway API v1.5.1 CRDs (experimental channel) installed, nothing else.
+//!
+//! ```text
+//!   conformance/build-tools apiserver ─▶ etcd, kube-apiserver   (cached build, see locate.rs)
+//!   Go module cache ─▶ gateway-api/config/crd/experimental       (never copied into the repo)
+//!
+//!   ApiServer::start() ─▶ etcd ◀── kube-apiserver https://127.0.0.1:<random>
+//!        │                        token auth (system:masters), RBAC, own CA, SA keys
+//!        ├─ client() / client_as(user, groups)        kube::Client
+//!        ├─ kubeconfig_path()                           for child processes
+//!        ├─ stop_apiserver() / start_apiserver()        outage: same port, same etcd
+//!        └─ drop                                        kills both, removes the directory
+//! ```
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let server = aether_testkit::ApiServer::start().await;
+//! let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+//!     kube::Api::all(server.client());
+//! # }
+//! ```
+//!
+//! Environment: `AETHER_KUBE_BIN_DIR` (skip `build-tools`), `AETHER_GATEWAY_API_CRD_DIR`
+//! (skip `go list`), `AETHER_TESTKIT_KEEP=1` (keep the directory with the process logs).
+
+mod apiserver;
+mod crds;
+mod error;
+mod locate;
+mod pki;
+mod process;
+
+pub use apiserver::ApiServer;
+pub use error::Error;
+pub use locate::{gateway_api_crd_dir, kube_bin_dir, repo_root};

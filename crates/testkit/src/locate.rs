@@ -1,0 +1,90 @@
+//! Where the Kubernetes binaries and the Gateway API CRDs come from. Neither is in the
+//! repository:
+//!
+//! - binaries: `$AETHER_KUBE_BIN_DIR`, else the one line `conformance/build-tools apiserver`
+//!   prints (it builds etcd + kube-apiserver into `~/.cache/aether-edge` the first time);
+//! - CRDs: `$AETHER_GATEWAY_API_CRD_DIR`, else `config/crd/experimental` of the
+//!   `sigs.k8s.io/gateway-api` module the conformance module pins (Go module cache).
+//!
+//! Each is resolved once per test process.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::process::Command;
+use tokio::sync::OnceCell;
+
+use crate::Error;
+
+static BIN_DIR: OnceCell<PathBuf> = OnceCell::const_new();
+static CRD_DIR: OnceCell<PathBuf> = OnceCell::const_new();
+
+/// The repository root (this crate lives in `<root>/crates/testkit`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory holding `etcd` and `kube-apiserver`.
+pub async fn kube_bin_dir() -> Result<PathBuf, Error> {
+    BIN_DIR
+        .get_or_try_init(|| async {
+            if let Some(dir) = std::env::var_os("AETHER_KUBE_BIN_DIR") {
+                return Ok(PathBuf::from(dir));
+            }
+            let script = repo_root().join("conformance/build-tools");
+            // Progress of a first build goes to stderr, straight to the terminal.
+            let line = run_for_line(
+                Command::new(&script)
+                    .arg("apiserver")
+                    .stderr(Stdio::inherit()),
+                "conformance/build-tools apiserver",
+            )
+            .await?;
+            Ok(PathBuf::from(line))
+        })
+        .await
+        .cloned()
+}
+
+/// The directory of the experimental-channel Gateway API CRDs (`*.yaml`).
+pub async fn gateway_api_crd_dir() -> Result<PathBuf, Error> {
+    CRD_DIR
+        .get_or_try_init(|| async {
+            if let Some(dir) = std::env::var_os("AETHER_GATEWAY_API_CRD_DIR") {
+                return Ok(PathBuf::from(dir));
+            }
+            let module = run_for_line(
+                Command::new("go")
+                    .args(["list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api"])
+                    .current_dir(repo_root().join("conformance"))
+                    .stderr(Stdio::piped()),
+                "go list -m sigs.k8s.io/gateway-api",
+            )
+            .await?;
+            Ok(PathBuf::from(module).join("config/crd/experimental"))
+        })
+        .await
+        .cloned()
+}
+
+/// Runs `cmd` and returns the last non-empty line of its stdout.
+async fn run_for_line(cmd: &mut Command, what: &str) -> Result<String, Error> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .output()
+        .await
+        .map_err(|e| Error::Spawn {
+            program: what.to_string(),
+            source: e,
+        })?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    match stdout.lines().rev().find(|l| !l.trim().is_empty()) {
+        Some(line) if out.status.success() => Ok(line.trim().to_string()),
+        _ => Err(Error::Tool {
+            command: what.to_string(),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }),
+    }
+}

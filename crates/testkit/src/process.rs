@@ -1,0 +1,171 @@
+//! Child processes that cannot outlive the test: loopback ports, a killed-on-drop child,
+//! and a watchdog for the deaths `Drop` never sees.
+//!
+//! ```text
+//!   test process ──spawns──▶ etcd, kube-apiserver        (Process: SIGKILL + reap on drop)
+//!        │        ──spawns──▶ watchdog (sh)               polls the test's pid every 0.5 s;
+//!        ▼                                                when it is gone: kill -9 <dir>/pids,
+//!   SIGKILL / abort (no unwinding, no Drop)               rm -rf <dir>
+//! ```
+//!
+//! Ports are drawn at random below the kernel's ephemeral range (32768+), so no outgoing
+//! connection can take one between our pick and the child's bind, nor during an API server
+//! outage; a process-wide set stops two servers of one test binary from drawing the same.
+
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+
+use crate::Error;
+
+/// Ports handed out in this process; never reused, so a stopped API server keeps its port.
+static TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+const PORT_RANGE: std::ops::Range<u16> = 20000..32768;
+
+/// `n` distinct loopback ports that were free a moment ago and were never handed out in
+/// this process.
+pub(crate) fn free_ports(n: usize) -> Result<Vec<u16>, Error> {
+    let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut picked = Vec::with_capacity(n);
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..1000 {
+        if picked.len() == n {
+            break;
+        }
+        let port = PORT_RANGE.start + random_u16()? % (PORT_RANGE.end - PORT_RANGE.start);
+        if taken.contains(&port) {
+            continue;
+        }
+        if let Ok(listener) = TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+            taken.insert(port);
+            picked.push(port);
+            held.push(listener);
+        }
+    }
+    if picked.len() < n {
+        return Err(Error::NoFreePort);
+    }
+    Ok(picked)
+}
+
+fn random_u16() -> Result<u16, Error> {
+    let hex = crate::pki::random_hex(2)?;
+    Ok(u16::from_str_radix(&hex, 16).unwrap_or(0))
+}
+
+/// A child whose stdout and stderr go to a log file; killed and reaped on drop.
+#[derive(Debug)]
+pub(crate) struct Process {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    /// Starts `program args…`, appending its output to `log`.
+    pub(crate) fn spawn(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        log: &Path,
+    ) -> Result<Process, Error> {
+        let out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| Error::io("open log", log, e))?;
+        let err = out.try_clone().map_err(|e| Error::io("open log", log, e))?;
+        let child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| Error::Spawn {
+                program: program.display().to_string(),
+                source: e,
+            })?;
+        Ok(Process {
+            name,
+            child,
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// The watchdog: once the test process is gone, kills every pid listed in
+    /// `dir/pids` and removes `dir`. It ignores SIGINT/SIGTERM/SIGHUP so a Ctrl-C that
+    /// kills the test still leaves it alive to clean up.
+    pub(crate) fn watchdog(dir: &Path) -> Result<Process, Error> {
+        const SCRIPT: &str = r#"trap '' INT TERM HUP
+while kill -0 "$1" 2>/dev/null; do sleep 0.5; done
+[ -f "$2/pids" ] && kill -9 $(cat "$2/pids") 2>/dev/null
+rm -rf "$2""#;
+        let args = [
+            "-c".to_string(),
+            SCRIPT.to_string(),
+            "aether-testkit-watchdog".to_string(),
+            std::process::id().to_string(),
+            dir.display().to_string(),
+        ];
+        Process::spawn(
+            "watchdog",
+            Path::new("sh"),
+            &args,
+            &dir.join("watchdog.log"),
+        )
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `Some(description)` once the child has exited.
+    pub(crate) fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            Ok(None) => None,
+            Err(e) => Some(format!("wait failed: {e}")),
+        }
+    }
+
+    /// SIGKILL, then reap, so the pid is gone (not a zombie) when this returns.
+    pub(crate) fn kill(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+
+    /// The last `lines` lines of the log, for error messages.
+    pub(crate) fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.log, lines)
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn log_tail(path: &Path, lines: usize) -> String {
+    const MAX: u64 = 64 * 1024;
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(MAX)));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
