@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Answers every request with 200 and a body echoing the request line and Host.
@@ -17,6 +18,23 @@ pub fn spawn_echo_backend() -> SocketAddr {
         }
     });
     addr
+}
+
+/// Records the first line of every connection's request, then hangs up: shows which
+/// protocol Envoy speaks upstream (`PRI * HTTP/2.0` is the HTTP/2 preface).
+pub fn spawn_recording_backend() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("binding the backend");
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let head = read_head(&mut conn);
+            let first = head.split("\r\n").next().unwrap_or_default().to_string();
+            record.lock().unwrap().push(first);
+        }
+    });
+    (addr, seen)
 }
 
 fn echo(mut conn: TcpStream) {
