@@ -99,6 +99,10 @@ struct BootstrapArgs {
     /// Use the incremental (Delta) ADS protocol instead of state-of-the-world.
     #[arg(long)]
     delta: bool,
+    /// Write the bootstrap to this file instead of stdout (for an init container
+    /// without a shell).
+    #[arg(long)]
+    output: Option<PathBuf>,
 }
 
 pub fn main() -> ExitCode {
@@ -138,7 +142,11 @@ fn run(command: Command) -> anyhow::Result<()> {
                 admin_address: args.admin_address,
                 delta: args.delta,
             })?;
-            print!("{yaml}");
+            match args.output {
+                Some(path) => std::fs::write(&path, yaml)
+                    .with_context(|| format!("writing {}", path.display()))?,
+                None => print!("{yaml}"),
+            }
             Ok(())
         }
     }
