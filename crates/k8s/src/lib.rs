@@ -8,6 +8,7 @@
 
 pub mod index;
 pub mod leader;
+pub mod service;
 pub mod status;
 pub mod watch;
 

@@ -1,0 +1,274 @@
+use super::*;
+use crate::service::allocate::parse;
+use crate::service::reconcile::{diff, up_to_date};
+use serde_json::json;
+
+const NS: &str = "aether-ingress";
+
+fn mk_class(name: &str, controller: &str) -> GatewayClass {
+    serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "GatewayClass",
+        "metadata": {"name": name},
+        "spec": {"controllerName": controller},
+    }))
+    .unwrap()
+}
+
+/// A Gateway with listeners given as (name, protocol, port).
+fn mk_gateway(name: &str, class: &str, listeners: &[(&str, &str, u16)]) -> Gateway {
+    let listeners: Vec<_> = listeners
+        .iter()
+        .map(|(n, proto, port)| json!({"name": n, "protocol": proto, "port": port}))
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"namespace": "infra", "name": name},
+        "spec": {"gatewayClassName": class, "listeners": listeners},
+    }))
+    .unwrap()
+}
+
+fn mk_store(gateways: Vec<Gateway>) -> Store {
+    let mut store = Store::default();
+    store.insert(mk_class("aether", "gateway.aether.io/edge"));
+    store.insert(mk_class("other", "example.com/other"));
+    for g in gateways {
+        store.insert(g);
+    }
+    store
+}
+
+fn ports_of(svc: &Service) -> Vec<(String, i32, String, IntOrString)> {
+    let spec = svc.spec.as_ref().unwrap();
+    spec.ports
+        .iter()
+        .flatten()
+        .map(|p| {
+            (
+                p.name.clone().unwrap(),
+                p.port,
+                p.protocol.clone().unwrap(),
+                p.target_port.clone().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn listeners_sharing_a_port_share_one_service_port() {
+    let store = mk_store(vec![mk_gateway(
+        "web",
+        "aether",
+        &[
+            ("http-1", "HTTP", 80),
+            ("http-2", "HTTP", 80),
+            ("https-1", "HTTPS", 443),
+            ("https-2", "HTTPS", 443),
+        ],
+    )]);
+    let cfg = ServiceConfig::default();
+    let got = desired_services(&store, &Ir::default(), &cfg);
+    assert_eq!(got.len(), 1);
+    let svc = &got[0];
+    assert_eq!(
+        ports_of(svc),
+        vec![
+            ("p-80".into(), 80, "TCP".into(), IntOrString::Int(20000)),
+            ("p-443".into(), 443, "TCP".into(), IntOrString::Int(20001)),
+        ]
+    );
+    let gw = ObjectRef::new("infra", "web");
+    assert_eq!(svc.metadata.name, Some(service_name(&gw)));
+    assert_eq!(svc.metadata.namespace.as_deref(), Some(NS));
+    let labels = svc.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels[GATEWAY_LABEL], "infra.web");
+    let ann = svc.metadata.annotations.as_ref().unwrap();
+    assert_eq!(ann[GATEWAY_NAMESPACE_ANNOTATION], "infra");
+    assert_eq!(ann[GATEWAY_NAME_ANNOTATION], "web");
+    assert_eq!(
+        parse(&ann[ALLOCATIONS_ANNOTATION]),
+        Some(BTreeMap::from([(80, 20000), (443, 20001)]))
+    );
+    let spec = svc.spec.as_ref().unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    assert_eq!(spec.selector.as_ref(), Some(&cfg.selector));
+}
+
+#[test]
+fn ports_are_unique_sorted_and_named_after_the_port() {
+    // Many listeners, shuffled ports, some shared: names and ports never repeat.
+    let listeners: Vec<(String, &str, u16)> = (0..40u16)
+        .map(|i| {
+            (
+                format!("l{i}"),
+                ["HTTP", "HTTPS", "TLS"][usize::from(i % 3)],
+                8000 + (i * 7) % 13,
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &str, u16)> = listeners
+        .iter()
+        .map(|(n, p, port)| (n.as_str(), *p, *port))
+        .collect();
+    let store = mk_store(vec![mk_gateway("many", "aether", &refs)]);
+    let got = desired_services(&store, &Ir::default(), &ServiceConfig::default());
+    let ports = ports_of(&got[0]);
+    assert_eq!(ports.len(), 13);
+    let mut names: Vec<&String> = ports.iter().map(|p| &p.0).collect();
+    names.dedup();
+    assert_eq!(names.len(), 13);
+    assert!(ports.windows(2).all(|w| w[0].1 < w[1].1), "sorted by port");
+    assert!(
+        ports
+            .iter()
+            .all(|p| p.0 == port_name(u16::try_from(p.1).unwrap()))
+    );
+}
+
+#[test]
+fn only_gateways_of_our_class_with_tcp_listeners_get_a_service() {
+    let store = mk_store(vec![
+        mk_gateway(
+            "ours",
+            "aether",
+            &[("http", "HTTP", 80), ("udp", "UDP", 53)],
+        ),
+        mk_gateway("theirs", "other", &[("http", "HTTP", 80)]),
+        mk_gateway("udp-only", "aether", &[("udp", "UDP", 53)]),
+        mk_gateway("no-class", "missing", &[("http", "HTTP", 80)]),
+    ]);
+    let got = desired_services(&store, &Ir::default(), &ServiceConfig::default());
+    let names: Vec<_> = got
+        .iter()
+        .map(|s| s.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, vec![service_name(&ObjectRef::new("infra", "ours"))]);
+    assert_eq!(ports_of(&got[0]).len(), 1, "UDP gets no port");
+}
+
+#[test]
+fn ir_ports_always_get_a_service_port() {
+    let store = mk_store(vec![mk_gateway("web", "aether", &[("http", "HTTP", 80)])]);
+    let ir: Ir = serde_json::from_value(json!({
+        "gateways": [{"namespace": "infra", "name": "web", "addresses": ["0.0.0.0"], "ports": [
+            {"port": 8080, "protocol": "HTTP", "listener_name": "edge_ls_infra_web_8080"}
+        ]}],
+        "clusters": [],
+    }))
+    .unwrap();
+    let got = desired_services(&store, &ir, &ServiceConfig::default());
+    let ports: Vec<i32> = ports_of(&got[0]).iter().map(|p| p.1).collect();
+    assert_eq!(ports, vec![80, 8080]);
+}
+
+#[test]
+fn infrastructure_labels_and_annotations_propagate_but_ours_win() {
+    let mut gw = mk_gateway("web", "aether", &[("http", "HTTP", 80)]);
+    gw.spec.infrastructure = Some(
+        serde_json::from_value(json!({
+            "labels": {"team": "edge", GATEWAY_LABEL: "spoofed"},
+            "annotations": {"note": "hi", ALLOCATIONS_ANNOTATION: "80=1"},
+        }))
+        .unwrap(),
+    );
+    let got = desired_services(
+        &mk_store(vec![gw]),
+        &Ir::default(),
+        &ServiceConfig::default(),
+    );
+    let meta = &got[0].metadata;
+    let (labels, ann) = (
+        meta.labels.as_ref().unwrap(),
+        meta.annotations.as_ref().unwrap(),
+    );
+    assert_eq!(labels["team"], "edge");
+    assert_eq!(labels[GATEWAY_LABEL], "infra.web");
+    assert_eq!(ann["note"], "hi");
+    assert_eq!(ann[ALLOCATIONS_ANNOTATION], "80=20000");
+}
+
+#[test]
+fn applied_services_are_up_to_date_and_gone_gateways_are_collected() {
+    let store = mk_store(vec![
+        mk_gateway("a", "aether", &[("http", "HTTP", 80)]),
+        mk_gateway("b", "aether", &[("http", "HTTP", 80)]),
+    ]);
+    let cfg = ServiceConfig::default();
+    let first = desired_services(&store, &Ir::default(), &cfg);
+    // As the API server returns them: defaults added, foreign labels kept.
+    let mut existing: Vec<Service> = first.clone();
+    for s in &mut existing {
+        let spec = s.spec.as_mut().unwrap();
+        spec.cluster_ip = Some("10.0.0.1".into());
+        spec.session_affinity = Some("None".into());
+        for p in spec.ports.iter_mut().flatten() {
+            p.node_port = Some(31000);
+        }
+        s.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("added-by".into(), "someone".into());
+    }
+    let mut stale = existing[0].clone();
+    stale.metadata.name = Some("edge-infra-deleted-0123456789".into());
+    let mut foreign = existing[0].clone();
+    foreign.metadata.name = Some("not-ours".into());
+    foreign.metadata.labels = None;
+    existing.push(stale);
+    existing.push(foreign);
+    let mut store = store;
+    for s in &existing {
+        store.insert(s.clone());
+    }
+
+    // Same store: same Services, nothing to write, the stale one goes.
+    let again = desired_services(&store, &Ir::default(), &cfg);
+    assert_eq!(again, first);
+    let refs: Vec<&Service> = existing.iter().collect();
+    let d = diff(&again, &refs, NS);
+    assert!(d.apply.is_empty(), "{:?}", d.apply);
+    assert_eq!(d.unchanged.len(), 2);
+    let deleted: Vec<_> = d
+        .delete
+        .iter()
+        .map(|s| s.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(deleted, vec!["edge-infra-deleted-0123456789".to_string()]);
+
+    // Gateway b deleted: its Service is collected, a's is untouched.
+    store.remove::<Gateway>("infra", "b");
+    let fewer = desired_services(&store, &Ir::default(), &cfg);
+    let d = diff(&fewer, &refs, NS);
+    assert!(d.apply.is_empty());
+    let deleted: Vec<_> = d
+        .delete
+        .iter()
+        .map(|s| s.metadata.name.clone().unwrap())
+        .collect();
+    assert!(deleted.contains(&service_name(&ObjectRef::new("infra", "b"))));
+    assert!(!deleted.contains(&service_name(&ObjectRef::new("infra", "a"))));
+}
+
+#[test]
+fn a_changed_port_or_selector_is_not_up_to_date() {
+    let store = mk_store(vec![mk_gateway("a", "aether", &[("http", "HTTP", 80)])]);
+    let want = desired_services(&store, &Ir::default(), &ServiceConfig::default()).remove(0);
+    assert!(up_to_date(&want, &want));
+    let mut moved = want.clone();
+    moved.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].target_port = Some(IntOrString::Int(1));
+    assert!(!up_to_date(&want, &moved));
+    let mut selector = want.clone();
+    selector.spec.as_mut().unwrap().selector = Some(BTreeMap::new());
+    assert!(!up_to_date(&want, &selector));
+    let mut annotation = want.clone();
+    annotation
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(ALLOCATIONS_ANNOTATION);
+    assert!(!up_to_date(&want, &annotation));
+}
