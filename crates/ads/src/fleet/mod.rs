@@ -4,8 +4,10 @@
 //!  Fleet ── streams[id] = { node, protocol, acked[type][name] = version, nacks[type] }
 //!        │        (one entry per open ADS stream; removed when the stream ends)
 //!        ├─ gateway_acks(snapshot)   per node, per Gateway: hash of what it ACKed
-//!        ├─ gateway_state(snapshot, gw)   Acked / Pending / Nacked(msg) for the status gate
+//!        ├─ gateway_state(s)(snapshot, ..)  Acked / Pending / Nacked(msg) for the status gate
+//!        ├─ report(snapshot)         the same per node, for a leader to join (report.rs)
 //!        ├─ debug_view()             per node, per type: ACKed version, last NACK
+//!        ├─ render_metrics()         Prometheus text
 //!        └─ subscribe()              a counter bumped on every change
 //! ```
 //!
@@ -15,12 +17,14 @@
 //! ACKs again, which is what Envoy's own state is worth after a restart.
 
 mod metrics;
+mod report;
 mod view;
 
 #[cfg(test)]
 mod tests;
 
 pub use metrics::Protocol;
+pub use report::{FleetReport, GatewayReport, NodeReport};
 pub use view::{FleetView, NackView, NodeView, TypeView};
 
 use crate::event::{Event, Nack};
@@ -321,37 +325,71 @@ impl<'a> NodeState<'a> {
     }
 }
 
-/// Acked when every connected node's ACKed versions hash to the Gateway's hash;
-/// Nacked when a node that has not ACKed it stands on a NACK of one of its
-/// resources (the first such node by id); Pending otherwise, including when no
-/// node is connected.
-fn gateway_state(
-    nodes: &BTreeMap<&str, NodeState<'_>>,
-    resources: &GatewayResources,
-) -> GatewayAck {
-    if nodes.is_empty() {
-        return GatewayAck::Pending;
+/// One node's standing on one Gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct NodeGateway {
+    /// The hash over the versions the node ACKed, if it ACKed every member.
+    acked_hash: Option<String>,
+    /// Why the node does not serve the current config, when it rejected it.
+    rejected: Option<String>,
+}
+
+impl<'a> NodeState<'a> {
+    fn gateway(&self, resources: &GatewayResources) -> NodeGateway {
+        let acked_hash = self.hash_of(resources);
+        let rejected = if acked_hash.as_deref() == Some(resources.hash.as_str()) {
+            None
+        } else {
+            self.nack_concerning(resources).map(|(ty, nack)| {
+                format!(
+                    "rejected {} version {}: {}",
+                    ty.short_name(),
+                    short_version(&nack.version),
+                    nack.message
+                )
+            })
+        };
+        NodeGateway {
+            acked_hash,
+            rejected,
+        }
     }
+}
+
+/// The status gate over every connected node's standing: Acked when all of them
+/// ACKed the Gateway's `hash`; Nacked when one that has not stands on a NACK of
+/// one of its resources (the first such node by id); Pending otherwise, including
+/// when no node is connected.
+fn join<'n>(hash: &str, nodes: impl IntoIterator<Item = (&'n str, NodeGateway)>) -> GatewayAck {
+    let mut any = false;
     let mut all_acked = true;
-    for (node, state) in nodes {
-        if state.hash_of(resources).as_deref() == Some(resources.hash.as_str()) {
+    for (node, standing) in nodes {
+        any = true;
+        if standing.acked_hash.as_deref() == Some(hash) {
             continue;
         }
         all_acked = false;
-        if let Some((ty, nack)) = state.nack_concerning(resources) {
-            return GatewayAck::Nacked(format!(
-                "Envoy {node} rejected {} version {}: {}",
-                ty.short_name(),
-                short_version(&nack.version),
-                nack.message
-            ));
+        if let Some(why) = standing.rejected {
+            return GatewayAck::Nacked(format!("Envoy {node} {why}"));
         }
     }
-    if all_acked {
+    if any && all_acked {
         GatewayAck::Acked
     } else {
         GatewayAck::Pending
     }
+}
+
+fn gateway_state(
+    nodes: &BTreeMap<&str, NodeState<'_>>,
+    resources: &GatewayResources,
+) -> GatewayAck {
+    join(
+        &resources.hash,
+        nodes
+            .iter()
+            .map(|(node, state)| (*node, state.gateway(resources))),
+    )
 }
 
 /// Versions are sha256 hex; twelve characters identify one in a message.

@@ -320,3 +320,73 @@ fn gateway_states_at_fleet_scale() {
     assert!(states.values().all(|s| *s == GatewayAck::Acked));
     assert_eq!(one_by_one, gateways);
 }
+
+/// The leader's join of agents' reports says what a single fleet would say.
+#[test]
+fn reports_from_agents_join_like_one_fleet() {
+    use super::FleetReport;
+    let snap = snapshot(1);
+    let next = snapshot(2);
+    let (one, two) = (gw("a/one"), gw("b/two"));
+    // Agent 1 serves node-a, agent 2 serves node-b; `all` sees both.
+    let (agent1, agent2, all) = (Fleet::new(), Fleet::new(), Fleet::new());
+    let a = agent1.connect("node-a", Protocol::Sotw);
+    let b = agent2.connect("node-b", Protocol::Delta);
+    let a_all = all.connect("node-a", Protocol::Sotw);
+    let b_all = all.connect("node-b", Protocol::Delta);
+    let joined = |s: &Snapshot| {
+        let reports = [agent1.report(s), agent2.report(s)];
+        // Reports travel between processes.
+        let reports = reports.map(|r| {
+            let json = serde_json::to_string(&r).unwrap();
+            serde_json::from_str::<FleetReport>(&json).unwrap()
+        });
+        FleetReport::merge(reports)
+    };
+    let same = |s: &Snapshot| {
+        let j = joined(s);
+        for g in [&one, &two] {
+            assert_eq!(j.gateway_state(s, g), all.gateway_state(s, g), "{g}");
+        }
+        assert_eq!(j.gateway_states(s), all.gateway_states(s));
+        j
+    };
+
+    assert_eq!(same(&snap).gateway_state(&snap, &one), GatewayAck::Pending);
+    for (agent_stream, all_stream) in [(&a, &a_all), (&b, &b_all)] {
+        ack_everything(agent_stream, &snap);
+        ack_everything(all_stream, &snap);
+    }
+    assert_eq!(same(&snap).gateway_state(&snap, &one), GatewayAck::Acked);
+
+    let nack = Event::Nacked {
+        ty: RDS,
+        nack: Nack {
+            version: "abc".into(),
+            message: "duplicate domain".into(),
+            rejected: [("r80".to_string(), "v2".to_string())].into(),
+        },
+    };
+    a.record(&ack_all(&next, RDS));
+    a_all.record(&ack_all(&next, RDS));
+    b.record(&nack);
+    b_all.record(&nack);
+    let j = same(&next);
+    assert!(
+        matches!(j.gateway_state(&next, &one), GatewayAck::Nacked(m) if m.contains("node-b") && m.contains("duplicate domain"))
+    );
+    assert_eq!(j.gateway_state(&next, &two), GatewayAck::Acked);
+    assert_eq!(j.gateway_state(&next, &gw("c/absent")), GatewayAck::Pending);
+    assert_eq!(
+        j.nodes["node-b"].gateways["a/one"].acked_hash.as_deref(),
+        Some(snap.gateways[&one].hash.as_str())
+    );
+
+    drop(b);
+    drop(b_all);
+    assert_eq!(same(&next).gateway_state(&next, &one), GatewayAck::Acked);
+    assert_eq!(
+        FleetReport::merge([]).gateway_state(&next, &one),
+        GatewayAck::Pending
+    );
+}
