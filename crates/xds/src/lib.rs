@@ -79,11 +79,17 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
                 listener.encode_to_vec(),
             );
             mine.insert((ResourceType::Listener, port.listener_name.clone()));
-            let tables = port.route_table.iter().map(|t| (t, Scheme::Http)).chain(
-                port.tls_chains
+            // Exactly the route tables the listener's connection managers name.
+            let tables: Vec<(&ir::RouteTable, Scheme)> = match port.protocol {
+                ir::PortProtocol::Http => {
+                    port.route_table.iter().map(|t| (t, Scheme::Http)).collect()
+                }
+                ir::PortProtocol::Https => port
+                    .tls_chains
                     .iter()
-                    .map(|c| (&c.route_table, Scheme::Https)),
-            );
+                    .map(|c| (&c.route_table, Scheme::Https))
+                    .collect(),
+            };
             for (table, scheme) in tables {
                 add(
                     ResourceType::Route,
