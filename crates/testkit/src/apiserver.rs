@@ -20,7 +20,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::pki::{self, Credentials};
 use crate::process::{self, Process};
-use crate::{Error, crds, locate};
+use crate::{Error, crds, locate, manifests, service_account};
 
 const ETCD_TIMEOUT: Duration = Duration::from_secs(30);
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
@@ -119,6 +119,46 @@ impl ApiServer {
     /// `https://127.0.0.1:<port>`; the port stays the same across restarts.
     pub fn url(&self) -> String {
         format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// Server-side applies the YAML documents in `yaml` (field manager `aether-testkit`),
+    /// in order, as admin; returns `Kind namespace/name` per object.
+    pub async fn apply(&self, yaml: &str) -> Result<Vec<String>, Error> {
+        manifests::apply(&self.client(), yaml).await
+    }
+
+    /// A kubeconfig file authenticating as ServiceAccount `namespace/name` with a real
+    /// token (TokenRequest API); the ServiceAccount and Namespace are created if missing.
+    /// For running a child process with exactly the rights its RBAC grants.
+    pub async fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PathBuf, Error> {
+        let token = service_account::token(&self.client(), namespace, name).await?;
+        let path = self.run.path.join(format!("kubeconfig-{namespace}-{name}"));
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        write_kubeconfig(
+            &path,
+            self.port,
+            &self.credentials.ca_cert,
+            &user,
+            &token,
+            namespace,
+        )?;
+        Ok(path)
+    }
+
+    /// A client authenticating as ServiceAccount `namespace/name`, see
+    /// [`ApiServer::service_account_kubeconfig`].
+    pub async fn service_account_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Client, Error> {
+        let path = self.service_account_kubeconfig(namespace, name).await?;
+        let config = client_config(&Kubeconfig::read_from(&path)?).await?;
+        Ok(Client::try_from(config)?)
     }
 
     /// The admin bearer token.
@@ -244,7 +284,15 @@ async fn launch(
         &run.path.join("kube-apiserver.log"),
     )?;
     run.write_pids(&[etcd.pid(), apiserver.pid()]);
-    run.write_kubeconfig(port, credentials)?;
+    let c = credentials;
+    write_kubeconfig(
+        &run.kubeconfig_path,
+        port,
+        &c.ca_cert,
+        "aether-admin",
+        &c.token,
+        "default",
+    )?;
     wait_ready(&run.kubeconfig(), &mut etcd, &mut apiserver).await?;
     Ok((etcd, apiserver, args, port))
 }
@@ -364,29 +412,36 @@ impl RunDir {
         let _ = std::fs::write(self.path.join("pids"), text);
     }
 
-    fn write_kubeconfig(&self, port: u16, c: &Credentials) -> Result<(), Error> {
-        let doc = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "aether-testkit", "cluster": {
-                "server": format!("https://127.0.0.1:{port}"),
-                "certificate-authority": c.ca_cert.display().to_string(),
-            }}],
-            "users": [{"name": "aether-admin", "user": {"token": c.token}}],
-            "contexts": [{"name": "aether-testkit", "context": {
-                "cluster": "aether-testkit", "user": "aether-admin", "namespace": "default",
-            }}],
-            "current-context": "aether-testkit",
-        });
-        // JSON is YAML; every kubeconfig reader accepts it.
-        let text = serde_json::to_string_pretty(&doc).expect("json");
-        std::fs::write(&self.kubeconfig_path, text)
-            .map_err(|e| Error::io("write", &self.kubeconfig_path, e))
-    }
-
     fn kubeconfig(&self) -> Kubeconfig {
         Kubeconfig::read_from(&self.kubeconfig_path).expect("the kubeconfig this kit wrote")
     }
+}
+
+/// A kubeconfig with one context: `server` on `port`, trusting `ca`, as `user` by token.
+fn write_kubeconfig(
+    path: &Path,
+    port: u16,
+    ca: &Path,
+    user: &str,
+    token: &str,
+    namespace: &str,
+) -> Result<(), Error> {
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "aether-testkit", "cluster": {
+            "server": format!("https://127.0.0.1:{port}"),
+            "certificate-authority": ca.display().to_string(),
+        }}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "aether-testkit", "context": {
+            "cluster": "aether-testkit", "user": user, "namespace": namespace,
+        }}],
+        "current-context": "aether-testkit",
+    });
+    // JSON is YAML; every kubeconfig reader accepts it.
+    let text = serde_json::to_string_pretty(&doc).expect("json");
+    std::fs::write(path, text).map_err(|e| Error::io("write", path, e))
 }
 
 impl Drop for RunDir {

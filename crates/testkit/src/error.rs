@@ -52,6 +52,10 @@ pub enum Error {
     NoCrds(PathBuf),
     #[error("CRD {name}: {reason}")]
     CrdWait { name: String, reason: String },
+    #[error("manifest document {index}: {reason}")]
+    Manifest { index: usize, reason: String },
+    #[error("TokenRequest for ServiceAccount {0} returned no token")]
+    NoToken(String),
 }
 
 impl Error {

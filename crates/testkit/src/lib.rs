@@ -9,6 +9,8 @@
 //!        │                        token auth (system:masters), RBAC, own CA, SA keys
 //!        ├─ client() / client_as(user, groups)        kube::Client
 //!        ├─ kubeconfig_path()                           for child processes
+//!        ├─ service_account_client / _kubeconfig        real SA tokens, for RBAC tests
+//!        ├─ apply(yaml)                                 server-side apply, like kubectl
 //!        ├─ stop_apiserver() / start_apiserver()        outage: same port, same etcd
 //!        └─ drop                                        kills both, removes the directory
 //! ```
@@ -28,8 +30,10 @@ mod apiserver;
 mod crds;
 mod error;
 mod locate;
+mod manifests;
 mod pki;
 mod process;
+mod service_account;
 
 pub use apiserver::ApiServer;
 pub use error::Error;

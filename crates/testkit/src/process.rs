@@ -3,10 +3,13 @@
 //!
 //! ```text
 //!   test process ──spawns──▶ etcd, kube-apiserver        (Process: SIGKILL + reap on drop)
-//!        │        ──spawns──▶ watchdog (sh)               polls the test's pid every 0.5 s;
-//!        ▼                                                when it is gone: kill -9 <dir>/pids,
-//!   SIGKILL / abort (no unwinding, no Drop)               rm -rf <dir>
+//!        │        ──spawns──▶ watchdog (sh), stdin = a pipe only the test holds
+//!        ▼                                   blocks in `read`; EOF means the test is gone:
+//!   SIGKILL / abort (no unwinding, no Drop)  kill -9 <dir>/pids, rm -rf <dir>
 //! ```
+//!
+//! The kernel closes the pipe however the test dies, and std opens pipes close-on-exec so
+//! no other child holds it open; the watchdog forks nothing while it waits.
 //!
 //! Ports are drawn at random below the kernel's ephemeral range (32768+), so no outgoing
 //! connection can take one between our pick and the child's bind, nor during an API server
@@ -17,7 +20,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 
 use crate::Error;
@@ -63,6 +66,8 @@ pub(crate) struct Process {
     name: &'static str,
     child: Child,
     log: PathBuf,
+    /// The watchdog's lifeline: its stdin, held open for as long as this process lives.
+    _lifeline: Option<ChildStdin>,
 }
 
 impl Process {
@@ -73,15 +78,25 @@ impl Process {
         args: &[String],
         log: &Path,
     ) -> Result<Process, Error> {
+        Process::spawn_with(name, program, args, log, Stdio::null())
+    }
+
+    fn spawn_with(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        log: &Path,
+        stdin: Stdio,
+    ) -> Result<Process, Error> {
         let out = OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
             .map_err(|e| Error::io("open log", log, e))?;
         let err = out.try_clone().map_err(|e| Error::io("open log", log, e))?;
-        let child = Command::new(program)
+        let mut child = Command::new(program)
             .args(args)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(out)
             .stderr(err)
             .spawn()
@@ -91,32 +106,28 @@ impl Process {
             })?;
         Ok(Process {
             name,
+            _lifeline: child.stdin.take(),
             child,
             log: log.to_path_buf(),
         })
     }
 
-    /// The watchdog: once the test process is gone, kills every pid listed in
-    /// `dir/pids` and removes `dir`. It ignores SIGINT/SIGTERM/SIGHUP so a Ctrl-C that
-    /// kills the test still leaves it alive to clean up.
+    /// The watchdog: once its stdin reaches EOF (the test process is gone), kills every
+    /// pid listed in `dir/pids` and removes `dir`. It ignores SIGINT/SIGTERM/SIGHUP so a
+    /// Ctrl-C that kills the test still leaves it alive to clean up.
     pub(crate) fn watchdog(dir: &Path) -> Result<Process, Error> {
         const SCRIPT: &str = r#"trap '' INT TERM HUP
-while kill -0 "$1" 2>/dev/null; do sleep 0.5; done
-[ -f "$2/pids" ] && kill -9 $(cat "$2/pids") 2>/dev/null
-rm -rf "$2""#;
+while read -r _; do :; done
+[ -f "$1/pids" ] && kill -9 $(cat "$1/pids") 2>/dev/null
+rm -rf "$1""#;
         let args = [
             "-c".to_string(),
             SCRIPT.to_string(),
             "aether-testkit-watchdog".to_string(),
-            std::process::id().to_string(),
             dir.display().to_string(),
         ];
-        Process::spawn(
-            "watchdog",
-            Path::new("sh"),
-            &args,
-            &dir.join("watchdog.log"),
-        )
+        let log = dir.join("watchdog.log");
+        Process::spawn_with("watchdog", Path::new("sh"), &args, &log, Stdio::piped())
     }
 
     pub(crate) fn pid(&self) -> u32 {

@@ -278,6 +278,6 @@ async fn a_killed_test_process_leaves_nothing() {
 
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    // The watchdog polls every 0.5 s; the kernel needs a moment to tear processes down.
+    // The watchdog wakes on EOF of its stdin; the kernel needs a moment to tear down.
     wait_gone(&pids, &dir, Duration::from_secs(5)).await;
 }
