@@ -32,6 +32,7 @@ pub use snapshot::{GatewayResources, Resource, ResourceType, Snapshot};
 pub use validate::validation_bootstrap;
 
 use aether_ir as ir;
+use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Every Envoy resource the IR describes, versioned, with each Gateway's members
@@ -45,7 +46,6 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
             Resource::new(name, ty.type_url(), encoded),
         );
     };
-    use prost::Message;
 
     for c in &ir.clusters {
         add(
