@@ -108,6 +108,8 @@ EOF
 smoke_envoy() {
   local echo_cip=$1 t=$SECONDS
   say "smoke 1b: Envoy as a hostNetwork DaemonSet pod (config from a ConfigMap), behind a LoadBalancer Service"
+  local etc_envoy_existed=0
+  [ -e /etc/envoy ] && etc_envoy_existed=1
   kc apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: ConfigMap
@@ -174,6 +176,9 @@ EOF
   kc wait --for=condition=Ready pod -l app=envoy --timeout=60s >/dev/null ||
     { tail -5 "$RUN_DIR"/node/pods/*/envoy.log >&2; fail "envoy pod not Ready"; }
   local pod podip lbip body
+  if [ "$etc_envoy_existed" = 0 ] && [ -e /etc/envoy ]; then
+    fail "/etc/envoy appeared on the host: mount targets must be made privately"
+  fi
   pod="$(kc get pod -l app=envoy -o jsonpath='{.items[0].metadata.name}')"
   podip="$(kc get pod "$pod" -o jsonpath='{.status.podIP}')"
   [ "$podip" = "$NODE_IP" ] || fail "hostNetwork pod IP $podip, want the node IP $NODE_IP"

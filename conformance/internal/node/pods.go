@@ -362,8 +362,8 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 	return code
 }
 
-// mounts turns volumeMounts into bind mounts, creating missing targets on the host
-// file system (recorded, so teardown removes exactly what we made).
+// mounts turns volumeMounts into bind mounts; podexec makes missing targets inside the
+// container's private mount namespace.
 func (a *Agent) mounts(c corev1.Container, vols map[string]string) ([]podexec.Mount, error) {
 	var out []podexec.Mount
 	for _, vm := range c.VolumeMounts {
@@ -374,11 +374,7 @@ func (a *Agent) mounts(c corev1.Container, vols map[string]string) ([]podexec.Mo
 		if vm.SubPath != "" {
 			src = filepath.Join(src, filepath.Clean("/"+vm.SubPath))
 		}
-		st, err := os.Stat(src)
-		if err != nil {
-			return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
-		}
-		if err := a.ensureTarget(vm.MountPath, st.IsDir()); err != nil {
+		if err := a.ensureTopLevel(vm.MountPath); err != nil {
 			return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
 		}
 		out = append(out, podexec.Mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
@@ -386,46 +382,29 @@ func (a *Agent) mounts(c corev1.Container, vols map[string]string) ([]podexec.Mo
 	return out, nil
 }
 
-func (a *Agent) ensureTarget(target string, dir bool) error {
+// ensureTopLevel creates the top-level directory of a mount path when it does not
+// exist (e.g. /config for /config/app), the one case podexec cannot make privately;
+// it is recorded so teardown removes exactly what we made.
+func (a *Agent) ensureTopLevel(target string) error {
 	target = filepath.Clean(target)
-	if _, err := os.Stat(target); err == nil {
+	parts := strings.SplitN(strings.TrimPrefix(target, "/"), "/", 2)
+	top := "/" + parts[0]
+	if _, err := os.Lstat(top); err == nil {
 		return nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var missing []string
-	for p := filepath.Dir(target); p != "/"; p = filepath.Dir(p) {
-		if _, err := os.Stat(p); err == nil {
-			break
-		}
-		missing = append([]string{p}, missing...)
-	}
-	record := func(p string) error {
-		a.created[p] = true
-		f, err := os.OpenFile(filepath.Join(a.StateDir, "created-paths"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = fmt.Fprintln(f, p)
+	if err := os.Mkdir(top, 0o755); err != nil && !os.IsExist(err) {
 		return err
 	}
-	for _, p := range missing {
-		if err := os.Mkdir(p, 0o755); err != nil && !os.IsExist(err) {
-			return err
-		}
-		if err := record(p); err != nil {
-			return err
-		}
-	}
-	if dir {
-		if err := os.Mkdir(target, 0o755); err != nil && !os.IsExist(err) {
-			return err
-		}
-	} else if err := os.WriteFile(target, nil, 0o644); err != nil {
+	a.created[top] = true
+	f, err := os.OpenFile(filepath.Join(a.StateDir, "created-paths"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
 		return err
 	}
-	return record(target)
+	defer f.Close()
+	_, err = fmt.Fprintln(f, top)
+	return err
 }
 
 // RemoveCreatedPaths removes the mount targets we created, deepest first, if empty.

@@ -6,15 +6,21 @@
 //	node agent ──exec(CLONE_NEWNS)──► nodeagent container-exec --mount SRC:DST … -- argv
 //	                                   bind mounts → setns(net) → chdir → execve(argv)
 //
-// The mount targets already exist: the node agent creates missing ones beforehand
-// and records them, so teardown can remove exactly those.
+// A mount target that does not exist is made inside the private mount namespace only:
+// its nearest existing ancestor directory (say /etc for /etc/envoy) is covered by a
+// tmpfs that mirrors it — each original entry bind-mounted back, symlinks copied — and
+// the target is created there. The host file system is never written. Only a missing
+// top-level directory (ancestor "/") is created on the host, by the node agent, which
+// records it for teardown.
 package podexec
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -73,7 +79,18 @@ func Main(args []string) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("container-exec: no program")
 	}
+	// Parents before children, so a nested mount lands inside its parent volume.
+	sort.SliceStable(mounts, func(i, j int) bool {
+		return strings.Count(filepath.Clean(mounts[i].Target), "/") < strings.Count(filepath.Clean(mounts[j].Target), "/")
+	})
 	for _, m := range mounts {
+		st, err := os.Stat(m.Source)
+		if err != nil {
+			return fmt.Errorf("mount source: %w", err)
+		}
+		if err := ensureTarget(m.Target, st.IsDir()); err != nil {
+			return fmt.Errorf("mount target %s: %w", m.Target, err)
+		}
 		if err := unix.Mount(m.Source, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind mount %s on %s: %w", m.Source, m.Target, err)
 		}
@@ -100,4 +117,83 @@ func Main(args []string) error {
 		}
 	}
 	return syscall.Exec(argv[0], argv, os.Environ())
+}
+
+// ensureTarget makes target exist in this (private) mount namespace; see the package doc.
+func ensureTarget(target string, dir bool) error {
+	if _, err := os.Lstat(target); err == nil {
+		return nil
+	}
+	anc := filepath.Dir(filepath.Clean(target))
+	for {
+		if _, err := os.Stat(anc); err == nil {
+			break
+		}
+		anc = filepath.Dir(anc)
+	}
+	real, err := filepath.EvalSymlinks(anc)
+	if err != nil {
+		return err
+	}
+	if real == "/" || real == "/proc" || real == "/sys" || real == "/dev" {
+		return fmt.Errorf("nearest existing directory is %s; cannot make %s privately", real, target)
+	}
+	if err := mirror(real); err != nil {
+		return fmt.Errorf("mirror %s: %w", real, err)
+	}
+	if dir {
+		return os.MkdirAll(target, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(target, nil, 0o644)
+}
+
+// mirror covers dir with a writable tmpfs showing the same entries (bind mounts of the
+// originals, reached through a descriptor opened before the tmpfs hid them).
+func mirror(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("mode=%o", st.Mode().Perm())); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		src := fmt.Sprintf("/proc/self/fd/%d/%s", fd, e.Name())
+		dst := filepath.Join(dir, e.Name())
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			link, err := os.Readlink(src)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(link, dst); err != nil {
+				return err
+			}
+			continue
+		case e.IsDir():
+			if err := os.Mkdir(dst, 0o755); err != nil {
+				return err
+			}
+		default:
+			if err := os.WriteFile(dst, nil, 0o644); err != nil {
+				return err
+			}
+		}
+		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s back: %w", e.Name(), err)
+		}
+	}
+	return nil
 }
