@@ -113,3 +113,82 @@ fn now() -> Time {
     let t = Timestamp::now();
     Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aether_gateway::{Config, Store, translate};
+
+    const CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\n\
+        metadata: {name: aether, generation: 1}\nspec: {controllerName: gateway.aether.io/edge}\n";
+
+    fn mk_inputs() -> Arc<StatusInputs> {
+        let mut store = Store::default();
+        store.add_yaml("class.yaml", CLASS).unwrap();
+        let config = Config::default();
+        Arc::new(StatusInputs {
+            plan: translate(&store, &config).status,
+            store,
+            supported_features: vec![],
+            controller_name: config.controller_name,
+        })
+    }
+
+    /// A client whose every request fails at once (nothing listens there).
+    fn dead_client() -> Client {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}").parse().unwrap();
+        Client::try_from(kube::Config::new(url)).unwrap()
+    }
+
+    fn failed_batches(writer: &StatusWriter) -> u64 {
+        let text = writer.render_metrics();
+        text.lines()
+            .find_map(|l| l.strip_prefix("aether_edge_status_batches_failed_total "))
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn writes_only_while_leader_and_backs_off_on_failure() {
+        let writer = Arc::new(StatusWriter::new(Duration::from_secs(1), 2));
+        let (inputs_tx, inputs) = watch::channel(mk_inputs());
+        let (leader_tx, is_leader) = watch::channel(false);
+        let task = tokio::spawn(run(dead_client(), inputs, is_leader, writer.clone()));
+
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        inputs_tx.send(mk_inputs()).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(failed_batches(&writer), 0, "a follower never writes");
+
+        // Leader: tries at once, then after 200, 400, 800 ms...: a handful of
+        // attempts in 1.5 s, not a busy loop.
+        leader_tx.send(true).unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let tries = failed_batches(&writer);
+        assert!((3..=5).contains(&tries), "{tries} batches in 1.5 s");
+        assert!(
+            writer.render_metrics().contains(
+                "aether_edge_status_writes_total{kind=\"GatewayClass\",result=\"error\"} "
+            )
+        );
+
+        // Leadership lost: the retries stop.
+        leader_tx.send(false).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let stopped_at = failed_batches(&writer);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(failed_batches(&writer), stopped_at);
+
+        drop(leader_tx);
+        tokio::time::timeout(Duration::from_secs(1), task)
+            .await
+            .expect("run ends when its inputs close")
+            .unwrap();
+    }
+}
