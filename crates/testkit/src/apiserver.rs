@@ -274,6 +274,9 @@ async fn launch(
         // No controller-manager creates default ServiceAccounts, so Pods would be refused.
         "--disable-admission-plugins=ServiceAccount".to_string(),
         "--allow-privileged=true".to_string(),
+        // The `kubernetes` Service's endpoint would be 127.0.0.1, which validation refuses
+        // (a loud retry every 10 s); nothing here routes to it anyway.
+        "--endpoint-reconciler-type=none".to_string(),
         "--profiling=false".to_string(),
     ];
     let program = bin_dir.join("kube-apiserver");

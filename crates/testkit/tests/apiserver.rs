@@ -184,8 +184,10 @@ fn alive(pid: u32) -> bool {
 }
 
 async fn wait_gone(pids: &[u32], dir: &Path, within: Duration) {
+    // AETHER_TESTKIT_KEEP=1 keeps directories on purpose (for their logs).
+    let keep = std::env::var_os("AETHER_TESTKIT_KEEP").is_some();
     let begin = Instant::now();
-    while pids.iter().any(|p| alive(*p)) || dir.exists() {
+    while pids.iter().any(|p| alive(*p)) || (dir.exists() && !keep) {
         assert!(
             begin.elapsed() < within,
             "left behind: pids {:?} alive, dir {} exists: {}",
@@ -280,4 +282,11 @@ async fn a_killed_test_process_leaves_nothing() {
     child.wait().unwrap();
     // The watchdog wakes on EOF of its stdin; the kernel needs a moment to tear down.
     wait_gone(&pids, &dir, Duration::from_secs(5)).await;
+}
+
+/// Other tests may share one server across threads (e.g. in a `static` or an `Arc`).
+#[test]
+fn api_server_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<ApiServer>();
 }
