@@ -62,6 +62,9 @@ impl AdsServer {
         self.closing.send_replace(true);
     }
 
+    /// The tonic service, to mount beside others. Whoever runs it must call
+    /// [`AdsServer::close_streams`] (on a clone kept for that) when shutting down,
+    /// as [`crate::serve`] does.
     pub fn into_service(self) -> AggregatedDiscoveryServiceServer<AdsServer> {
         // Snapshots of many Gateways make big responses, and an EDS request names
         // every cluster: lift tonic's 4 MiB default on what Envoy sends too.

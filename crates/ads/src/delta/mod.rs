@@ -28,6 +28,9 @@ use std::sync::Arc;
 #[cfg(test)]
 mod tests;
 
+/// Responses per type remembered while waiting for Envoy's ACK or NACK.
+const MAX_IN_FLIGHT: usize = 256;
+
 /// One Delta ADS stream.
 #[derive(Debug)]
 pub struct DeltaStream {
@@ -262,6 +265,10 @@ impl DeltaStream {
             nonce: nonce.to_string(),
             ..Default::default()
         });
+        // Envoy answers every response; should it not, remember a bounded number.
+        while state.in_flight.len() >= MAX_IN_FLIGHT {
+            state.in_flight.pop_first();
+        }
         state.in_flight.insert(
             nonce,
             Sent {
