@@ -28,6 +28,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CommonTlsContext, DownstreamTlsContext, TlsCertificate,
 };
+use envoy_types::pb::google::protobuf::BoolValue;
 
 /// Extension names Envoy expects for the filters we configure.
 pub const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection_manager";
@@ -135,11 +136,14 @@ fn inline(pem: &str) -> DataSource {
 
 /// The HTTP connection manager: codec AUTO (HTTP/1.1, and h2c with prior
 /// knowledge, which gRPC clients send to plain-text ports), websocket upgrades,
-/// routes from RDS.
+/// routes from RDS. We are the edge, so the peer's address is the client's
+/// (`use_remote_address`): it is appended to `x-forwarded-for`, and `x-envoy-*`
+/// headers from outside are dropped instead of steering Envoy.
 pub fn http_connection_manager(stat_prefix: &str, route_table: &str) -> HttpConnectionManager {
     HttpConnectionManager {
         codec_type: CodecType::Auto as i32,
         stat_prefix: stat_prefix.to_string(),
+        use_remote_address: Some(BoolValue { value: true }),
         route_specifier: Some(RouteSpecifier::Rds(Rds {
             config_source: Some(ads_config_source()),
             route_config_name: route_table.to_string(),
@@ -244,6 +248,7 @@ mod tests {
         assert_eq!(rds_name(&l.filter_chains[0]), "edge_rt_infra_gw_80");
         let h = hcm(&l.filter_chains[0]);
         assert_eq!(h.codec_type, CodecType::Auto as i32);
+        assert_eq!(h.use_remote_address, Some(BoolValue { value: true }));
         assert_eq!(h.upgrade_configs[0].upgrade_type, "websocket");
         assert_eq!(h.http_filters[0].name, ROUTER);
         assert!(l.listener_filters.is_empty());

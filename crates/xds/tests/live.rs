@@ -201,6 +201,12 @@ fn envoy_serves_rewrites_redirects_and_invalid_backends() {
     assert!(r.body.starts_with("GET /anything HTTP/1.1\n"), "{}", r.body);
     assert!(r.body.contains("host: example.com:8080\n"), "{}", r.body);
     assert!(r.body.contains("x-set: by-envoy\n"), "{}", r.body);
+    // The edge takes the peer as the client (`use_remote_address`).
+    assert!(
+        r.body.contains("x-envoy-external-address: 127.0.0.1\n"),
+        "{}",
+        r.body
+    );
     assert!(!r.body.contains("x-remove-me"), "{}", r.body);
     assert_eq!(r.header("x-response"), Some("added"));
 
