@@ -185,6 +185,33 @@ async fn listeners_sharing_ports_give_a_service_the_api_server_accepts() {
     assert_eq!(report.unchanged, vec![name.clone()]);
     let again = &edge_services(&client).await[&name];
     assert_eq!(again.metadata.resource_version, version);
+
+    // Infrastructure labels propagate, and go away when the Gateway drops them.
+    let gateways = Api::<Gateway>::namespaced(client.clone(), "infra");
+    let labels = |v: Value| json!({"spec": {"infrastructure": {"labels": v}}});
+    let merge = |v| Patch::Merge(labels(v));
+    let pp = PatchParams::default();
+    gateways
+        .patch("web", &pp, &merge(json!({"team": "edge"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        pass(&client, &cfg).await.unwrap().applied,
+        vec![name.clone()]
+    );
+    let svc = &edge_services(&client).await[&name];
+    assert_eq!(svc.metadata.labels.as_ref().unwrap()["team"], "edge");
+    gateways
+        .patch("web", &pp, &merge(json!({"team": null})))
+        .await
+        .unwrap();
+    assert_eq!(
+        pass(&client, &cfg).await.unwrap().applied,
+        vec![name.clone()]
+    );
+    let svc = &edge_services(&client).await[&name];
+    assert!(!svc.metadata.labels.as_ref().unwrap().contains_key("team"));
+    assert!(pass(&client, &cfg).await.unwrap().applied.is_empty());
 }
 
 #[tokio::test]

@@ -10,7 +10,9 @@
 //! programmed for another reason (invalid listeners, an Envoy NACK) keeps that
 //! reason, and gets its addresses all the same.
 
-use super::{ServiceConfig, gateway_of, is_edge_service, service_name};
+use super::{
+    ReconcileErrors, ServiceConfig, Unallocated, gateway_of, is_edge_service, service_name,
+};
 use aether_gateway::StatusPlan;
 use aether_gateway::Store;
 use aether_gateway::status::{Condition, GatewayStatusAddress, set_condition};
@@ -70,6 +72,21 @@ pub fn apply_addresses(
             ),
         );
     }
+}
+
+/// Why each Gateway's Service or Envoy ports are not in place, for
+/// [`apply_addresses`]: the last reconcile's apply failures (these win) and the
+/// Gateways [`super::apply_allocations`] took out of the IR.
+pub fn problems(
+    errors: Option<&ReconcileErrors>,
+    unallocated: &[Unallocated],
+) -> BTreeMap<ObjectRef, String> {
+    let mut out: BTreeMap<ObjectRef, String> = unallocated
+        .iter()
+        .map(|u| (u.gateway().clone(), u.to_string()))
+        .collect();
+    out.extend(errors.map(ReconcileErrors::by_gateway).unwrap_or_default());
+    out
 }
 
 /// `ip` as IPAddress, `hostname` as Hostname, in the load balancer's order, once each.
@@ -247,6 +264,18 @@ mod tests {
             ("Invalid", "planned")
         );
         assert_eq!(plan.gateways[&invalid].addresses[0].value, "192.0.2.2");
+    }
+
+    #[test]
+    fn problems_join_unallocated_and_failed_gateways() {
+        let a = ObjectRef::new("infra", "a");
+        let unallocated = [Unallocated::Missing {
+            gateway: a.clone(),
+            ports: vec![443],
+        }];
+        let got = problems(None, &unallocated);
+        assert_eq!(got.keys().collect::<Vec<_>>(), vec![&a]);
+        assert!(got[&a].contains("443"), "{}", got[&a]);
     }
 
     #[test]

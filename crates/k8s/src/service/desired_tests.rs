@@ -272,3 +272,48 @@ fn a_changed_port_or_selector_is_not_up_to_date() {
         .remove(ALLOCATIONS_ANNOTATION);
     assert!(!up_to_date(&want, &annotation));
 }
+
+#[test]
+fn a_thousand_gateways_get_distinct_ports_and_keep_them() {
+    let gateways: Vec<Gateway> = (0..1000)
+        .map(|i| {
+            mk_gateway(
+                &format!("gw-{i:04}"),
+                "aether",
+                &[("a", "HTTP", 80), ("b", "HTTPS", 443)],
+            )
+        })
+        .collect();
+    let mut store = mk_store(gateways);
+    let cfg = ServiceConfig::default();
+    let first = desired_services(&store, &Ir::default(), &cfg);
+    assert_eq!(first.len(), 1000);
+    let targets: BTreeSet<i32> = first
+        .iter()
+        .flat_map(|s| ports_of(s).into_iter())
+        .map(|p| match p.3 {
+            IntOrString::Int(t) => t,
+            IntOrString::String(s) => panic!("named targetPort {s}"),
+        })
+        .collect();
+    assert_eq!(
+        targets.len(),
+        2000,
+        "every (Gateway, port) has its own Envoy port"
+    );
+    assert_eq!(targets.last(), Some(&21999));
+    for s in &first {
+        store.insert(s.clone());
+    }
+    // Half the Gateways go, then come back: the survivors' ports do not move.
+    let mut fewer = store.clone();
+    for i in (0..1000).step_by(2) {
+        fewer.remove::<Gateway>("infra", &format!("gw-{i:04}"));
+    }
+    let second = desired_services(&fewer, &Ir::default(), &cfg);
+    assert_eq!(second.len(), 500);
+    for s in &second {
+        assert!(first.contains(s), "{:?} moved", s.metadata.name);
+    }
+    assert_eq!(desired_services(&store, &Ir::default(), &cfg), first);
+}

@@ -21,6 +21,17 @@
 //!  Store (Service LB ingress) ──apply_addresses──► Gateway status.addresses / Programmed
 //! ```
 //!
+//! Wiring (per store generation; `t = translate(&store, &config)`):
+//!
+//! ```text
+//!  leader:  reconcile(&client, desired_services(&store, &t.ir, &cfg),
+//!                     store.all::<Service>().values(), &cfg.namespace)   → errors per Gateway
+//!  every agent:  unallocated = apply_allocations(&mut t.ir, &allocations(&store, ns), &cfg.bind_address)
+//!                then build the snapshot from t.ir (the leader does the same to hash it)
+//!  leader status:  plan = t.status.gated(ack);
+//!                  apply_addresses(&mut plan, &store, &cfg, &problems(errors, &unallocated))
+//! ```
+//!
 //! Allocations are recorded on the Service itself (annotation
 //! [`ALLOCATIONS_ANNOTATION`] plus the targetPorts), so they survive restarts and
 //! leader changes: the leader keeps every existing allocation and gives a new
@@ -33,7 +44,7 @@ pub mod allocate;
 pub mod desired;
 pub mod reconcile;
 
-pub use addresses::apply_addresses;
+pub use addresses::{apply_addresses, problems};
 pub use allocate::{Allocations, Unallocated, allocations, apply_allocations};
 pub use desired::desired_services;
 pub use reconcile::{ReconcileErrors, ReconcileReport, reconcile};

@@ -118,15 +118,18 @@ pub async fn reconcile<'a>(
     let mut errors = BTreeMap::new();
 
     let params = PatchParams::apply(FIELD_MANAGER).force();
+    // Owned items: closures over borrowed items make this future fail the
+    // higher-ranked `Send` check when a caller spawns it.
+    let to_apply: Vec<(String, Service)> = to_apply
+        .into_iter()
+        .map(|(name, svc)| (name, svc.clone()))
+        .collect();
     let applies = futures::stream::iter(to_apply)
         .map(|(name, svc)| {
             let (api, params) = (&api, &params);
             async move {
-                (
-                    name.clone(),
-                    api.patch(&name, params, &Patch::Apply(svc)).await,
-                    svc,
-                )
+                let result = api.patch(&name, params, &Patch::Apply(&svc)).await;
+                (name, result, svc)
             }
         })
         .buffer_unordered(CONCURRENCY)
@@ -140,7 +143,7 @@ pub async fn reconcile<'a>(
             }
             Err(source) => {
                 warn!(service = %name, error = %source, "applying edge Service failed");
-                let gateway = gateway_of(svc);
+                let gateway = gateway_of(&svc);
                 let namespace = namespace.to_string();
                 let e = ServiceError::Apply {
                     namespace,
@@ -153,6 +156,7 @@ pub async fn reconcile<'a>(
         }
     }
 
+    let to_delete: Vec<Service> = to_delete.into_iter().cloned().collect();
     let deletes = futures::stream::iter(to_delete)
         .map(|svc| {
             let api = &api;
@@ -179,7 +183,7 @@ pub async fn reconcile<'a>(
             Err(kube::Error::Api(s)) if s.is_not_found() => report.deleted.push(name),
             Err(source) => {
                 warn!(service = %name, error = %source, "deleting edge Service failed");
-                let gateway = gateway_of(svc);
+                let gateway = gateway_of(&svc);
                 let namespace = namespace.to_string();
                 let e = ServiceError::Delete {
                     namespace,
@@ -257,6 +261,16 @@ pub fn up_to_date(desired: &Service, current: &Service) -> bool {
     if !contains(&dm.labels, &cm.labels) || !contains(&dm.annotations, &cm.annotations) {
         return false;
     }
+    // A key we applied before but want no more (e.g. an infrastructure label the
+    // Gateway dropped) needs an apply to go away.
+    let dropped = |field: &str, want: &Option<BTreeMap<String, String>>| {
+        owned_keys(current, field)
+            .iter()
+            .any(|k| !want.as_ref().is_some_and(|w| w.contains_key(k)))
+    };
+    if dropped("labels", &dm.labels) || dropped("annotations", &dm.annotations) {
+        return false;
+    }
     let (Some(d), Some(c)) = (desired.spec.as_ref(), current.spec.as_ref()) else {
         return desired.spec.is_none();
     };
@@ -280,4 +294,29 @@ pub fn up_to_date(desired: &Service, current: &Service) -> bool {
         && (d.load_balancer_class.is_none() || d.load_balancer_class == c.load_balancer_class)
         && (d.allocate_load_balancer_node_ports.is_none()
             || d.allocate_load_balancer_node_ports == c.allocate_load_balancer_node_ports)
+}
+
+/// The `metadata.<field>` keys our field manager owns on `svc` (from managedFields).
+fn owned_keys(svc: &Service, field: &str) -> Vec<String> {
+    let ours = svc
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.is_none());
+    let mut keys = Vec::new();
+    for entry in ours {
+        let Some(fields) = entry.fields_v1.as_ref() else {
+            continue;
+        };
+        let owned = fields.0.pointer(&format!("/f:metadata/f:{field}"));
+        if let Some(serde_json::Value::Object(map)) = owned {
+            keys.extend(
+                map.keys()
+                    .filter_map(|k| k.strip_prefix("f:"))
+                    .map(String::from),
+            );
+        }
+    }
+    keys
 }
