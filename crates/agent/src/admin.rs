@@ -8,31 +8,37 @@
 //! | `/debug/snapshot` | JSON: the resources pushed, per Envoy node what it ACKed/NACKed |
 //! | `/debug/status`   | YAML: status as it stands given what Envoy has ACKed            |
 
-use crate::pipeline::{Published, Stats};
-use aether_ads::{Fleet, GatewayAck};
-use aether_gateway::AckState;
+use crate::pipeline::Published;
+use aether_ads::Fleet;
+use aether_gateway::StatusPlan;
+use anyhow::Context;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 pub struct AdminState {
     pub published: watch::Receiver<Option<Arc<Published>>>,
+    /// The local ADS server's fleet: what the local Envoy(s) ACKed and NACKed.
     pub fleet: Fleet,
-    pub stats: Arc<Stats>,
+    /// Prometheus text sources, concatenated on `/metrics`.
+    pub metrics: Vec<Box<dyn Fn() -> String + Send + Sync>>,
+    /// The status as it stands: the plan after the ACK gate of this mode.
+    pub status_view: Box<dyn Fn(&Published) -> StatusPlan + Send + Sync>,
 }
 
 type Shared = Arc<AdminState>;
 
-pub async fn serve(
-    listener: tokio::net::TcpListener,
+/// Binds `address` and serves every admin endpoint until `shutdown` turns true.
+pub async fn spawn(
+    address: &str,
     state: Shared,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<JoinHandle<std::io::Result<()>>> {
     let app = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -40,9 +46,40 @@ pub async fn serve(
         .route("/debug/snapshot", get(debug_snapshot))
         .route("/debug/status", get(debug_status))
         .with_state(state);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+    bind_and_serve(address, app, shutdown, "admin").await
+}
+
+/// Only `/healthz` and `/readyz`, for probes on a routable address (the admin
+/// endpoints show Secrets' material and stay on loopback).
+pub async fn spawn_health(
+    address: &str,
+    state: Shared,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<JoinHandle<std::io::Result<()>>> {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(state);
+    bind_and_serve(address, app, shutdown, "health").await
+}
+
+async fn bind_and_serve(
+    address: &str,
+    app: Router,
+    mut shutdown: watch::Receiver<bool>,
+    what: &str,
+) -> anyhow::Result<JoinHandle<std::io::Result<()>>> {
+    let listener = tokio::net::TcpListener::bind(address)
         .await
+        .with_context(|| format!("binding the {what} address {address}"))?;
+    tracing::info!(address = %address, "{what} HTTP listening");
+    Ok(tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            })
+            .await
+    }))
 }
 
 fn current(state: &AdminState) -> Option<Arc<Published>> {
@@ -61,7 +98,7 @@ async fn readyz(State(state): State<Shared>) -> Response {
 }
 
 async fn metrics(State(state): State<Shared>) -> Response {
-    let mut body = state.stats.render();
+    let mut body: String = state.metrics.iter().map(|m| m()).collect();
     body.push_str(&state.fleet.render_metrics());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
@@ -112,16 +149,9 @@ async fn debug_status(State(state): State<Shared>) -> Response {
     let Some(p) = current(&state) else {
         return (StatusCode::SERVICE_UNAVAILABLE, "no configuration yet\n").into_response();
     };
-    let gated = p
-        .status
-        .gated(|gw| match state.fleet.gateway_state(&p.snapshot, gw) {
-            GatewayAck::Acked => AckState::Acked,
-            GatewayAck::Pending => AckState::Pending,
-            GatewayAck::Nacked(msg) => AckState::Nacked(msg),
-        });
     (
         [(header::CONTENT_TYPE, "application/yaml")],
-        gated.to_yaml(),
+        (state.status_view)(&p).to_yaml(),
     )
         .into_response()
 }

@@ -5,6 +5,7 @@
 //! aether-edge status     --config-dir DIR      # computed status as Kubernetes YAML
 //! aether-edge translate  --config-dir DIR      # Envoy resources as YAML
 //! aether-edge bootstrap  --node-id ID --xds-address H:P [--admin-address H:P]
+//! aether-edge agent      --node-name NODE [--namespace NS] ...   # Kubernetes mode
 //! ```
 
 use crate::logging::{self, LogFormat};
@@ -45,6 +46,8 @@ enum Command {
     Translate(ConfigArgs),
     /// Print an Envoy bootstrap that connects to an aether-edge ADS server.
     Bootstrap(BootstrapArgs),
+    /// Kubernetes mode: the edge agent beside Envoy and the GatewayClass controller.
+    Agent(crate::kubernetes::AgentArgs),
 }
 
 /// Where the Gateway API objects come from and how they are interpreted.
@@ -120,6 +123,7 @@ pub fn main() -> ExitCode {
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Standalone(args) => standalone::run(args),
+        Command::Agent(args) => crate::kubernetes::run(args),
         Command::Status(args) => {
             let store = source::load_dir(&args.config_dir)?;
             let translation = aether_gateway::translate(&store, &args.translate_config());

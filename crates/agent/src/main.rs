@@ -4,8 +4,10 @@
 
 mod admin;
 mod cli;
+mod kubernetes;
 mod logging;
 mod pipeline;
+mod serve;
 mod source;
 mod standalone;
 

@@ -11,19 +11,22 @@
 //! Nothing is published before the first store that loaded completely, so an
 //! empty or half-read source never reaches a running Envoy.
 
-use aether_gateway::{Config, StatusPlan, Store};
+use aether_gateway::{Config, StatusPlan, Store, Translation};
+use aether_ir::Ir;
 use aether_xds::Snapshot;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use tokio::sync::watch;
 
-/// One published generation: the snapshot the ADS server serves and the status
-/// plan it was translated with.
+/// One published generation: the snapshot the ADS server serves, the status plan
+/// it was translated with, and the IR as translated.
 #[derive(Debug)]
 pub struct Published {
     pub snapshot: Arc<Snapshot>,
     pub status: StatusPlan,
+    /// The IR as translated, before any mode-specific rewrite (port allocations).
+    pub ir: Arc<Ir>,
 }
 
 /// Counters exposed on `/metrics`.
@@ -80,19 +83,35 @@ impl Pipeline {
     /// Translates and builds `store`; publishes when the result differs from what
     /// is published. Returns whether it published.
     pub fn apply(&self, store: &Store) -> bool {
+        self.apply_with(store, |_, _| {})
+    }
+
+    /// [`Pipeline::apply`] with a mode-specific rewrite of the IR (and the plan)
+    /// between translation and building, e.g. Kubernetes port allocations.
+    pub fn apply_with(
+        &self,
+        store: &Store,
+        rewrite: impl FnOnce(&Store, &mut Translation),
+    ) -> bool {
         let started = Instant::now();
         let translation = aether_gateway::translate(store, &self.config);
-        let snapshot = aether_xds::build(&translation.ir);
+        let ir = Arc::new(translation.ir.clone());
+        let mut served = translation;
+        rewrite(store, &mut served);
+        let snapshot = aether_xds::build(&served.ir);
         self.stats
             .last_build_micros
             .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         let next = Published {
             snapshot: Arc::new(snapshot),
-            status: translation.status,
+            status: served.status,
+            ir,
         };
         let changed = self.published.send_if_modified(|current| {
             let same = current.as_ref().is_some_and(|p| {
-                p.snapshot.version == next.snapshot.version && p.status == next.status
+                p.snapshot.version == next.snapshot.version
+                    && p.status == next.status
+                    && p.ir == next.ir
             });
             if !same {
                 *current = Some(Arc::new(next));

@@ -1,0 +1,556 @@
+//! Kubernetes mode (`aether-edge agent`): one agent beside one Envoy per edge node.
+//!
+//! ```text
+//!  kube watches ─► Index ─(all listed)─► Pipeline ─(allocations rewrite)─► snapshot ─► ADS (unix socket) ─► local Envoy
+//!                                           │                                                │ ACK/NACK
+//!                                           │            local report ◄── Fleet ◄────────────┘
+//!                                           │                 │ gRPC stream (or in process on the leader)
+//!                                           ▼                 ▼
+//!  leader only:  Service reconcile     Reports (every node) ─► gate ─► addresses ─► status writer (SSA)
+//! ```
+//!
+//! Every agent serves its own Envoy from its own watches; only the elected leader
+//! writes: per-Gateway Services (allocating Envoy ports) and status, where
+//! `Programmed`, `attachedRoutes` and route `Accepted` wait for every connected
+//! Envoy of the fleet to ACK the Gateway's current content hash.
+
+use crate::admin::{self, AdminState};
+use crate::pipeline::{Pipeline, Published};
+use crate::serve;
+use aether_ads::Fleet;
+use aether_gateway::{AckState, StatusPlan, Store};
+use aether_ir::ObjectRef;
+use aether_k8s::Index;
+use aether_k8s::leader::{self, LeaderConfig, LeaderElector};
+use aether_k8s::service::{self, AddressMode, ServiceConfig};
+use aether_k8s::status::{StatusInputs, StatusWriter};
+use aether_report::pb::AckReport;
+use aether_report::{Reports, local_report};
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use k8s_openapi::api::core::v1::Service;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+/// Features our GatewayClass claims in `status.supportedFeatures`: what is
+/// implemented and exercised by our own tests and the conformance suite.
+pub const SUPPORTED_FEATURES: &[&str] = &[
+    "Gateway",
+    "GatewayPort8080",
+    "HTTPRoute",
+    "HTTPRouteBackendProtocolH2C",
+    "HTTPRouteHostRewrite",
+    "HTTPRouteMethodMatching",
+    "HTTPRoutePathRedirect",
+    "HTTPRoutePathRewrite",
+    "HTTPRoutePortRedirect",
+    "HTTPRouteQueryParamMatching",
+    "HTTPRouteResponseHeaderModification",
+    "HTTPRouteSchemeRedirect",
+    "ReferenceGrant",
+];
+
+/// Coalesces bursts of watch events before translating.
+const SETTLE: Duration = Duration::from_millis(20);
+/// An agent sends the leader at most one report per interval.
+const REPORT_INTERVAL: Duration = Duration::from_millis(100);
+/// How often a follower looks up who leads (and where it takes reports).
+const LEADER_LOOKUP: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AddressModeArg {
+    /// One LoadBalancer Service per Gateway; Envoy binds allocated ports.
+    Service,
+    /// Listeners bind on the Gateway's spec.addresses (or --default-address).
+    Static,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AgentArgs {
+    /// A kubeconfig file; default: in-cluster config, else $KUBECONFIG / ~/.kube/config.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The edge namespace: Services, the leader Lease, the DaemonSet.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "aether-ingress")]
+    pub namespace: String,
+    /// Serve only Gateways whose GatewayClass names this controllerName.
+    #[arg(long, default_value = crate::cli::DEFAULT_CONTROLLER_NAME)]
+    pub controller_name: String,
+    /// This node's name: the local Envoy's node id.
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+    /// This pod's name: the leader-election identity (default: the node name).
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// The address other agents reach this one's report port on (the pod IP).
+    #[arg(long, env = "POD_IP")]
+    pub advertise_address: Option<String>,
+    /// Where Gateway addresses come from.
+    #[arg(long, value_enum, default_value = "service")]
+    pub address_mode: AddressModeArg,
+    /// Service mode: the address Envoy binds every allocated port on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: String,
+    /// Service mode: Envoy ports are allocated from this inclusive range.
+    #[arg(long, default_value = "20000-29999", value_parser = parse_range)]
+    pub port_range: (u16, u16),
+    /// Static mode: the address listeners bind on when a Gateway has no spec.addresses.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub default_address: String,
+    /// ADS listen address for the local Envoy: `unix:/path` (preferred) or loopback `HOST:PORT`.
+    #[arg(long, default_value = "unix:/var/run/aether-edge/ads.sock")]
+    pub xds_address: String,
+    /// Admin HTTP (metrics, debug views): keep it on loopback.
+    #[arg(long, default_value = "127.0.0.1:19001")]
+    pub admin_address: String,
+    /// Probes only (/healthz, /readyz), e.g. 0.0.0.0:19002.
+    #[arg(long)]
+    pub health_address: Option<String>,
+    /// Where this agent takes fleet reports when it leads.
+    #[arg(long, default_value = "0.0.0.0:18001")]
+    pub report_address: String,
+    /// Elect a leader among agents through a Lease (false: this agent always leads).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// The leader Lease's name (in the edge namespace).
+    #[arg(long, default_value = "aether-edge")]
+    pub lease_name: String,
+}
+
+fn parse_range(s: &str) -> Result<(u16, u16), String> {
+    let (lo, hi) = s
+        .split_once('-')
+        .ok_or_else(|| format!("{s:?}: expected LOW-HIGH"))?;
+    let lo: u16 = lo.trim().parse().map_err(|e| format!("{lo:?}: {e}"))?;
+    let hi: u16 = hi.trim().parse().map_err(|e| format!("{hi:?}: {e}"))?;
+    if lo == 0 || lo > hi {
+        return Err(format!("{s:?}: expected 1 <= LOW <= HIGH"));
+    }
+    Ok((lo, hi))
+}
+
+pub fn run(args: AgentArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no in-cluster config and no kubeconfig")?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+async fn serve(args: AgentArgs) -> anyhow::Result<()> {
+    let client = client(args.kubeconfig.as_ref()).await?;
+    let identity = args.pod_name.clone().unwrap_or(args.node_name.clone());
+    let mode = match args.address_mode {
+        AddressModeArg::Service => AddressMode::Service(ServiceConfig {
+            controller_name: args.controller_name.clone(),
+            namespace: args.namespace.clone(),
+            port_range: args.port_range,
+            bind_address: args.bind_address.clone(),
+            ..ServiceConfig::default()
+        }),
+        AddressModeArg::Static => AddressMode::Static,
+    };
+    let pipeline = Arc::new(Pipeline::new(aether_gateway::Config {
+        controller_name: args.controller_name.clone(),
+        default_address: args.default_address.clone(),
+    }));
+    let fleet = Fleet::new();
+    let reports = Reports::default();
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+
+    // Watches → index → pipeline (nothing publishes before every kind has listed).
+    let index = Arc::new(Index::new(aether_k8s::watch::KINDS));
+    tokio::spawn(aether_k8s::watch::run(client.clone(), index.clone()));
+    tokio::spawn(drive_pipeline(
+        index.clone(),
+        pipeline.clone(),
+        mode.clone(),
+    ));
+
+    // Leadership.
+    let report_port = args
+        .report_address
+        .rsplit_once(':')
+        .map(|(_, p)| p.to_string())
+        .unwrap_or_default();
+    let advertised = args
+        .advertise_address
+        .as_ref()
+        .map(|ip| format!("{ip}:{report_port}"));
+    let is_leader = if args.leader_elect {
+        let mut config = LeaderConfig::new(&args.namespace, &args.lease_name, &identity);
+        config.report_address = advertised.clone();
+        let elector = LeaderElector::new(client.clone(), config);
+        let rx = elector.is_leader();
+        tokio::spawn(elector.run(wait_true(shutdown_rx.clone())));
+        rx
+    } else {
+        leader::always_leader()
+    };
+
+    // Fleet reports: ours in process when we lead, over gRPC to the leader otherwise.
+    let local = local_reports(&args.node_name, pipeline.subscribe(), fleet.clone());
+    tokio::spawn(self_report(
+        local.clone(),
+        is_leader.clone(),
+        reports.clone(),
+    ));
+    let leader_address = leader_address(
+        client.clone(),
+        args.namespace.clone(),
+        args.lease_name.clone(),
+        identity.clone(),
+        args.leader_elect,
+    );
+    tokio::spawn(aether_report::client::run(
+        leader_address,
+        local,
+        REPORT_INTERVAL,
+    ));
+    let report_listener = tokio::net::TcpListener::bind(&args.report_address)
+        .await
+        .with_context(|| format!("binding the report address {}", args.report_address))?;
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(aether_report::server::ReportService::new(reports.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(
+                report_listener,
+            )),
+    );
+
+    // Leader duties: Services, then status.
+    let (problems_tx, problems_rx) = watch::channel(BTreeMap::new());
+    if let AddressMode::Service(cfg) = &mode {
+        tokio::spawn(reconcile_services(
+            client.clone(),
+            index.clone(),
+            pipeline.subscribe(),
+            is_leader.clone(),
+            cfg.clone(),
+            problems_tx,
+        ));
+    }
+    let status_inputs = status_inputs(
+        index.clone(),
+        pipeline.subscribe(),
+        reports.clone(),
+        mode.clone(),
+        problems_rx,
+        args.controller_name.clone(),
+    );
+    let writer = Arc::new(StatusWriter::new(Duration::from_secs(10), 4));
+    tokio::spawn(aether_k8s::status::run(
+        client.clone(),
+        status_inputs.clone(),
+        is_leader.clone(),
+        writer.clone(),
+    ));
+
+    // Admin and probes.
+    let admin_state = Arc::new(AdminState {
+        published: pipeline.subscribe(),
+        fleet: fleet.clone(),
+        metrics: vec![
+            Box::new({
+                let stats = pipeline.stats.clone();
+                move || stats.render()
+            }),
+            Box::new(move || writer.render_metrics()),
+            Box::new({
+                let is_leader = is_leader.clone();
+                move || {
+                    format!(
+                        "# HELP aether_edge_leader Whether this agent leads (writes status and Services).\n# TYPE aether_edge_leader gauge\naether_edge_leader {}\n",
+                        u8::from(*is_leader.borrow())
+                    )
+                }
+            }),
+        ],
+        status_view: Box::new(move |_| status_inputs.borrow().plan.clone()),
+    });
+    let admin_task = admin::spawn(
+        &args.admin_address,
+        admin_state.clone(),
+        shutdown_rx.clone(),
+    )
+    .await?;
+    let health_task = match &args.health_address {
+        Some(address) => Some(admin::spawn_health(address, admin_state, shutdown_rx).await?),
+        None => None,
+    };
+
+    if let Some(dir) = args
+        .xds_address
+        .strip_prefix("unix:")
+        .and_then(|p| std::path::Path::new(p).parent())
+    {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the ADS socket directory {}", dir.display()))?;
+    }
+    let result = serve::ads_when_ready(pipeline.subscribe(), fleet, &args.xds_address).await;
+    let _ = shutdown_tx.send(true);
+    let _ = admin_task.await;
+    if let Some(t) = health_task {
+        let _ = t.await;
+    }
+    info!("stopped");
+    result
+}
+
+async fn wait_true(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+/// Re-translates whenever the index changes, once every kind has listed.
+async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: AddressMode) {
+    let mut generation = index.subscribe();
+    let mut waiting_logged = false;
+    loop {
+        match index.store() {
+            Some(store) => {
+                let published = pipeline.apply_with(&store, |store, translation| {
+                    if let AddressMode::Service(cfg) = &mode {
+                        let allocations = service::allocations(store, &cfg.namespace);
+                        service::apply_allocations(
+                            &mut translation.ir,
+                            &allocations,
+                            &cfg.bind_address,
+                        );
+                    }
+                });
+                if published {
+                    info!(objects = store.len(), "configuration published");
+                }
+            }
+            None if !waiting_logged => {
+                info!(pending = ?index.pending_kinds(), "waiting for every watch to list");
+                waiting_logged = true;
+            }
+            None => {}
+        }
+        if generation.changed().await.is_err() {
+            return;
+        }
+        tokio::time::sleep(SETTLE).await;
+        generation.borrow_and_update();
+    }
+}
+
+/// What the local Envoy serves, as the latest report for the leader.
+fn local_reports(
+    node: &str,
+    mut published: watch::Receiver<Option<Arc<Published>>>,
+    fleet: Fleet,
+) -> watch::Receiver<Arc<AckReport>> {
+    let empty = AckReport {
+        node: node.to_string(),
+        ..Default::default()
+    };
+    let (tx, rx) = watch::channel(Arc::new(empty));
+    let node = node.to_string();
+    tokio::spawn(async move {
+        let mut changes = fleet.subscribe();
+        loop {
+            let snapshot = published
+                .borrow_and_update()
+                .as_ref()
+                .map(|p| p.snapshot.clone());
+            if let Some(snapshot) = snapshot {
+                let report = local_report(&node, &fleet, &snapshot);
+                tx.send_if_modified(|current| {
+                    let changed = **current != report;
+                    if changed {
+                        *current = Arc::new(report);
+                    }
+                    changed
+                });
+            }
+            tokio::select! {
+                r = published.changed() => if r.is_err() { return },
+                r = changes.changed() => if r.is_err() { return },
+            }
+        }
+    });
+    rx
+}
+
+/// The leader's own node reports in process.
+async fn self_report(
+    mut local: watch::Receiver<Arc<AckReport>>,
+    mut is_leader: watch::Receiver<bool>,
+    reports: Reports,
+) {
+    loop {
+        let report = local.borrow_and_update().clone();
+        if *is_leader.borrow_and_update() {
+            reports.update((*report).clone());
+        } else {
+            reports.remove(&report.node);
+        }
+        tokio::select! {
+            r = local.changed() => if r.is_err() { return },
+            r = is_leader.changed() => if r.is_err() { return },
+        }
+    }
+}
+
+/// Where the current leader takes reports, `None` while that is us (or unknown).
+fn leader_address(
+    client: kube::Client,
+    namespace: String,
+    lease: String,
+    identity: String,
+    elect: bool,
+) -> watch::Receiver<Option<String>> {
+    let (tx, rx) = watch::channel(None);
+    if !elect {
+        return rx;
+    }
+    tokio::spawn(async move {
+        loop {
+            let address = match leader::current_leader(&client, &namespace, &lease).await {
+                Some((holder, address)) if holder != identity => address,
+                _ => None,
+            };
+            tx.send_if_modified(|current| {
+                let changed = *current != address;
+                if changed {
+                    *current = address.clone();
+                }
+                changed
+            });
+            tokio::time::sleep(LEADER_LOOKUP).await;
+        }
+    });
+    rx
+}
+
+/// Leader only: keeps one Service per served Gateway; per-Gateway failures go to
+/// the status (and are retried with backoff).
+async fn reconcile_services(
+    client: kube::Client,
+    index: Arc<Index>,
+    mut published: watch::Receiver<Option<Arc<Published>>>,
+    mut is_leader: watch::Receiver<bool>,
+    cfg: ServiceConfig,
+    problems: watch::Sender<BTreeMap<ObjectRef, String>>,
+) {
+    let mut generation = index.subscribe();
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let ir = published.borrow_and_update().as_ref().map(|p| p.ir.clone());
+        let leading = *is_leader.borrow_and_update();
+        let mut failed = false;
+        if let (true, Some(ir), Some(store)) = (leading, ir, index.store()) {
+            let desired = service::desired_services(&store, &ir, &cfg);
+            let existing: Vec<Service> = store
+                .all::<Service>()
+                .values()
+                .filter(|s| service::is_edge_service(s, &cfg.namespace))
+                .cloned()
+                .collect();
+            let applying = service::reconcile(&client, desired, existing.iter(), &cfg.namespace);
+            let by_gateway = match applying.await {
+                Ok(_) => BTreeMap::new(),
+                Err(errors) => {
+                    warn!(error = %errors, "reconciling edge Services failed; retrying");
+                    failed = true;
+                    errors.by_gateway()
+                }
+            };
+            problems.send_if_modified(|p| {
+                let changed = *p != by_gateway;
+                *p = by_gateway;
+                changed
+            });
+        }
+        if failed {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(10));
+            continue;
+        }
+        backoff = Duration::from_millis(200);
+        tokio::select! {
+            r = published.changed() => if r.is_err() { return },
+            r = generation.changed() => if r.is_err() { return },
+            r = is_leader.changed() => if r.is_err() { return },
+        }
+        tokio::time::sleep(SETTLE).await;
+    }
+}
+
+/// The status to write: the plan, gated on the fleet's reports, with addresses
+/// from the Services; recomputed on any change.
+fn status_inputs(
+    index: Arc<Index>,
+    mut published: watch::Receiver<Option<Arc<Published>>>,
+    reports: Reports,
+    mode: AddressMode,
+    mut problems: watch::Receiver<BTreeMap<ObjectRef, String>>,
+    controller_name: String,
+) -> watch::Receiver<Arc<StatusInputs>> {
+    let (tx, rx) = watch::channel(Arc::new(StatusInputs {
+        controller_name: controller_name.clone(),
+        ..Default::default()
+    }));
+    tokio::spawn(async move {
+        let mut generation = index.subscribe();
+        let mut report_changes = reports.subscribe();
+        loop {
+            let p = published.borrow_and_update().clone();
+            if let (Some(p), Some(store)) = (p, index.store()) {
+                let problems = problems.borrow_and_update().clone();
+                let plan = gate(&p, &reports, &store, &mode, &problems);
+                tx.send_replace(Arc::new(StatusInputs {
+                    plan,
+                    store,
+                    supported_features: SUPPORTED_FEATURES.iter().map(|f| f.to_string()).collect(),
+                    controller_name: controller_name.clone(),
+                }));
+            }
+            tokio::select! {
+                r = published.changed() => if r.is_err() { return },
+                r = generation.changed() => if r.is_err() { return },
+                r = report_changes.changed() => if r.is_err() { return },
+                r = problems.changed() => if r.is_err() { return },
+            }
+        }
+    });
+    rx
+}
+
+fn gate(
+    p: &Published,
+    reports: &Reports,
+    store: &Store,
+    mode: &AddressMode,
+    problems: &BTreeMap<ObjectRef, String>,
+) -> StatusPlan {
+    let states = reports.states(&p.snapshot);
+    let mut plan = p
+        .status
+        .gated(|gw| states.get(gw).cloned().unwrap_or(AckState::Pending));
+    if let AddressMode::Service(cfg) = mode {
+        service::apply_addresses(&mut plan, store, cfg, problems);
+    }
+    plan
+}
