@@ -56,8 +56,9 @@ pub struct Nack {
     pub version: String,
     /// Envoy's `error_detail.message`.
     pub message: String,
-    /// The resources that response brought that Envoy did not hold yet (new or
-    /// changed): the ones the rejection is about.
+    /// The resources the rejection is about: those the response added or changed,
+    /// narrowed to the ones Envoy's message names when it names any (see
+    /// [`rejected`]).
     pub rejected: Versions,
 }
 

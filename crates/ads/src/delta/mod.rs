@@ -13,8 +13,10 @@
 //! only resources whose version differs from what Envoy holds (starting from the
 //! `initial_resource_versions` it reports on a new stream), and `removed_resources`
 //! for held resources that left the snapshot or the subscription. Subscription
-//! changes are deltas, so they are applied even when the nonce is stale. As in SotW,
-//! an update to CDS is followed by the endpoints of the clusters it updated.
+//! changes are deltas, so they are applied even when the nonce is stale. A wildcard
+//! subscriber's first request is always answered, even with nothing new, since
+//! Envoy waits for that answer to finish initializing. As in SotW, an update to
+//! CDS is followed by the endpoints of the clusters it updated.
 
 use crate::event::{Event, Nack, Output, rejected};
 use crate::subscription::{Subscription, Versions};
