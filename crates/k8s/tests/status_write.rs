@@ -50,8 +50,11 @@ async fn seed(client: &Client) {
         &Api::<Gateway>::namespaced(client.clone(), "infra"),
         json!({"metadata": {"name": "web", "namespace": "infra"}, "spec": {
             "gatewayClassName": "aether",
-            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
-                           "allowedRoutes": {"namespaces": {"from": "All"}}}]}}),
+            "listeners": [
+                {"name": "http", "port": 80, "protocol": "HTTP",
+                 "allowedRoutes": {"namespaces": {"from": "All"}}},
+                {"name": "http-alt", "port": 8080, "protocol": "HTTP",
+                 "allowedRoutes": {"namespaces": {"from": "Same"}}}]}}),
     )
     .await;
     create(
@@ -61,6 +64,13 @@ async fn seed(client: &Client) {
                            {"name": "elsewhere", "namespace": "infra"}],
             "hostnames": ["www.example.com"],
             "rules": [{"backendRefs": [{"name": "missing", "port": 80}]}]}}),
+    )
+    .await;
+    create(
+        &Api::<GrpcRoute>::namespaced(client.clone(), "apps"),
+        json!({"metadata": {"name": "g", "namespace": "apps"}, "spec": {
+            "parentRefs": [{"name": "web", "namespace": "infra", "sectionName": "http"}],
+            "hostnames": ["grpc.example.com"]}}),
     )
     .await;
 }
@@ -200,7 +210,7 @@ async fn status_is_applied_merged_retried_and_reported() {
     // First write: every object of ours, applied as one batch.
     let before = load(&client).await;
     let patches = writer.patches(&inputs(before.clone(), AckState::Acked), &now());
-    assert_eq!(patches.len(), 3, "{patches:#?}");
+    assert_eq!(patches.len(), 4, "{patches:#?}");
     let report = writer.write(&client, patches).await.expect("first batch");
     let written: Vec<String> = report
         .written
@@ -212,7 +222,8 @@ async fn status_is_applied_merged_retried_and_reported() {
         vec![
             "GatewayClass /aether",
             "Gateway infra/web",
-            "HTTPRoute apps/r"
+            "HTTPRoute apps/r",
+            "GRPCRoute apps/g"
         ]
     );
 
@@ -231,10 +242,29 @@ async fn status_is_applied_merged_retried_and_reported() {
         (&programmed["status"], &programmed["observedGeneration"]),
         (&json!("True"), &json!(1))
     );
-    assert_eq!(gw["listeners"][0]["attachedRoutes"], 1);
+    let listeners: Vec<(&str, i64)> = gw["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["name"].as_str().unwrap(),
+                l["attachedRoutes"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    // `http-alt` admits routes from its own namespace only.
+    assert_eq!(listeners, vec![("http", 2), ("http-alt", 0)]);
     assert_eq!(
         gw["listeners"][0]["supportedKinds"][0],
         json!({"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"})
+    );
+    let grpc = status_of(&Api::<GrpcRoute>::namespaced(client.clone(), "apps"), "g").await;
+    assert_eq!(parent_controllers(&grpc), vec![(OURS.into(), "web".into())]);
+    assert_eq!(grpc["parents"][0]["parentRef"]["sectionName"], "http");
+    assert_eq!(
+        condition(&grpc["parents"][0]["conditions"], "Accepted")["status"],
+        "True"
     );
     let route = status_of(&routes, "r").await;
     assert_eq!(
@@ -323,6 +353,46 @@ async fn status_is_applied_merged_retried_and_reported() {
     assert_eq!(
         parent_controllers(&route),
         vec![(THEIRS.into(), "elsewhere".into())]
+    );
+
+    // A listener leaves the spec: the apply no longer names it, so the API server
+    // drops it from status (a map we own by key), leaving the other as it was.
+    gateways
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([
+                {"op": "remove", "path": "/spec/listeners/1"}]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    let patches = writer.patches(&inputs(load(&client).await, AckState::Pending), &now());
+    let kinds: Vec<String> = patches
+        .iter()
+        .map(|p| format!("{} {}", p.kind, p.object))
+        .collect();
+    assert!(
+        kinds.contains(&"Gateway infra/web".to_string()),
+        "{kinds:?}"
+    );
+    writer
+        .write(&client, patches)
+        .await
+        .expect("listener removal");
+    let gw = status_of(&gateways, "web").await;
+    let names: Vec<&str> = gw["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["http"]);
+    assert_eq!(
+        condition(&gw["conditions"], "Accepted")["observedGeneration"],
+        2
     );
 
     // Outage: every failed object is named and counted, and the driver retries
