@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  node {id, cluster}
-//!  dynamic_resources: ads_config (gRPC, v3) ─► cluster edge_xds ─► xds_address
+//!  dynamic_resources: ads_config (gRPC or Delta gRPC, v3) ─► cluster edge_xds ─► xds_address
 //!                     cds_config / lds_config = ADS   (EDS and RDS follow from them)
 //!  static_resources:  cluster edge_xds (HTTP/2; STATIC for an IP or unix socket,
 //!                                       STRICT_DNS for a hostname)
@@ -268,6 +268,12 @@ mod tests {
         assert_eq!(v["node"]["id"], "edge-1");
         assert_eq!(v["node"]["cluster"], "aether-edge");
         assert_eq!(v["dynamicResources"]["adsConfig"]["apiType"], "GRPC");
+        let delta = bootstrap(&BootstrapOptions {
+            delta: true,
+            ..opts("127.0.0.1:18000", "localhost:9901")
+        });
+        let d: serde_yaml::Value = serde_yaml::from_str(&delta).unwrap();
+        assert_eq!(d["dynamicResources"]["adsConfig"]["apiType"], "DELTA_GRPC");
         assert_eq!(
             v["dynamicResources"]["adsConfig"]["grpcServices"][0]["envoyGrpc"]["clusterName"],
             XDS_CLUSTER
