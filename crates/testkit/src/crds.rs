@@ -81,3 +81,81 @@ pub(crate) async fn install(
     .await?;
     Ok(names)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object}}
+";
+    const POLICY: &str = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: safe-upgrades}
+";
+
+    fn scratch() -> PathBuf {
+        let hex = crate::pki::random_hex(4).unwrap();
+        let dir = std::env::temp_dir().join(format!("aether-testkit-crds-{hex}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn reads_only_crd_documents_of_yaml_files() {
+        let dir = scratch();
+        std::fs::write(dir.join("b.yaml"), format!("{POLICY}---\n{CRD}---\n")).unwrap();
+        std::fs::write(dir.join("a.yaml"), CRD.replace("widgets", "gadgets")).unwrap();
+        std::fs::write(dir.join("kustomization.yml"), CRD).unwrap();
+        let names: Vec<_> = read(&dir)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.metadata.name.unwrap())
+            .collect();
+        assert_eq!(names, ["gadgets.example.com", "widgets.example.com"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_directory_without_crds_is_an_error() {
+        let dir = scratch();
+        std::fs::write(dir.join("policy.yaml"), POLICY).unwrap();
+        assert!(matches!(read(&dir), Err(Error::NoCrds(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_pinned_bundle_has_the_gateway_api_crds() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = runtime.block_on(crate::gateway_api_crd_dir()).unwrap();
+        let crds = read(&dir).unwrap();
+        let names: Vec<_> = crds
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        for kind in [
+            "gatewayclasses",
+            "gateways",
+            "httproutes",
+            "grpcroutes",
+            "tlsroutes",
+            "referencegrants",
+        ] {
+            let name = format!("{kind}.gateway.networking.k8s.io");
+            assert!(names.contains(&name), "{name} missing from {names:?}");
+        }
+    }
+}

@@ -4,7 +4,8 @@
 //! - binaries: `$AETHER_KUBE_BIN_DIR`, else the one line `conformance/build-tools apiserver`
 //!   prints (it builds etcd + kube-apiserver into `~/.cache/aether-edge` the first time);
 //! - CRDs: `$AETHER_GATEWAY_API_CRD_DIR`, else `config/crd/experimental` of the
-//!   `sigs.k8s.io/gateway-api` module the conformance module pins (Go module cache).
+//!   `sigs.k8s.io/gateway-api` module the conformance module pins (Go module cache,
+//!   downloaded there if missing).
 //!
 //! Each is resolved once per test process.
 
@@ -37,7 +38,7 @@ pub async fn kube_bin_dir() -> Result<PathBuf, Error> {
                 Command::new(&script)
                     .arg("apiserver")
                     .stderr(Stdio::inherit()),
-                "conformance/build-tools apiserver",
+                "conformance/build-tools apiserver (set AETHER_KUBE_BIN_DIR to skip it)",
             )
             .await?;
             Ok(PathBuf::from(line))
@@ -53,21 +54,44 @@ pub async fn gateway_api_crd_dir() -> Result<PathBuf, Error> {
             if let Some(dir) = std::env::var_os("AETHER_GATEWAY_API_CRD_DIR") {
                 return Ok(PathBuf::from(dir));
             }
-            let module = run_for_line(
-                Command::new("go")
-                    .args(["list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api"])
-                    .current_dir(repo_root().join("conformance"))
-                    .stderr(Stdio::piped()),
-                "go list -m sigs.k8s.io/gateway-api",
-            )
-            .await?;
-            Ok(PathBuf::from(module).join("config/crd/experimental"))
+            // `download` (not `list -m`) so a version missing from the module cache is
+            // fetched rather than reported with an empty Dir; cached, it takes ~10 ms.
+            const WHAT: &str = "go mod download -json sigs.k8s.io/gateway-api (in conformance/)";
+            let out = Command::new("go")
+                .args(["mod", "download", "-json", "sigs.k8s.io/gateway-api"])
+                .current_dir(repo_root().join("conformance"))
+                .stdin(Stdio::null())
+                .output()
+                .await
+                .map_err(|e| Error::Spawn {
+                    program: WHAT.to_string(),
+                    source: e,
+                })?;
+            #[derive(serde::Deserialize)]
+            struct Module {
+                #[serde(rename = "Dir", default)]
+                dir: String,
+            }
+            match serde_json::from_slice::<Module>(&out.stdout) {
+                Ok(m) if out.status.success() && !m.dir.is_empty() => {
+                    Ok(PathBuf::from(m.dir).join("config/crd/experimental"))
+                }
+                _ => Err(Error::Tool {
+                    command: WHAT.to_string(),
+                    status: out.status.to_string(),
+                    stderr: format!(
+                        "{}{}(set AETHER_GATEWAY_API_CRD_DIR to a CRD directory to skip this)",
+                        String::from_utf8_lossy(&out.stderr),
+                        String::from_utf8_lossy(&out.stdout)
+                    ),
+                }),
+            }
         })
         .await
         .cloned()
 }
 
-/// Runs `cmd` and returns the last non-empty line of its stdout.
+/// Runs `cmd` and returns the last non-empty line of its stdout (on success).
 async fn run_for_line(cmd: &mut Command, what: &str) -> Result<String, Error> {
     let out = cmd
         .stdin(Stdio::null())

@@ -154,3 +154,54 @@ pub(crate) fn random_hex(n: usize) -> Result<String, Error> {
         .map_err(|e| Error::io("read", path, e))?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn openssl_stdout(args: &[&str]) -> String {
+        let out = Command::new("openssl").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn serving_certificate_chains_to_the_ca_and_names_loopback() {
+        let dir =
+            std::env::temp_dir().join(format!("aether-testkit-pki-{}", random_hex(4).unwrap()));
+        let c = generate(&dir).unwrap();
+        let ca = c.ca_cert.to_str().unwrap();
+        let serving = c.serving_cert.to_str().unwrap();
+        let verify = openssl_stdout(&["verify", "-CAfile", ca, "-purpose", "sslserver", serving]);
+        assert!(verify.trim().ends_with("OK"), "{verify}");
+        let san = openssl_stdout(&["x509", "-in", serving, "-noout", "-ext", "subjectAltName"]);
+        assert!(san.contains("IP Address:127.0.0.1"), "{san}");
+        assert!(san.contains("DNS:localhost"), "{san}");
+        // The CA must not be usable as the server's own certificate (rustls refuses that).
+        let ca_text = openssl_stdout(&["x509", "-in", ca, "-noout", "-ext", "basicConstraints"]);
+        assert!(ca_text.contains("CA:TRUE"), "{ca_text}");
+
+        assert_eq!(c.token.len(), 32);
+        assert!(c.token.chars().all(|ch| ch.is_ascii_hexdigit()));
+        let line = std::fs::read_to_string(&c.token_file).unwrap();
+        assert_eq!(
+            line,
+            format!("{},aether-admin,aether-admin,\"system:masters\"\n", c.token)
+        );
+        for key in [&c.serving_key, &c.sa_key, &c.sa_pub] {
+            assert!(
+                std::fs::metadata(key).unwrap().len() > 0,
+                "{}",
+                key.display()
+            );
+        }
+
+        let again = generate(&dir.join("again")).unwrap();
+        assert_ne!(again.token, c.token);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

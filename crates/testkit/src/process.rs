@@ -180,3 +180,42 @@ fn log_tail(path: &Path, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_distinct_in_range_and_never_handed_out_twice() {
+        let first = free_ports(8).unwrap();
+        let second = free_ports(8).unwrap();
+        let all: BTreeSet<u16> = first.iter().chain(&second).copied().collect();
+        assert_eq!(all.len(), 16, "{first:?} {second:?}");
+        assert!(all.iter().all(|p| PORT_RANGE.contains(p)));
+        // Free at the time: each can be bound.
+        for port in &first {
+            TcpListener::bind((Ipv4Addr::LOCALHOST, *port)).unwrap();
+        }
+    }
+
+    #[test]
+    fn kill_reaps_and_log_tail_keeps_the_last_lines() {
+        let dir = std::env::temp_dir().join(format!(
+            "aether-testkit-process-{}",
+            crate::pki::random_hex(4).unwrap()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("out.log");
+        let script = "for i in 1 2 3 4 5; do echo line $i; done; exec sleep 60".to_string();
+        let mut p = Process::spawn("sh", Path::new("sh"), &["-c".into(), script], &log).unwrap();
+        let pid = p.pid();
+        while log_tail(&log, 2) != "line 4\nline 5" {
+            assert!(p.exited().is_none());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(p.log_tail(2), "line 4\nline 5");
+        drop(p);
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "not reaped");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
