@@ -1,29 +1,35 @@
 //! The status loop: debounce, recompute from the latest inputs, write, back off.
 //!
 //! ```text
-//!   leader? ──no──► wait for leadership
+//!   leader? ──no──► wait for leadership (and forget pending retries)
 //!     │yes
-//!   inputs changed ─► settle (DEBOUNCE quiet, at most MAX_DELAY) ─► patches ─► write
-//!     ▲                                                                      │
-//!     ├───────────── ok: wait for the next change ◄──────────────────────────┤
-//!     └───────────── failed: sleep backoff (200 ms, doubling, ≤ 10 s) ◄───────┘
-//!                    then recompute from whatever is latest by then
+//!   inputs changed ─► settle (DEBOUNCE quiet, at most MAX_DELAY) ─► patches
+//!     ▲                                                                │
+//!     │         due: never failed, failed with another body, or its retry time came
+//!     │                                                                ▼
+//!     └──── wait: next input change, or the earliest retry ◄──── write the due ones
+//!                 (failed object: retry after 200 ms, doubling, ≤ 10 s)
 //! ```
 //!
 //! One batch is in flight at a time. Every pass recomputes from the whole latest
-//! input, so a retry never re-sends a stale status and inputs that changed during
-//! a write or a backoff are picked up. Writes happen only while `is_leader` says
-//! so; losing leadership mid-backoff stops the retries.
+//! input, so a retry never re-sends a stale status, and inputs that changed during
+//! a write or a backoff are picked up. Backoff is per object: an object the API
+//! server keeps refusing (or an outage) slows down retries of that write, while a
+//! changed status of any object, including that one, still goes out at once.
+//! Writes happen only while `is_leader` says so; losing leadership stops retries.
 
-use super::patch::StatusInputs;
+use super::patch::{StatusInputs, StatusKind, StatusPatch};
 use super::writer::StatusWriter;
+use aether_ir::ObjectRef;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, sleep_until};
 use tracing::{debug, warn};
 
 /// Quiet time after the last input change before a batch starts.
@@ -33,6 +39,69 @@ pub const MAX_DELAY: Duration = Duration::from_millis(500);
 pub const BACKOFF_MIN: Duration = Duration::from_millis(200);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
 
+type Id = (StatusKind, ObjectRef);
+
+/// A write that failed: what it said (timestamps stripped), when to try it again,
+/// and the backoff that led there.
+struct Retry {
+    body: Value,
+    at: Instant,
+    backoff: Duration,
+}
+
+/// Per-object retry schedule.
+#[derive(Default)]
+struct Retries {
+    failed: BTreeMap<Id, Retry>,
+}
+
+fn id(p: &StatusPatch) -> Id {
+    (p.kind, p.object.clone())
+}
+
+/// The body without `lastTransitionTime`s: a retry of the same status computed a
+/// second later is the same write.
+fn comparable(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| k.as_str() != "lastTransitionTime")
+                .map(|(k, v)| (k.clone(), comparable(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(comparable).collect()),
+        other => other.clone(),
+    }
+}
+
+impl Retries {
+    /// The patches to send now; forgets objects that need no write any more.
+    fn due(&mut self, patches: Vec<StatusPatch>, now: Instant) -> Vec<StatusPatch> {
+        let wanted: BTreeSet<Id> = patches.iter().map(id).collect();
+        self.failed.retain(|k, _| wanted.contains(k));
+        patches
+            .into_iter()
+            .filter(|p| match self.failed.get(&id(p)) {
+                Some(r) => r.at <= now || r.body != comparable(&p.body),
+                None => true,
+            })
+            .collect()
+    }
+
+    fn failed(&mut self, id: Id, body: Value, now: Instant) {
+        let backoff = match self.failed.get(&id) {
+            Some(r) => (r.backoff * 2).min(BACKOFF_MAX),
+            None => BACKOFF_MIN,
+        };
+        let at = now + backoff;
+        self.failed.insert(id, Retry { body, at, backoff });
+    }
+
+    fn next(&self) -> Option<Instant> {
+        self.failed.values().map(|r| r.at).min()
+    }
+}
+
 /// Runs until either input channel closes.
 pub async fn run(
     client: Client,
@@ -40,49 +109,55 @@ pub async fn run(
     mut is_leader: watch::Receiver<bool>,
     writer: Arc<StatusWriter>,
 ) {
-    let mut backoff = BACKOFF_MIN;
+    let mut retries = Retries::default();
     loop {
-        while !*is_leader.borrow_and_update() {
-            if is_leader.changed().await.is_err() {
-                return;
+        if !*is_leader.borrow_and_update() {
+            retries = Retries::default();
+            while !*is_leader.borrow_and_update() {
+                if is_leader.changed().await.is_err() {
+                    return;
+                }
             }
         }
         let latest = inputs.borrow_and_update().clone();
-        let patches = writer.patches(&latest, &now());
-        let failed = if patches.is_empty() {
-            false
-        } else {
-            let n = patches.len();
-            match writer.write(&client, patches).await {
+        let due = retries.due(writer.patches(&latest, &now()), Instant::now());
+        if !due.is_empty() {
+            let bodies: Vec<(Id, Value)> =
+                due.iter().map(|p| (id(p), comparable(&p.body))).collect();
+            let failed: BTreeSet<Id> = match writer.write(&client, due).await {
                 Ok(report) => {
                     debug!(
                         written = report.written.len(),
                         gone = report.gone.len(),
                         "status batch written"
                     );
-                    false
+                    BTreeSet::new()
                 }
                 Err(e) => {
-                    warn!(failed = e.failures.len(), of = n, retry_in = ?backoff, error = %e, "status batch failed; retrying");
-                    true
+                    warn!(failed = e.failures.len(), of = bodies.len(), error = %e, "status writes failed; retrying with backoff");
+                    e.failures
+                        .iter()
+                        .map(|f| (f.kind, f.object.clone()))
+                        .collect()
+                }
+            };
+            let now = Instant::now();
+            for (id, body) in bodies {
+                if failed.contains(&id) {
+                    retries.failed(id, body, now);
+                } else {
+                    retries.failed.remove(&id);
                 }
             }
-        };
-        if failed {
-            tokio::select! {
-                _ = sleep(backoff) => {}
-                r = is_leader.changed() => if r.is_err() { return },
-            }
-            backoff = (backoff * 2).min(BACKOFF_MAX);
-            continue;
         }
-        backoff = BACKOFF_MIN;
+        let retry_at = retries.next();
         tokio::select! {
             r = inputs.changed() => {
                 if r.is_err() || !settle(&mut inputs).await {
                     return;
                 }
             }
+            _ = sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {}
             r = is_leader.changed() => if r.is_err() { return },
         }
     }
@@ -152,6 +227,55 @@ mod tests {
             .unwrap()
             .parse()
             .unwrap()
+    }
+
+    fn mk_patch(name: &str, reason: &str, at: &str) -> StatusPatch {
+        StatusPatch {
+            kind: StatusKind::Gateway,
+            object: ObjectRef::new("infra", name),
+            based_on: None,
+            body: serde_json::json!({"status": {"conditions": [
+                {"type": "Programmed", "reason": reason, "lastTransitionTime": at}]}}),
+        }
+    }
+
+    fn names(patches: &[StatusPatch]) -> Vec<&str> {
+        patches.iter().map(|p| p.object.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_failed_write_waits_its_backoff_unless_its_status_changes() {
+        let t0 = Instant::now();
+        let mut retries = Retries::default();
+        let failing = mk_patch("a", "Pending", "2026-01-01T00:00:00Z");
+        retries.failed(id(&failing), comparable(&failing.body), t0);
+        // The same status a second later (new timestamp) waits; others go.
+        let again = vec![
+            mk_patch("a", "Pending", "2026-01-01T00:00:01Z"),
+            mk_patch("b", "Pending", "2026-01-01T00:00:01Z"),
+        ];
+        assert_eq!(names(&retries.due(again.clone(), t0)), vec!["b"]);
+        assert_eq!(retries.next(), Some(t0 + BACKOFF_MIN));
+        assert_eq!(names(&retries.due(again, t0 + BACKOFF_MIN)), vec!["a", "b"]);
+        // A changed status goes at once.
+        let changed = vec![mk_patch("a", "Programmed", "2026-01-01T00:00:01Z")];
+        assert_eq!(names(&retries.due(changed, t0)), vec!["a"]);
+    }
+
+    #[test]
+    fn backoff_doubles_to_the_cap_and_is_forgotten_when_no_write_is_needed() {
+        let t0 = Instant::now();
+        let mut retries = Retries::default();
+        let p = mk_patch("a", "Pending", "x");
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            retries.failed(id(&p), comparable(&p.body), t0);
+            waits.push(retries.next().unwrap() - t0);
+        }
+        let ms: Vec<u128> = waits.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, vec![200, 400, 800, 1600, 3200, 6400, 10000, 10000]);
+        assert!(retries.due(vec![], t0).is_empty());
+        assert_eq!(retries.next(), None, "no write needed: nothing to retry");
     }
 
     #[tokio::test]
