@@ -162,7 +162,7 @@ impl Fleet {
             return GatewayAck::Pending;
         };
         let inner = self.lock();
-        gateway_state(&inner.nodes(), resources)
+        gateway_state(&inner.nodes(), snapshot, resources)
     }
 
     /// [`Fleet::gateway_state`] for every Gateway of `snapshot` at once: the fleet
@@ -173,7 +173,7 @@ impl Fleet {
         snapshot
             .gateways
             .iter()
-            .map(|(gw, resources)| (gw.clone(), gateway_state(&nodes, resources)))
+            .map(|(gw, resources)| (gw.clone(), gateway_state(&nodes, snapshot, resources)))
             .collect()
     }
 
@@ -328,16 +328,25 @@ impl<'a> NodeState<'a> {
 /// One node's standing on one Gateway.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct NodeGateway {
-    /// The hash over the versions the node ACKed, if it ACKed every member.
-    acked_hash: Option<String>,
+    /// The node ACKed every member at the version the snapshot holds.
+    serves_current: bool,
     /// Why the node does not serve the current config, when it rejected it.
     rejected: Option<String>,
 }
 
 impl<'a> NodeState<'a> {
-    fn gateway(&self, resources: &GatewayResources) -> NodeGateway {
-        let acked_hash = self.hash_of(resources);
-        let rejected = if acked_hash.as_deref() == Some(resources.hash.as_str()) {
+    /// Equal versions for every member is equal hashes, without hashing: this is
+    /// the hot path of the status gate.
+    fn serves(&self, snapshot: &Snapshot, resources: &GatewayResources) -> bool {
+        resources.members.iter().all(|(ty, name)| {
+            let acked = self.version_of(*ty, name);
+            acked.is_some() && acked == snapshot.version_of(*ty, name)
+        })
+    }
+
+    fn standing(&self, snapshot: &Snapshot, resources: &GatewayResources) -> NodeGateway {
+        let serves_current = self.serves(snapshot, resources);
+        let rejected = if serves_current {
             None
         } else {
             self.nack_concerning(resources).map(|(ty, nack)| {
@@ -350,22 +359,22 @@ impl<'a> NodeState<'a> {
             })
         };
         NodeGateway {
-            acked_hash,
+            serves_current,
             rejected,
         }
     }
 }
 
 /// The status gate over every connected node's standing: Acked when all of them
-/// ACKed the Gateway's `hash`; Nacked when one that has not stands on a NACK of
-/// one of its resources (the first such node by id); Pending otherwise, including
-/// when no node is connected.
-fn join<'n>(hash: &str, nodes: impl IntoIterator<Item = (&'n str, NodeGateway)>) -> GatewayAck {
+/// serve the Gateway's current config; Nacked when one that does not stands on a
+/// NACK of one of its resources (the first such node by id); Pending otherwise,
+/// including when no node is connected.
+fn join<'n>(nodes: impl IntoIterator<Item = (&'n str, NodeGateway)>) -> GatewayAck {
     let mut any = false;
     let mut all_acked = true;
     for (node, standing) in nodes {
         any = true;
-        if standing.acked_hash.as_deref() == Some(hash) {
+        if standing.serves_current {
             continue;
         }
         all_acked = false;
@@ -382,13 +391,13 @@ fn join<'n>(hash: &str, nodes: impl IntoIterator<Item = (&'n str, NodeGateway)>)
 
 fn gateway_state(
     nodes: &BTreeMap<&str, NodeState<'_>>,
+    snapshot: &Snapshot,
     resources: &GatewayResources,
 ) -> GatewayAck {
     join(
-        &resources.hash,
         nodes
             .iter()
-            .map(|(node, state)| (*node, state.gateway(resources))),
+            .map(|(node, state)| (*node, state.standing(snapshot, resources))),
     )
 }
 

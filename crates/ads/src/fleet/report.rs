@@ -54,10 +54,8 @@ impl Fleet {
                     .gateways
                     .iter()
                     .filter_map(|(gw, resources)| {
-                        let NodeGateway {
-                            acked_hash,
-                            rejected,
-                        } = state.gateway(resources);
+                        let acked_hash = state.hash_of(resources);
+                        let rejected = state.standing(snapshot, resources).rejected;
                         let known = acked_hash.is_some() || rejected.is_some();
                         known.then(|| {
                             (
@@ -107,19 +105,16 @@ impl FleetReport {
 
     fn join(&self, gw: &ObjectRef, hash: &str) -> GatewayAck {
         let key = gw.to_string();
-        join(
-            hash,
-            self.nodes.iter().map(|(node, report)| {
-                let standing = report
-                    .gateways
-                    .get(&key)
-                    .map(|g| NodeGateway {
-                        acked_hash: g.acked_hash.clone(),
-                        rejected: g.rejected.clone(),
-                    })
-                    .unwrap_or_default();
-                (node.as_str(), standing)
-            }),
-        )
+        join(self.nodes.iter().map(|(node, report)| {
+            let standing = report
+                .gateways
+                .get(&key)
+                .map(|g| NodeGateway {
+                    serves_current: g.acked_hash.as_deref() == Some(hash),
+                    rejected: g.rejected.clone(),
+                })
+                .unwrap_or_default();
+            (node.as_str(), standing)
+        }))
     }
 }
