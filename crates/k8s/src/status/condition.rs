@@ -5,9 +5,28 @@
 //! timestamp, even if its reason or message changed; only a flip (or a new
 //! condition) is stamped with `now`. Comparison ignores the timestamp and the
 //! order of the list (conditions are a map keyed by type).
+//!
+//! Messages are cut to the API's limit ([`MESSAGE_MAX`] bytes): an Envoy NACK can
+//! carry a long text, and an over-long message would get the whole status write
+//! refused.
 
 use aether_gateway::status::Condition as Planned;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// `metav1.Condition.message` maxLength.
+pub(crate) const MESSAGE_MAX: usize = 32768;
+
+fn bounded(message: &str) -> String {
+    if message.len() <= MESSAGE_MAX {
+        return message.to_string();
+    }
+    const MORE: &str = "...";
+    let mut end = MESSAGE_MAX - MORE.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MORE}", &message[..end])
+}
 
 /// The planned conditions, sorted by type, with timestamps carried over from
 /// `current` where the status did not flip.
@@ -23,7 +42,7 @@ pub(crate) fn from_plan(planned: &[Planned], current: &[Condition], now: &Time) 
                 type_: p.type_.clone(),
                 status: p.status.clone(),
                 reason: p.reason.clone(),
-                message: p.message.clone(),
+                message: bounded(&p.message),
                 observed_generation: Some(p.observed_generation),
                 last_transition_time: kept.unwrap_or_else(|| now.clone()),
             }
@@ -93,6 +112,17 @@ mod tests {
             vec![("Accepted", 10), ("Programmed", 99), ("ResolvedRefs", 99)]
         );
         assert!(got.iter().all(|c| c.observed_generation == Some(1)));
+    }
+
+    #[test]
+    fn long_messages_are_cut_to_the_api_limit_on_a_char_boundary() {
+        let long = "é".repeat(MESSAGE_MAX);
+        let planned = vec![Planned::new("Programmed", false, "Invalid", long, 1)];
+        let got = from_plan(&planned, &[], &at(1));
+        assert!(got[0].message.len() <= MESSAGE_MAX);
+        assert!(got[0].message.ends_with("é..."));
+        let short = from_plan(&[Planned::new("A", true, "R", "fine", 1)], &[], &at(1));
+        assert_eq!(short[0].message, "fine");
     }
 
     #[test]
