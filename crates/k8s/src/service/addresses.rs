@@ -81,10 +81,14 @@ pub fn problems(
     errors: Option<&ReconcileErrors>,
     unallocated: &[Unallocated],
 ) -> BTreeMap<ObjectRef, String> {
-    let mut out: BTreeMap<ObjectRef, String> = unallocated
-        .iter()
-        .map(|u| (u.gateway().clone(), u.to_string()))
-        .collect();
+    let mut out: BTreeMap<ObjectRef, String> = BTreeMap::new();
+    for u in unallocated {
+        let message = out.entry(u.gateway().clone()).or_default();
+        if !message.is_empty() {
+            message.push_str("; ");
+        }
+        message.push_str(&u.to_string());
+    }
     out.extend(errors.map(ReconcileErrors::by_gateway).unwrap_or_default());
     out
 }
@@ -269,13 +273,22 @@ mod tests {
     #[test]
     fn problems_join_unallocated_and_failed_gateways() {
         let a = ObjectRef::new("infra", "a");
-        let unallocated = [Unallocated::Missing {
-            gateway: a.clone(),
-            ports: vec![443],
-        }];
+        let unallocated = [
+            Unallocated::Conflict {
+                gateway: a.clone(),
+                port: 80,
+                envoy_port: 20000,
+                other: ObjectRef::new("infra", "b"),
+            },
+            Unallocated::Missing {
+                gateway: a.clone(),
+                ports: vec![443],
+            },
+        ];
         let got = problems(None, &unallocated);
         assert_eq!(got.keys().collect::<Vec<_>>(), vec![&a]);
-        assert!(got[&a].contains("443"), "{}", got[&a]);
+        assert!(got[&a].contains("20000"), "{}", got[&a]);
+        assert!(got[&a].contains("[443]"), "{}", got[&a]);
     }
 
     #[test]

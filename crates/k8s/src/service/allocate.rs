@@ -4,7 +4,7 @@
 //! ```text
 //!  edge Service ── annotation "80=20000,443=20001" (fallback: targetPorts) ──► Allocations
 //!  Allocations + Ir ──apply_allocations──► Ir with Port.port = Envoy port, bound on 0.0.0.0
-//!                                       └► Unallocated (Gateways taken out, and why)
+//!                                       └► Unallocated (ports taken out, and why)
 //! ```
 //!
 //! A (Gateway, listener port) keeps its Envoy port for as long as the Gateway has a
@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Per Gateway: listener port → Envoy port.
 pub type Allocations = BTreeMap<ObjectRef, BTreeMap<u16, u16>>;
 
-/// A served Gateway taken out of the IR because Envoy cannot bind it yet.
+/// Ports of a served Gateway taken out of the IR because Envoy cannot bind them yet.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unallocated {
     #[error("no Envoy port is allocated yet for listener port(s) {ports:?} of Gateway {gateway}")]
@@ -169,8 +169,13 @@ pub(crate) fn allocate(
 
 /// Rewrites each IR Gateway to bind `bind_address` at its allocated Envoy ports.
 /// Listener and route table names keep the listener port, so they do not change.
-/// A Gateway missing an allocation for any of its ports, or whose Envoy port an
-/// earlier Gateway (in IR order) already binds, is removed and returned.
+///
+/// A port with no allocation yet, or whose Envoy port an earlier Gateway (in IR
+/// order) already binds, is taken out and reported; the Gateway's other ports stay
+/// served (a listener added to a live Gateway must not take its running ports
+/// down while the leader allocates), and a Gateway left with no port is removed.
+/// Every Gateway named in the result is not fully served: report it (see
+/// [`super::problems`]).
 pub fn apply_allocations(
     ir: &mut Ir,
     allocations: &Allocations,
@@ -178,45 +183,38 @@ pub fn apply_allocations(
 ) -> Vec<Unallocated> {
     let mut bound: BTreeMap<u16, ObjectRef> = BTreeMap::new();
     let mut out = Vec::new();
+    let none = BTreeMap::new();
     ir.gateways.retain_mut(|gw| {
         let key = gw.object_ref();
-        let none = BTreeMap::new();
         let mine = allocations.get(&key).unwrap_or(&none);
-        let missing: Vec<u16> = gw
-            .ports
-            .iter()
-            .map(|p| p.port)
-            .filter(|p| !mine.contains_key(p))
-            .collect();
-        if !missing.is_empty() {
-            out.push(Unallocated::Missing {
-                gateway: key,
-                ports: missing,
-            });
-            return false;
-        }
-        let mut claimed = BTreeMap::new();
-        for p in &gw.ports {
-            let envoy = mine[&p.port];
-            let holder = bound.get(&envoy).or(claimed.get(&envoy));
-            if let Some(other) = holder {
+        let mut missing = Vec::new();
+        gw.ports.retain_mut(|p| {
+            let Some(&envoy) = mine.get(&p.port) else {
+                missing.push(p.port);
+                return false;
+            };
+            if let Some(other) = bound.get(&envoy) {
                 out.push(Unallocated::Conflict {
-                    gateway: key,
+                    gateway: key.clone(),
                     port: p.port,
                     envoy_port: envoy,
                     other: other.clone(),
                 });
                 return false;
             }
-            claimed.insert(envoy, key.clone());
-        }
-        bound.extend(claimed);
-        for p in &mut gw.ports {
-            p.port = mine[&p.port];
+            bound.insert(envoy, key.clone());
+            p.port = envoy;
+            true
+        });
+        if !missing.is_empty() {
+            out.push(Unallocated::Missing {
+                gateway: key,
+                ports: missing,
+            });
         }
         gw.ports.sort_by_key(|p| p.port);
         gw.addresses = vec![bind_address.to_string()];
-        true
+        !gw.ports.is_empty()
     });
     out
 }

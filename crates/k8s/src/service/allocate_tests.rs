@@ -230,24 +230,40 @@ fn apply_allocations_rewrites_ports_and_keeps_names() {
 }
 
 #[test]
-fn apply_allocations_drops_unallocated_and_conflicting_gateways() {
+fn apply_allocations_takes_out_unallocated_and_conflicting_ports() {
     let mut ir = Ir {
         gateways: vec![
             mk_ir_gateway("a", &[80]),
             mk_ir_gateway("b", &[80, 443]),
-            mk_ir_gateway("c", &[80]),
+            mk_ir_gateway("c", &[80, 8080]),
             mk_ir_gateway("d", &[80]),
         ],
         clusters: vec![],
     };
     let allocs: Allocations = BTreeMap::from([
         (gw("a"), BTreeMap::from([(80, 20000)])),
+        // b's new listener on 443 is not allocated yet: 80 keeps serving.
         (gw("b"), BTreeMap::from([(80, 20001)])),
-        (gw("c"), BTreeMap::from([(80, 20000)])),
+        // c's 80 collides with a's; 8080 is fine.
+        (gw("c"), BTreeMap::from([(80, 20000), (8080, 20002)])),
     ]);
     let dropped = apply_allocations(&mut ir, &allocs, "0.0.0.0");
-    let kept: Vec<&str> = ir.gateways.iter().map(|g| g.name.as_str()).collect();
-    assert_eq!(kept, vec!["a"]);
+    let kept: Vec<(&str, Vec<(u16, &str)>)> = ir
+        .gateways
+        .iter()
+        .map(|g| {
+            let ports = g.ports.iter().map(|p| (p.port, p.listener_name.as_str()));
+            (g.name.as_str(), ports.collect())
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        vec![
+            ("a", vec![(20000, "edge_ls_infra_a_80")]),
+            ("b", vec![(20001, "edge_ls_infra_b_80")]),
+            ("c", vec![(20002, "edge_ls_infra_c_8080")]),
+        ]
+    );
     assert_eq!(
         dropped,
         vec![
