@@ -333,3 +333,4 @@ pub fn service_yaml(ns: &str, backend: &Backend) -> String {
         port = backend.port,
     )
 }
+pub mod kube;
