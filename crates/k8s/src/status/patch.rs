@@ -31,6 +31,9 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// `Gateway.status.addresses` maxItems.
+const ADDRESSES_MAX: usize = 16;
+
 /// Everything the status writer computes from; the agent publishes the latest on a
 /// `watch` channel.
 #[derive(Debug, Clone, Default)]
@@ -219,6 +222,7 @@ fn gateway(gw: &Gateway, planned: &Planned, now: &Time) -> Option<StatusPatch> {
     let addresses: Vec<GatewayStatusAddresses> = planned
         .addresses
         .iter()
+        .take(ADDRESSES_MAX)
         .map(|a| GatewayStatusAddresses {
             r#type: Some(a.type_.clone()),
             value: a.value.clone(),

@@ -5,7 +5,9 @@
 //! order, followed by ours in plan order; the body carries the route's
 //! `resourceVersion` so the API server refuses it if another controller changed
 //! the list since we read it. Our entries are those with our `controllerName`;
-//! one whose parentRef left the plan is simply not sent again.
+//! one whose parentRef left the plan is simply not sent again. The list holds at
+//! most [`PARENTS_MAX`] entries; ours beyond what the others leave room for are
+//! not sent (the API server would refuse the whole write).
 
 use super::condition;
 use super::patch::{StatusKind, StatusPatch, body};
@@ -16,6 +18,9 @@ use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Value, json};
+
+/// `status.parents` maxItems.
+pub(crate) const PARENTS_MAX: usize = 32;
 
 /// A route of either kind, reduced to what its status patch needs.
 pub(crate) struct RouteView<'a> {
@@ -102,10 +107,19 @@ impl RouteView<'_> {
             .parents
             .iter()
             .partition(|p| controller(p) == Some(controller_name));
+        let room = PARENTS_MAX.saturating_sub(others.len());
+        let planned_count = planned.map_or(0, |p| p.parents.len());
+        if planned_count > room {
+            tracing::warn!(
+                kind = %self.kind, route = %self.key, planned = planned_count, room,
+                "status.parents is full (32 entries): some of our parent entries are left out"
+            );
+        }
         let desired: Vec<(Value, Vec<Condition>)> = planned
             .map(|p| p.parents.as_slice())
             .unwrap_or_default()
             .iter()
+            .take(room)
             .map(|p| {
                 let parent_ref = serde_json::to_value(&p.parent_ref).expect("parentRef serializes");
                 let was = ours

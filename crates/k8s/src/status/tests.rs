@@ -405,3 +405,24 @@ fn objects_not_in_the_store_and_routes_not_ours_get_no_patch() {
     let names: Vec<String> = got.patches.iter().map(|p| p.object.name.clone()).collect();
     assert_eq!(names, vec!["aether", "r", "g"]);
 }
+
+#[test]
+fn our_parents_fit_in_what_the_others_leave_of_the_32_entries() {
+    let mut store = mk_store(WORLD);
+    let mut route: HttpRoute = store.get::<HttpRoute>("apps", "r").unwrap().clone();
+    let theirs: Vec<Value> = (0..32)
+        .map(|i| {
+            json!({
+                "parentRef": {"name": format!("gw{i}")},
+                "controllerName": THEIRS,
+                "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                                "message": "", "lastTransitionTime": "2020-01-01T00:00:00Z"}],
+            })
+        })
+        .collect();
+    route.status = Some(serde_json::from_value(json!({"parents": theirs})).unwrap());
+    store.insert(route);
+    let got = compute(&mk_inputs(store, AckState::Acked), &at(100));
+    // No room for ours: nothing to change, and never a 33-entry list.
+    assert!(got.patches.iter().all(|p| p.kind != StatusKind::HttpRoute));
+}
