@@ -20,7 +20,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::pki::{self, Credentials};
 use crate::process::{self, Process};
-use crate::{Error, crds, locate, manifests, service_account};
+use crate::{Error, crds, etcd, locate, manifests, service_account};
 
 const ETCD_TIMEOUT: Duration = Duration::from_secs(30);
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
@@ -36,6 +36,7 @@ pub struct ApiServer {
     apiserver_program: PathBuf,
     apiserver_args: Vec<String>,
     port: u16,
+    etcd_port: u16,
     config: kube::Config,
     credentials: Credentials,
     run: RunDir,
@@ -60,7 +61,7 @@ impl ApiServer {
         let credentials = pki::generate(&run.path)?;
 
         let mut attempt = 0;
-        let (etcd, apiserver, args, port) = loop {
+        let (etcd, apiserver, args, port, etcd_port) = loop {
             attempt += 1;
             match launch(&run, &bin_dir, &credentials, attempt).await {
                 Ok(launched) => break launched,
@@ -78,6 +79,7 @@ impl ApiServer {
             apiserver_program: bin_dir.join("kube-apiserver"),
             apiserver_args: args,
             port,
+            etcd_port,
             config,
             credentials,
             run,
@@ -193,6 +195,15 @@ impl ApiServer {
         self.run.write_pids(&[self.etcd.pid()]);
     }
 
+    /// Writes a key outside `/registry` and compacts etcd at the resulting revision, which
+    /// it returns. Called between [`ApiServer::stop_apiserver`] and
+    /// [`ApiServer::start_apiserver`], it makes every watch resuming from an older
+    /// resourceVersion fail with `410 Gone` (a running API server's watch cache may still
+    /// serve recent history).
+    pub async fn compact_etcd(&self) -> Result<i64, Error> {
+        etcd::compact(self.etcd_port).await
+    }
+
     /// Starts kube-apiserver again on the same port against the same etcd and waits for
     /// `/readyz`; panics if it does not come up. No effect if it is running.
     pub async fn start_apiserver(&mut self) {
@@ -229,7 +240,7 @@ async fn launch(
     bin_dir: &Path,
     credentials: &Credentials,
     attempt: usize,
-) -> Result<(Process, Process, Vec<String>, u16), Error> {
+) -> Result<(Process, Process, Vec<String>, u16, u16), Error> {
     let ports = process::free_ports(3)?;
     let (client_port, peer_port, port) = (ports[0], ports[1], ports[2]);
     let etcd_url = format!("http://127.0.0.1:{client_port}");
@@ -297,7 +308,7 @@ async fn launch(
         "default",
     )?;
     wait_ready(&run.kubeconfig(), &mut etcd, &mut apiserver).await?;
-    Ok((etcd, apiserver, args, port))
+    Ok((etcd, apiserver, args, port, client_port))
 }
 
 async fn wait_listening(etcd: &mut Process, port: u16) -> Result<(), Error> {

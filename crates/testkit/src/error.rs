@@ -56,6 +56,8 @@ pub enum Error {
     Manifest { index: usize, reason: String },
     #[error("TokenRequest for ServiceAccount {0} returned no token")]
     NoToken(String),
+    #[error("etcd {what}: {reason}")]
+    Etcd { what: &'static str, reason: String },
 }
 
 impl Error {

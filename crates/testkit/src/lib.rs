@@ -12,6 +12,7 @@
 //!        ├─ service_account_client / _kubeconfig        real SA tokens, for RBAC tests
 //!        ├─ apply(yaml)                                 server-side apply, like kubectl
 //!        ├─ stop_apiserver() / start_apiserver()        outage: same port, same etcd
+//!        ├─ compact_etcd()                              with a restart: watches get 410
 //!        └─ drop                                        kills both, removes the directory
 //! ```
 //!
@@ -29,6 +30,7 @@
 mod apiserver;
 mod crds;
 mod error;
+mod etcd;
 mod locate;
 mod manifests;
 mod pki;

@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use aether_testkit::ApiServer;
+use futures::StreamExt;
 use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, PostParams};
+use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -149,15 +151,37 @@ async fn api_server_outage_and_recovery_on_the_same_port() {
     let client = server.client();
     let url = server.url();
     create_namespace(&client, "before").await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let old_version = namespaces
+        .list_metadata(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+
+    // A kube-runtime watcher running across the outage, reporting the names it sees.
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let stream = watcher(namespaces.clone(), watcher::Config::default()).default_backoff();
+    let watch = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            if let Ok(watcher::Event::Apply(ns) | watcher::Event::InitApply(ns)) = event {
+                let _ = seen_tx.send(ns.metadata.name.unwrap_or_default());
+            }
+        }
+    });
+    wait_for_name(&mut seen, "before").await;
 
     server.stop_apiserver().await;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     assert!(
         namespaces.get("before").await.is_err(),
         "the API server answered while stopped"
     );
     assert_eq!(server.pids().len(), 2, "etcd + watchdog only");
     server.stop_apiserver().await; // idempotent
+    let compacted = server.compact_etcd().await.unwrap();
+    assert!(compacted > old_version.parse::<i64>().unwrap());
 
     server.start_apiserver().await;
     assert_eq!(server.url(), url);
@@ -169,6 +193,38 @@ async fn api_server_outage_and_recovery_on_the_same_port() {
         .create(&PostParams::default(), &gateway("after", "gw"))
         .await
         .unwrap();
+
+    // Resuming from before the compaction is 410 Gone, as after a real watch expiry...
+    let expired = match namespaces
+        .watch(&WatchParams::default(), &old_version)
+        .await
+    {
+        Err(kube::Error::Api(status)) => status.code,
+        Ok(events) => match std::pin::pin!(events).next().await {
+            Some(Ok(WatchEvent::Error(status))) => status.code,
+            other => panic!("expected a 410 watch error, got {other:?}"),
+        },
+        Err(other) => panic!("expected 410, got {other:?}"),
+    };
+    assert_eq!(expired, 410);
+    // ...and the watcher, which went through all of it, sees what came after.
+    wait_for_name(&mut seen, "after").await;
+    watch.abort();
+}
+
+async fn wait_for_name(seen: &mut tokio::sync::mpsc::UnboundedReceiver<String>, name: &str) {
+    let found = async {
+        while let Some(got) = seen.recv().await {
+            if got == name {
+                return;
+            }
+        }
+        panic!("watcher ended before {name} was seen");
+    };
+    // Generous: the watcher's backoff grows during the outage.
+    tokio::time::timeout(Duration::from_secs(60), found)
+        .await
+        .unwrap_or_else(|_| panic!("{name} not seen by the watcher within 60 s"));
 }
 
 /// Running, as opposed to gone or a zombie waiting for a reaper that is not us.
