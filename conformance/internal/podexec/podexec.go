@@ -79,6 +79,11 @@ func Main(args []string) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("container-exec: no program")
 	}
+	// Its own /dev/shm, as a container runtime gives each pod: Envoy's hot-restart
+	// shared memory (base id 0 by default) must not meet another Envoy's on the host.
+	if err := unix.Mount("shm", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		return fmt.Errorf("private /dev/shm: %w", err)
+	}
 	// Parents before children, so a nested mount lands inside its parent volume.
 	sort.SliceStable(mounts, func(i, j int) bool {
 		return strings.Count(filepath.Clean(mounts[i].Target), "/") < strings.Count(filepath.Clean(mounts[j].Target), "/")
