@@ -24,8 +24,9 @@
 //! Wiring (per store generation; `t = translate(&store, &config)`):
 //!
 //! ```text
-//!  leader:  reconcile(&client, desired_services(&store, &t.ir, &cfg),
-//!                     store.all::<Service>().values(), &cfg.namespace)   → errors per Gateway
+//!  leader:  desired = desired_services(&recent.overlay(&store, ns), &t.ir, &cfg)
+//!           reconcile(&client, desired, store.all::<Service>().values(), ns)
+//!             → recent.record(report); errors per Gateway
 //!  every agent:  unallocated = apply_allocations(&mut t.ir, &allocations(&store, ns), &cfg.bind_address)
 //!                then build the snapshot from t.ir (the leader does the same to hash it)
 //!  leader status:  plan = t.status.gated(ack);
@@ -42,11 +43,13 @@
 pub mod addresses;
 pub mod allocate;
 pub mod desired;
+pub mod recent;
 pub mod reconcile;
 
 pub use addresses::{apply_addresses, problems};
 pub use allocate::{Allocations, Unallocated, allocations, apply_allocations};
 pub use desired::desired_services;
+pub use recent::RecentWrites;
 pub use reconcile::{ReconcileErrors, ReconcileReport, reconcile};
 
 use aether_ir::ObjectRef;

@@ -23,10 +23,13 @@ use tracing::{info, warn};
 const CONCURRENCY: usize = 8;
 
 /// What a reconcile did, by Service name (sorted).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReconcileReport {
     /// Created or updated.
     pub applied: Vec<String>,
+    /// The applied Services as the API server returned them (sorted by name), for
+    /// [`super::RecentWrites`].
+    pub written: Vec<Service>,
     /// Already as desired: not written.
     pub unchanged: Vec<String>,
     /// Deleted: their Gateway is gone (or no longer ours).
@@ -137,9 +140,10 @@ pub async fn reconcile<'a>(
         .await;
     for (name, result, svc) in applies {
         match result {
-            Ok(_) => {
+            Ok(written) => {
                 info!(service = %name, "applied edge Service");
                 report.applied.push(name);
+                report.written.push(written);
             }
             Err(source) => {
                 warn!(service = %name, error = %source, "applying edge Service failed");
@@ -197,6 +201,9 @@ pub async fn reconcile<'a>(
     }
 
     report.applied.sort();
+    report
+        .written
+        .sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     report.unchanged.sort();
     report.deleted.sort();
     if errors.is_empty() {

@@ -1,0 +1,179 @@
+//! The leader's own recent writes, until the watch shows them (pure).
+//!
+//! ```text
+//!  reconcile ──report.written──► RecentWrites ──overlay(store)──► store to allocate from
+//!                                     ▲ forgotten once the watched copy is as new
+//! ```
+//!
+//! Allocation reads the edge Services from the store, and the store trails the
+//! API server. Without this, a pass that runs before the watch delivers the
+//! previous pass's Services would allocate again from scratch and could hand a
+//! Gateway's Envoy port to another Gateway, moving ports that agents already bind.
+//! Only allocation uses the overlay: the write/no-write decision keeps comparing
+//! with the watched copy, so a Service deleted behind our back is put back.
+
+use super::{ReconcileReport, is_edge_service};
+use aether_gateway::Store;
+use k8s_openapi::api::core::v1::Service;
+use std::collections::BTreeMap;
+
+/// Services this leader applied that its store may not show yet, by name.
+#[derive(Debug, Clone, Default)]
+pub struct RecentWrites {
+    services: BTreeMap<String, Service>,
+}
+
+impl RecentWrites {
+    /// Remembers what a reconcile wrote and forgets what it deleted. Call it with
+    /// the report of a failed reconcile too (`ReconcileErrors::report`).
+    pub fn record(&mut self, report: &ReconcileReport) {
+        for svc in &report.written {
+            if let Some(name) = &svc.metadata.name {
+                self.services.insert(name.clone(), svc.clone());
+            }
+        }
+        for name in &report.deleted {
+            self.services.remove(name);
+        }
+    }
+
+    /// Writes still waited for.
+    pub fn len(&self) -> usize {
+        self.services.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.services.is_empty()
+    }
+
+    /// `store` with every remembered write the store does not show yet put in
+    /// place of the watched copy (or added), for [`super::desired_services`].
+    /// Forgets the writes the store has caught up with: same or newer
+    /// resourceVersion (etcd's are increasing integers; one that does not parse
+    /// counts as caught up, so nothing lingers).
+    pub fn overlay(&mut self, store: &Store, namespace: &str) -> Store {
+        let mut out = store.clone();
+        self.services.retain(|name, written| {
+            if !is_edge_service(written, namespace) {
+                return false;
+            }
+            let watched = store.get::<Service>(namespace, name);
+            let behind = match watched {
+                None => true,
+                Some(w) => match (version(w), version(written)) {
+                    (Some(w), Some(ours)) => w < ours,
+                    _ => false,
+                },
+            };
+            if behind {
+                out.insert(written.clone());
+            }
+            behind
+        });
+        out
+    }
+}
+
+fn version(svc: &Service) -> Option<u64> {
+    svc.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::{ServiceConfig, allocations, desired_services};
+    use aether_ir::{Ir, ObjectRef};
+    use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+    use gateway_api::apis::standard::gateways::Gateway;
+    use serde_json::json;
+
+    fn mk_store(gateways: &[&str]) -> Store {
+        let mut store = Store::default();
+        store.insert::<GatewayClass>(
+            serde_json::from_value(json!({"metadata": {"name": "aether"},
+                "spec": {"controllerName": "gateway.aether.io/edge"}}))
+            .unwrap(),
+        );
+        for g in gateways {
+            store.insert::<Gateway>(
+                serde_json::from_value(json!({
+                    "metadata": {"namespace": "infra", "name": g},
+                    "spec": {"gatewayClassName": "aether",
+                             "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]},
+                }))
+                .unwrap(),
+            );
+        }
+        store
+    }
+
+    /// What the API server would return for an applied Service.
+    fn as_written(mut svc: Service, version: u64) -> Service {
+        svc.metadata.resource_version = Some(version.to_string());
+        svc
+    }
+
+    #[test]
+    fn a_pass_before_the_watch_catches_up_keeps_the_allocations() {
+        let cfg = ServiceConfig::default();
+        let ns = cfg.namespace.clone();
+        let mut recent = RecentWrites::default();
+        // Pass 1: b gets 20000.
+        let store = mk_store(&["b"]);
+        let first = desired_services(&recent.overlay(&store, &ns), &Ir::default(), &cfg);
+        let report = ReconcileReport {
+            written: vec![as_written(first[0].clone(), 10)],
+            ..Default::default()
+        };
+        recent.record(&report);
+        // Pass 2: a (sorted first) appears, the watch has not shown b's Service.
+        let store = mk_store(&["a", "b"]);
+        let without = allocations(
+            &store_with(&store, desired_services(&store, &Ir::default(), &cfg)),
+            &ns,
+        );
+        assert_eq!(
+            without[&ObjectRef::new("infra", "b")][&80],
+            20001,
+            "the hazard: b's port would move"
+        );
+        let second = desired_services(&recent.overlay(&store, &ns), &Ir::default(), &cfg);
+        let got = allocations(&store_with(&store, second), &ns);
+        assert_eq!(got[&ObjectRef::new("infra", "b")][&80], 20000);
+        assert_eq!(got[&ObjectRef::new("infra", "a")][&80], 20001);
+        assert_eq!(recent.len(), 1);
+
+        // The watch catches up: the write is forgotten.
+        let mut caught_up = store.clone();
+        caught_up.insert(as_written(first[0].clone(), 10));
+        let _ = recent.overlay(&caught_up, &ns);
+        assert!(recent.is_empty());
+    }
+
+    #[test]
+    fn deleted_services_are_forgotten() {
+        let cfg = ServiceConfig::default();
+        let store = mk_store(&["b"]);
+        let svc = desired_services(&store, &Ir::default(), &cfg).remove(0);
+        let name = svc.metadata.name.clone().unwrap();
+        let mut recent = RecentWrites::default();
+        recent.record(&ReconcileReport {
+            written: vec![as_written(svc, 5)],
+            ..Default::default()
+        });
+        assert_eq!(recent.len(), 1);
+        recent.record(&ReconcileReport {
+            deleted: vec![name],
+            ..Default::default()
+        });
+        assert!(recent.is_empty());
+    }
+
+    fn store_with(store: &Store, services: Vec<Service>) -> Store {
+        let mut out = store.clone();
+        for s in services {
+            out.insert(s);
+        }
+        out
+    }
+}
