@@ -35,6 +35,7 @@ mod locate;
 mod manifests;
 mod pki;
 mod process;
+mod run_dir;
 mod service_account;
 
 pub use apiserver::ApiServer;
