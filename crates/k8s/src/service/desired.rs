@@ -1,8 +1,7 @@
 //! The edge Services the leader wants (pure).
 //!
 //! ```text
-//!  Gateways of our class ──listeners (HTTP|HTTPS|TLS → TCP)──┐
-//!  Ir gateways ──ports───────────────────────────────────────┴► ports per Gateway (set)
+//!  Gateways of our class (and the IR's) ──listeners (HTTP|HTTPS|TLS → TCP)──► ports per Gateway (set)
 //!        ──allocate (keep existing, lowest free)──► one Service per Gateway:
 //!              ports p-<port> : port → targetPort = Envoy port, sorted by port
 //! ```
@@ -35,8 +34,11 @@ pub fn port_name(port: u16) -> String {
 }
 
 /// One Service per Gateway of our class that has at least one TCP listener port,
-/// sorted by Service name, with new ports allocated as needed. Gateways in `ir`
-/// count as ours too, and every IR port gets a Service port.
+/// sorted by Service name, with new ports allocated as needed.
+///
+/// `ir` may be taken before or after [`super::apply_allocations`]: its Gateways
+/// count as ours, but ports always come from the Gateways' listeners in the store,
+/// never from the IR (whose ports are Envoy ports once allocations are applied).
 pub fn desired_services(store: &Store, ir: &Ir, cfg: &ServiceConfig) -> Vec<Service> {
     let wanted = wanted_ports(store, ir, cfg);
     let allocated = allocate(store, &wanted, cfg);
@@ -52,8 +54,8 @@ pub fn desired_services(store: &Store, ir: &Ir, cfg: &ServiceConfig) -> Vec<Serv
     out
 }
 
-/// Listener ports per Gateway: every TCP listener of each Gateway of our class,
-/// and every port of each IR Gateway.
+/// Listener ports per Gateway: every TCP listener of each Gateway of our class
+/// or in the IR.
 pub(crate) fn wanted_ports(
     store: &Store,
     ir: &Ir,
@@ -65,9 +67,10 @@ pub(crate) fn wanted_ports(
         .filter(|(_, c)| c.spec.controller_name == cfg.controller_name)
         .map(|(k, _)| k.name.as_str())
         .collect();
+    let served: BTreeSet<ObjectRef> = ir.gateways.iter().map(|g| g.object_ref()).collect();
     let mut wanted: BTreeMap<ObjectRef, BTreeSet<u16>> = BTreeMap::new();
     for (key, gw) in store.all::<Gateway>() {
-        if !ours.contains(gw.spec.gateway_class_name.as_str()) {
+        if !ours.contains(gw.spec.gateway_class_name.as_str()) && !served.contains(key) {
             continue;
         }
         let ports = gw
@@ -77,10 +80,6 @@ pub(crate) fn wanted_ports(
             .filter(|l| matches!(l.protocol.as_str(), "HTTP" | "HTTPS" | "TLS"))
             .filter_map(|l| u16::try_from(l.port).ok().filter(|p| *p > 0));
         wanted.entry(key.clone()).or_default().extend(ports);
-    }
-    for gw in &ir.gateways {
-        let ports = gw.ports.iter().map(|p| p.port);
-        wanted.entry(gw.object_ref()).or_default().extend(ports);
     }
     wanted.retain(|_, ports| !ports.is_empty());
     wanted

@@ -149,18 +149,25 @@ fn only_gateways_of_our_class_with_tcp_listeners_get_a_service() {
 }
 
 #[test]
-fn ir_ports_always_get_a_service_port() {
-    let store = mk_store(vec![mk_gateway("web", "aether", &[("http", "HTTP", 80)])]);
+fn ports_come_from_listeners_even_with_an_allocated_ir() {
+    // The published IR carries Envoy ports: they must not become Service ports.
+    let mut store = mk_store(vec![mk_gateway("web", "aether", &[("http", "HTTP", 80)])]);
+    let cfg = ServiceConfig::default();
+    let first = desired_services(&store, &Ir::default(), &cfg);
+    for s in &first {
+        store.insert(s.clone());
+    }
     let ir: Ir = serde_json::from_value(json!({
         "gateways": [{"namespace": "infra", "name": "web", "addresses": ["0.0.0.0"], "ports": [
-            {"port": 8080, "protocol": "HTTP", "listener_name": "edge_ls_infra_web_8080"}
+            {"port": 20000, "protocol": "HTTP", "listener_name": "edge_ls_infra_web_80"}
         ]}],
         "clusters": [],
     }))
     .unwrap();
-    let got = desired_services(&store, &ir, &ServiceConfig::default());
-    let ports: Vec<i32> = ports_of(&got[0]).iter().map(|p| p.1).collect();
-    assert_eq!(ports, vec![80, 8080]);
+    let again = desired_services(&store, &ir, &cfg);
+    assert_eq!(again, first);
+    let ports: Vec<i32> = ports_of(&again[0]).iter().map(|p| p.1).collect();
+    assert_eq!(ports, vec![80]);
 }
 
 #[test]
