@@ -258,13 +258,22 @@ smoke_base_manifests() {
     -out "$d/tls.crt" -subj "/CN=abc.example.com" -addext "subjectAltName=DNS:abc.example.com" 2>/dev/null
   kc create secret tls tls-checks-certificate -n gateway-conformance-infra --cert="$d/tls.crt" --key="$d/tls.key" >/dev/null
   kc create secret tls tls-passthrough-checks-certificate -n gateway-conformance-app-backend --cert="$d/tls.crt" --key="$d/tls.key" >/dev/null
+  kc create secret tls tls-passthrough-checks-certificate -n gateway-conformance-infra --cert="$d/tls.crt" --key="$d/tls.key" >/dev/null
   local ns n
   for ns in gateway-conformance-infra gateway-conformance-app-backend gateway-conformance-web-backend; do
     wait_for "pods in $ns" 60 sh -c "[ -n \"\$(nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get pods -n $ns -o name)\" ]" ||
       fail "no pods in $ns"
+    kc wait --for=condition=Available deployments --all -n "$ns" --timeout=120s >/dev/null ||
+      { kc get deployments,pods -n "$ns" -o wide >&2; fail "deployments in $ns not Available"; }
     kc wait --for=condition=Ready pods --all -n "$ns" --timeout=120s >/dev/null ||
       { kc get pods -n "$ns" -o wide >&2; fail "pods in $ns not Ready"; }
   done
+  # Stay Ready: a container that keeps exiting can look Ready for a moment.
+  sleep 3
+  local unstable
+  unstable="$(kc get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name} {.status.containerStatuses[0].ready} {.status.containerStatuses[0].restartCount}{"\n"}{end}' |
+    grep gateway-conformance | awk '$2 != "true" || $3 != 0' || true)"
+  [ -z "$unstable" ] || fail "pods not steadily Ready (name ready restarts): $unstable"
   n="$(kc get pods -A -l 'app' --no-headers | grep -c gateway-conformance || true)"
   say "  $n backend pods Ready in the three conformance namespaces ($((SECONDS - t))s)"
   local cip body

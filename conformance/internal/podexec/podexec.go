@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -79,6 +80,28 @@ func Main(args []string) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("container-exec: no program")
 	}
+	// Open the program before mounting: a volume may cover its directory (the suite's
+	// coredns mounts a ConfigMap at /root, where a build cache may live).
+	prog := argv[0]
+	if !strings.Contains(prog, "/") {
+		p, err := exec.LookPath(prog)
+		if err != nil {
+			return err
+		}
+		prog = p
+	}
+	prog, err := filepath.Abs(prog)
+	if err != nil {
+		return err
+	}
+	progFile, err := os.Open(prog)
+	if err != nil {
+		return err
+	}
+	progStat, err := progFile.Stat()
+	if err != nil {
+		return err
+	}
 	// Its own /dev/shm, as a container runtime gives each pod: Envoy's hot-restart
 	// shared memory (base id 0 by default) must not meet another Envoy's on the host.
 	if err := unix.Mount("shm", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
@@ -121,7 +144,14 @@ func Main(args []string) error {
 			return fmt.Errorf("chdir %s: %w", *workdir, err)
 		}
 	}
-	return syscall.Exec(argv[0], argv, os.Environ())
+	// By path if it still names the same file (scripts need a path), else through the
+	// descriptor opened before the mounts.
+	if st, err := os.Stat(prog); err != nil || !os.SameFile(st, progStat) {
+		prog = fmt.Sprintf("/proc/self/fd/%d", progFile.Fd())
+	}
+	err = syscall.Exec(prog, argv, os.Environ())
+	runtime.KeepAlive(progFile)
+	return err
 }
 
 // ensureTarget makes target exist in this (private) mount namespace; see the package doc.
