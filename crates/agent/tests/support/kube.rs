@@ -117,7 +117,7 @@ pub fn isolated(test: &str) -> bool {
     println!("--- {test} in netns {name} ---\n{stdout}\n{stderr}");
     assert!(
         out.status.success() && stdout.contains("test result: ok. 1 passed"),
-        "{test} failed in netns {name}: {}\n{stdout}\n{stderr}",
+        "{test} failed in netns {name}: {} (its output is above)",
         out.status
     );
     assert!(!netns_exists(&name), "netns {name} left behind");
