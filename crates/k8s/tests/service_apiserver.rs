@@ -2,8 +2,8 @@
 //! server's own validation accepts them), one port per distinct listener port,
 //! 20 Gateways at once with distinct allocations, addresses from load-balancer
 //! ingress written by the test acting as the load balancer, garbage collection,
-//! allocations kept across a restart, and failures reported per Gateway while the
-//! rest still go through.
+//! allocations kept across a restart, failures reported per Gateway while the
+//! rest still go through, and all of it under the deploy RBAC (and no more).
 
 use aether_gateway::status::condition;
 use aether_gateway::{Config, Store, translate};
@@ -429,4 +429,93 @@ async fn failures_are_reported_per_gateway_and_the_rest_go_through() {
     let report = reconcile(&client, desired, &existing, EDGE).await.unwrap();
     assert_eq!(report.applied, vec![blocker]);
     assert_eq!(edge_services(&client).await.len(), 3);
+}
+
+/// Creates every object of the deploy RBAC manifest (ServiceAccount, roles, bindings).
+async fn install_rbac(client: &Client) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/10-rbac.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value: Value = serde::Deserialize::deserialize(doc).unwrap();
+        if value.is_null() {
+            continue;
+        }
+        let ns = value["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let c = client.clone();
+        match value["kind"].as_str().unwrap() {
+            "ServiceAccount" => create(&Api::<ServiceAccount>::namespaced(c, &ns), value).await,
+            "ClusterRole" => create(&Api::<ClusterRole>::all(c), value).await,
+            "ClusterRoleBinding" => create(&Api::<ClusterRoleBinding>::all(c), value).await,
+            "Role" => create(&Api::<Role>::namespaced(c, &ns), value).await,
+            "RoleBinding" => create(&Api::<RoleBinding>::namespaced(c, &ns), value).await,
+            other => panic!("unexpected kind {other} in {}", path.display()),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_deploy_rbac_is_enough_to_create_update_and_collect_services() {
+    let server = ApiServer::start().await;
+    let admin = server.client();
+    seed(&admin, &["infra"]).await;
+    install_rbac(&admin).await;
+    let agent = server.client_as(
+        "system:serviceaccount:aether-ingress:aether-edge",
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:aether-ingress",
+            "system:authenticated",
+        ],
+    );
+    let gateways: Api<Gateway> = Api::namespaced(admin.clone(), "infra");
+    for n in ["a", "b"] {
+        create(&gateways, mk_gateway("infra", n, &[("http", "HTTP", 80)])).await;
+    }
+    let cfg = ServiceConfig::default();
+    // Reads (Gateways, Services) and writes both as the agent.
+    let report = pass(&agent, &cfg)
+        .await
+        .expect("created under the deploy RBAC");
+    assert_eq!(report.applied.len(), 2);
+    let grow = json!({"spec": {"listeners": [
+        {"name": "http", "protocol": "HTTP", "port": 80},
+        {"name": "alt", "protocol": "HTTP", "port": 8080}]}});
+    gateways
+        .patch("a", &PatchParams::default(), &Patch::Merge(grow))
+        .await
+        .unwrap();
+    gateways
+        .delete("b", &DeleteParams::default())
+        .await
+        .unwrap();
+    let report = pass(&agent, &cfg)
+        .await
+        .expect("updated and collected under the deploy RBAC");
+    assert_eq!(
+        report.applied,
+        vec![service_name(&ObjectRef::new("infra", "a"))]
+    );
+    assert_eq!(
+        report.deleted,
+        vec![service_name(&ObjectRef::new("infra", "b"))]
+    );
+
+    // And nothing beyond: the agent cannot make Services outside the edge namespace.
+    let mut elsewhere = desired_services(&load(&admin).await, &Default::default(), &cfg).remove(0);
+    elsewhere.metadata.namespace = Some("infra".into());
+    let name = elsewhere.metadata.name.clone().unwrap();
+    let refused = Api::<Service>::namespaced(agent.clone(), "infra")
+        .patch(
+            &name,
+            &PatchParams::apply(service::FIELD_MANAGER),
+            &Patch::Apply(&elsewhere),
+        )
+        .await
+        .expect_err("no Service writes outside the edge namespace");
+    assert!(matches!(refused, kube::Error::Api(s) if s.code == 403));
 }
