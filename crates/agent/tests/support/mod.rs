@@ -282,24 +282,49 @@ pub fn http_request(
     }
     req.push_str("content-length: 0\r\n\r\n");
     conn.write_all(req.as_bytes())?;
-    let mut raw = Vec::new();
-    conn.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
+    // Read the head, then exactly content-length bytes: waiting for EOF would wait
+    // out Envoy's delayed close (1 s) after a local reply such as a 404.
+    let mut reader = BufReader::new(conn);
+    let mut head = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            break;
+        }
+        if line == "\r\n" || line == "\n" {
+            break;
+        }
+        head.push(line.trim_end().to_string());
+    }
+    let mut lines = head.iter();
     let status = lines
         .next()
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("bad response: {text:?}")))?;
-    let headers = lines
+        .ok_or_else(|| std::io::Error::other(format!("bad response head: {head:?}")))?;
+    let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect();
+    let length = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse::<usize>().ok());
+    let mut raw = Vec::new();
+    match length {
+        Some(n) => {
+            raw.resize(n, 0);
+            reader.read_exact(&mut raw)?;
+        }
+        None => {
+            reader.read_to_end(&mut raw)?;
+        }
+    }
+    let body = String::from_utf8_lossy(&raw).into_owned();
     Ok(Response {
         status,
         headers,
-        body: body.to_string(),
+        body,
     })
 }
 
