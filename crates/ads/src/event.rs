@@ -58,16 +58,28 @@ pub struct Nack {
     pub message: String,
     /// The resources the rejection is about: those the response added or changed,
     /// narrowed to the ones Envoy's message names when it names any (see
-    /// [`rejected`]).
+    /// [`blame`]).
     pub rejected: Versions,
 }
 
-/// The resources a rejected response is blamed for: those it tried to add or change
-/// (versions differing from what Envoy `held`), narrowed to the ones Envoy's
-/// `message` names when it names any. Envoy applies CDS, EDS, LDS and RDS resources
-/// one by one and names the failing ones, so one broken Gateway is not blamed on
-/// every Gateway that changed in the same push. A pure removal blames all of `sent`.
-pub fn rejected(sent: &Versions, held: &Versions, message: &str) -> Versions {
+/// What a rejected response is blamed for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blame {
+    /// The resources the response tried to add or change (versions differing from
+    /// what Envoy held), narrowed to the ones Envoy's message names when it names
+    /// any. A pure removal blames all of the response.
+    pub rejected: Versions,
+    /// Envoy's message named the rejected resources. Envoy applies the resources
+    /// of one response one by one where it can (listeners and clusters, and every
+    /// type in Delta) and then names the failing ones; a failure before that
+    /// (decoding, validation) names none, and nothing was applied.
+    pub named: bool,
+}
+
+/// Blames a rejected response (`sent`), given what Envoy `held` before it and
+/// Envoy's `message`, so one broken Gateway is not blamed on every Gateway that
+/// changed in the same push.
+pub fn blame(sent: &Versions, held: &Versions, message: &str) -> Blame {
     let changed: Versions = sent
         .iter()
         .filter(|(n, v)| held.get(*n) != Some(*v))
@@ -83,7 +95,17 @@ pub fn rejected(sent: &Versions, held: &Versions, message: &str) -> Versions {
         .filter(|(n, _)| mentions(message, n))
         .map(|(n, v)| (n.clone(), v.clone()))
         .collect();
-    if named.is_empty() { changed } else { named }
+    if named.is_empty() {
+        Blame {
+            rejected: changed,
+            named: false,
+        }
+    } else {
+        Blame {
+            rejected: named,
+            named: true,
+        }
+    }
 }
 
 /// Whether `message` contains `name` as a whole word (so `r80` is not found in
@@ -115,24 +137,28 @@ mod tests {
     fn blame_goes_to_changed_resources_named_by_envoy() {
         let sent = v(&[("l80", "2"), ("l8080", "2"), ("l443", "1")]);
         let held = v(&[("l443", "1")]);
-        assert_eq!(
-            rejected(
-                &sent,
-                &held,
-                "Error adding/updating listener(s) l8080: bind failed"
-            ),
-            v(&[("l8080", "2")])
+        let named = blame(
+            &sent,
+            &held,
+            "Error adding/updating listener(s) l8080: bind failed",
         );
+        assert_eq!(named.rejected, v(&[("l8080", "2")]));
+        assert!(named.named);
+        let unnamed = blame(&sent, &held, "something went wrong");
         assert_eq!(
-            rejected(&sent, &held, "something went wrong"),
+            unnamed.rejected,
             v(&[("l80", "2"), ("l8080", "2")]),
             "no name in the message: every changed resource"
         );
+        assert!(!unnamed.named);
+        let unchanged = blame(&sent, &held, "l443 is fine but unchanged");
         assert_eq!(
-            rejected(&sent, &held, "l443 is fine but unchanged"),
+            unchanged.rejected,
             v(&[("l80", "2"), ("l8080", "2")]),
             "an unchanged resource is never blamed"
         );
-        assert_eq!(rejected(&held, &held, "x"), held, "pure removal: all of it");
+        assert!(!unchanged.named);
+        let removal = blame(&held, &held, "x");
+        assert_eq!(removal.rejected, held, "pure removal: all of it");
     }
 }

@@ -12,13 +12,15 @@
 //! changed; an ACK of that nonce moves exactly that into `acked`. A response carries
 //! only resources whose version differs from what Envoy holds (starting from the
 //! `initial_resource_versions` it reports on a new stream), and `removed_resources`
-//! for held resources that left the snapshot or the subscription. Subscription
+//! for held resources that left the snapshot or the subscription. When Envoy
+//! rejects a response and names the resources at fault, it took the rest: those
+//! count as ACKed, and only the named ones are parked. Subscription
 //! changes are deltas, so they are applied even when the nonce is stale. A wildcard
 //! subscriber's first request is always answered, even with nothing new, since
 //! Envoy waits for that answer to finish initializing. As in SotW, an update to
 //! CDS is followed by the endpoints of the clusters it updated.
 
-use crate::event::{Event, Nack, Output, rejected};
+use crate::event::{Event, Nack, Output, blame};
 use crate::subscription::{Subscription, Versions};
 use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::service::discovery::v3::{
@@ -130,24 +132,43 @@ impl DeltaStream {
                     });
                 }
                 Some(status) => {
-                    let nack = Nack {
-                        version: n.system_version.clone(),
-                        message: status.message.clone(),
-                        rejected: rejected(&n.updated, &state.acked, &status.message),
-                    };
-                    // Envoy still holds what it ACKed before this response, except
-                    // where a later response in flight has moved on already.
+                    let blame = blame(&n.updated, &state.acked, &status.message);
+                    // Delta applies resources one by one: when Envoy names the
+                    // rejected ones, it took the rest of the response.
+                    let took = |name: &String| blame.named && !blame.rejected.contains_key(name);
+                    let mut acked_changed = false;
                     for (name, version) in &n.updated {
-                        if state.held.get(name) == Some(version) {
+                        if took(name) {
+                            state.acked.insert(name.clone(), version.clone());
+                            state.parked.remove(name);
+                            acked_changed = true;
+                        } else if state.held.get(name) == Some(version) {
+                            // Envoy still holds what it ACKed before, unless a
+                            // later response in flight has moved on already.
                             restore(&mut state.held, &state.acked, name);
                         }
                     }
                     for name in &n.removed {
-                        if !state.held.contains_key(name) {
+                        if blame.named {
+                            acked_changed |= state.acked.remove(name).is_some();
+                        } else if !state.held.contains_key(name) {
                             restore(&mut state.held, &state.acked, name);
                         }
                     }
-                    state.parked.extend(n.updated);
+                    if acked_changed {
+                        out.events.push(Event::Acked {
+                            ty,
+                            versions: state.acked.clone(),
+                        });
+                    }
+                    let nack = Nack {
+                        version: n.system_version.clone(),
+                        message: status.message.clone(),
+                        rejected: blame.rejected,
+                    };
+                    state
+                        .parked
+                        .extend(nack.rejected.iter().map(|(n, v)| (n.clone(), v.clone())));
                     state.nack = Some(nack.clone());
                     out.events.push(Event::Nacked { ty, nack });
                 }

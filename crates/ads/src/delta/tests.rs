@@ -282,3 +282,30 @@ fn nack_of_an_older_response_does_not_undo_a_newer_one() {
     assert!(s.nack(LDS).is_none());
     assert!(s.on_snapshot(v3).is_empty());
 }
+
+#[test]
+fn nack_naming_some_resources_acks_the_others() {
+    let mut s = DeltaStream::new(base());
+    let out = s.on_request(mk_delta(RDS, &["r80", "r443"], &[], ""));
+    ack(&mut s, RDS, &out.responses[0]);
+    let next = mk_snapshot(&[(RDS, "r80", 2), (RDS, "r443", 1)], &[]);
+    let r = s.on_snapshot(next.clone()).responses[0].clone();
+    assert_eq!(sent_names(&r), ["r443", "r80"]);
+    let out = s.on_request(mk_delta_nack(
+        RDS,
+        &r.nonce,
+        "Only a single wildcard domain is permitted in route r443",
+    ));
+    // Envoy took r80 and rejected r443 (which it did not hold before).
+    let [Event::Acked { versions, .. }, Event::Nacked { nack, .. }] = &out.events[..] else {
+        panic!("{:?}", out.events)
+    };
+    assert_eq!(versions.keys().collect::<Vec<_>>(), ["r80"]);
+    assert_eq!(versions["r80"], next.version_of(RDS, "r80").unwrap());
+    assert_eq!(nack.rejected.keys().collect::<Vec<_>>(), ["r443"]);
+    assert!(out.responses.is_empty(), "r443 is parked, r80 is held");
+    assert!(s.on_snapshot(next).is_empty());
+    // A fixed r443 is sent alone.
+    let out = s.on_snapshot(mk_snapshot(&[(RDS, "r80", 2), (RDS, "r443", 2)], &[]));
+    assert_eq!(sent_names(&out.responses[0]), ["r443"]);
+}

@@ -14,12 +14,13 @@
 //! ACKs of the rejected content). Any other non-empty nonce is stale and the request
 //! is ignored whole, as Envoy will restate its interest with the latest nonce. A NACKed
 //! content is parked: it is not sent again until the snapshot selects something
-//! different for that type (no resend loop). A response is sent only when the
+//! different for that type (no resend loop). When Envoy names the listeners or
+//! clusters it rejected, it kept the others: those count as ACKed. A response is sent only when the
 //! selected content differs from what was last sent on this stream, except that the
 //! first request of a type is always answered and EDS is always answered right after
 //! a CDS response (updated clusters warm again and wait for their endpoints).
 
-use crate::event::{Event, Nack, Output, rejected};
+use crate::event::{Event, Nack, Output, blame};
 use crate::subscription::{Subscription, Versions, version_info, versions_of};
 use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
@@ -55,6 +56,27 @@ struct Sent {
     versions: Versions,
     /// Envoy already ACKed or NACKed this response.
     answered: bool,
+}
+
+/// Whether Envoy applies the resources of a SotW response of this type one by one,
+/// keeping the good ones when it rejects others (listeners and clusters; route
+/// tables and endpoints are all or nothing, as a real Envoy 1.40 shows).
+fn applies_one_by_one(ty: ResourceType) -> bool {
+    matches!(ty, ResourceType::Cluster | ResourceType::Listener)
+}
+
+/// What Envoy holds after a response it partly rejected: the response, with the
+/// rejected resources at the version it `held` before (or absent).
+fn partly_applied(sent: &Versions, held: &Versions, rejected: &Versions) -> Versions {
+    sent.iter()
+        .filter_map(|(name, version)| {
+            if rejected.contains_key(name) {
+                held.get(name).map(|v| (name.clone(), v.clone()))
+            } else {
+                Some((name.clone(), version.clone()))
+            }
+        })
+        .collect()
 }
 
 impl SotwStream {
@@ -113,10 +135,16 @@ impl SotwStream {
                 match &req.error_detail {
                     Some(status) => {
                         let held = state.acked.clone().unwrap_or_default();
+                        let blame = blame(&sent.versions, &held, &status.message);
+                        if blame.named && applies_one_by_one(ty) {
+                            let now = partly_applied(&sent.versions, &held, &blame.rejected);
+                            state.acked = Some(now.clone());
+                            out.events.push(Event::Acked { ty, versions: now });
+                        }
                         let nack = Nack {
                             version: sent.version_info.clone(),
                             message: status.message.clone(),
-                            rejected: rejected(&sent.versions, &held, &status.message),
+                            rejected: blame.rejected,
                         };
                         state.parked = Some(sent.versions);
                         state.nack = Some(nack.clone());

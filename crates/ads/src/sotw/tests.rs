@@ -340,7 +340,7 @@ fn nack_blames_the_resource_envoy_names() {
         ],
         &[],
     );
-    let out = s.on_snapshot(two_changed);
+    let out = s.on_snapshot(two_changed.clone());
     let nonce = out.responses[0].nonce.clone();
     let out = s.on_request(mk_nack(
         LDS,
@@ -348,10 +348,41 @@ fn nack_blames_the_resource_envoy_names() {
         &nonce,
         "Error adding/updating listener(s) l443: cannot bind 0.0.0.0:443",
     ));
-    let Event::Nacked { nack, .. } = &out.events[0] else {
+    // Envoy applies listeners one by one: it kept l80 at rev 2 and has no l443.
+    let [Event::Acked { ty, versions }, Event::Nacked { nack, .. }] = &out.events[..] else {
         panic!("{:?}", out.events)
     };
+    assert_eq!(*ty, LDS);
     assert_eq!(nack.rejected.keys().collect::<Vec<_>>(), ["l443"]);
+    assert_eq!(versions.keys().collect::<Vec<_>>(), ["l80"]);
+    assert_eq!(versions["l80"], two_changed.version_of(LDS, "l80").unwrap());
+    assert_eq!(s.acked(LDS), Some(versions));
+    assert!(
+        s.on_snapshot(two_changed.clone()).is_empty(),
+        "still parked"
+    );
+
+    // Route tables are all or nothing: a NACK naming one keeps none of the others.
+    let routes = mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 2),
+            (LDS, "l443", 1),
+            (RDS, "r80", 2),
+            (RDS, "r443", 2),
+        ],
+        &[],
+    );
+    let rds_before = s.acked(RDS).cloned();
+    s.on_request(mk_request(RDS, &["r80", "r443"], "4"));
+    let out = s.on_snapshot(routes);
+    let nonce = out.responses.last().unwrap().nonce.clone();
+    let out = s.on_request(mk_nack(RDS, &["r80", "r443"], &nonce, "bad route in r443"));
+    assert!(matches!(&out.events[..], [Event::Nacked { nack, .. }] if nack.rejected.len() == 1));
+    assert_eq!(s.acked(RDS).cloned(), rds_before);
 }
 
 #[test]

@@ -79,6 +79,9 @@ pub struct Variant {
     pub listener_stat_prefix: &'static str,
     /// A second listener `http2`, on this port, sharing the route table.
     pub second_port: Option<u16>,
+    /// A Gateway `edge/bad` whose listener has two filter chains with the same
+    /// match, which Envoy rejects (by name).
+    pub bad_listener: bool,
 }
 
 impl Variant {
@@ -89,6 +92,7 @@ impl Variant {
             cluster_timeout_s: 1,
             listener_stat_prefix: "web",
             second_port: None,
+            bad_listener: false,
         }
     }
 }
@@ -112,6 +116,7 @@ pub fn snapshot_with(listen_port: u16, v: Variant) -> Arc<Snapshot> {
         cluster_timeout_s,
         listener_stat_prefix,
         second_port,
+        bad_listener,
     } = v;
     let cluster = Cluster {
         name: "backend".into(),
@@ -212,12 +217,26 @@ pub fn snapshot_with(listen_port: u16, v: Variant) -> Arc<Snapshot> {
         let second = Listener {
             name: "http2".into(),
             address: socket(port),
-            ..listener
+            ..listener.clone()
         };
         add(ResourceType::Listener, "http2", second.encode_to_vec());
         members.insert((ResourceType::Listener, "http2".into()));
     }
-    Arc::new(Snapshot::new(resources, [(web(), members)].into()))
+    let mut gateways = BTreeMap::from([(web(), members)]);
+    if bad_listener {
+        let chain = listener.filter_chains[0].clone();
+        let bad = Listener {
+            name: "bad".into(),
+            filter_chains: vec![chain.clone(), chain],
+            ..listener.clone()
+        };
+        add(ResourceType::Listener, "bad", bad.encode_to_vec());
+        gateways.insert(
+            ObjectRef::new("edge", "bad"),
+            [(ResourceType::Listener, "bad".to_string())].into(),
+        );
+    }
+    Arc::new(Snapshot::new(resources, gateways))
 }
 
 pub fn web() -> ObjectRef {

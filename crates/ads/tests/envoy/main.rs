@@ -7,7 +7,9 @@
 //! - finish warming an updated cluster (its endpoints follow at once) and an
 //!   updated listener well before its 15 s initial fetch timeout;
 //! - keep serving while the control plane restarts, reconnect, ACK again (in Delta
-//!   without resends) and still receive new listeners (wildcard kept).
+//!   without resends) and still receive new listeners (wildcard kept);
+//! - keep the good listener of a push whose other listener it rejects by name, so
+//!   only the broken Gateway is NACKed.
 //!
 //! The Envoy binary comes from `ENVOY_BIN`, else `<workspace>/.tools/envoy/bin/envoy`
 //! (installed by `scripts/get-envoy`).
@@ -350,4 +352,105 @@ async fn real_envoy_acks_sotw_over_tcp() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_envoy_acks_delta_over_unix_socket() {
     live("delta", "DELTA_GRPC", true).await;
+}
+
+fn lds_pushes(fleet: &Fleet) -> u64 {
+    fleet
+        .render_metrics()
+        .lines()
+        .filter(|l| l.starts_with("aether_ads_pushes_total{type=\"LDS\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+/// One push brings a good new listener (Gateway edge/web) and a bad one (Gateway
+/// edge/bad). Envoy keeps the good one and names the bad one: edge/web is ACKed,
+/// edge/bad is NACKed with Envoy's words, and nothing is resent.
+async fn partial(mode: &str, api_type: &str) {
+    let envoy = envoy_bin();
+    let dir = std::env::temp_dir().join(format!(
+        "aether-ads-envoy-partial-{mode}-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let listen_port = free_port();
+    let s1 = snapshot(listen_port, 1, false);
+    let (publish, snapshots) = watch::channel(s1.clone());
+    let fleet = Fleet::new();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (_stop, _served) = start_xds(&listen, snapshots, fleet.clone()).await;
+    let node = format!("partial-{mode}");
+    let config = dir.join("bootstrap.yaml");
+    std::fs::write(&config, bootstrap(&node, api_type, &listen)).unwrap();
+    let log = dir.join("envoy.log");
+    let mut child = tokio::process::Command::new(&envoy)
+        .arg("-c")
+        .arg(&config)
+        .args(["--disable-hot-restart", "--concurrency", "1", "-l", "info"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", envoy.display()));
+
+    let checks = async {
+        eventually("Envoy to ACK the Gateway", async || {
+            (fleet.gateway_state(&s1, &web()) == GatewayAck::Acked).then_some(())
+        })
+        .await;
+        let second_port = free_port();
+        let s2 = snapshot_with(
+            listen_port,
+            Variant {
+                second_port: Some(second_port),
+                bad_listener: true,
+                ..Variant::rev(1)
+            },
+        );
+        publish.send(s2.clone()).unwrap();
+        let bad = aether_ir::ObjectRef::new("edge", "bad");
+        let msg = eventually("edge/bad NACKed", async || {
+            match fleet.gateway_state(&s2, &bad) {
+                GatewayAck::Nacked(m) => Some(m),
+                _ => None,
+            }
+        })
+        .await;
+        assert!(msg.contains(&node) && msg.contains("bad"), "{msg}");
+        assert_eq!(
+            fleet.gateway_state(&s2, &web()),
+            GatewayAck::Acked,
+            "the good listener of the same push was taken"
+        );
+        eventually("traffic on the good new listener", async || {
+            (get(second_port).await.as_deref() == Some("rev 1")).then_some(())
+        })
+        .await;
+        let pushes = lds_pushes(&fleet);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            lds_pushes(&fleet),
+            pushes,
+            "the rejected listener was resent"
+        );
+    };
+    let done = tokio::time::timeout(WAIT * 2, checks).await;
+    let _ = child.kill().await;
+    done.unwrap_or_else(|_| {
+        panic!(
+            "partial {mode} test timed out; Envoy log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_keeps_good_listeners_of_a_rejected_sotw_push() {
+    partial("sotw", "GRPC").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_keeps_good_listeners_of_a_rejected_delta_push() {
+    partial("delta", "DELTA_GRPC").await;
 }
