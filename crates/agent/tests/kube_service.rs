@@ -1,0 +1,357 @@
+//! Kubernetes mode, addresses and status-write failures (issue points 2 and 4) with
+//! the real `aether-edge agent`, a real kube-apiserver and a real Envoy:
+//!
+//! - service mode: a Gateway gets one LoadBalancer Service with one port per distinct
+//!   listener port whose targetPort is its allocation; the test plays the load
+//!   balancer (patches `status.loadBalancer.ingress`, then dials the targetPort) and
+//!   the Gateway's `status.addresses` follow; the Service goes with the Gateway.
+//! - an API server outage while status must change: the failed writes are counted
+//!   on `/metrics`, logged with the object named, retried, and land once it is back.
+
+mod support;
+
+use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use support::kube::*;
+use support::{Envoy, http_get, temp_dir};
+
+const NS: &str = "app";
+
+fn gateway_yaml() -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  \
+         - {{name: a, protocol: HTTP, port: 80, hostname: a.example.com}}\n  \
+         - {{name: b, protocol: HTTP, port: 80, hostname: b.example.com}}\n  \
+         - {{name: alt, protocol: HTTP, port: 8080}}\n"
+    )
+}
+
+fn route_yaml(backend: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r1, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - backendRefs: [{{name: {backend}, port: 80}}]\n"
+    )
+}
+
+fn programmed(gw: &Value) -> Option<(String, String)> {
+    status_reason(&gw["status"]["conditions"], "Programmed")
+}
+
+/// Sum of a metric's samples whose line contains every one of `labels`.
+fn metric(text: &str, name: &str, labels: &[&str]) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[test]
+fn service_mode_ports_allocations_and_load_balancer_addresses() {
+    if !isolated("service_mode_ports_allocations_and_load_balancer_addresses") {
+        return;
+    }
+    runtime().block_on(service_mode());
+}
+
+async fn service_mode() {
+    let logs = temp_dir("kube-service");
+    let server = aether_testkit::ApiServer::start().await;
+    let client = server.client();
+    let c = &client;
+    let b0 = PodBackend::start("b0");
+    let yaml = [
+        base_yaml(&[NS]),
+        b0.yaml(NS),
+        gateway_yaml(),
+        route_yaml("b0"),
+    ]
+    .join("---\n");
+    server.apply(&yaml).await.unwrap();
+    let agent = KubeAgent::start(
+        server.kubeconfig_path(),
+        &["--leader-elect=false", "--address-mode", "service"],
+        &logs,
+    );
+    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+
+    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
+    let by_label = ListParams::default().labels("aether.io/edge-gateway");
+    let svc = eventually(Duration::from_secs(30), "the edge Service", || {
+        let services = services.clone();
+        let lp = by_label.clone();
+        async move {
+            let list = services.list(&lp).await.map_err(|e| e.to_string())?;
+            match list.items.as_slice() {
+                [one] => Ok(one.clone()),
+                other => Err(format!("{} Services", other.len())),
+            }
+        }
+    })
+    .await;
+    let name = svc.metadata.name.clone().unwrap();
+    let spec = svc.spec.clone().unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    let ports: BTreeMap<i32, i32> = spec
+        .ports
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let target = match p.target_port.clone().unwrap() {
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(t) => t,
+                s => panic!("targetPort {s:?}"),
+            };
+            assert_eq!(p.protocol.as_deref(), Some("TCP"));
+            (p.port, target)
+        })
+        .collect();
+    assert_eq!(
+        ports.keys().copied().collect::<Vec<_>>(),
+        vec![80, 8080],
+        "one port per distinct listener port"
+    );
+    let recorded = svc.metadata.annotations.clone().unwrap()["aether.io/port-allocations"].clone();
+    let expected = ports
+        .iter()
+        .map(|(p, t)| format!("{p}={t}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(recorded, expected, "allocations recorded on the Service");
+    assert!(
+        ports.values().all(|t| (20000..=29999).contains(t)),
+        "{ports:?}"
+    );
+    println!("Service aether-ingress/{name}: ports {ports:?}");
+
+    // No load balancer yet: no address, not programmed, and the message says why.
+    let gw = eventually(
+        Duration::from_secs(30),
+        "AddressNotAssigned",
+        || async move {
+            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+            match programmed(&gw) {
+                Some((s, r)) if s == "False" && r == "AddressNotAssigned" => Ok(gw),
+                p => Err(format!("{p:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(
+        gw["status"]["addresses"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "{}",
+        gw["status"]
+    );
+
+    // The test is the load balancer: it assigns an address …
+    services
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": POD_IP}]}}})),
+        )
+        .await
+        .unwrap();
+    let gw = eventually(
+        Duration::from_secs(30),
+        "addresses + Programmed",
+        || async move {
+            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+            let ok = programmed(&gw) == Some(("True".into(), "Programmed".into()))
+                && gw["status"]["addresses"] == json!([{"type": "IPAddress", "value": POD_IP}]);
+            if ok {
+                Ok(gw)
+            } else {
+                Err(gw["status"].to_string())
+            }
+        },
+    )
+    .await;
+    let attached: Vec<i64> = gw["status"]["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["attachedRoutes"].as_i64().unwrap())
+        .collect();
+    assert_eq!(attached, vec![1, 1, 1], "{}", gw["status"]);
+    // … and forwards each Service port to its targetPort, where Envoy listens.
+    for (port, target) in &ports {
+        let addr = format!("{POD_IP}:{target}");
+        let host = if *port == 80 {
+            "a.example.com"
+        } else {
+            "any.test"
+        };
+        let r = http_get(&addr, host, "/x", &[]).unwrap();
+        assert_eq!(r.backend(), Some("b0"), "port {port} → {addr}: {r:?}");
+    }
+
+    // The Service goes with its Gateway.
+    let gateways: kube::Api<Gateway> = kube::Api::namespaced(client.clone(), NS);
+    gateways.delete("gw", &Default::default()).await.unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "the Service garbage-collected",
+        || {
+            let services = services.clone();
+            let lp = by_label.clone();
+            async move {
+                let n = services
+                    .list(&lp)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .len();
+                if n == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{n} left"))
+                }
+            }
+        },
+    )
+    .await;
+    drop(agent);
+}
+
+#[test]
+fn status_writes_failing_in_an_outage_are_retried_reported_and_land() {
+    if !isolated("status_writes_failing_in_an_outage_are_retried_reported_and_land") {
+        return;
+    }
+    runtime().block_on(outage());
+}
+
+async fn outage() {
+    let logs = temp_dir("kube-outage");
+    let mut server = aether_testkit::ApiServer::start().await;
+    let b0 = PodBackend::start("b0");
+    let yaml = [
+        base_yaml(&[NS]),
+        b0.yaml(NS),
+        gateway_yaml(),
+        route_yaml("b0"),
+    ]
+    .join("---\n");
+    server.apply(&yaml).await.unwrap();
+    let agent = KubeAgent::start(
+        server.kubeconfig_path(),
+        &[
+            "--leader-elect=false",
+            "--address-mode",
+            "static",
+            "--default-address",
+            POD_IP,
+        ],
+        &logs,
+    );
+    let mut envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    let client = server.client();
+    let c = &client;
+    let want = |s: &'static str, r: &'static str| Some((s.to_string(), r.to_string()));
+    eventually(Duration::from_secs(30), "Programmed=True", || async move {
+        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+        let p = programmed(&gw);
+        if p == want("True", "Programmed") {
+            Ok(())
+        } else {
+            Err(format!("{p:?}"))
+        }
+    })
+    .await;
+    let before = agent.metrics();
+    assert_eq!(
+        metric(
+            &before,
+            "aether_edge_status_writes_total",
+            &["result=\"error\""]
+        ),
+        0
+    );
+
+    // Outage; meanwhile Envoy goes away, so the Gateway's status must change.
+    server.stop_apiserver().await;
+    envoy.proc.kill();
+    let failed = eventually(Duration::from_secs(30), "failed writes on /metrics", || {
+        let m = agent.metrics();
+        async move {
+            let n = metric(
+                &m,
+                "aether_edge_status_writes_total",
+                &["kind=\"Gateway\"", "result=\"error\""],
+            );
+            let batches = metric(&m, "aether_edge_status_batches_failed_total", &[]);
+            if n > 0 && batches > 0 {
+                Ok((n, batches))
+            } else {
+                Err(m)
+            }
+        }
+    })
+    .await;
+    println!(
+        "during the outage: {} failed Gateway writes, {} failed batches",
+        failed.0, failed.1
+    );
+    let log = agent.proc.log_text();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("status write failed") && l.contains(&format!("{NS}/gw"))),
+        "a log line names the object:\n{log}"
+    );
+    // Retried with backoff while the outage lasts.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let retried = metric(
+        &agent.metrics(),
+        "aether_edge_status_batches_failed_total",
+        &[],
+    );
+    assert!(retried > failed.1, "retries: {} then {retried}", failed.1);
+
+    // Back: the pending write lands without anything else changing.
+    server.start_apiserver().await;
+    let client = server.client();
+    let c = &client;
+    let pending = eventually(
+        Duration::from_secs(60),
+        "Programmed=False/Pending written",
+        || async move {
+            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+            let p = programmed(&gw);
+            if p == want("False", "Pending") {
+                Ok(gw)
+            } else {
+                Err(format!("{p:?}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(pending["status"]["listeners"][0]["attachedRoutes"], 0);
+    let ok = metric(
+        &agent.metrics(),
+        "aether_edge_status_writes_total",
+        &["kind=\"Gateway\"", "result=\"ok\""],
+    );
+    assert!(ok >= 2, "writes succeeded after the outage: {ok}");
+
+    // And the agent is fully back: a new Envoy ACKs, status follows.
+    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    eventually(
+        Duration::from_secs(30),
+        "Programmed=True again",
+        || async move {
+            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+            let p = programmed(&gw);
+            if p == want("True", "Programmed") {
+                Ok(())
+            } else {
+                Err(format!("{p:?}"))
+            }
+        },
+    )
+    .await;
+    drop(agent);
+}
