@@ -43,12 +43,14 @@
 pub mod addresses;
 pub mod allocate;
 pub mod desired;
+pub mod metrics;
 pub mod recent;
 pub mod reconcile;
 
 pub use addresses::{apply_addresses, problems};
 pub use allocate::{Allocations, Unallocated, allocations, apply_allocations};
 pub use desired::desired_services;
+pub use metrics::ServiceMetrics;
 pub use recent::RecentWrites;
 pub use reconcile::{ReconcileErrors, ReconcileReport, reconcile};
 
