@@ -52,6 +52,8 @@ pub enum Error {
     NoCrds(PathBuf),
     #[error("CRD {name}: {reason}")]
     CrdWait { name: String, reason: String },
+    #[error("apply {object}: {source}")]
+    Apply { object: String, source: kube::Error },
     #[error("manifest document {index}: {reason}")]
     Manifest { index: usize, reason: String },
     #[error("TokenRequest for ServiceAccount {0} returned no token")]

@@ -35,7 +35,11 @@ pub(crate) async fn apply(client: &Client, yaml: &str) -> Result<Vec<String>, Er
             .name
             .clone()
             .ok_or_else(|| invalid("no metadata.name".into()))?;
-        let (resource, capabilities) = pinned_kind(client, &gvk).await?;
+        let (resource, capabilities) =
+            pinned_kind(client, &gvk).await.map_err(|e| Error::Apply {
+                object: format!("{} {name} (document {index})", gvk.kind),
+                source: e,
+            })?;
         let (api, label) = match capabilities.scope {
             Scope::Namespaced => {
                 let ns = object.metadata.namespace.as_deref().unwrap_or("default");
@@ -50,7 +54,12 @@ pub(crate) async fn apply(client: &Client, yaml: &str) -> Result<Vec<String>, Er
             ),
         };
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        api.patch(&name, &params, &Patch::Apply(&object)).await?;
+        api.patch(&name, &params, &Patch::Apply(&object))
+            .await
+            .map_err(|e| Error::Apply {
+                object: format!("{label} (document {index})"),
+                source: e,
+            })?;
         applied.push(label);
     }
     Ok(applied)

@@ -98,7 +98,16 @@ async fn manifests_apply_and_service_accounts_get_exactly_their_rbac() {
     assert_eq!(managers, ["aether-testkit"]);
     // A document the API server does not know is an error naming nothing silently.
     let unknown = "apiVersion: example.com/v1\nkind: Nothing\nmetadata: {name: x}\n";
-    assert!(server.apply(unknown).await.is_err());
+    let err = server.apply(unknown).await.unwrap_err().to_string();
+    assert!(err.starts_with("apply Nothing x (document 0)"), "{err}");
+    // An object the API server refuses names itself, not just the server's message.
+    let invalid = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ok}\n---\n\
+                   apiVersion: v1\nkind: Namespace\nmetadata: {name: Not_Valid}\n";
+    let err = server.apply(invalid).await.unwrap_err().to_string();
+    assert!(
+        err.starts_with("apply Namespace Not_Valid (document 1)"),
+        "{err}"
+    );
 
     let agent = server
         .service_account_client("edge-system", "agent")
