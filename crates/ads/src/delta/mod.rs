@@ -117,61 +117,10 @@ impl DeltaStream {
             return out;
         };
 
-        if let Some(n) = state.take_in_flight(&req.response_nonce) {
+        if let Some(sent) = state.take_in_flight(&req.response_nonce) {
             match &req.error_detail {
-                None => {
-                    for (name, version) in &n.updated {
-                        state.acked.insert(name.clone(), version.clone());
-                        state.parked.remove(name);
-                    }
-                    state.acked.retain(|name, _| !n.removed.contains(name));
-                    state.nack = None;
-                    out.events.push(Event::Acked {
-                        ty,
-                        versions: state.acked.clone(),
-                    });
-                }
-                Some(status) => {
-                    let blame = blame(&n.updated, &state.acked, &status.message);
-                    // Delta applies resources one by one: when Envoy names the
-                    // rejected ones, it took the rest of the response.
-                    let took = |name: &String| blame.named && !blame.rejected.contains_key(name);
-                    let mut acked_changed = false;
-                    for (name, version) in &n.updated {
-                        if took(name) {
-                            state.acked.insert(name.clone(), version.clone());
-                            state.parked.remove(name);
-                            acked_changed = true;
-                        } else if state.held.get(name) == Some(version) {
-                            // Envoy still holds what it ACKed before, unless a
-                            // later response in flight has moved on already.
-                            restore(&mut state.held, &state.acked, name);
-                        }
-                    }
-                    for name in &n.removed {
-                        if blame.named {
-                            acked_changed |= state.acked.remove(name).is_some();
-                        } else if !state.held.contains_key(name) {
-                            restore(&mut state.held, &state.acked, name);
-                        }
-                    }
-                    if acked_changed {
-                        out.events.push(Event::Acked {
-                            ty,
-                            versions: state.acked.clone(),
-                        });
-                    }
-                    let nack = Nack {
-                        version: n.system_version.clone(),
-                        message: status.message.clone(),
-                        rejected: blame.rejected,
-                    };
-                    state
-                        .parked
-                        .extend(nack.rejected.iter().map(|(n, v)| (n.clone(), v.clone())));
-                    state.nack = Some(nack.clone());
-                    out.events.push(Event::Nacked { ty, nack });
-                }
+                None => out.events.push(state.ack(ty, sent)),
+                Some(status) => out.events.extend(state.nack(ty, sent, &status.message)),
             }
         } else if !req.response_nonce.is_empty() {
             tracing::trace!(ty = ty.short_name(), nonce = %req.response_nonce, "stale nonce");
@@ -313,6 +262,63 @@ fn restore(held: &mut Versions, acked: &Versions, name: &str) {
 }
 
 impl TypeState {
+    /// Envoy applied the response `sent`.
+    fn ack(&mut self, ty: ResourceType, sent: Sent) -> Event {
+        for (name, version) in &sent.updated {
+            self.acked.insert(name.clone(), version.clone());
+            self.parked.remove(name);
+        }
+        self.acked.retain(|name, _| !sent.removed.contains(name));
+        self.nack = None;
+        Event::Acked {
+            ty,
+            versions: self.acked.clone(),
+        }
+    }
+
+    /// Envoy rejected the response `sent`. Delta applies resources one by one:
+    /// when Envoy names the rejected ones, it took the rest of the response.
+    fn nack(&mut self, ty: ResourceType, sent: Sent, message: &str) -> Vec<Event> {
+        let mut events = Vec::new();
+        let blame = blame(&sent.updated, &self.acked, message);
+        let took = |name: &String| blame.named && !blame.rejected.contains_key(name);
+        let mut acked_changed = false;
+        for (name, version) in &sent.updated {
+            if took(name) {
+                self.acked.insert(name.clone(), version.clone());
+                self.parked.remove(name);
+                acked_changed = true;
+            } else if self.held.get(name) == Some(version) {
+                // Envoy still holds what it ACKed before, unless a later response
+                // in flight has moved on already.
+                restore(&mut self.held, &self.acked, name);
+            }
+        }
+        for name in &sent.removed {
+            if blame.named {
+                acked_changed |= self.acked.remove(name).is_some();
+            } else if !self.held.contains_key(name) {
+                restore(&mut self.held, &self.acked, name);
+            }
+        }
+        if acked_changed {
+            events.push(Event::Acked {
+                ty,
+                versions: self.acked.clone(),
+            });
+        }
+        let nack = Nack {
+            version: sent.system_version,
+            message: message.to_string(),
+            rejected: blame.rejected,
+        };
+        self.parked
+            .extend(nack.rejected.iter().map(|(n, v)| (n.clone(), v.clone())));
+        self.nack = Some(nack.clone());
+        events.push(Event::Nacked { ty, nack });
+        events
+    }
+
     /// The response a nonce answers, if it is one still in flight. Envoy answers
     /// responses in order, so older ones still in flight are dropped with it.
     fn take_in_flight(&mut self, nonce: &str) -> Option<Sent> {

@@ -79,6 +79,45 @@ fn partly_applied(sent: &Versions, held: &Versions, rejected: &Versions) -> Vers
         .collect()
 }
 
+impl TypeState {
+    /// Envoy answered the response `sent`: an ACK, or a NACK with `error`.
+    fn answer(&mut self, ty: ResourceType, sent: Sent, error: Option<&str>) -> Vec<Event> {
+        if let Some(last) = self.sent.as_mut() {
+            last.answered = true;
+        }
+        let Some(message) = error else {
+            self.acked = Some(sent.versions.clone());
+            self.nack = None;
+            // Envoy took something else since the rejection: a later return to
+            // the rejected content deserves a fresh answer.
+            if self.parked.as_ref() != Some(&sent.versions) {
+                self.parked = None;
+            }
+            return vec![Event::Acked {
+                ty,
+                versions: sent.versions,
+            }];
+        };
+        let mut events = Vec::new();
+        let held = self.acked.clone().unwrap_or_default();
+        let blame = blame(&sent.versions, &held, message);
+        if blame.named && applies_one_by_one(ty) {
+            let now = partly_applied(&sent.versions, &held, &blame.rejected);
+            self.acked = Some(now.clone());
+            events.push(Event::Acked { ty, versions: now });
+        }
+        let nack = Nack {
+            version: sent.version_info,
+            message: message.to_string(),
+            rejected: blame.rejected,
+        };
+        self.parked = Some(sent.versions);
+        self.nack = Some(nack.clone());
+        events.push(Event::Nacked { ty, nack });
+        events
+    }
+}
+
 impl SotwStream {
     pub fn new(snapshot: Arc<Snapshot>) -> Self {
         SotwStream {
@@ -129,41 +168,8 @@ impl SotwStream {
             (Some(sent), false) if sent.answered => false,
             (Some(sent), false) => {
                 let sent = sent.clone();
-                if let Some(last) = state.sent.as_mut() {
-                    last.answered = true;
-                }
-                match &req.error_detail {
-                    Some(status) => {
-                        let held = state.acked.clone().unwrap_or_default();
-                        let blame = blame(&sent.versions, &held, &status.message);
-                        if blame.named && applies_one_by_one(ty) {
-                            let now = partly_applied(&sent.versions, &held, &blame.rejected);
-                            state.acked = Some(now.clone());
-                            out.events.push(Event::Acked { ty, versions: now });
-                        }
-                        let nack = Nack {
-                            version: sent.version_info.clone(),
-                            message: status.message.clone(),
-                            rejected: blame.rejected,
-                        };
-                        state.parked = Some(sent.versions);
-                        state.nack = Some(nack.clone());
-                        out.events.push(Event::Nacked { ty, nack });
-                    }
-                    None => {
-                        state.acked = Some(sent.versions.clone());
-                        state.nack = None;
-                        // Envoy took something else since the rejection: a later
-                        // return to the rejected content deserves a fresh answer.
-                        if state.parked.as_ref() != Some(&sent.versions) {
-                            state.parked = None;
-                        }
-                        out.events.push(Event::Acked {
-                            ty,
-                            versions: sent.versions,
-                        });
-                    }
-                }
+                let error = req.error_detail.as_ref().map(|e| e.message.as_str());
+                out.events.extend(state.answer(ty, sent, error));
                 false
             }
         };
