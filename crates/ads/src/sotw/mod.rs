@@ -11,14 +11,19 @@
 //! Per type, the first request whose `response_nonce` is the last nonce sent is an
 //! ACK (no `error_detail`) or a NACK; later requests with that nonce only restate
 //! the subscription (Envoy clears the error after sending a NACK, so they are not
-//! ACKs of the rejected content). Any other non-empty nonce is stale and the request
-//! is ignored whole, as Envoy will restate its interest with the latest nonce. A NACKed
-//! content is parked: it is not sent again until the snapshot selects something
-//! different for that type (no resend loop). When Envoy names the listeners or
-//! clusters it rejected, it kept the others: those count as ACKed. A response is sent only when the
-//! selected content differs from what was last sent on this stream, except that the
-//! first request of a type is always answered and EDS is always answered right after
-//! a CDS response (updated clusters warm again and wait for their endpoints).
+//! ACKs of the rejected content). Any other non-empty nonce is stale and the
+//! request is ignored whole, as Envoy will restate its interest with the latest
+//! nonce.
+//!
+//! A NACKed content is parked: it is not sent again until the snapshot selects
+//! something different for that type (no resend loop). When Envoy names the
+//! listeners or clusters it rejected, it kept the others: those count as ACKed.
+//!
+//! A response is sent only when the selected content differs from what was last
+//! sent on this stream, except that the first request of a type is always answered
+//! and EDS is always answered right after a CDS response (updated clusters warm
+//! again and wait for their endpoints; without it Envoy waits its 15 s initial
+//! fetch timeout).
 
 use crate::event::{Event, Nack, Output, blame};
 use crate::subscription::{Subscription, Versions, version_info, versions_of};
