@@ -1,0 +1,190 @@
+//! The whole loop against a real kube-apiserver, as the agent wires it: watches
+//! feed the index, every change recomputes the gated plan, the driver writes.
+//! It converges (our own writes echoing back through the watch cause no further
+//! writes) and an ACK turns into `Programmed=True` on the API server within 1 s.
+
+use aether_gateway::{AckState, Config, translate};
+use aether_k8s::Index;
+use aether_k8s::leader::always_leader;
+use aether_k8s::status::{self, StatusInputs, StatusWriter};
+use aether_testkit::ApiServer;
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+async fn create<K>(api: &Api<K>, value: Value)
+where
+    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(value).unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap();
+}
+
+async fn seed(client: &Client, gateways: usize) {
+    create(
+        &Api::<Namespace>::all(client.clone()),
+        json!({"metadata": {"name": "infra"}}),
+    )
+    .await;
+    create(
+        &Api::<GatewayClass>::all(client.clone()),
+        json!({"metadata": {"name": "aether"}, "spec": {"controllerName": "gateway.aether.io/edge"}}),
+    )
+    .await;
+    for i in 0..gateways {
+        create(
+            &Api::<Gateway>::namespaced(client.clone(), "infra"),
+            json!({"metadata": {"name": format!("gw{i}"), "namespace": "infra"}, "spec": {
+                "gatewayClassName": "aether",
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}),
+        )
+        .await;
+        create(
+            &Api::<HttpRoute>::namespaced(client.clone(), "infra"),
+            json!({"metadata": {"name": format!("r{i}"), "namespace": "infra"}, "spec": {
+                "parentRefs": [{"name": format!("gw{i}")}]}}),
+        )
+        .await;
+    }
+}
+
+/// Recomputes the gated plan on every store change or ACK change, as the agent does.
+fn publish_inputs(
+    index: Arc<Index>,
+    mut acked: watch::Receiver<bool>,
+) -> watch::Receiver<Arc<StatusInputs>> {
+    let (tx, rx) = watch::channel(Arc::new(StatusInputs::default()));
+    tokio::spawn(async move {
+        let mut generation = index.subscribe();
+        loop {
+            let ack = if *acked.borrow_and_update() {
+                AckState::Acked
+            } else {
+                AckState::Pending
+            };
+            if let Some(store) = index.store() {
+                let config = Config::default();
+                let plan = translate(&store, &config).status.gated(|_| ack.clone());
+                tx.send_replace(Arc::new(StatusInputs {
+                    plan,
+                    store,
+                    supported_features: vec!["Gateway".into()],
+                    controller_name: config.controller_name,
+                }));
+            }
+            tokio::select! {
+                r = generation.changed() => if r.is_err() { return },
+                r = acked.changed() => if r.is_err() { return },
+            }
+        }
+    });
+    rx
+}
+
+fn metric(writer: &StatusWriter, prefix: &str) -> u64 {
+    writer
+        .render_metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn writes_ok(writer: &StatusWriter) -> u64 {
+    ["GatewayClass", "Gateway", "HTTPRoute"]
+        .iter()
+        .map(|k| {
+            metric(
+                writer,
+                &format!("aether_edge_status_writes_total{{kind=\"{k}\",result=\"ok\"}}"),
+            )
+        })
+        .sum()
+}
+
+async fn programmed(api: &Api<Gateway>, name: &str) -> Option<String> {
+    let gw = serde_json::to_value(api.get(name).await.ok()?).ok()?;
+    gw["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Programmed")
+        .and_then(|c| {
+            Some(format!(
+                "{}/{}",
+                c["status"].as_str()?,
+                c["reason"].as_str()?
+            ))
+        })
+}
+
+async fn wait_until(what: &str, limit: Duration, mut check: impl AsyncFnMut() -> bool) -> Duration {
+    let begin = Instant::now();
+    while !check().await {
+        assert!(begin.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    begin.elapsed()
+}
+
+#[tokio::test]
+async fn the_loop_converges_and_an_ack_shows_within_a_second() {
+    const N: usize = 20;
+    let server = ApiServer::start().await;
+    let client = server.client();
+    seed(&client, N).await;
+
+    let index = Arc::new(Index::new(aether_k8s::watch::KINDS));
+    let watches = tokio::spawn(aether_k8s::watch::run(client.clone(), index.clone()));
+    let (acked_tx, acked) = watch::channel(false);
+    let inputs = publish_inputs(index.clone(), acked);
+    let writer = Arc::new(StatusWriter::default());
+    let driver = tokio::spawn(status::run(
+        client.clone(),
+        inputs,
+        always_leader(),
+        writer.clone(),
+    ));
+    let gateways = Api::<Gateway>::namespaced(client.clone(), "infra");
+
+    // Pending first: every Gateway says so, and every object is written once.
+    let last = format!("gw{}", N - 1);
+    wait_until("pending status", Duration::from_secs(20), async || {
+        programmed(&gateways, &last).await.as_deref() == Some("False/Pending")
+    })
+    .await;
+    wait_until("all written", Duration::from_secs(10), async || {
+        writes_ok(&writer) >= (1 + 2 * N) as u64
+    })
+    .await;
+    // Our writes come back through the watch; they cause no further writes.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let settled = writes_ok(&writer);
+    assert_eq!(settled, (1 + 2 * N) as u64, "one write per object");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(writes_ok(&writer), settled, "no write when nothing changed");
+    assert!(metric(&writer, "aether_edge_status_unchanged_total ") > 0);
+
+    // The fleet ACKs: Programmed=True is on the API server within a second.
+    acked_tx.send(true).unwrap();
+    let took = wait_until("programmed", Duration::from_secs(5), async || {
+        programmed(&gateways, &last).await.as_deref() == Some("True/Programmed")
+    })
+    .await;
+    eprintln!("ACK to Programmed=True on {N} Gateways + {N} routes: {took:?}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    let gw = serde_json::to_value(gateways.get("gw0").await.unwrap()).unwrap();
+    assert_eq!(gw["status"]["listeners"][0]["attachedRoutes"], 1);
+
+    driver.abort();
+    watches.abort();
+}
