@@ -1,0 +1,148 @@
+//! Shared pieces of the edge Service tests against a real kube-apiserver.
+#![allow(dead_code)]
+
+use aether_gateway::{Config, Store, translate};
+use aether_k8s::service::{self, ReconcileReport, ServiceConfig, desired_services, reconcile};
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+pub const EDGE: &str = "aether-ingress";
+
+pub async fn create<K>(api: &Api<K>, value: Value)
+where
+    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(value).unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap();
+}
+
+pub async fn seed(client: &Client, namespaces: &[&str]) {
+    for ns in namespaces.iter().chain(&[EDGE]) {
+        create(
+            &Api::<Namespace>::all(client.clone()),
+            json!({"metadata": {"name": ns}}),
+        )
+        .await;
+    }
+    create(
+        &Api::<GatewayClass>::all(client.clone()),
+        json!({"metadata": {"name": "aether"}, "spec": {"controllerName": "gateway.aether.io/edge"}}),
+    )
+    .await;
+}
+
+/// Listeners as (name, protocol, port); each gets hostname `<name>.example.com`
+/// (the CRD wants (port, protocol, hostname) unique) and HTTPS a certificate ref.
+pub fn mk_gateway(ns: &str, name: &str, listeners: &[(&str, &str, u16)]) -> Value {
+    let listeners: Vec<Value> = listeners
+        .iter()
+        .map(|(n, proto, port)| {
+            let mut l = json!({"name": n, "protocol": proto, "port": port,
+                               "hostname": format!("{n}.example.com")});
+            if *proto == "HTTPS" {
+                l["tls"] = json!({"certificateRefs": [{"name": "cert"}]});
+            }
+            l
+        })
+        .collect();
+    json!({"metadata": {"namespace": ns, "name": name},
+           "spec": {"gatewayClassName": "aether", "listeners": listeners}})
+}
+
+/// A fresh list of what the Service code reads (as the watches would have it).
+pub async fn load(client: &Client) -> Store {
+    let mut store = Store::default();
+    let lp = ListParams::default();
+    for o in Api::<GatewayClass>::all(client.clone())
+        .list(&lp)
+        .await
+        .unwrap()
+    {
+        store.insert(o);
+    }
+    for o in Api::<Gateway>::all(client.clone()).list(&lp).await.unwrap() {
+        store.insert(o);
+    }
+    for o in Api::<Service>::all(client.clone()).list(&lp).await.unwrap() {
+        store.insert(o);
+    }
+    store
+}
+
+/// One leader pass: desired Services from the store, reconciled against the
+/// store's edge Services.
+pub async fn pass(
+    client: &Client,
+    cfg: &ServiceConfig,
+) -> Result<ReconcileReport, service::ReconcileErrors> {
+    let store = load(client).await;
+    let translation = translate(&store, &Config::default());
+    let desired = desired_services(&store, &translation.ir, cfg);
+    let existing = store.all::<Service>().values();
+    reconcile(client, desired, existing, &cfg.namespace).await
+}
+
+pub async fn edge_services(client: &Client) -> BTreeMap<String, Service> {
+    Api::<Service>::namespaced(client.clone(), EDGE)
+        .list(&ListParams::default().labels(service::GATEWAY_LABEL))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|s| (s.metadata.name.clone().unwrap(), s))
+        .collect()
+}
+
+/// (name, port, protocol, targetPort) of each Service port, in order.
+pub fn ports(svc: &Service) -> Vec<(String, i32, String, i32)> {
+    let spec = svc.spec.as_ref().unwrap();
+    spec.ports
+        .iter()
+        .flatten()
+        .map(|p| {
+            let IntOrString::Int(t) = p.target_port.clone().unwrap() else {
+                panic!("named targetPort")
+            };
+            (
+                p.name.clone().unwrap(),
+                p.port,
+                p.protocol.clone().unwrap(),
+                t,
+            )
+        })
+        .collect()
+}
+
+/// Creates every object of the deploy RBAC manifest (ServiceAccount, roles, bindings).
+pub async fn install_rbac(client: &Client) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/10-rbac.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value: Value = serde::Deserialize::deserialize(doc).unwrap();
+        if value.is_null() {
+            continue;
+        }
+        let ns = value["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let c = client.clone();
+        match value["kind"].as_str().unwrap() {
+            "ServiceAccount" => create(&Api::<ServiceAccount>::namespaced(c, &ns), value).await,
+            "ClusterRole" => create(&Api::<ClusterRole>::all(c), value).await,
+            "ClusterRoleBinding" => create(&Api::<ClusterRoleBinding>::all(c), value).await,
+            "Role" => create(&Api::<Role>::namespaced(c, &ns), value).await,
+            "RoleBinding" => create(&Api::<RoleBinding>::namespaced(c, &ns), value).await,
+            other => panic!("unexpected kind {other} in {}", path.display()),
+        }
+    }
+}
