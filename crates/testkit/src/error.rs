@@ -53,7 +53,11 @@ pub enum Error {
     #[error("CRD {name}: {reason}")]
     CrdWait { name: String, reason: String },
     #[error("apply {object}: {source}")]
-    Apply { object: String, source: kube::Error },
+    Apply {
+        object: String,
+        // Boxed: kube::Error is large, and every Result of the crate would carry its size.
+        source: Box<kube::Error>,
+    },
     #[error("manifest document {index}: {reason}")]
     Manifest { index: usize, reason: String },
     #[error("TokenRequest for ServiceAccount {0} returned no token")]

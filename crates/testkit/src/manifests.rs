@@ -38,7 +38,7 @@ pub(crate) async fn apply(client: &Client, yaml: &str) -> Result<Vec<String>, Er
         let (resource, capabilities) =
             pinned_kind(client, &gvk).await.map_err(|e| Error::Apply {
                 object: format!("{} {name} (document {index})", gvk.kind),
-                source: e,
+                source: Box::new(e),
             })?;
         let (api, label) = match capabilities.scope {
             Scope::Namespaced => {
@@ -58,7 +58,7 @@ pub(crate) async fn apply(client: &Client, yaml: &str) -> Result<Vec<String>, Er
             .await
             .map_err(|e| Error::Apply {
                 object: format!("{label} (document {index})"),
-                source: e,
+                source: Box::new(e),
             })?;
         applied.push(label);
     }
