@@ -3,7 +3,7 @@
 //! ```text
 //!   <tmp>/aether-testkit-<pid>-<random>/     removed on drop (kept with AETHER_TESTKIT_KEEP=1)
 //!     pki/        CA, serving cert, SA keys, token file       (pki.rs)
-//!     etcd/       etcd data            ◀── etcd        127.0.0.1:<e>  (peer <p>)
+//!     etcd-1/     etcd data            ◀── etcd        127.0.0.1:<e>  (peer <p>)
 //!     kubeconfig  token + ca.crt       ──▶ kube-apiserver  https://127.0.0.1:<port>
 //!     *.log       process output; the tail is quoted in startup errors
 //!     pids        what the watchdog kills if the test dies without unwinding
@@ -53,6 +53,8 @@ impl ApiServer {
         }
     }
 
+    /// [`ApiServer::start`], returning the error. A port another process took between
+    /// our pick and the bind is retried with fresh ports.
     pub async fn try_start() -> Result<ApiServer, Error> {
         let begin = Instant::now();
         let bin_dir = locate::kube_bin_dir().await?;
