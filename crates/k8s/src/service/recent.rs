@@ -12,10 +12,11 @@
 //! Only allocation uses the overlay: the write/no-write decision keeps comparing
 //! with the watched copy, so a Service deleted behind our back is put back.
 
-use super::{ReconcileReport, is_edge_service};
+use super::reconcile::ServiceError;
+use super::{ReconcileErrors, ReconcileReport, is_edge_service};
 use aether_gateway::Store;
 use k8s_openapi::api::core::v1::Service;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Services this leader applied that its store may not show yet, by name.
 #[derive(Debug, Clone, Default)]
@@ -24,16 +25,33 @@ pub struct RecentWrites {
 }
 
 impl RecentWrites {
-    /// Remembers what a reconcile wrote and forgets what it deleted. Call it with
-    /// the report of a failed reconcile too (`ReconcileErrors::report`).
-    pub fn record(&mut self, report: &ReconcileReport) {
+    /// Remembers what a reconcile wrote, and forgets every Service it no longer
+    /// wants (deleted, or its Gateway gone: a write nobody wants must not keep
+    /// its ports reserved).
+    pub fn record(&mut self, result: &Result<ReconcileReport, ReconcileErrors>) {
+        let (report, failed) = match result {
+            Ok(report) => (report, Vec::new()),
+            Err(e) => {
+                let failed = e
+                    .errors
+                    .iter()
+                    .filter(|(_, e)| matches!(e, ServiceError::Apply { .. }));
+                (&e.report, failed.map(|(name, _)| name.as_str()).collect())
+            }
+        };
+        let wanted: BTreeSet<&str> = report
+            .applied
+            .iter()
+            .chain(&report.unchanged)
+            .map(String::as_str)
+            .chain(failed)
+            .collect();
+        self.services
+            .retain(|name, _| wanted.contains(name.as_str()));
         for svc in &report.written {
             if let Some(name) = &svc.metadata.name {
                 self.services.insert(name.clone(), svc.clone());
             }
-        }
-        for name in &report.deleted {
-            self.services.remove(name);
         }
     }
 
@@ -122,10 +140,11 @@ mod tests {
         let store = mk_store(&["b"]);
         let first = desired_services(&recent.overlay(&store, &ns), &Ir::default(), &cfg);
         let report = ReconcileReport {
+            applied: vec![first[0].metadata.name.clone().unwrap()],
             written: vec![as_written(first[0].clone(), 10)],
             ..Default::default()
         };
-        recent.record(&report);
+        recent.record(&Ok(report));
         // Pass 2: a (sorted first) appears, the watch has not shown b's Service.
         let store = mk_store(&["a", "b"]);
         let without = allocations(
@@ -151,21 +170,38 @@ mod tests {
     }
 
     #[test]
-    fn deleted_services_are_forgotten() {
+    fn services_no_longer_wanted_are_forgotten() {
         let cfg = ServiceConfig::default();
-        let store = mk_store(&["b"]);
-        let svc = desired_services(&store, &Ir::default(), &cfg).remove(0);
-        let name = svc.metadata.name.clone().unwrap();
+        let store = mk_store(&["a", "b"]);
+        let services = desired_services(&store, &Ir::default(), &cfg);
+        let names: Vec<String> = services
+            .iter()
+            .map(|s| s.metadata.name.clone().unwrap())
+            .collect();
         let mut recent = RecentWrites::default();
-        recent.record(&ReconcileReport {
-            written: vec![as_written(svc, 5)],
+        recent.record(&Ok(ReconcileReport {
+            applied: names.clone(),
+            written: services.iter().map(|s| as_written(s.clone(), 5)).collect(),
             ..Default::default()
-        });
+        }));
+        assert_eq!(recent.len(), 2);
+        // Next pass: a's apply failed (kept: it may still be in flight), b's
+        // Gateway is gone (forgotten, whether or not its delete went through).
+        let failure = crate::service::reconcile::ServiceError::Apply {
+            namespace: cfg.namespace.clone(),
+            name: names[0].clone(),
+            gateway: None,
+            source: kube::Error::LinesCodecMaxLineLengthExceeded,
+        };
+        recent.record(&Err(ReconcileErrors {
+            errors: BTreeMap::from([(names[0].clone(), failure)]),
+            report: ReconcileReport::default(),
+        }));
         assert_eq!(recent.len(), 1);
-        recent.record(&ReconcileReport {
-            deleted: vec![name],
-            ..Default::default()
-        });
+        let overlaid = recent.overlay(&Store::default(), &cfg.namespace);
+        let kept: Vec<&String> = overlaid.all::<Service>().keys().map(|k| &k.name).collect();
+        assert_eq!(kept, vec![&names[0]]);
+        recent.record(&Ok(ReconcileReport::default()));
         assert!(recent.is_empty());
     }
 
