@@ -5,7 +5,6 @@
 //!        │        (one entry per open ADS stream; removed when the stream ends)
 //!        ├─ gateway_acks(snapshot)   per node, per Gateway: hash of what it ACKed
 //!        ├─ gateway_state(s)(snapshot, ..)  Acked / Pending / Nacked(msg) for the status gate
-//!        ├─ report(snapshot)         the same per node, for a leader to join (report.rs)
 //!        ├─ debug_view()             per node, per type: ACKed version, last NACK
 //!        ├─ render_metrics()         Prometheus text
 //!        └─ subscribe()              a counter bumped on every change
@@ -17,14 +16,12 @@
 //! ACKs again, which is what Envoy's own state is worth after a restart.
 
 mod metrics;
-mod report;
 mod view;
 
 #[cfg(test)]
 mod tests;
 
 pub use metrics::Protocol;
-pub use report::{FleetReport, GatewayReport, NodeReport};
 pub use view::{FleetView, NackView, NodeView, TypeView};
 
 use crate::event::{Event, Nack};
