@@ -22,7 +22,9 @@ use aether_gateway::{AckState, StatusPlan, Store};
 use aether_ir::ObjectRef;
 use aether_k8s::Index;
 use aether_k8s::leader::{self, LeaderConfig, LeaderElector};
-use aether_k8s::service::{self, AddressMode, ServiceConfig};
+use aether_k8s::service::{
+    self, AddressMode, RecentWrites, ServiceConfig, ServiceMetrics, Unallocated,
+};
 use aether_k8s::status::{StatusInputs, StatusWriter};
 use aether_report::pb::AckReport;
 use aether_report::{Reports, local_report};
@@ -180,10 +182,12 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
     // Watches → index → pipeline (nothing publishes before every kind has listed).
     let index = Arc::new(Index::new(aether_k8s::watch::KINDS));
     tokio::spawn(aether_k8s::watch::run(client.clone(), index.clone()));
+    let (unallocated_tx, unallocated_rx) = watch::channel(Vec::new());
     tokio::spawn(drive_pipeline(
         index.clone(),
         pipeline.clone(),
         mode.clone(),
+        unallocated_tx,
     ));
 
     // Leadership.
@@ -239,6 +243,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
 
     // Leader duties: Services, then status.
     let (problems_tx, problems_rx) = watch::channel(BTreeMap::new());
+    let service_metrics = Arc::new(ServiceMetrics::default());
     if let AddressMode::Service(cfg) = &mode {
         tokio::spawn(reconcile_services(
             client.clone(),
@@ -247,6 +252,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             is_leader.clone(),
             cfg.clone(),
             problems_tx,
+            service_metrics.clone(),
         ));
     }
     let status_inputs = status_inputs(
@@ -254,7 +260,10 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         pipeline.subscribe(),
         reports.clone(),
         mode.clone(),
-        problems_rx,
+        Problems {
+            services: problems_rx,
+            unallocated: unallocated_rx,
+        },
         args.controller_name.clone(),
     );
     let writer = Arc::new(StatusWriter::new(Duration::from_secs(10), 4));
@@ -275,6 +284,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
                 move || stats.render()
             }),
             Box::new(move || writer.render_metrics()),
+            Box::new(move || service_metrics.render()),
             Box::new({
                 let is_leader = is_leader.clone();
                 move || {
@@ -321,21 +331,36 @@ async fn wait_true(mut rx: watch::Receiver<bool>) {
 }
 
 /// Re-translates whenever the index changes, once every kind has listed.
-async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: AddressMode) {
+/// Ports taken out of the IR because they have no Envoy port yet go to
+/// `unallocated`, for the status.
+async fn drive_pipeline(
+    index: Arc<Index>,
+    pipeline: Arc<Pipeline>,
+    mode: AddressMode,
+    unallocated: watch::Sender<Vec<Unallocated>>,
+) {
     let mut generation = index.subscribe();
     let mut waiting_logged = false;
     loop {
         match index.store() {
             Some(store) => {
+                let mut left_out = Vec::new();
                 let published = pipeline.apply_with(&store, |store, translation| {
                     if let AddressMode::Service(cfg) = &mode {
                         let allocations = service::allocations(store, &cfg.namespace);
-                        service::apply_allocations(
+                        left_out = service::apply_allocations(
                             &mut translation.ir,
                             &allocations,
                             &cfg.bind_address,
                         );
                     }
+                });
+                unallocated.send_if_modified(|current| {
+                    let changed = *current != left_out;
+                    if changed {
+                        *current = std::mem::take(&mut left_out);
+                    }
+                    changed
                 });
                 if published {
                     info!(objects = store.len(), "configuration published");
@@ -453,23 +478,31 @@ async fn reconcile_services(
     mut is_leader: watch::Receiver<bool>,
     cfg: ServiceConfig,
     problems: watch::Sender<BTreeMap<ObjectRef, String>>,
+    metrics: Arc<ServiceMetrics>,
 ) {
     let mut generation = index.subscribe();
     let mut backoff = Duration::from_millis(200);
+    // Our own writes until the watch shows them: allocating from a store that
+    // trails the API server could move a Gateway's ports.
+    let mut recent = RecentWrites::default();
     loop {
         let ir = published.borrow_and_update().as_ref().map(|p| p.ir.clone());
         let leading = *is_leader.borrow_and_update();
         let mut failed = false;
         if let (true, Some(ir), Some(store)) = (leading, ir, index.store()) {
-            let desired = service::desired_services(&store, &ir, &cfg);
+            let current = recent.overlay(&store, &cfg.namespace);
+            let desired = service::desired_services(&current, &ir, &cfg);
             let existing: Vec<Service> = store
                 .all::<Service>()
                 .values()
                 .filter(|s| service::is_edge_service(s, &cfg.namespace))
                 .cloned()
                 .collect();
-            let applying = service::reconcile(&client, desired, existing.iter(), &cfg.namespace);
-            let by_gateway = match applying.await {
+            let result =
+                service::reconcile(&client, desired, existing.iter(), &cfg.namespace).await;
+            recent.record(&result);
+            metrics.observe(&result);
+            let by_gateway = match result {
                 Ok(_) => BTreeMap::new(),
                 Err(errors) => {
                     warn!(error = %errors, "reconciling edge Services failed; retrying");
@@ -505,7 +538,7 @@ fn status_inputs(
     mut published: watch::Receiver<Option<Arc<Published>>>,
     reports: Reports,
     mode: AddressMode,
-    mut problems: watch::Receiver<BTreeMap<ObjectRef, String>>,
+    mut problems: Problems,
     controller_name: String,
 ) -> watch::Receiver<Arc<StatusInputs>> {
     let (tx, rx) = watch::channel(Arc::new(StatusInputs {
@@ -518,8 +551,7 @@ fn status_inputs(
         loop {
             let p = published.borrow_and_update().clone();
             if let (Some(p), Some(store)) = (p, index.store()) {
-                let problems = problems.borrow_and_update().clone();
-                let plan = gate(&p, &reports, &store, &mode, &problems);
+                let plan = gate(&p, &reports, &store, &mode, &problems.current());
                 tx.send_replace(Arc::new(StatusInputs {
                     plan,
                     store,
@@ -531,11 +563,33 @@ fn status_inputs(
                 r = published.changed() => if r.is_err() { return },
                 r = generation.changed() => if r.is_err() { return },
                 r = report_changes.changed() => if r.is_err() { return },
-                r = problems.changed() => if r.is_err() { return },
+                r = problems.services.changed() => if r.is_err() { return },
+                r = problems.unallocated.changed() => if r.is_err() { return },
             }
         }
     });
     rx
+}
+
+/// Why Gateways lack addresses: Service writes that failed, ports not allocated yet.
+struct Problems {
+    services: watch::Receiver<BTreeMap<ObjectRef, String>>,
+    unallocated: watch::Receiver<Vec<Unallocated>>,
+}
+
+impl Problems {
+    fn current(&mut self) -> BTreeMap<ObjectRef, String> {
+        let mut all = service::problems(None, &self.unallocated.borrow_and_update());
+        for (gw, message) in self.services.borrow_and_update().iter() {
+            all.entry(gw.clone())
+                .and_modify(|m| {
+                    m.push_str("; ");
+                    m.push_str(message);
+                })
+                .or_insert_with(|| message.clone());
+        }
+        all
+    }
 }
 
 fn gate(
