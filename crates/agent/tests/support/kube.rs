@@ -138,6 +138,7 @@ pub struct KubeAgent {
     pub proc: Proc,
     pub admin: String,
     pub xds: String,
+    pub pod: String,
     args: Vec<String>,
     log_dir: PathBuf,
     starts: u32,
@@ -147,6 +148,17 @@ impl KubeAgent {
     /// Node `node-a`, pod `agent-a`, edge namespace `aether-ingress`; `extra` are
     /// further flags (e.g. `--address-mode static`).
     pub fn start(kubeconfig: &Path, extra: &[&str], log_dir: &Path) -> KubeAgent {
+        KubeAgent::start_as("node-a", "agent-a", kubeconfig, extra, log_dir)
+    }
+
+    /// An agent for node `node` (its Envoy's node id) with leader identity `pod`.
+    pub fn start_as(
+        node: &str,
+        pod: &str,
+        kubeconfig: &Path,
+        extra: &[&str],
+        log_dir: &Path,
+    ) -> KubeAgent {
         let xds = format!("127.0.0.1:{}", free_port());
         let admin = format!("127.0.0.1:{}", free_port());
         let report = format!("127.0.0.1:{}", free_port());
@@ -154,9 +166,9 @@ impl KubeAgent {
         args.push(kubeconfig.display().to_string());
         for a in [
             "--node-name",
-            "node-a",
+            node,
             "--pod-name",
-            "agent-a",
+            pod,
             "--namespace",
             "aether-ingress",
             "--xds-address",
@@ -173,11 +185,16 @@ impl KubeAgent {
             args.push(a.to_string());
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        let proc = Proc::spawn("agent-1", Command::new(agent_bin()).args(&args), log_dir);
+        let proc = Proc::spawn(
+            &format!("{pod}-1"),
+            Command::new(agent_bin()).args(&args),
+            log_dir,
+        );
         KubeAgent {
             proc,
             admin,
             xds,
+            pod: pod.to_string(),
             args,
             log_dir: log_dir.to_path_buf(),
             starts: 1,
@@ -189,10 +206,27 @@ impl KubeAgent {
         self.proc.kill();
         self.starts += 1;
         self.proc = Proc::spawn(
-            &format!("agent-{}", self.starts),
+            &format!("{}-{}", self.pod, self.starts),
             Command::new(agent_bin()).args(&self.args),
             &self.log_dir,
         );
+    }
+
+    /// SIGKILL, then the same command with `drop` flags (and their values) left out.
+    pub fn restart_without(&mut self, drop: &[&str]) {
+        let mut args = Vec::new();
+        let mut skip = false;
+        for a in std::mem::take(&mut self.args) {
+            if skip {
+                skip = false;
+            } else if drop.contains(&a.as_str()) {
+                skip = true;
+            } else {
+                args.push(a);
+            }
+        }
+        self.args = args;
+        self.restart();
     }
 
     pub fn get(&self, path: &str) -> Option<Response> {

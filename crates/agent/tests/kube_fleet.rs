@@ -1,0 +1,210 @@
+//! Kubernetes mode with two agents (a DaemonSet of two nodes), each with its own
+//! Envoy, electing a leader through the Lease (issue point 3): the leader joins the
+//! follower's ACK reports (gRPC) with its own, so a Gateway is `Programmed` only
+//! when both Envoys ACKed the content hash the leader computed; when the leader
+//! dies, the other agent takes the Lease and keeps status truthful.
+
+mod support;
+
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::json;
+use std::time::{Duration, Instant};
+use support::kube::*;
+use support::{Envoy, temp_dir};
+
+const NS: &str = "app";
+
+fn gateway_yaml() -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n"
+    )
+}
+
+fn route_yaml(name: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /{name}}}}}]\n    backendRefs: [{{name: b0, port: 80}}]\n"
+    )
+}
+
+fn programmed(gw: &serde_json::Value) -> Option<(String, String)> {
+    status_reason(&gw["status"]["conditions"], "Programmed")
+}
+
+async fn holder(client: &kube::Client) -> Option<String> {
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), "aether-ingress");
+    leases
+        .get_opt("aether-edge")
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+}
+
+#[test]
+fn the_leader_joins_every_nodes_acks_and_a_new_leader_takes_over() {
+    if !isolated("the_leader_joins_every_nodes_acks_and_a_new_leader_takes_over") {
+        return;
+    }
+    runtime().block_on(fleet());
+}
+
+async fn fleet() {
+    let logs = temp_dir("kube-fleet");
+    let server = aether_testkit::ApiServer::start().await;
+    let client = server.client();
+    let c = &client;
+    let b0 = PodBackend::start("b0");
+    let yaml = [
+        base_yaml(&[NS]),
+        b0.yaml(NS),
+        gateway_yaml(),
+        route_yaml("r1"),
+    ]
+    .join("---\n");
+    server.apply(&yaml).await.unwrap();
+
+    let kubeconfig = server.kubeconfig_path();
+    let flags = ["--leader-elect=true", "--address-mode", "service"];
+    let mut a = KubeAgent::start_as("node-a", "agent-a", kubeconfig, &flags, &logs);
+    eventually(Duration::from_secs(30), "agent-a leads", || async move {
+        let h = holder(c).await;
+        if h.as_deref() == Some("agent-a") {
+            Ok(())
+        } else {
+            Err(format!("{h:?}"))
+        }
+    })
+    .await;
+    // Node b binds Envoy elsewhere than the leader computes: a different content hash.
+    let mut b_flags = flags.to_vec();
+    b_flags.extend(["--bind-address", "127.0.0.1"]);
+    let mut b = KubeAgent::start_as("node-b", "agent-b", kubeconfig, &b_flags, &logs);
+    let _envoy_a = Envoy::start("node-a", &a.xds, true, &logs);
+    let _envoy_b = Envoy::start("node-b", &b.xds, true, &logs);
+
+    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
+    let lp = ListParams::default().labels("aether.io/edge-gateway");
+    let svc = eventually(Duration::from_secs(30), "the edge Service", || {
+        let (services, lp) = (services.clone(), lp.clone());
+        async move {
+            let items = services.list(&lp).await.map_err(|e| e.to_string())?.items;
+            items.into_iter().next().ok_or_else(|| "none".to_string())
+        }
+    })
+    .await;
+    services
+        .patch_status(
+            svc.metadata.name.as_deref().unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": POD_IP}]}}})),
+        )
+        .await
+        .unwrap();
+    // Both Envoys ACK what their own agent serves …
+    let wait = Duration::from_secs(30);
+    support::wait_until(wait, "node-a ACKs", || {
+        a.node_acked_all("node-a").then_some(())
+    });
+    support::wait_until(wait, "node-b ACKs", || {
+        b.node_acked_all("node-b").then_some(())
+    });
+    // … but node b's hash is not the leader's: not programmed, not attached, not accepted.
+    eventually(
+        wait,
+        "the leader writes the Gateway's status",
+        || async move {
+            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+            let a = status_reason(&gw["status"]["conditions"], "Accepted");
+            if a == Some(("True".into(), "Accepted".into())) {
+                Ok(())
+            } else {
+                Err(gw["status"].to_string())
+            }
+        },
+    )
+    .await;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
+        let p = programmed(&gw);
+        assert!(
+            matches!(p.as_ref(), Some((s, r)) if s == "False" && (r == "Pending" || r == "AddressNotAssigned")),
+            "node b serves another hash, yet: {}",
+            gw["status"]
+        );
+        assert_eq!(gw["status"]["listeners"][0]["attachedRoutes"], 0);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
+    assert_eq!(
+        programmed(&gw).map(|p| p.1).as_deref(),
+        Some("Pending"),
+        "{}",
+        gw["status"]
+    );
+
+    // Node b back in line: both nodes serve the leader's hash → Programmed.
+    b.restart_without(&["--bind-address"]);
+    let programmed_true = || async move {
+        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+        let p = programmed(&gw);
+        let attached = &gw["status"]["listeners"][0]["attachedRoutes"];
+        if p == Some(("True".into(), "Programmed".into())) && attached == 1 {
+            Ok(())
+        } else {
+            Err(format!("{p:?}, attachedRoutes {attached}"))
+        }
+    };
+    eventually(
+        Duration::from_secs(30),
+        "Programmed with both nodes",
+        programmed_true,
+    )
+    .await;
+
+    // The leader dies; agent-b takes the Lease and writes status from its own join.
+    a.proc.kill();
+    let begin = Instant::now();
+    eventually(Duration::from_secs(40), "agent-b leads", || async move {
+        let h = holder(c).await;
+        if h.as_deref() == Some("agent-b") {
+            Ok(())
+        } else {
+            Err(format!("{h:?}"))
+        }
+    })
+    .await;
+    println!(
+        "leader failover: agent-b holds the Lease {} ms after agent-a died",
+        begin.elapsed().as_millis()
+    );
+    server.apply(&route_yaml("r2")).await.unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "r2 Accepted by the new leader",
+        || async move {
+            let r = get_json::<HttpRoute>(c, Some(NS), "r2")
+                .await
+                .ok_or("none")?;
+            let a = our_parent(&r, "gw", None)
+                .and_then(|p| status_reason(&p["conditions"], "Accepted"));
+            if a == Some(("True".into(), "Accepted".into())) {
+                Ok(())
+            } else {
+                Err(format!("{a:?}"))
+            }
+        },
+    )
+    .await;
+    let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
+    assert_eq!(
+        gw["status"]["listeners"][0]["attachedRoutes"], 2,
+        "{}",
+        gw["status"]
+    );
+    drop((a, b));
+}
