@@ -20,9 +20,7 @@ use std::fmt;
 pub mod names;
 
 /// A namespaced Kubernetes object, ordered namespace first.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
 pub struct ObjectRef {
     pub namespace: String,
     pub name: String,
@@ -221,7 +219,9 @@ pub enum RouteAction {
     Forward(Forward),
     Redirect(Redirect),
     /// A fixed answer, e.g. 500 for a rule whose backends are all invalid.
-    DirectResponse { status: u16 },
+    DirectResponse {
+        status: u16,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
