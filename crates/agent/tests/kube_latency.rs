@@ -135,6 +135,25 @@ async fn latency() {
         gw["status"]["listeners"][0]["attachedRoutes"],
         ROUTES as u64
     );
+    // Settled: no write when nothing changed.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let writes = status_writes(&agent.metrics());
+    println!("status writes for 1 Gateway + {ROUTES} routes (incl. class and startup): {writes}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        status_writes(&agent.metrics()),
+        writes,
+        "writes while nothing changed"
+    );
     assert!(p99 < Duration::from_secs(5), "p99 {p99:?}");
     drop(agent);
+}
+
+/// Successful status writes of every kind, from `/metrics`.
+fn status_writes(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("aether_edge_status_writes_total") && l.contains("result=\"ok\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }

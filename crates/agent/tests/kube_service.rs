@@ -11,6 +11,7 @@
 mod support;
 
 use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -353,5 +354,29 @@ async fn outage() {
         },
     )
     .await;
+    // The watches survived the restart: a route created afterwards is served and accepted.
+    let r2 = route_yaml("b0")
+        .replace("name: r1", "name: r2")
+        .replace("rules:\n", "hostnames: [late.example.com]\n  rules:\n");
+    server.apply(&r2).await.unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "r2 Accepted after the restart",
+        || async move {
+            let r = get_json::<HttpRoute>(c, Some(NS), "r2")
+                .await
+                .ok_or("none")?;
+            let a = our_parent(&r, "gw", None)
+                .and_then(|p| status_reason(&p["conditions"], "Accepted"));
+            if a == want("True", "Accepted") {
+                Ok(())
+            } else {
+                Err(format!("{a:?}"))
+            }
+        },
+    )
+    .await;
+    let r = http_get(&format!("{POD_IP}:8080"), "late.example.com", "/", &[]).unwrap();
+    assert_eq!(r.backend(), Some("b0"), "{r:?}");
     drop(agent);
 }
