@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,4 +111,45 @@ func containerEnv(pod *corev1.Pod, c corev1.Container, binDir, apiHost, apiPort 
 		env = append(env, envVar{e.Name, val})
 	}
 	return env, nil
+}
+
+func expandAll(in []string, env []envVar) []string {
+	if in == nil {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = expand(s, env)
+	}
+	return out
+}
+
+// expand resolves $(VAR) references as the kubelet does; $$ escapes a dollar sign,
+// unknown references are left as they are.
+func expand(s string, env []envVar) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '$' && i+1 < len(s) {
+			if s[i+1] == '$' {
+				b.WriteByte('$')
+				i++
+				continue
+			}
+			if s[i+1] == '(' {
+				if end := strings.IndexByte(s[i:], ')'); end > 0 {
+					name := s[i+2 : i+end]
+					if v, ok := lookupEnv(env, name); ok {
+						b.WriteString(v)
+						i += end
+						continue
+					}
+				}
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

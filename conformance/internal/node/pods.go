@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -362,77 +361,6 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 	return code
 }
 
-// mounts turns volumeMounts into bind mounts; podexec makes missing targets inside the
-// container's private mount namespace.
-func (a *Agent) mounts(c corev1.Container, vols map[string]string) ([]podexec.Mount, error) {
-	var out []podexec.Mount
-	for _, vm := range c.VolumeMounts {
-		src, ok := vols[vm.Name]
-		if !ok {
-			return nil, fmt.Errorf("volumeMount %q: no such volume", vm.Name)
-		}
-		if vm.SubPath != "" {
-			src = filepath.Join(src, filepath.Clean("/"+vm.SubPath))
-		}
-		if err := a.ensureTopLevel(vm.MountPath); err != nil {
-			return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
-		}
-		out = append(out, podexec.Mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
-	}
-	return out, nil
-}
-
-// ensureTopLevel creates the top-level directory of a mount path when it does not
-// exist (e.g. /config for /config/app), the one case podexec cannot make privately;
-// it is recorded so teardown removes exactly what we made.
-func (a *Agent) ensureTopLevel(target string) error {
-	target = filepath.Clean(target)
-	parts := strings.SplitN(strings.TrimPrefix(target, "/"), "/", 2)
-	top := "/" + parts[0]
-	if _, err := os.Lstat(top); err == nil {
-		return nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := os.Mkdir(top, 0o755); err != nil && !os.IsExist(err) {
-		return err
-	}
-	a.created[top] = true
-	f, err := os.OpenFile(filepath.Join(a.StateDir, "created-paths"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = fmt.Fprintln(f, top)
-	return err
-}
-
-// RemoveCreatedPaths removes the mount targets we created, deepest first, if empty.
-func (a *Agent) RemoveCreatedPaths() {
-	a.init()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var paths []string
-	for p := range a.created {
-		paths = append(paths, p)
-	}
-	// Longest first: children before parents.
-	for i := range paths {
-		for j := i + 1; j < len(paths); j++ {
-			if len(paths[j]) > len(paths[i]) {
-				paths[i], paths[j] = paths[j], paths[i]
-			}
-		}
-	}
-	for _, p := range paths {
-		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Size() == 0 {
-			_ = os.Remove(p)
-		} else if err == nil && st.IsDir() {
-			_ = syscall.Rmdir(p)
-		}
-	}
-}
-
 // stop ends a pod's processes (SIGTERM, then SIGKILL after the grace period, capped),
 // removes its network namespace and files, and, if the API object is being deleted,
 // finalizes the deletion as the kubelet does.
@@ -499,45 +427,4 @@ func (a *Agent) finalize(pod *corev1.Pod) {
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		log.Printf("pod %s/%s: finalize deletion: %v", pod.Namespace, pod.Name, err)
 	}
-}
-
-func expandAll(in []string, env []envVar) []string {
-	if in == nil {
-		return nil
-	}
-	out := make([]string, len(in))
-	for i, s := range in {
-		out[i] = expand(s, env)
-	}
-	return out
-}
-
-// expand resolves $(VAR) references as the kubelet does; $$ escapes a dollar sign,
-// unknown references are left as they are.
-func expand(s string, env []envVar) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '$' && i+1 < len(s) {
-			if s[i+1] == '$' {
-				b.WriteByte('$')
-				i++
-				continue
-			}
-			if s[i+1] == '(' {
-				if end := strings.IndexByte(s[i:], ')'); end > 0 {
-					name := s[i+2 : i+end]
-					if v, ok := lookupEnv(env, name); ok {
-						b.WriteString(v)
-						i += end
-						continue
-					}
-				}
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
