@@ -50,7 +50,7 @@ gen_certs() {
   local d="$RUN_DIR/pki"
   mkdir -p "$d"
   (
-    cd "$d"
+    cd "$d" || exit 1
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
       -keyout ca.key -out ca.crt -subj "/CN=aether-edge-conformance-ca" 2>/dev/null
     leaf() { # name subject [sans]
@@ -170,7 +170,7 @@ cluster_down() {
   # The node agent first, gently: it stops its pods and removes their namespaces.
   if [ -f "$dir/pids" ]; then
     while read -r pid name; do
-      [ "$name" = nodeagent ] && kill -TERM "$pid" 2>/dev/null || true
+      if [ "$name" = nodeagent ]; then kill -TERM "$pid" 2>/dev/null || true; fi
     done <"$dir/pids"
     for _ in $(seq 1 40); do
       pgrep -f "nodeagent run .*--state-dir=$dir/node" >/dev/null || break
@@ -225,6 +225,7 @@ cluster_check_clean() {
   fi
   # Processes: any still holding one of the run's (now deleted) network namespaces, or
   # naming the run directory on their command line.
+  # shellcheck disable=SC2013  # the file holds words (inode numbers), not lines
   for ino in $(cat "$dir/netns-inodes" 2>/dev/null); do
     for p in /proc/[0-9]*; do
       if [ "$(stat -L -c %i "$p/ns/net" 2>/dev/null)" = "$ino" ]; then

@@ -1,4 +1,6 @@
 # shellcheck shell=bash
+# Sourced by `run`, whose variables it uses (here, tc, RUN_*, *_BIN_DIR).
+# shellcheck disable=SC2154
 # The harness's own proof, without aether-edge (conformance/run --smoke):
 #  1. an echo-basic Deployment behind a LoadBalancer Service: the pod gets an IP in its
 #     own netns and turns Ready (readiness probe), the Service gets an LB address, a
