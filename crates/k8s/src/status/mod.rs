@@ -9,8 +9,15 @@
 //!                                                     │ Patch::Apply on /status, field
 //!                                                     │ manager "aether-edge", forced
 //!                                                     ▼
-//!                              every object tried; failures aggregated ─► backoff, recompute
+//!                 every object tried; failures named, logged, counted (/metrics);
+//!                 a failed object retried with its own backoff, from a fresh recompute
 //! ```
+//!
+//! Wiring (the agent): publish the latest `Arc<StatusInputs>` on a `watch` whenever
+//! the store, the plan or the fleet's ACKs change, then
+//! `tokio::spawn(status::run(client, inputs, is_leader, writer.clone()))` and add
+//! `writer.render_metrics()` to `/metrics`. `is_leader` comes from
+//! [`crate::leader::LeaderElector::is_leader`] or [`crate::leader::always_leader`].
 //!
 //! Ownership under server-side apply: a Gateway's and a GatewayClass's status are
 //! ours field by field (conditions and listeners are maps keyed by type and name), so
