@@ -132,16 +132,17 @@ pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
         }
     }
     let ours = &inputs.controller_name;
+    let our_gateway = |gw: &ObjectRef| inputs.plan.gateways.contains_key(gw);
     for (key, route) in route::routes(store, StatusKind::HttpRoute) {
         let planned = inputs.plan.http_routes.get(key);
         if planned.is_some() || route.has_parent_of(ours) {
-            out.push(route.patch(planned, ours, now));
+            out.push(route.patch(planned, ours, &our_gateway, now));
         }
     }
     for (key, route) in route::routes(store, StatusKind::GrpcRoute) {
         let planned = inputs.plan.grpc_routes.get(key);
         if planned.is_some() || route.has_parent_of(ours) {
-            out.push(route.patch(planned, ours, now));
+            out.push(route.patch(planned, ours, &our_gateway, now));
         }
     }
     out.patches

@@ -5,14 +5,18 @@
 //! order, followed by ours in plan order; the body carries the route's
 //! `resourceVersion` so the API server refuses it if another controller changed
 //! the list since we read it. Our entries are those with our `controllerName`;
-//! one whose parentRef left the plan is simply not sent again. The list holds at
-//! most [`PARENTS_MAX`] entries; ours beyond what the others leave room for are
-//! not sent (the API server would refuse the whole write).
+//! one whose parentRef left the route's spec, or whose Gateway is no longer ours,
+//! is simply not sent again. An entry of ours that the plan lacks although the
+//! route still names that Gateway of ours can only mean the plan is older than the
+//! route (translation gives every such parentRef a status): it is kept as it is
+//! until the plan catches up, rather than removed and written back a moment later.
+//! The list holds at most [`PARENTS_MAX`] entries; ours beyond what the others
+//! leave room for are not sent (the API server would refuse the whole write).
 
 use super::condition;
 use super::patch::{StatusKind, StatusPatch, body};
 use aether_gateway::Store;
-use aether_gateway::status::RouteStatus as Planned;
+use aether_gateway::status::{GROUP, RouteStatus as Planned};
 use aether_ir::ObjectRef;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
@@ -29,6 +33,24 @@ pub(crate) struct RouteView<'a> {
     resource_version: Option<&'a str>,
     /// `status.parents` as read, one JSON object per entry.
     parents: Vec<Value>,
+    /// `spec.parentRefs` as read.
+    spec_parents: Vec<Value>,
+}
+
+/// A parentRef with its defaults filled in: group, kind, namespace, name,
+/// sectionName, port.
+type ParentKey = (String, String, String, String, Option<String>, Option<i64>);
+
+fn parent_key(v: &Value, route_namespace: &str) -> ParentKey {
+    let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    (
+        text("group").unwrap_or_else(|| GROUP.to_string()),
+        text("kind").unwrap_or_else(|| "Gateway".to_string()),
+        text("namespace").unwrap_or_else(|| route_namespace.to_string()),
+        text("name").unwrap_or_default(),
+        text("sectionName"),
+        v.get("port").and_then(Value::as_i64),
+    )
 }
 
 fn parents_of<S: serde::Serialize>(parents: Option<&S>) -> Vec<Value> {
@@ -45,6 +67,7 @@ pub(crate) fn routes(store: &Store, kind: StatusKind) -> Vec<(&ObjectRef, RouteV
         key: &'a ObjectRef,
         rv: &'a Option<String>,
         parents: Vec<Value>,
+        spec_parents: Vec<Value>,
     ) -> (&'a ObjectRef, RouteView<'a>) {
         let resource_version = rv.as_deref();
         let route = RouteView {
@@ -52,6 +75,7 @@ pub(crate) fn routes(store: &Store, kind: StatusKind) -> Vec<(&ObjectRef, RouteV
             key,
             resource_version,
             parents,
+            spec_parents,
         };
         (key, route)
     }
@@ -61,7 +85,8 @@ pub(crate) fn routes(store: &Store, kind: StatusKind) -> Vec<(&ObjectRef, RouteV
             .iter()
             .map(|(k, r)| {
                 let parents = parents_of(r.status.as_ref().map(|s| &s.parents));
-                view(kind, k, &r.metadata.resource_version, parents)
+                let spec = parents_of(r.spec.parent_refs.as_ref());
+                view(kind, k, &r.metadata.resource_version, parents, spec)
             })
             .collect(),
         StatusKind::GrpcRoute => store
@@ -69,7 +94,8 @@ pub(crate) fn routes(store: &Store, kind: StatusKind) -> Vec<(&ObjectRef, RouteV
             .iter()
             .map(|(k, r)| {
                 let parents = parents_of(r.status.as_ref().map(|s| &s.parents));
-                view(kind, k, &r.metadata.resource_version, parents)
+                let spec = parents_of(r.spec.parent_refs.as_ref());
+                view(kind, k, &r.metadata.resource_version, parents, spec)
             })
             .collect(),
         StatusKind::GatewayClass | StatusKind::Gateway => Vec::new(),
@@ -95,33 +121,60 @@ impl RouteView<'_> {
             .any(|p| controller(p) == Some(controller_name))
     }
 
-    /// The patch making our entries equal to `planned` (none planned: no entries),
-    /// or `None` when they already are.
+    /// Our entry for a parentRef the plan lacks is kept when the route still
+    /// names that parentRef and it is a Gateway of ours: the plan is lagging.
+    fn lagging(&self, parent_ref: &Value, our_gateway: &dyn Fn(&ObjectRef) -> bool) -> bool {
+        let ns = self.key.namespace.as_str();
+        let key = parent_key(parent_ref, ns);
+        let (group, kind, namespace, name, _, _) = &key;
+        group == GROUP
+            && kind == "Gateway"
+            && our_gateway(&ObjectRef::new(namespace, name))
+            && self.spec_parents.iter().any(|s| parent_key(s, ns) == key)
+    }
+
+    /// The patch making our entries equal to `planned` (none planned: no entries,
+    /// bar lagging ones), or `None` when they already are.
     pub(crate) fn patch(
         &self,
         planned: Option<&Planned>,
         controller_name: &str,
+        our_gateway: &dyn Fn(&ObjectRef) -> bool,
         now: &Time,
     ) -> Option<StatusPatch> {
         let (ours, others): (Vec<&Value>, Vec<&Value>) = self
             .parents
             .iter()
             .partition(|p| controller(p) == Some(controller_name));
-        let room = PARENTS_MAX.saturating_sub(others.len());
-        let planned_count = planned.map_or(0, |p| p.parents.len());
+        let planned_refs: Vec<Value> = planned
+            .map(|p| p.parents.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|p| serde_json::to_value(&p.parent_ref).expect("parentRef serializes"))
+            .collect();
+        let kept: Vec<(Value, Vec<Condition>)> = ours
+            .iter()
+            .filter_map(|o| {
+                let parent_ref = o.get("parentRef")?;
+                (!planned_refs.contains(parent_ref) && self.lagging(parent_ref, our_gateway))
+                    .then(|| (parent_ref.clone(), conditions(o)))
+            })
+            .collect();
+        let room = PARENTS_MAX.saturating_sub(others.len() + kept.len());
+        let planned_count = planned_refs.len();
         if planned_count > room {
             tracing::warn!(
                 kind = %self.kind, route = %self.key, planned = planned_count, room,
                 "status.parents is full (32 entries): some of our parent entries are left out"
             );
         }
-        let desired: Vec<(Value, Vec<Condition>)> = planned
+        let mut desired: Vec<(Value, Vec<Condition>)> = planned
             .map(|p| p.parents.as_slice())
             .unwrap_or_default()
             .iter()
+            .zip(planned_refs)
             .take(room)
-            .map(|p| {
-                let parent_ref = serde_json::to_value(&p.parent_ref).expect("parentRef serializes");
+            .map(|(p, parent_ref)| {
                 let was = ours
                     .iter()
                     .find(|o| o.get("parentRef") == Some(&parent_ref))
@@ -131,6 +184,7 @@ impl RouteView<'_> {
                 (parent_ref, conds)
             })
             .collect();
+        desired.extend(kept);
 
         let unchanged = ours.len() == desired.len()
             && ours.iter().zip(&desired).all(|(o, (parent_ref, conds))| {

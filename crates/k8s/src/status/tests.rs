@@ -458,3 +458,30 @@ fn a_thousand_gateways_converge_in_one_round() {
     assert!(again.patches.is_empty());
     assert_eq!(again.unchanged, 2001);
 }
+
+#[test]
+fn a_plan_older_than_the_route_keeps_our_entry_and_a_deleted_gateway_loses_it() {
+    // Our entry on `r` exists (written from a newer view, e.g. by the previous
+    // leader), but this plan was translated before `r` existed.
+    let mut store = mk_store(WORLD);
+    let written = compute(&mk_inputs(store.clone(), AckState::Acked), &at(100));
+    apply_all(&mut store, &written.patches);
+    let mut older = store.clone();
+    older.remove::<HttpRoute>("apps", "r");
+    let lagging = StatusInputs {
+        store: store.clone(),
+        ..mk_inputs(older, AckState::Acked)
+    };
+    let got = compute(&lagging, &at(200));
+    assert!(
+        got.patches.iter().all(|p| p.kind != StatusKind::HttpRoute),
+        "{:?}",
+        got.patches
+    );
+
+    // The Gateway is deleted: no longer ours, so our entries go.
+    store.remove::<Gateway>("infra", "web");
+    let got = compute(&mk_inputs(store, AckState::Acked), &at(300));
+    let route = find(&got.patches, StatusKind::HttpRoute, "r");
+    assert!(parents_by_controller(route).is_empty());
+}
