@@ -200,15 +200,15 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         .advertise_address
         .as_ref()
         .map(|ip| format!("{ip}:{report_port}"));
-    let is_leader = if args.leader_elect {
+    let (is_leader, elector_task) = if args.leader_elect {
         let mut config = LeaderConfig::new(&args.namespace, &args.lease_name, &identity);
         config.report_address = advertised.clone();
         let elector = LeaderElector::new(client.clone(), config);
         let rx = elector.is_leader();
-        tokio::spawn(elector.run(wait_true(shutdown_rx.clone())));
-        rx
+        let task = tokio::spawn(elector.run(wait_true(shutdown_rx.clone())));
+        (rx, Some(task))
     } else {
-        leader::always_leader()
+        (leader::always_leader(), None)
     };
 
     // Fleet reports: ours in process when we lead, over gRPC to the leader otherwise.
@@ -266,7 +266,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         },
         args.controller_name.clone(),
     );
-    let writer = Arc::new(StatusWriter::new(Duration::from_secs(10), 4));
+    let writer = Arc::new(StatusWriter::default());
     tokio::spawn(aether_k8s::status::run(
         client.clone(),
         status_inputs.clone(),
@@ -321,6 +321,11 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
     let _ = admin_task.await;
     if let Some(t) = health_task {
         let _ = t.await;
+    }
+    // Releasing the Lease lets the next leader take over at once instead of
+    // waiting out the lease duration.
+    if let Some(t) = elector_task {
+        let _ = tokio::time::timeout(Duration::from_secs(3), t).await;
     }
     info!("stopped");
     result
