@@ -357,6 +357,47 @@ async fn route_status() {
     let classes: kube::Api<GatewayClass> = kube::Api::all(client.clone());
     let class = serde_json::to_value(classes.get("aether").await.unwrap()).unwrap();
     assert_generation("GatewayClass aether", &class);
+    let features: Vec<&str> = class["status"]["supportedFeatures"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["name"].as_str())
+        .collect();
+    assert!(
+        features.contains(&"Gateway") && features.contains(&"HTTPRoute"),
+        "supportedFeatures: {}",
+        class["status"]
+    );
+    assert!(features.is_sorted(), "sorted: {features:?}");
+    // Each listener names the kinds it takes.
+    let kinds = |i: usize| -> Vec<String> {
+        gw["status"]["listeners"][i]["supportedKinds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|k| k["kind"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let names: Vec<&str> = (0..2)
+        .map(|i| gw["status"]["listeners"][i]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["http", "tls"]);
+    assert!(
+        kinds(0).contains(&"HTTPRoute".to_string()),
+        "{:?}",
+        kinds(0)
+    );
+    // TLS listeners are not served yet (translation): then they must say so.
+    match status_reason(&gw["status"]["listeners"][1]["conditions"], "Accepted") {
+        Some((s, _)) if s == "True" => assert_eq!(kinds(1), ["TLSRoute"]),
+        other => assert_eq!(other, pair("False", "UnsupportedProtocol")),
+    }
+    // attachedRoutes counts only the routes accepted on that listener.
+    let attached: Vec<&Value> = (0..2)
+        .map(|i| &gw["status"]["listeners"][i]["attachedRoutes"])
+        .collect();
+    // good, missing-backend, wrong-kind, cross-ns (shared moved away; the rest refused).
+    assert_eq!(attached, [4, 0], "attachedRoutes http/tls");
     assert_eq!(
         status_reason(&class["status"]["conditions"], "Accepted"),
         pair("True", "Accepted")
