@@ -53,7 +53,8 @@ async fn restarts() {
         &["--leader-elect=true", "--address-mode", "service"],
         &logs,
     );
-    let envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    // SotW ADS (Delta elsewhere): a reconnect resumes from Envoy's version_info.
+    let envoy = Envoy::start("node-a", &agent.xds, false, &logs);
 
     // The Service appears; the test as load balancer sends to its targetPort.
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");

@@ -217,7 +217,8 @@ async fn route_status() {
         ],
         &logs,
     );
-    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    // SotW ADS here (the other tests use Delta): the ACK gate works with both.
+    let _envoy = Envoy::start("node-a", &agent.xds, false, &logs);
 
     for (ns, name, _, accepted, resolved) in &cases {
         let what = format!("HTTPRoute {ns}/{name}");
@@ -321,6 +322,68 @@ async fn route_status() {
         "the other controller's entry: {}",
         r["status"]
     );
+
+    // A ReferenceGrant arriving later resolves the cross-namespace backend.
+    let grant = format!(
+        "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: from-app, namespace: {OTHER_NS}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {NS}}}]\n  to: [{{group: \"\", kind: Service}}]\n"
+    );
+    server.apply(&grant).await.unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "cross-ns resolved by the grant",
+        || async move {
+            let r = get_json::<HttpRoute>(c, Some(NS), "cross-ns")
+                .await
+                .ok_or("none")?;
+            let v = ours(&r);
+            match v.as_slice() {
+                [(_, _, rr)] if *rr == pair("True", "ResolvedRefs") => Ok(()),
+                _ => Err(r["status"].to_string()),
+            }
+        },
+    )
+    .await;
+    // A Namespace label change re-decides allowedRoutes (the Namespace watch).
+    let sel_gw = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: sel-gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: 8081, allowedRoutes: {{namespaces: {{from: Selector, selector: {{matchLabels: {{edge: \"yes\"}}}}}}}}}}\n"
+    );
+    server.apply(&sel_gw).await.unwrap();
+    let sel_route = route(
+        OTHER_NS,
+        "by-label",
+        &format!("{{name: sel-gw, namespace: {NS}}}"),
+        host,
+        "{name: b-other, port: 80}",
+    );
+    server.apply(&sel_route).await.unwrap();
+    let by_label = |want: Expect| async move {
+        eventually(
+            Duration::from_secs(30),
+            &format!("by-label {want:?}"),
+            || {
+                let want = want.clone();
+                async move {
+                    let r = get_json::<HttpRoute>(c, Some(OTHER_NS), "by-label")
+                        .await
+                        .ok_or("none")?;
+                    let a = our_parent(&r, "sel-gw", None)
+                        .and_then(|p| status_reason(&p["conditions"], "Accepted"));
+                    if a == want {
+                        Ok(())
+                    } else {
+                        Err(format!("{a:?}"))
+                    }
+                }
+            },
+        )
+        .await
+    };
+    by_label(pair("False", "NotAllowedByListeners")).await;
+    server
+        .apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {OTHER_NS}, labels: {{edge: \"yes\"}}}}\n"))
+        .await
+        .unwrap();
+    by_label(pair("True", "Accepted")).await;
 
     let shared3 = route(NS, "shared", "{name: other-gw}", "[b.example.com]", svc);
     server.apply(&shared3).await.unwrap();

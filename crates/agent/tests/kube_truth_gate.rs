@@ -240,6 +240,23 @@ async fn truth_gate() {
     // The previous route table keeps serving.
     let r = http_get(&gateway, "example.test", "/hello", &[]).unwrap();
     assert_eq!(r.backend(), Some("b0"));
+    // The bad route goes: Envoy ACKs again and status recovers.
+    let routes: kube::Api<HttpRoute> = kube::Api::namespaced(client.clone(), NS);
+    routes.delete("bad", &Default::default()).await.unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "Programmed=True after the fix",
+        || async move {
+            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+            let p = programmed(&gw).ok_or("no Programmed")?;
+            if p.0 == "True" && p.3 == 1 {
+                Ok(())
+            } else {
+                Err(format!("{p:?}"))
+            }
+        },
+    )
+    .await;
     drop(agent);
 }
 
