@@ -62,6 +62,12 @@ const SETTLE: Duration = Duration::from_millis(20);
 const REPORT_INTERVAL: Duration = Duration::from_millis(100);
 /// How often a follower looks up who leads (and where it takes reports).
 const LEADER_LOOKUP: Duration = Duration::from_secs(2);
+/// A (re)started agent knows nothing yet of what the Envoys serve: they reconnect
+/// with backoff, still serving the last config. Gating on that empty picture would
+/// flip every served Gateway to Pending and back on each restart of the leader (a
+/// false status and two writes per object). So status waits for the first report
+/// of a connected Envoy, or this long (an Envoy that never comes is Pending).
+const STARTUP_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AddressModeArg {
@@ -553,9 +559,14 @@ fn status_inputs(
     tokio::spawn(async move {
         let mut generation = index.subscribe();
         let mut report_changes = reports.subscribe();
+        let grace_ends = tokio::time::Instant::now() + STARTUP_GRACE;
+        let mut settled = false;
         loop {
+            settled = settled
+                || tokio::time::Instant::now() >= grace_ends
+                || reports.nodes().values().any(|r| r.envoy_connected);
             let p = published.borrow_and_update().clone();
-            if let (Some(p), Some(store)) = (p, index.store()) {
+            if let (true, Some(p), Some(store)) = (settled, p, index.store()) {
                 let plan = gate(&p, &reports, &store, &mode, &problems.current());
                 tx.send_replace(Arc::new(StatusInputs {
                     plan,
@@ -570,6 +581,7 @@ fn status_inputs(
                 r = report_changes.changed() => if r.is_err() { return },
                 r = problems.services.changed() => if r.is_err() { return },
                 r = problems.unallocated.changed() => if r.is_err() { return },
+                _ = tokio::time::sleep_until(grace_ends), if !settled => {}
             }
         }
     });

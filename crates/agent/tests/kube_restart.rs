@@ -6,6 +6,7 @@
 
 mod support;
 
+use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use support::kube::*;
-use support::{Envoy, http_get, temp_dir, wait_until};
+use support::{http_get, temp_dir, wait_until};
 
 const NS: &str = "app";
 
@@ -54,7 +55,7 @@ async fn restarts() {
         &logs,
     );
     // SotW ADS (Delta elsewhere): a reconnect resumes from Envoy's version_info.
-    let envoy = Envoy::start("node-a", &agent.xds, false, &logs);
+    let envoy = start_envoy("node-a", &agent.xds, false, &logs);
 
     // The Service appears; the test as load balancer sends to its targetPort.
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
@@ -112,6 +113,25 @@ async fn restarts() {
         })
     };
 
+    // What status says meanwhile: every Programmed value a watch sees.
+    let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let watch = {
+        let api: kube::Api<Gateway> = kube::Api::namespaced(client.clone(), NS);
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            let mut events = kube::runtime::watcher(api, Default::default()).boxed();
+            while let Some(ev) = events.next().await {
+                let Ok(kube::runtime::watcher::Event::Apply(g)) = ev else {
+                    continue;
+                };
+                let v = serde_json::to_value(g).unwrap();
+                if let Some((s, r)) = status_reason(&v["status"]["conditions"], "Programmed") {
+                    seen.lock().unwrap().push(format!("{s}/{r}"));
+                }
+            }
+        })
+    };
     for round in 1..=3 {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let before = ok.load(Ordering::Relaxed);
@@ -133,6 +153,14 @@ async fn restarts() {
     let failures = traffic.join().unwrap();
     let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
     println!("3 agent restarts under traffic: {ok} requests ok, {failed} failed");
+    watch.abort();
+    // Still served all along, so status never said otherwise (no flip, no writes).
+    let seen = seen.lock().unwrap().clone();
+    println!("Gateway Programmed as seen by a watch across the restarts: {seen:?}");
+    assert!(
+        seen.iter().all(|s| s == "True/Programmed"),
+        "status flipped during agent restarts: {seen:?}"
+    );
     assert_eq!(
         failed,
         0,
