@@ -136,6 +136,7 @@ async fn debug_snapshot(State(state): State<Shared>) -> Response {
         "gateways": gateways,
         "versions": versions,
         "nodes": state.fleet.debug_view(),
+        "gateway_acks": gateway_acks(&state.fleet, &p.snapshot),
         "resources": resources,
     });
     (
@@ -143,6 +144,23 @@ async fn debug_snapshot(State(state): State<Shared>) -> Response {
         serde_json::to_string_pretty(&body).unwrap_or_default(),
     )
         .into_response()
+}
+
+/// Per Envoy node, per Gateway: the content hash it ACKed (null until every
+/// resource of the Gateway is ACKed); compare with `gateways` above.
+fn gateway_acks(fleet: &Fleet, snapshot: &aether_xds::Snapshot) -> serde_json::Value {
+    let nodes: serde_json::Map<String, serde_json::Value> = fleet
+        .gateway_acks(snapshot)
+        .into_iter()
+        .map(|(node, per_gateway)| {
+            let gws: serde_json::Map<String, serde_json::Value> = per_gateway
+                .into_iter()
+                .map(|(gw, hash)| (gw.to_string(), hash.into()))
+                .collect();
+            (node, gws.into())
+        })
+        .collect();
+    nodes.into()
 }
 
 async fn debug_status(State(state): State<Shared>) -> Response {

@@ -169,6 +169,16 @@ fn envoy_restart_recovers_with_no_failed_requests() {
         );
     }
     wait_programmed(&agent);
+
+    // The fleet view: the restarted node ACKed exactly the Gateway's current hash.
+    let debug = agent.admin_get("/debug/snapshot").unwrap().body;
+    let debug: serde_json::Value = serde_json::from_str(&debug).unwrap();
+    let want = &debug["gateways"]["default/gw"];
+    assert!(want.is_string(), "{debug}");
+    assert_eq!(
+        &debug["gateway_acks"]["restart"]["default/gw"], want,
+        "{debug}"
+    );
 }
 
 #[test]

@@ -143,13 +143,13 @@ impl Envoy {
         assert!(out.status.success(), "bootstrap failed: {out:?}");
         let path = log_dir.join(format!("envoy-{node_id}.yaml"));
         std::fs::write(&path, &out.stdout).unwrap();
-        let base_id = 1000 + (std::process::id() % 10_000) * 10 + free_port() as u32 % 10;
         let proc = Proc::spawn(
             &format!("envoy-{node_id}"),
             Command::new(envoy_bin())
                 .arg("-c")
                 .arg(&path)
-                .args(["--log-level", "warn", "--base-id", &base_id.to_string()])
+                // Several Envoys run at once: let each pick a free shared-memory id.
+                .args(["--log-level", "warn", "--use-dynamic-base-id"])
                 .args(["--drain-time-s", "1", "--parent-shutdown-time-s", "2"]),
             log_dir,
         );
