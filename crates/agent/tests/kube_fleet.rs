@@ -166,6 +166,16 @@ async fn fleet() {
     )
     .await;
 
+    // Only the leader wrote: the follower never did, and says it does not lead.
+    let follower = b.metrics();
+    assert!(follower.contains("aether_edge_leader 0\n"), "{follower}");
+    let writes: u64 = follower
+        .lines()
+        .filter(|l| l.starts_with("aether_edge_status_writes_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(writes, 0, "a follower wrote status:\n{follower}");
+
     // The leader dies; agent-b takes the Lease and writes status from its own join.
     a.proc.kill();
     let begin = Instant::now();

@@ -41,6 +41,24 @@ fn programmed(gw: &Value) -> Option<(String, String)> {
     status_reason(&gw["status"]["conditions"], "Programmed")
 }
 
+/// Service port → targetPort (every port TCP).
+fn service_ports(svc: &Service) -> BTreeMap<i32, i32> {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let target = match p.target_port.clone() {
+                Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(t)) => t,
+                s => panic!("targetPort {s:?}"),
+            };
+            assert_eq!(p.protocol.as_deref(), Some("TCP"));
+            (p.port, target)
+        })
+        .collect()
+}
+
 /// Sum of a metric's samples whose line contains every one of `labels`.
 fn metric(text: &str, name: &str, labels: &[&str]) -> u64 {
     text.lines()
@@ -95,19 +113,7 @@ async fn service_mode() {
     let name = svc.metadata.name.clone().unwrap();
     let spec = svc.spec.clone().unwrap();
     assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
-    let ports: BTreeMap<i32, i32> = spec
-        .ports
-        .unwrap()
-        .iter()
-        .map(|p| {
-            let target = match p.target_port.clone().unwrap() {
-                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(t) => t,
-                s => panic!("targetPort {s:?}"),
-            };
-            assert_eq!(p.protocol.as_deref(), Some("TCP"));
-            (p.port, target)
-        })
-        .collect();
+    let ports = service_ports(&svc);
     assert_eq!(
         ports.keys().copied().collect::<Vec<_>>(),
         vec![80, 8080],
@@ -189,6 +195,52 @@ async fn service_mode() {
         let r = http_get(&addr, host, "/x", &[]).unwrap();
         assert_eq!(r.backend(), Some("b0"), "port {port} → {addr}: {r:?}");
     }
+
+    // A listener moves from 8080 to 9090: the Service follows, port 80 keeps its
+    // allocation, the new port gets one, and Envoy serves it.
+    server
+        .apply(&gateway_yaml().replace("port: 8080", "port: 9090"))
+        .await
+        .unwrap();
+    let moved = eventually(Duration::from_secs(30), "Service ports 80 and 9090", || {
+        let services = services.clone();
+        let name = name.clone();
+        async move {
+            let svc = services.get(&name).await.map_err(|e| e.to_string())?;
+            let p = service_ports(&svc);
+            if p.keys().copied().collect::<Vec<_>>() == [80, 9090] {
+                Ok(p)
+            } else {
+                Err(format!("{p:?}"))
+            }
+        }
+    })
+    .await;
+    assert_eq!(moved[&80], ports[&80], "port 80 keeps its Envoy port");
+    eventually(
+        Duration::from_secs(30),
+        "generation 2 programmed",
+        || async move {
+            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+            let current = gw["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().all(|c| c["observedGeneration"] == 2));
+            if current && programmed(&gw) == Some(("True".into(), "Programmed".into())) {
+                Ok(())
+            } else {
+                Err(gw["status"].to_string())
+            }
+        },
+    )
+    .await;
+    let r = http_get(
+        &format!("{POD_IP}:{}", moved[&9090]),
+        "any.test",
+        "/moved",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(r.backend(), Some("b0"), "{r:?}");
 
     // The Service goes with its Gateway.
     let gateways: kube::Api<Gateway> = kube::Api::namespaced(client.clone(), NS);
