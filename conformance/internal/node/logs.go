@@ -78,6 +78,13 @@ func ServeLogs(ctx context.Context, addr string, lookup logLookup) error {
 			return
 		}
 		path, ok := lookup(parts[0], parts[1], parts[2])
+		if ok && r.URL.Query().Get("previous") == "true" {
+			path += ".previous"
+			if _, err := os.Stat(path); err != nil {
+				http.Error(w, fmt.Sprintf("previous terminated container %q in pod %s/%s not found", parts[2], parts[0], parts[1]), http.StatusBadRequest)
+				return
+			}
+		}
 		if !ok {
 			http.Error(w, fmt.Sprintf("container %q in pod %s/%s not found", parts[2], parts[0], parts[1]), http.StatusNotFound)
 			return

@@ -312,6 +312,14 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 	if pr.net != nil {
 		netns = "/run/netns/" + pr.net.netns
 	}
+	// Each run of a container has its own log, as with the kubelet; the one before is
+	// kept for `kubectl logs --previous`.
+	cr.mu.Lock()
+	restarted := cr.restarts > 0
+	cr.mu.Unlock()
+	if restarted {
+		_ = os.Rename(cr.logPath, cr.logPath+".previous")
+	}
 	lw, err := openLog(cr.logPath)
 	if err != nil {
 		return setWaiting("CreateContainerError", err.Error())
