@@ -122,7 +122,6 @@ async fn latency() {
         );
         samples.push(at - start);
     }
-    watch.abort();
     let (median, p99) = median_p99(&mut samples);
     println!(
         "apply → Accepted=True (ACK-gated), {ROUTES} routes one by one: median {} ms, p99 {} ms, max {} ms",
@@ -146,6 +145,37 @@ async fn latency() {
         "writes while nothing changed"
     );
     assert!(p99 < Duration::from_secs(5), "p99 {p99:?}");
+
+    // A burst: 50 more routes in one apply. Writes are batched: each new route is
+    // written about once (its Pending state coalesced away), the Gateway a few times.
+    let burst: Vec<String> = (ROUTES..2 * ROUTES).map(route_yaml).collect();
+    let start = Instant::now();
+    server.apply(&burst.join("---\n")).await.unwrap();
+    let applied = start.elapsed();
+    eventually(Duration::from_secs(30), "the burst accepted", || {
+        let n = accepted.lock().unwrap().len();
+        async move {
+            if n == 2 * ROUTES {
+                Ok(())
+            } else {
+                Err(format!("{n} accepted"))
+            }
+        }
+    })
+    .await;
+    let all = start.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let burst_writes = status_writes(&agent.metrics()) - writes;
+    println!(
+        "burst of {ROUTES} routes: applied in {} ms, all Accepted=True after {} ms, {burst_writes} status writes",
+        applied.as_millis(),
+        all.as_millis()
+    );
+    assert!(
+        burst_writes < 2 * ROUTES as u64,
+        "{burst_writes} writes for {ROUTES} routes: not batched"
+    );
+    watch.abort();
     drop(agent);
 }
 
