@@ -215,7 +215,7 @@ func (pr *podRun) run() {
 	for _, c := range pod.Spec.InitContainers {
 		cr := &containerRun{spec: c, logPath: filepath.Join(pr.dir, c.Name+".log")}
 		for {
-			code := pr.runOnce(pod, cr, vols)
+			code, _ := pr.runOnce(pod, cr, vols)
 			if pr.ctx.Err() != nil {
 				return
 			}
@@ -256,7 +256,7 @@ func (pr *podRun) supervise(pod *corev1.Pod, cr *containerRun, vols map[string]s
 	defer cr.wg.Done()
 	backoff := time.Second
 	for {
-		code := pr.runOnce(pod, cr, vols)
+		code, started := pr.runOnce(pod, cr, vols)
 		if pr.ctx.Err() != nil {
 			return
 		}
@@ -264,6 +264,12 @@ func (pr *podRun) supervise(pod *corev1.Pod, cr *containerRun, vols map[string]s
 		if policy == corev1.RestartPolicyNever || (policy == corev1.RestartPolicyOnFailure && code == 0) {
 			return
 		}
+		cr.mu.Lock()
+		if cr.waiting == "" {
+			cr.waiting, cr.message = "CrashLoopBackOff", fmt.Sprintf("back-off %s restarting failed container", backoff)
+		}
+		cr.mu.Unlock()
+		pr.changed()
 		select {
 		case <-pr.ctx.Done():
 			return
@@ -272,22 +278,25 @@ func (pr *podRun) supervise(pod *corev1.Pod, cr *containerRun, vols map[string]s
 		if backoff < 10*time.Second {
 			backoff *= 2
 		}
-		cr.mu.Lock()
-		cr.restarts++
-		cr.mu.Unlock()
+		if started { // a container that never started (no program, bad config) is retried, not restarted
+			cr.mu.Lock()
+			cr.restarts++
+			cr.mu.Unlock()
+		}
 	}
 }
 
-// runOnce starts the container's process and waits for it; it returns the exit code.
-func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]string) int32 {
+// runOnce starts the container's process and waits for it; it returns the exit code
+// and whether the process started at all.
+func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]string) (int32, bool) {
 	a := pr.agent
-	setWaiting := func(reason, msg string) int32 {
+	setWaiting := func(reason, msg string) (int32, bool) {
 		cr.mu.Lock()
 		cr.waiting, cr.message = reason, msg
 		cr.mu.Unlock()
 		pr.logf("container %s: %s: %s", cr.spec.Name, reason, msg)
 		pr.changed()
-		return 1
+		return 1, false
 	}
 	program, progName, err := a.Programs.forImage(cr.spec.Image)
 	if err != nil {
@@ -366,7 +375,7 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 		pr.logf("container %s: exited with %d", cr.spec.Name, code)
 	}
 	pr.changed()
-	return code
+	return code, true
 }
 
 // stop ends a pod's processes (SIGTERM, then SIGKILL after the grace period, capped),
