@@ -149,11 +149,11 @@ async fn fleet() {
 
     // Node b back in line: both nodes serve the leader's hash → Programmed.
     b.restart_without(&["--bind-address"]);
-    let programmed_true = || async move {
+    let programmed_with = |routes: i64| async move {
         let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
         let p = programmed(&gw);
         let attached = &gw["status"]["listeners"][0]["attachedRoutes"];
-        if p == Some(("True".into(), "Programmed".into())) && attached == 1 {
+        if p == Some(("True".into(), "Programmed".into())) && attached == routes {
             Ok(())
         } else {
             Err(format!("{p:?}, attachedRoutes {attached}"))
@@ -162,7 +162,7 @@ async fn fleet() {
     eventually(
         Duration::from_secs(30),
         "Programmed with both nodes",
-        programmed_true,
+        || programmed_with(1),
     )
     .await;
 
@@ -216,5 +216,28 @@ async fn fleet() {
         "{}",
         gw["status"]
     );
+
+    // agent-a returns as a follower serving another hash: its report reaches the new
+    // leader (found through the Lease), so the Gateway is held again …
+    a.restart_with(&["--bind-address", "127.0.0.1"]);
+    support::wait_until(wait, "node-a ACKs again", || {
+        a.node_acked_all("node-a").then_some(())
+    });
+    eventually(wait, "Pending through node-a's report", || async move {
+        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+        let p = programmed(&gw);
+        if p == Some(("False".into(), "Pending".into())) {
+            Ok(())
+        } else {
+            Err(format!("{p:?}"))
+        }
+    })
+    .await;
+    // … until it serves the leader's hash.
+    a.restart_without(&["--bind-address"]);
+    eventually(wait, "Programmed with both nodes again", || {
+        programmed_with(2)
+    })
+    .await;
     drop((a, b));
 }

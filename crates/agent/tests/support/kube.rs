@@ -212,6 +212,12 @@ impl KubeAgent {
         );
     }
 
+    /// SIGKILL, then the same command with `extra` flags appended.
+    pub fn restart_with(&mut self, extra: &[&str]) {
+        self.args.extend(extra.iter().map(|s| s.to_string()));
+        self.restart();
+    }
+
     /// SIGKILL, then the same command with `drop` flags (and their values) left out.
     pub fn restart_without(&mut self, drop: &[&str]) {
         let mut args = Vec::new();
