@@ -78,14 +78,17 @@ async fn truth_gate() {
     );
     let gw = eventually(
         Duration::from_secs(30),
-        "Gateway status written",
+        "Gateway and route status written",
         || async move {
             let gw = get_json::<Gateway>(c, Some(NS), "gw")
                 .await
                 .ok_or("no gw")?;
-            match programmed(&gw) {
-                Some(_) => Ok(gw),
-                None => Err(gw["status"].to_string()),
+            let route = get_json::<HttpRoute>(c, Some(NS), "r1")
+                .await
+                .ok_or("no route")?;
+            match (programmed(&gw), our_parent(&route, "gw", None)) {
+                (Some(_), Some(_)) => Ok(gw),
+                _ => Err(format!("{} {}", gw["status"], route["status"])),
             }
         },
     )
@@ -180,6 +183,13 @@ async fn truth_gate() {
     assert_eq!(
         (reason.as_str(), attached),
         ("Programmed", 1),
+        "{}",
+        gw["status"]
+    );
+    // Static mode: the address listeners bind on, with its type (the suite dials it).
+    assert_eq!(
+        gw["status"]["addresses"],
+        serde_json::json!([{"type": "IPAddress", "value": POD_IP}]),
         "{}",
         gw["status"]
     );
