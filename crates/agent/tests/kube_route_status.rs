@@ -7,6 +7,7 @@ mod support;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
@@ -323,6 +324,35 @@ async fn route_status() {
         r["status"]
     );
 
+    // GRPCRoutes get the same per-parentRef status; a wrong section is refused too.
+    let grpc = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\nmetadata: {{name: grpc, namespace: {NS}}}\nspec:\n  hostnames: [g.example.com]\n  parentRefs: [{http}, {{name: gw, sectionName: nope}}]\n  rules:\n  - matches: [{{method: {{service: echo.Echo, method: Hi}}}}]\n    backendRefs: [{svc}]\n"
+    );
+    server.apply(&grpc).await.unwrap();
+    let r = eventually(Duration::from_secs(30), "GRPCRoute status", || async move {
+        let r = get_json::<GrpcRoute>(c, Some(NS), "grpc")
+            .await
+            .ok_or("none")?;
+        let http = our_parent(&r, "gw", Some("http"))
+            .and_then(|p| status_reason(&p["conditions"], "Accepted"));
+        let nope = our_parent(&r, "gw", Some("nope"))
+            .and_then(|p| status_reason(&p["conditions"], "Accepted"));
+        if http == pair("True", "Accepted") && nope == pair("False", "NoMatchingParent") {
+            Ok(r)
+        } else {
+            Err(format!("{http:?} {nope:?}"))
+        }
+    })
+    .await;
+    assert_eq!(
+        ours(&r).len(),
+        2,
+        "one entry per parentRef: {}",
+        r["status"]
+    );
+    assert_eq!(ours(&r)[0].0["kind"], "Gateway");
+    assert_generation("GRPCRoute app/grpc", &r);
+
     // A ReferenceGrant arriving later resolves the cross-namespace backend.
     let grant = format!(
         "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: from-app, namespace: {OTHER_NS}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {NS}}}]\n  to: [{{group: \"\", kind: Service}}]\n"
@@ -459,8 +489,9 @@ async fn route_status() {
     let attached: Vec<&Value> = (0..2)
         .map(|i| &gw["status"]["listeners"][i]["attachedRoutes"])
         .collect();
-    // good, missing-backend, wrong-kind, cross-ns (shared moved away; the rest refused).
-    assert_eq!(attached, [4, 0], "attachedRoutes http/tls");
+    // good, missing-backend, wrong-kind, cross-ns and the GRPCRoute (shared moved away;
+    // the rest refused).
+    assert_eq!(attached, [5, 0], "attachedRoutes http/tls");
     assert_eq!(
         status_reason(&class["status"]["conditions"], "Accepted"),
         pair("True", "Accepted")
