@@ -50,8 +50,16 @@ type listener struct {
 	ln      net.Listener
 	svcNS   string
 	svcName string
-	port    corev1.ServicePort
 	next    atomic.Uint64
+
+	mu   sync.Mutex // guards port only: connections must not wait on Sync's API calls
+	port corev1.ServicePort
+}
+
+func (l *listener) servicePort() corev1.ServicePort {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.port
 }
 
 func (b *Balancer) init() {
@@ -112,7 +120,9 @@ func (b *Balancer) Sync(ctx context.Context, ns, name string, svc *corev1.Servic
 	}
 	for lk, p := range want {
 		if l, ok := b.listeners[lk]; ok {
+			l.mu.Lock()
 			l.port = p
+			l.mu.Unlock()
 			continue
 		}
 		if err := b.openListener(lk, ns, name, p); err != nil {
@@ -226,9 +236,7 @@ func (b *Balancer) serve(l *listener) {
 
 // endpoints lists the ready endpoint addresses of a Service port (ip:port).
 func (b *Balancer) endpoints(l *listener) []string {
-	b.mu.Lock()
-	p := l.port
-	b.mu.Unlock()
+	p := l.servicePort()
 	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: l.svcName})
 	slices, err := b.Slices.EndpointSlices(l.svcNS).List(sel)
 	if err != nil {
