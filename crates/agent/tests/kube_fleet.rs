@@ -14,7 +14,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::kube::*;
-use support::temp_dir;
+use support::{Envoy, temp_dir};
 
 const NS: &str = "app";
 
@@ -83,8 +83,8 @@ async fn fleet() {
     let mut b_flags = flags.to_vec();
     b_flags.extend(["--bind-address", "127.0.0.1"]);
     let mut b = KubeAgent::start_as("node-b", "agent-b", kubeconfig, &b_flags, &logs);
-    let _envoy_a = start_envoy("node-a", &a.xds, true, &logs);
-    let _envoy_b = start_envoy("node-b", &b.xds, true, &logs);
+    let _envoy_a = Envoy::start("node-a", &a.xds, true, &logs);
+    let _envoy_b = Envoy::start("node-b", &b.xds, true, &logs);
 
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
     let lp = ListParams::default().labels("aether.io/edge-gateway");

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::kube::*;
-use support::{http_get, temp_dir};
+use support::{Envoy, http_get, temp_dir};
 
 const NS: &str = "app";
 const ROUTES: usize = 50;
@@ -58,7 +58,7 @@ async fn latency() {
         ],
         &logs,
     );
-    let _envoy = start_envoy("node-a", &agent.xds, true, &logs);
+    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
     eventually(
         Duration::from_secs(30),
         "Gateway Programmed",

@@ -15,7 +15,7 @@ use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
 use support::kube::*;
-use support::{Proc, agent_bin, http_get, temp_dir};
+use support::{Envoy, Proc, agent_bin, http_get, temp_dir};
 
 const NS: &str = "app";
 
@@ -76,7 +76,7 @@ async fn rbac() {
             .args(["--report-address", &report]),
         &logs,
     );
-    let _envoy = start_envoy("node-a", &socket, true, &logs);
+    let _envoy = Envoy::start("node-a", &socket, true, &logs);
 
     let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), "aether-ingress");
     eventually(Duration::from_secs(30), "the Lease held", || {

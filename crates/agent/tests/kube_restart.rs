@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use support::kube::*;
-use support::{http_get, temp_dir, wait_until};
+use support::{Envoy, http_get, temp_dir, wait_until};
 
 const NS: &str = "app";
 
@@ -55,7 +55,7 @@ async fn restarts() {
         &logs,
     );
     // SotW ADS (Delta elsewhere): a reconnect resumes from Envoy's version_info.
-    let envoy = start_envoy("node-a", &agent.xds, false, &logs);
+    let envoy = Envoy::start("node-a", &agent.xds, false, &logs);
 
     // The Service appears; the test as load balancer sends to its targetPort.
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");

@@ -13,7 +13,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::kube::*;
-use support::temp_dir;
+use support::{Envoy, temp_dir};
 
 const NS: &str = "app";
 const OTHER_NS: &str = "other";
@@ -219,7 +219,7 @@ async fn route_status() {
         &logs,
     );
     // SotW ADS here (the other tests use Delta): the ACK gate works with both.
-    let _envoy = start_envoy("node-a", &agent.xds, false, &logs);
+    let _envoy = Envoy::start("node-a", &agent.xds, false, &logs);
 
     for (ns, name, _, accepted, resolved) in &cases {
         let what = format!("HTTPRoute {ns}/{name}");

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use support::kube::*;
-use support::{http_get, temp_dir};
+use support::{Envoy, http_get, temp_dir};
 
 const NS: &str = "app";
 
@@ -94,7 +94,7 @@ async fn service_mode() {
         &["--leader-elect=false", "--address-mode", "service"],
         &logs,
     );
-    let _envoy = start_envoy("node-a", &agent.xds, true, &logs);
+    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
 
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
     let by_label = ListParams::default().labels("aether.io/edge-gateway");
@@ -301,7 +301,7 @@ async fn outage() {
         ],
         &logs,
     );
-    let mut envoy = start_envoy("node-a", &agent.xds, true, &logs);
+    let mut envoy = Envoy::start("node-a", &agent.xds, true, &logs);
     let client = server.client();
     let c = &client;
     let want = |s: &'static str, r: &'static str| Some((s.to_string(), r.to_string()));
@@ -391,7 +391,7 @@ async fn outage() {
     assert!(ok >= 2, "writes succeeded after the outage: {ok}");
 
     // And the agent is fully back: a new Envoy ACKs, status follows.
-    let _envoy = start_envoy("node-a", &agent.xds, true, &logs);
+    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
     eventually(
         Duration::from_secs(30),
         "Programmed=True again",

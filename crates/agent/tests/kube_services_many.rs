@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::Duration;
 use support::kube::*;
-use support::{http_get, temp_dir};
+use support::{Envoy, http_get, temp_dir};
 
 const NS: &str = "app";
 const GATEWAYS: usize = 20;
@@ -112,7 +112,7 @@ async fn many() {
         &["--leader-elect=false", "--address-mode", "service"],
         &logs,
     );
-    let _envoy = start_envoy("node-a", &agent.xds, true, &logs);
+    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
     let mut all: Vec<String> = names.iter().map(|n| gateway_yaml(n)).collect();
     all.push(route_yaml(&names));
     server.apply(&all.join("---\n")).await.unwrap();

@@ -9,7 +9,7 @@ mod support;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use std::time::Duration;
 use support::kube::*;
-use support::temp_dir;
+use support::{Envoy, temp_dir};
 
 const NS: &str = "app";
 
@@ -85,7 +85,7 @@ async fn refused() {
         ],
         &logs,
     );
-    let _envoy = start_envoy("node-a", &agent.xds, true, &logs);
+    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
 
     for name in ["r1", "r2"] {
         eventually(Duration::from_secs(30), &format!("{name} accepted"), || {

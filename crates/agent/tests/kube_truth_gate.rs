@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::kube::*;
-use support::{http_get, temp_dir};
+use support::{Envoy, http_get, temp_dir};
 
 const NS: &str = "app";
 
@@ -158,7 +158,7 @@ async fn truth_gate() {
             std::thread::sleep(Duration::from_millis(5));
         }
     });
-    let _envoy = start_envoy("node-a", &agent.xds, true, &logs);
+    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
     poller.join().unwrap();
     let ack = acked.lock().unwrap().expect("Envoy ACKed the snapshot");
     let status_at = eventually(Duration::from_secs(10), "Programmed=True observed", || {

@@ -10,7 +10,7 @@ use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use std::time::Duration;
 use support::kube::*;
-use support::{http_get, temp_dir};
+use support::{Envoy, http_get, temp_dir};
 
 const NS: &str = "app";
 
@@ -74,7 +74,7 @@ async fn unreadable() {
         ],
         &logs,
     );
-    let _envoy = start_envoy("node-a", &agent.xds, true, &logs);
+    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
     eventually(
         Duration::from_secs(30),
         "r1 accepted despite early-bad",

@@ -14,7 +14,7 @@
 //! The API server rejects loopback addresses in EndpointSlices, and no test address
 //! may exist in the host namespace: hence the namespace and its private address.
 
-use super::{Envoy, Proc, Response, agent_bin, envoy_bin, free_port, http_get, serve_backend_conn};
+use super::{Proc, Response, agent_bin, free_port, http_get, serve_backend_conn};
 use serde_json::Value;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -254,32 +254,6 @@ impl KubeAgent {
     pub fn node_acked_all(&self, node: &str) -> bool {
         self.snapshot().is_some_and(|s| snapshot_acked(&s, node))
     }
-}
-
-/// [`Envoy::start`], but with `--use-dynamic-base-id`: several Envoys of one test
-/// share the namespace's abstract sockets, where fixed base ids can collide.
-pub fn start_envoy(node_id: &str, xds: &str, delta: bool, log_dir: &Path) -> Envoy {
-    let admin = format!("127.0.0.1:{}", free_port());
-    let mut cmd = Command::new(agent_bin());
-    cmd.args(["bootstrap", "--node-id", node_id, "--xds-address", xds])
-        .args(["--admin-address", &admin]);
-    if delta {
-        cmd.arg("--delta");
-    }
-    let out = cmd.output().expect("aether-edge bootstrap");
-    assert!(out.status.success(), "bootstrap failed: {out:?}");
-    let path = log_dir.join(format!("envoy-{node_id}.yaml"));
-    std::fs::write(&path, &out.stdout).unwrap();
-    let proc = Proc::spawn(
-        &format!("envoy-{node_id}"),
-        Command::new(envoy_bin())
-            .arg("-c")
-            .arg(&path)
-            .args(["--log-level", "warn", "--use-dynamic-base-id"])
-            .args(["--drain-time-s", "1", "--parent-shutdown-time-s", "2"]),
-        log_dir,
-    );
-    Envoy { proc, admin }
 }
 
 /// Every resource in `versions` ACKed by `node` at that version.
