@@ -101,15 +101,20 @@ pub fn isolated(test: &str) -> bool {
         .block_on(aether_testkit::gateway_api_crd_dir())
         .expect("the Gateway API CRDs from the Go module cache");
     let ns = Netns::create();
-    let out = Command::new("ip")
+    let child = Command::new("ip")
         .args(["netns", "exec", &ns.name])
         .arg(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env(NETNS_MARKER, &ns.name)
         .env("AETHER_KUBE_BIN_DIR", bins)
         .env("AETHER_GATEWAY_API_CRD_DIR", crds)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("ip netns exec");
+    // `ip netns exec` execs the test binary: this pid names its temp_dir()s.
+    let pid = child.id();
+    let out = child.wait_with_output().expect("ip netns exec");
     let name = ns.name.clone();
     drop(ns);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -117,10 +122,24 @@ pub fn isolated(test: &str) -> bool {
     println!("--- {test} in netns {name} ---\n{stdout}\n{stderr}");
     assert!(
         out.status.success() && stdout.contains("test result: ok. 1 passed"),
-        "{test} failed in netns {name}: {} (its output is above)",
-        out.status
+        "{test} failed in netns {name}: {} (its output is above; process logs in {}/aether-edge-live-kube-*-{pid}-*)",
+        out.status,
+        std::env::temp_dir().display()
     );
     assert!(!netns_exists(&name), "netns {name} left behind");
+    // Passed: its logs are not needed (a failure keeps them for the post-mortem).
+    let mine = format!("-{pid}-");
+    for entry in std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let file_name = entry.file_name();
+        let n = file_name.to_string_lossy();
+        if n.starts_with("aether-edge-live-kube-") && n.contains(&mine) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
     false
 }
 
