@@ -14,7 +14,6 @@
 
 use crate::backend::{BackendRef, Backends};
 use crate::route::{self, RouteModel, Rule, RuleAction, enum_name, header_matches, modify_headers};
-use crate::status::{GROUP, ParentReference};
 use aether_ir::{HeaderModifier, ObjectRef, PathMatch, RouteMatch};
 use gateway_api::apis::standard::grpcroutes::{
     GrpcRoute, GrpcRouteRules, GrpcRouteRulesFiltersType, GrpcRouteRulesMatches,
@@ -24,55 +23,11 @@ use gateway_api::apis::standard::grpcroutes::{
 pub const KIND: &str = "GRPCRoute";
 
 pub fn model(backends: &Backends<'_>, key: ObjectRef, r: &GrpcRoute) -> RouteModel {
-    let mut m = RouteModel {
-        kind: KIND,
-        generation: r.metadata.generation.unwrap_or(0),
-        created: r.metadata.creation_timestamp.clone(),
-        hostnames: r
-            .spec
-            .hostnames
-            .iter()
-            .flatten()
-            .map(|h| h.to_ascii_lowercase())
-            .collect(),
-        parent_refs: r
-            .spec
-            .parent_refs
-            .iter()
-            .flatten()
-            .map(|p| ParentReference {
-                group: p.group.clone().unwrap_or_else(|| GROUP.into()),
-                kind: p.kind.clone().unwrap_or_else(|| "Gateway".into()),
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
-                section_name: p.section_name.clone(),
-                port: p.port,
-            })
-            .collect(),
-        rules: vec![],
-        invalid_rules: vec![],
-        backend_errors: vec![],
-        key,
-    };
-    let default_rules = vec![GrpcRouteRules::default()];
-    let rules = r
-        .spec
-        .rules
-        .as_ref()
-        .filter(|r| !r.is_empty())
-        .unwrap_or(&default_rules);
-    for (index, spec) in rules.iter().enumerate() {
-        match rule(
-            backends,
-            &m.key.namespace,
-            index,
-            spec,
-            &mut m.backend_errors,
-        ) {
-            Ok(rule) => m.rules.push(rule),
-            Err(why) => m.invalid_rules.push(format!("rule {index}: {why}")),
-        }
-    }
+    let parents = route::parent_references!(r.spec.parent_refs);
+    let mut m = RouteModel::new(KIND, key, &r.metadata, r.spec.hostnames.as_ref(), parents);
+    m.read_rules(r.spec.rules.as_ref(), |ns, index, spec, errors| {
+        rule(backends, ns, index, spec, errors)
+    });
     m
 }
 

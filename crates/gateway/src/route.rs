@@ -15,7 +15,7 @@ use aether_ir::{
     Cluster, Header, HeaderMatch, HeaderModifier, ObjectRef, PathMatch, PathRewrite,
     QueryParamMatch, RouteMatch, StringMatch, UrlRewrite,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 /// One HTTPRoute or GRPCRoute, read.
 #[derive(Debug, Clone)]
@@ -69,7 +69,72 @@ pub struct RedirectSpec {
     pub status_code: u16,
 }
 
+/// A route's parentRefs with group and kind defaulted, as status echoes them.
+/// (HTTPRoute and GRPCRoute have distinct generated types with the same fields.)
+macro_rules! parent_references {
+    ($refs:expr) => {
+        $refs
+            .iter()
+            .flatten()
+            .map(|p| $crate::status::ParentReference {
+                group: p
+                    .group
+                    .clone()
+                    .unwrap_or_else(|| $crate::status::GROUP.into()),
+                kind: p.kind.clone().unwrap_or_else(|| "Gateway".into()),
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                section_name: p.section_name.clone(),
+                port: p.port,
+            })
+            .collect::<Vec<_>>()
+    };
+}
+pub(crate) use parent_references;
+
 impl RouteModel {
+    /// A route with no rules read yet.
+    pub fn new(
+        kind: &'static str,
+        key: ObjectRef,
+        meta: &ObjectMeta,
+        hostnames: Option<&Vec<String>>,
+        parent_refs: Vec<ParentReference>,
+    ) -> Self {
+        RouteModel {
+            kind,
+            generation: meta.generation.unwrap_or(0),
+            created: meta.creation_timestamp.clone(),
+            hostnames: hostnames
+                .into_iter()
+                .flatten()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+            parent_refs,
+            rules: vec![],
+            invalid_rules: vec![],
+            backend_errors: vec![],
+            key,
+        }
+    }
+
+    /// Reads every rule (a missing or empty list is one catch-all rule, as the API
+    /// server defaults it), keeping the valid ones and why the others were dropped.
+    pub fn read_rules<R: Default>(
+        &mut self,
+        rules: Option<&Vec<R>>,
+        mut read: impl FnMut(&str, usize, &R, &mut Vec<BackendError>) -> Result<Rule, String>,
+    ) {
+        let default_rules = vec![R::default()];
+        let rules = rules.filter(|r| !r.is_empty()).unwrap_or(&default_rules);
+        for (index, spec) in rules.iter().enumerate() {
+            match read(&self.key.namespace, index, spec, &mut self.backend_errors) {
+                Ok(rule) => self.rules.push(rule),
+                Err(why) => self.invalid_rules.push(format!("rule {index}: {why}")),
+            }
+        }
+    }
+
     /// Accepted/ResolvedRefs/PartiallyInvalid for a parent where the route
     /// attached (listener checks passed). Returns the conditions and whether the
     /// route is Accepted there.
