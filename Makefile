@@ -30,4 +30,5 @@ lint:
 # Scale and propagation benchmarks (release build); prints medians and peak memory.
 bench: envoy
 	cargo bench -p aether-benches --bench scale
+	cargo bench -p aether-benches --bench fleet
 	cargo bench -p aether-edge --bench propagation

@@ -1,8 +1,10 @@
 //! The agent's end: stream the latest local report to whoever leads.
 //!
 //! Bounded: at most one report per `interval`, only when it changed, and only the
-//! latest (intermediate reports are skipped). The stream follows the leader: when
-//! the leader's report address changes, or the stream breaks, it reconnects.
+//! latest (intermediate reports are skipped); after the first, each report carries
+//! only the Gateways whose state changed ([`delta`]). The stream follows the
+//! leader: when the leader's report address changes, or the stream breaks, it
+//! reconnects and starts again with a whole report.
 
 use crate::pb::AckReport;
 use crate::pb::fleet_reports_client::FleetReportsClient;
@@ -52,9 +54,15 @@ async fn stream_to(
     info!(leader = %address, "reporting to the leader");
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     let sender = async move {
+        let mut last: Option<AckReport> = None;
         loop {
             let report = (**reports.borrow_and_update()).clone();
-            if tx.send(report).await.is_err() {
+            let message = match &last {
+                None => report.clone(),
+                Some(previous) => delta(previous, &report),
+            };
+            last = Some(report);
+            if tx.send(message).await.is_err() {
                 return;
             }
             tokio::time::sleep(interval).await;
@@ -67,5 +75,94 @@ async fn stream_to(
     tokio::select! {
         r = client.report(ReceiverStream::new(rx)) => r.map(|_| ()),
         () = sender => Ok(()),
+    }
+}
+
+/// `next` as changes to `previous` (see `delta` in fleet.proto).
+pub fn delta(previous: &AckReport, next: &AckReport) -> AckReport {
+    let mut out = AckReport {
+        node: next.node.clone(),
+        envoy_connected: next.envoy_connected,
+        acked_snapshot: next.acked_snapshot.clone(),
+        delta: true,
+        ..Default::default()
+    };
+    let gone = |old: &std::collections::HashMap<String, String>,
+                new: &std::collections::HashMap<String, String>| {
+        old.keys()
+            .filter(|k| !new.contains_key(*k))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    out.cleared = gone(&previous.acked, &next.acked);
+    out.cleared.extend(gone(&previous.nacked, &next.nacked));
+    out.cleared.sort();
+    out.cleared.dedup();
+    // A cleared key leaves both maps, so whatever it still holds is set again.
+    let changed = |old: &std::collections::HashMap<String, String>,
+                   new: &std::collections::HashMap<String, String>,
+                   cleared: &[String]| {
+        new.iter()
+            .filter(|(k, v)| old.get(*k) != Some(*v) || cleared.binary_search(k).is_ok())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    out.acked = changed(&previous.acked, &next.acked, &out.cleared);
+    out.nacked = changed(&previous.nacked, &next.nacked, &out.cleared);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Reports;
+
+    fn mk(acked: &[(&str, &str)], nacked: &[(&str, &str)]) -> AckReport {
+        AckReport {
+            node: "a".into(),
+            envoy_connected: true,
+            acked: acked
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            nacked: nacked
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn deltas_rebuild_every_report_on_the_leader() {
+        let steps = [
+            mk(&[("ns/a", "h1"), ("ns/b", "h1")], &[]),
+            mk(&[("ns/a", "h2"), ("ns/b", "h1")], &[]),
+            mk(&[("ns/b", "h1")], &[("ns/a", "bad regex")]),
+            mk(&[("ns/a", "h3")], &[]),
+            AckReport {
+                acked_snapshot: "v9".into(),
+                ..mk(&[], &[])
+            },
+            mk(&[("ns/c", "h1")], &[("ns/a", "again")]),
+        ];
+        let leader = Reports::default();
+        leader.apply(steps[0].clone());
+        for pair in steps.windows(2) {
+            let d = delta(&pair[0], &pair[1]);
+            assert!(d.delta);
+            leader.apply(d);
+            assert_eq!(leader.nodes()["a"], pair[1], "after {:?}", pair[1]);
+        }
+    }
+
+    #[test]
+    fn a_delta_carries_only_what_changed() {
+        let before = mk(&[("ns/a", "h1"), ("ns/b", "h1"), ("ns/c", "h1")], &[]);
+        let after = mk(&[("ns/a", "h1"), ("ns/b", "h2"), ("ns/c", "h1")], &[]);
+        let d = delta(&before, &after);
+        assert_eq!(d.acked.len(), 1);
+        assert_eq!(d.acked["ns/b"], "h2");
+        assert!(d.cleared.is_empty() && d.nacked.is_empty());
     }
 }

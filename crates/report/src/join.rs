@@ -45,6 +45,36 @@ impl Reports {
         }
     }
 
+    /// Applies a report: a whole one replaces the node's, a delta (see the proto)
+    /// changes it.
+    pub fn apply(&self, report: AckReport) {
+        if !report.delta {
+            return self.update(report);
+        }
+        let changed = {
+            let mut nodes = self.nodes.lock().expect("reports lock");
+            let entry = nodes
+                .entry(report.node.clone())
+                .or_insert_with(|| AckReport {
+                    node: report.node.clone(),
+                    ..Default::default()
+                });
+            let before = entry.clone();
+            for key in &report.cleared {
+                entry.acked.remove(key);
+                entry.nacked.remove(key);
+            }
+            entry.acked.extend(report.acked);
+            entry.nacked.extend(report.nacked);
+            entry.envoy_connected = report.envoy_connected;
+            entry.acked_snapshot = report.acked_snapshot;
+            *entry != before
+        };
+        if changed {
+            self.changes.send_modify(|g| *g += 1);
+        }
+    }
+
     /// Forgets a node (its agent's stream ended).
     pub fn remove(&self, node: &str) {
         let removed = self

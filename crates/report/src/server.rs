@@ -42,7 +42,7 @@ impl FleetReports for ReportService {
                     node = Some(report.node.clone());
                     count += 1;
                     debug!(node = %report.node, "report");
-                    self.reports.update(report);
+                    self.reports.apply(report);
                 }
                 Some(Err(e)) => break Err(e),
                 None => break Ok(()),
