@@ -4,9 +4,12 @@
 //! [`Store`]. A directory loads all or nothing: if any file fails, the error names
 //! every failing file, line and object, and the caller keeps serving the last good
 //! store. Changes are noticed through a cheap [`Fingerprint`] (names, sizes and
-//! modification times) so an unchanged directory is never re-parsed.
+//! modification times) so an unchanged directory is never re-parsed, and a
+//! [`ParseCache`] keeps each file's objects so a reload parses only the files
+//! that changed.
 
 use aether_gateway::Store;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -49,31 +52,65 @@ fn yaml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// Parses every YAML file of `dir` into one store, or says everything that is wrong.
 pub fn load_dir(dir: &Path) -> Result<Store, LoadFailure> {
-    let failure = |problems| LoadFailure {
-        dir: dir.to_path_buf(),
-        problems,
-    };
-    let files = yaml_files(dir).map_err(|e| failure(vec![format!("{}: {e}", dir.display())]))?;
-    let mut store = Store::default();
-    let mut problems = Vec::new();
-    for path in files {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                if let Err(e) = store.add_yaml(&name, &text) {
-                    problems.push(e.to_string());
-                }
+    ParseCache::default().load(dir)
+}
+
+/// Each file's parsed objects, keyed by what the file looked like (size and
+/// modification time) when it was parsed.
+#[derive(Default)]
+pub struct ParseCache {
+    files: BTreeMap<PathBuf, (FileStamp, Store)>,
+}
+
+type FileStamp = (u64, Option<SystemTime>);
+
+fn stamp(path: &Path) -> FileStamp {
+    let meta = std::fs::metadata(path).ok();
+    let len = meta.as_ref().map_or(0, |m| m.len());
+    (len, meta.and_then(|m| m.modified().ok()))
+}
+
+impl ParseCache {
+    /// [`load_dir`], re-parsing only the files whose stamp changed since they
+    /// last parsed cleanly.
+    pub fn load(&mut self, dir: &Path) -> Result<Store, LoadFailure> {
+        let failure = |problems| LoadFailure {
+            dir: dir.to_path_buf(),
+            problems,
+        };
+        let files =
+            yaml_files(dir).map_err(|e| failure(vec![format!("{}: {e}", dir.display())]))?;
+        self.files.retain(|path, _| files.contains(path));
+        let mut problems = Vec::new();
+        for path in &files {
+            let now = stamp(path);
+            if self.files.get(path).is_some_and(|(s, _)| *s == now) {
+                continue;
             }
-            Err(e) => problems.push(format!("{name}: {e}")),
+            self.files.remove(path);
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let mut store = Store::default();
+            match std::fs::read_to_string(path) {
+                Ok(text) => match store.add_yaml(&name, &text) {
+                    Ok(_) => {
+                        self.files.insert(path.clone(), (now, store));
+                    }
+                    Err(e) => problems.push(e.to_string()),
+                },
+                Err(e) => problems.push(format!("{name}: {e}")),
+            }
         }
-    }
-    if problems.is_empty() {
+        if !problems.is_empty() {
+            return Err(failure(problems));
+        }
+        let mut store = Store::default();
+        for (_, file) in self.files.values() {
+            store.merge(file);
+        }
         Ok(store)
-    } else {
-        Err(failure(problems))
     }
 }
 
@@ -122,6 +159,34 @@ mod tests {
         let err = load_dir(&dir).unwrap_err();
         assert_eq!(err.problems.len(), 1, "{err}");
         assert!(err.problems[0].starts_with("bad.yml:"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_cache_reparses_only_changed_files_and_forgets_deleted_ones() {
+        let dir = tempdir("cache");
+        let ns =
+            |name: &str| format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n");
+        std::fs::write(dir.join("a.yaml"), ns("a")).unwrap();
+        std::fs::write(dir.join("b.yaml"), ns("b")).unwrap();
+        let mut cache = ParseCache::default();
+        assert_eq!(cache.load(&dir).unwrap().len(), 2);
+        std::fs::write(dir.join("b.yaml"), ns("bee")).unwrap();
+        let store = cache.load(&dir).unwrap();
+        let names: Vec<String> = store
+            .all::<k8s_openapi::api::core::v1::Namespace>()
+            .keys()
+            .map(|k| k.name.clone())
+            .collect();
+        assert_eq!(names, ["a", "bee"]);
+        std::fs::remove_file(dir.join("a.yaml")).unwrap();
+        assert_eq!(cache.load(&dir).unwrap().len(), 1);
+        // A broken file fails the load and is retried next time.
+        std::fs::write(dir.join("c.yaml"), "kind: [").unwrap();
+        assert!(cache.load(&dir).is_err());
+        assert!(cache.load(&dir).is_err());
+        std::fs::write(dir.join("c.yaml"), ns("c")).unwrap();
+        assert_eq!(cache.load(&dir).unwrap().len(), 2);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -14,7 +14,7 @@ use crate::admin::{self, AdminState};
 use crate::cli::StandaloneArgs;
 use crate::pipeline::{Pipeline, Published};
 use crate::serve;
-use crate::source::{self, Fingerprint};
+use crate::source::{self, Fingerprint, ParseCache};
 use aether_ads::{Fleet, GatewayAck};
 use aether_gateway::AckState;
 use anyhow::Context;
@@ -97,11 +97,12 @@ async fn watch_dir(dir: PathBuf, pipeline: Arc<Pipeline>, mut shutdown: watch::R
         warn!(dir = %dir.display(), error = %e, "file events unavailable; rescanning every second");
     }
     let mut last = Fingerprint::default();
+    let mut cache = ParseCache::default();
     loop {
         let now = source::fingerprint(&dir);
         if now != last {
             last = now;
-            reload(&dir, &pipeline);
+            reload(&dir, &pipeline, &mut cache);
         }
         tokio::select! {
             Some(()) = events.recv() => {
@@ -114,8 +115,8 @@ async fn watch_dir(dir: PathBuf, pipeline: Arc<Pipeline>, mut shutdown: watch::R
     }
 }
 
-fn reload(dir: &std::path::Path, pipeline: &Pipeline) {
-    match source::load_dir(dir) {
+fn reload(dir: &std::path::Path, pipeline: &Pipeline, cache: &mut ParseCache) {
+    match cache.load(dir) {
         Ok(store) => {
             pipeline.stats.loads_ok.fetch_add(1, Ordering::Relaxed);
             if pipeline.apply(&store) {

@@ -151,11 +151,65 @@ impl Store {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Adds every object of `other`, replacing objects with the same key (as
+    /// loading `other`'s file after this store's would).
+    pub fn merge(&mut self, other: &Store) {
+        macro_rules! merge_kinds {
+            ($($field:ident),*) => {
+                $(self.$field.extend(other.$field.iter().map(|(k, v)| (k.clone(), v.clone())));)*
+            };
+        }
+        merge_kinds!(
+            gateway_classes,
+            gateways,
+            http_routes,
+            grpc_routes,
+            tls_routes,
+            reference_grants,
+            services,
+            endpoint_slices,
+            secrets,
+            config_maps,
+            namespaces
+        );
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mk_service(ns: &str, name: &str, port: i32) -> Service {
+        let mut svc = Service::default();
+        svc.metadata.namespace = Some(ns.into());
+        svc.metadata.name = Some(name.into());
+        svc.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+            ports: Some(vec![k8s_openapi::api::core::v1::ServicePort {
+                port,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        svc
+    }
+
+    #[test]
+    fn merge_adds_every_object_and_the_later_store_wins() {
+        let mut a = Store::default();
+        a.insert(mk_service("x", "one", 80));
+        a.insert(mk_service("x", "two", 80));
+        let mut b = Store::default();
+        b.insert(mk_service("x", "two", 8080));
+        b.insert(mk_service("y", "three", 80));
+        a.merge(&b);
+        assert_eq!(a.len(), 3);
+        let two: &Service = a.get("x", "two").unwrap();
+        assert_eq!(
+            two.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].port,
+            8080
+        );
+    }
 
     #[test]
     fn insert_defaults_namespace_and_remove_finds_it() {
