@@ -586,6 +586,9 @@ fn status_inputs(
                 r = problems.unallocated.changed() => if r.is_err() { return },
                 _ = tokio::time::sleep_until(grace_ends), if !settled => {}
             }
+            // A fleet reports in bursts (every agent after the same change): join
+            // them once per burst rather than once per report.
+            tokio::time::sleep(SETTLE).await;
         }
     });
     rx
