@@ -14,29 +14,26 @@
 //! `Programmed`, `attachedRoutes` and route `Accepted` wait for every connected
 //! Envoy of the fleet to ACK the Gateway's current content hash.
 
+mod duties;
+mod fleet;
+
 use crate::admin::{self, AdminState};
-use crate::pipeline::{Pipeline, Published};
+use crate::pipeline::Pipeline;
 use crate::serve;
 use aether_ads::Fleet;
-use aether_gateway::{AckState, StatusPlan, Store};
-use aether_ir::ObjectRef;
 use aether_k8s::Index;
 use aether_k8s::leader::{self, LeaderConfig, LeaderElector};
-use aether_k8s::service::{
-    self, AddressMode, RecentWrites, ServiceConfig, ServiceMetrics, Unallocated,
-};
-use aether_k8s::status::{StatusInputs, StatusWriter};
-use aether_report::pb::AckReport;
-use aether_report::{Reports, local_report};
+use aether_k8s::service::{self, AddressMode, ServiceConfig, ServiceMetrics, Unallocated};
+use aether_k8s::status::StatusWriter;
+use aether_report::Reports;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use k8s_openapi::api::core::v1::Service;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::info;
 
 /// Features our GatewayClass claims in `status.supportedFeatures`: exactly those
 /// the upstream suite passes (conformance/reports: GATEWAY-HTTP core + the
@@ -221,24 +218,20 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
     };
 
     // Fleet reports: ours in process when we lead, over gRPC to the leader otherwise.
-    let local = local_reports(&args.node_name, pipeline.subscribe(), fleet.clone());
-    tokio::spawn(self_report(
+    let local = fleet::local_reports(&args.node_name, pipeline.subscribe(), fleet.clone());
+    tokio::spawn(fleet::self_report(
         local.clone(),
         is_leader.clone(),
         reports.clone(),
     ));
-    let leader_address = leader_address(
+    fleet::report_to_leader(
         client.clone(),
+        local,
         args.namespace.clone(),
         args.lease_name.clone(),
         identity.clone(),
         args.leader_elect,
     );
-    tokio::spawn(aether_report::client::run(
-        leader_address,
-        local,
-        REPORT_INTERVAL,
-    ));
     let report_listener = tokio::net::TcpListener::bind(&args.report_address)
         .await
         .with_context(|| format!("binding the report address {}", args.report_address))?;
@@ -254,7 +247,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
     let (problems_tx, problems_rx) = watch::channel(BTreeMap::new());
     let service_metrics = Arc::new(ServiceMetrics::default());
     if let AddressMode::Service(cfg) = &mode {
-        tokio::spawn(reconcile_services(
+        tokio::spawn(duties::reconcile_services(
             client.clone(),
             index.clone(),
             pipeline.subscribe(),
@@ -264,12 +257,12 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             service_metrics.clone(),
         ));
     }
-    let status_inputs = status_inputs(
+    let status_inputs = duties::status_inputs(
         index.clone(),
         pipeline.subscribe(),
         reports.clone(),
         mode.clone(),
-        Problems {
+        duties::Problems {
             services: problems_rx,
             unallocated: unallocated_rx,
         },
@@ -392,242 +385,4 @@ async fn drive_pipeline(
         tokio::time::sleep(SETTLE).await;
         generation.borrow_and_update();
     }
-}
-
-/// What the local Envoy serves, as the latest report for the leader.
-fn local_reports(
-    node: &str,
-    mut published: watch::Receiver<Option<Arc<Published>>>,
-    fleet: Fleet,
-) -> watch::Receiver<Arc<AckReport>> {
-    let empty = AckReport {
-        node: node.to_string(),
-        ..Default::default()
-    };
-    let (tx, rx) = watch::channel(Arc::new(empty));
-    let node = node.to_string();
-    tokio::spawn(async move {
-        let mut changes = fleet.subscribe();
-        loop {
-            let snapshot = published
-                .borrow_and_update()
-                .as_ref()
-                .map(|p| p.snapshot.clone());
-            if let Some(snapshot) = snapshot {
-                let report = local_report(&node, &fleet, &snapshot);
-                tx.send_if_modified(|current| {
-                    let changed = **current != report;
-                    if changed {
-                        *current = Arc::new(report);
-                    }
-                    changed
-                });
-            }
-            tokio::select! {
-                r = published.changed() => if r.is_err() { return },
-                r = changes.changed() => if r.is_err() { return },
-            }
-        }
-    });
-    rx
-}
-
-/// The leader's own node reports in process.
-async fn self_report(
-    mut local: watch::Receiver<Arc<AckReport>>,
-    mut is_leader: watch::Receiver<bool>,
-    reports: Reports,
-) {
-    loop {
-        let report = local.borrow_and_update().clone();
-        if *is_leader.borrow_and_update() {
-            reports.update((*report).clone());
-        } else {
-            reports.remove(&report.node);
-        }
-        tokio::select! {
-            r = local.changed() => if r.is_err() { return },
-            r = is_leader.changed() => if r.is_err() { return },
-        }
-    }
-}
-
-/// Where the current leader takes reports, `None` while that is us (or unknown).
-fn leader_address(
-    client: kube::Client,
-    namespace: String,
-    lease: String,
-    identity: String,
-    elect: bool,
-) -> watch::Receiver<Option<String>> {
-    let (tx, rx) = watch::channel(None);
-    if !elect {
-        return rx;
-    }
-    tokio::spawn(async move {
-        loop {
-            let address = match leader::current_leader(&client, &namespace, &lease).await {
-                Some((holder, address)) if holder != identity => address,
-                _ => None,
-            };
-            tx.send_if_modified(|current| {
-                let changed = *current != address;
-                if changed {
-                    *current = address.clone();
-                }
-                changed
-            });
-            tokio::time::sleep(LEADER_LOOKUP).await;
-        }
-    });
-    rx
-}
-
-/// Leader only: keeps one Service per served Gateway; per-Gateway failures go to
-/// the status (and are retried with backoff).
-async fn reconcile_services(
-    client: kube::Client,
-    index: Arc<Index>,
-    mut published: watch::Receiver<Option<Arc<Published>>>,
-    mut is_leader: watch::Receiver<bool>,
-    cfg: ServiceConfig,
-    problems: watch::Sender<BTreeMap<ObjectRef, String>>,
-    metrics: Arc<ServiceMetrics>,
-) {
-    let mut generation = index.subscribe();
-    let mut backoff = Duration::from_millis(200);
-    // Our own writes until the watch shows them: allocating from a store that
-    // trails the API server could move a Gateway's ports.
-    let mut recent = RecentWrites::default();
-    loop {
-        let ir = published.borrow_and_update().as_ref().map(|p| p.ir.clone());
-        let leading = *is_leader.borrow_and_update();
-        let mut failed = false;
-        if let (true, Some(ir), Some(store)) = (leading, ir, index.store()) {
-            let current = recent.overlay(&store, &cfg.namespace);
-            let desired = service::desired_services(&current, &ir, &cfg);
-            let existing: Vec<Service> = store
-                .all::<Service>()
-                .values()
-                .filter(|s| service::is_edge_service(s, &cfg.namespace))
-                .cloned()
-                .collect();
-            let result =
-                service::reconcile(&client, desired, existing.iter(), &cfg.namespace).await;
-            recent.record(&result);
-            metrics.observe(&result);
-            let by_gateway = match result {
-                Ok(_) => BTreeMap::new(),
-                Err(errors) => {
-                    warn!(error = %errors, "reconciling edge Services failed; retrying");
-                    failed = true;
-                    errors.by_gateway()
-                }
-            };
-            problems.send_if_modified(|p| {
-                let changed = *p != by_gateway;
-                *p = by_gateway;
-                changed
-            });
-        }
-        if failed {
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(10));
-            continue;
-        }
-        backoff = Duration::from_millis(200);
-        tokio::select! {
-            r = published.changed() => if r.is_err() { return },
-            r = generation.changed() => if r.is_err() { return },
-            r = is_leader.changed() => if r.is_err() { return },
-        }
-        tokio::time::sleep(SETTLE).await;
-    }
-}
-
-/// The status to write: the plan, gated on the fleet's reports, with addresses
-/// from the Services; recomputed on any change.
-fn status_inputs(
-    index: Arc<Index>,
-    mut published: watch::Receiver<Option<Arc<Published>>>,
-    reports: Reports,
-    mode: AddressMode,
-    mut problems: Problems,
-    controller_name: String,
-) -> watch::Receiver<Arc<StatusInputs>> {
-    let (tx, rx) = watch::channel(Arc::new(StatusInputs {
-        controller_name: controller_name.clone(),
-        ..Default::default()
-    }));
-    tokio::spawn(async move {
-        let mut generation = index.subscribe();
-        let mut report_changes = reports.subscribe();
-        let grace_ends = tokio::time::Instant::now() + STARTUP_GRACE;
-        let mut settled = false;
-        loop {
-            settled = settled
-                || tokio::time::Instant::now() >= grace_ends
-                || reports.nodes().values().any(|r| r.envoy_connected);
-            let p = published.borrow_and_update().clone();
-            if let (true, Some(p), Some(store)) = (settled, p, index.store()) {
-                let plan = gate(&p, &reports, &store, &mode, &problems.current());
-                tx.send_replace(Arc::new(StatusInputs {
-                    plan,
-                    store,
-                    supported_features: SUPPORTED_FEATURES.iter().map(|f| f.to_string()).collect(),
-                    controller_name: controller_name.clone(),
-                }));
-            }
-            tokio::select! {
-                r = published.changed() => if r.is_err() { return },
-                r = generation.changed() => if r.is_err() { return },
-                r = report_changes.changed() => if r.is_err() { return },
-                r = problems.services.changed() => if r.is_err() { return },
-                r = problems.unallocated.changed() => if r.is_err() { return },
-                _ = tokio::time::sleep_until(grace_ends), if !settled => {}
-            }
-            // A fleet reports in bursts (every agent after the same change): join
-            // them once per burst rather than once per report.
-            tokio::time::sleep(SETTLE).await;
-        }
-    });
-    rx
-}
-
-/// Why Gateways lack addresses: Service writes that failed, ports not allocated yet.
-struct Problems {
-    services: watch::Receiver<BTreeMap<ObjectRef, String>>,
-    unallocated: watch::Receiver<Vec<Unallocated>>,
-}
-
-impl Problems {
-    fn current(&mut self) -> BTreeMap<ObjectRef, String> {
-        let mut all = service::problems(None, &self.unallocated.borrow_and_update());
-        for (gw, message) in self.services.borrow_and_update().iter() {
-            all.entry(gw.clone())
-                .and_modify(|m| {
-                    m.push_str("; ");
-                    m.push_str(message);
-                })
-                .or_insert_with(|| message.clone());
-        }
-        all
-    }
-}
-
-fn gate(
-    p: &Published,
-    reports: &Reports,
-    store: &Store,
-    mode: &AddressMode,
-    problems: &BTreeMap<ObjectRef, String>,
-) -> StatusPlan {
-    let states = reports.states(&p.snapshot);
-    let mut plan = p
-        .status
-        .gated(|gw| states.get(gw).cloned().unwrap_or(AckState::Pending));
-    if let AddressMode::Service(cfg) = mode {
-        service::apply_addresses(&mut plan, store, cfg, problems);
-    }
-    plan
 }
