@@ -7,7 +7,6 @@
 mod support;
 
 use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -196,18 +195,7 @@ async fn fleet() {
     eventually(
         Duration::from_secs(30),
         "r2 Accepted by the new leader",
-        || async move {
-            let r = get_json::<HttpRoute>(c, Some(NS), "r2")
-                .await
-                .ok_or("none")?;
-            let a = our_parent(&r, "gw", None)
-                .and_then(|p| status_reason(&p["conditions"], "Accepted"));
-            if a == Some(("True".into(), "Accepted".into())) {
-                Ok(())
-            } else {
-                Err(format!("{a:?}"))
-            }
-        },
+        || route_accepted(c, NS, "r2", "gw"),
     )
     .await;
     let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();

@@ -11,7 +11,6 @@
 mod support;
 
 use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -414,18 +413,7 @@ async fn outage() {
     eventually(
         Duration::from_secs(30),
         "r2 Accepted after the restart",
-        || async move {
-            let r = get_json::<HttpRoute>(c, Some(NS), "r2")
-                .await
-                .ok_or("none")?;
-            let a = our_parent(&r, "gw", None)
-                .and_then(|p| status_reason(&p["conditions"], "Accepted"));
-            if a == want("True", "Accepted") {
-                Ok(())
-            } else {
-                Err(format!("{a:?}"))
-            }
-        },
+        || route_accepted(c, NS, "r2", "gw"),
     )
     .await;
     let r = http_get(&format!("{POD_IP}:8080"), "late.example.com", "/", &[]).unwrap();

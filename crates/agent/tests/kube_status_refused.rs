@@ -42,15 +42,7 @@ fn metric(text: &str, name: &str, labels: &[&str]) -> u64 {
 }
 
 async fn accepted(c: &kube::Client, name: &str) -> Result<(), String> {
-    let r = get_json::<HttpRoute>(c, Some(NS), name)
-        .await
-        .ok_or("none")?;
-    let a = our_parent(&r, "gw", None).and_then(|p| status_reason(&p["conditions"], "Accepted"));
-    if a == Some(("True".into(), "Accepted".into())) {
-        Ok(())
-    } else {
-        Err(format!("{a:?}"))
-    }
+    route_accepted(c, NS, name, "gw").await
 }
 
 #[test]

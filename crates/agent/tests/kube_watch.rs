@@ -7,7 +7,6 @@
 mod support;
 
 use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use std::time::Duration;
 use support::kube::*;
 use support::{Envoy, http_get, temp_dir};
@@ -29,15 +28,7 @@ fn route_yaml(name: &str, filters: &str) -> String {
 const EXT_AUTH: &str = "[{type: ExternalAuth, externalAuth: {protocol: HTTP, backendRef: {name: b0, port: 80}, http: {}}}]";
 
 async fn accepted(c: &kube::Client, name: &str) -> Result<(), String> {
-    let r = get_json::<HttpRoute>(c, Some(NS), name)
-        .await
-        .ok_or("none")?;
-    let a = our_parent(&r, "gw", None).and_then(|p| status_reason(&p["conditions"], "Accepted"));
-    if a == Some(("True".into(), "Accepted".into())) {
-        Ok(())
-    } else {
-        Err(format!("{a:?}"))
-    }
+    route_accepted(c, NS, name, "gw").await
 }
 
 #[test]

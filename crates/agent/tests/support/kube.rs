@@ -414,3 +414,22 @@ pub fn median_p99(samples: &mut [Duration]) -> (Duration, Duration) {
     let rank = |q: f64| samples[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
     (rank(0.5), rank(0.99))
 }
+
+/// `Ok` once route `ns/name` has our parent entry for Gateway `gateway` with
+/// Accepted=True/Accepted; otherwise what it has (for `eventually`'s message).
+pub async fn route_accepted(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    gateway: &str,
+) -> Result<(), String> {
+    let r = get_json::<gateway_api::apis::standard::httproutes::HttpRoute>(client, Some(ns), name)
+        .await
+        .ok_or("no such route")?;
+    let a = our_parent(&r, gateway, None).and_then(|p| status_reason(&p["conditions"], "Accepted"));
+    if a == Some(("True".into(), "Accepted".into())) {
+        Ok(())
+    } else {
+        Err(format!("{a:?}"))
+    }
+}
