@@ -2,17 +2,24 @@
 //
 // LoadBalancer Services get an address from the pool, written to
 // status.loadBalancer.ingress; every Service's ClusterIP and load-balancer address is
-// added (as a /32) to an interface of the node network namespace (its loopback), and a TCP
-// forwarder listens on each address:port and relays connections to the Service's
-// ready endpoints (from EndpointSlices) at their target port, round robin.
+// added (as a /32) to an interface of the node network namespace (its loopback), and a
+// forwarder listens on each address:port and relays to the Service's ready endpoints
+// (from EndpointSlices) at their target port, round robin:
 //
 //	client (node netns or pod) ─► LBIP:port / ClusterIP:port ─► forwarder ─► endpoint IP:targetPort
+//
+// TCP ports: each connection goes to one endpoint. UDP ports: each client address gets
+// a session, a UDP socket of its own toward one endpoint; the endpoint's replies are
+// sent back to the client from the Service address:port it sent to. A session ends
+// after UDPIdleTimeout without a datagram either way (as a conntrack entry does), or
+// when the endpoint refuses (ICMP port unreachable).
 //
 // Addresses live only in the node network namespace; nothing is routed from the host.
 package lb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -38,22 +45,32 @@ type Balancer struct {
 	Pool      netip.Prefix
 	Interface string // interface in the node netns carrying the addresses (lo)
 	Slices    discoverylisters.EndpointSliceLister
+	// UDPIdleTimeout ends a UDP session with no datagram either way for this long
+	// (0: DefaultUDPIdleTimeout).
+	UDPIdleTimeout time.Duration
 
 	mu        sync.Mutex
-	listeners map[string]*listener       // "ip:port" → listener
+	listeners map[string]*listener       // "tcp/ip:port" or "udp/ip:port" → listener
 	bySvc     map[string]map[string]bool // service key → listener keys
 	assigned  map[netip.Addr]string      // LB address → service key
 	addrs     map[netip.Addr]int         // address → listener count
 }
 
+// DefaultUDPIdleTimeout is the Linux conntrack default for UDP (nf_conntrack_udp_timeout).
+const DefaultUDPIdleTimeout = 30 * time.Second
+
 type listener struct {
-	ln      net.Listener
+	ln      net.Listener // TCP
+	pc      *net.UDPConn // UDP
 	svcNS   string
 	svcName string
 	next    atomic.Uint64
 
 	mu   sync.Mutex // guards port only: connections must not wait on Sync's API calls
 	port corev1.ServicePort
+
+	smu      sync.Mutex // UDP sessions by client address
+	sessions map[netip.AddrPort]*udpSession
 }
 
 func (l *listener) servicePort() corev1.ServicePort {
@@ -97,10 +114,9 @@ func (b *Balancer) Sync(ctx context.Context, ns, name string, svc *corev1.Servic
 		}
 		for _, ip := range ips {
 			for _, p := range svc.Spec.Ports {
-				if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
-					continue
+				if lk := listenerKey(p.Protocol, ip, p.Port); lk != "" {
+					want[lk] = p
 				}
-				want[net.JoinHostPort(ip.String(), fmt.Sprint(p.Port))] = p
 			}
 		}
 	}
@@ -182,30 +198,76 @@ func (b *Balancer) writeStatus(ctx context.Context, svc *corev1.Service, a netip
 	return nil
 }
 
-func ipOf(hostport string) netip.Addr {
+// listenerKey is "tcp/ip:port" or "udp/ip:port" ("" for protocols not forwarded, SCTP).
+func listenerKey(proto corev1.Protocol, ip netip.Addr, port int32) string {
+	var network string
+	switch proto {
+	case "", corev1.ProtocolTCP:
+		network = "tcp"
+	case corev1.ProtocolUDP:
+		network = "udp"
+	default:
+		return ""
+	}
+	return network + "/" + net.JoinHostPort(ip.String(), fmt.Sprint(port))
+}
+
+// splitKey: "udp/10.96.0.10:53" → "udp", "10.96.0.10:53", 10.96.0.10.
+func splitKey(lk string) (network, hostport string, ip netip.Addr) {
+	network, hostport, _ = strings.Cut(lk, "/")
 	h, _, _ := net.SplitHostPort(hostport)
-	a, _ := netip.ParseAddr(h)
-	return a
+	ip, _ = netip.ParseAddr(h)
+	return network, hostport, ip
+}
+
+// The addresses are added to b.Interface (none: they must be local already, as in tests).
+func (b *Balancer) addAddress(ip netip.Addr) error {
+	if b.Interface == "" {
+		return nil
+	}
+	if out, err := exec.Command("ip", "addr", "replace", ip.String()+"/32", "dev", b.Interface).CombinedOutput(); err != nil {
+		return fmt.Errorf("add address: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (b *Balancer) delAddress(ip netip.Addr) {
+	if b.Interface != "" {
+		_ = exec.Command("ip", "addr", "del", ip.String()+"/32", "dev", b.Interface).Run()
+	}
 }
 
 func (b *Balancer) openListener(lk, ns, name string, p corev1.ServicePort) error {
-	ip := ipOf(lk)
+	network, hostport, ip := splitKey(lk)
 	if b.addrs[ip] == 0 {
-		if out, err := exec.Command("ip", "addr", "replace", ip.String()+"/32", "dev", b.Interface).CombinedOutput(); err != nil {
-			return fmt.Errorf("add address: %v: %s", err, strings.TrimSpace(string(out)))
+		if err := b.addAddress(ip); err != nil {
+			return err
 		}
 	}
-	ln, err := net.Listen("tcp", lk)
+	l := &listener{svcNS: ns, svcName: name, port: p}
+	var err error
+	if network == "udp" {
+		var ua *net.UDPAddr
+		if ua, err = net.ResolveUDPAddr("udp", hostport); err == nil {
+			l.pc, err = net.ListenUDP("udp", ua)
+		}
+	} else {
+		l.ln, err = net.Listen("tcp", hostport)
+	}
 	if err != nil {
 		if b.addrs[ip] == 0 {
-			_ = exec.Command("ip", "addr", "del", ip.String()+"/32", "dev", b.Interface).Run()
+			b.delAddress(ip)
 		}
 		return err
 	}
 	b.addrs[ip]++
-	l := &listener{ln: ln, svcNS: ns, svcName: name, port: p}
 	b.listeners[lk] = l
-	go b.serve(l)
+	if l.pc != nil {
+		l.sessions = map[netip.AddrPort]*udpSession{}
+		go b.serveUDP(l)
+	} else {
+		go b.serve(l)
+	}
 	return nil
 }
 
@@ -214,13 +276,18 @@ func (b *Balancer) closeListener(lk string) {
 	if !ok {
 		return
 	}
-	_ = l.ln.Close()
+	if l.pc != nil {
+		_ = l.pc.Close()
+		l.closeSessions()
+	} else {
+		_ = l.ln.Close()
+	}
 	delete(b.listeners, lk)
-	ip := ipOf(lk)
+	_, _, ip := splitKey(lk)
 	b.addrs[ip]--
 	if b.addrs[ip] <= 0 {
 		delete(b.addrs, ip)
-		_ = exec.Command("ip", "addr", "del", ip.String()+"/32", "dev", b.Interface).Run()
+		b.delAddress(ip)
 	}
 }
 
@@ -247,8 +314,15 @@ func (b *Balancer) endpoints(l *listener) []string {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 {
 			continue
 		}
+		proto := p.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
 		port := int32(-1)
 		for _, sp := range s.Ports {
+			if sp.Protocol != nil && *sp.Protocol != proto {
+				continue
+			}
 			if sp.Port != nil && (sp.Name == nil && p.Name == "" || sp.Name != nil && *sp.Name == p.Name) {
 				port = *sp.Port
 			}
@@ -299,6 +373,129 @@ func (b *Balancer) forward(l *listener, c net.Conn) {
 	go pipe(c, up)
 	<-done
 	<-done
+}
+
+// udpSession is one client's flow through a UDP listener: its own socket, connected to
+// the endpoint chosen when the client's first datagram arrived.
+type udpSession struct {
+	client netip.AddrPort
+	up     *net.UDPConn
+	last   atomic.Int64 // unix nanoseconds of the last datagram either way
+}
+
+func (s *udpSession) touch() { s.last.Store(time.Now().UnixNano()) }
+
+func (b *Balancer) udpIdleTimeout() time.Duration {
+	if b.UDPIdleTimeout > 0 {
+		return b.UDPIdleTimeout
+	}
+	return DefaultUDPIdleTimeout
+}
+
+// serveUDP reads client datagrams on the Service address and sends each through the
+// client's session (made on its first datagram; none while there is no endpoint, when
+// the datagram is dropped, as kube-proxy drops it).
+func (b *Balancer) serveUDP(l *listener) {
+	buf := make([]byte, 64*1024)
+	for {
+		n, client, err := l.pc.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // e.g. a transient error reported by the kernel: keep serving
+		}
+		s := l.session(client, b)
+		if s == nil {
+			continue
+		}
+		s.touch()
+		if _, err := s.up.Write(buf[:n]); err != nil {
+			l.endSession(s)
+		}
+	}
+}
+
+// session returns the client's session, making one toward the next ready endpoint.
+func (l *listener) session(client netip.AddrPort, b *Balancer) *udpSession {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if l.sessions == nil {
+		return nil // listener closed
+	}
+	if s, ok := l.sessions[client]; ok {
+		return s
+	}
+	eps := b.endpoints(l)
+	if len(eps) == 0 {
+		return nil
+	}
+	start := l.next.Add(1)
+	for i := range eps {
+		ua, err := net.ResolveUDPAddr("udp", eps[(int(start)+i)%len(eps)])
+		if err != nil {
+			continue
+		}
+		up, err := net.DialUDP("udp", nil, ua)
+		if err != nil {
+			continue
+		}
+		s := &udpSession{client: client, up: up}
+		s.touch()
+		l.sessions[client] = s
+		go b.relayReplies(l, s)
+		return s
+	}
+	return nil
+}
+
+// relayReplies sends the endpoint's datagrams back to the client from the Service
+// address, until the session is idle for the timeout, refused, or closed.
+func (b *Balancer) relayReplies(l *listener, s *udpSession) {
+	defer l.endSession(s)
+	idle := b.udpIdleTimeout()
+	buf := make([]byte, 64*1024)
+	for {
+		_ = s.up.SetReadDeadline(time.Now().Add(idle))
+		n, err := s.up.Read(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && time.Since(time.Unix(0, s.last.Load())) < idle {
+				continue // the client sent meanwhile: not idle
+			}
+			return // idle, refused by the endpoint (ICMP port unreachable), or closed
+		}
+		s.touch()
+		if _, err := l.pc.WriteToUDPAddrPort(buf[:n], s.client); err != nil && errors.Is(err, net.ErrClosed) {
+			return
+		}
+	}
+}
+
+func (l *listener) endSession(s *udpSession) {
+	l.smu.Lock()
+	if l.sessions[s.client] == s {
+		delete(l.sessions, s.client)
+	}
+	l.smu.Unlock()
+	_ = s.up.Close()
+}
+
+func (l *listener) closeSessions() {
+	l.smu.Lock()
+	sessions := l.sessions
+	l.sessions = nil
+	l.smu.Unlock()
+	for _, s := range sessions {
+		_ = s.up.Close()
+	}
+}
+
+// sessionCount is the number of live UDP sessions (for tests).
+func (l *listener) sessionCount() int {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	return len(l.sessions)
 }
 
 // Close stops every listener and removes every address.
