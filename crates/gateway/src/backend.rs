@@ -181,6 +181,7 @@ impl<'a> Backends<'a> {
                     out.push(Endpoint {
                         address: address.clone(),
                         port,
+                        weight: 0,
                     });
                 }
             }

@@ -138,12 +138,7 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
         if parents.is_empty() {
             continue;
         }
-        let plan = if route.kind == grpc_route::KIND {
-            &mut status.grpc_routes
-        } else {
-            &mut status.http_routes
-        };
-        plan.insert(route.key.clone(), RouteStatus { parents });
+        status.routes_of_kind_mut(route.kind).insert(route.key.clone(), RouteStatus { parents });
     }
 
     let mut ir = Ir::default();

@@ -10,12 +10,14 @@
 //! `gateways.yaml:11: Gateway default/web: unknown field `spec.listner``.
 
 use crate::store::{DEFAULT_NAMESPACE, Store, StoreObject};
-use gateway_api::apis::experimental::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+use gateway_api::apis::standard::tcproutes::TcpRoute;
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
+use gateway_api::apis::standard::udproutes::UdpRoute;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Serialize;
@@ -131,7 +133,7 @@ fn split_documents(text: &str) -> Vec<Document> {
 /// Parses one document; `Ok(None)` when it is empty.
 fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError> {
     let at = |line: usize| doc.first_line + line.saturating_sub(1);
-    let value: Value = serde_yaml::from_str(&doc.text).map_err(|e| LoadError::Syntax {
+    let mut value: Value = serde_yaml::from_str(&doc.text).map_err(|e| LoadError::Syntax {
         file: file.to_string(),
         line: at(e.location().map_or(1, |l| l.line())),
         reason: strip_location(&e.to_string()),
@@ -173,6 +175,7 @@ fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError
         let ns = meta_field("namespace").unwrap_or_else(|| DEFAULT_NAMESPACE.into());
         format!("{kind} {ns}/{name}")
     };
+    default_older_versions(&kind, &mut value);
     let ctx = Context {
         file,
         doc,
@@ -187,6 +190,8 @@ fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError
         ("HTTPRoute", _, Some("v1" | "v1beta1")) => ctx.load::<HttpRoute>(),
         ("GRPCRoute", _, Some("v1")) => ctx.load::<GrpcRoute>(),
         ("TLSRoute", _, Some("v1" | "v1alpha2" | "v1alpha3")) => ctx.load::<TlsRoute>(),
+        ("TCPRoute", _, Some("v1" | "v1alpha2")) => ctx.load::<TcpRoute>(),
+        ("UDPRoute", _, Some("v1" | "v1alpha2")) => ctx.load::<UdpRoute>(),
         ("ReferenceGrant", _, Some("v1" | "v1beta1")) => ctx.load::<ReferenceGrant>(),
         ("Service", "v1", _) => ctx.load::<Service>(),
         ("Secret", "v1", _) => ctx.load::<Secret>(),
@@ -249,6 +254,59 @@ impl Context<'_> {
             });
         }
         Ok(Box::new(move |store: &mut Store| store.insert(typed)))
+    }
+}
+
+/// Older served versions (TLSRoute `v1alpha2`/`v1alpha3`, TCPRoute and UDPRoute
+/// `v1alpha2`) leave optional what `v1` requires: TLSRoute `spec.hostnames` and
+/// a rule's `backendRefs`. Absent, they mean empty; filled in so one `v1` type
+/// reads every version the CRDs serve.
+pub fn default_older_versions(kind: &str, value: &mut Value) {
+    if !matches!(kind, "TLSRoute" | "TCPRoute" | "UDPRoute") {
+        return;
+    }
+    let Some(spec) = value.get_mut("spec").and_then(Value::as_mapping_mut) else {
+        return;
+    };
+    let empty = || Value::Sequence(Vec::new());
+    if kind == "TLSRoute" && !spec.contains_key("hostnames") {
+        spec.insert("hostnames".into(), empty());
+    }
+    if !spec.contains_key("rules") {
+        spec.insert("rules".into(), empty());
+    }
+    for rule in spec
+        .get_mut("rules")
+        .and_then(Value::as_sequence_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(rule) = rule.as_mapping_mut()
+            && !rule.contains_key("backendRefs")
+        {
+            rule.insert("backendRefs".into(), empty());
+        }
+    }
+}
+
+/// [`default_older_versions`] for an object read as JSON (Kubernetes mode).
+pub fn default_older_versions_json(kind: &str, value: &mut serde_json::Value) {
+    use serde_json::Value as J;
+    if !matches!(kind, "TLSRoute" | "TCPRoute" | "UDPRoute") {
+        return;
+    }
+    let Some(spec) = value.get_mut("spec").and_then(J::as_object_mut) else {
+        return;
+    };
+    if kind == "TLSRoute" {
+        spec.entry("hostnames").or_insert_with(|| J::Array(vec![]));
+    }
+    let rules = spec.entry("rules").or_insert_with(|| J::Array(vec![]));
+    for rule in rules.as_array_mut().into_iter().flatten() {
+        if let Some(rule) = rule.as_object_mut() {
+            rule.entry("backendRefs")
+                .or_insert_with(|| J::Array(vec![]));
+        }
     }
 }
 

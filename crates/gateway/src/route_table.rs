@@ -48,6 +48,7 @@ pub fn gateway(
             listener_name: names::listener(ns, name, port),
             route_table: None,
             tls_chains: vec![],
+            forward: None,
         };
         let ctx = TableContext {
             gw,
@@ -69,11 +70,13 @@ pub fn gateway(
                         listener: l.name.clone(),
                         server_names: l.hostname.iter().cloned().collect(),
                         certificates: l.certificates.clone(),
-                        route_table: ctx.table(table_name, &[li], clusters),
+                        route_table: Some(ctx.table(table_name, &[li], clusters)),
+                        forward: None,
                     });
                 }
                 p.tls_chains.sort_by(|a, b| a.listener.cmp(&b.listener));
             }
+            PortProtocol::Tls | PortProtocol::Tcp | PortProtocol::Udp => {}
         }
         ports.push(p);
     }
@@ -214,8 +217,8 @@ pub fn redirect(
     listener_port: u16,
 ) -> Redirect {
     let listener_scheme = match listener_protocol {
-        PortProtocol::Http => "http",
-        PortProtocol::Https => "https",
+        PortProtocol::Https | PortProtocol::Tls => "https",
+        PortProtocol::Http | PortProtocol::Tcp | PortProtocol::Udp => "http",
     };
     let effective_scheme = spec.scheme.as_deref().unwrap_or(listener_scheme);
     let port = spec

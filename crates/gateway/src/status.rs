@@ -150,6 +150,9 @@ pub struct StatusPlan {
     pub gateways: BTreeMap<ObjectRef, GatewayStatus>,
     pub http_routes: BTreeMap<ObjectRef, RouteStatus>,
     pub grpc_routes: BTreeMap<ObjectRef, RouteStatus>,
+    pub tls_routes: BTreeMap<ObjectRef, RouteStatus>,
+    pub tcp_routes: BTreeMap<ObjectRef, RouteStatus>,
+    pub udp_routes: BTreeMap<ObjectRef, RouteStatus>,
 }
 
 /// What the Envoy fleet has done with a Gateway's current config.
@@ -216,7 +219,48 @@ impl StatusPlan {
         for (r, s) in &self.http_routes {
             push_doc(&mut out, "HTTPRoute", Some(&r.namespace), &r.name, s);
         }
+        for (r, s) in &self.tcp_routes {
+            push_doc(&mut out, "TCPRoute", Some(&r.namespace), &r.name, s);
+        }
+        for (r, s) in &self.tls_routes {
+            push_doc(&mut out, "TLSRoute", Some(&r.namespace), &r.name, s);
+        }
+        for (r, s) in &self.udp_routes {
+            push_doc(&mut out, "UDPRoute", Some(&r.namespace), &r.name, s);
+        }
         out
+    }
+
+    /// Route statuses of every kind, by kind.
+    pub fn routes(&self) -> [(&'static str, &BTreeMap<ObjectRef, RouteStatus>); 5] {
+        [
+            ("GRPCRoute", &self.grpc_routes),
+            ("HTTPRoute", &self.http_routes),
+            ("TCPRoute", &self.tcp_routes),
+            ("TLSRoute", &self.tls_routes),
+            ("UDPRoute", &self.udp_routes),
+        ]
+    }
+
+    /// The route status map of one kind (`HTTPRoute`, ...).
+    pub fn routes_of_kind_mut(&mut self, kind: &str) -> &mut BTreeMap<ObjectRef, RouteStatus> {
+        match kind {
+            "GRPCRoute" => &mut self.grpc_routes,
+            "TLSRoute" => &mut self.tls_routes,
+            "TCPRoute" => &mut self.tcp_routes,
+            "UDPRoute" => &mut self.udp_routes,
+            _ => &mut self.http_routes,
+        }
+    }
+
+    fn routes_mut(&mut self) -> [&mut BTreeMap<ObjectRef, RouteStatus>; 5] {
+        [
+            &mut self.grpc_routes,
+            &mut self.http_routes,
+            &mut self.tcp_routes,
+            &mut self.tls_routes,
+            &mut self.udp_routes,
+        ]
     }
 
     /// The status to write, given what the fleet ACKed per Gateway.
@@ -257,7 +301,7 @@ impl StatusPlan {
             }
             held.insert(gw.clone(), state);
         }
-        for routes in [&mut out.http_routes, &mut out.grpc_routes] {
+        for routes in out.routes_mut() {
             for (route, status) in routes.iter_mut() {
                 for parent in &mut status.parents {
                     if !held.contains_key(&parent.parent_ref.gateway(&route.namespace)) {

@@ -12,12 +12,14 @@
 //! filed under `default`, as the API server would.
 
 use aether_ir::ObjectRef;
-use gateway_api::apis::experimental::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+use gateway_api::apis::standard::tcproutes::TcpRoute;
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
+use gateway_api::apis::standard::udproutes::UdpRoute;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -34,6 +36,8 @@ pub struct Store {
     http_routes: BTreeMap<ObjectRef, HttpRoute>,
     grpc_routes: BTreeMap<ObjectRef, GrpcRoute>,
     tls_routes: BTreeMap<ObjectRef, TlsRoute>,
+    tcp_routes: BTreeMap<ObjectRef, TcpRoute>,
+    udp_routes: BTreeMap<ObjectRef, UdpRoute>,
     reference_grants: BTreeMap<ObjectRef, ReferenceGrant>,
     services: BTreeMap<ObjectRef, Service>,
     endpoint_slices: BTreeMap<ObjectRef, EndpointSlice>,
@@ -80,6 +84,8 @@ store_object!(Gateway, "Gateway", gateways, false);
 store_object!(HttpRoute, "HTTPRoute", http_routes, false);
 store_object!(GrpcRoute, "GRPCRoute", grpc_routes, false);
 store_object!(TlsRoute, "TLSRoute", tls_routes, false);
+store_object!(TcpRoute, "TCPRoute", tcp_routes, false);
+store_object!(UdpRoute, "UDPRoute", udp_routes, false);
 store_object!(ReferenceGrant, "ReferenceGrant", reference_grants, false);
 store_object!(Service, "Service", services, false);
 store_object!(EndpointSlice, "EndpointSlice", endpoint_slices, false);
@@ -140,6 +146,8 @@ impl Store {
             + self.http_routes.len()
             + self.grpc_routes.len()
             + self.tls_routes.len()
+            + self.tcp_routes.len()
+            + self.udp_routes.len()
             + self.reference_grants.len()
             + self.services.len()
             + self.endpoint_slices.len()
@@ -166,6 +174,8 @@ impl Store {
             http_routes,
             grpc_routes,
             tls_routes,
+            tcp_routes,
+            udp_routes,
             reference_grants,
             services,
             endpoint_slices,

@@ -7,7 +7,9 @@
 //!
 //! ```text
 //!  Ir ─┬─ Gateway (ns/name) ── Port (80, HTTP) ── RouteTable ── VirtualHost* ── Route*
-//!      │                    └─ Port (443, HTTPS) ─ TlsChain* (SNI, certs) ── RouteTable
+//!      │                    ├─ Port (443, HTTPS|TLS) ─ TlsChain* (SNI, certs?) ─┬─ RouteTable
+//!      │                    │                                                    └─ L4Forward
+//!      │                    └─ Port (9000, TCP|UDP) ── L4Forward (weighted clusters)
 //!      └─ Cluster* (one per Service port, shared by every Gateway that routes to it)
 //! ```
 //!
@@ -57,7 +59,8 @@ pub struct Gateway {
     pub name: String,
     /// IP addresses the listeners bind on (sorted, deduplicated, at least one).
     pub addresses: Vec<String>,
-    /// One entry per distinct listener port, sorted by port.
+    /// One entry per distinct (listener port, transport), sorted by (port, protocol):
+    /// TCP 53 and UDP 53 are two ports.
     pub ports: Vec<Port>,
 }
 
@@ -82,6 +85,10 @@ pub struct Port {
     /// listener name; a chain with no server names is the catch-all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tls_chains: Vec<TlsChain>,
+    /// TCP and UDP: where connections (datagram sessions) go. `None` on such a
+    /// port: no route is served, connections are closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward: Option<L4Forward>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -90,19 +97,57 @@ pub enum PortProtocol {
     Http,
     #[serde(rename = "HTTPS")]
     Https,
+    /// TLS listeners (passthrough or terminate), possibly mixed with HTTPS
+    /// listeners on the same port: every chain picked by SNI.
+    #[serde(rename = "TLS")]
+    Tls,
+    #[serde(rename = "TCP")]
+    Tcp,
+    #[serde(rename = "UDP")]
+    Udp,
 }
 
-/// A TLS-terminating filter chain for one HTTPS Gateway listener.
+impl PortProtocol {
+    /// Does this port listen on UDP (rather than TCP)?
+    pub fn is_udp(self) -> bool {
+        self == PortProtocol::Udp
+    }
+}
+
+/// Where a TCP connection, a TLS stream or a UDP session is proxied: one route's
+/// backends, weighted.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct L4Forward {
+    /// The route served, `<kind>/<namespace>/<name>`.
+    pub route: String,
+    /// Valid backends with their weights, in backendRefs order.
+    pub backends: Vec<WeightedBackend>,
+    /// The weight share of invalid backendRefs: that share of connections is
+    /// closed. No valid backend and no invalid weight: every connection is closed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub invalid_weight: u32,
+}
+
+/// A filter chain selected by SNI: for an HTTPS listener (TLS terminated, then
+/// a route table), a TLS listener in Terminate mode (TLS terminated, then a TCP
+/// proxy) or in Passthrough mode (no certificates: the TLS stream is proxied).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TlsChain {
-    /// The Gateway listener (sectionName) this chain serves.
+    /// The Gateway listener (sectionName) this chain serves; for TLS listeners,
+    /// `<listener>/<route kind>/<namespace>/<name>` (a chain per route).
     pub listener: String,
     /// SNI names to match (the listener hostname); empty means any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server_names: Vec<String>,
-    /// Certificates in listener certificateRefs order (at least one).
+    /// Certificates in listener certificateRefs order; empty for passthrough.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub certificates: Vec<Certificate>,
-    pub route_table: RouteTable,
+    /// HTTPS: the route table behind the TLS terminator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_table: Option<RouteTable>,
+    /// TLS: the TCP proxy behind (or instead of) the TLS terminator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward: Option<L4Forward>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -306,4 +351,8 @@ pub enum UpstreamProtocol {
 pub struct Endpoint {
     pub address: String,
     pub port: u16,
+    /// Load-balancing weight (0: unweighted). Only the clusters that stand for a
+    /// UDPRoute's several weighted backends carry weights.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub weight: u32,
 }

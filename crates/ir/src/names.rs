@@ -7,6 +7,23 @@ pub fn listener(namespace: &str, gateway: &str, port: u16) -> String {
     format!("edge_ls_{namespace}_{gateway}_{port}")
 }
 
+/// The Envoy listener for a UDP port of one Gateway: `edge_ls_<ns>_<gw>_<port>_udp`
+/// (a TCP listener may bind the same port number).
+pub fn udp_listener(namespace: &str, gateway: &str, port: u16) -> String {
+    format!("edge_ls_{namespace}_{gateway}_{port}_udp")
+}
+
+/// The cluster of one UDP Service port: `edge_cl_<ns>_<svc>_<port>_udp`.
+pub fn udp_cluster(namespace: &str, service: &str, port: u16) -> String {
+    format!("edge_cl_{namespace}_{service}_{port}_udp")
+}
+
+/// The cluster standing for a UDPRoute's weighted backends (Envoy's UDP proxy
+/// routes to one cluster): `edge_cl_udproute_<ns>_<route>`.
+pub fn udp_route_cluster(namespace: &str, route: &str) -> String {
+    format!("edge_cl_udproute_{namespace}_{route}")
+}
+
 /// The route table of an HTTP port: `edge_rt_<ns>_<gw>_<port>`; of one HTTPS
 /// listener's filter chain: `edge_rt_<ns>_<gw>_<port>_<listener>`.
 pub fn route_table(namespace: &str, gateway: &str, port: u16, listener: Option<&str>) -> String {

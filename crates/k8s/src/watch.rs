@@ -9,7 +9,7 @@ use crate::index::{Event, Index};
 use aether_gateway::StoreObject;
 use aether_ir::ObjectRef;
 use futures::StreamExt;
-use gateway_api::apis::experimental::tlsroutes::TlsRoute;
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;

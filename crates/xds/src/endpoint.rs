@@ -1,13 +1,15 @@
 //! IR cluster endpoints → `ClusterLoadAssignment` (EDS), one per cluster, same name.
 //!
-//! All endpoints sit in one locality with equal weight: EndpointSlices carry no
-//! locality we act on. A cluster with no ready endpoint gets an assignment with no
+//! All endpoints sit in one locality: EndpointSlices carry no locality we act on.
+//! Endpoints are equally weighted, except in the cluster that folds a UDPRoute's
+//! weighted backends into one (its endpoints carry the backend weights). A cluster with no ready endpoint gets an assignment with no
 //! endpoints, so Envoy answers 503 rather than waiting for EDS forever.
 
 use aether_ir as ir;
 use envoy_types::pb::envoy::config::core::v3::{
     Address, SocketAddress, address, socket_address::PortSpecifier,
 };
+use envoy_types::pb::google::protobuf::UInt32Value;
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
@@ -21,6 +23,7 @@ pub fn load_assignment(cluster: &ir::Cluster) -> ClusterLoadAssignment {
                 address: Some(socket_address(&e.address, e.port)),
                 ..Default::default()
             })),
+            load_balancing_weight: (e.weight > 0).then_some(UInt32Value { value: e.weight }),
             ..Default::default()
         })
         .collect();

@@ -70,7 +70,7 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
             // update takes every other listener down with it. A port with nothing
             // to serve (say, every HTTPS listener lost its certificate, which the
             // status says) is simply not bound.
-            if listener.filter_chains.is_empty() {
+            if listener.filter_chains.is_empty() && listener.udp_listener_config.is_none() {
                 continue;
             }
             add(
@@ -84,12 +84,24 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
                 ir::PortProtocol::Http => {
                     port.route_table.iter().map(|t| (t, Scheme::Http)).collect()
                 }
-                ir::PortProtocol::Https => port
+                ir::PortProtocol::Https | ir::PortProtocol::Tls => port
                     .tls_chains
                     .iter()
-                    .map(|c| (&c.route_table, Scheme::Https))
+                    .filter_map(|c| c.route_table.as_ref())
+                    .map(|t| (t, Scheme::Https))
                     .collect(),
+                ir::PortProtocol::Tcp | ir::PortProtocol::Udp => vec![],
             };
+            let forwards = port
+                .forward
+                .iter()
+                .chain(port.tls_chains.iter().filter_map(|c| c.forward.as_ref()));
+            for name in forwards.flat_map(|f| f.backends.iter().map(|b| b.cluster.as_str())) {
+                if known_clusters.contains(name) {
+                    mine.insert((ResourceType::Cluster, name.to_string()));
+                    mine.insert((ResourceType::Endpoint, name.to_string()));
+                }
+            }
             for (table, scheme) in tables {
                 add(
                     ResourceType::Route,

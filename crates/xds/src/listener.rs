@@ -5,20 +5,40 @@
 //!  HTTPS port ► Listener ── tls_inspector
 //!                        ├─ chain [SNI a.example.com] ── TLS(certs) ── HCM ── RDS(chain table)
 //!                        └─ chain [no SNI: catch-all, last] ── TLS ── HCM ── RDS(...)
+//!  TLS port  ► Listener ── tls_inspector
+//!                        ├─ chain [SNI] ── tcp_proxy (passthrough: the TLS stream as is)
+//!                        ├─ chain [SNI] ── TLS(certs) ── tcp_proxy (terminate)
+//!                        └─ chain [SNI] ── TLS(certs) ── HCM (an HTTPS listener on the port)
+//!  TCP port  ► Listener ── chain ── tcp_proxy (weighted clusters)
+//!  UDP port  ► Listener (UDP) ── udp_proxy listener filter ── one cluster
 //! ```
+//!
+//! A TCP proxy with no valid backend points at a cluster that is never defined:
+//! Envoy closes each connection (a client sees EOF, not a refused connect).
 //!
 //! The first Gateway address is the bind address, the others are additional
 //! addresses of the same listener. Routes always come over RDS (never inline), so a
 //! route change never drains a listener.
 
+use crate::INVALID_BACKEND;
 use crate::any::{ads_config_source, pack};
 use crate::endpoint::socket_address;
 use aether_ir as ir;
-use envoy_types::pb::envoy::config::core::v3::{DataSource, TransportSocket, data_source};
-use envoy_types::pb::envoy::config::listener::v3::{
-    AdditionalAddress, Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter,
-    listener_filter,
+use envoy_types::pb::envoy::config::core::v3::{
+    Address, DataSource, TransportSocket, address, data_source, socket_address,
 };
+use envoy_types::pb::envoy::config::listener::v3::{
+    AdditionalAddress, Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter,
+    UdpListenerConfig, filter, listener_filter,
+};
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
+    TcpProxy, tcp_proxy,
+};
+use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3::{
+    Route as UdpRoute, UdpProxyConfig, udp_proxy_config,
+};
+use envoy_types::pb::xds::core::v3::TypedExtensionConfig;
+use envoy_types::pb::xds::r#type::matcher::v3::{Matcher, matcher::OnMatch, matcher::on_match};
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
@@ -35,6 +55,9 @@ pub const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection
 const ROUTER: &str = "envoy.filters.http.router";
 const TLS_INSPECTOR: &str = "envoy.filters.listener.tls_inspector";
 const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
+const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
+const UDP_PROXY: &str = "envoy.filters.udp_listener.udp_proxy";
+const UDP_ROUTE_ACTION: &str = "route";
 
 /// Where Envoy binds when a Gateway has no address (the IR promises at least one).
 const ANY_ADDRESS: &str = "0.0.0.0";
@@ -63,7 +86,7 @@ pub fn listener(gateway: &ir::Gateway, port: &ir::Port) -> Listener {
                 }];
             }
         }
-        ir::PortProtocol::Https => {
+        ir::PortProtocol::Https | ir::PortProtocol::Tls => {
             listener.listener_filters = vec![ListenerFilter {
                 name: TLS_INSPECTOR.to_string(),
                 config_type: Some(listener_filter::ConfigType::TypedConfig(pack(
@@ -80,31 +103,65 @@ pub fn listener(gateway: &ir::Gateway, port: &ir::Port) -> Listener {
             listener.filter_chains = named
                 .into_iter()
                 .chain(catch_all)
-                .map(tls_filter_chain)
+                .filter_map(tls_filter_chain)
                 .collect();
+        }
+        ir::PortProtocol::Tcp => {
+            listener.filter_chains = vec![FilterChain {
+                filters: vec![tcp_proxy_filter(&port.listener_name, port.forward.as_ref())],
+                ..Default::default()
+            }];
+        }
+        ir::PortProtocol::Udp => {
+            if let Some(forward) = &port.forward {
+                udp_listener(&mut listener, forward);
+            }
         }
     }
     listener
 }
 
-fn tls_filter_chain(chain: &ir::TlsChain) -> FilterChain {
-    let tls = DownstreamTlsContext {
-        common_tls_context: Some(CommonTlsContext {
-            tls_certificates: chain
-                .certificates
-                .iter()
-                .map(|c| TlsCertificate {
-                    certificate_chain: Some(inline(&c.certificate_chain)),
-                    private_key: Some(inline(&c.private_key)),
-                    ..Default::default()
-                })
-                .collect(),
-            alpn_protocols: vec!["h2".to_string(), "http/1.1".to_string()],
-            ..Default::default()
-        }),
-        ..Default::default()
+/// One SNI-selected chain; `None` for a chain with nothing behind it (a bug in
+/// the IR, never sent).
+fn tls_filter_chain(chain: &ir::TlsChain) -> Option<FilterChain> {
+    let filter = match (&chain.route_table, &chain.forward) {
+        (Some(table), _) => hcm_filter(&table.name, &table.name),
+        (None, Some(forward)) => tcp_proxy_filter(&chain.listener, Some(forward)),
+        (None, None) => return None,
     };
-    FilterChain {
+    // HTTPS offers h2 and HTTP/1.1; a terminated TLS stream carries no ALPN of ours.
+    let alpn = if chain.route_table.is_some() {
+        vec!["h2".to_string(), "http/1.1".to_string()]
+    } else {
+        vec![]
+    };
+    let transport_socket = (!chain.certificates.is_empty()).then(|| {
+        let tls = DownstreamTlsContext {
+            common_tls_context: Some(CommonTlsContext {
+                tls_certificates: chain
+                    .certificates
+                    .iter()
+                    .map(|c| TlsCertificate {
+                        certificate_chain: Some(inline(&c.certificate_chain)),
+                        private_key: Some(inline(&c.private_key)),
+                        ..Default::default()
+                    })
+                    .collect(),
+                alpn_protocols: alpn,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        TransportSocket {
+            name: TLS_TRANSPORT_SOCKET.to_string(),
+            config_type: Some(
+                envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(
+                    pack(&tls),
+                ),
+            ),
+        }
+    });
+    Some(FilterChain {
         name: chain.listener.clone(),
         filter_chain_match: if chain.server_names.is_empty() {
             None
@@ -114,17 +171,93 @@ fn tls_filter_chain(chain: &ir::TlsChain) -> FilterChain {
                 ..Default::default()
             })
         },
-        filters: vec![hcm_filter(&chain.route_table.name, &chain.route_table.name)],
-        transport_socket: Some(TransportSocket {
-            name: TLS_TRANSPORT_SOCKET.to_string(),
-            config_type: Some(
-                envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(
-                    pack(&tls),
-                ),
-            ),
-        }),
+        filters: vec![filter],
+        transport_socket,
         ..Default::default()
+    })
+}
+
+/// A TCP proxy to a route's weighted backends. The invalid share (or everything,
+/// with no route or no valid backend) goes to a cluster that is never defined, so
+/// Envoy closes those connections.
+fn tcp_proxy_filter(stat_prefix: &str, forward: Option<&ir::L4Forward>) -> Filter {
+    let mut weighted: Vec<(&str, u32)> = forward
+        .map(|f| {
+            f.backends
+                .iter()
+                .map(|b| (b.cluster.as_str(), b.weight))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(f) = forward.filter(|f| f.invalid_weight > 0) {
+        weighted.push((INVALID_BACKEND, f.invalid_weight));
     }
+    let cluster_specifier = match weighted.as_slice() {
+        [] => tcp_proxy::ClusterSpecifier::Cluster(INVALID_BACKEND.to_string()),
+        [(one, _)] => tcp_proxy::ClusterSpecifier::Cluster((*one).to_string()),
+        many => tcp_proxy::ClusterSpecifier::WeightedClusters(tcp_proxy::WeightedCluster {
+            clusters: many
+                .iter()
+                .map(|(name, weight)| tcp_proxy::weighted_cluster::ClusterWeight {
+                    name: (*name).to_string(),
+                    weight: *weight,
+                    ..Default::default()
+                })
+                .collect(),
+        }),
+    };
+    let proxy = TcpProxy {
+        stat_prefix: stat_prefix.to_string(),
+        cluster_specifier: Some(cluster_specifier),
+        ..Default::default()
+    };
+    Filter {
+        name: TCP_PROXY.to_string(),
+        config_type: Some(filter::ConfigType::TypedConfig(pack(&proxy))),
+    }
+}
+
+/// A UDP listener: the UDP proxy listener filter sends every session to the one
+/// cluster of the forward (translation folds several weighted backends into one
+/// weighted cluster: Envoy's UDP proxy routes to a single cluster).
+fn udp_listener(listener: &mut Listener, forward: &ir::L4Forward) {
+    let cluster = forward
+        .backends
+        .first()
+        .map_or(INVALID_BACKEND, |b| b.cluster.as_str());
+    let action = TypedExtensionConfig {
+        name: UDP_ROUTE_ACTION.to_string(),
+        typed_config: Some(pack(&UdpRoute {
+            cluster: cluster.to_string(),
+        })),
+    };
+    let proxy = UdpProxyConfig {
+        stat_prefix: listener.name.clone(),
+        route_specifier: Some(udp_proxy_config::RouteSpecifier::Matcher(Matcher {
+            on_no_match: Some(Box::new(OnMatch {
+                on_match: Some(on_match::OnMatch::Action(action)),
+                ..Default::default()
+            })),
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    for a in std::iter::once(&mut listener.address)
+        .chain(listener.additional_addresses.iter_mut().map(|a| &mut a.address))
+    {
+        if let Some(Address {
+            address: Some(address::Address::SocketAddress(s)),
+        }) = a
+        {
+            s.protocol = socket_address::Protocol::Udp as i32;
+        }
+    }
+    listener.udp_listener_config = Some(UdpListenerConfig::default());
+    listener.listener_filters = vec![ListenerFilter {
+        name: UDP_PROXY.to_string(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(pack(&proxy))),
+        ..Default::default()
+    }];
 }
 
 fn inline(pem: &str) -> DataSource {
