@@ -2,4 +2,9 @@
 # shellcheck shell=bash
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
-GATEWAY_API_VERSION="${GATEWAY_API_VERSION:-v1.5.1}"
+# The Gateway API conformance suite (and its echo-basic backend, CRDs and manifests).
+# The default is the version conformance/go.mod requires; any other version needs its
+# own module, conformance/suite/<version>/ (v1.5.1 has one): GATEWAY_API_VERSION=v1.5.1.
+GATEWAY_API_VERSION="${GATEWAY_API_VERSION:-v1.6.1}"
+# The DNS server behind the suite's UDPRoute tests (its coredns/coredns image).
+COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
