@@ -138,7 +138,9 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
         if parents.is_empty() {
             continue;
         }
-        status.routes_of_kind_mut(route.kind).insert(route.key.clone(), RouteStatus { parents });
+        status
+            .routes_of_kind_mut(route.kind)
+            .insert(route.key.clone(), RouteStatus { parents });
     }
 
     let mut ir = Ir::default();

@@ -48,7 +48,7 @@ fn check_invariants(case: &Path, ir: &Ir) {
         let tables = gw.ports.iter().flat_map(|p| {
             p.route_table
                 .iter()
-                .chain(p.tls_chains.iter().map(|c| &c.route_table))
+                .chain(p.tls_chains.iter().filter_map(|c| c.route_table.as_ref()))
         });
         for table in tables {
             let catch_all = table

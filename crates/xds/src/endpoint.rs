@@ -9,10 +9,10 @@ use aether_ir as ir;
 use envoy_types::pb::envoy::config::core::v3::{
     Address, SocketAddress, address, socket_address::PortSpecifier,
 };
-use envoy_types::pb::google::protobuf::UInt32Value;
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
+use envoy_types::pb::google::protobuf::UInt32Value;
 
 pub fn load_assignment(cluster: &ir::Cluster) -> ClusterLoadAssignment {
     let lb_endpoints: Vec<LbEndpoint> = cluster
@@ -67,6 +67,7 @@ mod tests {
                 .map(|(a, p)| ir::Endpoint {
                     address: a.to_string(),
                     port: *p,
+                    weight: 0,
                 })
                 .collect(),
         }

@@ -179,6 +179,7 @@ mod tests {
                     }],
                 }),
                 tls_chains: vec![],
+                forward: None,
             }],
         };
         let cluster = |name: &str, ip: &str| ir::Cluster {
@@ -189,6 +190,7 @@ mod tests {
             endpoints: vec![ir::Endpoint {
                 address: ip.into(),
                 port: 8080,
+                weight: 0,
             }],
         };
         ir::Ir {
@@ -248,6 +250,7 @@ mod tests {
             listener_name: ir::names::listener("infra", "a", 443),
             route_table: None,
             tls_chains: vec![],
+            forward: None,
         });
         let s = build(&ir);
         assert!(

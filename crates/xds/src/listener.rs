@@ -31,24 +31,22 @@ use envoy_types::pb::envoy::config::listener::v3::{
     AdditionalAddress, Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter,
     UdpListenerConfig, filter, listener_filter,
 };
-use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
-    TcpProxy, tcp_proxy,
-};
-use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3::{
-    Route as UdpRoute, UdpProxyConfig, udp_proxy_config,
-};
-use envoy_types::pb::xds::core::v3::TypedExtensionConfig;
-use envoy_types::pb::xds::r#type::matcher::v3::{Matcher, matcher::OnMatch, matcher::on_match};
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager::CodecType,
     http_connection_manager::RouteSpecifier, http_connection_manager::UpgradeConfig, http_filter,
 };
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
+use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3::{
+    Route as UdpRoute, UdpProxyConfig, udp_proxy_config,
+};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CommonTlsContext, DownstreamTlsContext, TlsCertificate,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
+use envoy_types::pb::xds::core::v3::TypedExtensionConfig;
+use envoy_types::pb::xds::r#type::matcher::v3::{Matcher, matcher::OnMatch, matcher::on_match};
 
 /// Extension names Envoy expects for the filters we configure.
 pub const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection_manager";
@@ -198,11 +196,13 @@ fn tcp_proxy_filter(stat_prefix: &str, forward: Option<&ir::L4Forward>) -> Filte
         many => tcp_proxy::ClusterSpecifier::WeightedClusters(tcp_proxy::WeightedCluster {
             clusters: many
                 .iter()
-                .map(|(name, weight)| tcp_proxy::weighted_cluster::ClusterWeight {
-                    name: (*name).to_string(),
-                    weight: *weight,
-                    ..Default::default()
-                })
+                .map(
+                    |(name, weight)| tcp_proxy::weighted_cluster::ClusterWeight {
+                        name: (*name).to_string(),
+                        weight: *weight,
+                        ..Default::default()
+                    },
+                )
                 .collect(),
         }),
     };
@@ -242,9 +242,12 @@ fn udp_listener(listener: &mut Listener, forward: &ir::L4Forward) {
         })),
         ..Default::default()
     };
-    for a in std::iter::once(&mut listener.address)
-        .chain(listener.additional_addresses.iter_mut().map(|a| &mut a.address))
-    {
+    for a in std::iter::once(&mut listener.address).chain(
+        listener
+            .additional_addresses
+            .iter_mut()
+            .map(|a| &mut a.address),
+    ) {
         if let Some(Address {
             address: Some(address::Address::SocketAddress(s)),
         }) = a
@@ -327,7 +330,8 @@ mod tests {
                 certificate_chain: "CERT".into(),
                 private_key: "KEY".into(),
             }],
-            route_table: table(&format!("edge_rt_infra_gw_443_{listener}")),
+            route_table: Some(table(&format!("edge_rt_infra_gw_443_{listener}"))),
+            forward: None,
         }
     }
 
@@ -371,6 +375,7 @@ mod tests {
             listener_name: "edge_ls_infra_gw_80".into(),
             route_table: Some(table("edge_rt_infra_gw_80")),
             tls_chains: vec![],
+            forward: None,
         };
         let l = listener(&gateway(vec![port.clone()]), &port);
         assert_eq!(l.name, "edge_ls_infra_gw_80");
@@ -399,6 +404,7 @@ mod tests {
                 chain("a", &["a.example.com"]),
                 chain("b", &["*.b.example.com"]),
             ],
+            forward: None,
         };
         let l = listener(&gateway(vec![port.clone()]), &port);
         assert_eq!(l.listener_filters[0].name, TLS_INSPECTOR);

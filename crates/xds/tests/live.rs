@@ -163,6 +163,7 @@ fn live_ir(port: u16, backend: SocketAddr) -> ir::Ir {
                     ],
                 }),
                 tls_chains: vec![],
+                forward: None,
             }],
         }],
         clusters: vec![ir::Cluster {
@@ -173,6 +174,7 @@ fn live_ir(port: u16, backend: SocketAddr) -> ir::Ir {
             endpoints: vec![ir::Endpoint {
                 address: backend.ip().to_string(),
                 port: backend.port(),
+                weight: 0,
             }],
         }],
     }

@@ -44,6 +44,7 @@ fn h2c_ir(port: u16, h2c: SocketAddr, h1: SocketAddr) -> ir::Ir {
         endpoints: vec![ir::Endpoint {
             address: addr.ip().to_string(),
             port: addr.port(),
+            weight: 0,
         }],
     };
     ir::Ir {
@@ -67,6 +68,7 @@ fn h2c_ir(port: u16, h2c: SocketAddr, h1: SocketAddr) -> ir::Ir {
                     }],
                 }),
                 tls_chains: vec![],
+                forward: None,
             }],
         }],
         clusters: vec![

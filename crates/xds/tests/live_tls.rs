@@ -76,14 +76,15 @@ fn chain(
         listener: listener.into(),
         server_names: server_names.iter().map(|s| s.to_string()).collect(),
         certificates: vec![cert.clone()],
-        route_table: ir::RouteTable {
+        route_table: Some(ir::RouteTable {
             name: format!("edge_rt_infra_tls_443_{listener}"),
             virtual_hosts: vec![ir::VirtualHost {
                 name: "*".into(),
                 domains: vec!["*".into()],
                 routes: vec![route],
             }],
-        },
+        }),
+        forward: None,
     }
 }
 
@@ -114,6 +115,7 @@ fn tls_ir(port: u16, backend: SocketAddr) -> ir::Ir {
                     chain("any", &[], &cert, &cluster),
                     chain("sni", &["example.com"], &cert, &cluster),
                 ],
+                forward: None,
             }],
         }],
         clusters: vec![ir::Cluster {
@@ -124,6 +126,7 @@ fn tls_ir(port: u16, backend: SocketAddr) -> ir::Ir {
             endpoints: vec![ir::Endpoint {
                 address: backend.ip().to_string(),
                 port: backend.port(),
+                weight: 0,
             }],
         }],
     }

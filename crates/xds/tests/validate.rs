@@ -81,6 +81,7 @@ fn envoy_rejects_an_invalid_regex() {
                     }],
                 }),
                 tls_chains: vec![],
+                forward: None,
             }],
         }],
         clusters: vec![],

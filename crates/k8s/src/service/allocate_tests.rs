@@ -60,6 +60,7 @@ fn mk_ir_gateway(name: &str, ports: &[u16]) -> Gateway {
                 listener_name: names::listener("infra", name, *p),
                 route_table: None,
                 tls_chains: vec![],
+                forward: None,
             })
             .collect(),
     }
