@@ -83,10 +83,11 @@ fn selects(
 }
 
 /// The kinds a listener supports: allowedRoutes.kinds filtered to what the
-/// protocol can carry (default: all of them), and the kinds it names that we
-/// cannot carry.
+/// protocol carries (`carried`; default: all of them), and the kinds it names
+/// that it cannot carry.
 pub fn route_kinds(
     spec: Option<&GatewayListenersAllowedRoutes>,
+    carried: &[&str],
 ) -> (Vec<RouteGroupKind>, Vec<String>) {
     let gk = |kind: &str| RouteGroupKind {
         group: GROUP.into(),
@@ -96,13 +97,13 @@ pub fn route_kinds(
         .and_then(|a| a.kinds.as_ref())
         .filter(|k| !k.is_empty())
     {
-        None => (HTTP_KINDS.iter().map(|k| gk(k)).collect(), vec![]),
+        None => (carried.iter().map(|k| gk(k)).collect(), vec![]),
         Some(kinds) => {
             let mut supported = Vec::new();
             let mut unsupported = Vec::new();
             for k in kinds {
                 let group = k.group.as_deref().unwrap_or(GROUP);
-                if group == GROUP && HTTP_KINDS.contains(&k.kind.as_str()) {
+                if group == GROUP && carried.contains(&k.kind.as_str()) {
                     if !supported.contains(&gk(&k.kind)) {
                         supported.push(gk(&k.kind));
                     }

@@ -49,6 +49,19 @@ impl BackendError {
     }
 }
 
+/// What a route speaks to its backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upstream {
+    /// HTTP/1.1, or h2c when the Service port's appProtocol says so.
+    Http,
+    /// gRPC: always h2c.
+    Grpc,
+    /// A TCP stream (TLSRoute, TCPRoute): appProtocol is not ours to read.
+    Tcp,
+    /// UDP datagrams (UDPRoute): the Service port must be a UDP port.
+    Udp,
+}
+
 /// A backendRef as every route kind spells it.
 #[derive(Debug, Clone, Copy)]
 pub struct BackendRef<'a> {
@@ -85,13 +98,13 @@ impl<'a> Backends<'a> {
     }
 
     /// Resolves one backendRef of a route (`route_kind` in `route_ns`). gRPC
-    /// routes always speak h2c upstream.
+    /// routes always speak h2c upstream; UDP routes need a UDP Service port.
     pub fn resolve(
         &self,
         route_kind: &str,
         route_ns: &str,
         r: BackendRef<'_>,
-        grpc: bool,
+        upstream: Upstream,
     ) -> Result<Cluster, BackendError> {
         let store = self.store;
         let ns = r.namespace.unwrap_or(route_ns);
@@ -131,12 +144,19 @@ impl<'a> Backends<'a> {
             .spec
             .as_ref()
             .and_then(|s| s.ports.as_ref())
-            .and_then(|ports| ports.iter().find(|p| p.port == i32::from(port)))
+            .and_then(|ports| {
+                ports.iter().find(|p| {
+                    let udp = p.protocol.as_deref() == Some("UDP");
+                    p.port == i32::from(port) && udp == (upstream == Upstream::Udp)
+                })
+            })
             .ok_or_else(|| {
-                BackendError::NotFound(shown.clone(), format!("Service has no port {port}"))
+                let l4 = if upstream == Upstream::Udp { "UDP" } else { "TCP" };
+                BackendError::NotFound(shown.clone(), format!("Service has no {l4} port {port}"))
             })?;
         let protocol = match svc_port.app_protocol.as_deref() {
-            _ if grpc => UpstreamProtocol::H2c,
+            _ if upstream == Upstream::Grpc => UpstreamProtocol::H2c,
+            _ if matches!(upstream, Upstream::Tcp | Upstream::Udp) => UpstreamProtocol::Http1,
             Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
             None | Some("http" | "HTTP" | "kubernetes.io/ws") => UpstreamProtocol::Http1,
             Some(other) if other.starts_with("kubernetes.io/") => {
@@ -147,7 +167,11 @@ impl<'a> Backends<'a> {
         };
         let port_name = svc_port.name.as_deref().unwrap_or("");
         Ok(Cluster {
-            name: names::cluster(ns, r.name, port),
+            name: if upstream == Upstream::Udp {
+                names::udp_cluster(ns, r.name, port)
+            } else {
+                names::cluster(ns, r.name, port)
+            },
             service: ObjectRef::new(ns, r.name),
             port,
             protocol,

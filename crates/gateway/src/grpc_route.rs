@@ -12,7 +12,7 @@
 //! Backends always speak h2c. Header modifier filters are served; others make the
 //! rule invalid.
 
-use crate::backend::{BackendRef, Backends};
+use crate::backend::{BackendRef, Backends, Upstream};
 use crate::route::{self, RouteModel, Rule, RuleAction, enum_name, header_matches, modify_headers};
 use aether_ir::{HeaderModifier, ObjectRef, PathMatch, RouteMatch};
 use gateway_api::apis::standard::grpcroutes::{
@@ -105,7 +105,7 @@ fn rule(
         )
     });
     let (backends, invalid_weight) =
-        route::resolve_backends(backends, KIND, ns, refs, true, errors);
+        route::resolve_backends(backends, KIND, ns, refs, Upstream::Grpc, errors);
     Ok(Rule {
         index,
         matches,

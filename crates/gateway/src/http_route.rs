@@ -4,7 +4,7 @@
 //! URLRewrite are served; any other filter (RequestMirror, CORS, ExtensionRef, or
 //! a filter on a backendRef) makes its rule invalid rather than silently ignored.
 
-use crate::backend::{BackendRef, Backends};
+use crate::backend::{BackendRef, Backends, Upstream};
 use crate::route::{
     self, RedirectSpec, RouteModel, Rule, RuleAction, check_prefix_rewrite, enum_name,
     header_matches, modify_headers, query_param_matches,
@@ -85,7 +85,7 @@ fn rule(
                 )
             });
             let (backends, invalid_weight) =
-                route::resolve_backends(backends, KIND, ns, refs, false, errors);
+                route::resolve_backends(backends, KIND, ns, refs, Upstream::Http, errors);
             RuleAction::Forward {
                 backends,
                 invalid_weight,

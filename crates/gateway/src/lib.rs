@@ -3,7 +3,7 @@
 //! ```text
 //!  Store ──► classes (ours: spec.controllerName) ──► Gateways of our classes
 //!                                                     │ listeners validated, conflicts marked
-//!        ──► HTTPRoutes, GRPCRoutes ── RouteModel ────┤ attach per parentRef (status, counts)
+//!        ──► HTTP/GRPC/TLS/TCP/UDPRoutes ─ RouteModel ┤ attach per parentRef (status, counts)
 //!                                                     ▼
 //!                                     served Gateways ──► Ir (ports, route tables, clusters)
 //!                                     every object    ──► StatusPlan
@@ -20,6 +20,7 @@ pub mod certificate;
 pub mod grpc_route;
 pub mod hostname;
 pub mod http_route;
+pub mod l4_route;
 pub mod listener;
 pub mod load;
 pub mod precedence;
@@ -38,6 +39,9 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::tcproutes::TcpRoute;
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
+use gateway_api::apis::standard::udproutes::UdpRoute;
 use listener::GatewayModel;
 use route::RouteModel;
 use status::{Condition, GatewayClassStatus, RouteStatus, set_condition};
@@ -108,6 +112,15 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
     }
     for (key, r) in store.all::<HttpRoute>() {
         routes.push(http_route::model(&backends, key.clone(), r));
+    }
+    for (key, r) in store.all::<TcpRoute>() {
+        routes.push(l4_route::tcp_model(&backends, key.clone(), r));
+    }
+    for (key, r) in store.all::<TlsRoute>() {
+        routes.push(l4_route::tls_model(&backends, key.clone(), r));
+    }
+    for (key, r) in store.all::<UdpRoute>() {
+        routes.push(l4_route::udp_model(&backends, key.clone(), r));
     }
 
     // (listener index, route index) per Gateway, and each route's parent statuses.

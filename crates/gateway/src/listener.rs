@@ -2,11 +2,13 @@
 //!
 //! ```text
 //!  Gateway ── addresses (IPAddress or the configured default)
-//!          └─ Listener* ── protocol (HTTP | HTTPS; others: UnsupportedProtocol)
-//!                       ├─ port groups: HTTP+HTTPS on one port → ProtocolConflict
-//!                       │               same protocol+hostname  → HostnameConflict
-//!                       ├─ HTTPS certificateRefs → TLS certificates (ResolvedRefs)
-//!                       └─ allowedRoutes (namespaces, kinds)
+//!          └─ Listener* ── protocol (HTTP | HTTPS | TLS Passthrough/Terminate | TCP | UDP;
+//!                       │             others: UnsupportedProtocol)
+//!                       ├─ port groups (TCP and UDP ports apart): HTTP, {HTTPS, TLS}
+//!                       │   and TCP cannot share a port → ProtocolConflict;
+//!                       │   same hostname (or none) on one port → HostnameConflict
+//!                       ├─ HTTPS / TLS Terminate certificateRefs → certificates (ResolvedRefs)
+//!                       └─ allowedRoutes (namespaces, kinds the protocol carries)
 //! ```
 //!
 //! A listener is *programmable* when it is accepted, not conflicted, its refs
@@ -22,9 +24,65 @@ use crate::status::{
 };
 use crate::store::Store;
 use aether_ir::{Certificate, ObjectRef, PortProtocol};
+use gateway_api::apis::standard::gateways::GatewayListenersTlsMode;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+
+/// A listener protocol we serve (TLS split by its mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ListenerProtocol {
+    Http,
+    Https,
+    TlsPassthrough,
+    TlsTerminate,
+    Tcp,
+    Udp,
+}
+
+impl ListenerProtocol {
+    /// The IR port this listener's port becomes (HTTPS mixed with TLS: TLS).
+    pub fn port_protocol(self) -> PortProtocol {
+        match self {
+            ListenerProtocol::Http => PortProtocol::Http,
+            ListenerProtocol::Https => PortProtocol::Https,
+            ListenerProtocol::TlsPassthrough | ListenerProtocol::TlsTerminate => PortProtocol::Tls,
+            ListenerProtocol::Tcp => PortProtocol::Tcp,
+            ListenerProtocol::Udp => PortProtocol::Udp,
+        }
+    }
+
+    /// The route kinds a listener of this protocol carries.
+    pub fn route_kinds(self) -> &'static [&'static str] {
+        match self {
+            ListenerProtocol::Http | ListenerProtocol::Https => &allowed_routes::HTTP_KINDS,
+            ListenerProtocol::TlsPassthrough | ListenerProtocol::TlsTerminate => &["TLSRoute"],
+            ListenerProtocol::Tcp => &["TCPRoute"],
+            ListenerProtocol::Udp => &["UDPRoute"],
+        }
+    }
+
+    /// Which listeners may share a port: HTTP alone, HTTPS with TLS (chains picked
+    /// by SNI), TCP alone; UDP ports are apart from TCP ports altogether.
+    fn port_class(self) -> u8 {
+        match self {
+            ListenerProtocol::Http => 0,
+            ListenerProtocol::Https | ListenerProtocol::TlsPassthrough | ListenerProtocol::TlsTerminate => 1,
+            ListenerProtocol::Tcp => 2,
+            ListenerProtocol::Udp => 3,
+        }
+    }
+
+    /// Does a hostname on this listener mean anything? (Not for TCP or UDP.)
+    fn has_hostname(self) -> bool {
+        !matches!(self, ListenerProtocol::Tcp | ListenerProtocol::Udp)
+    }
+
+    /// Terminates TLS with the listener's certificateRefs.
+    fn terminates_tls(self) -> bool {
+        matches!(self, ListenerProtocol::Https | ListenerProtocol::TlsTerminate)
+    }
+}
 
 /// One listener of a Gateway, validated.
 #[derive(Debug, Clone)]
@@ -32,7 +90,7 @@ pub struct Listener {
     pub name: String,
     pub port: u16,
     /// `None`: a protocol we do not serve.
-    pub protocol: Option<PortProtocol>,
+    pub protocol: Option<ListenerProtocol>,
     /// Lower-cased.
     pub hostname: Option<String>,
     pub allowed_namespaces: AllowedNamespaces,
@@ -253,14 +311,23 @@ fn addresses(gw: &Gateway, config: &Config) -> Result<Vec<String>, String> {
 }
 
 fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listener {
+    let tls_mode = spec.tls.as_ref().and_then(|t| t.mode.clone());
     let protocol = match spec.protocol.as_str() {
-        "HTTP" => Some(PortProtocol::Http),
-        "HTTPS" => Some(PortProtocol::Https),
+        "HTTP" => Some(ListenerProtocol::Http),
+        "HTTPS" => Some(ListenerProtocol::Https),
+        "TLS" => match tls_mode {
+            Some(GatewayListenersTlsMode::Passthrough) => Some(ListenerProtocol::TlsPassthrough),
+            // The API's default mode is Terminate.
+            Some(GatewayListenersTlsMode::Terminate) | None => Some(ListenerProtocol::TlsTerminate),
+        },
+        "TCP" => Some(ListenerProtocol::Tcp),
+        "UDP" => Some(ListenerProtocol::Udp),
         _ => None,
     };
     let port = u16::try_from(spec.port).ok().filter(|p| *p > 0);
     let allowed = spec.allowed_routes.as_ref();
-    let (mut supported_kinds, unsupported_kinds) = allowed_routes::route_kinds(allowed);
+    let carried = protocol.map_or(&[][..], ListenerProtocol::route_kinds);
+    let (mut supported_kinds, unsupported_kinds) = allowed_routes::route_kinds(allowed, carried);
     let mut accepted = (true, "Accepted", "listener is accepted".to_string());
     let mut resolved_refs = (true, "ResolvedRefs", "all references resolved".to_string());
     if protocol.is_none() {
@@ -268,7 +335,7 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
             false,
             "UnsupportedProtocol",
             format!(
-                "protocol {} is not supported (only HTTP and HTTPS)",
+                "protocol {} is not supported (only HTTP, HTTPS, TLS, TCP and UDP)",
                 spec.protocol
             ),
         );
@@ -288,7 +355,7 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
         );
     }
     let mut certificates = Vec::new();
-    if protocol == Some(PortProtocol::Https) {
+    if protocol.is_some_and(ListenerProtocol::terminates_tls) {
         let refs = spec
             .tls
             .as_ref()
@@ -304,7 +371,11 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
         name: spec.name.clone(),
         port: port.unwrap_or(0),
         protocol,
-        hostname: spec.hostname.as_deref().map(str::to_ascii_lowercase),
+        hostname: spec
+            .hostname
+            .as_deref()
+            .filter(|_| protocol.is_none_or(ListenerProtocol::has_hostname))
+            .map(str::to_ascii_lowercase),
         allowed_namespaces: AllowedNamespaces::from_spec(allowed),
         supported_kinds,
         certificates,
@@ -319,19 +390,33 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
 /// and HTTPS together conflict on protocol (all of them); otherwise listeners
 /// sharing a hostname (or both without) conflict on hostname. No winner is picked.
 fn mark_conflicts(listeners: &mut [Listener]) {
-    let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    let mut by_port: BTreeMap<(bool, u16), Vec<usize>> = BTreeMap::new();
     for (i, l) in listeners.iter().enumerate() {
-        if l.protocol.is_some() && l.accepted.0 {
-            by_port.entry(l.port).or_default().push(i);
+        if let Some(p) = l.protocol
+            && l.accepted.0
+        {
+            by_port
+                .entry((p == ListenerProtocol::Udp, l.port))
+                .or_default()
+                .push(i);
         }
     }
-    for (port, idx) in by_port {
-        let protocols: BTreeSet<_> = idx.iter().filter_map(|&i| listeners[i].protocol).collect();
-        if protocols.len() > 1 {
+    for ((_, port), idx) in by_port {
+        let classes: BTreeSet<u8> = idx
+            .iter()
+            .filter_map(|&i| listeners[i].protocol.map(ListenerProtocol::port_class))
+            .collect();
+        if classes.len() > 1 {
+            let mut protocols: Vec<&str> = idx
+                .iter()
+                .filter_map(|&i| listeners[i].protocol.map(protocol_name))
+                .collect();
+            protocols.sort_unstable();
+            protocols.dedup();
             for &i in &idx {
                 listeners[i].conflicted = Some((
                     "ProtocolConflict",
-                    format!("HTTP and HTTPS listeners share port {port}"),
+                    format!("{} listeners share port {port}", protocols.join(" and ")),
                 ));
             }
             continue;
@@ -354,5 +439,15 @@ fn mark_conflicts(listeners: &mut [Listener]) {
                 listeners[i].conflicted = Some(("HostnameConflict", msg.clone()));
             }
         }
+    }
+}
+
+fn protocol_name(p: ListenerProtocol) -> &'static str {
+    match p {
+        ListenerProtocol::Http => "HTTP",
+        ListenerProtocol::Https => "HTTPS",
+        ListenerProtocol::TlsPassthrough | ListenerProtocol::TlsTerminate => "TLS",
+        ListenerProtocol::Tcp => "TCP",
+        ListenerProtocol::Udp => "UDP",
     }
 }

@@ -9,7 +9,7 @@
 //! dropped with a message: some rules dropped → `PartiallyInvalid`, all dropped →
 //! `Accepted=False`, both with reason `UnsupportedValue`.
 
-use crate::backend::{BackendError, BackendRef, Backends};
+use crate::backend::{BackendError, BackendRef, Backends, Upstream};
 use crate::status::{Condition, ParentReference, set_condition};
 use aether_ir::{
     Cluster, Header, HeaderMatch, HeaderModifier, ObjectRef, PathMatch, PathRewrite,
@@ -205,14 +205,14 @@ pub fn resolve_backends<'a>(
     kind: &str,
     route_ns: &str,
     refs: impl Iterator<Item = (BackendRef<'a>, Option<i32>)>,
-    grpc: bool,
+    upstream: Upstream,
     errors: &mut Vec<BackendError>,
 ) -> (Vec<(Cluster, u32)>, u32) {
     let mut valid = Vec::new();
     let mut invalid_weight = 0u32;
     for (r, weight) in refs {
         let weight = u32::try_from(weight.unwrap_or(1)).unwrap_or(0);
-        match backends.resolve(kind, route_ns, r, grpc) {
+        match backends.resolve(kind, route_ns, r, upstream) {
             Ok(cluster) if weight > 0 => valid.push((cluster, weight)),
             Ok(_) => {}
             Err(e) => {

@@ -2,7 +2,9 @@
 //!
 //! ```text
 //!  Gateway ─ port 80 (HTTP)  ─ one route table for every HTTP listener on the port
-//!          └ port 443 (HTTPS) ─ one TLS chain + route table per HTTPS listener
+//!          ├ port 443 (HTTPS) ─ one TLS chain + route table per HTTPS listener
+//!          ├ port 8443 (TLS)  ─ HTTPS chains + a chain per (TLS listener, TLSRoute)
+//!          └ port 9000 (TCP|UDP) ─ the oldest attached route's backends
 //!  route table ─ virtual host per served hostname (`*` always present), a
 //!                hostname going only to the most specific listener that claims it
 //!              └ routes: every match of every rule of every route on that host,
@@ -14,12 +16,12 @@
 //! upstream; prior-knowledge HTTP/2 is what gRPC needs).
 
 use crate::hostname;
-use crate::listener::GatewayModel;
+use crate::listener::{GatewayModel, ListenerProtocol};
 use crate::precedence::{Precedence, RouteOrigin};
 use crate::route::{RedirectSpec, RouteModel, RuleAction};
 use aether_ir::{
-    Cluster, Forward, Port, PortProtocol, Redirect, Route, RouteAction, RouteTable, TlsChain,
-    UpstreamProtocol, VirtualHost, WeightedBackend, names,
+    Cluster, Endpoint, Forward, L4Forward, Port, PortProtocol, Redirect, Route, RouteAction,
+    RouteTable, TlsChain, UpstreamProtocol, VirtualHost, WeightedBackend, names,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,21 +33,32 @@ pub fn gateway(
     clusters: &mut BTreeMap<String, Cluster>,
 ) -> aether_ir::Gateway {
     let (ns, name) = (&gw.key.namespace, &gw.key.name);
-    let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    // TCP and UDP ports apart: (UDP?, port).
+    let mut by_port: BTreeMap<(bool, u16), Vec<usize>> = BTreeMap::new();
     for (i, l) in gw.listeners.iter().enumerate() {
-        if l.is_programmable() {
-            by_port.entry(l.port).or_default().push(i);
+        if let Some(p) = l.protocol.filter(|_| l.is_programmable()) {
+            by_port
+                .entry((p == ListenerProtocol::Udp, l.port))
+                .or_default()
+                .push(i);
         }
     }
     let mut ports = Vec::new();
-    for (port, listeners) in by_port {
-        let protocol = gw.listeners[listeners[0]]
-            .protocol
-            .unwrap_or(PortProtocol::Http);
+    for ((udp, port), listeners) in by_port {
+        let protocols: BTreeSet<PortProtocol> = listeners
+            .iter()
+            .filter_map(|&li| gw.listeners[li].protocol.map(ListenerProtocol::port_protocol))
+            .collect();
+        // HTTPS listeners sharing a port with TLS listeners: a TLS port.
+        let protocol = protocols.iter().copied().max().unwrap_or(PortProtocol::Http);
         let mut p = Port {
             port,
             protocol,
-            listener_name: names::listener(ns, name, port),
+            listener_name: if udp {
+                names::udp_listener(ns, name, port)
+            } else {
+                names::listener(ns, name, port)
+            },
             route_table: None,
             tls_chains: vec![],
             forward: None,
@@ -62,24 +75,16 @@ pub fn gateway(
                 let table_name = names::route_table(ns, name, port, None);
                 p.route_table = Some(ctx.table(table_name, &listeners, clusters));
             }
-            PortProtocol::Https => {
-                for &li in &listeners {
-                    let l = &gw.listeners[li];
-                    let table_name = names::route_table(ns, name, port, Some(&l.name));
-                    p.tls_chains.push(TlsChain {
-                        listener: l.name.clone(),
-                        server_names: l.hostname.iter().cloned().collect(),
-                        certificates: l.certificates.clone(),
-                        route_table: Some(ctx.table(table_name, &[li], clusters)),
-                        forward: None,
-                    });
-                }
-                p.tls_chains.sort_by(|a, b| a.listener.cmp(&b.listener));
+            PortProtocol::Https | PortProtocol::Tls => {
+                p.tls_chains = ctx.tls_chains(&listeners, clusters);
             }
-            PortProtocol::Tls | PortProtocol::Tcp | PortProtocol::Udp => {}
+            PortProtocol::Tcp | PortProtocol::Udp => {
+                p.forward = ctx.oldest_forward(&listeners, clusters);
+            }
         }
         ports.push(p);
     }
+    ports.sort_by_key(|p| (p.port, p.protocol));
     aether_ir::Gateway {
         namespace: ns.clone(),
         name: name.clone(),
@@ -165,6 +170,154 @@ impl TableContext<'_> {
         }
     }
 
+    /// The SNI-selected chains of an HTTPS or TLS port: one per HTTPS listener
+    /// (its route table), one per (TLS listener, TLSRoute) with the hostnames the
+    /// route serves there. A hostname goes to the most specific listener, then to
+    /// the oldest route; a port with nothing to serve closes connections.
+    fn tls_chains(
+        &self,
+        listeners: &[usize],
+        clusters: &mut BTreeMap<String, Cluster>,
+    ) -> Vec<TlsChain> {
+        let (ns, name) = (&self.gw.key.namespace, &self.gw.key.name);
+        let mut chains = Vec::new();
+        let mut claimed: BTreeSet<String> = BTreeSet::new();
+        for &li in listeners {
+            let l = &self.gw.listeners[li];
+            if l.protocol == Some(ListenerProtocol::Https) {
+                let table_name = names::route_table(ns, name, self.port, Some(&l.name));
+                chains.push(TlsChain {
+                    listener: l.name.clone(),
+                    server_names: l.hostname.iter().cloned().collect(),
+                    certificates: l.certificates.clone(),
+                    route_table: Some(self.table(table_name, &[li], clusters)),
+                    forward: None,
+                });
+                claimed.insert(l.hostname.clone().unwrap_or_else(|| "*".into()));
+            }
+        }
+        for &li in listeners {
+            let l = &self.gw.listeners[li];
+            if l.protocol == Some(ListenerProtocol::Https) {
+                continue;
+            }
+            let siblings = listeners
+                .iter()
+                .filter(|&&other| other != li)
+                .map(|&other| self.gw.listeners[other].hostname.as_deref());
+            for ri in self.by_age(li) {
+                let r = &self.routes[ri];
+                let served = hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames);
+                let hosts: Vec<String> =
+                    hostname::isolate(served, l.hostname.as_deref(), siblings.clone())
+                        .into_iter()
+                        .filter(|h| claimed.insert(h.clone()))
+                        .collect();
+                if hosts.is_empty() {
+                    continue;
+                }
+                let catch_all = hosts.iter().any(|h| h == "*");
+                chains.push(TlsChain {
+                    listener: format!("{}/{}/{}/{}", l.name, r.kind, r.key.namespace, r.key.name),
+                    server_names: if catch_all { vec![] } else { hosts },
+                    certificates: l.certificates.clone(),
+                    route_table: None,
+                    forward: self.forward(ri, clusters),
+                });
+            }
+        }
+        chains.sort_by(|a, b| a.listener.cmp(&b.listener));
+        if chains.is_empty() {
+            // Bound, as status says it is programmed, but with nothing to reach:
+            // every connection is closed.
+            chains.push(TlsChain {
+                listener: "no-route".into(),
+                server_names: vec![],
+                certificates: vec![],
+                route_table: None,
+                forward: Some(L4Forward {
+                    route: String::new(),
+                    backends: vec![],
+                    invalid_weight: 0,
+                }),
+            });
+        }
+        chains
+    }
+
+    /// The routes attached to a listener, oldest first (then by namespace/name).
+    fn by_age(&self, li: usize) -> Vec<usize> {
+        let mut on: Vec<usize> = self
+            .attached
+            .range((li, 0)..(li + 1, 0))
+            .map(|&(_, ri)| ri)
+            .collect();
+        on.sort_by_key(|&ri| {
+            let r = &self.routes[ri];
+            (r.created.is_none(), r.created.clone(), r.key.clone())
+        });
+        on
+    }
+
+    /// TCP and UDP: of every route attached to the port's listener(s), the oldest
+    /// is served; the others are accepted but get no traffic.
+    fn oldest_forward(
+        &self,
+        listeners: &[usize],
+        clusters: &mut BTreeMap<String, Cluster>,
+    ) -> Option<L4Forward> {
+        let ri = listeners.iter().flat_map(|&li| self.by_age(li)).min_by_key(|&ri| {
+            let r = &self.routes[ri];
+            (r.created.is_none(), r.created.clone(), r.key.clone())
+        })?;
+        self.forward(ri, clusters)
+    }
+
+    /// A route's first rule as an L4 forward, its clusters put in the IR. A UDP
+    /// route with several backends gets one cluster holding all their endpoints,
+    /// weighted: Envoy's UDP proxy sends a session to one cluster.
+    fn forward(&self, ri: usize, clusters: &mut BTreeMap<String, Cluster>) -> Option<L4Forward> {
+        let r = &self.routes[ri];
+        let RuleAction::Forward {
+            backends,
+            invalid_weight,
+            ..
+        } = &r.rules.first()?.action
+        else {
+            return None;
+        };
+        let route = format!("{}/{}/{}", r.kind, r.key.namespace, r.key.name);
+        if self.protocol == PortProtocol::Udp && backends.len() > 1 {
+            let folded = udp_weighted_cluster(r, backends);
+            let forward = L4Forward {
+                route,
+                backends: vec![WeightedBackend {
+                    cluster: folded.name.clone(),
+                    weight: 1,
+                }],
+                invalid_weight: 0,
+            };
+            clusters.insert(folded.name.clone(), folded);
+            return Some(forward);
+        }
+        for (cluster, _) in backends {
+            clusters
+                .entry(cluster.name.clone())
+                .or_insert_with(|| cluster.clone());
+        }
+        Some(L4Forward {
+            route,
+            backends: backends
+                .iter()
+                .map(|(c, w)| WeightedBackend {
+                    cluster: c.name.clone(),
+                    weight: *w,
+                })
+                .collect(),
+            invalid_weight: *invalid_weight,
+        })
+    }
+
     fn action(&self, action: &RuleAction, clusters: &mut BTreeMap<String, Cluster>) -> RouteAction {
         match action {
             RuleAction::Redirect(spec) => {
@@ -201,6 +354,36 @@ impl TableContext<'_> {
                 })
             }
         }
+    }
+}
+
+/// One cluster for a UDPRoute's weighted backends: every backend's endpoints,
+/// each weighted so that the backends' shares are their weights (a backend's
+/// weight spread over its endpoints). Endpoints named by two backends add up.
+fn udp_weighted_cluster(r: &RouteModel, backends: &[(Cluster, u32)]) -> Cluster {
+    /// Per-endpoint weights are integers: scale before dividing by the count.
+    const SCALE: u64 = 1000;
+    let mut weights: BTreeMap<(String, u16), u64> = BTreeMap::new();
+    for (cluster, weight) in backends {
+        let n = cluster.endpoints.len() as u64;
+        for e in &cluster.endpoints {
+            let share = (u64::from(*weight) * SCALE / n).max(1);
+            *weights.entry((e.address.clone(), e.port)).or_default() += share;
+        }
+    }
+    Cluster {
+        name: names::udp_route_cluster(&r.key.namespace, &r.key.name),
+        service: r.key.clone(),
+        port: 0,
+        protocol: UpstreamProtocol::Http1,
+        endpoints: weights
+            .into_iter()
+            .map(|((address, port), w)| Endpoint {
+                address,
+                port,
+                weight: u32::try_from(w).unwrap_or(u32::MAX),
+            })
+            .collect(),
     }
 }
 
