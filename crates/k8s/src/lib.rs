@@ -1,15 +1,18 @@
 //! Kubernetes mode: the store fed by watches, and what the leader writes back.
 //!
 //! ```text
-//!  kube-apiserver ──watch (per kind)──► Index ──(all kinds listed)──► Store generations
-//!                                                                        │
-//!                          status writer ◄── gated StatusPlan ◄──────────┘ (translate, ACK gate)
+//!  discovery (served Gateway API versions) ─┐
+//!  kube-apiserver ──watch (per kind, at the served version)──► Index ──(all kinds listed)──► Store generations
+//!                                                                                             │
+//!                          status writer (at the served version) ◄── gated StatusPlan ◄──────┘ (translate, ACK gate)
 //! ```
 
+pub mod discovery;
 pub mod index;
 pub mod leader;
 pub mod service;
 pub mod status;
 pub mod watch;
 
+pub use discovery::ServedVersions;
 pub use index::Index;

@@ -1,12 +1,27 @@
 //! One watch per kind, feeding the [`Index`].
 //!
+//! ```text
+//!  core kinds (Service, EndpointSlice, Secret, ConfigMap, Namespace) ──► watch ──┐
+//!                                                                                ├─► Index
+//!  discovery (at start, then every `rediscover`) ─► per Gateway API kind:        │
+//!     served at v ──► watch at v (restarted when v changes) ────────────────────┤
+//!     not installed ──► warn once, listed as empty ─────────────────────────────┘
+//! ```
+//!
 //! Objects are received untyped ([`DynamicObject`]) and converted one by one, so
 //! an object that fails to deserialize is skipped with a warning naming it instead
-//! of failing the whole watch. The watcher relists by itself after a 410 (Gone)
-//! or an API server restart; errors back off and retry forever.
+//! of failing the whole watch; objects read at an older version get what that
+//! version leaves optional filled in first. The watcher relists by itself after a
+//! 410 (Gone) or an API server restart; errors back off and retry forever.
+//!
+//! A Gateway API kind whose CRD is not installed never holds up the first
+//! publish: it counts as listed and empty, and is watched from the discovery
+//! pass that finds it installed.
 
+use crate::discovery::{self, ServedVersions};
 use crate::index::{Event, Index};
 use aether_gateway::StoreObject;
+use aether_gateway::load::default_older_versions_json;
 use aether_ir::ObjectRef;
 use futures::StreamExt;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
@@ -14,7 +29,9 @@ use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
+use gateway_api::apis::standard::udproutes::UdpRoute;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ApiResource, DynamicObject};
@@ -22,16 +39,22 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use tracing::warn;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinSet};
+use tracing::{info, warn};
 
 /// Every kind the store holds; all must list before anything is published.
-pub const KINDS: [&str; 11] = [
+pub const KINDS: [&str; 13] = [
     GatewayClass::KIND,
     Gateway::KIND,
     HttpRoute::KIND,
     GrpcRoute::KIND,
     TlsRoute::KIND,
+    TcpRoute::KIND,
+    UdpRoute::KIND,
     ReferenceGrant::KIND,
     Service::KIND,
     EndpointSlice::KIND,
@@ -40,37 +63,145 @@ pub const KINDS: [&str; 11] = [
     Namespace::KIND,
 ];
 
-/// Runs every watch until the returned future is dropped.
-pub async fn run(client: Client, index: Arc<Index>) {
+/// How often the served Gateway API versions are looked up again, so a CRD
+/// installed (or upgraded) later gets watched (at its new version).
+pub const REDISCOVER: Duration = Duration::from_secs(60);
+
+/// Runs every watch until the returned future is dropped. `served` gets the
+/// Gateway API versions in use after each discovery pass that changes them
+/// (`None` until the first pass succeeds).
+pub async fn run(
+    client: Client,
+    index: Arc<Index>,
+    served: watch::Sender<Option<ServedVersions>>,
+    rediscover: Duration,
+) {
     tokio::join!(
-        watch_kind::<GatewayClass>(client.clone(), index.clone()),
-        watch_kind::<Gateway>(client.clone(), index.clone()),
-        watch_kind::<HttpRoute>(client.clone(), index.clone()),
-        watch_kind::<GrpcRoute>(client.clone(), index.clone()),
-        watch_kind::<TlsRoute>(client.clone(), index.clone()),
-        watch_kind::<ReferenceGrant>(client.clone(), index.clone()),
-        watch_kind::<Service>(client.clone(), index.clone()),
-        watch_kind::<EndpointSlice>(client.clone(), index.clone()),
-        watch_kind::<Secret>(client.clone(), index.clone()),
-        watch_kind::<ConfigMap>(client.clone(), index.clone()),
-        watch_kind::<Namespace>(client, index),
+        gateway_api(client.clone(), index.clone(), served, rediscover),
+        watch_kind::<Service>(client.clone(), index.clone(), None),
+        watch_kind::<EndpointSlice>(client.clone(), index.clone(), None),
+        watch_kind::<Secret>(client.clone(), index.clone(), None),
+        watch_kind::<ConfigMap>(client.clone(), index.clone(), None),
+        watch_kind::<Namespace>(client, index, None),
     );
 }
 
+/// Calls `$f::<T>($args)` with `T` the type of the Gateway API kind `$kind`.
+macro_rules! by_kind {
+    ($kind:expr, $f:ident ( $($arg:expr),* )) => {
+        match $kind {
+            "GatewayClass" => $f::<GatewayClass>($($arg),*),
+            "Gateway" => $f::<Gateway>($($arg),*),
+            "HTTPRoute" => $f::<HttpRoute>($($arg),*),
+            "GRPCRoute" => $f::<GrpcRoute>($($arg),*),
+            "TLSRoute" => $f::<TlsRoute>($($arg),*),
+            "TCPRoute" => $f::<TcpRoute>($($arg),*),
+            "UDPRoute" => $f::<UdpRoute>($($arg),*),
+            "ReferenceGrant" => $f::<ReferenceGrant>($($arg),*),
+            other => unreachable!("{other} is not a Gateway API kind we read"),
+        }
+    };
+}
+
+/// What runs for one Gateway API kind: a watch at a version, or nothing (not
+/// installed, listed as empty).
+struct Running {
+    version: Option<&'static str>,
+    task: Option<AbortHandle>,
+}
+
+/// Discovery, then one watch per served Gateway API kind; re-checked every
+/// `rediscover`. Dropping this future aborts the watches it started.
+async fn gateway_api(
+    client: Client,
+    index: Arc<Index>,
+    served: watch::Sender<Option<ServedVersions>>,
+    rediscover: Duration,
+) {
+    let mut tasks = JoinSet::new();
+    let mut running: BTreeMap<&'static str, Running> = BTreeMap::new();
+    let mut retry = Duration::from_millis(500);
+    loop {
+        let found = match discovery::discover(&client).await {
+            Ok(found) => found,
+            Err(e) => {
+                warn!(group = discovery::GROUP, error = %e, "API discovery failed; retrying");
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(rediscover);
+                continue;
+            }
+        };
+        retry = Duration::from_millis(500);
+        for kind in discovery::KINDS {
+            let version = found.version(kind);
+            if running.get(kind).is_some_and(|r| r.version == version) {
+                continue;
+            }
+            if let Some(task) = running.remove(kind).and_then(|r| r.task) {
+                task.abort();
+            }
+            let task = match version {
+                Some(v) => {
+                    info!(kind, version = v, "watching");
+                    let (client, index) = (client.clone(), index.clone());
+                    Some(by_kind!(kind, spawn_watch(&mut tasks, client, index, v)))
+                }
+                None => {
+                    warn!(
+                        kind,
+                        group = discovery::GROUP,
+                        "CRD not installed (no served version we read): no objects of this kind"
+                    );
+                    by_kind!(kind, list_empty(&index));
+                    None
+                }
+            };
+            running.insert(kind, Running { version, task });
+        }
+        served.send_if_modified(|current| {
+            let changed = current.as_ref() != Some(&found);
+            *current = Some(found);
+            changed
+        });
+        // Reap watches aborted above.
+        while tasks.try_join_next().is_some() {}
+        tokio::time::sleep(rediscover).await;
+    }
+}
+
+fn spawn_watch<T>(
+    tasks: &mut JoinSet<()>,
+    client: Client,
+    index: Arc<Index>,
+    version: &'static str,
+) -> AbortHandle
+where
+    T: StoreObject + DeserializeOwned + Resource<DynamicType = ()> + Send + 'static,
+{
+    tasks.spawn(watch_kind::<T>(client, index, Some(version)))
+}
+
+/// A kind nobody serves: listed, with no objects (any it had are gone).
+fn list_empty<T: StoreObject>(index: &Index) {
+    index.apply(Event::<T>::Init);
+    index.apply(Event::<T>::InitDone);
+}
+
 /// The typed object, or `None` (with a warning naming it) if it does not fit the type.
-fn convert<T: StoreObject + DeserializeOwned>(obj: DynamicObject) -> Option<T> {
+pub(crate) fn convert<T: StoreObject + DeserializeOwned>(obj: DynamicObject) -> Option<T> {
     let name = format!(
         "{}/{}",
         obj.metadata.namespace.as_deref().unwrap_or(""),
         obj.metadata.name.as_deref().unwrap_or("")
     );
-    let value = match serde_json::to_value(&obj) {
+    let mut value = match serde_json::to_value(&obj) {
         Ok(v) => v,
         Err(e) => {
             warn!(kind = T::KIND, object = %name, error = %e, "skipping object");
             return None;
         }
     };
+    default_older_versions_json(T::KIND, &mut value);
     match serde_json::from_value(value) {
         Ok(t) => Some(t),
         Err(e) => {
@@ -80,11 +211,16 @@ fn convert<T: StoreObject + DeserializeOwned>(obj: DynamicObject) -> Option<T> {
     }
 }
 
-async fn watch_kind<T>(client: Client, index: Arc<Index>)
+/// `version`: the served version to watch (Gateway API kinds); `None`: the type's own.
+async fn watch_kind<T>(client: Client, index: Arc<Index>, version: Option<&str>)
 where
     T: StoreObject + DeserializeOwned + Resource<DynamicType = ()>,
 {
-    let resource = ApiResource::erase::<T>(&());
+    let mut resource = ApiResource::erase::<T>(&());
+    if let Some(v) = version {
+        resource.api_version = format!("{}/{v}", resource.group);
+        resource.version = v.to_string();
+    }
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
     let mut stream = watcher(api, watcher::Config::default())
         .default_backoff()
@@ -109,6 +245,34 @@ where
                 index.apply(Event::<T>::Delete(ObjectRef::new(namespace, name)));
             }
             Err(e) => warn!(kind = T::KIND, error = %e, "watch failed; retrying with backoff"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_older_version_decodes_into_the_v1_type() {
+        // v1alpha2 TCPRoute: backendRefs optional (required in v1).
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1alpha2",
+            "kind": "TCPRoute",
+            "metadata": {"namespace": "app", "name": "db"},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{}]},
+        }))
+        .unwrap();
+        let route = convert::<TcpRoute>(obj).expect("decodes");
+        assert_eq!(route.spec.rules.len(), 1);
+        assert!(route.spec.rules[0].backend_refs.is_empty());
+    }
+
+    #[test]
+    fn every_gateway_api_kind_is_a_store_kind() {
+        for kind in discovery::KINDS {
+            assert!(KINDS.contains(&kind), "{kind}");
         }
     }
 }

@@ -78,6 +78,7 @@ fn publish_inputs(
                     store,
                     supported_features: vec!["Gateway".into()],
                     controller_name: config.controller_name,
+                    served: aether_k8s::ServedVersions::all_v1(),
                 }));
             }
             tokio::select! {
@@ -144,7 +145,13 @@ async fn the_loop_converges_and_an_ack_shows_within_a_second() {
     seed(&client, N).await;
 
     let index = Arc::new(Index::new(aether_k8s::watch::KINDS));
-    let watches = tokio::spawn(aether_k8s::watch::run(client.clone(), index.clone()));
+    let (served, _) = watch::channel(None);
+    let watches = tokio::spawn(aether_k8s::watch::run(
+        client.clone(),
+        index.clone(),
+        served,
+        aether_k8s::watch::REDISCOVER,
+    ));
     let (acked_tx, acked) = watch::channel(false);
     let inputs = publish_inputs(index.clone(), acked);
     let writer = Arc::new(StatusWriter::default());

@@ -151,6 +151,7 @@ fn inputs(store: Store, ack: AckState) -> StatusInputs {
         store,
         supported_features: vec!["Gateway".into(), "HTTPRoute".into()],
         controller_name: config.controller_name,
+        served: aether_k8s::ServedVersions::all_v1(),
     }
 }
 

@@ -7,7 +7,7 @@ use super::SUPPORTED_FEATURES;
 use crate::pipeline::Published;
 use aether_gateway::{AckState, StatusPlan, Store};
 use aether_ir::ObjectRef;
-use aether_k8s::Index;
+use aether_k8s::{Index, ServedVersions};
 use aether_k8s::service::{
     self, AddressMode, RecentWrites, ServiceConfig, ServiceMetrics, Unallocated,
 };
@@ -90,6 +90,7 @@ pub(super) fn status_inputs(
     reports: Reports,
     mode: AddressMode,
     mut problems: Problems,
+    mut served: watch::Receiver<Option<ServedVersions>>,
     controller_name: String,
 ) -> watch::Receiver<Arc<StatusInputs>> {
     let (tx, rx) = watch::channel(Arc::new(StatusInputs {
@@ -108,11 +109,14 @@ pub(super) fn status_inputs(
             let p = published.borrow_and_update().clone();
             if let (true, Some(p), Some(store)) = (settled, p, index.store()) {
                 let plan = gate(&p, &reports, &store, &mode, &problems.current());
+                // Every Gateway API kind has listed, so discovery has run.
+                let served = served.borrow_and_update().clone().unwrap_or_default();
                 tx.send_replace(Arc::new(StatusInputs {
                     plan,
                     store,
                     supported_features: SUPPORTED_FEATURES.iter().map(|f| f.to_string()).collect(),
                     controller_name: controller_name.clone(),
+                    served,
                 }));
             }
             tokio::select! {
@@ -121,6 +125,7 @@ pub(super) fn status_inputs(
                 r = report_changes.changed() => if r.is_err() { return },
                 r = problems.services.changed() => if r.is_err() { return },
                 r = problems.unallocated.changed() => if r.is_err() { return },
+                r = served.changed() => if r.is_err() { return },
                 _ = tokio::time::sleep_until(grace_ends), if !settled => {}
             }
             // A fleet reports in bursts (every agent after the same change): join

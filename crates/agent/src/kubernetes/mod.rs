@@ -21,7 +21,7 @@ use crate::admin::{self, AdminState};
 use crate::pipeline::Pipeline;
 use crate::serve;
 use aether_ads::Fleet;
-use aether_k8s::Index;
+use aether_k8s::{Index, ServedVersions};
 use aether_k8s::leader::{self, LeaderConfig, LeaderElector};
 use aether_k8s::service::{self, AddressMode, ServiceConfig, ServiceMetrics, Unallocated};
 use aether_k8s::status::StatusWriter;
@@ -127,6 +127,10 @@ pub struct AgentArgs {
     /// The leader Lease's name (in the edge namespace).
     #[arg(long, default_value = "aether-edge")]
     pub lease_name: String,
+    /// How often to look up again which Gateway API versions the CRDs serve, so a
+    /// CRD installed or upgraded later is watched (at its served version).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub discovery_interval: u64,
 }
 
 fn parse_range(s: &str) -> Result<(u16, u16), String> {
@@ -185,9 +189,16 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
     let reports = Reports::default();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
-    // Watches → index → pipeline (nothing publishes before every kind has listed).
+    // Watches → index → pipeline (nothing publishes before every kind has listed;
+    // a Gateway API kind whose CRD is not installed counts as listed and empty).
     let index = Arc::new(Index::new(aether_k8s::watch::KINDS));
-    tokio::spawn(aether_k8s::watch::run(client.clone(), index.clone()));
+    let (served_tx, served) = watch::channel(None);
+    tokio::spawn(aether_k8s::watch::run(
+        client.clone(),
+        index.clone(),
+        served_tx,
+        Duration::from_secs(args.discovery_interval),
+    ));
     let (unallocated_tx, unallocated_rx) = watch::channel(Vec::new());
     tokio::spawn(drive_pipeline(
         index.clone(),
@@ -266,6 +277,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             services: problems_rx,
             unallocated: unallocated_rx,
         },
+        served.clone(),
         args.controller_name.clone(),
     );
     let writer = Arc::new(StatusWriter::default());
@@ -287,6 +299,17 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             }),
             Box::new(move || writer.render_metrics()),
             Box::new(move || service_metrics.render()),
+            Box::new({
+                let served = served.clone();
+                // Nothing before the first discovery: no kind is known missing yet.
+                move || {
+                    served
+                        .borrow()
+                        .as_ref()
+                        .map(ServedVersions::render_metrics)
+                        .unwrap_or_default()
+                }
+            }),
             Box::new({
                 let is_leader = is_leader.clone();
                 move || {

@@ -206,6 +206,7 @@ mod tests {
             store,
             supported_features: vec![],
             controller_name: config.controller_name,
+            served: crate::ServedVersions::all_v1(),
         })
     }
 

@@ -8,6 +8,9 @@
 //!                   StatusPatch { kind, object, body: apiVersion/kind/metadata/status }
 //! ```
 //!
+//! Every body names the version the object's kind is served at
+//! ([`StatusInputs::served`]): the status subresource is patched at that version.
+//!
 //! Pure: no I/O, `now` passed in. Objects missing from the store are skipped (the
 //! plan was computed from the same store, so they are being deleted). Routes that
 //! the plan no longer mentions but that still carry an entry of ours get a patch
@@ -15,9 +18,11 @@
 
 use super::condition;
 use super::route;
-use aether_gateway::StatusPlan;
-use aether_gateway::Store;
-use aether_gateway::status::{GROUP, GatewayClassStatus as PlannedClass, GatewayStatus as Planned};
+use crate::discovery::ServedVersions;
+use aether_gateway::{StatusPlan, Store};
+use aether_gateway::status::{
+    GatewayClassStatus as PlannedClass, GatewayStatus as Planned, RouteStatus as PlannedRoute,
+};
 use aether_ir::ObjectRef;
 use gateway_api::apis::standard::gatewayclasses::{
     GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
@@ -46,6 +51,8 @@ pub struct StatusInputs {
     pub supported_features: Vec<String>,
     /// Our `controllerName`: route parent entries with it are ours.
     pub controller_name: String,
+    /// The version each kind is served at: status is written at that version.
+    pub served: ServedVersions,
 }
 
 /// The kinds we write status for.
@@ -55,14 +62,29 @@ pub enum StatusKind {
     Gateway,
     HttpRoute,
     GrpcRoute,
+    TlsRoute,
+    TcpRoute,
+    UdpRoute,
 }
 
 impl StatusKind {
-    pub const ALL: [StatusKind; 4] = [
+    pub const ALL: [StatusKind; 7] = [
         StatusKind::GatewayClass,
         StatusKind::Gateway,
         StatusKind::HttpRoute,
         StatusKind::GrpcRoute,
+        StatusKind::TlsRoute,
+        StatusKind::TcpRoute,
+        StatusKind::UdpRoute,
+    ];
+
+    /// The route kinds: a shared `status.parents` list each.
+    pub const ROUTES: [StatusKind; 5] = [
+        StatusKind::HttpRoute,
+        StatusKind::GrpcRoute,
+        StatusKind::TlsRoute,
+        StatusKind::TcpRoute,
+        StatusKind::UdpRoute,
     ];
 
     /// The Kubernetes kind.
@@ -72,6 +94,34 @@ impl StatusKind {
             StatusKind::Gateway => "Gateway",
             StatusKind::HttpRoute => "HTTPRoute",
             StatusKind::GrpcRoute => "GRPCRoute",
+            StatusKind::TlsRoute => "TLSRoute",
+            StatusKind::TcpRoute => "TCPRoute",
+            StatusKind::UdpRoute => "UDPRoute",
+        }
+    }
+
+    /// The resource name in API paths.
+    pub fn plural(self) -> &'static str {
+        match self {
+            StatusKind::GatewayClass => "gatewayclasses",
+            StatusKind::Gateway => "gateways",
+            StatusKind::HttpRoute => "httproutes",
+            StatusKind::GrpcRoute => "grpcroutes",
+            StatusKind::TlsRoute => "tlsroutes",
+            StatusKind::TcpRoute => "tcproutes",
+            StatusKind::UdpRoute => "udproutes",
+        }
+    }
+
+    /// The planned statuses of a route kind (`None` for GatewayClass, Gateway).
+    pub fn planned(self, plan: &StatusPlan) -> Option<&BTreeMap<ObjectRef, PlannedRoute>> {
+        match self {
+            StatusKind::GatewayClass | StatusKind::Gateway => None,
+            StatusKind::HttpRoute => Some(&plan.http_routes),
+            StatusKind::GrpcRoute => Some(&plan.grpc_routes),
+            StatusKind::TlsRoute => Some(&plan.tls_routes),
+            StatusKind::TcpRoute => Some(&plan.tcp_routes),
+            StatusKind::UdpRoute => Some(&plan.udp_routes),
         }
     }
 }
@@ -92,6 +142,18 @@ pub struct StatusPatch {
     pub based_on: Option<String>,
     /// The apply body: `apiVersion`, `kind`, `metadata`, `status`.
     pub body: Value,
+}
+
+impl StatusPatch {
+    /// The version the body is for (its `apiVersion`), v1 if it names none: the
+    /// version whose `/status` is patched.
+    pub fn version(&self) -> &str {
+        self.body
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .and_then(|v| v.rsplit_once('/'))
+            .map_or("v1", |(_, version)| version)
+    }
 }
 
 /// What [`compute`] found.
@@ -118,31 +180,32 @@ pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
     let store = &inputs.store;
     for (name, planned) in &inputs.plan.gateway_classes {
         if let Some(class) = store.get::<GatewayClass>("", name) {
+            let api_version = inputs.served.api_version(StatusKind::GatewayClass.as_str());
             out.push(gateway_class(
                 class,
                 planned,
                 &inputs.supported_features,
+                &api_version,
                 now,
             ));
         }
     }
     for (key, planned) in &inputs.plan.gateways {
         if let Some(gw) = store.get::<Gateway>(&key.namespace, &key.name) {
-            out.push(gateway(gw, planned, now));
+            let api_version = inputs.served.api_version(StatusKind::Gateway.as_str());
+            out.push(gateway(gw, planned, &api_version, now));
         }
     }
     let ours = &inputs.controller_name;
     let our_gateway = |gw: &ObjectRef| inputs.plan.gateways.contains_key(gw);
-    for (key, route) in route::routes(store, StatusKind::HttpRoute) {
-        let planned = inputs.plan.http_routes.get(key);
-        if planned.is_some() || route.has_parent_of(ours) {
-            out.push(route.patch(planned, ours, &our_gateway, now));
-        }
-    }
-    for (key, route) in route::routes(store, StatusKind::GrpcRoute) {
-        let planned = inputs.plan.grpc_routes.get(key);
-        if planned.is_some() || route.has_parent_of(ours) {
-            out.push(route.patch(planned, ours, &our_gateway, now));
+    for kind in StatusKind::ROUTES {
+        let plan = kind.planned(&inputs.plan);
+        let api_version = inputs.served.api_version(kind.as_str());
+        for (key, route) in route::routes(store, kind) {
+            let planned = plan.and_then(|p| p.get(key));
+            if planned.is_some() || route.has_parent_of(ours) {
+                out.push(route.patch(planned, ours, &our_gateway, &api_version, now));
+            }
         }
     }
     out.patches
@@ -153,6 +216,7 @@ pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
 /// The apply body around a status.
 pub(crate) fn body(
     kind: StatusKind,
+    api_version: &str,
     object: &ObjectRef,
     resource_version: Option<&str>,
     status: Value,
@@ -165,7 +229,7 @@ pub(crate) fn body(
         metadata["resourceVersion"] = json!(rv);
     }
     json!({
-        "apiVersion": format!("{GROUP}/v1"),
+        "apiVersion": api_version,
         "kind": kind.as_str(),
         "metadata": metadata,
         "status": status,
@@ -176,6 +240,7 @@ fn gateway_class(
     class: &GatewayClass,
     planned: &PlannedClass,
     features: &[String],
+    api_version: &str,
     now: &Time,
 ) -> Option<StatusPatch> {
     let current = class.status.clone().unwrap_or_default();
@@ -202,6 +267,7 @@ fn gateway_class(
         kind: StatusKind::GatewayClass,
         body: body(
             StatusKind::GatewayClass,
+            api_version,
             &object,
             None,
             serde_json::to_value(&status).expect("status serializes"),
@@ -211,7 +277,7 @@ fn gateway_class(
     })
 }
 
-fn gateway(gw: &Gateway, planned: &Planned, now: &Time) -> Option<StatusPatch> {
+fn gateway(gw: &Gateway, planned: &Planned, api_version: &str, now: &Time) -> Option<StatusPatch> {
     let current = gw.status.clone().unwrap_or_default();
     let current_conditions = current.conditions.clone().unwrap_or_default();
     let current_listeners: BTreeMap<&str, &GatewayStatusListeners> = current
@@ -284,6 +350,7 @@ fn gateway(gw: &Gateway, planned: &Planned, now: &Time) -> Option<StatusPatch> {
         kind: StatusKind::Gateway,
         body: body(
             StatusKind::Gateway,
+            api_version,
             &object,
             None,
             serde_json::to_value(&status).expect("status serializes"),

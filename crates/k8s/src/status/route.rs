@@ -15,18 +15,21 @@
 
 use super::condition;
 use super::patch::{StatusKind, StatusPatch, body};
-use aether_gateway::Store;
 use aether_gateway::status::{GROUP, RouteStatus as Planned};
+use aether_gateway::{Store, StoreObject};
 use aether_ir::ObjectRef;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::tcproutes::TcpRoute;
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
+use gateway_api::apis::standard::udproutes::UdpRoute;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Value, json};
 
 /// `status.parents` maxItems.
 pub(crate) const PARENTS_MAX: usize = 32;
 
-/// A route of either kind, reduced to what its status patch needs.
+/// A route of any kind, reduced to what its status patch needs.
 pub(crate) struct RouteView<'a> {
     kind: StatusKind,
     key: &'a ObjectRef,
@@ -60,44 +63,52 @@ fn parents_of<S: serde::Serialize>(parents: Option<&S>) -> Vec<Value> {
     }
 }
 
+/// A route type: where its status and spec parents are.
+trait RouteObject: StoreObject {
+    fn status_parents(&self) -> Vec<Value>;
+    fn spec_parents(&self) -> Vec<Value>;
+}
+
+macro_rules! route_object {
+    ($($ty:ty),*) => {$(
+        impl RouteObject for $ty {
+            fn status_parents(&self) -> Vec<Value> {
+                parents_of(self.status.as_ref().map(|s| &s.parents))
+            }
+            fn spec_parents(&self) -> Vec<Value> {
+                parents_of(self.spec.parent_refs.as_ref())
+            }
+        }
+    )*};
+}
+
+route_object!(HttpRoute, GrpcRoute, TlsRoute, TcpRoute, UdpRoute);
+
+fn views<T: RouteObject>(store: &Store, kind: StatusKind) -> Vec<(&ObjectRef, RouteView<'_>)> {
+    store
+        .all::<T>()
+        .iter()
+        .map(|(key, r)| {
+            let route = RouteView {
+                kind,
+                key,
+                resource_version: r.metadata().resource_version.as_deref(),
+                parents: r.status_parents(),
+                spec_parents: r.spec_parents(),
+            };
+            (key, route)
+        })
+        .collect()
+}
+
 /// Every route of `kind` in the store, sorted by (namespace, name).
 pub(crate) fn routes(store: &Store, kind: StatusKind) -> Vec<(&ObjectRef, RouteView<'_>)> {
-    fn view<'a>(
-        kind: StatusKind,
-        key: &'a ObjectRef,
-        rv: &'a Option<String>,
-        parents: Vec<Value>,
-        spec_parents: Vec<Value>,
-    ) -> (&'a ObjectRef, RouteView<'a>) {
-        let resource_version = rv.as_deref();
-        let route = RouteView {
-            kind,
-            key,
-            resource_version,
-            parents,
-            spec_parents,
-        };
-        (key, route)
-    }
     match kind {
-        StatusKind::HttpRoute => store
-            .all::<HttpRoute>()
-            .iter()
-            .map(|(k, r)| {
-                let parents = parents_of(r.status.as_ref().map(|s| &s.parents));
-                let spec = parents_of(r.spec.parent_refs.as_ref());
-                view(kind, k, &r.metadata.resource_version, parents, spec)
-            })
-            .collect(),
-        StatusKind::GrpcRoute => store
-            .all::<GrpcRoute>()
-            .iter()
-            .map(|(k, r)| {
-                let parents = parents_of(r.status.as_ref().map(|s| &s.parents));
-                let spec = parents_of(r.spec.parent_refs.as_ref());
-                view(kind, k, &r.metadata.resource_version, parents, spec)
-            })
-            .collect(),
+        StatusKind::HttpRoute => views::<HttpRoute>(store, kind),
+        StatusKind::GrpcRoute => views::<GrpcRoute>(store, kind),
+        StatusKind::TlsRoute => views::<TlsRoute>(store, kind),
+        StatusKind::TcpRoute => views::<TcpRoute>(store, kind),
+        StatusKind::UdpRoute => views::<UdpRoute>(store, kind),
         StatusKind::GatewayClass | StatusKind::Gateway => Vec::new(),
     }
 }
@@ -140,6 +151,7 @@ impl RouteView<'_> {
         planned: Option<&Planned>,
         controller_name: &str,
         our_gateway: &dyn Fn(&ObjectRef) -> bool,
+        api_version: &str,
         now: &Time,
     ) -> Option<StatusPatch> {
         let (ours, others): (Vec<&Value>, Vec<&Value>) = self
@@ -207,6 +219,7 @@ impl RouteView<'_> {
             based_on: self.resource_version.map(str::to_string),
             body: body(
                 self.kind,
+                api_version,
                 self.key,
                 self.resource_version,
                 json!({ "parents": list }),

@@ -2,6 +2,7 @@
 //! bodies the way the API server would, change something, compute again.
 
 use super::patch::{StatusInputs, StatusKind, StatusPatch, compute};
+use crate::ServedVersions;
 use aether_gateway::{AckState, Config, Store, translate};
 use gateway_api::apis::standard::gatewayclasses::{GatewayClass, GatewayClassStatus};
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
@@ -65,6 +66,7 @@ fn mk_inputs(store: Store, ack: AckState) -> StatusInputs {
         store,
         supported_features: vec!["HTTPRoute".into(), "Gateway".into(), "GRPCRoute".into()],
         controller_name: config.controller_name,
+        served: ServedVersions::all_v1(),
     }
 }
 

@@ -6,22 +6,31 @@
 //! not stop the batch; the batch then fails with every failed object named, so the
 //! caller requeues. An object deleted meanwhile (404) is not a failure.
 //!
+//! Each write goes to the version the patch names (the version the kind is served
+//! at), through an untyped client; what it returns is decoded like a watched
+//! object.
+//!
 //! The watch that feeds the store lags behind our own writes. So that a recompute
 //! right after a write neither re-sends it nor, worse, believes a status we just
 //! overwrote is still there, the writer keeps what each write returned and lays it
 //! over the store until the store shows a newer version of that object.
 
 use super::patch::{StatusInputs, StatusKind, StatusPatch, compute};
-use aether_gateway::Store;
+use crate::discovery::GROUP;
+use crate::watch::convert;
+use aether_gateway::{Store, StoreObject};
 use aether_ir::ObjectRef;
 use futures::StreamExt;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::tcproutes::TcpRoute;
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
+use gateway_api::apis::standard::udproutes::UdpRoute;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, Resource};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -98,19 +107,11 @@ fn join(failures: &[WriteFailure]) -> String {
     all.join("; ")
 }
 
-/// An object as a write returned it.
-#[derive(Debug, Clone)]
-enum Returned {
-    GatewayClass(Box<GatewayClass>),
-    Gateway(Box<Gateway>),
-    HttpRoute(Box<HttpRoute>),
-    GrpcRoute(Box<GrpcRoute>),
-}
-
 /// The resourceVersion our write replaced, and what it returned.
 struct Written {
     before: Option<String>,
-    after: Returned,
+    /// The object, alone in a store.
+    after: Store,
 }
 
 #[derive(Default)]
@@ -178,7 +179,7 @@ impl StatusWriter {
         client: &Client,
         patches: Vec<StatusPatch>,
     ) -> Result<WriteReport, WriteErrors> {
-        let results: Vec<(StatusPatch, Result<Option<Returned>, WriteError>)> =
+        let results: Vec<(StatusPatch, Result<Option<Store>, WriteError>)> =
             futures::stream::iter(patches)
                 .map(|p| async move {
                     let r = self.apply(client, &p).await;
@@ -231,40 +232,37 @@ impl StatusWriter {
         }
     }
 
-    /// `Ok(None)`: the object no longer exists.
-    async fn apply(
-        &self,
-        client: &Client,
-        patch: &StatusPatch,
-    ) -> Result<Option<Returned>, WriteError> {
-        let ns = patch.object.namespace.as_str();
+    /// `Ok(None)`: the object no longer exists. `Ok(Some)`: the object as the
+    /// write returned it, alone in a store (empty if it did not decode).
+    async fn apply(&self, client: &Client, patch: &StatusPatch) -> Result<Option<Store>, WriteError> {
+        let kind = patch.kind;
+        let version = patch.version();
+        let resource = ApiResource {
+            group: GROUP.to_string(),
+            version: version.to_string(),
+            api_version: format!("{GROUP}/{version}"),
+            kind: kind.as_str().to_string(),
+            plural: kind.plural().to_string(),
+        };
+        let api: Api<DynamicObject> = match kind {
+            StatusKind::GatewayClass => Api::all_with(client.clone(), &resource),
+            _ => Api::namespaced_with(client.clone(), &patch.object.namespace, &resource),
+        };
         let call = async {
-            Ok(match patch.kind {
-                StatusKind::GatewayClass => {
-                    let api = Api::<GatewayClass>::all(client.clone());
-                    apply_status(&api, patch)
-                        .await?
-                        .map(|o| Returned::GatewayClass(o.into()))
-                }
-                StatusKind::Gateway => {
-                    let api = Api::<Gateway>::namespaced(client.clone(), ns);
-                    apply_status(&api, patch)
-                        .await?
-                        .map(|o| Returned::Gateway(o.into()))
-                }
-                StatusKind::HttpRoute => {
-                    let api = Api::<HttpRoute>::namespaced(client.clone(), ns);
-                    apply_status(&api, patch)
-                        .await?
-                        .map(|o| Returned::HttpRoute(o.into()))
-                }
-                StatusKind::GrpcRoute => {
-                    let api = Api::<GrpcRoute>::namespaced(client.clone(), ns);
-                    apply_status(&api, patch)
-                        .await?
-                        .map(|o| Returned::GrpcRoute(o.into()))
-                }
-            })
+            let Some(obj) = apply_status(&api, patch).await? else {
+                return Ok(None);
+            };
+            let mut store = Store::default();
+            match kind {
+                StatusKind::GatewayClass => keep::<GatewayClass>(&mut store, obj),
+                StatusKind::Gateway => keep::<Gateway>(&mut store, obj),
+                StatusKind::HttpRoute => keep::<HttpRoute>(&mut store, obj),
+                StatusKind::GrpcRoute => keep::<GrpcRoute>(&mut store, obj),
+                StatusKind::TlsRoute => keep::<TlsRoute>(&mut store, obj),
+                StatusKind::TcpRoute => keep::<TcpRoute>(&mut store, obj),
+                StatusKind::UdpRoute => keep::<UdpRoute>(&mut store, obj),
+            }
+            Ok(Some(store))
         };
         tokio::time::timeout(self.timeout, call)
             .await
@@ -299,10 +297,17 @@ impl StatusWriter {
     }
 }
 
-async fn apply_status<K>(api: &Api<K>, patch: &StatusPatch) -> Result<Option<K>, kube::Error>
-where
-    K: Resource + Clone + DeserializeOwned + fmt::Debug,
-{
+/// Decodes a returned object into `store` (skipped, with a warning, if it does not).
+fn keep<T: StoreObject + DeserializeOwned>(store: &mut Store, obj: DynamicObject) {
+    if let Some(t) = convert::<T>(obj) {
+        store.insert(t);
+    }
+}
+
+async fn apply_status(
+    api: &Api<DynamicObject>,
+    patch: &StatusPatch,
+) -> Result<Option<DynamicObject>, kube::Error> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
     match api
         .patch_status(&patch.object.name, &params, &Patch::Apply(&patch.body))
@@ -323,23 +328,21 @@ fn overlay(written: &mut BTreeMap<(StatusKind, ObjectRef), Written>, store: &mut
             StatusKind::Gateway => version::<Gateway>(store, key),
             StatusKind::HttpRoute => version::<HttpRoute>(store, key),
             StatusKind::GrpcRoute => version::<GrpcRoute>(store, key),
+            StatusKind::TlsRoute => version::<TlsRoute>(store, key),
+            StatusKind::TcpRoute => version::<TcpRoute>(store, key),
+            StatusKind::UdpRoute => version::<UdpRoute>(store, key),
         };
         // The store still holds the version our write replaced: it is stale.
         let stale = seen.is_some_and(|rv| rv == w.before);
         if stale {
-            match &w.after {
-                Returned::GatewayClass(o) => store.insert(GatewayClass::clone(o)),
-                Returned::Gateway(o) => store.insert(Gateway::clone(o)),
-                Returned::HttpRoute(o) => store.insert(HttpRoute::clone(o)),
-                Returned::GrpcRoute(o) => store.insert(GrpcRoute::clone(o)),
-            }
+            store.merge(&w.after);
         }
         stale
     });
 }
 
 /// `Some(resourceVersion)` of an object in the store, `None` if absent.
-fn version<T: aether_gateway::StoreObject>(
+fn version<T: StoreObject>(
     store: &Store,
     key: &ObjectRef,
 ) -> Option<Option<String>> {
