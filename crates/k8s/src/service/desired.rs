@@ -1,15 +1,19 @@
 //! The edge Services the leader wants (pure).
 //!
 //! ```text
-//!  Gateways of our class (and the IR's) ──listeners (HTTP|HTTPS|TLS → TCP)──► ports per Gateway (set)
-//!        ──allocate (keep existing, lowest free)──► one Service per Gateway:
-//!              ports p-<port> : port → targetPort = Envoy port, sorted by port
+//!  Gateways of our class (and the IR's) ──listeners──► (port, L4) per Gateway (set)
+//!        HTTP | HTTPS | TLS | TCP → TCP      UDP → UDP      anything else → no port
+//!        ──allocate per (Gateway, port) (keep existing, lowest free)──► one Service per Gateway:
+//!              p-<port> (TCP) / p-<port>-udp (UDP) : port → targetPort = Envoy port,
+//!              sorted by (port, TCP before UDP)
 //! ```
 //!
-//! Several listeners on one port share one Service port, so the ports are unique by
-//! construction (the Go implementation this replaces emitted one per listener and
-//! the API server rejected them as `Duplicate value: "port-80"`). Every port is TCP:
-//! HTTP, HTTPS and TLS all are; a listener of any other protocol gets no port.
+//! Several listeners on one (port, L4 protocol) share one Service port, so ports
+//! are unique by construction (the Go implementation this replaces emitted one per
+//! listener and the API server rejected them as `Duplicate value: "port-80"`). A
+//! TCP and a UDP listener on one port number are two Service ports with distinct
+//! names and one Envoy port: a TCP and a UDP socket can bind the same number, and
+//! an allocation stays per (Gateway, listener port), as the annotation records it.
 
 use super::allocate::{allocate, format};
 use super::{
@@ -25,15 +29,43 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The L4 protocol of every Service port (HTTP, HTTPS and TLS listeners).
-const L4: &str = "TCP";
-
-/// The name of the Service port for a listener port.
-pub fn port_name(port: u16) -> String {
-    format!("p-{port}")
+/// The L4 protocol of a Service port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum L4 {
+    Tcp,
+    Udp,
 }
 
-/// One Service per Gateway of our class that has at least one TCP listener port,
+impl L4 {
+    /// The L4 protocol a listener of `protocol` is served on; `None` for a
+    /// protocol we do not serve (it gets no Service port).
+    pub fn of_listener(protocol: &str) -> Option<L4> {
+        match protocol {
+            "HTTP" | "HTTPS" | "TLS" | "TCP" => Some(L4::Tcp),
+            "UDP" => Some(L4::Udp),
+            _ => None,
+        }
+    }
+
+    /// `ServicePort.protocol`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            L4::Tcp => "TCP",
+            L4::Udp => "UDP",
+        }
+    }
+}
+
+/// The name of the Service port for a listener port: `p-<port>` (TCP, the name
+/// it always had) or `p-<port>-udp`.
+pub fn port_name(port: u16, l4: L4) -> String {
+    match l4 {
+        L4::Tcp => format!("p-{port}"),
+        L4::Udp => format!("p-{port}-udp"),
+    }
+}
+
+/// One Service per Gateway of our class that has at least one listener we serve,
 /// sorted by Service name, with new ports allocated as needed.
 ///
 /// `ir` may be taken before or after [`super::apply_allocations`]: its Gateways
@@ -41,26 +73,30 @@ pub fn port_name(port: u16) -> String {
 /// never from the IR (whose ports are Envoy ports once allocations are applied).
 pub fn desired_services(store: &Store, ir: &Ir, cfg: &ServiceConfig) -> Vec<Service> {
     let wanted = wanted_ports(store, ir, cfg);
-    let allocated = allocate(store, &wanted, cfg);
+    let numbers: BTreeMap<ObjectRef, BTreeSet<u16>> = wanted
+        .iter()
+        .map(|(gw, ports)| (gw.clone(), ports.iter().map(|(p, _)| *p).collect()))
+        .collect();
+    let allocated = allocate(store, &numbers, cfg);
     let mut out: Vec<Service> = wanted
-        .keys()
-        .filter_map(|gw| {
-            let ports = allocated.get(gw)?;
+        .iter()
+        .filter_map(|(gw, ports)| {
+            let envoy = allocated.get(gw)?;
             let spec = store.get::<Gateway>(&gw.namespace, &gw.name);
-            Some(service(gw, spec, ports, cfg))
+            Some(service(gw, spec, ports, envoy, cfg))
         })
         .collect();
     out.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     out
 }
 
-/// Listener ports per Gateway: every TCP listener of each Gateway of our class
-/// or in the IR.
+/// (listener port, L4 protocol) per Gateway: every listener we serve of each
+/// Gateway of our class or in the IR.
 pub(crate) fn wanted_ports(
     store: &Store,
     ir: &Ir,
     cfg: &ServiceConfig,
-) -> BTreeMap<ObjectRef, BTreeSet<u16>> {
+) -> BTreeMap<ObjectRef, BTreeSet<(u16, L4)>> {
     let ours: BTreeSet<&str> = store
         .all::<GatewayClass>()
         .iter()
@@ -68,26 +104,26 @@ pub(crate) fn wanted_ports(
         .map(|(k, _)| k.name.as_str())
         .collect();
     let served: BTreeSet<ObjectRef> = ir.gateways.iter().map(|g| g.object_ref()).collect();
-    let mut wanted: BTreeMap<ObjectRef, BTreeSet<u16>> = BTreeMap::new();
+    let mut wanted: BTreeMap<ObjectRef, BTreeSet<(u16, L4)>> = BTreeMap::new();
     for (key, gw) in store.all::<Gateway>() {
         if !ours.contains(gw.spec.gateway_class_name.as_str()) && !served.contains(key) {
             continue;
         }
-        let ports = gw
-            .spec
-            .listeners
-            .iter()
-            .filter(|l| matches!(l.protocol.as_str(), "HTTP" | "HTTPS" | "TLS"))
-            .filter_map(|l| u16::try_from(l.port).ok().filter(|p| *p > 0));
+        let ports = gw.spec.listeners.iter().filter_map(|l| {
+            let port = u16::try_from(l.port).ok().filter(|p| *p > 0)?;
+            Some((port, L4::of_listener(&l.protocol)?))
+        });
         wanted.entry(key.clone()).or_default().extend(ports);
     }
     wanted.retain(|_, ports| !ports.is_empty());
     wanted
 }
 
+/// The Service of one Gateway: a port per wanted (port, L4) that has an Envoy port.
 fn service(
     gw: &ObjectRef,
     spec: Option<&Gateway>,
+    wanted: &BTreeSet<(u16, L4)>,
     allocated: &BTreeMap<u16, u16>,
     cfg: &ServiceConfig,
 ) -> Service {
@@ -102,14 +138,17 @@ fn service(
     annotations.insert(GATEWAY_NAMESPACE_ANNOTATION.into(), gw.namespace.clone());
     annotations.insert(GATEWAY_NAME_ANNOTATION.into(), gw.name.clone());
     annotations.insert(ALLOCATIONS_ANNOTATION.into(), format(allocated));
-    let ports = allocated
+    let ports = wanted
         .iter()
-        .map(|(port, envoy)| ServicePort {
-            name: Some(port_name(*port)),
-            port: i32::from(*port),
-            protocol: Some(L4.into()),
-            target_port: Some(IntOrString::Int(i32::from(*envoy))),
-            ..Default::default()
+        .filter_map(|(port, l4)| {
+            let envoy = allocated.get(port)?;
+            Some(ServicePort {
+                name: Some(port_name(*port, *l4)),
+                port: i32::from(*port),
+                protocol: Some(l4.as_str().into()),
+                target_port: Some(IntOrString::Int(i32::from(*envoy))),
+                ..Default::default()
+            })
         })
         .collect();
     Service {
