@@ -168,7 +168,11 @@ mod tests {
         assert_eq!(served.version("Gateway"), Some("v1"));
         assert_eq!(served.version("ReferenceGrant"), Some("v1beta1"));
         assert_eq!(served.version("XBackend"), None);
-        assert_eq!(served.version("GRPCRoute"), None, "v2 is not a version we read");
+        assert_eq!(
+            served.version("GRPCRoute"),
+            None,
+            "v2 is not a version we read"
+        );
         assert_eq!(
             served.missing(),
             vec!["GRPCRoute", "GatewayClass", "UDPRoute"]
@@ -177,7 +181,10 @@ mod tests {
             served.api_version("TCPRoute"),
             "gateway.networking.k8s.io/v1alpha2"
         );
-        assert_eq!(served.api_version("UDPRoute"), "gateway.networking.k8s.io/v1");
+        assert_eq!(
+            served.api_version("UDPRoute"),
+            "gateway.networking.k8s.io/v1"
+        );
     }
 
     #[test]
@@ -192,8 +199,14 @@ mod tests {
     fn metrics_name_every_kind_and_the_version_read() {
         let served = ServedVersions::choose([("v1", "Gateway"), ("v1alpha2", "TCPRoute")]);
         let text = served.render_metrics();
-        assert!(text.contains("aether_edge_kind_missing{kind=\"UDPRoute\"} 1\n"), "{text}");
-        assert!(text.contains("aether_edge_kind_missing{kind=\"Gateway\"} 0\n"), "{text}");
+        assert!(
+            text.contains("aether_edge_kind_missing{kind=\"UDPRoute\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("aether_edge_kind_missing{kind=\"Gateway\"} 0\n"),
+            "{text}"
+        );
         assert!(
             text.contains("aether_edge_kind_version{kind=\"TCPRoute\",version=\"v1alpha2\"} 1\n"),
             "{text}"

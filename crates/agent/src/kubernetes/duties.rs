@@ -7,11 +7,11 @@ use super::SUPPORTED_FEATURES;
 use crate::pipeline::Published;
 use aether_gateway::{AckState, StatusPlan, Store};
 use aether_ir::ObjectRef;
-use aether_k8s::{Index, ServedVersions};
 use aether_k8s::service::{
     self, AddressMode, RecentWrites, ServiceConfig, ServiceMetrics, Unallocated,
 };
 use aether_k8s::status::StatusInputs;
+use aether_k8s::{Index, ServedVersions};
 use aether_report::Reports;
 use k8s_openapi::api::core::v1::Service;
 use std::collections::BTreeMap;

@@ -34,6 +34,8 @@ mod route;
 mod writer;
 
 #[cfg(test)]
+mod l4_tests;
+#[cfg(test)]
 mod tests;
 
 pub use driver::{BACKOFF_MAX, BACKOFF_MIN, DEBOUNCE, MAX_DELAY, run};

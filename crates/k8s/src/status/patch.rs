@@ -19,10 +19,10 @@
 use super::condition;
 use super::route;
 use crate::discovery::ServedVersions;
-use aether_gateway::{StatusPlan, Store};
 use aether_gateway::status::{
     GatewayClassStatus as PlannedClass, GatewayStatus as Planned, RouteStatus as PlannedRoute,
 };
+use aether_gateway::{StatusPlan, Store};
 use aether_ir::ObjectRef;
 use gateway_api::apis::standard::gatewayclasses::{
     GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,

@@ -64,7 +64,7 @@ fn parents_of<S: serde::Serialize>(parents: Option<&S>) -> Vec<Value> {
 }
 
 /// A route type: where its status and spec parents are.
-trait RouteObject: StoreObject {
+trait RouteObject: StoreObject + 'static {
     fn status_parents(&self) -> Vec<Value>;
     fn spec_parents(&self) -> Vec<Value>;
 }

@@ -3,19 +3,24 @@
 
 use super::patch::{StatusInputs, StatusKind, StatusPatch, compute};
 use crate::ServedVersions;
-use aether_gateway::{AckState, Config, Store, translate};
-use gateway_api::apis::standard::gatewayclasses::{GatewayClass, GatewayClassStatus};
-use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gateway_api::apis::standard::grpcroutes::{GrpcRoute, GrpcRouteStatus};
-use gateway_api::apis::standard::httproutes::{HttpRoute, HttpRouteStatus};
+use aether_gateway::{AckState, Config, Store, StoreObject, translate};
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::tcproutes::TcpRoute;
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
+use gateway_api::apis::standard::udproutes::UdpRoute;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-const OURS: &str = "gateway.aether.io/edge";
-const THEIRS: &str = "example.com/other";
+pub(super) const OURS: &str = "gateway.aether.io/edge";
+pub(super) const THEIRS: &str = "example.com/other";
 
-const WORLD: &str = r#"
+pub(super) const WORLD: &str = r#"
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: aether, generation: 3, resourceVersion: "1"}
@@ -48,17 +53,17 @@ spec:
   hostnames: [grpc.example.com]
 "#;
 
-fn at(secs: i64) -> Time {
+pub(super) fn at(secs: i64) -> Time {
     Time(Timestamp::from_second(secs).unwrap())
 }
 
-fn mk_store(yaml: &str) -> Store {
+pub(super) fn mk_store(yaml: &str) -> Store {
     let mut store = Store::default();
     store.add_yaml("world.yaml", yaml).expect("world loads");
     store
 }
 
-fn mk_inputs(store: Store, ack: AckState) -> StatusInputs {
+pub(super) fn mk_inputs(store: Store, ack: AckState) -> StatusInputs {
     let config = Config::default();
     let planned = translate(&store, &config).status;
     StatusInputs {
@@ -72,47 +77,39 @@ fn mk_inputs(store: Store, ack: AckState) -> StatusInputs {
 
 /// What the API server does with our apply: the status becomes the body's, and
 /// the resourceVersion moves on.
-fn apply_locally(store: &mut Store, patch: &StatusPatch) {
-    let status = patch.body["status"].clone();
-    let (ns, name) = (&patch.object.namespace, &patch.object.name);
-    fn bump(rv: &mut Option<String>) {
-        *rv = Some(format!("{}0", rv.clone().unwrap_or_default()));
+pub(super) fn apply_locally(store: &mut Store, patch: &StatusPatch) {
+    fn set<T: StoreObject + Serialize + DeserializeOwned>(store: &mut Store, patch: &StatusPatch) {
+        let (ns, name) = (&patch.object.namespace, &patch.object.name);
+        let mut o = serde_json::to_value(store.get::<T>(ns, name).unwrap()).unwrap();
+        o["status"] = patch.body["status"].clone();
+        let rv = o["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default();
+        o["metadata"]["resourceVersion"] = json!(format!("{rv}0"));
+        store.insert(serde_json::from_value::<T>(o).unwrap());
     }
     match patch.kind {
-        StatusKind::GatewayClass => {
-            let mut o: GatewayClass = store.get::<GatewayClass>(ns, name).unwrap().clone();
-            o.status = Some(serde_json::from_value::<GatewayClassStatus>(status).unwrap());
-            bump(&mut o.metadata.resource_version);
-            store.insert(o);
-        }
-        StatusKind::Gateway => {
-            let mut o: Gateway = store.get::<Gateway>(ns, name).unwrap().clone();
-            o.status = Some(serde_json::from_value::<GatewayStatus>(status).unwrap());
-            bump(&mut o.metadata.resource_version);
-            store.insert(o);
-        }
-        StatusKind::HttpRoute => {
-            let mut o: HttpRoute = store.get::<HttpRoute>(ns, name).unwrap().clone();
-            o.status = Some(serde_json::from_value::<HttpRouteStatus>(status).unwrap());
-            bump(&mut o.metadata.resource_version);
-            store.insert(o);
-        }
-        StatusKind::GrpcRoute => {
-            let mut o: GrpcRoute = store.get::<GrpcRoute>(ns, name).unwrap().clone();
-            o.status = Some(serde_json::from_value::<GrpcRouteStatus>(status).unwrap());
-            bump(&mut o.metadata.resource_version);
-            store.insert(o);
-        }
+        StatusKind::GatewayClass => set::<GatewayClass>(store, patch),
+        StatusKind::Gateway => set::<Gateway>(store, patch),
+        StatusKind::HttpRoute => set::<HttpRoute>(store, patch),
+        StatusKind::GrpcRoute => set::<GrpcRoute>(store, patch),
+        StatusKind::TlsRoute => set::<TlsRoute>(store, patch),
+        StatusKind::TcpRoute => set::<TcpRoute>(store, patch),
+        StatusKind::UdpRoute => set::<UdpRoute>(store, patch),
     }
 }
 
-fn apply_all(store: &mut Store, patches: &[StatusPatch]) {
+pub(super) fn apply_all(store: &mut Store, patches: &[StatusPatch]) {
     for p in patches {
         apply_locally(store, p);
     }
 }
 
-fn find<'a>(patches: &'a [StatusPatch], kind: StatusKind, name: &str) -> &'a StatusPatch {
+pub(super) fn find<'a>(
+    patches: &'a [StatusPatch],
+    kind: StatusKind,
+    name: &str,
+) -> &'a StatusPatch {
     patches
         .iter()
         .find(|p| p.kind == kind && p.object.name == name)

@@ -234,7 +234,11 @@ impl StatusWriter {
 
     /// `Ok(None)`: the object no longer exists. `Ok(Some)`: the object as the
     /// write returned it, alone in a store (empty if it did not decode).
-    async fn apply(&self, client: &Client, patch: &StatusPatch) -> Result<Option<Store>, WriteError> {
+    async fn apply(
+        &self,
+        client: &Client,
+        patch: &StatusPatch,
+    ) -> Result<Option<Store>, WriteError> {
         let kind = patch.kind;
         let version = patch.version();
         let resource = ApiResource {
@@ -342,10 +346,7 @@ fn overlay(written: &mut BTreeMap<(StatusKind, ObjectRef), Written>, store: &mut
 }
 
 /// `Some(resourceVersion)` of an object in the store, `None` if absent.
-fn version<T: StoreObject>(
-    store: &Store,
-    key: &ObjectRef,
-) -> Option<Option<String>> {
+fn version<T: StoreObject>(store: &Store, key: &ObjectRef) -> Option<Option<String>> {
     store
         .get::<T>(&key.namespace, &key.name)
         .map(|o| o.metadata().resource_version.clone())
