@@ -1,5 +1,6 @@
 //! Edge Services against a real kube-apiserver: valid by construction (the API
-//! server's own validation accepts them), one port per distinct listener port,
+//! server's own validation accepts them), one port per distinct (listener port,
+//! L4 protocol) — TCP 53 and UDP 53 on one Service included —
 //! no write when nothing changed, infrastructure labels in and out, 20 Gateways
 //! at once with distinct allocations, addresses from load-balancer ingress written
 //! by the test acting as the load balancer, garbage collection, and allocations
@@ -105,6 +106,84 @@ async fn listeners_sharing_ports_give_a_service_the_api_server_accepts() {
     let svc = &edge_services(&client).await[&name];
     assert!(!svc.metadata.labels.as_ref().unwrap().contains_key("team"));
     assert!(pass(&client, &cfg).await.unwrap().applied.is_empty());
+}
+
+#[tokio::test]
+async fn tcp_and_udp_on_one_port_give_a_service_the_api_server_accepts() {
+    let server = ApiServer::start().await;
+    let client = server.client();
+    seed(&client, &["infra"]).await;
+    let gateways = Api::<Gateway>::namespaced(client.clone(), "infra");
+    let listeners = [
+        ("dns-udp", "UDP", 53),
+        ("dns-tcp", "TCP", 53),
+        ("http", "HTTP", 80),
+    ];
+    create(&gateways, mk_gateway("infra", "dns", &listeners)).await;
+    create(
+        &gateways,
+        mk_gateway("infra", "udp-only", &[("syslog", "UDP", 514)]),
+    )
+    .await;
+    let cfg = ServiceConfig::default();
+
+    let report = pass(&client, &cfg)
+        .await
+        .expect("the API server accepts TCP 53 + UDP 53 on one LoadBalancer Service");
+    assert_eq!(report.applied.len(), 2, "{report:?}");
+    let services = edge_services(&client).await;
+    let dns = &services[&service_name(&ObjectRef::new("infra", "dns"))];
+    assert_eq!(
+        ports(dns),
+        vec![
+            ("p-53".into(), 53, "TCP".into(), 20000),
+            ("p-53-udp".into(), 53, "UDP".into(), 20000),
+            ("p-80".into(), 80, "TCP".into(), 20001),
+        ]
+    );
+    let spec = dns.spec.as_ref().unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    assert!(
+        spec.ports.iter().flatten().all(|p| p.node_port.is_some()),
+        "node ports allocated for both protocols"
+    );
+    let udp_only = &services[&service_name(&ObjectRef::new("infra", "udp-only"))];
+    assert_eq!(
+        ports(udp_only),
+        vec![("p-514-udp".into(), 514, "UDP".into(), 20002)]
+    );
+
+    // Read back as every agent would, and stable: a second pass writes nothing.
+    let recorded = allocations(&load(&client).await, EDGE);
+    assert_eq!(
+        recorded[&ObjectRef::new("infra", "dns")],
+        BTreeMap::from([(53, 20000), (80, 20001)])
+    );
+    let report = pass(&client, &cfg).await.unwrap();
+    assert!(report.applied.is_empty(), "{report:?}");
+    assert_eq!(report.unchanged.len(), 2);
+
+    // The TCP listener goes: the UDP port stays on its Envoy port.
+    let udp_only_listeners = json!({"spec": {"listeners": [
+        {"name": "dns-udp", "protocol": "UDP", "port": 53},
+        {"name": "http", "protocol": "HTTP", "port": 80, "hostname": "http.example.com"}]}});
+    gateways
+        .patch(
+            "dns",
+            &PatchParams::default(),
+            &Patch::Merge(udp_only_listeners),
+        )
+        .await
+        .unwrap();
+    pass(&client, &cfg).await.unwrap();
+    let dns = &edge_services(&client).await[&service_name(&ObjectRef::new("infra", "dns"))];
+    assert_eq!(
+        ports(dns),
+        vec![
+            ("p-53-udp".into(), 53, "UDP".into(), 20000),
+            ("p-80".into(), 80, "TCP".into(), 20001),
+        ]
+    );
 }
 
 #[tokio::test]

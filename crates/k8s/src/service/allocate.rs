@@ -7,6 +7,9 @@
 //!                                       └► Unallocated (ports taken out, and why)
 //! ```
 //!
+//! An allocation is per (Gateway, listener port), whatever the L4 protocol: a TCP
+//! and a UDP listener on port 53 share one Envoy port number (two sockets).
+//!
 //! A (Gateway, listener port) keeps its Envoy port for as long as the Gateway has a
 //! listener on that port. A new one gets the lowest port of the range that no edge
 //! Service uses, counting Services not yet garbage-collected: a freed port is only
@@ -169,6 +172,9 @@ pub(crate) fn allocate(
 
 /// Rewrites each IR Gateway to bind `bind_address` at its allocated Envoy ports.
 /// Listener and route table names keep the listener port, so they do not change.
+/// A TCP and a UDP port with one listener port number (listeners `edge_ls_…_53`
+/// and `edge_ls_…_53_udp`) both bind that port's Envoy port: one TCP socket and
+/// one UDP socket.
 ///
 /// A port with no allocation yet, or whose Envoy port an earlier Gateway (in IR
 /// order) already binds, is taken out and reported; the Gateway's other ports stay
@@ -181,7 +187,8 @@ pub fn apply_allocations(
     allocations: &Allocations,
     bind_address: &str,
 ) -> Vec<Unallocated> {
-    let mut bound: BTreeMap<u16, ObjectRef> = BTreeMap::new();
+    // (Envoy port, UDP?) → the Gateway binding it.
+    let mut bound: BTreeMap<(u16, bool), ObjectRef> = BTreeMap::new();
     let mut out = Vec::new();
     let none = BTreeMap::new();
     ir.gateways.retain_mut(|gw| {
@@ -193,7 +200,8 @@ pub fn apply_allocations(
                 missing.push(p.port);
                 return false;
             };
-            if let Some(other) = bound.get(&envoy) {
+            let socket = (envoy, p.protocol.is_udp());
+            if let Some(other) = bound.get(&socket) {
                 out.push(Unallocated::Conflict {
                     gateway: key.clone(),
                     port: p.port,
@@ -202,17 +210,19 @@ pub fn apply_allocations(
                 });
                 return false;
             }
-            bound.insert(envoy, key.clone());
+            bound.insert(socket, key.clone());
             p.port = envoy;
             true
         });
+        missing.sort_unstable();
+        missing.dedup();
         if !missing.is_empty() {
             out.push(Unallocated::Missing {
                 gateway: key,
                 ports: missing,
             });
         }
-        gw.ports.sort_by_key(|p| p.port);
+        gw.ports.sort_by_key(|p| (p.port, p.protocol.is_udp()));
         gw.addresses = vec![bind_address.to_string()];
         !gw.ports.is_empty()
     });

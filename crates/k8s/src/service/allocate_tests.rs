@@ -286,3 +286,78 @@ fn apply_allocations_takes_out_unallocated_and_conflicting_ports() {
     );
     assert!(dropped[1].to_string().contains("infra/a"));
 }
+
+/// An IR port of `gateway` on listener `port`: TCP, or UDP with its own listener name.
+fn mk_l4_port(gateway: &str, port: u16, udp: bool) -> Port {
+    let (protocol, listener_name) = if udp {
+        (
+            PortProtocol::Udp,
+            names::udp_listener("infra", gateway, port),
+        )
+    } else {
+        (PortProtocol::Tcp, names::listener("infra", gateway, port))
+    };
+    Port {
+        port,
+        protocol,
+        listener_name,
+        route_table: None,
+        tls_chains: vec![],
+        forward: None,
+    }
+}
+
+#[test]
+fn tcp_and_udp_on_one_listener_port_both_bind_its_envoy_port() {
+    let mut dns = mk_ir_gateway("dns", &[]);
+    dns.ports = vec![
+        mk_l4_port("dns", 53, true),
+        mk_l4_port("dns", 53, false),
+        mk_l4_port("dns", 5353, true),
+    ];
+    // Another Gateway holding the same Envoy port (a corrupt record) conflicts
+    // on the protocol it shares.
+    let mut other = mk_ir_gateway("other", &[]);
+    other.ports = vec![mk_l4_port("other", 54, true)];
+    let mut ir = Ir {
+        gateways: vec![dns, other],
+        clusters: vec![],
+    };
+    let allocs: Allocations = BTreeMap::from([
+        (gw("dns"), BTreeMap::from([(53, 20000)])),
+        (gw("other"), BTreeMap::from([(54, 20000)])),
+    ]);
+    let dropped = apply_allocations(&mut ir, &allocs, "0.0.0.0");
+    let bound: Vec<(u16, bool, &str)> = ir.gateways[0]
+        .ports
+        .iter()
+        .map(|p| (p.port, p.protocol.is_udp(), p.listener_name.as_str()))
+        .collect();
+    assert_eq!(
+        bound,
+        vec![
+            (20000, false, "edge_ls_infra_dns_53"),
+            (20000, true, "edge_ls_infra_dns_53_udp"),
+        ]
+    );
+    assert_eq!(
+        dropped,
+        vec![
+            Unallocated::Missing {
+                gateway: gw("dns"),
+                ports: vec![5353]
+            },
+            Unallocated::Conflict {
+                gateway: gw("other"),
+                port: 54,
+                envoy_port: 20000,
+                other: gw("dns")
+            },
+        ]
+    );
+    assert_eq!(
+        ir.gateways.len(),
+        1,
+        "a Gateway left with no port is removed"
+    );
+}

@@ -123,29 +123,152 @@ fn ports_are_unique_sorted_and_named_after_the_port() {
     assert!(
         ports
             .iter()
-            .all(|p| p.0 == port_name(u16::try_from(p.1).unwrap()))
+            .all(|p| p.0 == port_name(u16::try_from(p.1).unwrap(), L4::Tcp))
     );
 }
 
 #[test]
-fn only_gateways_of_our_class_with_tcp_listeners_get_a_service() {
+fn only_gateways_of_our_class_with_a_served_listener_get_a_service() {
     let store = mk_store(vec![
         mk_gateway(
             "ours",
             "aether",
-            &[("http", "HTTP", 80), ("udp", "UDP", 53)],
+            &[("http", "HTTP", 80), ("sctp", "SCTP", 9)],
         ),
         mk_gateway("theirs", "other", &[("http", "HTTP", 80)]),
         mk_gateway("udp-only", "aether", &[("udp", "UDP", 53)]),
+        mk_gateway("unknown-only", "aether", &[("x", "example.com/x", 7)]),
         mk_gateway("no-class", "missing", &[("http", "HTTP", 80)]),
     ]);
     let got = desired_services(&store, &Ir::default(), &ServiceConfig::default());
-    let names: Vec<_> = got
+    let by_name: BTreeMap<String, &Service> = got
         .iter()
-        .map(|s| s.metadata.name.clone().unwrap())
+        .map(|s| (s.metadata.name.clone().unwrap(), s))
         .collect();
-    assert_eq!(names, vec![service_name(&ObjectRef::new("infra", "ours"))]);
-    assert_eq!(ports_of(&got[0]).len(), 1, "UDP gets no port");
+    let ours = service_name(&ObjectRef::new("infra", "ours"));
+    let udp = service_name(&ObjectRef::new("infra", "udp-only"));
+    assert_eq!(by_name.keys().collect::<Vec<_>>(), {
+        let mut want = vec![&ours, &udp];
+        want.sort();
+        want
+    });
+    assert_eq!(
+        ports_of(by_name[&ours]),
+        vec![("p-80".into(), 80, "TCP".into(), IntOrString::Int(20000))],
+        "an unknown protocol gets no port"
+    );
+    assert_eq!(
+        ports_of(by_name[&udp]),
+        vec![("p-53-udp".into(), 53, "UDP".into(), IntOrString::Int(20001))]
+    );
+}
+
+#[test]
+fn tcp_and_udp_on_one_port_are_two_service_ports_on_one_envoy_port() {
+    let store = mk_store(vec![mk_gateway(
+        "dns",
+        "aether",
+        &[
+            ("udp", "UDP", 53),
+            ("tcp", "TCP", 53),
+            ("tls", "TLS", 853),
+            ("udp-2", "UDP", 5353),
+            ("http", "HTTP", 80),
+        ],
+    )]);
+    let cfg = ServiceConfig::default();
+    let got = desired_services(&store, &Ir::default(), &cfg);
+    let int = IntOrString::Int;
+    assert_eq!(
+        ports_of(&got[0]),
+        vec![
+            ("p-53".into(), 53, "TCP".into(), int(20000)),
+            ("p-53-udp".into(), 53, "UDP".into(), int(20000)),
+            ("p-80".into(), 80, "TCP".into(), int(20001)),
+            ("p-853".into(), 853, "TCP".into(), int(20002)),
+            ("p-5353-udp".into(), 5353, "UDP".into(), int(20003)),
+        ]
+    );
+    let ann = got[0].metadata.annotations.as_ref().unwrap();
+    assert_eq!(
+        ann[ALLOCATIONS_ANNOTATION],
+        "53=20000,80=20001,853=20002,5353=20003"
+    );
+}
+
+#[test]
+fn a_udp_listener_joining_a_tcp_port_keeps_its_envoy_port_across_restarts() {
+    let cfg = ServiceConfig::default();
+    let mut store = mk_store(vec![mk_gateway(
+        "dns",
+        "aether",
+        &[("http", "HTTP", 80), ("tcp", "TCP", 53)],
+    )]);
+    let first = desired_services(&store, &Ir::default(), &cfg);
+    let int = IntOrString::Int;
+    assert_eq!(
+        ports_of(&first[0]),
+        vec![
+            ("p-53".into(), 53, "TCP".into(), int(20000)),
+            ("p-80".into(), 80, "TCP".into(), int(20001)),
+        ]
+    );
+    store.insert(first[0].clone());
+    store.insert(mk_gateway(
+        "dns",
+        "aether",
+        &[("http", "HTTP", 80), ("tcp", "TCP", 53), ("udp", "UDP", 53)],
+    ));
+    let grown = desired_services(&store, &Ir::default(), &cfg);
+    assert_eq!(
+        ports_of(&grown[0]),
+        vec![
+            ("p-53".into(), 53, "TCP".into(), int(20000)),
+            ("p-53-udp".into(), 53, "UDP".into(), int(20000)),
+            ("p-80".into(), 80, "TCP".into(), int(20001)),
+        ]
+    );
+    // A restart reads the allocation back from the Service: nothing moves, and
+    // the applied Service is up to date whatever order the API server keeps.
+    store.insert(grown[0].clone());
+    assert_eq!(desired_services(&store, &Ir::default(), &cfg), grown);
+    let mut reordered = grown[0].clone();
+    reordered
+        .spec
+        .as_mut()
+        .unwrap()
+        .ports
+        .as_mut()
+        .unwrap()
+        .reverse();
+    assert!(up_to_date(&grown[0], &reordered));
+    // The TCP listener goes: the UDP port keeps 20000.
+    store.insert(mk_gateway(
+        "dns",
+        "aether",
+        &[("http", "HTTP", 80), ("udp", "UDP", 53)],
+    ));
+    let shrunk = desired_services(&store, &Ir::default(), &cfg);
+    assert_eq!(
+        ports_of(&shrunk[0]),
+        vec![
+            ("p-53-udp".into(), 53, "UDP".into(), int(20000)),
+            ("p-80".into(), 80, "TCP".into(), int(20001)),
+        ]
+    );
+}
+
+#[test]
+fn a_protocol_change_on_a_port_is_not_up_to_date() {
+    let tcp = mk_store(vec![mk_gateway("a", "aether", &[("l", "TCP", 53)])]);
+    let udp = mk_store(vec![mk_gateway("a", "aether", &[("l", "UDP", 53)])]);
+    let cfg = ServiceConfig::default();
+    let (want_tcp, want_udp) = (
+        desired_services(&tcp, &Ir::default(), &cfg).remove(0),
+        desired_services(&udp, &Ir::default(), &cfg).remove(0),
+    );
+    assert!(!up_to_date(&want_udp, &want_tcp));
+    assert!(!up_to_date(&want_tcp, &want_udp));
 }
 
 #[test]

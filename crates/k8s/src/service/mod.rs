@@ -4,10 +4,12 @@
 //!
 //! - **service** (default). Every Gateway of our class gets one Service of type
 //!   `LoadBalancer` in the edge namespace, selecting the edge DaemonSet pods. It has
-//!   exactly one port per distinct (listener port, L4 protocol), named `p-<port>`,
-//!   whose `targetPort` is the Envoy port allocated to that (Gateway, listener port).
-//!   Envoy binds every Gateway on the bind address (`0.0.0.0`) at its allocated
-//!   ports, so Gateways never collide inside the one Envoy they share.
+//!   exactly one port per distinct (listener port, L4 protocol) — HTTP, HTTPS, TLS
+//!   and TCP listeners are TCP, UDP listeners UDP — named `p-<port>` (TCP) or
+//!   `p-<port>-udp`, whose `targetPort` is the Envoy port allocated to that
+//!   (Gateway, listener port). Envoy binds every Gateway on the bind address
+//!   (`0.0.0.0`) at its allocated ports, so Gateways never collide inside the one
+//!   Envoy they share.
 //! - **static**. No Services: listeners bind directly on the Gateway's
 //!   `spec.addresses` (or the configured default address) at the listener port.
 //!   This is what translation already produces (`aether_gateway::Config::default_address`),
@@ -49,7 +51,7 @@ pub mod reconcile;
 
 pub use addresses::{apply_addresses, problems};
 pub use allocate::{Allocations, Unallocated, allocations, apply_allocations};
-pub use desired::desired_services;
+pub use desired::{L4, desired_services, port_name};
 pub use metrics::ServiceMetrics;
 pub use recent::RecentWrites;
 pub use reconcile::{ReconcileErrors, ReconcileReport, reconcile};

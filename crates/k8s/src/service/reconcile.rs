@@ -281,19 +281,24 @@ pub fn up_to_date(desired: &Service, current: &Service) -> bool {
     let (Some(d), Some(c)) = (desired.spec.as_ref(), current.spec.as_ref()) else {
         return desired.spec.is_none();
     };
+    // Sorted: the ports are a map keyed by (port, protocol) to the API server, so
+    // their order is no reason to write.
     let ports = |s: &k8s_openapi::api::core::v1::ServiceSpec| {
-        s.ports
+        let mut ports = s
+            .ports
             .iter()
             .flatten()
             .map(|p| {
                 (
-                    p.name.clone(),
                     p.port,
                     p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                    p.name.clone(),
                     p.target_port.clone(),
                 )
             })
-            .collect::<Vec<_>>()
+            .collect::<Vec<_>>();
+        ports.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        ports
     };
     d.type_ == c.type_
         && d.selector == c.selector

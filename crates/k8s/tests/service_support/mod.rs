@@ -38,14 +38,17 @@ pub async fn seed(client: &Client, namespaces: &[&str]) {
     .await;
 }
 
-/// Listeners as (name, protocol, port); each gets hostname `<name>.example.com`
-/// (the CRD wants (port, protocol, hostname) unique) and HTTPS a certificate ref.
+/// Listeners as (name, protocol, port); each but TCP and UDP (which take none)
+/// gets hostname `<name>.example.com` (the CRD wants (port, protocol, hostname)
+/// unique) and HTTPS a certificate ref.
 pub fn mk_gateway(ns: &str, name: &str, listeners: &[(&str, &str, u16)]) -> Value {
     let listeners: Vec<Value> = listeners
         .iter()
         .map(|(n, proto, port)| {
-            let mut l = json!({"name": n, "protocol": proto, "port": port,
-                               "hostname": format!("{n}.example.com")});
+            let mut l = json!({"name": n, "protocol": proto, "port": port});
+            if !matches!(*proto, "TCP" | "UDP") {
+                l["hostname"] = json!(format!("{n}.example.com"));
+            }
             if *proto == "HTTPS" {
                 l["tls"] = json!({"certificateRefs": [{"name": "cert"}]});
             }
