@@ -103,11 +103,18 @@ macro_rules! by_kind {
     };
 }
 
-/// What runs for one Gateway API kind: a watch at a version, or nothing (not
-/// installed, listed as empty).
-struct Running {
-    version: Option<&'static str>,
-    task: Option<AbortHandle>,
+/// Per Gateway API kind, what runs: a watch at `Some(version)`, or nothing
+/// (`None`: not installed, listed as empty).
+type Watched = BTreeMap<&'static str, Option<&'static str>>;
+
+/// The kinds whose watch must change after a discovery pass, with what they
+/// change to; a kind that stays as it is (missing included) is not named again.
+fn changes(watched: &Watched, found: &ServedVersions) -> Vec<(&'static str, Option<&'static str>)> {
+    discovery::KINDS
+        .iter()
+        .map(|kind| (*kind, found.version(kind)))
+        .filter(|(kind, version)| watched.get(kind) != Some(version))
+        .collect()
 }
 
 /// Discovery, then one watch per served Gateway API kind; re-checked every
@@ -119,7 +126,8 @@ async fn gateway_api(
     rediscover: Duration,
 ) {
     let mut tasks = JoinSet::new();
-    let mut running: BTreeMap<&'static str, Running> = BTreeMap::new();
+    let mut watched = Watched::new();
+    let mut running: BTreeMap<&'static str, AbortHandle> = BTreeMap::new();
     let mut retry = Duration::from_millis(500);
     loop {
         let found = match discovery::discover(&client).await {
@@ -132,19 +140,23 @@ async fn gateway_api(
             }
         };
         retry = Duration::from_millis(500);
-        for kind in discovery::KINDS {
-            let version = found.version(kind);
-            if running.get(kind).is_some_and(|r| r.version == version) {
-                continue;
-            }
-            if let Some(task) = running.remove(kind).and_then(|r| r.task) {
+        let changes = changes(&watched, &found);
+        // Before any watch lists at the new version: status is written at it.
+        served.send_if_modified(|current| {
+            let changed = current.as_ref() != Some(&found);
+            *current = Some(found);
+            changed
+        });
+        for (kind, version) in changes {
+            if let Some(task) = running.remove(kind) {
                 task.abort();
             }
-            let task = match version {
+            match version {
                 Some(v) => {
                     info!(kind, version = v, "watching");
                     let (client, index) = (client.clone(), index.clone());
-                    Some(by_kind!(kind, spawn_watch(&mut tasks, client, index, v)))
+                    let task = by_kind!(kind, spawn_watch(&mut tasks, client, index, v));
+                    running.insert(kind, task);
                 }
                 None => {
                     warn!(
@@ -153,16 +165,10 @@ async fn gateway_api(
                         "CRD not installed (no served version we read): no objects of this kind"
                     );
                     by_kind!(kind, list_empty(&index));
-                    None
                 }
-            };
-            running.insert(kind, Running { version, task });
+            }
+            watched.insert(kind, version);
         }
-        served.send_if_modified(|current| {
-            let changed = current.as_ref() != Some(&found);
-            *current = Some(found);
-            changed
-        });
         // Reap watches aborted above.
         while tasks.try_join_next().is_some() {}
         tokio::time::sleep(rediscover).await;
@@ -267,6 +273,30 @@ mod tests {
         let route = convert::<TcpRoute>(obj).expect("decodes");
         assert_eq!(route.spec.rules.len(), 1);
         assert!(route.spec.rules[0].backend_refs.is_empty());
+    }
+
+    #[test]
+    fn a_kind_changes_only_when_its_served_version_does() {
+        let mut watched = Watched::new();
+        let older = ServedVersions::choose([("v1", "Gateway"), ("v1alpha2", "TCPRoute")]);
+        let first = changes(&watched, &older);
+        assert_eq!(first.len(), discovery::KINDS.len(), "every kind, once");
+        assert!(first.contains(&("TCPRoute", Some("v1alpha2"))));
+        assert!(first.contains(&("UDPRoute", None)));
+        watched.extend(first);
+        // The same answer again: nothing restarts, a missing kind is not reported again.
+        assert!(changes(&watched, &older).is_empty());
+        // TCPRoute upgraded to v1, UDPRoute installed.
+        let newer = ServedVersions::choose([
+            ("v1", "Gateway"),
+            ("v1", "TCPRoute"),
+            ("v1alpha2", "TCPRoute"),
+            ("v1", "UDPRoute"),
+        ]);
+        assert_eq!(
+            changes(&watched, &newer),
+            vec![("TCPRoute", Some("v1")), ("UDPRoute", Some("v1"))]
+        );
     }
 
     #[test]

@@ -132,6 +132,32 @@ impl ApiServer {
         manifests::apply(&self.client(), yaml).await
     }
 
+    /// Deletes the CRDs named (`<plural>.<group>`), waiting until they are gone: a
+    /// cluster where those kinds are not installed.
+    pub async fn delete_crds(&self, names: &[&str]) -> Result<(), Error> {
+        crds::delete(&self.client(), names).await
+    }
+
+    /// Creates the CRDs named (`<plural>.<group>`) from the `*.yaml` of `dir` (e.g.
+    /// [`crate::gateway_api_crd_dir_at`]) and waits until they are Established.
+    /// Delete the installed ones first to replace them.
+    pub async fn install_crds(&self, dir: &Path, names: &[&str]) -> Result<(), Error> {
+        let wanted: Vec<_> = crds::read(dir)?
+            .into_iter()
+            .filter(|c| {
+                c.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| names.contains(&n))
+            })
+            .collect();
+        if wanted.len() != names.len() {
+            return Err(Error::NoCrds(dir.to_path_buf()));
+        }
+        crds::install(&self.client(), &wanted).await?;
+        Ok(())
+    }
+
     /// A kubeconfig file authenticating as ServiceAccount `namespace/name` with a real
     /// token (TokenRequest API); the ServiceAccount and Namespace are created if missing.
     /// For running a child process with exactly the rights its RBAC grants.

@@ -82,6 +82,36 @@ pub(crate) async fn install(
     Ok(names)
 }
 
+/// Deletes the CRDs named (e.g. `tcproutes.gateway.networking.k8s.io`; absent ones
+/// are fine) and waits until they are gone, objects and all.
+pub(crate) async fn delete(client: &Client, names: &[&str]) -> Result<(), Error> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    try_join_all(names.iter().map(|name| {
+        let api = api.clone();
+        async move {
+            let Some(crd) = api.get_opt(name).await? else {
+                return Ok(());
+            };
+            api.delete(name, &Default::default()).await?;
+            let uid = crd.metadata.uid.unwrap_or_default();
+            let gone = await_condition(api, name, conditions::is_deleted(&uid));
+            match tokio::time::timeout(ESTABLISH_TIMEOUT, gone).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(Error::CrdWait {
+                    name: name.to_string(),
+                    reason: e.to_string(),
+                }),
+                Err(_) => Err(Error::CrdWait {
+                    name: name.to_string(),
+                    reason: format!("not deleted after {ESTABLISH_TIMEOUT:?}"),
+                }),
+            }
+        }
+    }))
+    .await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

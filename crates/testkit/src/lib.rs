@@ -1,5 +1,6 @@
 //! Test support for Kubernetes mode: a real kube-apiserver + etcd on loopback with the
-//! Gateway API v1.5.1 CRDs (experimental channel) installed, nothing else.
+//! Gateway API CRDs the conformance module pins (experimental channel) installed,
+//! nothing else.
 //!
 //! ```text
 //!   conformance/build-tools apiserver ─▶ etcd, kube-apiserver   (cached build, see locate.rs)
@@ -11,6 +12,7 @@
 //!        ├─ kubeconfig_path()                           for child processes
 //!        ├─ service_account_client / _kubeconfig        real SA tokens, for RBAC tests
 //!        ├─ apply(yaml)                                 server-side apply, like kubectl
+//!        ├─ delete_crds(names) / install_crds(dir, names) another release's CRDs, or none
 //!        ├─ stop_apiserver() / start_apiserver()        outage: same port, same etcd
 //!        ├─ compact_etcd()                              with a restart: watches get 410
 //!        └─ drop                                        kills both, removes the directory
@@ -40,4 +42,4 @@ mod service_account;
 
 pub use apiserver::ApiServer;
 pub use error::Error;
-pub use locate::{gateway_api_crd_dir, kube_bin_dir, repo_root};
+pub use locate::{gateway_api_crd_dir, gateway_api_crd_dir_at, kube_bin_dir, repo_root};

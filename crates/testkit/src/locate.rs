@@ -5,7 +5,7 @@
 //!   prints (it builds etcd + kube-apiserver into `~/.cache/aether-edge` the first time);
 //! - CRDs: `$AETHER_GATEWAY_API_CRD_DIR`, else `config/crd/experimental` of the
 //!   `sigs.k8s.io/gateway-api` module the conformance module pins (Go module cache,
-//!   downloaded there if missing).
+//!   downloaded there if missing); [`gateway_api_crd_dir_at`] for another release.
 //!
 //! Each is resolved once per test process.
 
@@ -54,41 +54,57 @@ pub async fn gateway_api_crd_dir() -> Result<PathBuf, Error> {
             if let Some(dir) = std::env::var_os("AETHER_GATEWAY_API_CRD_DIR") {
                 return Ok(PathBuf::from(dir));
             }
-            // `download` (not `list -m`) so a version missing from the module cache is
-            // fetched rather than reported with an empty Dir; cached, it takes ~10 ms.
-            const WHAT: &str = "go mod download -json sigs.k8s.io/gateway-api (in conformance/)";
-            let out = Command::new("go")
-                .args(["mod", "download", "-json", "sigs.k8s.io/gateway-api"])
-                .current_dir(repo_root().join("conformance"))
-                .stdin(Stdio::null())
-                .output()
-                .await
-                .map_err(|e| Error::Spawn {
-                    program: WHAT.to_string(),
-                    source: e,
-                })?;
-            #[derive(serde::Deserialize)]
-            struct Module {
-                #[serde(rename = "Dir", default)]
-                dir: String,
-            }
-            match serde_json::from_slice::<Module>(&out.stdout) {
-                Ok(m) if out.status.success() && !m.dir.is_empty() => {
-                    Ok(PathBuf::from(m.dir).join("config/crd/experimental"))
-                }
-                _ => Err(Error::Tool {
-                    command: WHAT.to_string(),
-                    status: out.status.to_string(),
-                    stderr: format!(
-                        "{}{}(set AETHER_GATEWAY_API_CRD_DIR to a CRD directory to skip this)",
-                        String::from_utf8_lossy(&out.stderr),
-                        String::from_utf8_lossy(&out.stdout)
-                    ),
-                }),
-            }
+            Ok(gateway_api_module("sigs.k8s.io/gateway-api")
+                .await?
+                .join("config/crd/experimental"))
         })
         .await
         .cloned()
+}
+
+/// The CRD directory of one channel (`standard`, `experimental`) of another
+/// Gateway API release (`v1.5.1`), from the Go module cache (downloaded there if
+/// missing): for tests of clusters whose CRDs are older than the pinned ones.
+pub async fn gateway_api_crd_dir_at(version: &str, channel: &str) -> Result<PathBuf, Error> {
+    let module = format!("sigs.k8s.io/gateway-api@{version}");
+    Ok(gateway_api_module(&module)
+        .await?
+        .join("config/crd")
+        .join(channel))
+}
+
+/// Where `go mod download` (in conformance/) puts `module`.
+async fn gateway_api_module(module: &str) -> Result<PathBuf, Error> {
+    // `download` (not `list -m`) so a version missing from the module cache is
+    // fetched rather than reported with an empty Dir; cached, it takes ~10 ms.
+    let what = format!("go mod download -json {module} (in conformance/)");
+    let out = Command::new("go")
+        .args(["mod", "download", "-json", module])
+        .current_dir(repo_root().join("conformance"))
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| Error::Spawn {
+            program: what.clone(),
+            source: e,
+        })?;
+    #[derive(serde::Deserialize)]
+    struct Module {
+        #[serde(rename = "Dir", default)]
+        dir: String,
+    }
+    match serde_json::from_slice::<Module>(&out.stdout) {
+        Ok(m) if out.status.success() && !m.dir.is_empty() => Ok(PathBuf::from(m.dir)),
+        _ => Err(Error::Tool {
+            command: what,
+            status: out.status.to_string(),
+            stderr: format!(
+                "{}{}(set AETHER_GATEWAY_API_CRD_DIR to a CRD directory to skip this)",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            ),
+        }),
+    }
 }
 
 /// Runs `cmd` and returns the last non-empty line of its stdout (on success).
