@@ -2,12 +2,15 @@
 //! `aether-edge` ServiceAccount with exactly the RBAC of `deploy/` (a real token, a
 //! real authorizer), leader election on, and its Envoy reaches ADS over a Unix
 //! socket only. Everything the agent must do — watch, elect, create the Service,
-//! write every kind of status — works under those rights, and nothing is refused.
+//! write every kind of status (TCPRoute and UDPRoute included) — works under
+//! those rights, and nothing is refused.
 
 mod support;
 
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::tcproutes::TcpRoute;
+use gateway_api::apis::standard::udproutes::UdpRoute;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -29,8 +32,10 @@ fn deploy(file: &str) -> String {
 fn app_yaml() -> String {
     format!(
         "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NS}}}\n---\n\
-         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n---\n\
-         apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r1, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - backendRefs: [{{name: b0, port: 80}}]\n"
+         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n  - {{name: tcp, protocol: TCP, port: 9000}}\n  - {{name: udp, protocol: UDP, port: 9053}}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r1, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - backendRefs: [{{name: b0, port: 80}}]\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: TCPRoute\nmetadata: {{name: t1, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw, sectionName: tcp}}]\n  rules:\n  - backendRefs: [{{name: b0, port: 80}}]\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: UDPRoute\nmetadata: {{name: u1, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw, sectionName: udp}}]\n  rules:\n  - backendRefs: [{{name: b0, port: 80}}]\n"
     )
 }
 
@@ -133,6 +138,27 @@ async fn rbac() {
                 Ok(())
             } else {
                 Err(format!("{programmed:?} {accepted:?}"))
+            }
+        },
+    )
+    .await;
+    // TCPRoute and UDPRoute: watched and their status written under the same rights.
+    eventually(
+        Duration::from_secs(30),
+        "TCPRoute and UDPRoute status",
+        || async move {
+            let t = get_json::<TcpRoute>(c, Some(NS), "t1")
+                .await
+                .ok_or("no t1")?;
+            let u = get_json::<UdpRoute>(c, Some(NS), "u1")
+                .await
+                .ok_or("no u1")?;
+            match (
+                our_parent(&t, "gw", Some("tcp")),
+                our_parent(&u, "gw", Some("udp")),
+            ) {
+                (Some(_), Some(_)) => Ok(()),
+                _ => Err(format!("{} {}", t["status"], u["status"])),
             }
         },
     )
