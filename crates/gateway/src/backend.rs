@@ -151,7 +151,11 @@ impl<'a> Backends<'a> {
                 })
             })
             .ok_or_else(|| {
-                let l4 = if upstream == Upstream::Udp { "UDP" } else { "TCP" };
+                let l4 = if upstream == Upstream::Udp {
+                    "UDP"
+                } else {
+                    "TCP"
+                };
                 BackendError::NotFound(shown.clone(), format!("Service has no {l4} port {port}"))
             })?;
         let protocol = match svc_port.app_protocol.as_deref() {

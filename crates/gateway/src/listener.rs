@@ -67,7 +67,9 @@ impl ListenerProtocol {
     fn port_class(self) -> u8 {
         match self {
             ListenerProtocol::Http => 0,
-            ListenerProtocol::Https | ListenerProtocol::TlsPassthrough | ListenerProtocol::TlsTerminate => 1,
+            ListenerProtocol::Https
+            | ListenerProtocol::TlsPassthrough
+            | ListenerProtocol::TlsTerminate => 1,
             ListenerProtocol::Tcp => 2,
             ListenerProtocol::Udp => 3,
         }
@@ -80,7 +82,10 @@ impl ListenerProtocol {
 
     /// Terminates TLS with the listener's certificateRefs.
     fn terminates_tls(self) -> bool {
-        matches!(self, ListenerProtocol::Https | ListenerProtocol::TlsTerminate)
+        matches!(
+            self,
+            ListenerProtocol::Https | ListenerProtocol::TlsTerminate
+        )
     }
 }
 

@@ -47,10 +47,18 @@ pub fn gateway(
     for ((udp, port), listeners) in by_port {
         let protocols: BTreeSet<PortProtocol> = listeners
             .iter()
-            .filter_map(|&li| gw.listeners[li].protocol.map(ListenerProtocol::port_protocol))
+            .filter_map(|&li| {
+                gw.listeners[li]
+                    .protocol
+                    .map(ListenerProtocol::port_protocol)
+            })
             .collect();
         // HTTPS listeners sharing a port with TLS listeners: a TLS port.
-        let protocol = protocols.iter().copied().max().unwrap_or(PortProtocol::Http);
+        let protocol = protocols
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(PortProtocol::Http);
         let mut p = Port {
             port,
             protocol,
@@ -266,10 +274,13 @@ impl TableContext<'_> {
         listeners: &[usize],
         clusters: &mut BTreeMap<String, Cluster>,
     ) -> Option<L4Forward> {
-        let ri = listeners.iter().flat_map(|&li| self.by_age(li)).min_by_key(|&ri| {
-            let r = &self.routes[ri];
-            (r.created.is_none(), r.created.clone(), r.key.clone())
-        })?;
+        let ri = listeners
+            .iter()
+            .flat_map(|&li| self.by_age(li))
+            .min_by_key(|&ri| {
+                let r = &self.routes[ri];
+                (r.created.is_none(), r.created.clone(), r.key.clone())
+            })?;
         self.forward(ri, clusters)
     }
 
