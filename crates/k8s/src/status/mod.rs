@@ -6,7 +6,8 @@
 //!                                                     │ status differs (lastTransitionTime
 //!                                                     ▼ kept unless the status flipped)
 //!  is_leader ──────────────────────────────► run: debounce ─► StatusWriter::write
-//!                                                     │ Patch::Apply on /status, field
+//!                                                     │ Patch::Apply on /status at the
+//!                                                     │ kind's served version, field
 //!                                                     │ manager "aether-edge", forced
 //!                                                     ▼
 //!                 every object tried; failures named, logged, counted (/metrics);
@@ -18,6 +19,10 @@
 //! `tokio::spawn(status::run(client, inputs, is_leader, writer.clone()))` and add
 //! `writer.render_metrics()` to `/metrics`. `is_leader` comes from
 //! [`crate::leader::LeaderElector::is_leader`] or [`crate::leader::always_leader`].
+//!
+//! Kinds: GatewayClass, Gateway and every route kind the plan has (HTTPRoute,
+//! GRPCRoute, TLSRoute, TCPRoute, UDPRoute), each at the version its CRD serves
+//! ([`StatusInputs::served`], from [`crate::discovery`]).
 //!
 //! Ownership under server-side apply: a Gateway's and a GatewayClass's status are
 //! ours field by field (conditions and listeners are maps keyed by type and name), so
