@@ -1,0 +1,179 @@
+//! Kubernetes service mode with a TCP and a UDP listener on one port (53): the
+//! Gateway's Service has `p-53` (TCP) and `p-53-udp` (UDP) targeting one Envoy
+//! port, and the local Envoy binds both sockets there — a TCP echo answers through
+//! the TCPRoute and a UDP echo through the UDPRoute, both on the targetPort.
+
+mod support;
+
+use gateway_api::apis::standard::tcproutes::TcpRoute;
+use gateway_api::apis::standard::udproutes::UdpRoute;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::ListParams;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::time::Duration;
+use support::kube::*;
+use support::{Envoy, temp_dir};
+
+const NS: &str = "app";
+
+/// A TCP server on [`POD_IP`] answering each line with `tcp <line>`.
+fn tcp_echo() -> u16 {
+    let listener = TcpListener::bind((POD_IP, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut out = conn.try_clone().unwrap();
+                for line in BufReader::new(conn).lines() {
+                    let Ok(line) = line else { return };
+                    if writeln!(out, "tcp {line}").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A UDP server on [`POD_IP`] answering each datagram with `udp <datagram>`.
+fn udp_echo() -> u16 {
+    let socket = UdpSocket::bind((POD_IP, 0)).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = socket.recv_from(&mut buf) {
+            let reply = format!("udp {}", String::from_utf8_lossy(&buf[..n]));
+            let _ = socket.send_to(reply.as_bytes(), from);
+        }
+    });
+    port
+}
+
+/// Service `dns` (TCP 53 and UDP 53) with its endpoints, the Gateway and both routes.
+fn app_yaml(tcp: u16, udp: u16) -> String {
+    [
+        base_yaml(&[NS]),
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: dns, namespace: {NS}}}\nspec:\n  ports:\n  - {{name: tcp, port: 53, protocol: TCP, targetPort: {tcp}}}\n  - {{name: udp, port: 53, protocol: UDP, targetPort: {udp}}}\n"
+        ),
+        format!(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: dns-1\n  namespace: {NS}\n  labels: {{kubernetes.io/service-name: dns}}\naddressType: IPv4\nports:\n- {{name: tcp, port: {tcp}, protocol: TCP}}\n- {{name: udp, port: {udp}, protocol: UDP}}\nendpoints:\n- addresses: [\"{POD_IP}\"]\n  conditions: {{ready: true}}\n"
+        ),
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: dns-tcp, protocol: TCP, port: 53}}\n  - {{name: dns-udp, protocol: UDP, port: 53}}\n"
+        ),
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: TCPRoute\nmetadata: {{name: t, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw, sectionName: dns-tcp}}]\n  rules:\n  - backendRefs: [{{name: dns, port: 53}}]\n"
+        ),
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: UDPRoute\nmetadata: {{name: u, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw, sectionName: dns-udp}}]\n  rules:\n  - backendRefs: [{{name: dns, port: 53}}]\n"
+        ),
+    ]
+    .join("---\n")
+}
+
+/// (name, port, protocol, targetPort) per Service port.
+fn ports(svc: &Service) -> Vec<(String, i32, String, i32)> {
+    let spec = svc.spec.as_ref().unwrap();
+    spec.ports
+        .iter()
+        .flatten()
+        .map(|p| {
+            let Some(IntOrString::Int(t)) = p.target_port.clone() else {
+                panic!("targetPort {:?}", p.target_port)
+            };
+            let name = p.name.clone().unwrap();
+            (name, p.port, p.protocol.clone().unwrap(), t)
+        })
+        .collect()
+}
+
+#[test]
+fn tcp_and_udp_on_one_port_are_served_on_one_allocated_port() {
+    if !isolated("tcp_and_udp_on_one_port_are_served_on_one_allocated_port") {
+        return;
+    }
+    runtime().block_on(tcp_and_udp());
+}
+
+async fn tcp_and_udp() {
+    let logs = temp_dir("kube-service-l4");
+    let server = aether_testkit::ApiServer::start().await;
+    let client = server.client();
+    let c = &client;
+    server
+        .apply(&app_yaml(tcp_echo(), udp_echo()))
+        .await
+        .unwrap();
+    let agent = KubeAgent::start(
+        server.kubeconfig_path(),
+        &["--leader-elect=false", "--address-mode", "service"],
+        &logs,
+    );
+    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+
+    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
+    let by_label = ListParams::default().labels("aether.io/edge-gateway");
+    let svc = eventually(Duration::from_secs(30), "the edge Service", || {
+        let (services, lp) = (services.clone(), by_label.clone());
+        async move {
+            let list = services.list(&lp).await.map_err(|e| e.to_string())?;
+            list.items.into_iter().next().ok_or("none".to_string())
+        }
+    })
+    .await;
+    let got = ports(&svc);
+    let target = got[0].3;
+    assert_eq!(
+        got,
+        vec![
+            ("p-53".into(), 53, "TCP".into(), target),
+            ("p-53-udp".into(), 53, "UDP".into(), target),
+        ]
+    );
+
+    // Both routes served (written only once Envoy ACKed both listeners).
+    eventually(
+        Duration::from_secs(30),
+        "both routes accepted",
+        || async move {
+            let t = get_json::<TcpRoute>(c, Some(NS), "t").await.ok_or("no t")?;
+            let u = get_json::<UdpRoute>(c, Some(NS), "u").await.ok_or("no u")?;
+            let accepted = |r: &serde_json::Value, section| {
+                our_parent(r, "gw", Some(section))
+                    .and_then(|p| status_reason(&p["conditions"], "Accepted"))
+            };
+            let (a, b) = (accepted(&t, "dns-tcp"), accepted(&u, "dns-udp"));
+            let yes = Some(("True".to_string(), "Accepted".to_string()));
+            if a == yes && b == yes {
+                Ok(())
+            } else {
+                Err(format!("{a:?} {b:?}"))
+            }
+        },
+    )
+    .await;
+
+    let port = u16::try_from(target).unwrap();
+    let mut tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    writeln!(tcp, "hello").unwrap();
+    let mut line = String::new();
+    BufReader::new(tcp).read_line(&mut line).unwrap();
+    assert_eq!(line.trim_end(), "tcp hello");
+
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    // A datagram may go before Envoy's UDP session is up: retry a few times.
+    let reply = (0..10).find_map(|_| {
+        udp.send_to(b"hello", ("127.0.0.1", port)).unwrap();
+        let n = udp.recv(&mut buf).ok()?;
+        Some(String::from_utf8_lossy(&buf[..n]).to_string())
+    });
+    assert_eq!(reply.as_deref(), Some("udp hello"));
+}
