@@ -5,7 +5,7 @@
 //!                                                                                ├─► Index
 //!  discovery (at start, then every `rediscover`) ─► per Gateway API kind:        │
 //!     served at v ──► watch at v (restarted when v changes) ────────────────────┤
-//!     not installed ──► warn once, listed as empty ─────────────────────────────┘
+//!     not installed (two passes in a row) ──► warn once, listed as empty ───────┘
 //! ```
 //!
 //! Objects are received untyped ([`DynamicObject`]) and converted one by one, so
@@ -15,8 +15,10 @@
 //! 410 (Gone) or an API server restart; errors back off and retry forever.
 //!
 //! A Gateway API kind whose CRD is not installed never holds up the first
-//! publish: it counts as listed and empty, and is watched from the discovery
-//! pass that finds it installed.
+//! publish for long: once a second pass ([`CONFIRM_MISSING`] later) agrees it is
+//! absent, it counts as listed and empty, and it is watched from the discovery
+//! pass that finds it installed. A kind that was watched keeps its watch through
+//! one pass that does not list it (an API server restarting).
 
 use crate::discovery::{self, ServedVersions};
 use crate::index::{Event, Index};
@@ -39,7 +41,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -103,18 +105,50 @@ macro_rules! by_kind {
     };
 }
 
+/// A kind absent from discovery is declared missing only when the next pass, this
+/// much later, agrees: an API server that has just (re)started can list its
+/// groups before it serves every CRD, and taking that for "not installed" would
+/// empty the kind and wipe what Envoy serves.
+pub const CONFIRM_MISSING: Duration = Duration::from_secs(2);
+
 /// Per Gateway API kind, what runs: a watch at `Some(version)`, or nothing
 /// (`None`: not installed, listed as empty).
 type Watched = BTreeMap<&'static str, Option<&'static str>>;
 
-/// The kinds whose watch must change after a discovery pass, with what they
-/// change to; a kind that stays as it is (missing included) is not named again.
-fn changes(watched: &Watched, found: &ServedVersions) -> Vec<(&'static str, Option<&'static str>)> {
-    discovery::KINDS
-        .iter()
-        .map(|kind| (*kind, found.version(kind)))
-        .filter(|(kind, version)| watched.get(kind) != Some(version))
-        .collect()
+/// What one discovery pass changes.
+#[derive(Debug, Default, PartialEq)]
+struct Pass {
+    /// Kinds whose watch changes, with what to: a kind that stays as it is
+    /// (missing included) is not named again.
+    changes: Vec<(&'static str, Option<&'static str>)>,
+    /// Kinds absent from this pass but not (yet) declared missing: the next pass
+    /// decides. What ran for them keeps running.
+    unconfirmed: BTreeSet<&'static str>,
+}
+
+/// Compares a discovery pass with what runs. `unconfirmed`: the kinds the
+/// previous pass found absent.
+fn pass(watched: &Watched, unconfirmed: &BTreeSet<&'static str>, found: &ServedVersions) -> Pass {
+    let mut out = Pass::default();
+    for kind in discovery::KINDS {
+        let version = found.version(kind);
+        let now = watched.get(kind);
+        match version {
+            Some(_) if now != Some(&version) => out.changes.push((kind, version)),
+            Some(_) => {}
+            None if now == Some(&None) => {}
+            None if unconfirmed.contains(kind) => out.changes.push((kind, None)),
+            None => {
+                out.unconfirmed.insert(kind);
+            }
+        }
+    }
+    out
+}
+
+/// The versions in use, as the status writer and /metrics see them.
+fn in_use(watched: &Watched) -> ServedVersions {
+    ServedVersions::choose(watched.iter().filter_map(|(k, v)| Some(((*v)?, *k))))
 }
 
 /// Discovery, then one watch per served Gateway API kind; re-checked every
@@ -127,6 +161,7 @@ async fn gateway_api(
 ) {
     let mut tasks = JoinSet::new();
     let mut watched = Watched::new();
+    let mut unconfirmed = BTreeSet::new();
     let mut running: BTreeMap<&'static str, AbortHandle> = BTreeMap::new();
     let mut retry = Duration::from_millis(500);
     loop {
@@ -140,13 +175,24 @@ async fn gateway_api(
             }
         };
         retry = Duration::from_millis(500);
-        let changes = changes(&watched, &found);
-        // Before any watch lists at the new version: status is written at it.
-        served.send_if_modified(|current| {
-            let changed = current.as_ref() != Some(&found);
-            *current = Some(found);
-            changed
-        });
+        let Pass {
+            changes,
+            unconfirmed: absent,
+        } = pass(&watched, &unconfirmed, &found);
+        unconfirmed = absent;
+        for (kind, version) in &changes {
+            watched.insert(kind, *version);
+        }
+        // Before any watch lists at a new version: status is written at it. Nothing
+        // before every kind is settled (watched, or confirmed missing).
+        if watched.len() == discovery::KINDS.len() {
+            let now = in_use(&watched);
+            served.send_if_modified(|current| {
+                let changed = current.as_ref() != Some(&now);
+                *current = Some(now);
+                changed
+            });
+        }
         for (kind, version) in changes {
             if let Some(task) = running.remove(kind) {
                 task.abort();
@@ -167,11 +213,15 @@ async fn gateway_api(
                     by_kind!(kind, list_empty(&index));
                 }
             }
-            watched.insert(kind, version);
         }
         // Reap watches aborted above.
         while tasks.try_join_next().is_some() {}
-        tokio::time::sleep(rediscover).await;
+        let next = if unconfirmed.is_empty() {
+            rediscover
+        } else {
+            rediscover.min(CONFIRM_MISSING)
+        };
+        tokio::time::sleep(next).await;
     }
 }
 
@@ -275,18 +325,37 @@ mod tests {
         assert!(route.spec.rules[0].backend_refs.is_empty());
     }
 
+    /// Runs a pass and applies it, as the loop does.
+    fn step(
+        watched: &mut Watched,
+        unconfirmed: &mut BTreeSet<&'static str>,
+        found: &ServedVersions,
+    ) -> Vec<(&'static str, Option<&'static str>)> {
+        let p = pass(watched, unconfirmed, found);
+        watched.extend(p.changes.iter().copied());
+        *unconfirmed = p.unconfirmed;
+        p.changes
+    }
+
     #[test]
     fn a_kind_changes_only_when_its_served_version_does() {
-        let mut watched = Watched::new();
+        let (mut watched, mut unconfirmed) = (Watched::new(), BTreeSet::new());
         let older = ServedVersions::choose([("v1", "Gateway"), ("v1alpha2", "TCPRoute")]);
-        let first = changes(&watched, &older);
-        assert_eq!(first.len(), discovery::KINDS.len(), "every kind, once");
-        assert!(first.contains(&("TCPRoute", Some("v1alpha2"))));
-        assert!(first.contains(&("UDPRoute", None)));
-        watched.extend(first);
-        // The same answer again: nothing restarts, a missing kind is not reported again.
-        assert!(changes(&watched, &older).is_empty());
-        // TCPRoute upgraded to v1, UDPRoute installed.
+        let first = step(&mut watched, &mut unconfirmed, &older);
+        assert_eq!(
+            first,
+            vec![("Gateway", Some("v1")), ("TCPRoute", Some("v1alpha2"))]
+        );
+        assert_eq!(unconfirmed.len(), discovery::KINDS.len() - 2, "to confirm");
+        // Confirmed: the absent kinds are missing, once.
+        let second = step(&mut watched, &mut unconfirmed, &older);
+        assert_eq!(second.len(), discovery::KINDS.len() - 2);
+        assert!(second.contains(&("UDPRoute", None)));
+        assert!(unconfirmed.is_empty());
+        assert_eq!(in_use(&watched), older);
+        // The same answer again: nothing restarts, nothing is reported again.
+        assert!(step(&mut watched, &mut unconfirmed, &older).is_empty());
+        // TCPRoute upgraded to v1, UDPRoute installed: both change at once.
         let newer = ServedVersions::choose([
             ("v1", "Gateway"),
             ("v1", "TCPRoute"),
@@ -294,8 +363,35 @@ mod tests {
             ("v1", "UDPRoute"),
         ]);
         assert_eq!(
-            changes(&watched, &newer),
+            step(&mut watched, &mut unconfirmed, &newer),
             vec![("TCPRoute", Some("v1")), ("UDPRoute", Some("v1"))]
+        );
+    }
+
+    #[test]
+    fn a_kind_absent_for_one_pass_keeps_its_watch() {
+        let (mut watched, mut unconfirmed) = (Watched::new(), BTreeSet::new());
+        let all = ServedVersions::all_v1();
+        step(&mut watched, &mut unconfirmed, &all);
+        // An API server just restarted lists no Gateway API group yet.
+        let blip = ServedVersions::default();
+        assert!(step(&mut watched, &mut unconfirmed, &blip).is_empty());
+        assert_eq!(unconfirmed.len(), discovery::KINDS.len());
+        assert_eq!(in_use(&watched), all, "status still written at v1");
+        // Back: nothing changed, nothing to confirm.
+        assert!(step(&mut watched, &mut unconfirmed, &all).is_empty());
+        assert!(unconfirmed.is_empty());
+        // Really gone (two passes): listed empty.
+        let no_udp = ServedVersions::choose(
+            discovery::KINDS
+                .iter()
+                .filter(|k| **k != "UDPRoute")
+                .map(|k| ("v1", *k)),
+        );
+        assert!(step(&mut watched, &mut unconfirmed, &no_udp).is_empty());
+        assert_eq!(
+            step(&mut watched, &mut unconfirmed, &no_udp),
+            vec![("UDPRoute", None)]
         );
     }
 
