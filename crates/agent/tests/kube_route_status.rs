@@ -438,8 +438,23 @@ async fn route_status() {
         "only theirs is left"
     );
 
-    // Gateway and GatewayClass conditions carry their generation too.
-    let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
+    // Gateway and GatewayClass conditions carry their generation too. The
+    // Gateway's status is its own write (after the route's, and gated on the ACK
+    // of the move): wait for attachedRoutes to count the routes left.
+    let gw = eventually(
+        Duration::from_secs(30),
+        "attachedRoutes http/tls [5, 0]",
+        || async move {
+            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+            let listeners = &gw["status"]["listeners"];
+            if listeners[0]["attachedRoutes"] == 5 && listeners[1]["attachedRoutes"] == 0 {
+                Ok(gw)
+            } else {
+                Err(listeners.to_string())
+            }
+        },
+    )
+    .await;
     assert_generation("Gateway app/gw", &gw);
     assert_eq!(
         gw["status"]["listeners"].as_array().map(Vec::len),
