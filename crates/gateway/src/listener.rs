@@ -140,6 +140,9 @@ pub struct GatewayModel {
     pub generation: i64,
     /// Err: why the addresses cannot be used.
     pub addresses: Result<Vec<String>, String>,
+    /// Why `spec.infrastructure.parametersRef` cannot be used: we read no
+    /// parameters kind, so any reference is invalid (the Gateway is not accepted).
+    pub invalid_parameters: Option<String>,
     pub listeners: Vec<Listener>,
 }
 
@@ -153,17 +156,32 @@ impl GatewayModel {
             .map(|l| listener(store, &key.namespace, l))
             .collect();
         mark_conflicts(&mut listeners);
+        let invalid_parameters = gw
+            .spec
+            .infrastructure
+            .as_ref()
+            .and_then(|i| i.parameters_ref.as_ref())
+            .map(|p| {
+                format!(
+                    "parametersRef {}/{} {}: no parameters kind is supported",
+                    p.group, p.kind, p.name
+                )
+            });
         GatewayModel {
             generation: gw.metadata.generation.unwrap_or(0),
             key,
             addresses,
+            invalid_parameters,
             listeners,
         }
     }
 
-    /// Served: addresses usable and at least one listener programmable.
+    /// Served: accepted parameters, addresses usable and at least one listener
+    /// programmable.
     pub fn is_served(&self) -> bool {
-        self.addresses.is_ok() && self.listeners.iter().any(Listener::is_programmable)
+        self.invalid_parameters.is_none()
+            && self.addresses.is_ok()
+            && self.listeners.iter().any(Listener::is_programmable)
     }
 
     pub fn status(&self) -> GatewayStatus {
@@ -178,6 +196,9 @@ impl GatewayModel {
             .map(|l| l.name.as_str())
             .collect();
         let accepted = match &self.addresses {
+            _ if let Some(why) = &self.invalid_parameters => {
+                Condition::new("Accepted", false, "InvalidParameters", why.clone(), g)
+            }
             Err(why) => Condition::new("Accepted", false, "UnsupportedAddress", why.clone(), g),
             Ok(_) if invalid.is_empty() => {
                 Condition::new("Accepted", true, "Accepted", "Gateway is accepted", g)
@@ -193,6 +214,14 @@ impl GatewayModel {
         set_condition(&mut conditions, accepted);
         let programmed = if served {
             Condition::new("Programmed", true, "Programmed", "Gateway is programmed", g)
+        } else if self.invalid_parameters.is_some() {
+            Condition::new(
+                "Programmed",
+                false,
+                "Invalid",
+                "the Gateway is not accepted: invalid parametersRef",
+                g,
+            )
         } else if self.addresses.is_err() {
             Condition::new(
                 "Programmed",
