@@ -37,8 +37,8 @@ use tracing::info;
 
 /// Features our GatewayClass claims in `status.supportedFeatures`: exactly those
 /// the upstream suite passes (conformance/reports: GATEWAY-HTTP core + the
-/// extended ones listed, GATEWAY-GRPC core). Claim a feature only with a run
-/// that passes it.
+/// extended ones listed, GATEWAY-GRPC, -TLS, -TCP and -UDP core, TLS extended).
+/// Claim a feature only with a run that passes it.
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "GRPCRoute",
     "Gateway",
@@ -54,6 +54,11 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
+    "TCPRoute",
+    "TLSRoute",
+    "TLSRouteModeMixed",
+    "TLSRouteModeTerminate",
+    "UDPRoute",
 ];
 
 /// Coalesces bursts of watch events before translating.
