@@ -25,6 +25,7 @@ type Network struct {
 	mu   sync.Mutex
 	used map[netip.Addr]bool
 	seq  int
+	last netip.Addr // the last IP handed out: the search resumes after it
 }
 
 type podNet struct {
@@ -48,13 +49,33 @@ func (n *Network) allocate() (netip.Addr, int, error) {
 		n.used = map[netip.Addr]bool{n.NodeIP: true}
 	}
 	n.seq++
-	for ip := n.CIDR.Addr().Next(); n.CIDR.Contains(ip); ip = ip.Next() {
-		if !n.used[ip] && ip != n.CIDR.Addr() {
+	// Round robin from the last IP handed out, not lowest-free: an IP freed a
+	// moment ago is taken last, so the node's neighbour cache never sends a new
+	// pod's packets to the deleted pod's MAC (seen as ~50 s of upstream connect
+	// timeouts when a test's backend pod got its predecessor's IP).
+	start := n.last
+	if !start.IsValid() {
+		start = n.CIDR.Addr()
+	}
+	ip := start
+	for {
+		ip = ip.Next()
+		if !n.CIDR.Contains(ip) {
+			if start == n.CIDR.Addr() {
+				return netip.Addr{}, 0, fmt.Errorf("pod CIDR %s exhausted", n.CIDR)
+			}
+			ip = n.CIDR.Addr()
+			continue
+		}
+		if !n.used[ip] {
 			n.used[ip] = true
+			n.last = ip
 			return ip, n.seq, nil
 		}
+		if ip == start {
+			return netip.Addr{}, 0, fmt.Errorf("pod CIDR %s exhausted", n.CIDR)
+		}
 	}
-	return netip.Addr{}, 0, fmt.Errorf("pod CIDR %s exhausted", n.CIDR)
 }
 
 func (n *Network) release(ip netip.Addr) {
@@ -88,6 +109,8 @@ func (n *Network) add() (*podNet, error) {
 			return nil, err
 		}
 	}
+	// Forget whatever the node knew of this IP's link address (an earlier pod's).
+	_ = run("ip", "neigh", "flush", "to", ip.String())
 	return p, nil
 }
 
