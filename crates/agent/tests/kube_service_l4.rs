@@ -18,40 +18,6 @@ use support::{Envoy, temp_dir};
 
 const NS: &str = "app";
 
-/// A TCP server on [`POD_IP`] answering each line with `tcp <line>`.
-fn tcp_echo() -> u16 {
-    let listener = TcpListener::bind((POD_IP, 0)).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut out = conn.try_clone().unwrap();
-                for line in BufReader::new(conn).lines() {
-                    let Ok(line) = line else { return };
-                    if writeln!(out, "tcp {line}").is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
-}
-
-/// A UDP server on [`POD_IP`] answering each datagram with `udp <datagram>`.
-fn udp_echo() -> u16 {
-    let socket = UdpSocket::bind((POD_IP, 0)).unwrap();
-    let port = socket.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        while let Ok((n, from)) = socket.recv_from(&mut buf) {
-            let reply = format!("udp {}", String::from_utf8_lossy(&buf[..n]));
-            let _ = socket.send_to(reply.as_bytes(), from);
-        }
-    });
-    port
-}
-
 /// Service `dns` (TCP 53 and UDP 53) with its endpoints, the Gateway and both routes.
 fn app_yaml(tcp: u16, udp: u16) -> String {
     [
@@ -105,7 +71,7 @@ async fn tcp_and_udp() {
     let client = server.client();
     let c = &client;
     server
-        .apply(&app_yaml(tcp_echo(), udp_echo()))
+        .apply(&app_yaml(tcp_echo(POD_IP, "tcp"), udp_echo(POD_IP, "udp")))
         .await
         .unwrap();
     let agent = KubeAgent::start(

@@ -49,40 +49,6 @@ fn make_cert(dir: &Path, cn: &str) -> (String, String) {
     )
 }
 
-/// A TCP server answering each line with `<name> <line>`.
-fn tcp_echo(name: &'static str) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut out = conn.try_clone().unwrap();
-                for line in BufReader::new(conn).lines() {
-                    let Ok(line) = line else { return };
-                    if writeln!(out, "{name} {line}").is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
-}
-
-/// A UDP server answering each datagram with `<name> <datagram>`.
-fn udp_echo(name: &'static str) -> u16 {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let port = socket.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        while let Ok((n, from)) = socket.recv_from(&mut buf) {
-            let reply = format!("{name} {}", String::from_utf8_lossy(&buf[..n]));
-            let _ = socket.send_to(reply.as_bytes(), from);
-        }
-    });
-    port
-}
-
 fn free_udp_and_tcp_port() -> u16 {
     loop {
         let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -209,10 +175,10 @@ fn tls_passthrough_terminate_mixed_tcp_and_udp_through_envoy() {
             .stdin(Stdio::null()),
         &logs,
     );
-    let term_port = tcp_echo("term");
-    let tcp_old = tcp_echo("tcp-old");
-    let tcp_new = tcp_echo("tcp-new");
-    let udp_port = udp_echo("udp");
+    let term_port = tcp_echo("127.0.0.1", "term");
+    let tcp_old = tcp_echo("127.0.0.1", "tcp-old");
+    let tcp_new = tcp_echo("127.0.0.1", "tcp-new");
+    let udp_port = udp_echo("127.0.0.1", "udp");
     let http = Backend::start("web");
 
     let (p_tls, p_tcp, p_udp) = (free_port(), free_port(), free_udp_and_tcp_port());

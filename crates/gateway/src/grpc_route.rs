@@ -12,7 +12,7 @@
 //! Backends always speak h2c. Header modifier filters are served; others make the
 //! rule invalid.
 
-use crate::backend::{BackendRef, Backends, Upstream};
+use crate::backend::{Backends, Upstream};
 use crate::route::{self, RouteModel, Rule, RuleAction, enum_name, header_matches, modify_headers};
 use aether_ir::{HeaderModifier, ObjectRef, PathMatch, RouteMatch};
 use gateway_api::apis::standard::grpcroutes::{
@@ -92,18 +92,7 @@ fn rule(
     {
         return Err("filters on backendRefs are not supported".into());
     }
-    let refs = refs.iter().map(|b| {
-        (
-            BackendRef {
-                group: b.group.as_deref(),
-                kind: b.kind.as_deref(),
-                name: &b.name,
-                namespace: b.namespace.as_deref(),
-                port: b.port,
-            },
-            b.weight,
-        )
-    });
+    let refs = route::backend_refs!(refs);
     let (backends, invalid_weight) =
         route::resolve_backends(backends, KIND, ns, refs, Upstream::Grpc, errors);
     Ok(Rule {

@@ -4,7 +4,7 @@
 //! URLRewrite are served; any other filter (RequestMirror, CORS, ExtensionRef, or
 //! a filter on a backendRef) makes its rule invalid rather than silently ignored.
 
-use crate::backend::{BackendRef, Backends, Upstream};
+use crate::backend::{Backends, Upstream};
 use crate::route::{
     self, RedirectSpec, RouteModel, Rule, RuleAction, check_prefix_rewrite, enum_name,
     header_matches, modify_headers, query_param_matches,
@@ -72,18 +72,7 @@ fn rule(
                 &matches,
                 rewrite.as_ref().and_then(|r: &UrlRewrite| r.path.as_ref()),
             )?;
-            let refs = refs.iter().map(|b| {
-                (
-                    BackendRef {
-                        group: b.group.as_deref(),
-                        kind: b.kind.as_deref(),
-                        name: &b.name,
-                        namespace: b.namespace.as_deref(),
-                        port: b.port,
-                    },
-                    b.weight,
-                )
-            });
+            let refs = route::backend_refs!(refs);
             let (backends, invalid_weight) =
                 route::resolve_backends(backends, KIND, ns, refs, Upstream::Http, errors);
             RuleAction::Forward {

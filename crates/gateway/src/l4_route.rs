@@ -21,51 +21,26 @@ pub const TLS_KIND: &str = "TLSRoute";
 pub const TCP_KIND: &str = "TCPRoute";
 pub const UDP_KIND: &str = "UDPRoute";
 
-/// The same fields in the three generated backendRef types.
-macro_rules! l4_refs {
-    ($refs:expr) => {
-        $refs.iter().map(|b| {
-            (
-                BackendRef {
-                    group: b.group.as_deref(),
-                    kind: b.kind.as_deref(),
-                    name: &b.name,
-                    namespace: b.namespace.as_deref(),
-                    port: b.port,
-                },
-                b.weight,
-            )
-        })
+/// `<kind>_model(backends, key, route)` for one of the three kinds: hostnames
+/// (TLSRoute only), parentRefs, and the first rule's backendRefs.
+macro_rules! l4_model {
+    ($fn_name:ident, $ty:ty, $kind:expr, $upstream:expr, |$r:ident| $hostnames:expr) => {
+        pub fn $fn_name(backends: &Backends<'_>, key: ObjectRef, $r: &$ty) -> RouteModel {
+            let parents = route::parent_references!($r.spec.parent_refs);
+            let mut m = RouteModel::new($kind, key, &$r.metadata, $hostnames, parents);
+            let refs = $r.spec.rules.first().map(|rule| &rule.backend_refs);
+            let refs = refs.into_iter().flat_map(|refs| route::backend_refs!(refs));
+            read(&mut m, backends, refs, $upstream, $r.spec.rules.len());
+            m
+        }
     };
 }
 
-pub fn tls_model(backends: &Backends<'_>, key: ObjectRef, r: &TlsRoute) -> RouteModel {
-    let parents = route::parent_references!(r.spec.parent_refs);
-    let hostnames = Some(&r.spec.hostnames);
-    let mut m = RouteModel::new(TLS_KIND, key, &r.metadata, hostnames, parents);
-    let refs = r.spec.rules.first().map(|rule| &rule.backend_refs);
-    let refs = refs.into_iter().flat_map(|refs| l4_refs!(refs));
-    read(&mut m, backends, refs, Upstream::Tcp, r.spec.rules.len());
-    m
-}
-
-pub fn tcp_model(backends: &Backends<'_>, key: ObjectRef, r: &TcpRoute) -> RouteModel {
-    let parents = route::parent_references!(r.spec.parent_refs);
-    let mut m = RouteModel::new(TCP_KIND, key, &r.metadata, None, parents);
-    let refs = r.spec.rules.first().map(|rule| &rule.backend_refs);
-    let refs = refs.into_iter().flat_map(|refs| l4_refs!(refs));
-    read(&mut m, backends, refs, Upstream::Tcp, r.spec.rules.len());
-    m
-}
-
-pub fn udp_model(backends: &Backends<'_>, key: ObjectRef, r: &UdpRoute) -> RouteModel {
-    let parents = route::parent_references!(r.spec.parent_refs);
-    let mut m = RouteModel::new(UDP_KIND, key, &r.metadata, None, parents);
-    let refs = r.spec.rules.first().map(|rule| &rule.backend_refs);
-    let refs = refs.into_iter().flat_map(|refs| l4_refs!(refs));
-    read(&mut m, backends, refs, Upstream::Udp, r.spec.rules.len());
-    m
-}
+l4_model!(tls_model, TlsRoute, TLS_KIND, Upstream::Tcp, |r| Some(
+    &r.spec.hostnames
+));
+l4_model!(tcp_model, TcpRoute, TCP_KIND, Upstream::Tcp, |r| None);
+l4_model!(udp_model, UdpRoute, UDP_KIND, Upstream::Udp, |r| None);
 
 fn read<'a>(
     m: &mut RouteModel,

@@ -92,6 +92,26 @@ macro_rules! parent_references {
 }
 pub(crate) use parent_references;
 
+/// A rule's backendRefs as ([`BackendRef`], weight) pairs: every route kind's
+/// generated backendRef type has these fields.
+macro_rules! backend_refs {
+    ($refs:expr) => {
+        $refs.iter().map(|b| {
+            (
+                $crate::backend::BackendRef {
+                    group: b.group.as_deref(),
+                    kind: b.kind.as_deref(),
+                    name: &b.name,
+                    namespace: b.namespace.as_deref(),
+                    port: b.port,
+                },
+                b.weight,
+            )
+        })
+    };
+}
+pub(crate) use backend_refs;
+
 impl RouteModel {
     /// A route with no rules read yet.
     pub fn new(

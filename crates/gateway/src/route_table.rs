@@ -20,9 +20,10 @@ use crate::listener::{GatewayModel, ListenerProtocol};
 use crate::precedence::{Precedence, RouteOrigin};
 use crate::route::{RedirectSpec, RouteModel, RuleAction};
 use aether_ir::{
-    Cluster, Endpoint, Forward, L4Forward, Port, PortProtocol, Redirect, Route, RouteAction,
-    RouteTable, TlsChain, UpstreamProtocol, VirtualHost, WeightedBackend, names,
+    Cluster, Endpoint, Forward, L4Forward, ObjectRef, Port, PortProtocol, Redirect, Route,
+    RouteAction, RouteTable, TlsChain, UpstreamProtocol, VirtualHost, WeightedBackend, names,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The IR of one served Gateway. `attached` holds (listener index, route index).
@@ -260,10 +261,7 @@ impl TableContext<'_> {
             .range((li, 0)..(li + 1, 0))
             .map(|&(_, ri)| ri)
             .collect();
-        on.sort_by_key(|&ri| {
-            let r = &self.routes[ri];
-            (r.created.is_none(), r.created.clone(), r.key.clone())
-        });
+        on.sort_by_key(|&ri| age(&self.routes[ri]));
         on
     }
 
@@ -277,10 +275,7 @@ impl TableContext<'_> {
         let ri = listeners
             .iter()
             .flat_map(|&li| self.by_age(li))
-            .min_by_key(|&ri| {
-                let r = &self.routes[ri];
-                (r.created.is_none(), r.created.clone(), r.key.clone())
-            })?;
+            .min_by_key(|&ri| age(&self.routes[ri]))?;
         self.forward(ri, clusters)
     }
 
@@ -366,6 +361,11 @@ impl TableContext<'_> {
             }
         }
     }
+}
+
+/// Older first: by creationTimestamp (none last), then namespace/name.
+fn age(r: &RouteModel) -> (bool, Option<Time>, ObjectRef) {
+    (r.created.is_none(), r.created.clone(), r.key.clone())
 }
 
 /// One cluster for a UDPRoute's weighted backends: every backend's endpoints,

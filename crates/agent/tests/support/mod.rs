@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -372,3 +372,37 @@ pub fn service_yaml(ns: &str, backend: &Backend) -> String {
     )
 }
 pub mod kube;
+
+/// A TCP server on `ip` answering each line with `<name> <line>`; its port.
+pub fn tcp_echo(ip: &str, name: &'static str) -> u16 {
+    let listener = TcpListener::bind((ip, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut out = conn.try_clone().unwrap();
+                for line in BufReader::new(conn).lines() {
+                    let Ok(line) = line else { return };
+                    if writeln!(out, "{name} {line}").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A UDP server on `ip` answering each datagram with `<name> <datagram>`; its port.
+pub fn udp_echo(ip: &str, name: &'static str) -> u16 {
+    let socket = UdpSocket::bind((ip, 0)).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = socket.recv_from(&mut buf) {
+            let reply = format!("{name} {}", String::from_utf8_lossy(&buf[..n]));
+            let _ = socket.send_to(reply.as_bytes(), from);
+        }
+    });
+    port
+}
