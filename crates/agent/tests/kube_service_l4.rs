@@ -11,10 +11,10 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ListParams;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpStream, UdpSocket};
 use std::time::Duration;
 use support::kube::*;
-use support::{Envoy, temp_dir};
+use support::{Envoy, tcp_echo, temp_dir, udp_echo};
 
 const NS: &str = "app";
 
