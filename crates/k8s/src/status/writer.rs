@@ -13,7 +13,10 @@
 //! The watch that feeds the store lags behind our own writes. So that a recompute
 //! right after a write neither re-sends it nor, worse, believes a status we just
 //! overwrote is still there, the writer keeps what each write returned and lays it
-//! over the store until the store shows a newer version of that object.
+//! over the store while the store shows a version our writes replaced — the one
+//! the first write was based on, or one of our own later-overwritten writes (a
+//! lagging watch delivers them one by one). Any other version (ours caught up,
+//! or someone else's) ends the overlay.
 
 use super::patch::{StatusInputs, StatusKind, StatusPatch, compute};
 use crate::discovery::GROUP;
@@ -32,12 +35,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tracing::warn;
+use tracing::{debug, warn};
 
 /// Our server-side apply field manager.
 pub const FIELD_MANAGER: &str = "aether-edge";
@@ -107,9 +110,12 @@ fn join(failures: &[WriteFailure]) -> String {
     all.join("; ")
 }
 
-/// The resourceVersion our write replaced, and what it returned.
+/// What our latest write of an object returned, and every resourceVersion of
+/// that object our writes have replaced since the store last caught up.
 struct Written {
-    before: Option<String>,
+    /// A store showing one of these versions has not seen our write yet. Our
+    /// own earlier writes are here too: the watch may deliver them one by one.
+    stale: BTreeSet<Option<String>>,
     /// The object, alone in a store.
     after: Store,
 }
@@ -196,14 +202,16 @@ impl StatusWriter {
             match result {
                 Ok(Some(after)) => {
                     counters.ok.fetch_add(1, Ordering::Relaxed);
-                    let written = Written {
-                        before: patch.based_on,
-                        after,
-                    };
-                    self.written
-                        .lock()
-                        .expect("writer lock")
-                        .insert(id.clone(), written);
+                    let mut written = self.written.lock().expect("writer lock");
+                    let stale = replaced(written.get(&id), &patch, &after);
+                    debug!(
+                        kind = %patch.kind,
+                        object = %patch.object,
+                        based_on = patch.based_on.as_deref().unwrap_or(""),
+                        returned = seen(patch.kind, &after, &patch.object).flatten().as_deref().unwrap_or(""),
+                        "status written"
+                    );
+                    written.insert(id.clone(), Written { stale, after });
                     report.written.push(id);
                 }
                 Ok(None) => {
@@ -325,19 +333,33 @@ async fn apply_status(
 
 /// Lays our written objects over a store that has not seen them yet, and forgets
 /// those the store has caught up with (or that changed since, or are gone).
+/// The versions a write based on `patch.based_on` that returned `after` leaves
+/// stale: that one, and, when it was written over our `previous` write (the
+/// store showed it or one of the versions it replaced), those too.
+fn replaced(
+    previous: Option<&Written>,
+    patch: &StatusPatch,
+    after: &Store,
+) -> BTreeSet<Option<String>> {
+    let mut stale = BTreeSet::from([patch.based_on.clone()]);
+    if let Some(previous) = previous {
+        let previous_rv = seen(patch.kind, &previous.after, &patch.object).flatten();
+        if previous_rv == patch.based_on || previous.stale.contains(&patch.based_on) {
+            stale.extend(previous.stale.iter().cloned());
+            stale.insert(previous_rv);
+        }
+    }
+    // An unchanged status returns the version it was applied to.
+    stale.remove(&seen(patch.kind, after, &patch.object).flatten());
+    stale
+}
+
+/// Versions are compared for equality only: the API server promises nothing
+/// about their order.
 fn overlay(written: &mut BTreeMap<(StatusKind, ObjectRef), Written>, store: &mut Store) {
     written.retain(|(kind, key), w| {
-        let seen = match kind {
-            StatusKind::GatewayClass => version::<GatewayClass>(store, key),
-            StatusKind::Gateway => version::<Gateway>(store, key),
-            StatusKind::HttpRoute => version::<HttpRoute>(store, key),
-            StatusKind::GrpcRoute => version::<GrpcRoute>(store, key),
-            StatusKind::TlsRoute => version::<TlsRoute>(store, key),
-            StatusKind::TcpRoute => version::<TcpRoute>(store, key),
-            StatusKind::UdpRoute => version::<UdpRoute>(store, key),
-        };
-        // The store still holds the version our write replaced: it is stale.
-        let stale = seen.is_some_and(|rv| rv == w.before);
+        // The store still holds a version our writes replaced: it is stale.
+        let stale = seen(*kind, store, key).is_some_and(|rv| w.stale.contains(&rv));
         if stale {
             store.merge(&w.after);
         }
@@ -345,9 +367,124 @@ fn overlay(written: &mut BTreeMap<(StatusKind, ObjectRef), Written>, store: &mut
     });
 }
 
+/// `Some(resourceVersion)` of the object of `kind` in the store, `None` if absent.
+fn seen(kind: StatusKind, store: &Store, key: &ObjectRef) -> Option<Option<String>> {
+    match kind {
+        StatusKind::GatewayClass => version::<GatewayClass>(store, key),
+        StatusKind::Gateway => version::<Gateway>(store, key),
+        StatusKind::HttpRoute => version::<HttpRoute>(store, key),
+        StatusKind::GrpcRoute => version::<GrpcRoute>(store, key),
+        StatusKind::TlsRoute => version::<TlsRoute>(store, key),
+        StatusKind::TcpRoute => version::<TcpRoute>(store, key),
+        StatusKind::UdpRoute => version::<UdpRoute>(store, key),
+    }
+}
+
 /// `Some(resourceVersion)` of an object in the store, `None` if absent.
 fn version<T: StoreObject>(store: &Store, key: &ObjectRef) -> Option<Option<String>> {
     store
         .get::<T>(&key.namespace, &key.name)
         .map(|o| o.metadata().resource_version.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mk_store(rv: &str, reason: &str) -> Store {
+        let route: HttpRoute = serde_json::from_value(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "r", "namespace": "app", "resourceVersion": rv},
+            "spec": {},
+            "status": {"parents": [{
+                "parentRef": {"name": "gw"},
+                "controllerName": "c",
+                "conditions": [{"type": "Accepted", "status": "True", "reason": reason,
+                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+            }]}
+        }))
+        .unwrap();
+        let mut store = Store::default();
+        store.insert(route);
+        store
+    }
+
+    fn reason(store: &Store) -> String {
+        let r = store.get::<HttpRoute>("app", "r").unwrap();
+        r.status.as_ref().unwrap().parents[0].conditions[0]
+            .reason
+            .clone()
+    }
+
+    fn id() -> (StatusKind, ObjectRef) {
+        (StatusKind::HttpRoute, ObjectRef::new("app", "r"))
+    }
+
+    #[test]
+    fn a_lagging_watch_sees_our_writes_until_it_shows_the_last_one() {
+        // Two writes: rv1 → rv2 (Pending), then rv2 → rv3 (Accepted).
+        let mut written = BTreeMap::from([(
+            id(),
+            Written {
+                stale: BTreeSet::from([Some("1".to_string()), Some("2".to_string())]),
+                after: mk_store("3", "Accepted"),
+            },
+        )]);
+        for (store_rv, store_reason) in [("1", "none"), ("2", "Pending")] {
+            let mut store = mk_store(store_rv, store_reason);
+            overlay(&mut written, &mut store);
+            assert_eq!(reason(&store), "Accepted", "store at rv {store_rv}");
+            assert!(written.contains_key(&id()));
+        }
+        // Caught up: the overlay ends.
+        let mut store = mk_store("3", "Accepted");
+        overlay(&mut written, &mut store);
+        assert!(written.is_empty());
+    }
+
+    fn mk_patch(based_on: &str) -> StatusPatch {
+        StatusPatch {
+            kind: StatusKind::HttpRoute,
+            object: ObjectRef::new("app", "r"),
+            body: serde_json::Value::Null,
+            based_on: Some(based_on.to_string()),
+        }
+    }
+
+    #[test]
+    fn a_write_over_our_own_keeps_the_versions_that_one_replaced() {
+        let rvs = |v: &[&str]| -> BTreeSet<Option<String>> {
+            v.iter().map(|s| Some(s.to_string())).collect()
+        };
+        let first = Written {
+            stale: replaced(None, &mk_patch("1"), &mk_store("2", "Pending")),
+            after: mk_store("2", "Pending"),
+        };
+        assert_eq!(first.stale, rvs(&["1"]));
+        // Based on our own write (the overlay showed rv 2).
+        let second = replaced(Some(&first), &mk_patch("2"), &mk_store("3", "Accepted"));
+        assert_eq!(second, rvs(&["1", "2"]));
+        // Based on a version the store got from someone else: a new chain.
+        let other = replaced(Some(&first), &mk_patch("9"), &mk_store("10", "Accepted"));
+        assert_eq!(other, rvs(&["9"]));
+        // A no-op write returns the version it was based on: not stale.
+        let same = replaced(Some(&first), &mk_patch("2"), &mk_store("2", "Pending"));
+        assert_eq!(same, rvs(&["1"]));
+    }
+
+    #[test]
+    fn someone_elses_write_ends_the_overlay() {
+        let mut written = BTreeMap::from([(
+            id(),
+            Written {
+                stale: BTreeSet::from([Some("1".to_string())]),
+                after: mk_store("2", "Accepted"),
+            },
+        )]);
+        let mut store = mk_store("7", "TheirReason");
+        overlay(&mut written, &mut store);
+        assert_eq!(reason(&store), "TheirReason");
+        assert!(written.is_empty());
+    }
 }
