@@ -9,7 +9,7 @@ mod support;
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -79,7 +79,10 @@ async fn latency() {
     let api: kube::Api<HttpRoute> = kube::Api::namespaced(client.clone(), NS);
     let seen = accepted.clone();
     let watch = tokio::spawn(async move {
-        let mut events = watcher(api, watcher::Config::default()).boxed();
+        // Backoff: against a stopped API server an unpaced watcher never yields.
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(ev) = events.next().await {
             let Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) = ev else {
                 continue;
@@ -165,7 +168,14 @@ async fn latency() {
     .await;
     let all = start.elapsed();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let burst_writes = status_writes(&agent.metrics()) - writes;
+    let metrics = agent.metrics();
+    let burst_writes = status_writes(&metrics) - writes;
+    for l in metrics
+        .lines()
+        .filter(|l| l.starts_with("aether_edge_status_writes_total"))
+    {
+        println!("  {l}");
+    }
     println!(
         "burst of {ROUTES} routes: applied in {} ms, all Accepted=True after {} ms, {burst_writes} status writes",
         applied.as_millis(),

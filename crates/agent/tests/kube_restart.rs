@@ -6,6 +6,8 @@
 
 mod support;
 
+use kube::runtime::WatchStreamExt;
+
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -120,7 +122,10 @@ async fn restarts() {
         let seen = seen.clone();
         tokio::spawn(async move {
             use futures::StreamExt;
-            let mut events = kube::runtime::watcher(api, Default::default()).boxed();
+            // Backoff: against a stopped API server an unpaced watcher never yields.
+            let mut events = kube::runtime::watcher(api, Default::default())
+                .default_backoff()
+                .boxed();
             while let Some(ev) = events.next().await {
                 let Ok(kube::runtime::watcher::Event::Apply(g)) = ev else {
                     continue;

@@ -9,7 +9,7 @@ mod support;
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -130,7 +130,10 @@ async fn truth_gate() {
     let api: kube::Api<Gateway> = kube::Api::namespaced(client.clone(), NS);
     let seen = flipped.clone();
     let watch = tokio::spawn(async move {
-        let mut events = watcher(api, watcher::Config::default()).boxed();
+        // Backoff: against a stopped API server an unpaced watcher never yields.
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(Ok(ev)) = events.next().await {
             let objs: Vec<Gateway> = match ev {
                 watcher::Event::Apply(g) | watcher::Event::InitApply(g) => vec![g],

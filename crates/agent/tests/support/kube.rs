@@ -16,7 +16,9 @@
 
 use super::{Proc, Response, agent_bin, free_port, http_get, serve_backend_conn};
 use serde_json::Value;
+use std::io::Read;
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -101,7 +103,7 @@ pub fn isolated(test: &str) -> bool {
         .block_on(aether_testkit::gateway_api_crd_dir())
         .expect("the Gateway API CRDs from the Go module cache");
     let ns = Netns::create();
-    let child = Command::new("ip")
+    let mut child = Command::new("ip")
         .args(["netns", "exec", &ns.name])
         .arg(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
@@ -110,16 +112,59 @@ pub fn isolated(test: &str) -> bool {
         .env("AETHER_GATEWAY_API_CRD_DIR", crds)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
+        // Its own process group: on a deadline, the test and everything it
+        // started (API server, etcd, agents, Envoys) go together.
+        .process_group(0)
         .spawn()
         .expect("ip netns exec");
     // `ip netns exec` execs the test binary: this pid names its temp_dir()s.
     let pid = child.id();
-    let out = child.wait_with_output().expect("ip netns exec");
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let stdout_reader = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr_reader = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    // A test that hangs (a task that never yields keeps its runtime from
+    // shutting down) fails after its deadline instead of holding up the run.
+    let deadline = Instant::now() + child_deadline();
+    let (status, timed_out) = loop {
+        if let Some(status) = child.try_wait().expect("wait for the test") {
+            break (status, false);
+        }
+        if Instant::now() >= deadline {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+            break (child.wait().expect("wait for the killed test"), true);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Whatever it started is stopped now too: the pipes close.
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pid}")])
+        .stderr(std::process::Stdio::null())
+        .status();
+    let out = std::process::Output {
+        status,
+        stdout: stdout_reader.join().unwrap_or_default(),
+        stderr: stderr_reader.join().unwrap_or_default(),
+    };
     let name = ns.name.clone();
     drop(ns);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("--- {test} in netns {name} ---\n{stdout}\n{stderr}");
+    assert!(
+        !timed_out,
+        "{test} did not finish within {:?} in netns {name} and was killed (its output is above)",
+        child_deadline()
+    );
     assert!(
         out.status.success() && stdout.contains("test result: ok. 1 passed"),
         "{test} failed in netns {name}: {} (its output is above; process logs in {}/aether-edge-live-kube-*-{pid}-*)",
@@ -141,6 +186,15 @@ pub fn isolated(test: &str) -> bool {
         }
     }
     false
+}
+
+/// How long one isolated test may run (`AETHER_KUBE_TEST_DEADLINE_SECS`, 600 s).
+fn child_deadline() -> Duration {
+    let secs = std::env::var("AETHER_KUBE_TEST_DEADLINE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600);
+    Duration::from_secs(secs)
 }
 
 /// A multi-threaded runtime for a test body.
@@ -199,7 +253,7 @@ impl KubeAgent {
             "--advertise-address",
             "127.0.0.1",
             "--log-level",
-            "info,aether_ads=debug",
+            "info,aether_ads=debug,aether_k8s::status=debug",
         ] {
             args.push(a.to_string());
         }
