@@ -48,11 +48,11 @@ fn time_join(reports: &Reports, snapshot: &Snapshot) -> (f64, usize) {
     let mut acked = 0;
     for _ in 0..RUNS {
         let t = Instant::now();
-        let states = reports.states(snapshot);
+        let served = reports.served(snapshot);
         samples.push(t.elapsed().as_secs_f64() * 1e3);
-        acked = states
+        acked = served
             .values()
-            .filter(|s| **s == aether_gateway::AckState::Acked)
+            .filter(|s| s.gateway == aether_gateway::AckState::Acked)
             .count();
     }
     (median_p99(&mut samples).0, acked)

@@ -40,7 +40,7 @@ mod fixtures;
 
 pub use delta::DeltaStream;
 pub use event::{Event, Nack, Output};
-pub use fleet::{Fleet, FleetStream, FleetView, GatewayAck, Protocol};
+pub use fleet::{Fleet, FleetStream, FleetView, GatewayAck, GatewayServed, Protocol};
 pub use serve::{ServeError, XdsListener, bind, serve, serve_on};
 pub use server::AdsServer;
 pub use sotw::SotwStream;

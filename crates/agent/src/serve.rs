@@ -42,8 +42,13 @@ pub async fn ads_when_ready(
     let Some(first) = first else {
         return Ok(());
     };
+    fleet.remember(&first.snapshot);
     let (snapshot_tx, snapshot_rx) = watch::channel(first.snapshot.clone());
-    tokio::spawn(forward_snapshots(published.clone(), snapshot_tx));
+    tokio::spawn(forward_snapshots(
+        published.clone(),
+        snapshot_tx,
+        fleet.clone(),
+    ));
     tokio::spawn(report_programmed(published, fleet.clone()));
     let server = AdsServer::new(snapshot_rx, fleet);
     info!(address = %address, "ADS server listening");
@@ -52,15 +57,18 @@ pub async fn ads_when_ready(
         .context("ADS server")
 }
 
-/// Feeds the ADS server the snapshot of every new publication.
+/// Feeds the ADS server the snapshot of every new publication, remembered by
+/// the fleet first (so any version an Envoy ACKs can be read per route).
 async fn forward_snapshots(
     mut published: watch::Receiver<Option<Arc<Published>>>,
     snapshots: watch::Sender<Arc<Snapshot>>,
+    fleet: Fleet,
 ) {
     while published.changed().await.is_ok() {
         let Some(p) = published.borrow_and_update().clone() else {
             continue;
         };
+        fleet.remember(&p.snapshot);
         snapshots.send_if_modified(|current| {
             let changed = current.version != p.snapshot.version;
             if changed {

@@ -15,8 +15,11 @@ use crate::cli::StandaloneArgs;
 use crate::pipeline::{Pipeline, Published};
 use crate::serve;
 use crate::source::{self, Fingerprint, ParseCache};
-use aether_ads::{Fleet, GatewayAck};
-use aether_gateway::AckState;
+use aether_ads::{Fleet, GatewayAck, GatewayServed};
+use aether_gateway::gate::Pending;
+use aether_gateway::{AckState, Served};
+use aether_ir::ObjectRef;
+use aether_xds::Snapshot;
 use anyhow::Context;
 use notify::Watcher;
 use std::path::PathBuf;
@@ -60,8 +63,9 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
             move || stats.render()
         })],
         status_view: Box::new(move |p: &Published| {
-            let states = gate_fleet.gateway_states(&p.snapshot);
-            p.status.gated(|gw| ack_state(states.get(gw)))
+            let served = gate_fleet.served(&p.snapshot);
+            p.status
+                .gated(|gw| local_served(&p.snapshot, gw, served.get(gw)))
         }),
     });
     let admin_task = admin::spawn(&args.admin_address, admin_state, shutdown_rx.clone()).await?;
@@ -75,11 +79,24 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
 }
 
 /// The local fleet's view of one Gateway, as the status gate takes it.
-pub fn ack_state(state: Option<&GatewayAck>) -> AckState {
-    match state {
-        Some(GatewayAck::Acked) => AckState::Acked,
-        Some(GatewayAck::Nacked(msg)) => AckState::Nacked(msg.clone()),
-        Some(GatewayAck::Pending) | None => AckState::Pending,
+pub fn local_served(snapshot: &Snapshot, gw: &ObjectRef, served: Option<&GatewayServed>) -> Served {
+    let (Some(served), Some(resources)) = (served, snapshot.gateways.get(gw)) else {
+        return Served::whole(AckState::Pending);
+    };
+    let gateway = match &served.gateway {
+        GatewayAck::Acked => AckState::Acked,
+        GatewayAck::Nacked(msg) => AckState::Nacked(msg.clone()),
+        GatewayAck::Pending => AckState::Pending,
+    };
+    let pending = resources
+        .routes
+        .keys()
+        .filter(|k| !served.routes.contains(*k))
+        .cloned()
+        .collect();
+    Served {
+        gateway,
+        pending: Pending::Only(pending),
     }
 }
 

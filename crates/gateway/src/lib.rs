@@ -17,6 +17,7 @@ pub mod allowed_routes;
 pub mod attach;
 pub mod backend;
 pub mod certificate;
+pub mod gate;
 pub mod grpc_route;
 pub mod hostname;
 pub mod http_route;
@@ -30,8 +31,9 @@ pub mod route_table;
 pub mod status;
 pub mod store;
 
+pub use gate::{AckState, Served};
 pub use load::LoadError;
-pub use status::{AckState, StatusPlan};
+pub use status::StatusPlan;
 pub use store::{Store, StoreObject};
 
 use aether_ir::{Ir, ObjectRef};

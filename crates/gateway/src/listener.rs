@@ -23,7 +23,7 @@ use crate::status::{
     Condition, GatewayStatus, GatewayStatusAddress, ListenerStatus, RouteGroupKind, set_condition,
 };
 use crate::store::Store;
-use aether_ir::{Certificate, ObjectRef, PortProtocol};
+use aether_ir::{Certificate, ObjectRef, PortProtocol, names};
 use gateway_api::apis::standard::gateways::GatewayListenersTlsMode;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners};
 use std::collections::{BTreeMap, BTreeSet};
@@ -316,6 +316,11 @@ fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus
         supported_kinds: l.supported_kinds.clone(),
         attached_routes: i32::try_from(l.attached.len()).unwrap_or(i32::MAX),
         conditions: c,
+        attached: l
+            .attached
+            .iter()
+            .map(|(kind, r)| names::route_key(kind, &r.namespace, &r.name))
+            .collect(),
     }
 }
 

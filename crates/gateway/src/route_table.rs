@@ -134,8 +134,10 @@ impl TableContext<'_> {
                     for rule in &r.rules {
                         for (j, m) in rule.matches.iter().enumerate() {
                             let route_name = format!(
-                                "{}/{}/{}/rule/{}/match/{}",
-                                r.kind, r.key.namespace, r.key.name, rule.index, j
+                                "{}/rule/{}/match/{}",
+                                names::route_key(r.kind, &r.key.namespace, &r.key.name),
+                                rule.index,
+                                j
                             );
                             if vhost.contains_key(&route_name) {
                                 continue;
@@ -227,7 +229,11 @@ impl TableContext<'_> {
                 }
                 let catch_all = hosts.iter().any(|h| h == "*");
                 chains.push(TlsChain {
-                    listener: format!("{}/{}/{}/{}", l.name, r.kind, r.key.namespace, r.key.name),
+                    listener: format!(
+                        "{}/{}",
+                        l.name,
+                        names::route_key(r.kind, &r.key.namespace, &r.key.name)
+                    ),
                     server_names: if catch_all { vec![] } else { hosts },
                     certificates: l.certificates.clone(),
                     route_table: None,
@@ -292,7 +298,7 @@ impl TableContext<'_> {
         else {
             return None;
         };
-        let route = format!("{}/{}/{}", r.kind, r.key.namespace, r.key.name);
+        let route = names::route_key(r.kind, &r.key.namespace, &r.key.name);
         if self.protocol == PortProtocol::Udp && backends.len() > 1 {
             let folded = udp_weighted_cluster(r, backends);
             let forward = L4Forward {

@@ -1,12 +1,10 @@
 //! The status plan: Kubernetes-shaped status for every object we own.
 //!
 //! Translation fills the plan as if every Envoy had already applied the new
-//! config. [`StatusPlan::gated`] is the truth gate: given what the fleet ACKed per
-//! Gateway, it turns `Programmed`, `attachedRoutes` and route `Accepted` back to
-//! Pending (or Invalid on a NACK) until the config is really served.
+//! config; the truth gate (`gate.rs`) holds back what is not served yet.
 //!
 //! ```text
-//!  translate ──► StatusPlan (as planned) ──gated(ack)──► StatusPlan (to write)
+//!  translate ──► StatusPlan (as planned) ──gated(served)──► StatusPlan (to write)
 //! ```
 //!
 //! These are our own serde structs (camelCase, no `lastTransitionTime`: the writer
@@ -14,7 +12,7 @@
 
 use aether_ir::ObjectRef;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub const GROUP: &str = "gateway.networking.k8s.io";
 
@@ -94,6 +92,10 @@ pub struct ListenerStatus {
     pub supported_kinds: Vec<RouteGroupKind>,
     pub attached_routes: i32,
     pub conditions: Vec<Condition>,
+    /// The route keys counted in `attached_routes` (see `names::route_key`): the
+    /// gate counts only those the fleet serves. Not part of the written status.
+    #[serde(skip)]
+    pub attached: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -153,17 +155,6 @@ pub struct StatusPlan {
     pub tls_routes: BTreeMap<ObjectRef, RouteStatus>,
     pub tcp_routes: BTreeMap<ObjectRef, RouteStatus>,
     pub udp_routes: BTreeMap<ObjectRef, RouteStatus>,
-}
-
-/// What the Envoy fleet has done with a Gateway's current config.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AckState {
-    /// Every ready Envoy ACKed a snapshot with this Gateway's current config.
-    Acked,
-    /// Not yet (or no Envoy is connected).
-    Pending,
-    /// An Envoy rejected it, with Envoy's message.
-    Nacked(String),
 }
 
 #[derive(Serialize)]
@@ -253,89 +244,26 @@ impl StatusPlan {
         }
     }
 
-    fn routes_mut(&mut self) -> [&mut BTreeMap<ObjectRef, RouteStatus>; 5] {
+    pub(crate) fn routes_mut(
+        &mut self,
+    ) -> [(&'static str, &mut BTreeMap<ObjectRef, RouteStatus>); 5] {
         [
-            &mut self.grpc_routes,
-            &mut self.http_routes,
-            &mut self.tcp_routes,
-            &mut self.tls_routes,
-            &mut self.udp_routes,
+            ("GRPCRoute", &mut self.grpc_routes),
+            ("HTTPRoute", &mut self.http_routes),
+            ("TCPRoute", &mut self.tcp_routes),
+            ("TLSRoute", &mut self.tls_routes),
+            ("UDPRoute", &mut self.udp_routes),
         ]
-    }
-
-    /// The status to write, given what the fleet ACKed per Gateway.
-    ///
-    /// - Acked: as planned.
-    /// - Pending: Gateway and listener `Programmed=False/Pending` (conditions that
-    ///   were planned True), `attachedRoutes: 0`, and route parents on that Gateway
-    ///   planned `Accepted=True` become `Accepted=False/Pending`.
-    /// - Nacked: the same, with `Programmed=False/Invalid` carrying Envoy's message.
-    ///
-    /// A Gateway that is not served at all (planned `Programmed=False`) is left as
-    /// planned: no Envoy will ever ACK it, and its attachedRoutes must still count
-    /// (e.g. routes on a listener whose certificate does not resolve).
-    pub fn gated(&self, ack: impl Fn(&ObjectRef) -> AckState) -> StatusPlan {
-        let mut out = self.clone();
-        let mut held: BTreeMap<ObjectRef, AckState> = BTreeMap::new();
-        for (gw, status) in &mut out.gateways {
-            // A Gateway that is not served has nothing to wait for.
-            if !condition(&status.conditions, "Programmed").is_some_and(Condition::is_true) {
-                continue;
-            }
-            let state = ack(gw);
-            let (reason, message) = match &state {
-                AckState::Acked => continue,
-                AckState::Pending => (
-                    "Pending",
-                    "waiting for every ready Envoy to ACK this Gateway's configuration".to_string(),
-                ),
-                AckState::Nacked(msg) => (
-                    "Invalid",
-                    format!("Envoy rejected the configuration: {msg}"),
-                ),
-            };
-            gate_programmed(&mut status.conditions, reason, &message);
-            for l in &mut status.listeners {
-                l.attached_routes = 0;
-                gate_programmed(&mut l.conditions, reason, &message);
-            }
-            held.insert(gw.clone(), state);
-        }
-        for routes in out.routes_mut() {
-            for (route, status) in routes.iter_mut() {
-                for parent in &mut status.parents {
-                    if !held.contains_key(&parent.parent_ref.gateway(&route.namespace)) {
-                        continue;
-                    }
-                    if let Some(c) = parent.conditions.iter_mut().find(|c| c.type_ == "Accepted")
-                        && c.is_true()
-                    {
-                        c.status = "False".into();
-                        c.reason = "Pending".into();
-                        c.message = "waiting for the Gateway's configuration to be served".into();
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
-fn gate_programmed(conditions: &mut [Condition], reason: &str, message: &str) {
-    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == "Programmed")
-        && c.is_true()
-    {
-        c.status = "False".into();
-        c.reason = reason.into();
-        c.message = message.into();
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn plan() -> StatusPlan {
+    /// Gateway infra/web (one listener, 3 attached: apps/r among them) and route
+    /// apps/r with parents web and other.
+    pub(crate) fn plan() -> StatusPlan {
         let gw = ObjectRef::new("infra", "web");
         let mut plan = StatusPlan::default();
         plan.gateways.insert(
@@ -351,6 +279,9 @@ mod tests {
                     supported_kinds: vec![],
                     attached_routes: 3,
                     conditions: vec![Condition::new("Programmed", true, "Programmed", "ok", 2)],
+                    attached: ["HTTPRoute/apps/r", "HTTPRoute/apps/s", "HTTPRoute/apps/t"]
+                        .map(String::from)
+                        .into(),
                 }],
             },
         );
@@ -373,59 +304,6 @@ mod tests {
             },
         );
         plan
-    }
-
-    #[test]
-    fn acked_is_as_planned() {
-        let p = plan();
-        assert_eq!(p.gated(|_| AckState::Acked), p);
-    }
-
-    #[test]
-    fn pending_holds_programmed_counts_and_route_acceptance() {
-        let g = plan().gated(|gw| {
-            if gw.name == "web" {
-                AckState::Pending
-            } else {
-                AckState::Acked
-            }
-        });
-        let gw = &g.gateways[&ObjectRef::new("infra", "web")];
-        let programmed = condition(&gw.conditions, "Programmed").unwrap();
-        assert_eq!(
-            (programmed.status.as_str(), programmed.reason.as_str()),
-            ("False", "Pending")
-        );
-        assert!(condition(&gw.conditions, "Accepted").unwrap().is_true());
-        assert_eq!(gw.listeners[0].attached_routes, 0);
-        let route = &g.http_routes[&ObjectRef::new("apps", "r")];
-        assert_eq!(route.parents[0].conditions[0].reason, "Pending");
-        assert!(
-            route.parents[1].conditions[0].is_true(),
-            "other Gateway untouched"
-        );
-    }
-
-    #[test]
-    fn unserved_gateways_are_not_gated() {
-        let mut p = plan();
-        let gw = p.gateways.get_mut(&ObjectRef::new("infra", "web")).unwrap();
-        set_condition(
-            &mut gw.conditions,
-            Condition::new("Programmed", false, "Invalid", "no listener", 2),
-        );
-        assert_eq!(p.gated(|_| AckState::Pending), p);
-    }
-
-    #[test]
-    fn nacked_carries_envoys_message() {
-        let g = plan().gated(|_| AckState::Nacked("duplicate domain".into()));
-        let gw = &g.gateways[&ObjectRef::new("infra", "web")];
-        let programmed = condition(&gw.conditions, "Programmed").unwrap();
-        assert_eq!(programmed.reason, "Invalid");
-        assert!(programmed.message.contains("duplicate domain"));
-        let l = condition(&gw.listeners[0].conditions, "Programmed").unwrap();
-        assert_eq!(l.reason, "Invalid");
     }
 
     #[test]

@@ -38,6 +38,21 @@ pub fn cluster(namespace: &str, service: &str, port: u16) -> String {
     format!("edge_cl_{namespace}_{service}_{port}")
 }
 
+/// The key of one route object in what is served: `<kind>/<namespace>/<name>`.
+/// Envoy route names, L4 forwards and TLS chains of that route start with it.
+pub fn route_key(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind}/{namespace}/{name}")
+}
+
+/// The route key an Envoy route name (`<kind>/<ns>/<name>/rule/<i>/match/<j>`)
+/// starts with; `None` for a name no route owns.
+pub fn route_key_of(route_name: &str) -> Option<&str> {
+    let mut slashes = route_name.match_indices('/').map(|(i, _)| i);
+    let _kind = slashes.next()?;
+    let _namespace = slashes.next()?;
+    Some(slashes.next().map_or(route_name, |end| &route_name[..end]))
+}
+
 /// The name of the virtual host that catches every hostname.
 pub const CATCH_ALL_VHOST: &str = "*";
 
@@ -55,5 +70,18 @@ mod tests {
         );
         assert_eq!(cluster("app", "web", 8080), "edge_cl_app_web_8080");
         assert_ne!(listener("a-b", "c", 1), listener("a", "b-c", 1));
+    }
+
+    #[test]
+    fn route_keys_are_the_prefix_of_envoy_route_names() {
+        let key = route_key("HTTPRoute", "app", "web");
+        assert_eq!(key, "HTTPRoute/app/web");
+        assert_eq!(
+            route_key_of("HTTPRoute/app/web/rule/0/match/1"),
+            Some("HTTPRoute/app/web")
+        );
+        assert_eq!(route_key_of("TCPRoute/app/echo"), Some("TCPRoute/app/echo"));
+        assert_eq!(route_key_of("https"), None);
+        assert_eq!(route_key_of("edge/x"), None);
     }
 }

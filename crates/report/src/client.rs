@@ -96,9 +96,11 @@ pub fn delta(previous: &AckReport, next: &AckReport) -> AckReport {
     };
     out.cleared = gone(&previous.acked, &next.acked);
     out.cleared.extend(gone(&previous.nacked, &next.nacked));
+    out.cleared
+        .extend(gone(&previous.acked_parts, &next.acked_parts));
     out.cleared.sort();
     out.cleared.dedup();
-    // A cleared key leaves both maps, so whatever it still holds is set again.
+    // A cleared key leaves every map, so whatever it still holds is set again.
     let changed = |old: &std::collections::HashMap<String, String>,
                    new: &std::collections::HashMap<String, String>,
                    cleared: &[String]| {
@@ -109,6 +111,7 @@ pub fn delta(previous: &AckReport, next: &AckReport) -> AckReport {
     };
     out.acked = changed(&previous.acked, &next.acked, &out.cleared);
     out.nacked = changed(&previous.nacked, &next.nacked, &out.cleared);
+    out.acked_parts = changed(&previous.acked_parts, &next.acked_parts, &out.cleared);
     out
 }
 

@@ -1,9 +1,13 @@
 //! The leader's view: the last report of every node, joined per Gateway.
 
+use crate::local::part_key;
 use crate::pb::AckReport;
-use aether_gateway::AckState;
+use crate::recent::{Prints, Recent};
+use aether_gateway::gate::Pending;
+use aether_gateway::{AckState, Served};
 use aether_ir::ObjectRef;
-use aether_xds::Snapshot;
+use aether_xds::parts::OWN;
+use aether_xds::{GatewayResources, Snapshot};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -14,6 +18,7 @@ use tokio::sync::watch;
 pub struct Reports {
     nodes: Arc<Mutex<BTreeMap<String, AckReport>>>,
     changes: Arc<watch::Sender<u64>>,
+    recent: Arc<Mutex<Recent>>,
 }
 
 impl Default for Reports {
@@ -21,6 +26,7 @@ impl Default for Reports {
         Reports {
             nodes: Arc::default(),
             changes: Arc::new(watch::Sender::new(0)),
+            recent: Arc::default(),
         }
     }
 }
@@ -63,9 +69,11 @@ impl Reports {
             for key in &report.cleared {
                 entry.acked.remove(key);
                 entry.nacked.remove(key);
+                entry.acked_parts.remove(key);
             }
             entry.acked.extend(report.acked);
             entry.nacked.extend(report.nacked);
+            entry.acked_parts.extend(report.acked_parts);
             entry.envoy_connected = report.envoy_connected;
             entry.acked_snapshot = report.acked_snapshot;
             *entry != before
@@ -92,36 +100,123 @@ impl Reports {
         self.nodes.lock().expect("reports lock").clone()
     }
 
-    /// The status gate for every Gateway of the leader's `snapshot`.
-    pub fn states(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, AckState> {
+    /// The status gate for every Gateway of the leader's `snapshot`: per
+    /// Gateway, its own listeners and each route, served or not. Remembers the
+    /// snapshot, so reports relative to it can be read once it is not the newest.
+    pub fn served(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, Served> {
+        let mut recent = self.recent.lock().expect("recent snapshots lock");
+        recent.remember(snapshot);
         let nodes = self.nodes.lock().expect("reports lock");
         let ready: Vec<&AckReport> = nodes.values().filter(|r| r.envoy_connected).collect();
         snapshot
             .gateways
             .iter()
-            .map(|(gw, resources)| (gw.clone(), join(&ready, snapshot, gw, &resources.hash)))
+            .map(|(gw, resources)| {
+                let current = Current {
+                    snapshot,
+                    gw,
+                    resources,
+                    key: gw.to_string(),
+                };
+                (gw.clone(), join(&ready, &current, &recent))
+            })
             .collect()
     }
 }
 
-fn join(ready: &[&AckReport], snapshot: &Snapshot, gw: &ObjectRef, hash: &str) -> AckState {
-    if ready.is_empty() {
-        return AckState::Pending;
-    }
-    let key = gw.to_string();
-    let mut pending = false;
-    for report in ready {
-        if let Some(msg) = report.nacked.get(&key) {
-            return AckState::Nacked(format!("node {}: {msg}", report.node));
+/// One Gateway of the leader's current snapshot.
+struct Current<'a> {
+    snapshot: &'a Snapshot,
+    gw: &'a ObjectRef,
+    resources: &'a GatewayResources,
+    key: String,
+}
+
+/// What one node's report says it serves of the current Gateway.
+struct NodeServes<'a> {
+    report: &'a AckReport,
+    /// The report covers the current Gateway whole.
+    whole: bool,
+    /// The Gateway as of the snapshot the report is relative to, if known.
+    base: Option<&'a Prints>,
+}
+
+impl NodeServes<'_> {
+    /// `object` (`OWN` or a route key) at `fingerprint`, its current one.
+    fn serves(&self, gw: &str, object: &str, fingerprint: &str) -> bool {
+        if self.whole {
+            return true;
         }
-        let acked = report.acked_snapshot == snapshot.version
-            || report.acked.get(&key).is_some_and(|h| h == hash);
-        pending |= !acked;
+        let from_base = self.base.is_some_and(|b| {
+            if object == OWN {
+                !b.own.is_empty() && b.own == fingerprint
+            } else {
+                b.routes.get(object).is_some_and(|f| f == fingerprint)
+            }
+        });
+        from_base
+            || self
+                .report
+                .acked_parts
+                .get(&part_key(gw, object))
+                .is_some_and(|f| f == fingerprint)
     }
-    if pending {
-        AckState::Pending
-    } else {
+}
+
+/// One Gateway over every ready node's report. A node serves a part when it
+/// reports the whole snapshot or the Gateway's hash, when the part is unchanged
+/// since the snapshot (or Gateway hash) it reports, or when it reports the
+/// part's fingerprint.
+fn join(ready: &[&AckReport], current: &Current<'_>, recent: &Recent) -> Served {
+    if ready.is_empty() {
+        return Served::whole(AckState::Pending);
+    }
+    let (snapshot, resources, key) = (current.snapshot, current.resources, &current.key);
+    let nodes: Vec<NodeServes<'_>> = ready
+        .iter()
+        .map(|r| {
+            let whole =
+                r.acked_snapshot == snapshot.version || r.acked.get(key) == Some(&resources.hash);
+            let base = if !r.acked_snapshot.is_empty() {
+                recent.in_snapshot(&r.acked_snapshot, current.gw)
+            } else {
+                r.acked
+                    .get(key)
+                    .and_then(|h| recent.with_hash(current.gw, h))
+            };
+            NodeServes {
+                report: r,
+                whole,
+                base,
+            }
+        })
+        .collect();
+    let gateway = if let Some((node, msg)) = ready
+        .iter()
+        .find_map(|r| r.nacked.get(key).map(|m| (&r.node, m)))
+    {
+        AckState::Nacked(format!("node {node}: {msg}"))
+    } else if nodes.iter().all(|n| {
+        n.whole
+            || (!resources.own.parts.is_empty() && n.serves(key, OWN, &resources.own.fingerprint))
+    }) {
         AckState::Acked
+    } else {
+        AckState::Pending
+    };
+    let pending = resources
+        .routes
+        .iter()
+        .filter(|(route, parts)| {
+            !nodes
+                .iter()
+                .all(|n| n.serves(key, route, &parts.fingerprint))
+        })
+        .map(|(route, _)| route.clone())
+        .collect();
+    Served {
+        gateway,
+        pending: Pending::Only(pending),
     }
 }
 
@@ -154,7 +249,9 @@ mod tests {
     }
 
     fn state(reports: &Reports, snapshot: &Snapshot) -> AckState {
-        reports.states(snapshot)[&ObjectRef::new("ns", "gw")].clone()
+        reports.served(snapshot)[&ObjectRef::new("ns", "gw")]
+            .gateway
+            .clone()
     }
 
     #[test]
@@ -204,6 +301,108 @@ mod tests {
         );
         reports.remove("a");
         assert_eq!(state(&reports, &snapshot), AckState::Pending);
+    }
+
+    /// Gateway ns/gw with routes a and b, each owning a fragment of table "rt".
+    fn mk_parted_snapshot() -> Snapshot {
+        mk_parted("fa", "fb", b"v1")
+    }
+
+    /// [`mk_parted_snapshot`] with the given fragments and route table body.
+    fn mk_parted(fa: &str, fb: &str, body: &[u8]) -> Snapshot {
+        use aether_xds::{ObjectParts, Part};
+        let part = |f: &str| {
+            let mut p = ObjectParts::default();
+            p.require(ResourceType::Route, "rt", Part::Fragment(f.into()));
+            p
+        };
+        let own = {
+            let mut p = ObjectParts::default();
+            p.require(ResourceType::Route, "rt", Part::Present);
+            p
+        };
+        let routes = BTreeMap::from([
+            ("HTTPRoute/ns/a".to_string(), part(fa)),
+            ("HTTPRoute/ns/b".to_string(), part(fb)),
+        ]);
+        mk_snapshot(body).with_parts(
+            BTreeMap::from([(ObjectRef::new("ns", "gw"), (own, routes))]),
+            BTreeMap::new(),
+        )
+    }
+
+    #[test]
+    fn a_route_is_served_when_every_node_reports_its_fingerprint() {
+        let snapshot = mk_parted_snapshot();
+        let g = &snapshot.gateways[&ObjectRef::new("ns", "gw")];
+        let reports = Reports::default();
+        let mut a = mk_report("a", true);
+        a.acked_parts
+            .insert("ns/gw|Gateway".into(), g.own.fingerprint.clone());
+        a.acked_parts.insert(
+            "ns/gw|HTTPRoute/ns/a".into(),
+            g.routes["HTTPRoute/ns/a"].fingerprint.clone(),
+        );
+        a.acked_parts
+            .insert("ns/gw|HTTPRoute/ns/b".into(), "another config".into());
+        reports.update(a.clone());
+        let served = &reports.served(&snapshot)[&ObjectRef::new("ns", "gw")];
+        assert_eq!(served.gateway, AckState::Acked);
+        assert!(served.serves_route("HTTPRoute/ns/a"));
+        assert!(
+            !served.serves_route("HTTPRoute/ns/b"),
+            "fingerprint differs"
+        );
+
+        // A second node that serves nothing holds everything back.
+        reports.update(mk_report("b", true));
+        let served = &reports.served(&snapshot)[&ObjectRef::new("ns", "gw")];
+        assert_eq!(served.gateway, AckState::Pending);
+        assert!(!served.serves_route("HTTPRoute/ns/a"));
+
+        // ...until it reports the whole snapshot.
+        let mut b = mk_report("b", true);
+        b.acked_snapshot = snapshot.version.clone();
+        reports.update(b);
+        let served = &reports.served(&snapshot)[&ObjectRef::new("ns", "gw")];
+        assert!(served.serves_route("HTTPRoute/ns/a"));
+        assert!(
+            !served.serves_route("HTTPRoute/ns/b"),
+            "node a still differs"
+        );
+    }
+
+    #[test]
+    fn a_report_of_an_older_snapshot_serves_what_it_left_unchanged() {
+        let gw = ObjectRef::new("ns", "gw");
+        let old = mk_parted("fa", "fb", b"v1");
+        let new = mk_parted("fa", "fb2", b"v2");
+        let reports = Reports::default();
+        reports.served(&old);
+        let mut a = mk_report("a", true);
+        a.acked_snapshot = old.version.clone();
+        reports.update(a);
+        let served = &reports.served(&new)[&gw];
+        assert_eq!(served.gateway, AckState::Acked, "own share unchanged");
+        assert!(served.serves_route("HTTPRoute/ns/a"), "a unchanged");
+        assert!(!served.serves_route("HTTPRoute/ns/b"), "b changed");
+
+        // The same through the Gateway's hash.
+        let mut b = mk_report("a", true);
+        b.acked.insert("ns/gw".into(), old.gateways[&gw].hash.clone());
+        reports.update(b);
+        let served = &reports.served(&new)[&gw];
+        assert!(served.serves_route("HTTPRoute/ns/a"));
+        assert!(!served.serves_route("HTTPRoute/ns/b"));
+
+        // A snapshot the leader never saw tells nothing.
+        let unknown = mk_parted("fa", "fb", b"v0");
+        let mut c = mk_report("a", true);
+        c.acked_snapshot = unknown.version.clone();
+        reports.update(c);
+        let served = &reports.served(&new)[&gw];
+        assert_eq!(served.gateway, AckState::Pending);
+        assert!(!served.serves_route("HTTPRoute/ns/a"));
     }
 
     #[test]

@@ -15,6 +15,7 @@
 pub mod client;
 pub mod join;
 pub mod local;
+mod recent;
 pub mod server;
 
 /// Generated from proto/aether/edge/v1/fleet.proto.

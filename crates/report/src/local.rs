@@ -3,6 +3,12 @@
 use crate::pb::AckReport;
 use aether_ads::{Fleet, GatewayAck};
 use aether_xds::Snapshot;
+use aether_xds::parts::OWN;
+
+/// The key of one part of a Gateway in `AckReport.acked_parts`.
+pub fn part_key(gateway: &str, object: &str) -> String {
+    format!("{gateway}|{object}")
+}
 
 /// The report for `node` given its local ADS fleet and the snapshot it serves.
 pub fn local_report(node: &str, fleet: &Fleet, snapshot: &Snapshot) -> AckReport {
@@ -15,22 +21,37 @@ pub fn local_report(node: &str, fleet: &Fleet, snapshot: &Snapshot) -> AckReport
     if !envoy_connected {
         return report;
     }
-    let states = fleet.gateway_states(snapshot);
-    if states.values().all(|s| *s == GatewayAck::Acked) {
+    let served = fleet.served(snapshot);
+    if served.values().all(|s| s.whole) {
         report.acked_snapshot = snapshot.version.clone();
         return report;
     }
-    for (gw, state) in states {
-        match state {
+    for (gw, s) in served {
+        let Some(resources) = snapshot.gateways.get(&gw) else {
+            continue;
+        };
+        let key = gw.to_string();
+        if s.whole {
+            report.acked.insert(key, resources.hash.clone());
+            continue;
+        }
+        match s.gateway {
             GatewayAck::Acked => {
-                if let Some(g) = snapshot.gateways.get(&gw) {
-                    report.acked.insert(gw.to_string(), g.hash.clone());
-                }
+                report
+                    .acked_parts
+                    .insert(part_key(&key, OWN), resources.own.fingerprint.clone());
             }
             GatewayAck::Nacked(msg) => {
-                report.nacked.insert(gw.to_string(), msg);
+                report.nacked.insert(key.clone(), msg);
             }
             GatewayAck::Pending => {}
+        }
+        for route in s.routes {
+            if let Some(parts) = resources.routes.get(&route) {
+                report
+                    .acked_parts
+                    .insert(part_key(&key, &route), parts.fingerprint.clone());
+            }
         }
     }
     report

@@ -19,6 +19,7 @@ pub mod bootstrap;
 pub mod cluster;
 pub mod endpoint;
 pub mod listener;
+pub mod parts;
 pub mod render;
 pub mod route;
 pub mod snapshot;
@@ -27,11 +28,13 @@ mod yaml;
 
 pub use action::{INVALID_BACKEND, Scheme};
 pub use bootstrap::{BootstrapError, BootstrapOptions, bootstrap, try_bootstrap};
+pub use parts::{ObjectParts, Part};
 pub use render::{RenderError, to_yaml};
 pub use snapshot::{GatewayResources, Resource, ResourceType, Snapshot};
 pub use validate::validation_bootstrap;
 
 use aether_ir as ir;
+use parts::OWN;
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,8 +65,25 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
     let known_clusters: BTreeSet<&str> = ir.clusters.iter().map(|c| c.name.as_str()).collect();
 
     let mut members: BTreeMap<ir::ObjectRef, BTreeSet<(ResourceType, String)>> = BTreeMap::new();
+    let mut parts: BTreeMap<ir::ObjectRef, (ObjectParts, BTreeMap<String, ObjectParts>)> =
+        BTreeMap::new();
+    let mut fragments: BTreeMap<(ResourceType, String), BTreeMap<String, String>> = BTreeMap::new();
     for gw in &ir.gateways {
         let mine = members.entry(gw.object_ref()).or_default();
+        let (own, routes) = parts.entry(gw.object_ref()).or_default();
+        // A route's clusters: the cluster as built, its endpoints as they come.
+        let uses = |mine: &mut BTreeSet<(ResourceType, String)>,
+                    routes: &mut BTreeMap<String, ObjectParts>,
+                    key: &str,
+                    cluster: &str| {
+            if known_clusters.contains(cluster) {
+                mine.insert((ResourceType::Cluster, cluster.to_string()));
+                mine.insert((ResourceType::Endpoint, cluster.to_string()));
+                let r = routes.entry(key.to_string()).or_default();
+                r.require(ResourceType::Cluster, cluster, Part::Whole);
+                r.require(ResourceType::Endpoint, cluster, Part::Present);
+            }
+        };
         for port in &gw.ports {
             let listener = listener::listener(gw, port);
             // Envoy rejects a listener without filter chains, and a rejected LDS
@@ -73,12 +93,22 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
             if listener.filter_chains.is_empty() && listener.udp_listener_config.is_none() {
                 continue;
             }
-            add(
-                ResourceType::Listener,
-                &port.listener_name,
-                listener.encode_to_vec(),
-            );
-            mine.insert((ResourceType::Listener, port.listener_name.clone()));
+            let lds = (ResourceType::Listener, port.listener_name.clone());
+            let of_listener = listener::fragments(port, &listener);
+            for (key, hash) in &of_listener {
+                let part = Part::Fragment(hash.clone());
+                if key == OWN {
+                    own.require(lds.0, &lds.1, part);
+                } else {
+                    routes
+                        .entry(key.clone())
+                        .or_default()
+                        .require(lds.0, &lds.1, part);
+                }
+            }
+            fragments.insert(lds.clone(), of_listener);
+            add(lds.0, &lds.1, listener.encode_to_vec());
+            mine.insert(lds.clone());
             // Exactly the route tables the listener's connection managers name.
             let tables: Vec<(&ir::RouteTable, Scheme)> = match port.protocol {
                 ir::PortProtocol::Http => {
@@ -96,41 +126,48 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
                 .forward
                 .iter()
                 .chain(port.tls_chains.iter().filter_map(|c| c.forward.as_ref()));
-            for name in forwards.flat_map(|f| f.backends.iter().map(|b| b.cluster.as_str())) {
-                if known_clusters.contains(name) {
-                    mine.insert((ResourceType::Cluster, name.to_string()));
-                    mine.insert((ResourceType::Endpoint, name.to_string()));
+            for f in forwards {
+                for b in &f.backends {
+                    if !f.route.is_empty() {
+                        uses(mine, routes, &f.route, &b.cluster);
+                    }
                 }
             }
             for (table, scheme) in tables {
-                add(
-                    ResourceType::Route,
-                    &table.name,
-                    route::route_configuration(table, scheme).encode_to_vec(),
-                );
-                mine.insert((ResourceType::Route, table.name.clone()));
-                for name in referenced_clusters(table) {
+                let rc = route::route_configuration(table, scheme);
+                let rds = (ResourceType::Route, table.name.clone());
+                own.require(rds.0, &rds.1, Part::Present);
+                let of_table = route::fragments(&rc);
+                for (key, hash) in &of_table {
+                    let r = routes.entry(key.clone()).or_default();
+                    r.require(rds.0, &rds.1, Part::Fragment(hash.clone()));
+                    r.require(lds.0, &lds.1, Part::Present);
+                }
+                fragments.insert(rds.clone(), of_table);
+                add(rds.0, &rds.1, rc.encode_to_vec());
+                mine.insert(rds);
+                for (key, cluster) in referenced_clusters(table) {
                     // A backend naming a cluster the IR does not define would be a
                     // translator bug; it simply is not a member then.
-                    if known_clusters.contains(name) {
-                        mine.insert((ResourceType::Cluster, name.to_string()));
-                        mine.insert((ResourceType::Endpoint, name.to_string()));
-                    }
+                    uses(mine, routes, key, cluster);
                 }
             }
         }
     }
-    Snapshot::new(resources, members)
+    Snapshot::new(resources, members).with_parts(parts, fragments)
 }
 
-/// The clusters a route table forwards to.
-fn referenced_clusters(table: &ir::RouteTable) -> impl Iterator<Item = &str> {
+/// The clusters a route table forwards to, by the route key that forwards there.
+fn referenced_clusters(table: &ir::RouteTable) -> impl Iterator<Item = (&str, &str)> {
     table
         .virtual_hosts
         .iter()
         .flat_map(|vh| &vh.routes)
         .filter_map(|r| match &r.action {
-            ir::RouteAction::Forward(f) => Some(f.backends.iter().map(|b| b.cluster.as_str())),
+            ir::RouteAction::Forward(f) => {
+                let key = ir::names::route_key_of(&r.name).unwrap_or(&r.name);
+                Some(f.backends.iter().map(move |b| (key, b.cluster.as_str())))
+            }
             _ => None,
         })
         .flatten()
@@ -209,6 +246,65 @@ mod tests {
             .iter()
             .map(|(ty, name)| format!("{}:{name}", ty.short_name()))
             .collect()
+    }
+
+    #[test]
+    fn each_route_owns_its_fragment_and_clusters_and_the_gateway_its_listener() {
+        let s = build(&sample());
+        let b = &s.gateways[&ir::ObjectRef::new("infra", "b")];
+        let parts = |p: &ObjectParts| -> Vec<String> {
+            p.parts
+                .iter()
+                .map(|((ty, name), part)| {
+                    let kind = match part {
+                        Part::Present => "present",
+                        Part::Fragment(_) => "fragment",
+                        Part::Whole => "whole",
+                    };
+                    format!("{}:{name}:{kind}", ty.short_name())
+                })
+                .collect()
+        };
+        assert_eq!(
+            parts(&b.routes["httproute/app/own"]),
+            vec![
+                "CDS:edge_cl_app_own_80:whole",
+                "EDS:edge_cl_app_own_80:present",
+                "LDS:edge_ls_infra_b_80:present",
+                "RDS:edge_rt_infra_b_80:fragment",
+            ]
+        );
+        assert_eq!(
+            parts(&b.own),
+            vec![
+                "LDS:edge_ls_infra_b_80:fragment",
+                "RDS:edge_rt_infra_b_80:present"
+            ]
+        );
+
+        // One more route on b: the table's version moves, the other routes'
+        // fragments and the Gateway's own share do not.
+        let mut more = sample();
+        let extra = more.gateways[1].ports[0].route_table.as_mut().unwrap();
+        let mut route = extra.virtual_hosts[0].routes[0].clone();
+        route.name = "httproute/app/extra/rule/0/match/0".into();
+        extra.virtual_hosts[0].routes.push(route);
+        let t = build(&more);
+        let b2 = &t.gateways[&ir::ObjectRef::new("infra", "b")];
+        let rds = "edge_rt_infra_b_80";
+        assert_ne!(
+            s.version_of(ResourceType::Route, rds),
+            t.version_of(ResourceType::Route, rds)
+        );
+        for key in ["httproute/app/own", "httproute/app/shared"] {
+            assert_eq!(
+                s.fragment(ResourceType::Route, rds, key),
+                t.fragment(ResourceType::Route, rds, key)
+            );
+            assert_eq!(b.routes[key].fingerprint, b2.routes[key].fingerprint);
+        }
+        assert_eq!(b.own.fingerprint, b2.own.fingerprint);
+        assert!(b2.routes.contains_key("httproute/app/extra"));
     }
 
     #[test]

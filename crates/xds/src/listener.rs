@@ -23,6 +23,7 @@
 use crate::INVALID_BACKEND;
 use crate::any::{ads_config_source, pack};
 use crate::endpoint::socket_address;
+use crate::parts::{Fragments, OWN};
 use aether_ir as ir;
 use envoy_types::pb::envoy::config::core::v3::{
     Address, DataSource, TransportSocket, address, data_source, socket_address,
@@ -47,6 +48,8 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 use envoy_types::pb::google::protobuf::BoolValue;
 use envoy_types::pb::xds::core::v3::TypedExtensionConfig;
 use envoy_types::pb::xds::r#type::matcher::v3::{Matcher, matcher::OnMatch, matcher::on_match};
+use prost::Message;
+use std::collections::BTreeMap;
 
 /// Extension names Envoy expects for the filters we configure.
 pub const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection_manager";
@@ -117,6 +120,46 @@ pub fn listener(gateway: &ir::Gateway, port: &ir::Port) -> Listener {
         }
     }
     listener
+}
+
+/// Per route key, a hash over what that route owns of the listener (its filter
+/// chains; a UDP port's proxy filter), and under [`OWN`] a hash over the rest:
+/// the Gateway's own share (see `parts.rs`).
+pub fn fragments(port: &ir::Port, listener: &Listener) -> BTreeMap<String, String> {
+    let mut f = Fragments::default();
+    let mut rest = listener.clone();
+    let l4_route = port
+        .forward
+        .as_ref()
+        .map(|fw| fw.route.as_str())
+        .filter(|r| !r.is_empty());
+    match (port.protocol, l4_route) {
+        (ir::PortProtocol::Tcp, Some(route)) => {
+            for chain in std::mem::take(&mut rest.filter_chains) {
+                f.add(route, &[&chain.encode_to_vec()]);
+            }
+        }
+        (ir::PortProtocol::Udp, Some(route)) => {
+            for filter in std::mem::take(&mut rest.listener_filters) {
+                f.add(route, &[&filter.encode_to_vec()]);
+            }
+        }
+        (ir::PortProtocol::Https | ir::PortProtocol::Tls, _) => {
+            // A TLS route's chain is named `<listener>/<route key>`.
+            rest.filter_chains.retain(|chain| {
+                match chain.name.split_once('/').map(|(_, key)| key) {
+                    Some(key) => {
+                        f.add(key, &[&chain.encode_to_vec()]);
+                        false
+                    }
+                    None => true,
+                }
+            });
+        }
+        _ => {}
+    }
+    f.add(OWN, &[&rest.encode_to_vec()]);
+    f.finish()
 }
 
 /// One SNI-selected chain; `None` for a chain with nothing behind it (a bug in

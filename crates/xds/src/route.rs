@@ -13,6 +13,7 @@
 //! backends must see the Host exactly as the client sent it.
 
 use crate::action::{self, Scheme};
+use crate::parts::Fragments;
 use aether_ir as ir;
 use envoy_types::pb::envoy::config::core::v3::{
     HeaderValue, HeaderValueOption, header_value_option::HeaderAppendAction,
@@ -26,6 +27,8 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
     RegexMatcher, StringMatcher, string_matcher::MatchPattern,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
+use prost::Message;
+use std::collections::BTreeMap;
 
 /// `scheme` is how clients reach this table (`Http` for an HTTP port, `Https` for
 /// a TLS chain): a redirect that does not change the scheme keeps it.
@@ -43,6 +46,24 @@ pub fn route_configuration(table: &ir::RouteTable, scheme: Scheme) -> RouteConfi
         ignore_port_in_host_matching: true,
         ..Default::default()
     }
+}
+
+/// Per route key, a hash over the Envoy routes that route owns, each with its
+/// virtual host's name and domains (see `parts.rs`).
+pub fn fragments(rc: &RouteConfiguration) -> BTreeMap<String, String> {
+    let mut f = Fragments::default();
+    for vh in &rc.virtual_hosts {
+        let domains = vh.domains.join("\n");
+        for r in &vh.routes {
+            if let Some(key) = ir::names::route_key_of(&r.name) {
+                f.add(
+                    key,
+                    &[vh.name.as_bytes(), domains.as_bytes(), &r.encode_to_vec()],
+                );
+            }
+        }
+    }
+    f.finish()
 }
 
 fn virtual_host(vh: &ir::VirtualHost, scheme: Scheme) -> VirtualHost {

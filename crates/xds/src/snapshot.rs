@@ -2,7 +2,9 @@
 //!
 //! ```text
 //!  Snapshot ── resources[type][name] = Resource { version = sha256(encoded body), body: Any }
-//!          └─ gateways[ns/name] = GatewayResources { hash, members: {(type, name)} }
+//!          ├─ gateways[ns/name] = GatewayResources { hash, members: {(type, name)},
+//!          │                                       own, routes[key]: ObjectParts }
+//!          └─ fragments[(type, name)] = { object key: hash }   (see `parts.rs`)
 //! ```
 //!
 //! A resource's version is the hex sha256 of its protobuf encoding, so an unchanged
@@ -11,10 +13,12 @@
 //! an Envoy has "ACKed a Gateway" when the versions it ACKed for those resources
 //! produce the same hash (see [`GatewayResources::hash_of`]).
 
+use crate::parts::ObjectParts;
 use aether_ir::ObjectRef;
 use envoy_types::pb::google::protobuf::Any;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The xDS resource types we serve, in the order they must be pushed on one ADS
 /// stream (CDS, EDS, LDS, RDS, then SDS).
@@ -95,6 +99,11 @@ pub struct GatewayResources {
     pub members: BTreeSet<(ResourceType, String)>,
     /// See [`GatewayResources::hash_of`] with the snapshot's own versions.
     pub hash: String,
+    /// The Gateway's own share: its listeners without what routes own of them.
+    /// Empty when the snapshot was built without parts.
+    pub own: ObjectParts,
+    /// Each route's share, by route key (`<kind>/<namespace>/<name>`).
+    pub routes: BTreeMap<String, ObjectParts>,
 }
 
 impl GatewayResources {
@@ -123,6 +132,8 @@ pub struct Snapshot {
     /// Per type, resources by name.
     pub resources: BTreeMap<ResourceType, BTreeMap<String, Resource>>,
     pub gateways: BTreeMap<ObjectRef, GatewayResources>,
+    /// Per resource that objects share, each object's fragment at this version.
+    pub fragments: BTreeMap<(ResourceType, String), Arc<BTreeMap<String, String>>>,
     /// sha256 over every resource's (type, name, version): equal snapshots, equal version.
     pub version: String,
 }
@@ -136,6 +147,7 @@ impl Snapshot {
         let mut snapshot = Snapshot {
             resources,
             gateways: BTreeMap::new(),
+            fragments: BTreeMap::new(),
             version: String::new(),
         };
         let mut h = Sha256::new();
@@ -153,7 +165,7 @@ impl Snapshot {
         for (gw, members) in gateway_members {
             let mut g = GatewayResources {
                 members,
-                hash: String::new(),
+                ..Default::default()
             };
             g.hash = g
                 .hash_of(|ty, name| snapshot.version_of(ty, name))
@@ -161,6 +173,39 @@ impl Snapshot {
             snapshot.gateways.insert(gw, g);
         }
         snapshot
+    }
+
+    /// Adds each Gateway's parts (its own and its routes') and the fragments of
+    /// shared resources, fingerprinting every part set at this snapshot.
+    pub fn with_parts(
+        mut self,
+        parts: BTreeMap<ObjectRef, (ObjectParts, BTreeMap<String, ObjectParts>)>,
+        fragments: BTreeMap<(ResourceType, String), BTreeMap<String, String>>,
+    ) -> Self {
+        for (gw, (mut own, mut routes)) in parts {
+            let version_of = |ty, name: &str| self.version_of(ty, name);
+            own.fingerprint = own.fingerprint_of(version_of);
+            for r in routes.values_mut() {
+                r.fingerprint = r.fingerprint_of(version_of);
+            }
+            if let Some(g) = self.gateways.get_mut(&gw) {
+                g.own = own;
+                g.routes = routes;
+            }
+        }
+        self.fragments = fragments
+            .into_iter()
+            .map(|(k, v)| (k, Arc::new(v)))
+            .collect();
+        self
+    }
+
+    /// One object's fragment of a resource at this snapshot's version.
+    pub fn fragment(&self, ty: ResourceType, name: &str, key: &str) -> Option<&str> {
+        self.fragments
+            .get(&(ty, name.to_string()))
+            .and_then(|f| f.get(key))
+            .map(String::as_str)
     }
 
     pub fn version_of(&self, ty: ResourceType, name: &str) -> Option<&str> {

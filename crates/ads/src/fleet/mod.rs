@@ -4,7 +4,8 @@
 //!  Fleet ── streams[id] = { node, protocol, acked[type][name] = version, nacks[type] }
 //!        │        (one entry per open ADS stream; removed when the stream ends)
 //!        ├─ gateway_acks(snapshot)   per node, per Gateway: hash of what it ACKed
-//!        ├─ gateway_state(s)(snapshot, ..)  Acked / Pending / Nacked(msg) for the status gate
+//!        ├─ gateway_state(s)(snapshot, ..)  Acked / Pending / Nacked(msg), whole Gateways
+//!        ├─ served(snapshot)         per Gateway: its listeners and each route (`served.rs`)
 //!        ├─ debug_view()             per node, per type: ACKed version, last NACK
 //!        ├─ render_metrics()         Prometheus text
 //!        └─ subscribe()              a counter bumped on every change
@@ -16,12 +17,14 @@
 //! ACKs again, which is what Envoy's own state is worth after a restart.
 
 mod metrics;
+mod served;
 mod view;
 
 #[cfg(test)]
 mod tests;
 
 pub use metrics::Protocol;
+pub use served::GatewayServed;
 pub use view::{FleetView, NackView, NodeView, TypeView};
 
 use crate::event::{Event, Nack};
@@ -51,6 +54,7 @@ struct Inner {
     next_stream: u64,
     streams: BTreeMap<u64, StreamState>,
     metrics: Metrics,
+    history: served::History,
 }
 
 struct StreamState {

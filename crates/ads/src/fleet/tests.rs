@@ -330,3 +330,80 @@ fn gateway_states_at_fleet_scale() {
         gateways - 1
     );
 }
+
+mod served {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn keys(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| format!("HTTPRoute/app/{n}")).collect()
+    }
+
+    #[test]
+    fn a_new_route_leaves_the_others_served_until_it_is_acked() {
+        let fleet = Fleet::new();
+        let web = gw("infra/web");
+        let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
+        let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("c", "/c")]);
+        let node = fleet.connect("node-a", Protocol::Sotw);
+        assert_eq!(fleet.served(&v1)[&web].gateway, GatewayAck::Pending);
+        assert!(fleet.served(&v1)[&web].routes.is_empty());
+        ack_everything(&node, &v1);
+        let s = fleet.served(&v1);
+        assert!(s[&web].whole);
+        assert_eq!(s[&web].routes, keys(&["a", "b"]));
+
+        // v2 is published; the node still holds v1.
+        let s = fleet.served(&v2);
+        assert!(!s[&web].whole);
+        assert_eq!(
+            s[&web].gateway,
+            GatewayAck::Acked,
+            "the listener is unchanged"
+        );
+        assert_eq!(s[&web].routes, keys(&["a", "b"]), "c is not served yet");
+
+        ack_everything(&node, &v2);
+        let s = fleet.served(&v2);
+        assert!(s[&web].whole);
+        assert_eq!(s[&web].routes, keys(&["a", "b", "c"]));
+    }
+
+    #[test]
+    fn a_changed_route_waits_and_an_older_version_is_read_from_history() {
+        let fleet = Fleet::new();
+        let web = gw("infra/web");
+        let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
+        let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("c", "/c")]);
+        let v3 = mk_routes_snapshot(&[("a", "/a2"), ("b", "/b"), ("c", "/c")]);
+        let slow = fleet.connect("node-slow", Protocol::Sotw);
+        let quick = fleet.connect("node-quick", Protocol::Delta);
+        fleet.served(&v1);
+        ack_everything(&slow, &v1);
+        ack_everything(&quick, &v1);
+        fleet.served(&v2);
+        ack_everything(&quick, &v2);
+        // v3 changes a: nobody serves it; b is served by v1 (slow) and v2 (quick)
+        // alike; c only by quick.
+        let s = fleet.served(&v3);
+        assert_eq!(s[&web].routes, keys(&["b"]));
+        assert_eq!(s[&web].gateway, GatewayAck::Acked);
+        ack_everything(&slow, &v3);
+        ack_everything(&quick, &v3);
+        assert_eq!(fleet.served(&v3)[&web].routes, keys(&["a", "b", "c"]));
+    }
+
+    #[test]
+    fn a_route_table_version_never_seen_serves_nothing_but_what_is_current() {
+        let fleet = Fleet::new();
+        let web = gw("infra/web");
+        let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
+        let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b2")]);
+        let node = fleet.connect("node-a", Protocol::Sotw);
+        // v1 was never handed to served(): its fragments are unknown, so only
+        // the resources at v2's version count.
+        ack_everything(&node, &v1);
+        let s = fleet.served(&v2);
+        assert!(s[&web].routes.is_empty());
+    }
+}

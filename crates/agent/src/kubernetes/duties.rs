@@ -5,7 +5,7 @@ use super::SETTLE;
 use super::STARTUP_GRACE;
 use super::SUPPORTED_FEATURES;
 use crate::pipeline::Published;
-use aether_gateway::{AckState, StatusPlan, Store};
+use aether_gateway::{AckState, Served, StatusPlan, Store};
 use aether_ir::ObjectRef;
 use aether_k8s::service::{
     self, AddressMode, RecentWrites, ServiceConfig, ServiceMetrics, Unallocated,
@@ -164,10 +164,13 @@ fn gate(
     mode: &AddressMode,
     problems: &BTreeMap<ObjectRef, String>,
 ) -> StatusPlan {
-    let states = reports.states(&p.snapshot);
-    let mut plan = p
-        .status
-        .gated(|gw| states.get(gw).cloned().unwrap_or(AckState::Pending));
+    let served = reports.served(&p.snapshot);
+    let mut plan = p.status.gated(|gw| {
+        served
+            .get(gw)
+            .cloned()
+            .unwrap_or_else(|| Served::whole(AckState::Pending))
+    });
     if let AddressMode::Service(cfg) = mode {
         service::apply_addresses(&mut plan, store, cfg, problems);
     }

@@ -1,0 +1,191 @@
+//! Per object: does every connected Envoy serve its current config?
+//!
+//! ```text
+//!  served(snapshot) ── remembers the snapshot's fragments (History)
+//!                   └─ per Gateway: whole (every member current everywhere),
+//!                      gateway (its own listeners), routes served everywhere
+//! ```
+//!
+//! An Envoy that has not ACKed the newest version of a route table still serves
+//! the routes that version carries unchanged: [`History`] keeps, per resource,
+//! the fragments of the versions an Envoy may hold (see `aether_xds::parts`).
+
+use super::{Fleet, GatewayAck, NodeState, StreamState, join};
+use aether_ir::ObjectRef;
+use aether_xds::parts::OWN;
+use aether_xds::{ObjectParts, ResourceType, Snapshot};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// Versions remembered per resource beyond those some stream holds.
+const RECENT: usize = 4;
+
+/// What the fleet serves of one Gateway of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayServed {
+    /// Every member at the snapshot's version on every connected node.
+    pub whole: bool,
+    /// The Gateway's own share (its listeners).
+    pub gateway: GatewayAck,
+    /// Route keys whose current config every connected node serves.
+    pub routes: BTreeSet<String>,
+}
+
+type Fragments = Arc<BTreeMap<String, String>>;
+
+/// Per resource, the fragments of its recent versions, newest last.
+#[derive(Default)]
+pub(super) struct History {
+    versions: BTreeMap<(ResourceType, String), VecDeque<(String, Fragments)>>,
+}
+
+impl History {
+    fn remember(&mut self, snapshot: &Snapshot, held: &BTreeSet<(ResourceType, &str, &str)>) {
+        for ((ty, name), fragments) in &snapshot.fragments {
+            let Some(version) = snapshot.version_of(*ty, name) else {
+                continue;
+            };
+            let kept = self.versions.entry((*ty, name.clone())).or_default();
+            if !kept.iter().any(|(v, _)| v == version) {
+                kept.push_back((version.to_string(), fragments.clone()));
+            }
+            // Drop the oldest versions no stream holds.
+            let mut excess = kept.len().saturating_sub(RECENT);
+            kept.retain(|(v, _)| {
+                let drop = excess > 0 && !held.contains(&(*ty, name.as_str(), v.as_str()));
+                if drop {
+                    excess -= 1;
+                }
+                !drop
+            });
+        }
+        // A resource gone from the snapshot serves no current object any more.
+        self.versions
+            .retain(|key, _| snapshot.fragments.contains_key(key));
+    }
+
+    fn fragment(&self, ty: ResourceType, name: &str, version: &str, key: &str) -> Option<&str> {
+        self.versions
+            .get(&(ty, name.to_string()))?
+            .iter()
+            .find(|(v, _)| v == version)?
+            .1
+            .get(key)
+            .map(String::as_str)
+    }
+}
+
+impl Fleet {
+    /// Remembers a snapshot's fragments; call it before the snapshot can reach
+    /// any stream, so every version an Envoy ACKs can be read.
+    pub fn remember(&self, snapshot: &Snapshot) {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let held = held(&inner.streams);
+        inner.history.remember(snapshot, &held);
+    }
+
+    /// Per Gateway of `snapshot`, what every connected node serves of it. Also
+    /// remembers the snapshot's fragments, so a node that ACKs this version
+    /// later, after newer snapshots, is still read right.
+    pub fn served(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, GatewayServed> {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let nodes = {
+            let mut nodes: BTreeMap<&str, NodeState<'_>> = BTreeMap::new();
+            for stream in inner.streams.values() {
+                nodes
+                    .entry(stream.node.as_str())
+                    .or_insert_with(|| NodeState { streams: vec![] })
+                    .streams
+                    .push(stream);
+            }
+            nodes
+        };
+        let held = held(&inner.streams);
+        inner.history.remember(snapshot, &held);
+        let history = &inner.history;
+        snapshot
+            .gateways
+            .iter()
+            .map(|(gw, resources)| {
+                let standings: Vec<(&str, bool, bool)> = nodes
+                    .iter()
+                    .map(|(node, state)| {
+                        let whole = state.serves(snapshot, resources);
+                        let own = whole
+                            || (!resources.own.parts.is_empty()
+                                && serves(state, snapshot, history, OWN, &resources.own));
+                        (*node, whole, own)
+                    })
+                    .collect();
+                let any = !standings.is_empty();
+                let whole = any && standings.iter().all(|(_, w, _)| *w);
+                let gateway = join(nodes.iter().zip(&standings).map(
+                    |((node, state), (_, _, own))| {
+                        let mut standing = state.standing(snapshot, resources);
+                        standing.serves_current = *own;
+                        if *own {
+                            standing.rejected = None;
+                        }
+                        (*node, standing)
+                    },
+                ));
+                let routes = if !any {
+                    BTreeSet::new()
+                } else {
+                    resources
+                        .routes
+                        .iter()
+                        .filter(|(key, parts)| {
+                            nodes
+                                .values()
+                                .zip(&standings)
+                                .all(|(state, (_, whole, _))| {
+                                    *whole || serves(state, snapshot, history, key, parts)
+                                })
+                        })
+                        .map(|(key, _)| key.clone())
+                        .collect()
+                };
+                (
+                    gw.clone(),
+                    GatewayServed {
+                        whole,
+                        gateway,
+                        routes,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+/// Every (type, name, version) some stream has ACKed.
+fn held(streams: &BTreeMap<u64, StreamState>) -> BTreeSet<(ResourceType, &str, &str)> {
+    streams
+        .values()
+        .flat_map(|s| {
+            s.acked.iter().flat_map(|(ty, versions)| {
+                versions
+                    .iter()
+                    .map(move |(name, v)| (*ty, name.as_str(), v.as_str()))
+            })
+        })
+        .collect()
+}
+
+fn serves(
+    state: &NodeState<'_>,
+    snapshot: &Snapshot,
+    history: &History,
+    key: &str,
+    parts: &ObjectParts,
+) -> bool {
+    parts.served_by(
+        key,
+        |ty, name| state.version_of(ty, name),
+        |ty, name| snapshot.version_of(ty, name),
+        |ty, name, version, key| history.fragment(ty, name, version, key),
+    )
+}

@@ -1,0 +1,178 @@
+//! Each object's share of a snapshot, so the status gate can tell per route (and
+//! for the Gateway's own listeners) whether an Envoy serves its current config.
+//!
+//! ```text
+//!  GatewayResources.own                    the Gateway's listeners (Programmed)
+//!  GatewayResources.routes["HTTPRoute/app/web"] = ObjectParts {
+//!      parts: { (RDS, edge_rt_…): Fragment(h),  the routes it owns in that table
+//!               (LDS, edge_ls_…): Present,      the listener naming the table
+//!               (CDS, edge_cl_…): Whole,        the clusters it forwards to
+//!               (EDS, edge_cl_…): Present },
+//!      fingerprint }                           over the parts, at this snapshot
+//!  Snapshot.fragments[(RDS, edge_rt_…)] = { "HTTPRoute/app/web": h, … }
+//! ```
+//!
+//! An Envoy serves an object when, for every part, the version it ACKed of that
+//! resource is the current one (`Whole`), any one (`Present`), or one whose
+//! fragment for the object is `h` (`Fragment`) — looked up in the fragments of the
+//! snapshots that carried that version. So a route added to a route table leaves
+//! every other route of the table served, and the Gateway stays programmed.
+//!
+//! A fragment covers what the object owns (its Envoy routes with their virtual
+//! host's domains, its filter chain); it does not cover its rank among the other
+//! routes of the virtual host.
+
+use crate::snapshot::ResourceType;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// The key of the Gateway's own share of a listener (route keys have slashes).
+pub const OWN: &str = "Gateway";
+
+/// What an object needs of one resource.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Part {
+    /// Some version of it (a listener naming the object's route table, the
+    /// endpoints of a cluster: they change without the object changing).
+    Present,
+    /// A version whose fragment for this object has this hash.
+    Fragment(String),
+    /// Exactly the snapshot's version.
+    Whole,
+}
+
+/// One object's parts, and a fingerprint of them at the snapshot they belong to.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObjectParts {
+    pub parts: BTreeMap<(ResourceType, String), Part>,
+    /// Equal fingerprints, equal served config (see [`ObjectParts::fingerprint_of`]).
+    pub fingerprint: String,
+}
+
+impl ObjectParts {
+    /// Adds a part; of two needs of one resource, the stricter holds.
+    pub fn require(&mut self, ty: ResourceType, name: &str, part: Part) {
+        let slot = self
+            .parts
+            .entry((ty, name.to_string()))
+            .or_insert(Part::Present);
+        if part > *slot {
+            *slot = part;
+        }
+    }
+
+    /// The sha256 over every part: a `Whole` part by the resource's version.
+    pub fn fingerprint_of<'a>(
+        &self,
+        version_of: impl Fn(ResourceType, &str) -> Option<&'a str>,
+    ) -> String {
+        let mut h = Sha256::new();
+        for ((ty, name), part) in &self.parts {
+            h.update(ty.short_name().as_bytes());
+            h.update([0]);
+            h.update(name.as_bytes());
+            h.update([0]);
+            match part {
+                Part::Present => h.update(b"present"),
+                Part::Fragment(f) => h.update(f.as_bytes()),
+                Part::Whole => h.update(version_of(*ty, name).unwrap_or_default().as_bytes()),
+            }
+            h.update([0]);
+        }
+        hex::encode(h.finalize())
+    }
+
+    /// Whether an Envoy that ACKed `acked` serves this object: `current` is the
+    /// snapshot's version of a resource, `fragment(ty, name, version)` the fragment
+    /// this object had in some version (from that version's snapshot).
+    pub fn served_by<'a>(
+        &self,
+        key: &str,
+        acked: impl Fn(ResourceType, &str) -> Option<&'a str>,
+        current: impl Fn(ResourceType, &str) -> Option<&'a str>,
+        fragment: impl Fn(ResourceType, &str, &str, &str) -> Option<&'a str>,
+    ) -> bool {
+        self.parts.iter().all(|((ty, name), part)| {
+            let Some(v) = acked(*ty, name) else {
+                return false;
+            };
+            match part {
+                Part::Present => true,
+                Part::Whole => current(*ty, name) == Some(v),
+                Part::Fragment(h) => {
+                    current(*ty, name) == Some(v) || fragment(*ty, name, v, key) == Some(h.as_str())
+                }
+            }
+        })
+    }
+}
+
+/// Per object key, a sha256 over the pieces of a resource that object owns.
+#[derive(Default)]
+pub(crate) struct Fragments(BTreeMap<String, Sha256>);
+
+impl Fragments {
+    pub(crate) fn add(&mut self, key: &str, pieces: &[&[u8]]) {
+        let h = self.0.entry(key.to_string()).or_default();
+        for p in pieces {
+            h.update((p.len() as u64).to_be_bytes());
+            h.update(p);
+        }
+    }
+
+    pub(crate) fn finish(self) -> BTreeMap<String, String> {
+        self.0
+            .into_iter()
+            .map(|(k, h)| (k, hex::encode(h.finalize())))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stricter_need_of_a_resource_holds() {
+        let mut p = ObjectParts::default();
+        p.require(ResourceType::Listener, "l", Part::Fragment("f".into()));
+        p.require(ResourceType::Listener, "l", Part::Present);
+        assert_eq!(
+            p.parts[&(ResourceType::Listener, "l".to_string())],
+            Part::Fragment("f".into())
+        );
+        p.require(ResourceType::Listener, "l", Part::Whole);
+        assert_eq!(
+            p.parts[&(ResourceType::Listener, "l".to_string())],
+            Part::Whole
+        );
+    }
+
+    #[test]
+    fn an_older_version_serves_an_object_whose_fragment_it_holds() {
+        let mut p = ObjectParts::default();
+        p.require(ResourceType::Route, "rt", Part::Fragment("mine".into()));
+        p.require(ResourceType::Cluster, "c", Part::Whole);
+        let current = |ty: ResourceType, _: &str| match ty {
+            ResourceType::Route => Some("v2"),
+            _ => Some("c1"),
+        };
+        let history = |_: ResourceType, _: &str, v: &str, key: &str| match (v, key) {
+            ("v1", "HTTPRoute/a/b") => Some("mine"),
+            ("v0", "HTTPRoute/a/b") => Some("older"),
+            _ => None,
+        };
+        let acked = |route: &'static str, cluster: &'static str| {
+            move |ty: ResourceType, _: &str| match ty {
+                ResourceType::Route => Some(route),
+                _ => Some(cluster),
+            }
+        };
+        let key = "HTTPRoute/a/b";
+        assert!(p.served_by(key, acked("v2", "c1"), current, history));
+        assert!(p.served_by(key, acked("v1", "c1"), current, history));
+        assert!(!p.served_by(key, acked("v0", "c1"), current, history));
+        assert!(!p.served_by(key, acked("v1", "c0"), current, history));
+        assert!(!p.served_by(key, |_, _| None, current, history));
+    }
+}
