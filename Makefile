@@ -9,8 +9,8 @@ build:
 envoy:
 	scripts/get-envoy
 
-# etcd + kube-apiserver for the Kubernetes-mode tests (crates/testkit), built once into
-# ~/.cache/aether-edge from Go modules (about 10 min cold on 2 cores), then reused.
+# etcd + kube-apiserver (only those) for the Kubernetes-mode tests (crates/testkit),
+# built once into ~/.cache/aether-edge from Go modules, then reused.
 kube-bins:
 	conformance/build-tools apiserver
 
