@@ -1,7 +1,9 @@
 //! A listener's allowedRoutes: which namespaces and kinds of routes may attach.
 //!
 //! Namespaces: `Same` (the default: the Gateway's own), `All`, or `Selector` over
-//! Namespace labels (matchLabels and matchExpressions, ANDed). Every namespace
+//! Namespace labels (matchLabels and matchExpressions, ANDed). `Selector` with no
+//! `selector` is a null label selector: it selects nothing (an empty one, `{}`,
+//! selects everything, as in Kubernetes). Every namespace
 //! carries the label `kubernetes.io/metadata.name`, as the API server sets it, even
 //! when no Namespace object was loaded.
 
@@ -21,7 +23,8 @@ pub const HTTP_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
 pub enum AllowedNamespaces {
     Same,
     All,
-    Selector(GatewayListenersAllowedRoutesNamespacesSelector),
+    /// `None`: `from: Selector` without a selector, which admits no namespace.
+    Selector(Option<GatewayListenersAllowedRoutesNamespacesSelector>),
 }
 
 impl AllowedNamespaces {
@@ -30,7 +33,7 @@ impl AllowedNamespaces {
         match ns.and_then(|n| n.from.as_ref()) {
             Some(GatewayListenersAllowedRoutesNamespacesFrom::All) => AllowedNamespaces::All,
             Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) => {
-                AllowedNamespaces::Selector(ns.and_then(|n| n.selector.clone()).unwrap_or_default())
+                AllowedNamespaces::Selector(ns.and_then(|n| n.selector.clone()))
             }
             Some(GatewayListenersAllowedRoutesNamespacesFrom::Same) | None => {
                 AllowedNamespaces::Same
@@ -43,7 +46,10 @@ impl AllowedNamespaces {
         match self {
             AllowedNamespaces::Same => gateway_ns == route_ns,
             AllowedNamespaces::All => true,
-            AllowedNamespaces::Selector(sel) => selects(sel, &namespace_labels(store, route_ns)),
+            AllowedNamespaces::Selector(Some(sel)) => {
+                selects(sel, &namespace_labels(store, route_ns))
+            }
+            AllowedNamespaces::Selector(None) => false,
         }
     }
 }
@@ -172,6 +178,28 @@ mod tests {
                 &l
             ),
             "ANDed"
+        );
+    }
+
+    #[test]
+    fn from_selector_without_a_selector_admits_no_namespace() {
+        let spec = |selector| GatewayListenersAllowedRoutes {
+            kinds: None,
+            namespaces: Some(
+                gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespaces {
+                    from: Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector),
+                    selector,
+                },
+            ),
+        };
+        let store = Store::default();
+        let none = AllowedNamespaces::from_spec(Some(&spec(None)));
+        assert!(!none.allows(&store, "infra", "infra"));
+        assert!(!none.allows(&store, "infra", "apps"));
+        let empty = AllowedNamespaces::from_spec(Some(&spec(Some(Default::default()))));
+        assert!(
+            empty.allows(&store, "infra", "apps"),
+            "{{}} selects everything"
         );
     }
 }

@@ -127,12 +127,8 @@ impl StatusPlan {
                     {
                         c.status = "False".into();
                         c.reason = "Pending".into();
-                        c.message = match &s.gateway {
-                            AckState::Nacked(msg) => format!(
-                                "not served: Envoy rejected the Gateway's configuration: {msg}"
-                            ),
-                            _ => "waiting for every ready Envoy to serve this route".into(),
-                        };
+                        // The Gateway's Programmed carries a NACK's text.
+                        c.message = "waiting for every ready Envoy to serve this route".into();
                     }
                 }
             }
@@ -261,10 +257,6 @@ mod tests {
         let l = condition(&gw.listeners[0].conditions, "Programmed").unwrap();
         assert_eq!(l.reason, "Invalid");
         let route = &g.http_routes[&ObjectRef::new("apps", "r")];
-        assert!(
-            route.parents[0].conditions[0]
-                .message
-                .contains("duplicate domain")
-        );
+        assert_eq!(route.parents[0].conditions[0].reason, "Pending");
     }
 }

@@ -30,6 +30,7 @@ pub mod route;
 pub mod route_table;
 pub mod status;
 pub mod store;
+pub mod tls_overlap;
 
 pub use gate::{AckState, Served};
 pub use load::LoadError;
@@ -153,9 +154,13 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
         if parents.is_empty() {
             continue;
         }
-        status
-            .routes_of_kind_mut(route.kind)
-            .insert(route.key.clone(), RouteStatus { parents });
+        status.routes_of_kind_mut(route.kind).insert(
+            route.key.clone(),
+            RouteStatus {
+                parents,
+                of: route.of.clone(),
+            },
+        );
     }
 
     let mut ir = Ir::default();

@@ -20,7 +20,8 @@ use crate::Config;
 use crate::allowed_routes::{self, AllowedNamespaces};
 use crate::certificate;
 use crate::status::{
-    Condition, GatewayStatus, GatewayStatusAddress, ListenerStatus, RouteGroupKind, set_condition,
+    Condition, GatewayStatus, GatewayStatusAddress, Identity, ListenerStatus, RouteGroupKind,
+    set_condition,
 };
 use crate::store::Store;
 use aether_ir::{Certificate, ObjectRef, PortProtocol, names};
@@ -107,6 +108,8 @@ pub struct Listener {
     resolved_refs: (bool, &'static str, String),
     /// Routes attached (Accepted) here, by (kind, route).
     pub attached: BTreeSet<(&'static str, ObjectRef)>,
+    /// Why `OverlappingTLSConfig` is True here (see `tls_overlap.rs`).
+    pub overlapping_tls: Option<String>,
 }
 
 impl Listener {
@@ -137,6 +140,8 @@ impl Listener {
 #[derive(Debug, Clone)]
 pub struct GatewayModel {
     pub key: ObjectRef,
+    /// uid and generation: whose status this Gateway's is.
+    pub of: Identity,
     pub generation: i64,
     /// Err: why the addresses cannot be used.
     pub addresses: Result<Vec<String>, String>,
@@ -156,6 +161,7 @@ impl GatewayModel {
             .map(|l| listener(store, &key.namespace, l))
             .collect();
         mark_conflicts(&mut listeners);
+        crate::tls_overlap::mark(&mut listeners);
         let invalid_parameters = gw
             .spec
             .infrastructure
@@ -168,6 +174,7 @@ impl GatewayModel {
                 )
             });
         GatewayModel {
+            of: Identity::of(&gw.metadata),
             generation: gw.metadata.generation.unwrap_or(0),
             key,
             addresses,
@@ -258,6 +265,7 @@ impl GatewayModel {
                 .iter()
                 .map(|l| listener_status(l, served, g))
                 .collect(),
+            of: self.of.clone(),
         }
     }
 }
@@ -289,6 +297,18 @@ fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus
         &mut c,
         Condition::new("ResolvedRefs", *ok, reason, msg.clone(), g),
     );
+    if let Some(why) = &l.overlapping_tls {
+        set_condition(
+            &mut c,
+            Condition::new(
+                "OverlappingTLSConfig",
+                true,
+                "OverlappingHostnames",
+                why.clone(),
+                g,
+            ),
+        );
+    }
     let not_programmed = if !l.is_accepted() {
         Some("the listener is not accepted")
     } else if !l.resolved_refs_ok() {
@@ -422,6 +442,7 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
         conflicted: None,
         resolved_refs,
         attached: BTreeSet::new(),
+        overlapping_tls: None,
     }
 }
 

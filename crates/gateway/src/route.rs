@@ -10,7 +10,7 @@
 //! `Accepted=False`, both with reason `UnsupportedValue`.
 
 use crate::backend::{BackendError, BackendRef, Backends, Upstream};
-use crate::status::{Condition, ParentReference, set_condition};
+use crate::status::{Condition, Identity, ParentReference, set_condition};
 use aether_ir::{
     Cluster, Header, HeaderMatch, HeaderModifier, ObjectRef, PathMatch, PathRewrite,
     QueryParamMatch, RouteMatch, StringMatch, UrlRewrite,
@@ -23,6 +23,8 @@ pub struct RouteModel {
     /// `HTTPRoute` or `GRPCRoute`.
     pub kind: &'static str,
     pub key: ObjectRef,
+    /// uid and generation: whose status this route's is.
+    pub of: Identity,
     pub generation: i64,
     pub created: Option<Time>,
     /// Lower-cased, as given.
@@ -123,6 +125,7 @@ impl RouteModel {
     ) -> Self {
         RouteModel {
             kind,
+            of: Identity::of(meta),
             generation: meta.generation.unwrap_or(0),
             created: meta.creation_timestamp.clone(),
             hostnames: hostnames
@@ -174,7 +177,16 @@ impl RouteModel {
                         "PartiallyInvalid",
                         true,
                         "UnsupportedValue",
-                        format!("dropped rules: {}", self.invalid_rules.join("; ")),
+                        // The spec: the message starts with "Dropped Rule".
+                        format!(
+                            "Dropped Rule{}: {}",
+                            if self.invalid_rules.len() == 1 {
+                                ""
+                            } else {
+                                "s"
+                            },
+                            self.invalid_rules.join("; ")
+                        ),
                         g,
                     ),
                 );

@@ -11,6 +11,7 @@
 //! stamps it when a condition actually changes).
 
 use aether_ir::ObjectRef;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -68,6 +69,34 @@ pub struct GatewayClassStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// Which object a status is about: its uid and the generation it was computed
+/// for. A status is written only to that object (a re-created object of the same
+/// name has another uid) and only while it still has that generation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Identity {
+    /// `None` when the input carried none (standalone YAML without uids).
+    pub uid: Option<String>,
+    pub generation: i64,
+}
+
+impl Identity {
+    pub fn of(meta: &ObjectMeta) -> Self {
+        Identity {
+            uid: meta.uid.clone(),
+            generation: meta.generation.unwrap_or(0),
+        }
+    }
+
+    /// Is `meta` the object, at the generation, this status was computed for?
+    /// (Without a uid here, any object of that name and generation.)
+    pub fn describes(&self, meta: &ObjectMeta) -> bool {
+        self.uid
+            .as_ref()
+            .is_none_or(|uid| meta.uid.as_ref() == Some(uid))
+            && self.generation == meta.generation.unwrap_or(0)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayStatus {
@@ -75,6 +104,9 @@ pub struct GatewayStatus {
     pub addresses: Vec<GatewayStatusAddress>,
     pub conditions: Vec<Condition>,
     pub listeners: Vec<ListenerStatus>,
+    /// Not part of the written status.
+    #[serde(skip)]
+    pub of: Identity,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,6 +141,9 @@ pub struct RouteGroupKind {
 #[serde(rename_all = "camelCase")]
 pub struct RouteStatus {
     pub parents: Vec<RouteParentStatus>,
+    /// Not part of the written status.
+    #[serde(skip)]
+    pub of: Identity,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -283,6 +318,7 @@ pub(crate) mod tests {
                         .map(String::from)
                         .into(),
                 }],
+                of: Default::default(),
             },
         );
         let parent = |name: &str| RouteParentStatus {
@@ -301,6 +337,7 @@ pub(crate) mod tests {
             ObjectRef::new("apps", "r"),
             RouteStatus {
                 parents: vec![parent("web"), parent("other")],
+                of: Default::default(),
             },
         );
         plan

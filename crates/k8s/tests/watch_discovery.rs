@@ -3,7 +3,9 @@
 //! installed; a kind served only at an older version (TCPRoute v1alpha2, from the
 //! v1.5.1 CRDs) is read at that version and its status written there.
 
-use aether_gateway::status::{Condition, ParentReference, RouteParentStatus, RouteStatus};
+use aether_gateway::status::{
+    Condition, Identity, ParentReference, RouteParentStatus, RouteStatus,
+};
 use aether_ir::ObjectRef;
 use aether_k8s::status::{StatusInputs, StatusKind, StatusWriter};
 use aether_k8s::{Index, ServedVersions, watch};
@@ -106,6 +108,10 @@ fn planned_on_gw() -> RouteStatus {
             controller_name: OURS.into(),
             conditions: vec![Condition::new("Accepted", false, "Pending", "waiting", 1)],
         }],
+        of: Identity {
+            uid: None,
+            generation: 1,
+        },
     }
 }
 

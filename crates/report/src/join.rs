@@ -389,7 +389,8 @@ mod tests {
 
         // The same through the Gateway's hash.
         let mut b = mk_report("a", true);
-        b.acked.insert("ns/gw".into(), old.gateways[&gw].hash.clone());
+        b.acked
+            .insert("ns/gw".into(), old.gateways[&gw].hash.clone());
         reports.update(b);
         let served = &reports.served(&new)[&gw];
         assert!(served.serves_route("HTTPRoute/ns/a"));

@@ -10,7 +10,7 @@
 //! the routes that version carries unchanged: [`History`] keeps, per resource,
 //! the fragments of the versions an Envoy may hold (see `aether_xds::parts`).
 
-use super::{Fleet, GatewayAck, NodeState, StreamState, join};
+use super::{Fleet, GatewayAck, NodeState, StreamState};
 use aether_ir::ObjectRef;
 use aether_xds::parts::OWN;
 use aether_xds::{ObjectParts, ResourceType, Snapshot};
@@ -25,7 +25,8 @@ const RECENT: usize = 4;
 pub struct GatewayServed {
     /// Every member at the snapshot's version on every connected node.
     pub whole: bool,
-    /// The Gateway's own share (its listeners).
+    /// The Gateway's own share (its listeners): Acked when every node serves
+    /// it; Nacked when a node rejected any of the Gateway's resources.
     pub gateway: GatewayAck,
     /// Route keys whose current config every connected node serves.
     pub routes: BTreeSet<String>,
@@ -121,16 +122,22 @@ impl Fleet {
                     .collect();
                 let any = !standings.is_empty();
                 let whole = any && standings.iter().all(|(_, w, _)| *w);
-                let gateway = join(nodes.iter().zip(&standings).map(
-                    |((node, state), (_, _, own))| {
-                        let mut standing = state.standing(snapshot, resources);
-                        standing.serves_current = *own;
-                        if *own {
-                            standing.rejected = None;
-                        }
-                        (*node, standing)
-                    },
-                ));
+                // A NACK of any of the Gateway's resources surfaces on the
+                // Gateway, even while Envoy serves its listeners from before.
+                let mut rejected = None;
+                for ((node, state), (_, whole, _)) in nodes.iter().zip(&standings) {
+                    if !whole && rejected.is_none() {
+                        rejected = state
+                            .standing(snapshot, resources)
+                            .rejected
+                            .map(|why| format!("Envoy {node} {why}"));
+                    }
+                }
+                let gateway = match rejected {
+                    Some(msg) => GatewayAck::Nacked(msg),
+                    None if any && standings.iter().all(|(_, _, own)| *own) => GatewayAck::Acked,
+                    None => GatewayAck::Pending,
+                };
                 let routes = if !any {
                     BTreeSet::new()
                 } else {

@@ -333,6 +333,7 @@ fn gateway_states_at_fleet_scale() {
 
 mod served {
     use super::*;
+    use aether_ir as ir;
     use std::collections::BTreeSet;
 
     fn keys(names: &[&str]) -> BTreeSet<String> {
@@ -391,6 +392,36 @@ mod served {
         ack_everything(&slow, &v3);
         ack_everything(&quick, &v3);
         assert_eq!(fleet.served(&v3)[&web].routes, keys(&["a", "b", "c"]));
+    }
+
+    #[test]
+    fn a_nack_surfaces_on_the_gateway_while_the_routes_from_before_stay_served() {
+        let fleet = Fleet::new();
+        let web = gw("infra/web");
+        let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
+        let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("bad", "/bad")]);
+        let node = fleet.connect("node-a", Protocol::Sotw);
+        fleet.served(&v1);
+        ack_everything(&node, &v1);
+        fleet.served(&v2);
+        for ty in [CDS, EDS] {
+            node.record(&ack_all(&v2, ty));
+        }
+        let rds = ir::names::route_table("infra", "web", 80, None);
+        node.record(&Event::Nacked {
+            ty: RDS,
+            nack: Nack {
+                version: "0123456789abcdef".into(),
+                message: "invalid regex".into(),
+                rejected: [(rds.clone(), v2.version_of(RDS, &rds).unwrap().to_string())].into(),
+            },
+        });
+        let s = fleet.served(&v2);
+        let GatewayAck::Nacked(msg) = &s[&web].gateway else {
+            panic!("expected Nacked, got {:?}", s[&web].gateway);
+        };
+        assert!(msg.contains("invalid regex"), "{msg}");
+        assert_eq!(s[&web].routes, keys(&["a", "b"]), "Envoy still serves v1's");
     }
 
     #[test]

@@ -176,6 +176,7 @@ mod tests {
                         Condition::new("Programmed", *ok, reason, "planned", 3),
                     ],
                     listeners: vec![],
+                    of: Default::default(),
                 },
             );
         }

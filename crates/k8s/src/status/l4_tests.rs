@@ -8,7 +8,9 @@ use super::patch::{StatusKind, compute};
 use super::tests::{OURS, THEIRS, apply_all, at, find, mk_inputs, mk_store};
 use crate::ServedVersions;
 use aether_gateway::AckState;
-use aether_gateway::status::{Condition, ParentReference, RouteParentStatus, RouteStatus};
+use aether_gateway::status::{
+    Condition, Identity, ParentReference, RouteParentStatus, RouteStatus,
+};
 use aether_ir::ObjectRef;
 use serde_json::{Value, json};
 
@@ -69,6 +71,10 @@ fn mk_planned(section: &str, generation: i64) -> RouteStatus {
                 Condition::new("ResolvedRefs", true, "ResolvedRefs", "", generation),
             ],
         }],
+        of: Identity {
+            uid: None,
+            generation,
+        },
     }
 }
 

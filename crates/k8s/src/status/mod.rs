@@ -39,6 +39,8 @@ mod route;
 mod writer;
 
 #[cfg(test)]
+mod identity_tests;
+#[cfg(test)]
 mod l4_tests;
 #[cfg(test)]
 mod tests;

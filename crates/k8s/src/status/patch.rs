@@ -12,7 +12,10 @@
 //! ([`StatusInputs::served`]): the status subresource is patched at that version.
 //!
 //! Pure: no I/O, `now` passed in. Objects missing from the store are skipped (the
-//! plan was computed from the same store, so they are being deleted). Routes that
+//! plan was computed from the same store, so they are being deleted), and so are
+//! objects the plan does not describe: another uid (deleted and re-created under
+//! the same name) or another generation (the plan is older than the object). The
+//! bodies carry the uid read, so a write never lands on a namesake. Routes that
 //! the plan no longer mentions but that still carry an entry of ours get a patch
 //! that removes it.
 
@@ -191,7 +194,11 @@ pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
         }
     }
     for (key, planned) in &inputs.plan.gateways {
-        if let Some(gw) = store.get::<Gateway>(&key.namespace, &key.name) {
+        // The plan is about this Gateway as it is now, or it waits for the next.
+        if let Some(gw) = store
+            .get::<Gateway>(&key.namespace, &key.name)
+            .filter(|gw| planned.of.describes(&gw.metadata))
+        {
             let api_version = inputs.served.api_version(StatusKind::Gateway.as_str());
             out.push(gateway(gw, planned, &api_version, now));
         }
@@ -203,6 +210,11 @@ pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
         let api_version = inputs.served.api_version(kind.as_str());
         for (key, route) in route::routes(store, kind) {
             let planned = plan.and_then(|p| p.get(key));
+            if planned.is_some_and(|p| !route.is_described_by(p)) {
+                // About a deleted namesake or an older generation: the next plan
+                // will be about this one.
+                continue;
+            }
             if planned.is_some() || route.has_parent_of(ours) {
                 out.push(route.patch(planned, ours, &our_gateway, &api_version, now));
             }
@@ -213,20 +225,32 @@ pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
     out
 }
 
+/// What the API server must find for an apply body to be taken.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Precondition<'a> {
+    /// The version read: anyone else's write since makes the apply fail.
+    pub resource_version: Option<&'a str>,
+    /// The object read: a re-created namesake makes the apply fail.
+    pub uid: Option<&'a str>,
+}
+
 /// The apply body around a status.
 pub(crate) fn body(
     kind: StatusKind,
     api_version: &str,
     object: &ObjectRef,
-    resource_version: Option<&str>,
+    precondition: Precondition<'_>,
     status: Value,
 ) -> Value {
     let mut metadata = json!({ "name": object.name });
     if !object.namespace.is_empty() {
         metadata["namespace"] = json!(object.namespace);
     }
-    if let Some(rv) = resource_version {
+    if let Some(rv) = precondition.resource_version {
         metadata["resourceVersion"] = json!(rv);
+    }
+    if let Some(uid) = precondition.uid {
+        metadata["uid"] = json!(uid);
     }
     json!({
         "apiVersion": api_version,
@@ -269,7 +293,10 @@ fn gateway_class(
             StatusKind::GatewayClass,
             api_version,
             &object,
-            None,
+            Precondition {
+                resource_version: None,
+                uid: class.metadata.uid.as_deref(),
+            },
             serde_json::to_value(&status).expect("status serializes"),
         ),
         object,
@@ -352,7 +379,10 @@ fn gateway(gw: &Gateway, planned: &Planned, api_version: &str, now: &Time) -> Op
             StatusKind::Gateway,
             api_version,
             &object,
-            None,
+            Precondition {
+                resource_version: None,
+                uid: gw.metadata.uid.as_deref(),
+            },
             serde_json::to_value(&status).expect("status serializes"),
         ),
         object,

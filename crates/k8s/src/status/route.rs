@@ -3,8 +3,8 @@
 //! `status.parents` is an atomic list in the CRD, so an apply replaces it whole.
 //! The list we send is every other controller's entry exactly as read, in its
 //! order, followed by ours in plan order; the body carries the route's
-//! `resourceVersion` so the API server refuses it if another controller changed
-//! the list since we read it. Our entries are those with our `controllerName`;
+//! `resourceVersion` (and `uid`) so the API server refuses it if another
+//! controller changed the list since we read it, or the route was re-created. Our entries are those with our `controllerName`;
 //! one whose parentRef left the route's spec, or whose Gateway is no longer ours,
 //! is simply not sent again. An entry of ours that the plan lacks although the
 //! route still names that Gateway of ours can only mean the plan is older than the
@@ -14,7 +14,7 @@
 //! leave room for are not sent (the API server would refuse the whole write).
 
 use super::condition;
-use super::patch::{StatusKind, StatusPatch, body};
+use super::patch::{Precondition, StatusKind, StatusPatch, body};
 use aether_gateway::status::{GROUP, RouteStatus as Planned};
 use aether_gateway::{Store, StoreObject};
 use aether_ir::ObjectRef;
@@ -23,7 +23,7 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use serde_json::{Value, json};
 
 /// `status.parents` maxItems.
@@ -33,6 +33,7 @@ pub(crate) const PARENTS_MAX: usize = 32;
 pub(crate) struct RouteView<'a> {
     kind: StatusKind,
     key: &'a ObjectRef,
+    meta: &'a ObjectMeta,
     resource_version: Option<&'a str>,
     /// `status.parents` as read, one JSON object per entry.
     parents: Vec<Value>,
@@ -92,6 +93,7 @@ fn views<T: RouteObject>(store: &Store, kind: StatusKind) -> Vec<(&ObjectRef, Ro
             let route = RouteView {
                 kind,
                 key,
+                meta: r.metadata(),
                 resource_version: r.metadata().resource_version.as_deref(),
                 parents: r.status_parents(),
                 spec_parents: r.spec_parents(),
@@ -126,6 +128,12 @@ fn conditions(entry: &Value) -> Vec<Condition> {
 }
 
 impl RouteView<'_> {
+    /// Is `planned` about this route as it is now (its uid, its generation)? A
+    /// plan about a deleted namesake or an older generation is not written.
+    pub(crate) fn is_described_by(&self, planned: &Planned) -> bool {
+        planned.of.describes(self.meta)
+    }
+
     pub(crate) fn has_parent_of(&self, controller_name: &str) -> bool {
         self.parents
             .iter()
@@ -221,7 +229,10 @@ impl RouteView<'_> {
                 self.kind,
                 api_version,
                 self.key,
-                self.resource_version,
+                Precondition {
+                    resource_version: self.resource_version,
+                    uid: self.meta.uid.as_deref(),
+                },
                 json!({ "parents": list }),
             ),
         })
