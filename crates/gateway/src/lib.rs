@@ -22,6 +22,7 @@ pub mod grpc_route;
 pub mod hostname;
 pub mod http_route;
 pub mod l4_route;
+pub mod lenient;
 pub mod listener;
 pub mod load;
 pub mod precedence;

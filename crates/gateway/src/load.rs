@@ -8,6 +8,9 @@
 //!
 //! Errors name the file, the 1-based line, the object and the reason:
 //! `gateways.yaml:11: Gateway default/web: unknown field `spec.listner``.
+//! A route rule with a value we do not know (a newer CRD's enum value or filter
+//! type) is dropped with a status condition instead (`lenient.rs`); a `status:`
+//! stanza is ignored.
 
 use crate::store::{DEFAULT_NAMESPACE, Store, StoreObject};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
@@ -224,25 +227,28 @@ impl Context<'_> {
     fn load<T: StoreObject + DeserializeOwned + Serialize + 'static>(
         &self,
     ) -> Result<Staged, LoadError> {
-        // From the parsed value (fast); only on failure parse the text again,
-        // for an error that knows its line and field path.
-        let typed: T = match serde_yaml::from_value(self.value.clone()) {
-            Ok(t) => t,
-            Err(_) => {
-                serde_yaml::from_str(&self.doc.text).map_err(|e| LoadError::InvalidField {
-                    file: self.file.to_string(),
-                    line: self.line(
-                        e.location()
-                            .map_or_else(|| first_content_line(&self.doc.text), |l| l.line()),
-                    ),
-                    object: self.object.to_string(),
-                    reason: strip_location(&e.to_string()),
-                })?
+        // A `status:` stanza is the API server's business: never read, ignored.
+        let mut value = self.value.clone();
+        if let Some(m) = value.as_mapping_mut() {
+            m.remove("status");
+        }
+        // Rules with values we do not know are dropped, not the object.
+        let typed: T = crate::lenient::decode(&mut value).map_err(|reason| {
+            // The text again, for the line the error is on.
+            let line = serde_yaml::from_str::<T>(&self.doc.text)
+                .err()
+                .and_then(|e| e.location())
+                .map_or_else(|| first_content_line(&self.doc.text), |l| l.line());
+            LoadError::InvalidField {
+                file: self.file.to_string(),
+                line: self.line(line),
+                object: self.object.to_string(),
+                reason,
             }
-        };
+        })?;
         let round_trip = serde_yaml::to_value(&typed).unwrap_or(Value::Null);
         let mut unknown = Vec::new();
-        unknown_fields(self.value, &round_trip, "", &mut unknown);
+        unknown_fields(&value, &round_trip, "", &mut unknown);
         if let Some(field) = unknown.into_iter().next() {
             let leaf = field.rsplit('.').next().unwrap_or(&field);
             let leaf = leaf.split('[').next().unwrap_or(leaf);

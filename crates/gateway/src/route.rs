@@ -16,6 +16,7 @@ use aether_ir::{
     QueryParamMatch, RouteMatch, StringMatch, UrlRewrite,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use std::collections::BTreeMap;
 
 /// One HTTPRoute or GRPCRoute, read.
 #[derive(Debug, Clone)]
@@ -36,6 +37,8 @@ pub struct RouteModel {
     pub invalid_rules: Vec<String>,
     /// Every backendRef that did not resolve, in rule and ref order.
     pub backend_errors: Vec<BackendError>,
+    /// Rules that did not decode (see `lenient.rs`), by index: why.
+    pub undecodable: BTreeMap<usize, String>,
 }
 
 #[derive(Debug, Clone)]
@@ -137,6 +140,7 @@ impl RouteModel {
             rules: vec![],
             invalid_rules: vec![],
             backend_errors: vec![],
+            undecodable: crate::lenient::dropped_rules(meta.annotations.as_ref()),
             key,
         }
     }
@@ -151,6 +155,10 @@ impl RouteModel {
         let default_rules = vec![R::default()];
         let rules = rules.filter(|r| !r.is_empty()).unwrap_or(&default_rules);
         for (index, spec) in rules.iter().enumerate() {
+            if let Some(why) = self.undecodable.get(&index) {
+                self.invalid_rules.push(format!("rule {index}: {why}"));
+                continue;
+            }
             match read(&self.key.namespace, index, spec, &mut self.backend_errors) {
                 Ok(rule) => self.rules.push(rule),
                 Err(why) => self.invalid_rules.push(format!("rule {index}: {why}")),

@@ -23,6 +23,7 @@
 use crate::discovery::{self, ServedVersions};
 use crate::index::{Event, Index};
 use aether_gateway::StoreObject;
+use aether_gateway::lenient;
 use aether_gateway::load::default_older_versions_json;
 use aether_ir::ObjectRef;
 use futures::StreamExt;
@@ -243,7 +244,9 @@ fn list_empty<T: StoreObject>(index: &Index) {
     index.apply(Event::<T>::InitDone);
 }
 
-/// The typed object, or `None` (with a warning naming it) if it does not fit the type.
+/// The typed object, or `None` (with a warning naming it) if it does not fit the
+/// type. A route rule with a value we do not know is dropped, not the route
+/// (`aether_gateway::lenient`): the route's status then names the field.
 pub(crate) fn convert<T: StoreObject + DeserializeOwned>(obj: DynamicObject) -> Option<T> {
     let name = format!(
         "{}/{}",
@@ -258,10 +261,24 @@ pub(crate) fn convert<T: StoreObject + DeserializeOwned>(obj: DynamicObject) -> 
         }
     };
     default_older_versions_json(T::KIND, &mut value);
-    match serde_json::from_value(value) {
-        Ok(t) => Some(t),
+    // Only our decoder sets these.
+    if let Some(notes) = value
+        .pointer_mut("/metadata/annotations")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        notes.retain(|k, _| !k.starts_with(lenient::DROPPED_RULE));
+    }
+    if let Ok(t) = serde_json::from_value(value.clone()) {
+        return Some(t);
+    }
+    match lenient::decode_json::<T>(&value) {
+        Ok(t) => {
+            let dropped = lenient::dropped_rules(t.metadata().annotations.as_ref());
+            warn!(kind = T::KIND, object = %name, dropped = ?dropped, "rules with unsupported values dropped");
+            Some(t)
+        }
         Err(e) => {
-            warn!(kind = T::KIND, object = %name, error = %e, "skipping an object that does not deserialize");
+            warn!(kind = T::KIND, object = %name, error = %e, "an object that does not deserialize is not served");
             None
         }
     }
@@ -291,8 +308,14 @@ where
             }
             Ok(watcher::Event::InitDone) => index.apply(Event::<T>::InitDone),
             Ok(watcher::Event::Apply(obj)) => {
-                if let Some(t) = convert::<T>(obj) {
-                    index.apply(Event::Apply(t));
+                let key = ObjectRef::new(
+                    obj.metadata.namespace.clone().unwrap_or_default(),
+                    obj.metadata.name.clone().unwrap_or_default(),
+                );
+                match convert::<T>(obj) {
+                    Some(t) => index.apply(Event::Apply(t)),
+                    // Its previous version must not go on being served.
+                    None => index.apply(Event::<T>::Delete(key)),
                 }
             }
             Ok(watcher::Event::Delete(obj)) => {
@@ -323,6 +346,35 @@ mod tests {
         let route = convert::<TcpRoute>(obj).expect("decodes");
         assert_eq!(route.spec.rules.len(), 1);
         assert!(route.spec.rules[0].backend_refs.is_empty());
+    }
+
+    #[test]
+    fn a_rule_with_an_unknown_value_is_dropped_and_a_forged_drop_is_not() {
+        use gateway_api::apis::standard::httproutes::HttpRoute;
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"namespace": "app", "name": "r",
+                "annotations": {"decode.aether.io/dropped-rule-0": "forged"}},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [
+                {"backendRefs": [{"name": "web", "port": 80}]},
+                {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "ftp"}}]},
+            ]},
+        }))
+        .unwrap();
+        let route = convert::<HttpRoute>(obj).expect("the route decodes");
+        let dropped = lenient::dropped_rules(route.metadata.annotations.as_ref());
+        assert_eq!(dropped.keys().copied().collect::<Vec<_>>(), vec![1]);
+        assert!(dropped[&1].contains("scheme"), "{}", dropped[&1]);
+
+        let broken: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"namespace": "app", "name": "r"},
+            "spec": {"parentRefs": [{"name": "gw", "port": "eighty"}]},
+        }))
+        .unwrap();
+        assert!(convert::<HttpRoute>(broken).is_none());
     }
 
     /// Runs a pass and applies it, as the loop does.
