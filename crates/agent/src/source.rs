@@ -1,9 +1,11 @@
 //! The standalone source: a directory of Gateway API YAML.
 //!
 //! Every `*.yaml` / `*.yml` file (not recursive, sorted by name) is parsed into one
-//! [`Store`]. A directory loads all or nothing: if any file fails, the error names
-//! every failing file, line and object, and the caller keeps serving the last good
-//! store. Changes are noticed through a cheap [`Fingerprint`] (names, sizes and
+//! [`Store`]. A file loads all or nothing: one that fails keeps its last good
+//! version (none, if it never parsed), every other file loads, and the problems
+//! name every failing file, line and object ([`ParseCache::load_each`], what the
+//! server runs once it has published). The one-shot commands, and the server
+//! until its first complete load, load strictly: any problem is an error. Changes are noticed through a cheap [`Fingerprint`] (names, sizes and
 //! modification times) so an unchanged directory is never re-parsed, and a
 //! [`ParseCache`] keeps each file's objects so a reload parses only the files
 //! that changed.
@@ -72,8 +74,22 @@ fn stamp(path: &Path) -> FileStamp {
 
 impl ParseCache {
     /// [`load_dir`], re-parsing only the files whose stamp changed since they
-    /// last parsed cleanly.
+    /// last parsed cleanly: strict, any problem fails the whole load.
     pub fn load(&mut self, dir: &Path) -> Result<Store, LoadFailure> {
+        let (store, problems) = self.load_each(dir)?;
+        if problems.is_empty() {
+            Ok(store)
+        } else {
+            Err(LoadFailure {
+                dir: dir.to_path_buf(),
+                problems,
+            })
+        }
+    }
+
+    /// Every file that parses, and for each that does not its last good version
+    /// (if any), with the problems. `Err` only when the directory cannot be read.
+    pub fn load_each(&mut self, dir: &Path) -> Result<(Store, Vec<String>), LoadFailure> {
         let failure = |problems| LoadFailure {
             dir: dir.to_path_buf(),
             problems,
@@ -87,7 +103,6 @@ impl ParseCache {
             if self.files.get(path).is_some_and(|(s, _)| *s == now) {
                 continue;
             }
-            self.files.remove(path);
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -103,14 +118,11 @@ impl ParseCache {
                 Err(e) => problems.push(format!("{name}: {e}")),
             }
         }
-        if !problems.is_empty() {
-            return Err(failure(problems));
-        }
         let mut store = Store::default();
         for (_, file) in self.files.values() {
             store.merge(file);
         }
-        Ok(store)
+        Ok((store, problems))
     }
 }
 
@@ -187,6 +199,37 @@ mod tests {
         assert!(cache.load(&dir).is_err());
         std::fs::write(dir.join("c.yaml"), ns("c")).unwrap();
         assert_eq!(cache.load(&dir).unwrap().len(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_broken_file_keeps_its_last_good_version_and_holds_back_no_other() {
+        let dir = tempdir("each");
+        let ns =
+            |name: &str| format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n");
+        let names = |store: &Store| -> Vec<String> {
+            store
+                .all::<k8s_openapi::api::core::v1::Namespace>()
+                .keys()
+                .map(|k| k.name.clone())
+                .collect()
+        };
+        std::fs::write(dir.join("a.yaml"), ns("a")).unwrap();
+        std::fs::write(dir.join("b.yaml"), ns("b")).unwrap();
+        let mut cache = ParseCache::default();
+        let (store, problems) = cache.load_each(&dir).unwrap();
+        assert!(problems.is_empty());
+        assert_eq!(names(&store), ["a", "b"]);
+        // b breaks while a changes: a's change loads, b keeps its last good version.
+        std::fs::write(dir.join("a.yaml"), ns("a2")).unwrap();
+        std::fs::write(dir.join("b.yaml"), "kind: [").unwrap();
+        std::fs::write(dir.join("c.yaml"), "apiVersion: v1\nkind: Nonsense\n").unwrap();
+        let (store, problems) = cache.load_each(&dir).unwrap();
+        assert_eq!(names(&store), ["a2", "b"]);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("b.yaml:"), "{problems:?}");
+        assert!(problems[1].starts_with("c.yaml:"), "{problems:?}");
+        assert!(cache.load(&dir).is_err(), "strict loading still fails");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

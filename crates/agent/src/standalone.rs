@@ -132,10 +132,30 @@ async fn watch_dir(dir: PathBuf, pipeline: Arc<Pipeline>, mut shutdown: watch::R
     }
 }
 
+/// One file's problem holds back no other file: every file that parses is
+/// served, one that does not keeps its last good version. Until a first load is
+/// complete, loading is strict: a half-read directory must not replace what a
+/// running Envoy got from our previous run.
 fn reload(dir: &std::path::Path, pipeline: &Pipeline, cache: &mut ParseCache) {
-    match cache.load(dir) {
-        Ok(store) => {
-            pipeline.stats.loads_ok.fetch_add(1, Ordering::Relaxed);
+    let loaded = if pipeline.subscribe().borrow().is_none() {
+        cache.load(dir).map(|store| (store, Vec::new()))
+    } else {
+        cache.load_each(dir)
+    };
+    match loaded {
+        Ok((store, problems)) => {
+            if problems.is_empty() {
+                pipeline.stats.loads_ok.fetch_add(1, Ordering::Relaxed);
+            } else {
+                pipeline.stats.loads_failed.fetch_add(1, Ordering::Relaxed);
+                let failure = source::LoadFailure {
+                    dir: dir.to_path_buf(),
+                    problems,
+                };
+                error!(
+                    "{failure}; those files keep their last good version, every other file is loaded"
+                );
+            }
             if pipeline.apply(&store) {
                 info!(dir = %dir.display(), "configuration loaded and published");
             }
