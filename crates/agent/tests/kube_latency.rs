@@ -74,10 +74,14 @@ async fn latency() {
     )
     .await;
 
-    // A watch records when each route is first seen Accepted=True.
+    // A watch records when each route is first seen Accepted=True, and every
+    // route seen not Accepted after that (a flip: per-object gating forbids it,
+    // nothing about an accepted route changes).
     let accepted: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
+    let flips: Arc<Mutex<Vec<String>>> = Arc::default();
     let api: kube::Api<HttpRoute> = kube::Api::namespaced(client.clone(), NS);
     let seen = accepted.clone();
+    let flipped = flips.clone();
     let watch = tokio::spawn(async move {
         // Backoff: against a stopped API server an unpaced watcher never yields.
         let mut events = watcher(api, watcher::Config::default())
@@ -91,12 +95,14 @@ async fn latency() {
             let ok = our_parent(&v, "gw", None)
                 .and_then(|p| status_reason(&p["conditions"], "Accepted"))
                 == Some(("True".into(), "Accepted".into()));
+            let name = v["metadata"]["name"].as_str().unwrap().to_string();
             if ok {
-                let name = v["metadata"]["name"].as_str().unwrap().to_string();
                 seen.lock()
                     .unwrap()
                     .entry(name)
                     .or_insert_with(Instant::now);
+            } else if seen.lock().unwrap().contains_key(&name) {
+                flipped.lock().unwrap().push(name);
             }
         }
     });
@@ -184,6 +190,11 @@ async fn latency() {
     assert!(
         burst_writes < 2 * ROUTES as u64,
         "{burst_writes} writes for {ROUTES} routes: not batched"
+    );
+    let flips = flips.lock().unwrap().clone();
+    assert!(
+        flips.is_empty(),
+        "accepted routes turned not Accepted while others were added: {flips:?}"
     );
     watch.abort();
     drop(agent);
