@@ -38,9 +38,10 @@ pub mod subscription;
 #[cfg(test)]
 mod fixtures;
 
+pub use aether_ir::AckState;
 pub use delta::DeltaStream;
 pub use event::{Event, Nack, Output};
-pub use fleet::{Fleet, FleetStream, FleetView, GatewayAck, GatewayServed, Protocol};
+pub use fleet::{Fleet, FleetStream, FleetView, GatewayServed, Protocol};
 pub use serve::{ServeError, XdsListener, bind, serve, serve_on};
 pub use server::AdsServer;
 pub use sotw::SotwStream;

@@ -1,7 +1,7 @@
 //! The ADS server over a real socket: a tonic client plays Envoy, in SotW and in
 //! Delta, and the fleet view follows what it ACKs and NACKs.
 
-use aether_ads::{AdsServer, Fleet, GatewayAck, bind, serve_on};
+use aether_ads::{AckState, AdsServer, Fleet, bind, serve_on};
 use aether_ir::ObjectRef;
 use aether_xds::{Resource, ResourceType, Snapshot};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
@@ -129,8 +129,8 @@ async fn start() -> Running {
 async fn wait_for(
     fleet: &Fleet,
     snapshot: &Snapshot,
-    want: impl Fn(&GatewayAck) -> bool,
-) -> GatewayAck {
+    want: impl Fn(&AckState) -> bool,
+) -> AckState {
     let mut changes = fleet.subscribe();
     tokio::time::timeout(WAIT, async {
         loop {
@@ -197,8 +197,8 @@ async fn sotw_handshake_ack_nack_and_disconnect() {
     }
     let s1 = snapshot(1);
     assert_eq!(
-        wait_for(&running.fleet, &s1, |s| *s == GatewayAck::Acked).await,
-        GatewayAck::Acked
+        wait_for(&running.fleet, &s1, |s| *s == AckState::Acked).await,
+        AckState::Acked
     );
     assert!(running.fleet.debug_view().nodes.contains_key("envoy-sotw"));
 
@@ -217,8 +217,8 @@ async fn sotw_handshake_ack_nack_and_disconnect() {
         ..sotw(RDS, &["routes"], &pushed.nonce)
     };
     tx.send(nack).await.unwrap();
-    let state = wait_for(&running.fleet, &s2, |s| matches!(s, GatewayAck::Nacked(_))).await;
-    let GatewayAck::Nacked(msg) = state else {
+    let state = wait_for(&running.fleet, &s2, |s| matches!(s, AckState::Nacked(_))).await;
+    let AckState::Nacked(msg) = state else {
         unreachable!()
     };
     assert!(
@@ -237,7 +237,7 @@ async fn sotw_handshake_ack_nack_and_disconnect() {
         "not the rejected version again"
     );
     tx.send(sotw(RDS, &["routes"], &fixed.nonce)).await.unwrap();
-    wait_for(&running.fleet, &s3, |s| *s == GatewayAck::Acked).await;
+    wait_for(&running.fleet, &s3, |s| *s == AckState::Acked).await;
 
     let metrics = running.fleet.render_metrics();
     assert!(
@@ -251,7 +251,7 @@ async fn sotw_handshake_ack_nack_and_disconnect() {
 
     drop(tx);
     drop(responses);
-    wait_for(&running.fleet, &s3, |s| *s == GatewayAck::Pending).await;
+    wait_for(&running.fleet, &s3, |s| *s == AckState::Pending).await;
     assert!(running.fleet.debug_view().nodes.is_empty());
 }
 
@@ -302,7 +302,7 @@ async fn delta_handshake_and_incremental_update() {
     let r = next(&mut responses).await;
     assert_eq!(r.resources[0].name, "routes");
     tx.send(delta(RDS, &[], &r.nonce)).await.unwrap();
-    wait_for(&running.fleet, &s1, |s| *s == GatewayAck::Acked).await;
+    wait_for(&running.fleet, &s1, |s| *s == AckState::Acked).await;
 
     let s2 = snapshot(2);
     running.snapshots.send(s2.clone()).unwrap();
@@ -313,12 +313,9 @@ async fn delta_handshake_and_incremental_update() {
         r.resources[0].version,
         s2.version_of(RDS, "routes").unwrap()
     );
-    assert_eq!(
-        running.fleet.gateway_state(&s2, &web()),
-        GatewayAck::Pending
-    );
+    assert_eq!(running.fleet.gateway_state(&s2, &web()), AckState::Pending);
     tx.send(delta(RDS, &[], &r.nonce)).await.unwrap();
-    wait_for(&running.fleet, &s2, |s| *s == GatewayAck::Acked).await;
+    wait_for(&running.fleet, &s2, |s| *s == AckState::Acked).await;
     let view = running.fleet.debug_view();
     assert_eq!(
         view.nodes["envoy-delta"].acked["RDS"].resources["routes"],

@@ -3,7 +3,7 @@
 //! whenever a Gateway becomes programmed, pending or rejected.
 
 use crate::pipeline::Published;
-use aether_ads::{AdsServer, Fleet, GatewayAck};
+use aether_ads::{AckState, AdsServer, Fleet};
 use aether_ir::ObjectRef;
 use aether_xds::Snapshot;
 use anyhow::Context;
@@ -93,9 +93,9 @@ async fn report_programmed(mut published: watch::Receiver<Option<Arc<Published>>
             let mut now = BTreeMap::new();
             for (gw, state) in fleet.gateway_states(&snapshot) {
                 let state = match state {
-                    GatewayAck::Acked => "programmed".to_string(),
-                    GatewayAck::Pending => "pending".to_string(),
-                    GatewayAck::Nacked(msg) => format!("rejected by Envoy: {msg}"),
+                    AckState::Acked => "programmed".to_string(),
+                    AckState::Pending => "pending".to_string(),
+                    AckState::Nacked(msg) => format!("rejected by Envoy: {msg}"),
                 };
                 if last.get(&gw) != Some(&state) {
                     info!(gateway = %gw, "{state}");

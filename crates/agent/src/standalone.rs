@@ -15,7 +15,7 @@ use crate::cli::StandaloneArgs;
 use crate::pipeline::{Pipeline, Published};
 use crate::serve;
 use crate::source::{self, Fingerprint, ParseCache};
-use aether_ads::{Fleet, GatewayAck, GatewayServed};
+use aether_ads::{Fleet, GatewayServed};
 use aether_gateway::gate::Pending;
 use aether_gateway::{AckState, Served};
 use aether_ir::ObjectRef;
@@ -83,11 +83,7 @@ pub fn local_served(snapshot: &Snapshot, gw: &ObjectRef, served: Option<&Gateway
     let (Some(served), Some(resources)) = (served, snapshot.gateways.get(gw)) else {
         return Served::whole(AckState::Pending);
     };
-    let gateway = match &served.gateway {
-        GatewayAck::Acked => AckState::Acked,
-        GatewayAck::Nacked(msg) => AckState::Nacked(msg.clone()),
-        GatewayAck::Pending => AckState::Pending,
-    };
+    let gateway = served.gateway.clone();
     let pending = resources
         .routes
         .keys()

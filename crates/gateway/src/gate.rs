@@ -13,19 +13,9 @@
 //! served. Only what is new or changed and not served yet is `Pending`.
 
 use crate::status::{Condition, StatusPlan, condition};
+pub use aether_ir::AckState;
 use aether_ir::{ObjectRef, names};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// What the Envoy fleet has done with (part of) a Gateway's current config.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AckState {
-    /// Every ready Envoy ACKed a snapshot with it.
-    Acked,
-    /// Not yet (or no Envoy is connected).
-    Pending,
-    /// An Envoy rejected it, with Envoy's message.
-    Nacked(String),
-}
 
 /// What the fleet serves of one Gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]

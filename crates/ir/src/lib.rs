@@ -43,6 +43,18 @@ impl fmt::Display for ObjectRef {
     }
 }
 
+/// What the Envoy fleet has done with (part of) a Gateway's current config: the
+/// one vocabulary of the ACK gate, from the ADS fleet view to the status plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AckState {
+    /// Every connected Envoy ACKed it (and there is at least one).
+    Acked,
+    /// Not everywhere yet, or no Envoy is connected.
+    Pending,
+    /// An Envoy rejected it: which node, and what it said.
+    Nacked(String),
+}
+
 /// Everything one data plane serves.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub struct Ir {

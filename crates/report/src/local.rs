@@ -1,7 +1,7 @@
 //! What one agent's local Envoy serves, as a report for the leader.
 
 use crate::pb::AckReport;
-use aether_ads::{Fleet, GatewayAck};
+use aether_ads::{AckState, Fleet};
 use aether_xds::Snapshot;
 use aether_xds::parts::OWN;
 
@@ -36,15 +36,15 @@ pub fn local_report(node: &str, fleet: &Fleet, snapshot: &Snapshot) -> AckReport
             continue;
         }
         match s.gateway {
-            GatewayAck::Acked => {
+            AckState::Acked => {
                 report
                     .acked_parts
                     .insert(part_key(&key, OWN), resources.own.fingerprint.clone());
             }
-            GatewayAck::Nacked(msg) => {
+            AckState::Nacked(msg) => {
                 report.nacked.insert(key.clone(), msg);
             }
-            GatewayAck::Pending => {}
+            AckState::Pending => {}
         }
         for route in s.routes {
             if let Some(parts) = resources.routes.get(&route) {

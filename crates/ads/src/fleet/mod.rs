@@ -29,7 +29,7 @@ pub use view::{FleetView, NackView, NodeView, TypeView};
 
 use crate::event::{Event, Nack};
 use crate::subscription::Versions;
-use aether_ir::ObjectRef;
+use aether_ir::{AckState, ObjectRef};
 use aether_xds::{GatewayResources, ResourceType, Snapshot};
 use metrics::Metrics;
 use std::collections::BTreeMap;
@@ -64,17 +64,6 @@ struct StreamState {
     nacks: BTreeMap<ResourceType, Nack>,
     /// The type of the most recent NACK, to tell which one is "last".
     last_nack: Option<ResourceType>,
-}
-
-/// Whether the fleet serves a Gateway's current config.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GatewayAck {
-    /// Every connected Envoy ACKed the Gateway's current hash (and there is one).
-    Acked,
-    /// Not everywhere yet, or no Envoy connected.
-    Pending,
-    /// An Envoy rejected a resource of this Gateway: which node, and what it said.
-    Nacked(String),
 }
 
 /// One open stream's registration; dropping it disconnects the stream.
@@ -158,9 +147,9 @@ impl Fleet {
     }
 
     /// The status gate for one Gateway of `snapshot`.
-    pub fn gateway_state(&self, snapshot: &Snapshot, gw: &ObjectRef) -> GatewayAck {
+    pub fn gateway_state(&self, snapshot: &Snapshot, gw: &ObjectRef) -> AckState {
         let Some(resources) = snapshot.gateways.get(gw) else {
-            return GatewayAck::Pending;
+            return AckState::Pending;
         };
         let inner = self.lock();
         gateway_state(&inner.nodes(), snapshot, resources)
@@ -168,7 +157,7 @@ impl Fleet {
 
     /// [`Fleet::gateway_state`] for every Gateway of `snapshot` at once: the fleet
     /// is merged once, not once per Gateway.
-    pub fn gateway_states(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, GatewayAck> {
+    pub fn gateway_states(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, AckState> {
         let inner = self.lock();
         let nodes = inner.nodes();
         snapshot
@@ -370,7 +359,7 @@ impl<'a> NodeState<'a> {
 /// serve the Gateway's current config; Nacked when one that does not stands on a
 /// NACK of one of its resources (the first such node by id); Pending otherwise,
 /// including when no node is connected.
-fn join<'n>(nodes: impl IntoIterator<Item = (&'n str, NodeGateway)>) -> GatewayAck {
+fn join<'n>(nodes: impl IntoIterator<Item = (&'n str, NodeGateway)>) -> AckState {
     let mut any = false;
     let mut all_acked = true;
     for (node, standing) in nodes {
@@ -380,13 +369,13 @@ fn join<'n>(nodes: impl IntoIterator<Item = (&'n str, NodeGateway)>) -> GatewayA
         }
         all_acked = false;
         if let Some(why) = standing.rejected {
-            return GatewayAck::Nacked(format!("Envoy {node} {why}"));
+            return AckState::Nacked(format!("Envoy {node} {why}"));
         }
     }
     if any && all_acked {
-        GatewayAck::Acked
+        AckState::Acked
     } else {
-        GatewayAck::Pending
+        AckState::Pending
     }
 }
 
@@ -394,7 +383,7 @@ fn gateway_state(
     nodes: &BTreeMap<&str, NodeState<'_>>,
     snapshot: &Snapshot,
     resources: &GatewayResources,
-) -> GatewayAck {
+) -> AckState {
     join(
         nodes
             .iter()

@@ -10,7 +10,7 @@
 //! the routes that version carries unchanged: [`History`] keeps, per resource,
 //! the fragments of the versions an Envoy may hold (see `aether_xds::parts`).
 
-use super::{Fleet, GatewayAck, NodeState, StreamState};
+use super::{AckState, Fleet, NodeState, StreamState};
 use aether_ir::ObjectRef;
 use aether_xds::parts::OWN;
 use aether_xds::{ObjectParts, ResourceType, Snapshot};
@@ -27,7 +27,7 @@ pub struct GatewayServed {
     pub whole: bool,
     /// The Gateway's own share (its listeners): Acked when every node serves
     /// it; Nacked when a node rejected any of the Gateway's resources.
-    pub gateway: GatewayAck,
+    pub gateway: AckState,
     /// Route keys whose current config every connected node serves.
     pub routes: BTreeSet<String>,
 }
@@ -134,9 +134,9 @@ impl Fleet {
                     }
                 }
                 let gateway = match rejected {
-                    Some(msg) => GatewayAck::Nacked(msg),
-                    None if any && standings.iter().all(|(_, _, own)| *own) => GatewayAck::Acked,
-                    None => GatewayAck::Pending,
+                    Some(msg) => AckState::Nacked(msg),
+                    None if any && standings.iter().all(|(_, _, own)| *own) => AckState::Acked,
+                    None => AckState::Pending,
                 };
                 let routes = if !any {
                     BTreeSet::new()

@@ -1,6 +1,6 @@
 //! Fleet scripts: streams connect, ACK, NACK and leave; the Gateway view follows.
 
-use super::{Fleet, GatewayAck, Protocol};
+use super::{AckState, Fleet, Protocol};
 use crate::event::{Event, Nack};
 use crate::fixtures::*;
 use crate::subscription::Versions;
@@ -55,7 +55,7 @@ fn acked_needs_every_connected_node() {
     let one = gw("a/one");
     assert_eq!(
         fleet.gateway_state(&snap, &one),
-        GatewayAck::Pending,
+        AckState::Pending,
         "no node connected"
     );
 
@@ -64,7 +64,7 @@ fn acked_needs_every_connected_node() {
     ack_everything(&a, &snap);
     assert_eq!(
         fleet.gateway_state(&snap, &one),
-        GatewayAck::Pending,
+        AckState::Pending,
         "node-b has nothing"
     );
     let acks = fleet.gateway_acks(&snap);
@@ -75,17 +75,17 @@ fn acked_needs_every_connected_node() {
     assert_eq!(acks["node-b"][&one], None);
 
     ack_everything(&b, &snap);
-    assert_eq!(fleet.gateway_state(&snap, &one), GatewayAck::Acked);
-    assert_eq!(fleet.gateway_state(&snap, &gw("b/two")), GatewayAck::Acked);
+    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Acked);
+    assert_eq!(fleet.gateway_state(&snap, &gw("b/two")), AckState::Acked);
     assert_eq!(
         fleet.gateway_state(&snap, &gw("c/absent")),
-        GatewayAck::Pending
+        AckState::Pending
     );
 
     // A new route table for a/one: b/two stays Acked, a/one waits.
     let next = snapshot(2);
-    assert_eq!(fleet.gateway_state(&next, &one), GatewayAck::Pending);
-    assert_eq!(fleet.gateway_state(&next, &gw("b/two")), GatewayAck::Acked);
+    assert_eq!(fleet.gateway_state(&next, &one), AckState::Pending);
+    assert_eq!(fleet.gateway_state(&next, &gw("b/two")), AckState::Acked);
     assert_ne!(
         fleet.gateway_acks(&next)["node-a"][&one].as_deref(),
         Some(next.gateways[&one].hash.as_str()),
@@ -118,7 +118,7 @@ fn nack_names_the_node_and_envoys_message_until_it_acks() {
             .into(),
         },
     });
-    let GatewayAck::Nacked(msg) = fleet.gateway_state(&next, &one) else {
+    let AckState::Nacked(msg) = fleet.gateway_state(&next, &one) else {
         panic!(
             "expected Nacked, got {:?}",
             fleet.gateway_state(&next, &one)
@@ -128,11 +128,11 @@ fn nack_names_the_node_and_envoys_message_until_it_acks() {
     assert!(msg.contains("duplicate domain"), "{msg}");
     assert!(msg.contains("RDS"), "{msg}");
     // The rejection is about a/one's route table, not b/two.
-    assert_eq!(fleet.gateway_state(&next, &gw("b/two")), GatewayAck::Acked);
+    assert_eq!(fleet.gateway_state(&next, &gw("b/two")), AckState::Acked);
     let all = fleet.gateway_states(&next);
     assert_eq!(all.len(), 2);
-    assert!(matches!(&all[&one], GatewayAck::Nacked(m) if *m == msg));
-    assert_eq!(all[&gw("b/two")], GatewayAck::Acked);
+    assert!(matches!(&all[&one], AckState::Nacked(m) if *m == msg));
+    assert_eq!(all[&gw("b/two")], AckState::Acked);
 
     let view = fleet.debug_view();
     let nack = view.nodes["node-b"]
@@ -144,7 +144,7 @@ fn nack_names_the_node_and_envoys_message_until_it_acks() {
     assert!(view.nodes["node-a"].last_nack.is_none());
 
     b.record(&ack_all(&next, RDS));
-    assert_eq!(fleet.gateway_state(&next, &one), GatewayAck::Acked);
+    assert_eq!(fleet.gateway_state(&next, &one), AckState::Acked);
     assert!(fleet.debug_view().nodes["node-b"].last_nack.is_none());
 }
 
@@ -159,13 +159,13 @@ fn disconnected_nodes_drop_out_and_reconnects_start_empty() {
     ack_everything(&a, &snap);
     assert!(changes.has_changed().unwrap());
     changes.mark_unchanged();
-    assert_eq!(fleet.gateway_state(&snap, &one), GatewayAck::Pending);
+    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Pending);
 
     drop(b);
     assert!(changes.has_changed().unwrap(), "a disconnect is a change");
     assert_eq!(
         fleet.gateway_state(&snap, &one),
-        GatewayAck::Acked,
+        AckState::Acked,
         "only node-a is left"
     );
     assert_eq!(
@@ -174,11 +174,11 @@ fn disconnected_nodes_drop_out_and_reconnects_start_empty() {
     );
 
     drop(a);
-    assert_eq!(fleet.gateway_state(&snap, &one), GatewayAck::Pending);
+    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Pending);
     let again = fleet.connect("node-a", Protocol::Delta);
     assert_eq!(fleet.gateway_acks(&snap)["node-a"][&one], None);
     ack_everything(&again, &snap);
-    assert_eq!(fleet.gateway_state(&snap, &one), GatewayAck::Acked);
+    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Acked);
 }
 
 #[test]
@@ -193,7 +193,7 @@ fn streams_of_one_node_merge() {
     for ty in [LDS, RDS] {
         new.record(&ack_all(&snap, ty));
     }
-    assert_eq!(fleet.gateway_state(&snap, &gw("a/one")), GatewayAck::Acked);
+    assert_eq!(fleet.gateway_state(&snap, &gw("a/one")), AckState::Acked);
     let view = fleet.debug_view();
     assert_eq!(view.nodes.len(), 1);
     assert_eq!(view.nodes["node-a"].streams, 2);
@@ -312,10 +312,10 @@ fn gateway_states_at_fleet_scale() {
     let states = fleet.gateway_states(&snap);
     eprintln!("1000 Gateways × 100 nodes: {:?}", started.elapsed());
     assert_eq!(states.len(), gateways);
-    assert!(states.values().all(|s| *s == GatewayAck::Acked));
+    assert!(states.values().all(|s| *s == AckState::Acked));
     // One by one agrees (sampled: each call hashes the Gateway for every node).
     for gw in snap.gateways.keys().step_by(100) {
-        assert_eq!(fleet.gateway_state(&snap, gw), GatewayAck::Acked);
+        assert_eq!(fleet.gateway_state(&snap, gw), AckState::Acked);
     }
     // One node holding an older route table of one Gateway: only that one waits.
     let Event::Acked { ty, mut versions } = ack_all(&snap, RDS) else {
@@ -324,9 +324,9 @@ fn gateway_states_at_fleet_scale() {
     versions.insert("r7".to_string(), "older".to_string());
     streams[42].record(&Event::Acked { ty, versions });
     let states = fleet.gateway_states(&snap);
-    assert_eq!(states[&gw("ns/gw7")], GatewayAck::Pending);
+    assert_eq!(states[&gw("ns/gw7")], AckState::Pending);
     assert_eq!(
-        states.values().filter(|s| **s == GatewayAck::Acked).count(),
+        states.values().filter(|s| **s == AckState::Acked).count(),
         gateways - 1
     );
 }
@@ -347,7 +347,7 @@ mod served {
         let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
         let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("c", "/c")]);
         let node = fleet.connect("node-a", Protocol::Sotw);
-        assert_eq!(fleet.served(&v1)[&web].gateway, GatewayAck::Pending);
+        assert_eq!(fleet.served(&v1)[&web].gateway, AckState::Pending);
         assert!(fleet.served(&v1)[&web].routes.is_empty());
         ack_everything(&node, &v1);
         let s = fleet.served(&v1);
@@ -359,7 +359,7 @@ mod served {
         assert!(!s[&web].whole);
         assert_eq!(
             s[&web].gateway,
-            GatewayAck::Acked,
+            AckState::Acked,
             "the listener is unchanged"
         );
         assert_eq!(s[&web].routes, keys(&["a", "b"]), "c is not served yet");
@@ -388,7 +388,7 @@ mod served {
         // alike; c only by quick.
         let s = fleet.served(&v3);
         assert_eq!(s[&web].routes, keys(&["b"]));
-        assert_eq!(s[&web].gateway, GatewayAck::Acked);
+        assert_eq!(s[&web].gateway, AckState::Acked);
         ack_everything(&slow, &v3);
         ack_everything(&quick, &v3);
         assert_eq!(fleet.served(&v3)[&web].routes, keys(&["a", "b", "c"]));
@@ -417,7 +417,7 @@ mod served {
             },
         });
         let s = fleet.served(&v2);
-        let GatewayAck::Nacked(msg) = &s[&web].gateway else {
+        let AckState::Nacked(msg) = &s[&web].gateway else {
             panic!("expected Nacked, got {:?}", s[&web].gateway);
         };
         assert!(msg.contains("invalid regex"), "{msg}");

@@ -16,7 +16,7 @@
 
 mod config;
 
-use aether_ads::{AdsServer, Fleet, GatewayAck, bind, serve_on};
+use aether_ads::{AckState, AdsServer, Fleet, bind, serve_on};
 use aether_xds::Snapshot;
 use config::{Variant, snapshot, snapshot_with, web};
 use std::path::{Path, PathBuf};
@@ -179,7 +179,7 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
     let result = async {
         let s1 = snapshot(listen_port, 1, false);
         eventually("Envoy to ACK the Gateway", async || {
-            (fleet.gateway_state(&s1, &web()) == GatewayAck::Acked).then_some(())
+            (fleet.gateway_state(&s1, &web()) == AckState::Acked).then_some(())
         })
         .await;
         eventually("traffic from rev 1", async || {
@@ -191,7 +191,7 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         let s2 = snapshot(listen_port, 2, true);
         publish.send(s2.clone()).unwrap();
         let msg = eventually("a NACK", async || match fleet.gateway_state(&s2, &web()) {
-            GatewayAck::Nacked(m) => Some(m),
+            AckState::Nacked(m) => Some(m),
             _ => None,
         })
         .await;
@@ -213,7 +213,7 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         let s3 = snapshot(listen_port, 3, false);
         publish.send(s3.clone()).unwrap();
         eventually("Envoy to ACK the fix", async || {
-            (fleet.gateway_state(&s3, &web()) == GatewayAck::Acked).then_some(())
+            (fleet.gateway_state(&s3, &web()) == AckState::Acked).then_some(())
         })
         .await;
         eventually("traffic from rev 3", async || {
@@ -234,7 +234,7 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         let pushed_at = tokio::time::Instant::now();
         publish.send(s4.clone()).unwrap();
         eventually("Envoy to ACK the updated cluster", async || {
-            (fleet.gateway_state(&s4, &web()) == GatewayAck::Acked).then_some(())
+            (fleet.gateway_state(&s4, &web()) == AckState::Acked).then_some(())
         })
         .await;
         let admin = std::fs::read_to_string(dir.join("admin.txt")).expect("Envoy admin address");
@@ -277,7 +277,7 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
             pushed_at.elapsed()
         );
         eventually("Envoy to ACK the updated listener", async || {
-            (fleet.gateway_state(&s5, &web()) == GatewayAck::Acked).then_some(())
+            (fleet.gateway_state(&s5, &web()) == AckState::Acked).then_some(())
         })
         .await;
         assert_eq!(get(listen_port).await.as_deref(), Some("rev 3"));
@@ -298,7 +298,7 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         let fleet = Fleet::new();
         let (_stop, _served) = start_xds(&listen, snapshots.clone(), fleet.clone()).await;
         eventually("Envoy to reconnect and ACK", async || {
-            (fleet.gateway_state(&s3, &web()) == GatewayAck::Acked).then_some(())
+            (fleet.gateway_state(&s3, &web()) == AckState::Acked).then_some(())
         })
         .await;
         if api_type == "DELTA_GRPC" {
@@ -324,7 +324,7 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         );
         publish.send(s6.clone()).unwrap();
         eventually("Envoy to ACK the new listener", async || {
-            (fleet.gateway_state(&s6, &web()) == GatewayAck::Acked).then_some(())
+            (fleet.gateway_state(&s6, &web()) == AckState::Acked).then_some(())
         })
         .await;
         eventually("traffic on the new listener", async || {
@@ -395,7 +395,7 @@ async fn partial(mode: &str, api_type: &str) {
 
     let checks = async {
         eventually("Envoy to ACK the Gateway", async || {
-            (fleet.gateway_state(&s1, &web()) == GatewayAck::Acked).then_some(())
+            (fleet.gateway_state(&s1, &web()) == AckState::Acked).then_some(())
         })
         .await;
         let second_port = free_port();
@@ -411,7 +411,7 @@ async fn partial(mode: &str, api_type: &str) {
         let bad = aether_ir::ObjectRef::new("edge", "bad");
         let msg = eventually("edge/bad NACKed", async || {
             match fleet.gateway_state(&s2, &bad) {
-                GatewayAck::Nacked(m) => Some(m),
+                AckState::Nacked(m) => Some(m),
                 _ => None,
             }
         })
@@ -419,7 +419,7 @@ async fn partial(mode: &str, api_type: &str) {
         assert!(msg.contains(&node) && msg.contains("bad"), "{msg}");
         assert_eq!(
             fleet.gateway_state(&s2, &web()),
-            GatewayAck::Acked,
+            AckState::Acked,
             "the good listener of the same push was taken"
         );
         eventually("traffic on the good new listener", async || {
