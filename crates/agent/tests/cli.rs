@@ -102,7 +102,7 @@ fn a_broken_file_is_named_with_line_and_reason() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["standalone", "status", "translate", "bootstrap"] {
+    for sub in ["standalone", "status", "translate", "bootstrap", "agent"] {
         let (ok, out, _) = run(&[sub, "--help"]);
         assert!(ok && out.contains("Usage:"), "{sub}: {out}");
     }
