@@ -195,7 +195,12 @@ fn join(ready: &[&AckReport], current: &Current<'_>, recent: &Recent) -> Served 
         .iter()
         .find_map(|r| r.nacked.get(key).map(|m| (&r.node, m)))
     {
-        AckState::Nacked(format!("node {node}: {msg}"))
+        // The agent's message names its node already ("Envoy <node> rejected …").
+        if msg.starts_with(&format!("Envoy {node} ")) {
+            AckState::Nacked(msg.clone())
+        } else {
+            AckState::Nacked(format!("node {node}: {msg}"))
+        }
     } else if nodes.iter().all(|n| {
         n.whole
             || (!resources.own.parts.is_empty() && n.serves(key, OWN, &resources.own.fingerprint))
