@@ -382,12 +382,27 @@ async fn outage() {
     )
     .await;
     assert_eq!(pending["status"]["listeners"][0]["attachedRoutes"], 0);
-    let ok = metric(
-        &agent.metrics(),
-        "aether_edge_status_writes_total",
-        &["kind=\"Gateway\"", "result=\"ok\""],
-    );
-    assert!(ok >= 2, "writes succeeded after the outage: {ok}");
+    // Counted once its whole batch is back, which may be after the GET above
+    // already shows the write.
+    eventually(
+        Duration::from_secs(10),
+        "a second successful Gateway write counted",
+        || {
+            let ok = metric(
+                &agent.metrics(),
+                "aether_edge_status_writes_total",
+                &["kind=\"Gateway\"", "result=\"ok\""],
+            );
+            async move {
+                if ok >= 2 {
+                    Ok(())
+                } else {
+                    Err(format!("writes succeeded after the outage: {ok}"))
+                }
+            }
+        },
+    )
+    .await;
 
     // And the agent is fully back: a new Envoy ACKs, status follows.
     let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
