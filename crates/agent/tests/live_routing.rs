@@ -1,7 +1,8 @@
 //! Live: several Gateways and 26 HTTPRoutes with overlapping hostnames and
 //! hostname-less routes, served by a real Envoy through aether-edge's ADS; every
 //! request is checked against the backend it must reach. Then config changes
-//! propagate, and a broken file never takes down what runs.
+//! propagate, and a broken file never takes down what runs (it keeps its last
+//! good version) nor holds back another file.
 
 mod support;
 
@@ -470,9 +471,10 @@ fn gateways_and_routes_reach_the_right_backends_and_follow_changes() {
     );
     eprintln!("update propagated in {:?}", t.elapsed());
 
-    // A broken file is reported with its name and line; the last good config keeps serving.
+    // A file that breaks is reported with its name and line and keeps its last
+    // good version; it holds back no other file.
     std::fs::write(
-        dir.join("13-broken.yaml"),
+        dir.join("12-other.yaml"),
         "kind: HTTPRoute\nmetadata: [oops\n",
     )
     .unwrap();
@@ -480,11 +482,25 @@ fn gateways_and_routes_reach_the_right_backends_and_follow_changes() {
         agent
             .proc
             .log_text()
-            .contains("13-broken.yaml:")
+            .contains("12-other.yaml:")
             .then_some(())
     });
-    std::fs::remove_file(dir.join("12-other.yaml")).unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(
+        dir.join("14-extra.yaml"),
+        route(
+            "o-extra",
+            "default",
+            OTHER,
+            &[],
+            &(prefix("/extra") + &to("b9")),
+        ),
+    )
+    .unwrap();
+    converge(
+        &[c(p3, "any.test", "/extra", Want::Backend("b9"))],
+        "another file loads while one is broken",
+        &mut agent,
+    );
     converge(
         &cases[..24],
         "last good config while a file is broken",
@@ -492,14 +508,17 @@ fn gateways_and_routes_reach_the_right_backends_and_follow_changes() {
     );
     converge(
         &[c(p3, "any.test", "/one", Want::Backend("b8"))],
-        "still serving",
+        "the broken file's last good version still serving",
         &mut agent,
     );
 
-    // Fixing the directory applies the deletion: gw-other has no routes left.
-    std::fs::remove_file(dir.join("13-broken.yaml")).unwrap();
+    // Removing the broken file removes its routes: gw-other keeps only /extra.
+    std::fs::remove_file(dir.join("12-other.yaml")).unwrap();
     converge(
-        &[c(p3, "any.test", "/one", Want::Status(404))],
+        &[
+            c(p3, "any.test", "/one", Want::Status(404)),
+            c(p3, "any.test", "/extra", Want::Backend("b9")),
+        ],
         "route deletion",
         &mut agent,
     );
