@@ -107,7 +107,11 @@ impl Reports {
         let mut recent = self.recent.lock().expect("recent snapshots lock");
         recent.remember(snapshot);
         let nodes = self.nodes.lock().expect("reports lock");
-        let ready: Vec<&AckReport> = nodes.values().filter(|r| r.envoy_connected).collect();
+        // Every node whose agent reports must serve it, its Envoy connected or
+        // not: a node whose Envoy has not connected yet (or went away) serves
+        // nothing, and a Gateway claimed programmed before it connects would be
+        // a lie the moment it takes traffic.
+        let ready: Vec<&AckReport> = nodes.values().collect();
         snapshot
             .gateways
             .iter()
@@ -288,8 +292,13 @@ mod tests {
         reports.update(b);
         assert_eq!(state(&reports, &snapshot), AckState::Acked);
 
-        // A node without a connected Envoy does not hold the Gateway back.
+        // A node whose agent reports but whose Envoy is not connected (yet)
+        // serves nothing: it holds the Gateway back until it ACKs.
         reports.update(mk_report("c", false));
+        assert_eq!(state(&reports, &snapshot), AckState::Pending);
+        let mut c = mk_report("c", true);
+        c.acked_snapshot = snapshot.version.clone();
+        reports.update(c);
         assert_eq!(state(&reports, &snapshot), AckState::Acked);
     }
 

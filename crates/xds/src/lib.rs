@@ -94,7 +94,8 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
                 continue;
             }
             let lds = (ResourceType::Listener, port.listener_name.clone());
-            let of_listener = listener::fragments(port, &listener);
+            let mut of_listener = listener::fragments(port, &listener);
+            let own_share = of_listener.get(OWN).cloned().unwrap_or_default();
             for (key, hash) in &of_listener {
                 let part = Part::Fragment(hash.clone());
                 if key == OWN {
@@ -106,7 +107,6 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
                         .require(lds.0, &lds.1, part);
                 }
             }
-            fragments.insert(lds.clone(), of_listener);
             add(lds.0, &lds.1, listener.encode_to_vec());
             mine.insert(lds.clone());
             // Exactly the route tables the listener's connection managers name.
@@ -141,7 +141,10 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
                 for (key, hash) in &of_table {
                     let r = routes.entry(key.clone()).or_default();
                     r.require(rds.0, &rds.1, Part::Fragment(hash.clone()));
-                    r.require(lds.0, &lds.1, Part::Present);
+                    // Served on the listener as it is now (its address, its
+                    // certificates): the Gateway's share of it, under this key.
+                    r.require(lds.0, &lds.1, Part::Fragment(own_share.clone()));
+                    of_listener.insert(key.clone(), own_share.clone());
                 }
                 fragments.insert(rds.clone(), of_table);
                 add(rds.0, &rds.1, rc.encode_to_vec());
@@ -152,6 +155,7 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
                     uses(mine, routes, key, cluster);
                 }
             }
+            fragments.insert(lds, of_listener);
         }
     }
     Snapshot::new(resources, members).with_parts(parts, fragments)
@@ -270,7 +274,7 @@ mod tests {
             vec![
                 "CDS:edge_cl_app_own_80:whole",
                 "EDS:edge_cl_app_own_80:present",
-                "LDS:edge_ls_infra_b_80:present",
+                "LDS:edge_ls_infra_b_80:fragment",
                 "RDS:edge_rt_infra_b_80:fragment",
             ]
         );
@@ -305,6 +309,22 @@ mod tests {
         }
         assert_eq!(b.own.fingerprint, b2.own.fingerprint);
         assert!(b2.routes.contains_key("httproute/app/extra"));
+
+        // The listener bound elsewhere: the same route table, but no route is
+        // served as it is now until that listener is.
+        let mut moved = sample();
+        moved.gateways[1].addresses = vec!["10.0.0.9".into()];
+        let u = build(&moved);
+        let b3 = &u.gateways[&ir::ObjectRef::new("infra", "b")];
+        assert_eq!(
+            s.fragment(ResourceType::Route, rds, "httproute/app/own"),
+            u.fragment(ResourceType::Route, rds, "httproute/app/own")
+        );
+        assert_ne!(b.own.fingerprint, b3.own.fingerprint);
+        assert_ne!(
+            b.routes["httproute/app/own"].fingerprint,
+            b3.routes["httproute/app/own"].fingerprint
+        );
     }
 
     #[test]

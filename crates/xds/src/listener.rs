@@ -126,7 +126,7 @@ pub fn listener(gateway: &ir::Gateway, port: &ir::Port) -> Listener {
 /// chains; a UDP port's proxy filter), and under [`OWN`] a hash over the rest:
 /// the Gateway's own share (see `parts.rs`).
 pub fn fragments(port: &ir::Port, listener: &Listener) -> BTreeMap<String, String> {
-    let mut f = Fragments::default();
+    let mut mine: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
     let mut rest = listener.clone();
     let l4_route = port
         .forward
@@ -135,21 +135,23 @@ pub fn fragments(port: &ir::Port, listener: &Listener) -> BTreeMap<String, Strin
         .filter(|r| !r.is_empty());
     match (port.protocol, l4_route) {
         (ir::PortProtocol::Tcp, Some(route)) => {
-            for chain in std::mem::take(&mut rest.filter_chains) {
-                f.add(route, &[&chain.encode_to_vec()]);
-            }
+            let chains = std::mem::take(&mut rest.filter_chains);
+            let pieces = mine.entry(route.to_string()).or_default();
+            pieces.extend(chains.iter().map(Message::encode_to_vec));
         }
         (ir::PortProtocol::Udp, Some(route)) => {
-            for filter in std::mem::take(&mut rest.listener_filters) {
-                f.add(route, &[&filter.encode_to_vec()]);
-            }
+            let filters = std::mem::take(&mut rest.listener_filters);
+            let pieces = mine.entry(route.to_string()).or_default();
+            pieces.extend(filters.iter().map(Message::encode_to_vec));
         }
         (ir::PortProtocol::Https | ir::PortProtocol::Tls, _) => {
             // A TLS route's chain is named `<listener>/<route key>`.
             rest.filter_chains.retain(|chain| {
                 match chain.name.split_once('/').map(|(_, key)| key) {
                     Some(key) => {
-                        f.add(key, &[&chain.encode_to_vec()]);
+                        mine.entry(key.to_string())
+                            .or_default()
+                            .push(chain.encode_to_vec());
                         false
                     }
                     None => true,
@@ -158,7 +160,16 @@ pub fn fragments(port: &ir::Port, listener: &Listener) -> BTreeMap<String, Strin
         }
         _ => {}
     }
-    f.add(OWN, &[&rest.encode_to_vec()]);
+    // A route is served on the listener as it is now: its fragment covers the
+    // Gateway's share (addresses, other chains) too.
+    let rest = rest.encode_to_vec();
+    let mut f = Fragments::default();
+    for (key, pieces) in &mine {
+        let mut all: Vec<&[u8]> = vec![&rest];
+        all.extend(pieces.iter().map(Vec::as_slice));
+        f.add(key, &all);
+    }
+    f.add(OWN, &[&rest]);
     f.finish()
 }
 

@@ -5,7 +5,8 @@
 //!  GatewayResources.own                    the Gateway's listeners (Programmed)
 //!  GatewayResources.routes["HTTPRoute/app/web"] = ObjectParts {
 //!      parts: { (RDS, edge_rt_…): Fragment(h),  the routes it owns in that table
-//!               (LDS, edge_ls_…): Present,      the listener naming the table
+//!               (LDS, edge_ls_…): Fragment(g),  the listener as it is now (its
+//!                                               address, certificates, own chain)
 //!               (CDS, edge_cl_…): Whole,        the clusters it forwards to
 //!               (EDS, edge_cl_…): Present },
 //!      fingerprint }                           over the parts, at this snapshot
