@@ -3,7 +3,7 @@
 //! | path              | answers                                                        |
 //! |-------------------|----------------------------------------------------------------|
 //! | `/healthz`        | 200 while the process runs                                     |
-//! | `/readyz`         | 200 once a first complete configuration is published, else 503 |
+//! | `/readyz`         | 200 once a first complete configuration is published (Kubernetes mode: and the local Envoy has caught up), else 503 |
 //! | `/metrics`        | Prometheus text: config loads, publishes, ADS counters          |
 //! | `/debug/snapshot` | JSON: the resources pushed, per Envoy node what it ACKed/NACKed |
 //! | `/debug/status`   | YAML: status as it stands given what Envoy has ACKed            |
@@ -29,6 +29,9 @@ pub struct AdminState {
     pub metrics: Vec<Box<dyn Fn() -> String + Send + Sync>>,
     /// The status as it stands: the plan after the ACK gate of this mode.
     pub status_view: Box<dyn Fn(&Published) -> StatusPlan + Send + Sync>,
+    /// Kubernetes mode: whether the local Envoy has caught up (see
+    /// `kubernetes::fleet::envoy_ready`); `/readyz` waits for it too.
+    pub envoy_ready: Option<watch::Receiver<bool>>,
 }
 
 type Shared = Arc<AdminState>;
@@ -87,14 +90,14 @@ fn current(state: &AdminState) -> Option<Arc<Published>> {
 }
 
 async fn readyz(State(state): State<Shared>) -> Response {
-    match current(&state) {
-        Some(_) => (StatusCode::OK, "ready\n").into_response(),
-        None => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "waiting for a first complete configuration\n",
-        )
-            .into_response(),
-    }
+    let waiting = if current(&state).is_none() {
+        "waiting for a first complete configuration\n"
+    } else if state.envoy_ready.as_ref().is_some_and(|r| !*r.borrow()) {
+        "waiting for the local Envoy to ACK the current configuration\n"
+    } else {
+        return (StatusCode::OK, "ready\n").into_response();
+    };
+    (StatusCode::SERVICE_UNAVAILABLE, waiting).into_response()
 }
 
 async fn metrics(State(state): State<Shared>) -> Response {

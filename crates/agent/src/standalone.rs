@@ -67,6 +67,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
             p.status
                 .gated(|gw| local_served(&p.snapshot, gw, served.get(gw)))
         }),
+        envoy_ready: None,
     });
     let admin_task = admin::spawn(&args.admin_address, admin_state, shutdown_rx.clone()).await?;
     let source_task = tokio::spawn(watch_dir(dir, pipeline.clone(), shutdown_rx));
@@ -93,6 +94,7 @@ pub fn local_served(snapshot: &Snapshot, gw: &ObjectRef, served: Option<&Gateway
     Served {
         gateway,
         pending: Pending::Only(pending),
+        unreported: Default::default(),
     }
 }
 

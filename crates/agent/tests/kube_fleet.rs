@@ -1,14 +1,21 @@
 //! Kubernetes mode with two agents (a DaemonSet of two nodes), each with its own
-//! Envoy, electing a leader through the Lease (issue point 3): the leader joins the
-//! follower's ACK reports (gRPC) with its own, so a Gateway is `Programmed` only
-//! when both Envoys ACKed the content hash the leader computed; when the leader
-//! dies, the other agent takes the Lease and keeps status truthful.
+//! Envoy, electing a leader through the Lease: the leader joins the follower's
+//! ACK reports (gRPC) with its own, so a Gateway is `Programmed` only when every
+//! node that takes its traffic ACKed the content hash the leader computed; when
+//! the leader dies, the other agent takes the Lease and keeps status truthful.
+//!
+//! Who takes a Gateway's traffic is the Ready endpoints of its edge Service. The
+//! test API server runs no EndpointSlice controller, so the test plays it: it
+//! writes the Service's EndpointSlice, marking a node ready or not as that
+//! node's readiness probe would. That makes the fleet known before any report
+//! arrives, so nothing here waits on a race between reports.
 
 mod support;
 
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -31,6 +38,63 @@ fn route_yaml(name: &str) -> String {
 
 fn programmed(gw: &serde_json::Value) -> Option<(String, String)> {
     status_reason(&gw["status"]["conditions"], "Programmed")
+}
+
+/// What the EndpointSlice controller would write for the edge Service `svc`:
+/// one endpoint per node, Ready as given.
+async fn endpoints(client: &kube::Client, svc: &str, nodes: &[(&str, bool)]) {
+    let endpoints: Vec<_> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (node, ready))| {
+            json!({"addresses": [format!("10.98.0.{}", i + 1)], "nodeName": node,
+                   "conditions": {"ready": ready}})
+        })
+        .collect();
+    let slice: EndpointSlice = serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("{svc}-slice"), "namespace": "aether-ingress",
+                     "labels": {"kubernetes.io/service-name": svc}},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{"name": "p-80", "port": 20000, "protocol": "TCP"}],
+    }))
+    .unwrap();
+    let api: kube::Api<EndpointSlice> = kube::Api::namespaced(client.clone(), "aether-ingress");
+    api.patch(
+        &format!("{svc}-slice"),
+        &PatchParams::apply("endpointslice-controller").force(),
+        &Patch::Apply(&slice),
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits until the Gateway's Programmed condition is `False/Pending` with a
+/// message that names `node` as not reporting.
+async fn pending_on(client: &kube::Client, node: &str) {
+    let needle = format!("(no report from node {node})");
+    eventually(
+        Duration::from_secs(30),
+        &format!("Pending, naming {node}"),
+        || {
+            let needle = needle.clone();
+            async move {
+                let gw = get_json::<Gateway>(client, Some(NS), "gw")
+                    .await
+                    .ok_or("none")?;
+                let c = condition(&gw["status"]["conditions"], "Programmed").ok_or("none")?;
+                if c["reason"] == "Pending"
+                    && c["message"].as_str().unwrap_or("").ends_with(&needle)
+                {
+                    Ok(())
+                } else {
+                    Err(c.to_string())
+                }
+            }
+        },
+    )
+    .await;
 }
 
 async fn holder(client: &kube::Client) -> Option<String> {
@@ -78,13 +142,7 @@ async fn fleet() {
         }
     })
     .await;
-    // Node b binds Envoy elsewhere than the leader computes: a different content hash.
-    let mut b_flags = flags.to_vec();
-    b_flags.extend(["--bind-address", "127.0.0.1"]);
-    let mut b = KubeAgent::start_as("node-b", "agent-b", kubeconfig, &b_flags, &logs);
     let _envoy_a = Envoy::start("node-a", &a.xds, true, &logs);
-    let _envoy_b = Envoy::start("node-b", &b.xds, true, &logs);
-
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
     let lp = ListParams::default().labels("aether.io/edge-gateway");
     let svc = eventually(Duration::from_secs(30), "the edge Service", || {
@@ -95,36 +153,48 @@ async fn fleet() {
         }
     })
     .await;
+    let svc = svc.metadata.name.clone().unwrap();
     services
         .patch_status(
-            svc.metadata.name.as_deref().unwrap(),
+            &svc,
             &PatchParams::default(),
             &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": POD_IP}]}}})),
         )
         .await
         .unwrap();
-    // Both Envoys ACK what their own agent serves …
+    // Both nodes take the Gateway's traffic; node b's agent has not even started.
+    endpoints(c, &svc, &[("node-a", true), ("node-b", true)]).await;
     let wait = Duration::from_secs(30);
     support::wait_until(wait, "node-a ACKs", || {
         a.node_acked_all("node-a").then_some(())
     });
+    pending_on(c, "node-b").await;
+    let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
+    assert_eq!(
+        gw["status"]["listeners"][0]["attachedRoutes"], 0,
+        "{}",
+        gw["status"]
+    );
+
+    // Node b binds Envoy elsewhere than the leader computes: a different content hash.
+    let mut b_flags = flags.to_vec();
+    b_flags.extend(["--bind-address", "127.0.0.1"]);
+    let mut b = KubeAgent::start_as("node-b", "agent-b", kubeconfig, &b_flags, &logs);
+    let _envoy_b = Envoy::start("node-b", &b.xds, true, &logs);
     support::wait_until(wait, "node-b ACKs", || {
         b.node_acked_all("node-b").then_some(())
     });
     // … but node b's hash is not the leader's: not programmed, not attached, not accepted.
-    eventually(
-        wait,
-        "the leader writes the Gateway's status",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-            let a = status_reason(&gw["status"]["conditions"], "Accepted");
-            if a == Some(("True".into(), "Accepted".into())) {
-                Ok(())
-            } else {
-                Err(gw["status"].to_string())
-            }
-        },
-    )
+    eventually(wait, "node b's report reaches the leader", || async move {
+        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+        let c = condition(&gw["status"]["conditions"], "Programmed").ok_or("none")?;
+        let message = c["message"].as_str().unwrap_or("");
+        if c["reason"] == "Pending" && !message.contains("no report from") {
+            Ok(())
+        } else {
+            Err(c.to_string())
+        }
+    })
     .await;
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
@@ -192,6 +262,20 @@ async fn fleet() {
         begin.elapsed().as_millis()
     );
     server.apply(&route_yaml("r2")).await.unwrap();
+    // Node a is still an endpoint, and reports to nobody: the Gateway waits for it.
+    pending_on(c, "node-a").await;
+    let r2 = get_json::<gateway_api::apis::standard::httproutes::HttpRoute>(c, Some(NS), "r2")
+        .await
+        .unwrap();
+    let accepted = status_reason(&r2["status"]["parents"][0]["conditions"], "Accepted");
+    assert_ne!(
+        accepted.map(|a| a.0).as_deref(),
+        Some("True"),
+        "{}",
+        r2["status"]
+    );
+    // Its readiness probe fails: it leaves the endpoints, and holds nothing back.
+    endpoints(c, &svc, &[("node-a", false), ("node-b", true)]).await;
     eventually(
         Duration::from_secs(30),
         "r2 Accepted by the new leader",
@@ -211,6 +295,8 @@ async fn fleet() {
     support::wait_until(wait, "node-a ACKs again", || {
         a.node_acked_all("node-a").then_some(())
     });
+    // Its Envoy caught up with what its agent serves: its probe passes.
+    endpoints(c, &svc, &[("node-a", true), ("node-b", true)]).await;
     eventually(wait, "Pending through node-a's report", || async move {
         let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
         let p = programmed(&gw);

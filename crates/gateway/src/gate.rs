@@ -24,6 +24,9 @@ pub struct Served {
     pub gateway: AckState,
     /// Routes not served at their current config by every Envoy.
     pub pending: Pending,
+    /// Nodes that must serve the Gateway (they take its traffic) but have not
+    /// reported what their Envoy serves: named in the `Pending` messages.
+    pub unreported: BTreeSet<String>,
 }
 
 /// Which routes of a Gateway wait for the fleet.
@@ -46,6 +49,7 @@ impl Served {
         Served {
             gateway: state,
             pending,
+            unreported: BTreeSet::new(),
         }
     }
 
@@ -83,7 +87,10 @@ impl StatusPlan {
                 AckState::Acked => None,
                 AckState::Pending => Some((
                     "Pending",
-                    "waiting for every ready Envoy to ACK this Gateway's configuration".to_string(),
+                    format!(
+                        "waiting for every ready Envoy to ACK this Gateway's configuration{}",
+                        unreported(&s.unreported)
+                    ),
                 )),
                 AckState::Nacked(msg) => Some((
                     "Invalid",
@@ -118,13 +125,26 @@ impl StatusPlan {
                         c.status = "False".into();
                         c.reason = "Pending".into();
                         // The Gateway's Programmed carries a NACK's text.
-                        c.message = "waiting for every ready Envoy to serve this route".into();
+                        c.message = format!(
+                            "waiting for every ready Envoy to serve this route{}",
+                            unreported(&s.unreported)
+                        );
                     }
                 }
             }
         }
         out
     }
+}
+
+/// The nodes a Pending message names, if any: " (no report from node node-b)".
+fn unreported(nodes: &BTreeSet<String>) -> String {
+    if nodes.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let noun = if names.len() == 1 { "node" } else { "nodes" };
+    format!(" (no report from {noun} {})", names.join(", "))
 }
 
 fn gate_programmed(conditions: &mut [Condition], reason: &str, message: &str) {
@@ -187,6 +207,7 @@ mod tests {
         let g = plan().gated(|_| Served {
             gateway: AckState::Acked,
             pending: only(&["HTTPRoute/apps/s"]),
+            unreported: BTreeSet::new(),
         });
         let gw = &g.gateways[&web()];
         assert!(condition(&gw.conditions, "Programmed").unwrap().is_true());
@@ -200,6 +221,7 @@ mod tests {
         let g = plan().gated(|_| Served {
             gateway: AckState::Acked,
             pending: only(&["HTTPRoute/apps/r"]),
+            unreported: BTreeSet::new(),
         });
         let route = &g.http_routes[&ObjectRef::new("apps", "r")];
         assert_eq!(route.parents[0].conditions[0].reason, "Pending");
@@ -207,6 +229,7 @@ mod tests {
         let g = plan().gated(|_| Served {
             gateway: AckState::Acked,
             pending: only(&["GRPCRoute/apps/r"]),
+            unreported: BTreeSet::new(),
         });
         assert!(g.http_routes[&ObjectRef::new("apps", "r")].parents[0].conditions[0].is_true());
     }
@@ -216,6 +239,7 @@ mod tests {
         let g = plan().gated(|_| Served {
             gateway: AckState::Pending,
             pending: only(&[]),
+            unreported: BTreeSet::new(),
         });
         let gw = &g.gateways[&web()];
         assert_eq!(
@@ -248,5 +272,27 @@ mod tests {
         assert_eq!(l.reason, "Invalid");
         let route = &g.http_routes[&ObjectRef::new("apps", "r")];
         assert_eq!(route.parents[0].conditions[0].reason, "Pending");
+    }
+
+    #[test]
+    fn a_node_that_takes_traffic_without_reporting_is_named() {
+        let g = plan().gated(|_| Served {
+            unreported: BTreeSet::from(["node-b".to_string()]),
+            ..Served::whole(AckState::Pending)
+        });
+        let gw = &g.gateways[&web()];
+        let programmed = condition(&gw.conditions, "Programmed").unwrap();
+        assert_eq!(programmed.reason, "Pending");
+        assert!(
+            programmed.message.ends_with("(no report from node node-b)"),
+            "{}",
+            programmed.message
+        );
+        let route = &g.http_routes[&ObjectRef::new("apps", "r")];
+        assert!(
+            route.parents[0].conditions[0]
+                .message
+                .ends_with("(no report from node node-b)")
+        );
     }
 }

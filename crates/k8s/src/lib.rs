@@ -10,6 +10,7 @@
 pub mod discovery;
 pub mod index;
 pub mod leader;
+pub mod pods;
 pub mod service;
 pub mod status;
 pub mod watch;

@@ -8,7 +8,7 @@ use aether_gateway::{AckState, Served};
 use aether_ir::ObjectRef;
 use aether_xds::parts::OWN;
 use aether_xds::{GatewayResources, Snapshot};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -101,17 +101,13 @@ impl Reports {
     }
 
     /// The status gate for every Gateway of the leader's `snapshot`: per
-    /// Gateway, its own listeners and each route, served or not. Remembers the
-    /// snapshot, so reports relative to it can be read once it is not the newest.
-    pub fn served(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, Served> {
+    /// Gateway, its own listeners and each route, served or not by the nodes
+    /// `members` says take its traffic. Remembers the snapshot, so reports
+    /// relative to it can be read once it is not the newest.
+    pub fn served(&self, snapshot: &Snapshot, members: &Members) -> BTreeMap<ObjectRef, Served> {
         let mut recent = self.recent.lock().expect("recent snapshots lock");
         recent.remember(snapshot);
         let nodes = self.nodes.lock().expect("reports lock");
-        // Every node whose agent reports must serve it, its Envoy connected or
-        // not: a node whose Envoy has not connected yet (or went away) serves
-        // nothing, and a Gateway claimed programmed before it connects would be
-        // a lie the moment it takes traffic.
-        let ready: Vec<&AckReport> = nodes.values().collect();
         snapshot
             .gateways
             .iter()
@@ -122,9 +118,54 @@ impl Reports {
                     resources,
                     key: gw.to_string(),
                 };
-                (gw.clone(), join(&ready, &current, &recent))
+                let (reporting, unreported) = members.required(gw, &nodes);
+                let mut served = join(&reporting, &current, &recent);
+                served.unreported = unreported;
+                (gw.clone(), served)
             })
             .collect()
+    }
+}
+
+/// Which nodes must serve a Gateway: those that take its traffic.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Members {
+    /// Per Gateway, the nodes of the Ready endpoints of its edge Service
+    /// (service mode).
+    pub per_gateway: BTreeMap<ObjectRef, BTreeSet<String>>,
+    /// The nodes that take every Gateway's traffic: the Ready edge pods
+    /// (static mode).
+    pub every_gateway: BTreeSet<String>,
+}
+
+impl Members {
+    /// The reports of the nodes that must serve `gw`, and the nodes among them
+    /// that have not reported. With no member known (a Service with no Ready
+    /// endpoint yet, no Ready edge pod, or a cluster that tells neither), every
+    /// node whose agent reports must serve it, its Envoy connected or not: one
+    /// whose Envoy has not connected yet (or went away) serves nothing, and a
+    /// Gateway claimed programmed before it connects would be a lie the moment
+    /// it takes traffic.
+    fn required<'a>(
+        &self,
+        gw: &ObjectRef,
+        nodes: &'a BTreeMap<String, AckReport>,
+    ) -> (Vec<Option<&'a AckReport>>, BTreeSet<String>) {
+        let members = self
+            .per_gateway
+            .get(gw)
+            .filter(|m| !m.is_empty())
+            .unwrap_or(&self.every_gateway);
+        if members.is_empty() {
+            return (nodes.values().map(Some).collect(), BTreeSet::new());
+        }
+        let reports = members.iter().map(|n| nodes.get(n)).collect();
+        let unreported = members
+            .iter()
+            .filter(|n| !nodes.contains_key(*n))
+            .cloned()
+            .collect();
+        (reports, unreported)
     }
 }
 
@@ -167,14 +208,17 @@ impl NodeServes<'_> {
     }
 }
 
-/// One Gateway over every ready node's report. A node serves a part when it
-/// reports the whole snapshot or the Gateway's hash, when the part is unchanged
-/// since the snapshot (or Gateway hash) it reports, or when it reports the
-/// part's fingerprint.
-fn join(ready: &[&AckReport], current: &Current<'_>, recent: &Recent) -> Served {
+/// One Gateway over the reports of the nodes that must serve it (`None`: a
+/// node that has not reported, which serves nothing). A node serves a part
+/// when it reports the whole snapshot or the Gateway's hash, when the part is
+/// unchanged since the snapshot (or Gateway hash) it reports, or when it
+/// reports the part's fingerprint.
+fn join(required: &[Option<&AckReport>], current: &Current<'_>, recent: &Recent) -> Served {
+    let ready: Vec<&AckReport> = required.iter().flatten().copied().collect();
     if ready.is_empty() {
         return Served::whole(AckState::Pending);
     }
+    let all_reported = ready.len() == required.len();
     let (snapshot, resources, key) = (current.snapshot, current.resources, &current.key);
     let nodes: Vec<NodeServes<'_>> = ready
         .iter()
@@ -205,6 +249,8 @@ fn join(ready: &[&AckReport], current: &Current<'_>, recent: &Recent) -> Served 
         } else {
             AckState::Nacked(format!("node {node}: {msg}"))
         }
+    } else if !all_reported {
+        AckState::Pending
     } else if nodes.iter().all(|n| {
         n.whole
             || (!resources.own.parts.is_empty() && n.serves(key, OWN, &resources.own.fingerprint))
@@ -213,6 +259,12 @@ fn join(ready: &[&AckReport], current: &Current<'_>, recent: &Recent) -> Served 
     } else {
         AckState::Pending
     };
+    if !all_reported {
+        return Served {
+            pending: Pending::All,
+            ..Served::whole(gateway)
+        };
+    }
     let pending = resources
         .routes
         .iter()
@@ -226,6 +278,7 @@ fn join(ready: &[&AckReport], current: &Current<'_>, recent: &Recent) -> Served 
     Served {
         gateway,
         pending: Pending::Only(pending),
+        unreported: BTreeSet::new(),
     }
 }
 
@@ -233,7 +286,6 @@ fn join(ready: &[&AckReport], current: &Current<'_>, recent: &Recent) -> Served 
 mod tests {
     use super::*;
     use aether_xds::{Resource, ResourceType};
-    use std::collections::BTreeSet;
 
     fn mk_snapshot(route_body: &[u8]) -> Snapshot {
         let mut resources = BTreeMap::new();
@@ -258,7 +310,7 @@ mod tests {
     }
 
     fn state(reports: &Reports, snapshot: &Snapshot) -> AckState {
-        reports.served(snapshot)[&ObjectRef::new("ns", "gw")]
+        reports.served(snapshot, &Members::default())[&ObjectRef::new("ns", "gw")]
             .gateway
             .clone()
     }
@@ -360,7 +412,7 @@ mod tests {
         a.acked_parts
             .insert("ns/gw|HTTPRoute/ns/b".into(), "another config".into());
         reports.update(a.clone());
-        let served = &reports.served(&snapshot)[&ObjectRef::new("ns", "gw")];
+        let served = &reports.served(&snapshot, &Members::default())[&ObjectRef::new("ns", "gw")];
         assert_eq!(served.gateway, AckState::Acked);
         assert!(served.serves_route("HTTPRoute/ns/a"));
         assert!(
@@ -370,7 +422,7 @@ mod tests {
 
         // A second node that serves nothing holds everything back.
         reports.update(mk_report("b", true));
-        let served = &reports.served(&snapshot)[&ObjectRef::new("ns", "gw")];
+        let served = &reports.served(&snapshot, &Members::default())[&ObjectRef::new("ns", "gw")];
         assert_eq!(served.gateway, AckState::Pending);
         assert!(!served.serves_route("HTTPRoute/ns/a"));
 
@@ -378,7 +430,7 @@ mod tests {
         let mut b = mk_report("b", true);
         b.acked_snapshot = snapshot.version.clone();
         reports.update(b);
-        let served = &reports.served(&snapshot)[&ObjectRef::new("ns", "gw")];
+        let served = &reports.served(&snapshot, &Members::default())[&ObjectRef::new("ns", "gw")];
         assert!(served.serves_route("HTTPRoute/ns/a"));
         assert!(
             !served.serves_route("HTTPRoute/ns/b"),
@@ -392,11 +444,11 @@ mod tests {
         let old = mk_parted("fa", "fb", b"v1");
         let new = mk_parted("fa", "fb2", b"v2");
         let reports = Reports::default();
-        reports.served(&old);
+        reports.served(&old, &Members::default());
         let mut a = mk_report("a", true);
         a.acked_snapshot = old.version.clone();
         reports.update(a);
-        let served = &reports.served(&new)[&gw];
+        let served = &reports.served(&new, &Members::default())[&gw];
         assert_eq!(served.gateway, AckState::Acked, "own share unchanged");
         assert!(served.serves_route("HTTPRoute/ns/a"), "a unchanged");
         assert!(!served.serves_route("HTTPRoute/ns/b"), "b changed");
@@ -406,7 +458,7 @@ mod tests {
         b.acked
             .insert("ns/gw".into(), old.gateways[&gw].hash.clone());
         reports.update(b);
-        let served = &reports.served(&new)[&gw];
+        let served = &reports.served(&new, &Members::default())[&gw];
         assert!(served.serves_route("HTTPRoute/ns/a"));
         assert!(!served.serves_route("HTTPRoute/ns/b"));
 
@@ -415,7 +467,7 @@ mod tests {
         let mut c = mk_report("a", true);
         c.acked_snapshot = unknown.version.clone();
         reports.update(c);
-        let served = &reports.served(&new)[&gw];
+        let served = &reports.served(&new, &Members::default())[&gw];
         assert_eq!(served.gateway, AckState::Pending);
         assert!(!served.serves_route("HTTPRoute/ns/a"));
     }
@@ -428,5 +480,63 @@ mod tests {
         let seen = *rx.borrow();
         reports.update(mk_report("a", true));
         assert_eq!(*rx.borrow(), seen);
+    }
+
+    #[test]
+    fn the_nodes_that_take_the_traffic_must_serve_reported_or_not() {
+        let gw = ObjectRef::new("ns", "gw");
+        let snapshot = mk_parted_snapshot();
+        let old = mk_parted("fa", "fb", b"v0");
+        let reports = Reports::default();
+        let members = Members {
+            per_gateway: BTreeMap::from([(gw.clone(), BTreeSet::from(["a".into(), "b".into()]))]),
+            ..Default::default()
+        };
+        let mut a = mk_report("a", true);
+        a.acked_snapshot = snapshot.version.clone();
+        reports.update(a);
+        // Node c reports another config but takes no traffic of this Gateway.
+        let mut c = mk_report("c", true);
+        c.acked_snapshot = old.version.clone();
+        reports.update(c);
+
+        let served = &reports.served(&snapshot, &members)[&gw];
+        assert_eq!(served.gateway, AckState::Pending, "b has not reported");
+        assert_eq!(served.unreported, BTreeSet::from(["b".to_string()]));
+        assert!(!served.serves_route("HTTPRoute/ns/a"));
+
+        let mut b = mk_report("b", true);
+        b.acked_snapshot = snapshot.version.clone();
+        reports.update(b.clone());
+        let served = &reports.served(&snapshot, &members)[&gw];
+        assert_eq!(served.gateway, AckState::Acked, "c is not a member");
+        assert!(served.unreported.is_empty());
+        assert!(served.serves_route("HTTPRoute/ns/a"));
+
+        // b's stream drops: it is still in the Service's endpoints.
+        reports.remove("b");
+        let served = &reports.served(&snapshot, &members)[&gw];
+        assert_eq!(served.gateway, AckState::Pending);
+        assert_eq!(served.unreported, BTreeSet::from(["b".to_string()]));
+
+        // A NACK from a member is told even while another member is silent.
+        let mut a = mk_report("a", true);
+        a.nacked.insert("ns/gw".into(), "bad regex".into());
+        reports.update(a);
+        let served = &reports.served(&snapshot, &members)[&gw];
+        assert_eq!(served.gateway, AckState::Nacked("node a: bad regex".into()));
+        assert!(!served.serves_route("HTTPRoute/ns/a"));
+
+        // Static mode: the Ready edge pods take every Gateway's traffic; a
+        // Gateway with no member falls back to every reporting node.
+        let every = Members {
+            every_gateway: BTreeSet::from(["b".into()]),
+            ..Default::default()
+        };
+        reports.update(b);
+        let served = &reports.served(&snapshot, &every)[&gw];
+        assert_eq!(served.gateway, AckState::Acked, "only b must serve");
+        let served = &reports.served(&snapshot, &Members::default())[&gw];
+        assert_ne!(served.gateway, AckState::Acked, "a NACKs, c serves v0");
     }
 }

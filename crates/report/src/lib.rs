@@ -23,6 +23,6 @@ pub mod pb {
     tonic::include_proto!("aether.edge.v1");
 }
 
-pub use join::Reports;
+pub use join::{Members, Reports};
 pub use local::local_report;
 pub use pb::AckReport;

@@ -1,5 +1,6 @@
 //! Leader duties: one Service per served Gateway, and the status to write (the
-//! plan gated on the fleet's reports, with addresses from the Services).
+//! plan gated on the reports of the nodes that take each Gateway's traffic,
+//! with addresses from the Services).
 
 use super::SETTLE;
 use super::STARTUP_GRACE;
@@ -12,9 +13,9 @@ use aether_k8s::service::{
 };
 use aether_k8s::status::StatusInputs;
 use aether_k8s::{Index, ServedVersions};
-use aether_report::Reports;
+use aether_report::{Members, Reports};
 use k8s_openapi::api::core::v1::Service;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -82,13 +83,17 @@ pub(super) async fn reconcile_services(
     }
 }
 
-/// The status to write: the plan, gated on the fleet's reports, with addresses
-/// from the Services; recomputed on any change.
+/// The status to write: the plan, gated on the reports of the nodes that take
+/// each Gateway's traffic, with addresses from the Services; recomputed on any
+/// change. `ready_pods`: static mode's Ready edge pods (service mode reads
+/// each Service's endpoints from the store).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn status_inputs(
     index: Arc<Index>,
     mut published: watch::Receiver<Option<Arc<Published>>>,
     reports: Reports,
     mode: AddressMode,
+    mut ready_pods: Option<watch::Receiver<BTreeSet<String>>>,
     mut problems: Problems,
     mut served: watch::Receiver<Option<ServedVersions>>,
     controller_name: String,
@@ -108,7 +113,17 @@ pub(super) fn status_inputs(
                 || reports.nodes().values().any(|r| r.envoy_connected);
             let p = published.borrow_and_update().clone();
             if let (true, Some(p), Some(store)) = (settled, p, index.store()) {
-                let plan = gate(&p, &reports, &store, &mode, &problems.current());
+                let members = Members {
+                    per_gateway: match &mode {
+                        AddressMode::Service(cfg) => service::members(&store, &cfg.namespace),
+                        AddressMode::Static => BTreeMap::new(),
+                    },
+                    every_gateway: ready_pods
+                        .as_mut()
+                        .map(|r| r.borrow_and_update().clone())
+                        .unwrap_or_default(),
+                };
+                let plan = gate(&p, &reports, &members, &store, &mode, &problems.current());
                 // Every Gateway API kind has listed, so discovery has run.
                 let served = served.borrow_and_update().clone().unwrap_or_default();
                 tx.send_replace(Arc::new(StatusInputs {
@@ -126,6 +141,7 @@ pub(super) fn status_inputs(
                 r = problems.services.changed() => if r.is_err() { return },
                 r = problems.unallocated.changed() => if r.is_err() { return },
                 r = served.changed() => if r.is_err() { return },
+                r = changed(&mut ready_pods), if ready_pods.is_some() => if r.is_err() { return },
                 _ = tokio::time::sleep_until(grace_ends), if !settled => {}
             }
             // A fleet reports in bursts (every agent after the same change): join
@@ -157,14 +173,22 @@ impl Problems {
     }
 }
 
+async fn changed<T>(rx: &mut Option<watch::Receiver<T>>) -> Result<(), watch::error::RecvError> {
+    match rx {
+        Some(rx) => rx.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
 fn gate(
     p: &Published,
     reports: &Reports,
+    members: &Members,
     store: &Store,
     mode: &AddressMode,
     problems: &BTreeMap<ObjectRef, String>,
 ) -> StatusPlan {
-    let served = reports.served(&p.snapshot);
+    let served = reports.served(&p.snapshot, members);
     let mut plan = p.status.gated(|gw| {
         served
             .get(gw)

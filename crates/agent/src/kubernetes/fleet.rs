@@ -7,8 +7,10 @@ use aether_ads::Fleet;
 use aether_k8s::leader;
 use aether_report::pb::AckReport;
 use aether_report::{Reports, local_report};
+use aether_xds::Snapshot;
 use std::sync::Arc;
 use tokio::sync::watch;
+use tracing::info;
 
 /// The latest local report, reported to the leader at most once per interval.
 pub(super) fn report_to_leader(
@@ -61,6 +63,55 @@ pub(super) fn local_reports(
     rx
 }
 
+/// Whether the local Envoy has caught up: true from the first report in which
+/// it has answered every Gateway of the current snapshot (ACKed it whole, or
+/// NACKed it: status tells a NACK, and Envoy keeps serving what it had), false
+/// again only while it is not connected. The readiness probe waits for it, so a
+/// joining node takes traffic (becomes a Ready endpoint, and a member the
+/// status gate waits for) only once it serves what status says; after that,
+/// churn does not make it flap.
+pub(super) fn envoy_ready(
+    mut local: watch::Receiver<Arc<AckReport>>,
+    mut published: watch::Receiver<Option<Arc<Published>>>,
+) -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        loop {
+            let report = local.borrow_and_update().clone();
+            let snapshot = published
+                .borrow_and_update()
+                .as_ref()
+                .map(|p| p.snapshot.clone());
+            let was = *tx.borrow();
+            let now = match snapshot {
+                Some(s) => next_readiness(was, &report, &s),
+                None => false,
+            };
+            if now != was {
+                info!(ready = now, "local Envoy readiness");
+                tx.send_replace(now);
+            }
+            tokio::select! {
+                r = local.changed() => if r.is_err() { return },
+                r = published.changed() => if r.is_err() { return },
+            }
+        }
+    });
+    rx
+}
+
+/// Readiness after `report` of the local Envoy against `snapshot`.
+fn next_readiness(was: bool, report: &AckReport, snapshot: &Snapshot) -> bool {
+    if !report.envoy_connected {
+        return false;
+    }
+    was || report.acked_snapshot == snapshot.version
+        || snapshot.gateways.iter().all(|(gw, resources)| {
+            let key = gw.to_string();
+            report.acked.get(&key) == Some(&resources.hash) || report.nacked.contains_key(&key)
+        })
+}
+
 /// The leader's own node reports in process.
 pub(super) async fn self_report(
     mut local: watch::Receiver<Arc<AckReport>>,
@@ -110,4 +161,60 @@ fn leader_address(
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aether_ir::ObjectRef;
+    use aether_xds::{Resource, ResourceType};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn snapshot(body: &[u8]) -> Snapshot {
+        let route = Resource::new("rt", ResourceType::Route.type_url(), body.to_vec());
+        Snapshot::new(
+            BTreeMap::from([(
+                ResourceType::Route,
+                BTreeMap::from([("rt".to_string(), route)]),
+            )]),
+            BTreeMap::from([(
+                ObjectRef::new("ns", "gw"),
+                BTreeSet::from([(ResourceType::Route, "rt".to_string())]),
+            )]),
+        )
+    }
+
+    fn report(connected: bool) -> AckReport {
+        AckReport {
+            node: "n".into(),
+            envoy_connected: connected,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ready_once_caught_up_until_envoy_goes_away() {
+        let v1 = snapshot(b"v1");
+        let v2 = snapshot(b"v2");
+        assert!(!next_readiness(false, &report(false), &v1), "no Envoy");
+        assert!(!next_readiness(false, &report(true), &v1), "nothing ACKed");
+
+        let mut acked = report(true);
+        acked.acked_snapshot = v1.version.clone();
+        assert!(next_readiness(false, &acked, &v1));
+        assert!(!next_readiness(false, &acked, &v2), "an older snapshot");
+        // Once caught up, a newer snapshot being pushed does not unready it.
+        assert!(next_readiness(true, &report(true), &v2));
+        assert!(!next_readiness(true, &report(false), &v2), "Envoy gone");
+
+        let mut per_gateway = report(true);
+        per_gateway.acked.insert(
+            "ns/gw".into(),
+            v2.gateways[&ObjectRef::new("ns", "gw")].hash.clone(),
+        );
+        assert!(next_readiness(false, &per_gateway, &v2));
+        let mut nacked = report(true);
+        nacked.nacked.insert("ns/gw".into(), "bad regex".into());
+        assert!(next_readiness(false, &nacked, &v2), "a NACK is an answer");
+    }
 }

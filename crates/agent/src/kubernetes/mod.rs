@@ -11,8 +11,10 @@
 //!
 //! Every agent serves its own Envoy from its own watches; only the elected leader
 //! writes: per-Gateway Services (allocating Envoy ports) and status, where
-//! `Programmed`, `attachedRoutes` and route `Accepted` wait for every connected
-//! Envoy of the fleet to ACK the Gateway's current content hash.
+//! `Programmed`, `attachedRoutes` and route `Accepted` wait for every Envoy that
+//! takes the Gateway's traffic (its Service's Ready endpoints, or the Ready edge
+//! pods in static mode) to serve the object's current config. `/readyz` waits
+//! for the local Envoy to catch up, so a node takes traffic only then.
 
 mod duties;
 mod fleet;
@@ -235,6 +237,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
 
     // Fleet reports: ours in process when we lead, over gRPC to the leader otherwise.
     let local = fleet::local_reports(&args.node_name, pipeline.subscribe(), fleet.clone());
+    let envoy_ready = fleet::envoy_ready(local.clone(), pipeline.subscribe());
     tokio::spawn(fleet::self_report(
         local.clone(),
         is_leader.clone(),
@@ -273,11 +276,22 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             service_metrics.clone(),
         ));
     }
+    // Static mode: every Ready edge pod takes every Gateway's traffic.
+    let ready_pods = matches!(mode, AddressMode::Static).then(|| {
+        let selector = ServiceConfig::default()
+            .selector
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        aether_k8s::pods::ready_nodes(client.clone(), &args.namespace, selector)
+    });
     let status_inputs = duties::status_inputs(
         index.clone(),
         pipeline.subscribe(),
         reports.clone(),
         mode.clone(),
+        ready_pods,
         duties::Problems {
             services: problems_rx,
             unallocated: unallocated_rx,
@@ -326,6 +340,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             }),
         ],
         status_view: Box::new(move |_| status_inputs.borrow().plan.clone()),
+        envoy_ready: Some(envoy_ready),
     });
     let admin_task = admin::spawn(
         &args.admin_address,

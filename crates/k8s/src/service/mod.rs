@@ -45,6 +45,7 @@
 pub mod addresses;
 pub mod allocate;
 pub mod desired;
+pub mod members;
 pub mod metrics;
 pub mod recent;
 pub mod reconcile;
@@ -52,6 +53,7 @@ pub mod reconcile;
 pub use addresses::{apply_addresses, problems};
 pub use allocate::{Allocations, Unallocated, allocations, apply_allocations};
 pub use desired::{L4, desired_services, port_name};
+pub use members::members;
 pub use metrics::ServiceMetrics;
 pub use recent::RecentWrites;
 pub use reconcile::{ReconcileErrors, ReconcileReport, reconcile};
