@@ -3,13 +3,15 @@
 //! Builds a snapshot with 1,000 Gateways (a listener, a route table, a cluster and
 //! its endpoints each) and joins 100 node reports into per-Gateway ACK states, in
 //! both report forms: caught up (the compact `acked_snapshot`) and mid-change
-//! (a hash per Gateway). Prints the join time (median of 21) and report sizes.
+//! (a hash per Gateway). Every node takes every Gateway's traffic (each
+//! Gateway's Service has all 100 as Ready endpoints), as in service mode.
+//! Prints the join time (median of 21) and report sizes.
 //!
 //! `cargo bench -p aether-benches --bench fleet`
 
 use aether_benches::median_p99;
 use aether_ir::ObjectRef;
-use aether_report::{AckReport, Reports};
+use aether_report::{AckReport, Members, Reports};
 use aether_xds::{Resource, ResourceType, Snapshot};
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,12 +45,26 @@ fn snapshot() -> Snapshot {
     Snapshot::new(resources, members)
 }
 
+/// Every Gateway's Service has every node as a Ready endpoint.
+fn members(snapshot: &Snapshot) -> Members {
+    let nodes: BTreeSet<String> = (0..NODES).map(|n| format!("node-{n}")).collect();
+    Members {
+        per_gateway: snapshot
+            .gateways
+            .keys()
+            .map(|gw| (gw.clone(), nodes.clone()))
+            .collect(),
+        ..Default::default()
+    }
+}
+
 fn time_join(reports: &Reports, snapshot: &Snapshot) -> (f64, usize) {
+    let members = members(snapshot);
     let mut samples = Vec::with_capacity(RUNS);
     let mut acked = 0;
     for _ in 0..RUNS {
         let t = Instant::now();
-        let served = reports.served(snapshot);
+        let served = reports.served(snapshot, &members);
         samples.push(t.elapsed().as_secs_f64() * 1e3);
         acked = served
             .values()

@@ -81,6 +81,7 @@ fn publish_inputs(
                     supported_features: vec!["Gateway".into()],
                     controller_name: config.controller_name,
                     served: aether_k8s::ServedVersions::all_v1(),
+                    served_at: None,
                 }));
             }
             tokio::select! {

@@ -154,6 +154,7 @@ fn inputs(store: Store, ack: AckState) -> StatusInputs {
         supported_features: vec!["Gateway".into(), "HTTPRoute".into()],
         controller_name: config.controller_name,
         served: aether_k8s::ServedVersions::all_v1(),
+        served_at: None,
     }
 }
 

@@ -11,6 +11,7 @@ use aether_xds::{GatewayResources, Snapshot};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// Last report per node; cheap to clone, shared by the report server and the
 /// status gate.
@@ -19,6 +20,8 @@ pub struct Reports {
     nodes: Arc<Mutex<BTreeMap<String, AckReport>>>,
     changes: Arc<watch::Sender<u64>>,
     recent: Arc<Mutex<Recent>>,
+    /// When a report last changed what a node serves.
+    changed_at: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Default for Reports {
@@ -27,6 +30,7 @@ impl Default for Reports {
             nodes: Arc::default(),
             changes: Arc::new(watch::Sender::new(0)),
             recent: Arc::default(),
+            changed_at: Arc::default(),
         }
     }
 }
@@ -34,6 +38,16 @@ impl Default for Reports {
 impl Reports {
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    /// When a report last changed (what a node serves, or who reports).
+    pub fn changed_at(&self) -> Option<Instant> {
+        *self.changed_at.lock().expect("reports lock")
+    }
+
+    fn notify(&self) {
+        *self.changed_at.lock().expect("reports lock") = Some(Instant::now());
+        self.changes.send_modify(|g| *g += 1);
     }
 
     /// Records `report` as its node's latest; no change, no notification.
@@ -47,7 +61,7 @@ impl Reports {
             !same
         };
         if changed {
-            self.changes.send_modify(|g| *g += 1);
+            self.notify();
         }
     }
 
@@ -79,7 +93,7 @@ impl Reports {
             *entry != before
         };
         if changed {
-            self.changes.send_modify(|g| *g += 1);
+            self.notify();
         }
     }
 
@@ -92,7 +106,7 @@ impl Reports {
             .remove(node)
             .is_some();
         if removed {
-            self.changes.send_modify(|g| *g += 1);
+            self.notify();
         }
     }
 

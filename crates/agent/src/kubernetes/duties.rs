@@ -112,6 +112,8 @@ pub(super) fn status_inputs(
                 || tokio::time::Instant::now() >= grace_ends
                 || reports.nodes().values().any(|r| r.envoy_connected);
             let p = published.borrow_and_update().clone();
+            // Read before the join: the plan covers at least this change.
+            let served_at = reports.changed_at();
             if let (true, Some(p), Some(store)) = (settled, p, index.store()) {
                 let members = Members {
                     per_gateway: match &mode {
@@ -132,6 +134,7 @@ pub(super) fn status_inputs(
                     supported_features: SUPPORTED_FEATURES.iter().map(|f| f.to_string()).collect(),
                     controller_name: controller_name.clone(),
                     served,
+                    served_at,
                 }));
             }
             tokio::select! {

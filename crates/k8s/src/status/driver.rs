@@ -3,7 +3,8 @@
 //! ```text
 //!   leader? ──no──► wait for leadership (and forget pending retries)
 //!     │yes
-//!   inputs changed ─► settle (DEBOUNCE quiet, at most MAX_DELAY) ─► patches
+//!   inputs changed ─► settle (DEBOUNCE quiet, at most MAX_DELAY; at most
+//!                     FOLLOW after the fleet's reports changed) ─► patches
 //!     ▲                                                                │
 //!     │         due: never failed, failed with another body, or its retry time came
 //!     │                                                                ▼
@@ -17,6 +18,12 @@
 //! server keeps refusing (or an outage) slows down retries of that write, while a
 //! changed status of any object, including that one, still goes out at once.
 //! Writes happen only while `is_leader` says so; losing leadership stops retries.
+//!
+//! The debounce batches the writes a burst of object changes causes. What the
+//! fleet serves changing (an ACK reported) is different: it is when status may
+//! advance, so the batch goes out at most [`FOLLOW`] after it, and the time from
+//! the report to the written batch is measured (`aether_edge_status_follow_seconds`).
+//! Writes stay bounded: a batch writes only objects whose status changed.
 
 use super::patch::{StatusInputs, StatusKind, StatusPatch};
 use super::writer::StatusWriter;
@@ -36,6 +43,13 @@ use tracing::{debug, warn};
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// A burst of changes delays a batch by at most this much.
 pub const MAX_DELAY: Duration = Duration::from_millis(500);
+/// A batch goes out at most this long after the fleet's reports changed:
+/// reports come in bursts (every node after the same push), and 20 ms take in
+/// the agents of one push while status still follows the ACK at once.
+pub const FOLLOW: Duration = Duration::from_millis(20);
+/// ...but no sooner than this after the previous batch: under churn (reports
+/// every few ms) an object's status is written at most 20 times a second.
+pub const FOLLOW_GAP: Duration = Duration::from_millis(50);
 pub const BACKOFF_MIN: Duration = Duration::from_millis(200);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
 
@@ -110,6 +124,10 @@ pub async fn run(
     writer: Arc<StatusWriter>,
 ) {
     let mut retries = Retries::default();
+    // The fleet change the last batch followed.
+    let mut followed: Option<Instant> = None;
+    // When the last batch was written.
+    let mut last_batch = Instant::now();
     loop {
         if !*is_leader.borrow_and_update() {
             retries = Retries::default();
@@ -120,15 +138,24 @@ pub async fn run(
             }
         }
         let latest = inputs.borrow_and_update().clone();
+        let news = latest.served_at.filter(|at| Some(*at) != followed);
+        followed = latest.served_at;
         let due = retries.due(writer.patches(&latest, &now()), Instant::now());
         if !due.is_empty() {
             let bodies: Vec<(Id, Value)> =
                 due.iter().map(|p| (id(p), comparable(&p.body))).collect();
             let failed: BTreeSet<Id> = match writer.write(&client, due).await {
                 Ok(report) => {
+                    let follow = news
+                        .filter(|_| !report.written.is_empty())
+                        .map(|at| at.elapsed());
+                    if let Some(lag) = follow {
+                        writer.observe_follow(lag);
+                    }
                     debug!(
                         written = report.written.len(),
                         gone = report.gone.len(),
+                        follow_us = follow.map(|l| l.as_micros()),
                         "status batch written"
                     );
                     BTreeSet::new()
@@ -142,6 +169,7 @@ pub async fn run(
                 }
             };
             let now = Instant::now();
+            last_batch = now;
             for (id, body) in bodies {
                 if failed.contains(&id) {
                     retries.failed(id, body, now);
@@ -153,7 +181,7 @@ pub async fn run(
         let retry_at = retries.next();
         tokio::select! {
             r = inputs.changed() => {
-                if r.is_err() || !settle(&mut inputs).await {
+                if r.is_err() || !settle(&mut inputs, followed, last_batch).await {
                     return;
                 }
             }
@@ -164,10 +192,18 @@ pub async fn run(
 }
 
 /// Waits until the inputs have been quiet for [`DEBOUNCE`] (or [`MAX_DELAY`] has
-/// passed); `false` if the channel closed.
-async fn settle(inputs: &mut watch::Receiver<Arc<StatusInputs>>) -> bool {
-    let deadline = Instant::now() + MAX_DELAY;
+/// passed, or [`FOLLOW`] since the fleet's reports changed after `followed`,
+/// and [`FOLLOW_GAP`] since `last_batch`); `false` if the channel closed.
+async fn settle(
+    inputs: &mut watch::Receiver<Arc<StatusInputs>>,
+    followed: Option<Instant>,
+    last_batch: Instant,
+) -> bool {
+    let mut deadline = Instant::now() + MAX_DELAY;
     loop {
+        if let Some(at) = inputs.borrow().served_at.filter(|at| Some(*at) != followed) {
+            deadline = deadline.min((at + FOLLOW).max(last_batch + FOLLOW_GAP));
+        }
         let quiet = (Instant::now() + DEBOUNCE).min(deadline);
         tokio::select! {
             r = inputs.changed() => {
@@ -207,6 +243,7 @@ mod tests {
             supported_features: vec![],
             controller_name: config.controller_name,
             served: crate::ServedVersions::all_v1(),
+            served_at: None,
         })
     }
 
@@ -315,5 +352,56 @@ mod tests {
             .await
             .expect("run ends when its inputs close")
             .unwrap();
+    }
+
+    /// How long `settle` takes when the inputs change every `every` until it
+    /// returns, the fleet's reports having changed (`served_at`) or not.
+    async fn settle_under_churn(every: Duration, fleet_news: bool) -> Duration {
+        let (tx, mut rx) = watch::channel(mk_inputs());
+        let start = Instant::now();
+        if fleet_news {
+            let mut inputs = (*mk_inputs()).clone();
+            inputs.served_at = Some(start);
+            tx.send_replace(Arc::new(inputs));
+        }
+        rx.borrow_and_update();
+        let churn = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                tx.send_modify(|_| {});
+            }
+        });
+        assert!(settle(&mut rx, None, start - Duration::from_secs(1)).await);
+        churn.abort();
+        start.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fleet_report_is_followed_at_once_even_under_churn() {
+        // Changes every 50 ms never leave DEBOUNCE of quiet: MAX_DELAY.
+        let churn = settle_under_churn(Duration::from_millis(50), false).await;
+        assert!(churn >= MAX_DELAY, "{churn:?}");
+        // A report that changed what is served: FOLLOW, however busy.
+        let news = settle_under_churn(Duration::from_millis(5), true).await;
+        assert!(
+            news >= FOLLOW && news < FOLLOW + Duration::from_millis(10),
+            "{news:?}"
+        );
+        // News already followed does not shorten the next settle.
+        let (tx, mut rx) = watch::channel(mk_inputs());
+        let at = Instant::now();
+        let mut inputs = (*mk_inputs()).clone();
+        inputs.served_at = Some(at);
+        tx.send_replace(Arc::new(inputs));
+        let start = Instant::now();
+        assert!(settle(&mut rx, Some(at), start).await);
+        assert!(start.elapsed() >= DEBOUNCE, "{:?}", start.elapsed());
+        // A batch just went out: the next one waits FOLLOW_GAP after it.
+        let mut inputs = (*mk_inputs()).clone();
+        inputs.served_at = Some(Instant::now());
+        tx.send_replace(Arc::new(inputs));
+        let start = Instant::now();
+        assert!(settle(&mut rx, None, start).await);
+        assert_eq!(start.elapsed(), FOLLOW_GAP);
     }
 }

@@ -56,6 +56,10 @@ pub struct StatusInputs {
     pub controller_name: String,
     /// The version each kind is served at: status is written at that version.
     pub served: ServedVersions,
+    /// When what the fleet serves last changed (a report arrived), as of
+    /// `plan`: status that follows it goes out without the full debounce, and
+    /// the time from it to the write is measured.
+    pub served_at: Option<tokio::time::Instant>,
 }
 
 /// The kinds we write status for.

@@ -72,6 +72,7 @@ pub(super) fn mk_inputs(store: Store, ack: AckState) -> StatusInputs {
         supported_features: vec!["HTTPRoute".into(), "Gateway".into(), "GRPCRoute".into()],
         controller_name: config.controller_name,
         served: ServedVersions::all_v1(),
+        served_at: None,
     }
 }
 
