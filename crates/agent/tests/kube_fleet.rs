@@ -14,7 +14,7 @@ mod support;
 
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
@@ -314,4 +314,94 @@ async fn fleet() {
     })
     .await;
     drop((a, b));
+}
+
+/// An edge pod as the DaemonSet (and a kubelet) would leave it: on `node`,
+/// Ready or not.
+async fn edge_pod(client: &kube::Client, name: &str, node: &str, ready: bool) {
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), "aether-ingress");
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "aether-ingress",
+                     "labels": {"app.kubernetes.io/name": "aether-edge"}},
+        "spec": {"nodeName": node, "containers": [{"name": "agent", "image": "aether-edge:dev"}]},
+    }))
+    .unwrap();
+    if pods.get_opt(name).await.unwrap().is_none() {
+        pods.create(&Default::default(), &pod).await.unwrap();
+    }
+    let status = if ready { "True" } else { "False" };
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": [
+            {"type": "Ready", "status": status, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Static mode: every Ready edge pod takes every Gateway's traffic, so a node
+/// with a Ready edge pod must serve it, whether its agent reports or not.
+#[test]
+fn static_mode_waits_for_every_ready_edge_pod() {
+    if !isolated("static_mode_waits_for_every_ready_edge_pod") {
+        return;
+    }
+    runtime().block_on(static_mode());
+}
+
+async fn static_mode() {
+    let logs = temp_dir("kube-fleet-static");
+    let server = aether_testkit::ApiServer::start().await;
+    let client = server.client();
+    let c = &client;
+    let b0 = PodBackend::start("b0");
+    let yaml = [
+        base_yaml(&[NS]),
+        b0.yaml(NS),
+        gateway_yaml(),
+        route_yaml("r1"),
+    ]
+    .join("---\n");
+    server.apply(&yaml).await.unwrap();
+    // Node b's edge pod is Ready; its agent never reports.
+    edge_pod(c, "edge-a", "node-a", true).await;
+    edge_pod(c, "edge-b", "node-b", true).await;
+    let flags = ["--leader-elect=false", "--address-mode", "static"];
+    let a = KubeAgent::start_as("node-a", "edge-a", server.kubeconfig_path(), &flags, &logs);
+    let _envoy_a = Envoy::start("node-a", &a.xds, true, &logs);
+    support::wait_until(Duration::from_secs(30), "node-a ACKs", || {
+        a.node_acked_all("node-a").then_some(())
+    });
+    pending_on(c, "node-b").await;
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        let r1 = get_json::<gateway_api::apis::standard::httproutes::HttpRoute>(c, Some(NS), "r1")
+            .await
+            .unwrap();
+        let accepted = status_reason(&r1["status"]["parents"][0]["conditions"], "Accepted");
+        assert_eq!(
+            accepted,
+            Some(("False".into(), "Pending".into())),
+            "node b takes traffic and serves nothing: {}",
+            r1["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Node b's probe fails: it takes no traffic and holds nothing back.
+    edge_pod(c, "edge-b", "node-b", false).await;
+    eventually(
+        Duration::from_secs(30),
+        "Programmed with node a alone",
+        || async move {
+            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+            match programmed(&gw) {
+                Some((s, _)) if s == "True" => Ok(()),
+                p => Err(format!("{p:?}")),
+            }
+        },
+    )
+    .await;
+    route_accepted(c, NS, "r1", "gw").await.unwrap();
 }

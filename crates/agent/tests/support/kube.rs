@@ -91,6 +91,63 @@ pub fn isolated(test: &str) -> bool {
     if std::env::var_os(NETNS_MARKER).is_some() {
         return true;
     }
+    let run = run_isolated(&[test, "--exact", "--nocapture", "--test-threads=1"]);
+    assert!(
+        run.success && run.stdout.contains("test result: ok. 1 passed"),
+        "{test} failed in netns {}: {} (its output is above; process logs in {}/aether-edge-live-kube-*-{}-*)",
+        run.netns,
+        run.status,
+        std::env::temp_dir().display(),
+        run.pid
+    );
+    run.clean_up();
+    false
+}
+
+/// [`isolated`] for a benchmark driver (no test harness): true inside its own
+/// namespace; outside, runs this binary again there, asserts it succeeded and
+/// returns false.
+pub fn isolated_main() -> bool {
+    if std::env::var_os(NETNS_MARKER).is_some() {
+        return true;
+    }
+    let run = run_isolated(&[]);
+    assert!(run.success, "failed in netns {}: {}", run.netns, run.status);
+    run.clean_up();
+    false
+}
+
+/// What one isolated run left.
+struct Isolated {
+    success: bool,
+    status: std::process::ExitStatus,
+    stdout: String,
+    netns: String,
+    pid: u32,
+}
+
+impl Isolated {
+    /// Passed: its logs are not needed (a failure keeps them for the post-mortem).
+    fn clean_up(&self) {
+        let mine = format!("-{}-", self.pid);
+        for entry in std::fs::read_dir(std::env::temp_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let file_name = entry.file_name();
+            let n = file_name.to_string_lossy();
+            if n.starts_with("aether-edge-live-kube-") && n.contains(&mine) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
+/// Runs this binary with `args` in a fresh namespace, prints its output, and
+/// asserts it finished in time and left no namespace behind.
+fn run_isolated(args: &[&str]) -> Isolated {
+    let test = args.first().copied().unwrap_or("the benchmark");
     // Resolved here, where the Go toolchain may reach its caches; the child only runs.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -106,7 +163,7 @@ pub fn isolated(test: &str) -> bool {
     let mut child = Command::new("ip")
         .args(["netns", "exec", &ns.name])
         .arg(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .args(args)
         .env(NETNS_MARKER, &ns.name)
         .env("AETHER_KUBE_BIN_DIR", bins)
         .env("AETHER_GATEWAY_API_CRD_DIR", crds)
@@ -165,27 +222,14 @@ pub fn isolated(test: &str) -> bool {
         "{test} did not finish within {:?} in netns {name} and was killed (its output is above)",
         child_deadline()
     );
-    assert!(
-        out.status.success() && stdout.contains("test result: ok. 1 passed"),
-        "{test} failed in netns {name}: {} (its output is above; process logs in {}/aether-edge-live-kube-*-{pid}-*)",
-        out.status,
-        std::env::temp_dir().display()
-    );
     assert!(!netns_exists(&name), "netns {name} left behind");
-    // Passed: its logs are not needed (a failure keeps them for the post-mortem).
-    let mine = format!("-{pid}-");
-    for entry in std::fs::read_dir(std::env::temp_dir())
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let file_name = entry.file_name();
-        let n = file_name.to_string_lossy();
-        if n.starts_with("aether-edge-live-kube-") && n.contains(&mine) {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
+    Isolated {
+        success: out.status.success(),
+        status: out.status,
+        stdout: stdout.into_owned(),
+        netns: name,
+        pid,
     }
-    false
 }
 
 /// How long one isolated test may run (`AETHER_KUBE_TEST_DEADLINE_SECS`, 600 s).
