@@ -301,6 +301,19 @@ impl<'a> NodeState<'a> {
     }
 
     /// A standing NACK that rejected one of the Gateway's resources.
+    /// "rejected <type> version <v>: <Envoy's message>", for the last NACK of
+    /// any of the Gateway's resources.
+    fn rejection(&self, resources: &GatewayResources) -> Option<String> {
+        self.nack_concerning(resources).map(|(ty, nack)| {
+            format!(
+                "rejected {} version {}: {}",
+                ty.short_name(),
+                short_version(&nack.version),
+                nack.message
+            )
+        })
+    }
+
     fn nack_concerning(&self, resources: &GatewayResources) -> Option<(ResourceType, &'a Nack)> {
         self.streams.iter().rev().find_map(|s| {
             s.nacks
@@ -339,14 +352,7 @@ impl<'a> NodeState<'a> {
         let rejected = if serves_current {
             None
         } else {
-            self.nack_concerning(resources).map(|(ty, nack)| {
-                format!(
-                    "rejected {} version {}: {}",
-                    ty.short_name(),
-                    short_version(&nack.version),
-                    nack.message
-                )
-            })
+            self.rejection(resources)
         };
         NodeGateway {
             serves_current,

@@ -1,8 +1,8 @@
 //! Per object: does every connected Envoy serve its current config?
 //!
 //! ```text
-//!  served(snapshot) ── remembers the snapshot's fragments (History)
-//!                   └─ per Gateway: whole (every member current everywhere),
+//!  remember(snapshot) ── the snapshot's fragments (History), before any stream gets it
+//!  served(snapshot) ── per Gateway: whole (every member current everywhere),
 //!                      gateway (its own listeners), routes served everywhere
 //! ```
 //!
@@ -86,25 +86,12 @@ impl Fleet {
         inner.history.remember(snapshot, &held);
     }
 
-    /// Per Gateway of `snapshot`, what every connected node serves of it. Also
-    /// remembers the snapshot's fragments, so a node that ACKs this version
-    /// later, after newer snapshots, is still read right.
+    /// Per Gateway of `snapshot`, what every connected node serves of it. A
+    /// version an Envoy holds is read from the fragments [`Fleet::remember`]
+    /// kept of it; one never remembered serves only what is current.
     pub fn served(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, GatewayServed> {
-        let mut inner = self.lock();
-        let inner = &mut *inner;
-        let nodes = {
-            let mut nodes: BTreeMap<&str, NodeState<'_>> = BTreeMap::new();
-            for stream in inner.streams.values() {
-                nodes
-                    .entry(stream.node.as_str())
-                    .or_insert_with(|| NodeState { streams: vec![] })
-                    .streams
-                    .push(stream);
-            }
-            nodes
-        };
-        let held = held(&inner.streams);
-        inner.history.remember(snapshot, &held);
+        let inner = self.lock();
+        let nodes = inner.nodes();
         let history = &inner.history;
         snapshot
             .gateways
@@ -124,15 +111,17 @@ impl Fleet {
                 let whole = any && standings.iter().all(|(_, w, _)| *w);
                 // A NACK of any of the Gateway's resources surfaces on the
                 // Gateway, even while Envoy serves its listeners from before.
-                let mut rejected = None;
-                for ((node, state), (_, whole, _)) in nodes.iter().zip(&standings) {
-                    if !whole && rejected.is_none() {
-                        rejected = state
-                            .standing(snapshot, resources)
-                            .rejected
-                            .map(|why| format!("Envoy {node} {why}"));
-                    }
-                }
+                let rejected =
+                    nodes
+                        .iter()
+                        .zip(&standings)
+                        .find_map(|((node, state), (_, whole, _))| {
+                            if *whole {
+                                return None;
+                            }
+                            let why = state.rejection(resources)?;
+                            Some(format!("Envoy {node} {why}"))
+                        });
                 let gateway = match rejected {
                     Some(msg) => AckState::Nacked(msg),
                     None if any && standings.iter().all(|(_, _, own)| *own) => AckState::Acked,

@@ -347,6 +347,7 @@ mod served {
         let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
         let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("c", "/c")]);
         let node = fleet.connect("node-a", Protocol::Sotw);
+        fleet.remember(&v1);
         assert_eq!(fleet.served(&v1)[&web].gateway, AckState::Pending);
         assert!(fleet.served(&v1)[&web].routes.is_empty());
         ack_everything(&node, &v1);
@@ -355,6 +356,7 @@ mod served {
         assert_eq!(s[&web].routes, keys(&["a", "b"]));
 
         // v2 is published; the node still holds v1.
+        fleet.remember(&v2);
         let s = fleet.served(&v2);
         assert!(!s[&web].whole);
         assert_eq!(
@@ -379,10 +381,10 @@ mod served {
         let v3 = mk_routes_snapshot(&[("a", "/a2"), ("b", "/b"), ("c", "/c")]);
         let slow = fleet.connect("node-slow", Protocol::Sotw);
         let quick = fleet.connect("node-quick", Protocol::Delta);
-        fleet.served(&v1);
+        fleet.remember(&v1);
         ack_everything(&slow, &v1);
         ack_everything(&quick, &v1);
-        fleet.served(&v2);
+        fleet.remember(&v2);
         ack_everything(&quick, &v2);
         // v3 changes a: nobody serves it; b is served by v1 (slow) and v2 (quick)
         // alike; c only by quick.
@@ -401,9 +403,9 @@ mod served {
         let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
         let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("bad", "/bad")]);
         let node = fleet.connect("node-a", Protocol::Sotw);
-        fleet.served(&v1);
+        fleet.remember(&v1);
         ack_everything(&node, &v1);
-        fleet.served(&v2);
+        fleet.remember(&v2);
         for ty in [CDS, EDS] {
             node.record(&ack_all(&v2, ty));
         }
@@ -431,7 +433,7 @@ mod served {
         let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
         let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b2")]);
         let node = fleet.connect("node-a", Protocol::Sotw);
-        // v1 was never handed to served(): its fragments are unknown, so only
+        // v1 was never remembered: its fragments are unknown, so only
         // the resources at v2's version count.
         ack_everything(&node, &v1);
         let s = fleet.served(&v2);
