@@ -12,7 +12,7 @@
 //! Only allocation uses the overlay: the write/no-write decision keeps comparing
 //! with the watched copy, so a Service deleted behind our back is put back.
 
-use super::reconcile::ServiceError;
+use super::reconcile::{ServiceError, up_to_date};
 use super::{ReconcileErrors, ReconcileReport, is_edge_service};
 use aether_gateway::Store;
 use k8s_openapi::api::core::v1::Service;
@@ -66,22 +66,24 @@ impl RecentWrites {
 
     /// `store` with every remembered write the store does not show yet put in
     /// place of the watched copy (or added), for [`super::desired_services`].
-    /// Forgets the writes the store has caught up with: same or newer
-    /// resourceVersion (etcd's are increasing integers; one that does not parse
-    /// counts as caught up, so nothing lingers).
+    /// Forgets the writes the store has caught up with: the watched copy is our
+    /// write (same resourceVersion, which the API says is opaque: compared for
+    /// equality only) or carries everything it set. A watched copy someone else
+    /// changed since is not caught up: the reconcile applies ours again, and
+    /// [`RecentWrites::record`] replaces or forgets it.
     pub fn overlay(&mut self, store: &Store, namespace: &str) -> Store {
         let mut out = store.clone();
         self.services.retain(|name, written| {
             if !is_edge_service(written, namespace) {
                 return false;
             }
-            let watched = store.get::<Service>(namespace, name);
-            let behind = match watched {
+            let behind = match store.get::<Service>(namespace, name) {
                 None => true,
-                Some(w) => match (version(w), version(written)) {
-                    (Some(w), Some(ours)) => w < ours,
-                    _ => false,
-                },
+                Some(watched) => {
+                    let same = watched.metadata.resource_version.is_some()
+                        && watched.metadata.resource_version == written.metadata.resource_version;
+                    !same && !up_to_date(written, watched)
+                }
             };
             if behind {
                 out.insert(written.clone());
@@ -90,10 +92,6 @@ impl RecentWrites {
         });
         out
     }
-}
-
-fn version(svc: &Service) -> Option<u64> {
-    svc.metadata.resource_version.as_deref()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -162,11 +160,31 @@ mod tests {
         assert_eq!(got[&ObjectRef::new("infra", "a")][&80], 20001);
         assert_eq!(recent.len(), 1);
 
+        // An older copy (another resourceVersion, without b's allocation) is
+        // behind, whatever the versions look like: they are opaque.
+        let mut older = store.clone();
+        let mut stale = as_written(first[0].clone(), 11);
+        stale.metadata.annotations = None;
+        older.insert(stale);
+        let _ = recent.overlay(&older, &ns);
+        assert_eq!(recent.len(), 1, "still waiting");
+
         // The watch catches up: the write is forgotten.
         let mut caught_up = store.clone();
         caught_up.insert(as_written(first[0].clone(), 10));
         let _ = recent.overlay(&caught_up, &ns);
         assert!(recent.is_empty());
+
+        // So is one the store shows as newer with everything it set.
+        recent.record(&Ok(ReconcileReport {
+            applied: vec![first[0].metadata.name.clone().unwrap()],
+            written: vec![as_written(first[0].clone(), 12)],
+            ..Default::default()
+        }));
+        let mut newer = store.clone();
+        newer.insert(as_written(first[0].clone(), 9));
+        let _ = recent.overlay(&newer, &ns);
+        assert!(recent.is_empty(), "opaque: 9 after 12 is fine");
     }
 
     #[test]
