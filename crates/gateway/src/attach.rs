@@ -30,7 +30,7 @@ pub fn attach(
     parent_ref: &ParentReference,
     controller_name: &str,
 ) -> (RouteParentStatus, Vec<usize>) {
-    let g = route.generation;
+    let g = route.of.generation;
     let candidates: Vec<usize> = gw
         .listeners
         .iter()

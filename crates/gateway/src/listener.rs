@@ -142,7 +142,6 @@ pub struct GatewayModel {
     pub key: ObjectRef,
     /// uid and generation: whose status this Gateway's is.
     pub of: Identity,
-    pub generation: i64,
     /// Err: why the addresses cannot be used.
     pub addresses: Result<Vec<String>, String>,
     /// Why `spec.infrastructure.parametersRef` cannot be used: we read no
@@ -175,7 +174,6 @@ impl GatewayModel {
             });
         GatewayModel {
             of: Identity::of(&gw.metadata),
-            generation: gw.metadata.generation.unwrap_or(0),
             key,
             addresses,
             invalid_parameters,
@@ -192,7 +190,7 @@ impl GatewayModel {
     }
 
     pub fn status(&self) -> GatewayStatus {
-        let g = self.generation;
+        let g = self.of.generation;
         let served = self.is_served();
         let mut conditions = Vec::new();
         let accepted_count = self.listeners.iter().filter(|l| l.is_accepted()).count();

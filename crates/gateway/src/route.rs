@@ -26,7 +26,6 @@ pub struct RouteModel {
     pub key: ObjectRef,
     /// uid and generation: whose status this route's is.
     pub of: Identity,
-    pub generation: i64,
     pub created: Option<Time>,
     /// Lower-cased, as given.
     pub hostnames: Vec<String>,
@@ -129,7 +128,6 @@ impl RouteModel {
         RouteModel {
             kind,
             of: Identity::of(meta),
-            generation: meta.generation.unwrap_or(0),
             created: meta.creation_timestamp.clone(),
             hostnames: hostnames
                 .into_iter()
@@ -170,7 +168,7 @@ impl RouteModel {
     /// attached (listener checks passed). Returns the conditions and whether the
     /// route is Accepted there.
     pub fn attached_conditions(&self) -> (Vec<Condition>, bool) {
-        let g = self.generation;
+        let g = self.of.generation;
         let mut c = Vec::new();
         let accepted = !self.rules.is_empty() || self.invalid_rules.is_empty();
         if accepted {
@@ -217,7 +215,7 @@ impl RouteModel {
 
     /// ResolvedRefs: the first failing backendRef's reason, every failure in the message.
     pub fn resolved_refs(&self) -> Condition {
-        let g = self.generation;
+        let g = self.of.generation;
         match self.backend_errors.first() {
             None => Condition::new(
                 "ResolvedRefs",
