@@ -183,24 +183,23 @@ fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError
         file,
         doc,
         object: &object,
-        value: &value,
     };
     const GW: &str = "gateway.networking.k8s.io/";
     let gw_version = api_version.strip_prefix(GW);
     match (kind.as_str(), api_version.as_str(), gw_version) {
-        ("GatewayClass", _, Some("v1" | "v1beta1")) => ctx.load::<GatewayClass>(),
-        ("Gateway", _, Some("v1" | "v1beta1")) => ctx.load::<Gateway>(),
-        ("HTTPRoute", _, Some("v1" | "v1beta1")) => ctx.load::<HttpRoute>(),
-        ("GRPCRoute", _, Some("v1")) => ctx.load::<GrpcRoute>(),
-        ("TLSRoute", _, Some("v1" | "v1alpha2" | "v1alpha3")) => ctx.load::<TlsRoute>(),
-        ("TCPRoute", _, Some("v1" | "v1alpha2")) => ctx.load::<TcpRoute>(),
-        ("UDPRoute", _, Some("v1" | "v1alpha2")) => ctx.load::<UdpRoute>(),
-        ("ReferenceGrant", _, Some("v1" | "v1beta1")) => ctx.load::<ReferenceGrant>(),
-        ("Service", "v1", _) => ctx.load::<Service>(),
-        ("Secret", "v1", _) => ctx.load::<Secret>(),
-        ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(),
-        ("Namespace", "v1", _) => ctx.load::<Namespace>(),
-        ("EndpointSlice", "discovery.k8s.io/v1", _) => ctx.load::<EndpointSlice>(),
+        ("GatewayClass", _, Some("v1" | "v1beta1")) => ctx.load::<GatewayClass>(value),
+        ("Gateway", _, Some("v1" | "v1beta1")) => ctx.load::<Gateway>(value),
+        ("HTTPRoute", _, Some("v1" | "v1beta1")) => ctx.load::<HttpRoute>(value),
+        ("GRPCRoute", _, Some("v1")) => ctx.load::<GrpcRoute>(value),
+        ("TLSRoute", _, Some("v1" | "v1alpha2" | "v1alpha3")) => ctx.load::<TlsRoute>(value),
+        ("TCPRoute", _, Some("v1" | "v1alpha2")) => ctx.load::<TcpRoute>(value),
+        ("UDPRoute", _, Some("v1" | "v1alpha2")) => ctx.load::<UdpRoute>(value),
+        ("ReferenceGrant", _, Some("v1" | "v1beta1")) => ctx.load::<ReferenceGrant>(value),
+        ("Service", "v1", _) => ctx.load::<Service>(value),
+        ("Secret", "v1", _) => ctx.load::<Secret>(value),
+        ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(value),
+        ("Namespace", "v1", _) => ctx.load::<Namespace>(value),
+        ("EndpointSlice", "discovery.k8s.io/v1", _) => ctx.load::<EndpointSlice>(value),
         _ => Err(LoadError::UnknownKind {
             file: file.to_string(),
             line: at(text_line),
@@ -216,7 +215,6 @@ struct Context<'a> {
     file: &'a str,
     doc: &'a Document,
     object: &'a str,
-    value: &'a Value,
 }
 
 impl Context<'_> {
@@ -226,9 +224,9 @@ impl Context<'_> {
 
     fn load<T: StoreObject + DeserializeOwned + Serialize + 'static>(
         &self,
+        mut value: Value,
     ) -> Result<Staged, LoadError> {
         // A `status:` stanza is the API server's business: never read, ignored.
-        let mut value = self.value.clone();
         if let Some(m) = value.as_mapping_mut() {
             m.remove("status");
         }
