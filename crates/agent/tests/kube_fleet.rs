@@ -282,12 +282,14 @@ async fn fleet() {
         || route_accepted(c, NS, "r2", "gw"),
     )
     .await;
-    let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
-    assert_eq!(
-        gw["status"]["listeners"][0]["attachedRoutes"], 2,
-        "{}",
-        gw["status"]
-    );
+    // The Gateway's status is another write of the same batch: it may land a
+    // moment after the route's.
+    eventually(
+        Duration::from_secs(10),
+        "Programmed with r1 and r2 attached",
+        || programmed_with(2),
+    )
+    .await;
 
     // agent-a returns as a follower serving another hash: its report reaches the new
     // leader (found through the Lease), so the Gateway is held again …
@@ -403,5 +405,9 @@ async fn static_mode() {
         },
     )
     .await;
-    route_accepted(c, NS, "r1", "gw").await.unwrap();
+    // Another write of the same batch.
+    eventually(Duration::from_secs(10), "r1 Accepted", || {
+        route_accepted(c, NS, "r1", "gw")
+    })
+    .await;
 }
