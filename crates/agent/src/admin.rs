@@ -5,7 +5,7 @@
 //! | `/healthz`        | 200 while the process runs                                     |
 //! | `/readyz`         | 200 once a first complete configuration is published (Kubernetes mode: and the local Envoy has caught up), else 503 |
 //! | `/metrics`        | Prometheus text: config loads, publishes, ADS counters          |
-//! | `/debug/snapshot` | JSON: the resources pushed, per Envoy node what it ACKed/NACKed |
+//! | `/debug/snapshot` | JSON: the resources pushed (private keys `[redacted]`), per Envoy node what it ACKed/NACKed |
 //! | `/debug/status`   | YAML: status as it stands given what Envoy has ACKed            |
 
 use crate::pipeline::Published;
@@ -110,7 +110,8 @@ async fn debug_snapshot(State(state): State<Shared>) -> Response {
     let Some(p) = current(&state) else {
         return (StatusCode::SERVICE_UNAVAILABLE, "no snapshot yet\n").into_response();
     };
-    let resources = match aether_xds::to_yaml(&p.snapshot)
+    // Private keys travel inline in LDS; this endpoint shows them redacted.
+    let resources = match aether_xds::to_yaml_redacted(&p.snapshot)
         .map_err(|e| e.to_string())
         .and_then(|y| serde_yaml::from_str::<serde_json::Value>(&y).map_err(|e| e.to_string()))
     {

@@ -149,6 +149,39 @@ fn l4_route(
     )
 }
 
+/// The TLS listeners carry their keys inline in LDS; /debug/snapshot shows the
+/// listeners, each `privateKey` redacted.
+fn no_private_key_in_the_debug_snapshot(agent: &Agent) {
+    fn private_keys<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    if k == "privateKey" {
+                        out.push(v);
+                    } else {
+                        private_keys(v, out);
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| private_keys(v, out)),
+            _ => {}
+        }
+    }
+    let snapshot: serde_json::Value =
+        wait_until(Duration::from_secs(20), "/debug/snapshot", || {
+            let r = agent.admin_get("/debug/snapshot")?;
+            (r.status == 200)
+                .then(|| serde_json::from_str(&r.body).ok())
+                .flatten()
+        });
+    let mut keys = Vec::new();
+    private_keys(&snapshot["resources"], &mut keys);
+    assert!(!keys.is_empty(), "no TLS listener in the snapshot?");
+    for k in keys {
+        assert_eq!(k, &serde_json::json!({"inlineString": "[redacted]"}));
+    }
+}
+
 #[test]
 fn tls_passthrough_terminate_mixed_tcp_and_udp_through_envoy() {
     let dir = temp_dir("l4");
@@ -227,6 +260,7 @@ fn tls_passthrough_terminate_mixed_tcp_and_udp_through_envoy() {
     let admin = format!("127.0.0.1:{}", free_port());
     let agent = Agent::start(&dir, &xds, &admin, &logs);
     let _envoy = Envoy::start("l4", &xds, false, &logs);
+    no_private_key_in_the_debug_snapshot(&agent);
 
     // Status says programmed (after Envoy's ACK) before any traffic is checked.
     wait_until(

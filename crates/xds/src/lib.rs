@@ -4,6 +4,7 @@
 //!  Ir ─► build() ─► Snapshot { CDS clusters, EDS load assignments, LDS listeners, RDS routes }
 //!                        │
 //!                        ├─► to_yaml()              what `aether-edge translate` prints
+//!                        ├─► to_yaml_redacted()     the same, private keys `[redacted]` (/debug/snapshot)
 //!                        └─► validation_bootstrap() the same resources, static, for
 //!                                                    `envoy --mode validate`
 //!  BootstrapOptions ─► bootstrap()                  what `aether-edge bootstrap` prints
@@ -29,7 +30,7 @@ mod yaml;
 pub use action::{INVALID_BACKEND, Scheme};
 pub use bootstrap::{BootstrapError, BootstrapOptions, bootstrap, try_bootstrap};
 pub use parts::{ObjectParts, Part};
-pub use render::{RenderError, to_yaml};
+pub use render::{RenderError, to_yaml, to_yaml_redacted};
 pub use snapshot::{GatewayResources, Resource, ResourceType, Snapshot};
 pub use validate::validation_bootstrap;
 

@@ -103,14 +103,26 @@ fn group_name(ty: ResourceType) -> &'static str {
 ///
 /// Empty groups are left out.
 pub fn to_yaml(snapshot: &Snapshot) -> Result<String, RenderError> {
+    render(snapshot, false)
+}
+
+/// [`to_yaml`] with every private key (and key password) replaced by
+/// `[redacted]`, as Envoy's own config_dump shows them: for debug endpoints,
+/// which must not hand out the keys that LDS carries inline.
+pub fn to_yaml_redacted(snapshot: &Snapshot) -> Result<String, RenderError> {
+    render(snapshot, true)
+}
+
+fn render(snapshot: &Snapshot, redacted: bool) -> Result<String, RenderError> {
     let mut doc = Mapping::new();
     for ty in ResourceType::ALL {
         let mut group = Vec::new();
         for resource in snapshot.of_type(ty) {
-            group.push(message_value(
-                type_name_of(&resource.body.type_url),
-                &resource.body.value,
-            )?);
+            let mut v = message_value(type_name_of(&resource.body.type_url), &resource.body.value)?;
+            if redacted {
+                redact(&mut v);
+            }
+            group.push(v);
         }
         if !group.is_empty() {
             doc.insert(Value::from(group_name(ty)), Value::Sequence(group));
@@ -119,8 +131,51 @@ pub fn to_yaml(snapshot: &Snapshot) -> Result<String, RenderError> {
     yaml_string(&Value::Mapping(doc))
 }
 
+/// The DataSource fields of Envoy's TLS messages that hold secrets.
+const SECRET_FIELDS: [&str; 2] = ["privateKey", "password"];
+
+/// Replaces every secret DataSource under `value` by `inlineString: [redacted]`.
+pub fn redact(value: &mut Value) {
+    match value {
+        Value::Mapping(m) => {
+            for (k, v) in m.iter_mut() {
+                if k.as_str().is_some_and(|k| SECRET_FIELDS.contains(&k)) {
+                    let mut hidden = Mapping::new();
+                    hidden.insert(Value::from("inlineString"), Value::from("[redacted]"));
+                    *v = Value::Mapping(hidden);
+                } else {
+                    redact(v);
+                }
+            }
+        }
+        Value::Sequence(items) => items.iter_mut().for_each(redact),
+        _ => {}
+    }
+}
+
 /// A YAML value as text any YAML reader (Envoy's yaml-cpp included) reads back
 /// the same (see `yaml.rs`).
 pub(crate) fn yaml_string(value: &Value) -> Result<String, RenderError> {
     Ok(crate::yaml::to_string(value))
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::*;
+
+    #[test]
+    fn private_keys_and_passwords_are_redacted_wherever_they_are() {
+        let mut v: Value = serde_yaml::from_str(
+            "listeners:\n- filterChains:\n  - transportSocket:\n      typedConfig:\n        commonTlsContext:\n          tlsCertificates:\n          - certificateChain: {inlineBytes: Q0VSVA==}\n            privateKey: {inlineBytes: S0VZ}\n            password: {inlineString: hunter2}\n",
+        )
+        .unwrap();
+        redact(&mut v);
+        let text = serde_yaml::to_string(&v).unwrap();
+        assert!(
+            !text.contains("S0VZ") && !text.contains("hunter2"),
+            "{text}"
+        );
+        assert_eq!(text.matches("[redacted]").count(), 2, "{text}");
+        assert!(text.contains("Q0VSVA=="), "certificates stay: {text}");
+    }
 }
