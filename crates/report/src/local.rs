@@ -21,7 +21,8 @@ pub fn local_report(node: &str, fleet: &Fleet, snapshot: &Snapshot) -> AckReport
     if !envoy_connected {
         return report;
     }
-    let served = fleet.served(snapshot);
+    // Only this node's Envoy: another client of the local ADS server counts for nothing.
+    let served = fleet.served_by(node, snapshot);
     if served.values().all(|s| s.whole) {
         report.acked_snapshot = snapshot.version.clone();
         return report;

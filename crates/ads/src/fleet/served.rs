@@ -90,8 +90,25 @@ impl Fleet {
     /// version an Envoy holds is read from the fragments [`Fleet::remember`]
     /// kept of it; one never remembered serves only what is current.
     pub fn served(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, GatewayServed> {
+        self.served_among(snapshot, |_| true)
+    }
+
+    /// [`Fleet::served`] counting only the Envoy of `node`: an agent's report
+    /// says what its own Envoy serves, and another client of its ADS server
+    /// (a stray process with another node id) must neither hold it back nor
+    /// put its NACK text into it.
+    pub fn served_by(&self, node: &str, snapshot: &Snapshot) -> BTreeMap<ObjectRef, GatewayServed> {
+        self.served_among(snapshot, |n| n == node)
+    }
+
+    fn served_among(
+        &self,
+        snapshot: &Snapshot,
+        counts: impl Fn(&str) -> bool,
+    ) -> BTreeMap<ObjectRef, GatewayServed> {
         let inner = self.lock();
-        let nodes = inner.nodes();
+        let mut nodes = inner.nodes();
+        nodes.retain(|n, _| counts(n));
         let history = &inner.history;
         snapshot
             .gateways

@@ -439,4 +439,37 @@ mod served {
         let s = fleet.served(&v2);
         assert!(s[&web].routes.is_empty());
     }
+
+    #[test]
+    fn a_stray_client_counts_only_for_the_whole_fleet_view() {
+        let fleet = Fleet::new();
+        let web = gw("infra/web");
+        let v1 = mk_routes_snapshot(&[("a", "/a")]);
+        fleet.remember(&v1);
+        let ours = fleet.connect("node-a", Protocol::Sotw);
+        ack_everything(&ours, &v1);
+        // Another local process on the ADS socket: never ACKs, NACKs routes.
+        let stray = fleet.connect("intruder", Protocol::Sotw);
+        let rds = ir::names::route_table("infra", "web", 80, None);
+        stray.record(&Event::Nacked {
+            ty: RDS,
+            nack: Nack {
+                version: "0123456789abcdef".into(),
+                message: "text of the intruder's choosing".into(),
+                rejected: [(rds.clone(), v1.version_of(RDS, &rds).unwrap().to_string())].into(),
+            },
+        });
+        assert!(matches!(
+            fleet.served(&v1)[&web].gateway,
+            AckState::Nacked(_)
+        ));
+        let s = fleet.served_by("node-a", &v1);
+        assert!(s[&web].whole);
+        assert_eq!(s[&web].gateway, AckState::Acked);
+        assert_eq!(s[&web].routes, keys(&["a"]));
+        assert!(
+            fleet.served_by("node-b", &v1)[&web].routes.is_empty(),
+            "not connected"
+        );
+    }
 }
