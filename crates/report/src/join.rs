@@ -153,6 +153,31 @@ pub struct Members {
 }
 
 impl Members {
+    /// Whether the picture is complete enough to write status from, after a
+    /// (re)start: every member has reported what its Envoy serves (with no
+    /// member known, some node has). Until then a restarted leader would write
+    /// `Pending` over what every Envoy still serves, and `Programmed` again a
+    /// moment later.
+    pub fn have_answered(&self, nodes: &BTreeMap<String, AckReport>) -> bool {
+        let answered = |r: &AckReport| {
+            r.envoy_connected
+                && (!r.acked_snapshot.is_empty()
+                    || !r.acked.is_empty()
+                    || !r.nacked.is_empty()
+                    || !r.acked_parts.is_empty())
+        };
+        let mut members = self
+            .per_gateway
+            .values()
+            .flatten()
+            .chain(&self.every_gateway)
+            .peekable();
+        if members.peek().is_none() {
+            return nodes.values().any(answered);
+        }
+        members.all(|n| nodes.get(n).is_some_and(answered))
+    }
+
     /// The reports of the nodes that must serve `gw`, and the nodes among them
     /// that have not reported. With no member known (a Service with no Ready
     /// endpoint yet, no Ready edge pod, or a cluster that tells neither), every
@@ -552,5 +577,42 @@ mod tests {
         assert_eq!(served.gateway, AckState::Acked, "only b must serve");
         let served = &reports.served(&snapshot, &Members::default())[&gw];
         assert_ne!(served.gateway, AckState::Acked, "a NACKs, c serves v0");
+    }
+
+    #[test]
+    fn status_waits_after_a_restart_until_the_members_have_answered() {
+        let snapshot = mk_snapshot(b"v1");
+        let mut answered = mk_report("a", true);
+        answered.acked_snapshot = snapshot.version.clone();
+        let connected_only = mk_report("b", true);
+        let nodes = |rs: &[&AckReport]| -> BTreeMap<String, AckReport> {
+            rs.iter().map(|r| (r.node.clone(), (*r).clone())).collect()
+        };
+        let none = Members::default();
+        assert!(!none.have_answered(&nodes(&[])));
+        assert!(
+            !none.have_answered(&nodes(&[&connected_only])),
+            "ACKed nothing yet"
+        );
+        assert!(none.have_answered(&nodes(&[&answered, &connected_only])));
+
+        let both = Members {
+            per_gateway: BTreeMap::from([(
+                ObjectRef::new("ns", "gw"),
+                BTreeSet::from(["a".into(), "b".into()]),
+            )]),
+            ..Default::default()
+        };
+        assert!(
+            !both.have_answered(&nodes(&[&answered])),
+            "b has not reported"
+        );
+        assert!(!both.have_answered(&nodes(&[&answered, &connected_only])));
+        let mut b = connected_only.clone();
+        b.nacked.insert("ns/gw".into(), "bad".into());
+        assert!(
+            both.have_answered(&nodes(&[&answered, &b])),
+            "a NACK is an answer"
+        );
     }
 }

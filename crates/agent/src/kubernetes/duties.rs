@@ -108,13 +108,10 @@ pub(super) fn status_inputs(
         let grace_ends = tokio::time::Instant::now() + STARTUP_GRACE;
         let mut settled = false;
         loop {
-            settled = settled
-                || tokio::time::Instant::now() >= grace_ends
-                || reports.nodes().values().any(|r| r.envoy_connected);
             let p = published.borrow_and_update().clone();
             // Read before the join: the plan covers at least this change.
             let served_at = reports.changed_at();
-            if let (true, Some(p), Some(store)) = (settled, p, index.store()) {
+            if let (Some(p), Some(store)) = (p, index.store()) {
                 let members = Members {
                     per_gateway: match &mode {
                         AddressMode::Service(cfg) => service::members(&store, &cfg.namespace),
@@ -125,17 +122,26 @@ pub(super) fn status_inputs(
                         .map(|r| r.borrow_and_update().clone())
                         .unwrap_or_default(),
                 };
-                let plan = gate(&p, &reports, &members, &store, &mode, &problems.current());
-                // Every Gateway API kind has listed, so discovery has run.
-                let served = served.borrow_and_update().clone().unwrap_or_default();
-                tx.send_replace(Arc::new(StatusInputs {
-                    plan,
-                    store,
-                    supported_features: SUPPORTED_FEATURES.iter().map(|f| f.to_string()).collect(),
-                    controller_name: controller_name.clone(),
-                    served,
-                    served_at,
-                }));
+                settled = settled
+                    || tokio::time::Instant::now() >= grace_ends
+                    || members.have_answered(&reports.nodes());
+                // Nothing is written from a picture that is still forming.
+                if settled {
+                    let plan = gate(&p, &reports, &members, &store, &mode, &problems.current());
+                    // Every Gateway API kind has listed, so discovery has run.
+                    let served = served.borrow_and_update().clone().unwrap_or_default();
+                    tx.send_replace(Arc::new(StatusInputs {
+                        plan,
+                        store,
+                        supported_features: SUPPORTED_FEATURES
+                            .iter()
+                            .map(|f| f.to_string())
+                            .collect(),
+                        controller_name: controller_name.clone(),
+                        served,
+                        served_at,
+                    }));
+                }
             }
             tokio::select! {
                 r = published.changed() => if r.is_err() { return },
