@@ -377,6 +377,18 @@ async fn static_mode() {
         a.node_acked_all("node-a").then_some(())
     });
     pending_on(c, "node-b").await;
+    // The route's status is another write of the batch that wrote the Gateway's.
+    eventually(Duration::from_secs(10), "r1 Pending", || async move {
+        let r1 = get_json::<gateway_api::apis::standard::httproutes::HttpRoute>(c, Some(NS), "r1")
+            .await
+            .ok_or("no r1")?;
+        let accepted = status_reason(&r1["status"]["parents"][0]["conditions"], "Accepted");
+        match accepted {
+            Some((s, r)) if s == "False" && r == "Pending" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
     let until = Instant::now() + Duration::from_secs(1);
     while Instant::now() < until {
         let r1 = get_json::<gateway_api::apis::standard::httproutes::HttpRoute>(c, Some(NS), "r1")
