@@ -29,11 +29,14 @@ pub async fn shutdown_signal() {
 }
 
 /// Waits for a first publication, then serves ADS on `address` until a shutdown
-/// signal. Returns without serving if the signal comes first.
+/// signal. Returns without serving if the signal comes first. `remember` sees
+/// every snapshot before any Envoy can get it (the leader's report join keeps
+/// their fingerprints).
 pub async fn ads_when_ready(
     mut published: watch::Receiver<Option<Arc<Published>>>,
     fleet: Fleet,
     address: &str,
+    remember: impl Fn(&Snapshot) + Send + 'static,
 ) -> anyhow::Result<()> {
     let first = tokio::select! {
         p = published.wait_for(Option::is_some) => p.map(|p| p.clone()).ok().flatten(),
@@ -43,11 +46,13 @@ pub async fn ads_when_ready(
         return Ok(());
     };
     fleet.remember(&first.snapshot);
+    remember(&first.snapshot);
     let (snapshot_tx, snapshot_rx) = watch::channel(first.snapshot.clone());
     tokio::spawn(forward_snapshots(
         published.clone(),
         snapshot_tx,
         fleet.clone(),
+        remember,
     ));
     tokio::spawn(report_programmed(published, fleet.clone()));
     let server = AdsServer::new(snapshot_rx, fleet);
@@ -63,12 +68,14 @@ async fn forward_snapshots(
     mut published: watch::Receiver<Option<Arc<Published>>>,
     snapshots: watch::Sender<Arc<Snapshot>>,
     fleet: Fleet,
+    remember: impl Fn(&Snapshot),
 ) {
     while published.changed().await.is_ok() {
         let Some(p) = published.borrow_and_update().clone() else {
             continue;
         };
         fleet.remember(&p.snapshot);
+        remember(&p.snapshot);
         snapshots.send_if_modified(|current| {
             let changed = current.version != p.snapshot.version;
             if changed {

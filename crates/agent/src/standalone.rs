@@ -72,7 +72,8 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let admin_task = admin::spawn(&args.admin_address, admin_state, shutdown_rx.clone()).await?;
     let source_task = tokio::spawn(watch_dir(dir, pipeline.clone(), shutdown_rx));
 
-    let result = serve::ads_when_ready(pipeline.subscribe(), fleet, &args.xds_address).await;
+    let result =
+        serve::ads_when_ready(pipeline.subscribe(), fleet, &args.xds_address, |_| {}).await;
     let _ = shutdown_tx.send(true);
     let _ = tokio::join!(admin_task, source_task);
     info!("stopped");

@@ -120,8 +120,8 @@ impl Reports {
     /// relative to it can be read once it is not the newest.
     pub fn served(&self, snapshot: &Snapshot, members: &Members) -> BTreeMap<ObjectRef, Served> {
         let mut recent = self.recent.lock().expect("recent snapshots lock");
-        recent.remember(snapshot);
         let nodes = self.nodes.lock().expect("reports lock");
+        recent.remember(snapshot, &held(&nodes));
         snapshot
             .gateways
             .iter()
@@ -139,6 +139,27 @@ impl Reports {
             })
             .collect()
     }
+}
+
+impl Reports {
+    /// Remembers a snapshot this agent serves, so reports relative to it can
+    /// be read later. Call it for every snapshot before an Envoy can get it:
+    /// one that was served only between two status passes would otherwise be
+    /// unknown, and a node reporting it would serve nothing.
+    pub fn remember(&self, snapshot: &Snapshot) {
+        let mut recent = self.recent.lock().expect("recent snapshots lock");
+        let nodes = self.nodes.lock().expect("reports lock");
+        recent.remember(snapshot, &held(&nodes));
+    }
+}
+
+/// The snapshot versions the nodes report as ACKed.
+fn held(nodes: &BTreeMap<String, AckReport>) -> BTreeSet<&str> {
+    nodes
+        .values()
+        .map(|r| r.acked_snapshot.as_str())
+        .filter(|v| !v.is_empty())
+        .collect()
 }
 
 /// Which nodes must serve a Gateway: those that take its traffic.
@@ -614,5 +635,33 @@ mod tests {
             both.have_answered(&nodes(&[&answered, &b])),
             "a NACK is an answer"
         );
+    }
+
+    #[test]
+    fn a_snapshot_a_node_still_reports_is_not_forgotten() {
+        let gw = ObjectRef::new("ns", "gw");
+        let held = mk_parted("fa", "fb", b"v0");
+        let reports = Reports::default();
+        reports.remember(&held);
+        let mut a = mk_report("a", true);
+        a.acked_snapshot = held.version.clone();
+        reports.update(a);
+        // Many newer snapshots (b changes each time) before node a catches up.
+        let mut newest = held.clone();
+        for i in 1..40 {
+            newest = mk_parted("fa", &format!("fb{i}"), format!("v{i}").as_bytes());
+            reports.remember(&newest);
+        }
+        let served = &reports.served(&newest, &Members::default())[&gw];
+        assert_eq!(
+            served.gateway,
+            AckState::Acked,
+            "own share unchanged since v0"
+        );
+        assert!(
+            served.serves_route("HTTPRoute/ns/a"),
+            "a unchanged since v0"
+        );
+        assert!(!served.serves_route("HTTPRoute/ns/b"));
     }
 }

@@ -9,7 +9,7 @@
 
 use aether_ir::ObjectRef;
 use aether_xds::Snapshot;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 /// Snapshots remembered.
@@ -60,15 +60,24 @@ pub(crate) struct Recent {
 }
 
 impl Recent {
-    pub(crate) fn remember(&mut self, snapshot: &Snapshot) {
+    /// Remembers `snapshot`; beyond [`KEPT`], forgets the oldest snapshots no
+    /// node's report refers to (`held`: the versions reported as ACKed). A
+    /// report of a forgotten snapshot tells nothing, and everything of every
+    /// Gateway would read as not served.
+    pub(crate) fn remember(&mut self, snapshot: &Snapshot, held: &BTreeSet<&str>) {
         if self.snapshots.iter().any(|(v, _)| *v == snapshot.version) {
             return;
         }
         self.snapshots
             .push_back((snapshot.version.clone(), Arc::new(Prints::of(snapshot))));
-        while self.snapshots.len() > KEPT {
-            self.snapshots.pop_front();
-        }
+        let mut excess = self.snapshots.len().saturating_sub(KEPT);
+        self.snapshots.retain(|(v, _)| {
+            let drop = excess > 0 && !held.contains(v.as_str());
+            if drop {
+                excess -= 1;
+            }
+            !drop
+        });
     }
 
     /// Gateway `gw` as of snapshot `version`.

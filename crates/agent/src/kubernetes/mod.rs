@@ -361,7 +361,11 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the ADS socket directory {}", dir.display()))?;
     }
-    let result = serve::ads_when_ready(pipeline.subscribe(), fleet, &args.xds_address).await;
+    let result = serve::ads_when_ready(pipeline.subscribe(), fleet, &args.xds_address, {
+        let reports = reports.clone();
+        move |s| reports.remember(s)
+    })
+    .await;
     let _ = shutdown_tx.send(true);
     let _ = admin_task.await;
     if let Some(t) = health_task {
