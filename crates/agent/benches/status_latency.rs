@@ -100,8 +100,40 @@ async fn bench() {
         },
     )
     .await;
+    // The routes' own status writes follow the Gateway's (1,000 writes): the
+    // churn starts once they are all in, or it would measure that backlog.
+    let r = &routes;
+    eventually(
+        Duration::from_secs(300),
+        "every served route Accepted",
+        || async move {
+            let list = r
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let accepted = list
+                .items
+                .iter()
+                .filter(|r| {
+                    r.status.as_ref().is_some_and(|s| {
+                        s.parents.iter().any(|p| {
+                            p.conditions
+                                .iter()
+                                .any(|c| c.type_ == "Accepted" && c.status == "True")
+                        })
+                    })
+                })
+                .count();
+            if accepted == served {
+                Ok(())
+            } else {
+                Err(format!("{accepted} of {served}"))
+            }
+        },
+    )
+    .await;
     println!(
-        "{served} routes attached {} ms after the agent started",
+        "{served} routes attached and Accepted {} ms after the agent started",
         t.elapsed().as_millis()
     );
 
@@ -194,6 +226,36 @@ async fn bench() {
         "    ({superseded} of {changes} changes were superseded by the next change to their route before status showed them)"
     );
     print_line("status written − last ACK (per batch)", &mut follow);
+    let log = agent.proc.log_text();
+    let batches: Vec<usize> = log
+        .lines()
+        .filter(|l| l.contains("status batch written"))
+        .filter_map(|l| {
+            l.split("written=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    println!(
+        "  {} status batches, {} objects written in all (largest batch {})",
+        batches.len(),
+        batches.iter().sum::<usize>(),
+        batches.iter().max().unwrap_or(&0)
+    );
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains(" WARN ")).collect();
+    println!("  {} warnings in the agent's log", warnings.len());
+    for w in warnings.iter().take(5) {
+        println!("    {w}");
+    }
+    for line in agent.metrics().lines().filter(|l| {
+        l.starts_with("aether_edge_status_writes_total") && !l.ends_with(" 0")
+            || l.starts_with("aether_edge_status_unchanged_total")
+    }) {
+        println!("    {line}");
+    }
 }
 
 fn print_line(what: &str, samples: &mut [Duration]) {
