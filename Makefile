@@ -28,7 +28,8 @@ lint:
 	cargo clippy --workspace --all-targets -- -D warnings
 
 # Scale and propagation benchmarks (release build); prints medians and peak memory.
-bench: envoy
+bench: envoy kube-bins
 	cargo bench -p aether-benches --bench scale
 	cargo bench -p aether-benches --bench fleet
 	cargo bench -p aether-edge --bench propagation
+	cargo bench -p aether-edge --bench status_latency
