@@ -59,8 +59,8 @@ impl XdsListener {
     }
 }
 
-/// Binds `listen`: `HOST:PORT` (port 0 picks one) or `unix:/path` (a stale socket
-/// file left by a previous run is replaced).
+/// Binds `listen`: `HOST:PORT` (port 0 picks one) or `unix:/path` (mode 0600; a
+/// stale socket file left by a previous run is replaced).
 pub async fn bind(listen: &str) -> Result<XdsListener, ServeError> {
     let bind_error = |source| ServeError::Bind {
         address: listen.to_string(),
@@ -73,8 +73,7 @@ pub async fn bind(listen: &str) -> Result<XdsListener, ServeError> {
             });
         }
         let path = PathBuf::from(path);
-        remove_stale_socket(&path).map_err(bind_error)?;
-        let listener = UnixListener::bind(&path).map_err(bind_error)?;
+        let listener = bind_private(&path).map_err(bind_error)?;
         return Ok(XdsListener {
             socket: Socket::Unix(listener, path),
         });
@@ -139,6 +138,24 @@ pub async fn serve_on(
         }
     }
     Ok(())
+}
+
+/// A unix socket at `path` that only its owner can connect to (0600: ADS
+/// carries private keys). Bound under a temporary name, made private, then
+/// renamed into place, so it is never reachable with the umask's permissions.
+fn bind_private(path: &std::path::Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let staging = path.with_file_name(format!(".{name}.{}.binding", std::process::id()));
+    remove_stale_socket(path)?;
+    remove_stale_socket(&staging)?;
+    let listener = UnixListener::bind(&staging)?;
+    std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::rename(&staging, path)?;
+    Ok(listener)
 }
 
 /// Removes a socket file at `path`, but never a regular file or directory.

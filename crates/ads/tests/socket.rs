@@ -331,6 +331,20 @@ async fn unix_socket_binds_and_bad_addresses_are_errors() {
     let listen = format!("unix:{}", path.display());
     let listener = bind(&listen).await.expect("bind unix socket");
     assert_eq!(listener.local_addr(), listen);
+    // Only its owner may connect: ADS carries private keys.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "socket mode {mode:o}");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("xds.sock")],
+        "no staging file left"
+    );
     drop(listener);
     // The socket file left behind is replaced on the next bind.
     bind(&listen).await.expect("rebind over a stale socket");
