@@ -9,7 +9,7 @@
 use aether_gateway::{Store, StoreObject};
 use aether_ir::ObjectRef;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 /// What a watch says about one kind.
@@ -28,7 +28,8 @@ pub enum Event<T> {
 
 #[derive(Default)]
 struct State {
-    store: Store,
+    /// Shared with every reader; copied on write only while one holds it.
+    store: Arc<Store>,
     /// Relists in progress, per kind: the objects seen so far (type-erased as a
     /// store holding only that kind).
     relisting: BTreeMap<&'static str, Store>,
@@ -70,7 +71,9 @@ impl Index {
     }
 
     /// A copy of the store, once every required kind has been listed.
-    pub fn store(&self) -> Option<Store> {
+    /// The store, once every kind has listed: shared, not copied (a write after
+    /// this copies it, once, if this is still held).
+    pub fn store(&self) -> Option<Arc<Store>> {
         let state = self.state.lock().expect("index lock");
         self.required
             .iter()
@@ -95,18 +98,18 @@ impl Index {
                 state.listed.insert(T::KIND);
                 let current = state.store.all::<T>().keys().cloned().collect::<Vec<_>>();
                 for key in current {
-                    state.store.remove::<T>(&key.namespace, &key.name);
+                    Arc::make_mut(&mut state.store).remove::<T>(&key.namespace, &key.name);
                 }
                 for (_, obj) in objects {
-                    state.store.insert(obj);
+                    Arc::make_mut(&mut state.store).insert(obj);
                 }
                 true
             }
             Event::Apply(obj) => {
-                state.store.insert(obj);
+                Arc::make_mut(&mut state.store).insert(obj);
                 true
             }
-            Event::Delete(key) => state.store.remove::<T>(&key.namespace, &key.name).is_some(),
+            Event::Delete(key) => Arc::make_mut(&mut state.store).remove::<T>(&key.namespace, &key.name).is_some(),
         };
         drop(state);
         if changed {

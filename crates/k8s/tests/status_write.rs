@@ -150,7 +150,7 @@ fn inputs(store: Store, ack: AckState) -> StatusInputs {
         .gated(|_| Served::whole(ack.clone()));
     StatusInputs {
         plan,
-        store,
+        store: store.into(),
         supported_features: vec!["Gateway".into(), "HTTPRoute".into()],
         controller_name: config.controller_name,
         served: aether_k8s::ServedVersions::all_v1(),

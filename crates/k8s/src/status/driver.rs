@@ -239,7 +239,7 @@ mod tests {
         let config = Config::default();
         Arc::new(StatusInputs {
             plan: translate(&store, &config).status,
-            store,
+            store: store.into(),
             supported_features: vec![],
             controller_name: config.controller_name,
             served: crate::ServedVersions::all_v1(),

@@ -30,7 +30,7 @@ spec:
 
 fn written(store_now: Store, store_planned: Store) -> Vec<(StatusKind, String)> {
     let mut inputs = mk_inputs(store_planned, AckState::Acked);
-    inputs.store = store_now;
+    inputs.store = store_now.into();
     compute(&inputs, &at(100))
         .patches
         .iter()

@@ -151,7 +151,7 @@ fn l4_routes_get_status_at_their_served_version_once() {
     apply_all(&mut store, &got.patches);
     let again = compute(
         &super::patch::StatusInputs {
-            store,
+            store: store.into(),
             ..inputs.clone()
         },
         &at(200),
@@ -190,7 +190,7 @@ fn an_l4_route_the_plan_drops_loses_our_entry_and_keeps_theirs() {
 
     let got = compute(
         &super::patch::StatusInputs {
-            store,
+            store: store.into(),
             ..inputs.clone()
         },
         &at(200),

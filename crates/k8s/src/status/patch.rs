@@ -49,7 +49,7 @@ pub struct StatusInputs {
     /// The plan after the ACK gate ([`StatusPlan::gated`]).
     pub plan: StatusPlan,
     /// The objects as last seen, with the status they carry now.
-    pub store: Store,
+    pub store: std::sync::Arc<Store>,
     /// Feature names for `GatewayClass.status.supportedFeatures` (any order).
     pub supported_features: Vec<String>,
     /// Our `controllerName`: route parent entries with it are ours.

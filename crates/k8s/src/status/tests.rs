@@ -68,7 +68,7 @@ pub(super) fn mk_inputs(store: Store, ack: AckState) -> StatusInputs {
     let planned = translate(&store, &config).status;
     StatusInputs {
         plan: planned.gated(|_| Served::whole(ack.clone())),
-        store,
+        store: store.into(),
         supported_features: vec!["HTTPRoute".into(), "Gateway".into(), "GRPCRoute".into()],
         controller_name: config.controller_name,
         served: ServedVersions::all_v1(),
@@ -205,7 +205,7 @@ fn gateway_class_lists_supported_features_sorted_by_name() {
     );
 
     // A feature added later is a change; the same set again is not.
-    let mut store = inputs.store.clone();
+    let mut store = (*inputs.store).clone();
     apply_all(&mut store, &got.patches);
     let mut again = mk_inputs(store, AckState::Acked);
     again.supported_features = inputs.supported_features.clone();
@@ -396,11 +396,11 @@ fn a_removed_listener_and_a_changed_generation_are_changes() {
 #[test]
 fn objects_not_in_the_store_and_routes_not_ours_get_no_patch() {
     let mut inputs = mk_inputs(mk_store(WORLD), AckState::Acked);
-    inputs.store.remove::<Gateway>("infra", "web");
+    std::sync::Arc::make_mut(&mut inputs.store).remove::<Gateway>("infra", "web");
     let mut route: HttpRoute = inputs.store.get::<HttpRoute>("apps", "r").unwrap().clone();
     route.metadata.name = Some("unrelated".into());
     route.spec.parent_refs = Some(vec![]);
-    inputs.store.insert(route);
+    std::sync::Arc::make_mut(&mut inputs.store).insert(route);
     let got = compute(&inputs, &at(100));
     let names: Vec<String> = got.patches.iter().map(|p| p.object.name.clone()).collect();
     assert_eq!(names, vec!["aether", "r", "g"]);
@@ -469,7 +469,7 @@ fn a_plan_older_than_the_route_keeps_our_entry_and_a_deleted_gateway_loses_it() 
     let mut older = store.clone();
     older.remove::<HttpRoute>("apps", "r");
     let lagging = StatusInputs {
-        store: store.clone(),
+        store: store.clone().into(),
         ..mk_inputs(older, AckState::Acked)
     };
     let got = compute(&lagging, &at(200));

@@ -191,11 +191,13 @@ impl StatusWriter {
     pub fn patches(&self, inputs: &StatusInputs, now: &Time) -> Vec<StatusPatch> {
         let computed = {
             let mut written = self.written.lock().expect("writer lock");
+            forget_caught_up(&mut written, &inputs.store);
             if written.is_empty() {
                 compute(inputs, now)
             } else {
+                // Copied only while the watch trails a write of ours.
                 let mut fresher = inputs.clone();
-                overlay(&mut written, &mut fresher.store);
+                overlay(&mut written, std::sync::Arc::make_mut(&mut fresher.store));
                 compute(&fresher, now)
             }
         };
@@ -400,14 +402,20 @@ fn replaced(
 
 /// Versions are compared for equality only: the API server promises nothing
 /// about their order.
+/// `store` with our writes it trails laid over it; forgets those it caught up with.
 fn overlay(written: &mut BTreeMap<(StatusKind, ObjectRef), Written>, store: &mut Store) {
+    forget_caught_up(written, store);
+    for w in written.values() {
+        store.merge(&w.after);
+    }
+}
+
+/// Forgets the writes `store` has caught up with: those it no longer holds a
+/// version of that our write replaced. What is left must be laid over it.
+fn forget_caught_up(written: &mut BTreeMap<(StatusKind, ObjectRef), Written>, store: &Store) {
     written.retain(|(kind, key), w| {
         // The store still holds a version our writes replaced: it is stale.
-        let stale = seen(*kind, store, key).is_some_and(|rv| w.stale.contains(&rv));
-        if stale {
-            store.merge(&w.after);
-        }
-        stale
+        seen(*kind, store, key).is_some_and(|rv| w.stale.contains(&rv))
     });
 }
 
