@@ -1,0 +1,322 @@
+//! The leader's join: per node, per Gateway, per route.
+
+use super::*;
+use aether_xds::{Resource, ResourceType};
+
+fn mk_snapshot(route_body: &[u8]) -> Snapshot {
+    let mut resources = BTreeMap::new();
+    let route = Resource::new("rt", ResourceType::Route.type_url(), route_body.to_vec());
+    resources.insert(
+        ResourceType::Route,
+        BTreeMap::from([("rt".to_string(), route)]),
+    );
+    let members = BTreeMap::from([(
+        ObjectRef::new("ns", "gw"),
+        BTreeSet::from([(ResourceType::Route, "rt".to_string())]),
+    )]);
+    Snapshot::new(resources, members)
+}
+
+fn mk_report(node: &str, connected: bool) -> AckReport {
+    AckReport {
+        node: node.into(),
+        envoy_connected: connected,
+        ..Default::default()
+    }
+}
+
+fn state(reports: &Reports, snapshot: &Snapshot) -> AckState {
+    reports.served(snapshot, &Members::default())[&ObjectRef::new("ns", "gw")]
+        .gateway
+        .clone()
+}
+
+#[test]
+fn acked_only_when_every_connected_node_has_the_leaders_hash() {
+    let snapshot = mk_snapshot(b"v2");
+    let old = mk_snapshot(b"v1");
+    let hash = snapshot.gateways[&ObjectRef::new("ns", "gw")].hash.clone();
+    let reports = Reports::default();
+    assert_eq!(
+        state(&reports, &snapshot),
+        AckState::Pending,
+        "no node at all"
+    );
+
+    let mut a = mk_report("a", true);
+    a.acked_snapshot = snapshot.version.clone();
+    reports.update(a);
+    assert_eq!(state(&reports, &snapshot), AckState::Acked);
+
+    // Node b is caught up on an older snapshot only.
+    let mut b = mk_report("b", true);
+    b.acked_snapshot = old.version.clone();
+    reports.update(b.clone());
+    assert_eq!(state(&reports, &snapshot), AckState::Pending);
+
+    // ...then ACKs this Gateway's current hash.
+    b.acked_snapshot.clear();
+    b.acked.insert("ns/gw".into(), hash);
+    reports.update(b);
+    assert_eq!(state(&reports, &snapshot), AckState::Acked);
+
+    // A node whose agent reports but whose Envoy is not connected (yet)
+    // serves nothing: it holds the Gateway back until it ACKs.
+    reports.update(mk_report("c", false));
+    assert_eq!(state(&reports, &snapshot), AckState::Pending);
+    let mut c = mk_report("c", true);
+    c.acked_snapshot = snapshot.version.clone();
+    reports.update(c);
+    assert_eq!(state(&reports, &snapshot), AckState::Acked);
+}
+
+#[test]
+fn a_nack_names_the_node_and_envoys_message() {
+    let snapshot = mk_snapshot(b"v1");
+    let reports = Reports::default();
+    let mut a = mk_report("a", true);
+    a.nacked.insert("ns/gw".into(), "bad regex".into());
+    reports.update(a);
+    assert_eq!(
+        state(&reports, &snapshot),
+        AckState::Nacked("node a: bad regex".into())
+    );
+    reports.remove("a");
+    assert_eq!(state(&reports, &snapshot), AckState::Pending);
+}
+
+/// Gateway ns/gw with routes a and b, each owning a fragment of table "rt".
+fn mk_parted_snapshot() -> Snapshot {
+    mk_parted("fa", "fb", b"v1")
+}
+
+/// [`mk_parted_snapshot`] with the given fragments and route table body.
+fn mk_parted(fa: &str, fb: &str, body: &[u8]) -> Snapshot {
+    use aether_xds::{ObjectParts, Part};
+    let part = |f: &str| {
+        let mut p = ObjectParts::default();
+        p.require(ResourceType::Route, "rt", Part::Fragment(f.into()));
+        p
+    };
+    let own = {
+        let mut p = ObjectParts::default();
+        p.require(ResourceType::Route, "rt", Part::Present);
+        p
+    };
+    let routes = BTreeMap::from([
+        ("HTTPRoute/ns/a".to_string(), part(fa)),
+        ("HTTPRoute/ns/b".to_string(), part(fb)),
+    ]);
+    mk_snapshot(body).with_parts(
+        BTreeMap::from([(ObjectRef::new("ns", "gw"), (own, routes))]),
+        BTreeMap::new(),
+    )
+}
+
+#[test]
+fn a_route_is_served_when_every_node_reports_its_fingerprint() {
+    let snapshot = mk_parted_snapshot();
+    let g = &snapshot.gateways[&ObjectRef::new("ns", "gw")];
+    let reports = Reports::default();
+    let mut a = mk_report("a", true);
+    a.acked_parts
+        .insert("ns/gw|Gateway".into(), g.own.fingerprint.clone());
+    a.acked_parts.insert(
+        "ns/gw|HTTPRoute/ns/a".into(),
+        g.routes["HTTPRoute/ns/a"].fingerprint.clone(),
+    );
+    a.acked_parts
+        .insert("ns/gw|HTTPRoute/ns/b".into(), "another config".into());
+    reports.update(a.clone());
+    let served = &reports.served(&snapshot, &Members::default())[&ObjectRef::new("ns", "gw")];
+    assert_eq!(served.gateway, AckState::Acked);
+    assert!(served.serves_route("HTTPRoute/ns/a"));
+    assert!(
+        !served.serves_route("HTTPRoute/ns/b"),
+        "fingerprint differs"
+    );
+
+    // A second node that serves nothing holds everything back.
+    reports.update(mk_report("b", true));
+    let served = &reports.served(&snapshot, &Members::default())[&ObjectRef::new("ns", "gw")];
+    assert_eq!(served.gateway, AckState::Pending);
+    assert!(!served.serves_route("HTTPRoute/ns/a"));
+
+    // ...until it reports the whole snapshot.
+    let mut b = mk_report("b", true);
+    b.acked_snapshot = snapshot.version.clone();
+    reports.update(b);
+    let served = &reports.served(&snapshot, &Members::default())[&ObjectRef::new("ns", "gw")];
+    assert!(served.serves_route("HTTPRoute/ns/a"));
+    assert!(
+        !served.serves_route("HTTPRoute/ns/b"),
+        "node a still differs"
+    );
+}
+
+#[test]
+fn a_report_of_an_older_snapshot_serves_what_it_left_unchanged() {
+    let gw = ObjectRef::new("ns", "gw");
+    let old = mk_parted("fa", "fb", b"v1");
+    let new = mk_parted("fa", "fb2", b"v2");
+    let reports = Reports::default();
+    reports.served(&old, &Members::default());
+    let mut a = mk_report("a", true);
+    a.acked_snapshot = old.version.clone();
+    reports.update(a);
+    let served = &reports.served(&new, &Members::default())[&gw];
+    assert_eq!(served.gateway, AckState::Acked, "own share unchanged");
+    assert!(served.serves_route("HTTPRoute/ns/a"), "a unchanged");
+    assert!(!served.serves_route("HTTPRoute/ns/b"), "b changed");
+
+    // The same through the Gateway's hash.
+    let mut b = mk_report("a", true);
+    b.acked
+        .insert("ns/gw".into(), old.gateways[&gw].hash.clone());
+    reports.update(b);
+    let served = &reports.served(&new, &Members::default())[&gw];
+    assert!(served.serves_route("HTTPRoute/ns/a"));
+    assert!(!served.serves_route("HTTPRoute/ns/b"));
+
+    // A snapshot the leader never saw tells nothing.
+    let unknown = mk_parted("fa", "fb", b"v0");
+    let mut c = mk_report("a", true);
+    c.acked_snapshot = unknown.version.clone();
+    reports.update(c);
+    let served = &reports.served(&new, &Members::default())[&gw];
+    assert_eq!(served.gateway, AckState::Pending);
+    assert!(!served.serves_route("HTTPRoute/ns/a"));
+}
+
+#[test]
+fn an_unchanged_report_does_not_notify() {
+    let reports = Reports::default();
+    let rx = reports.subscribe();
+    reports.update(mk_report("a", true));
+    let seen = *rx.borrow();
+    reports.update(mk_report("a", true));
+    assert_eq!(*rx.borrow(), seen);
+}
+
+#[test]
+fn the_nodes_that_take_the_traffic_must_serve_reported_or_not() {
+    let gw = ObjectRef::new("ns", "gw");
+    let snapshot = mk_parted_snapshot();
+    let old = mk_parted("fa", "fb", b"v0");
+    let reports = Reports::default();
+    let members = Members {
+        per_gateway: BTreeMap::from([(gw.clone(), BTreeSet::from(["a".into(), "b".into()]))]),
+        ..Default::default()
+    };
+    let mut a = mk_report("a", true);
+    a.acked_snapshot = snapshot.version.clone();
+    reports.update(a);
+    // Node c reports another config but takes no traffic of this Gateway.
+    let mut c = mk_report("c", true);
+    c.acked_snapshot = old.version.clone();
+    reports.update(c);
+
+    let served = &reports.served(&snapshot, &members)[&gw];
+    assert_eq!(served.gateway, AckState::Pending, "b has not reported");
+    assert_eq!(served.unreported, BTreeSet::from(["b".to_string()]));
+    assert!(!served.serves_route("HTTPRoute/ns/a"));
+
+    let mut b = mk_report("b", true);
+    b.acked_snapshot = snapshot.version.clone();
+    reports.update(b.clone());
+    let served = &reports.served(&snapshot, &members)[&gw];
+    assert_eq!(served.gateway, AckState::Acked, "c is not a member");
+    assert!(served.unreported.is_empty());
+    assert!(served.serves_route("HTTPRoute/ns/a"));
+
+    // b's stream drops: it is still in the Service's endpoints.
+    reports.remove("b");
+    let served = &reports.served(&snapshot, &members)[&gw];
+    assert_eq!(served.gateway, AckState::Pending);
+    assert_eq!(served.unreported, BTreeSet::from(["b".to_string()]));
+
+    // A NACK from a member is told even while another member is silent.
+    let mut a = mk_report("a", true);
+    a.nacked.insert("ns/gw".into(), "bad regex".into());
+    reports.update(a);
+    let served = &reports.served(&snapshot, &members)[&gw];
+    assert_eq!(served.gateway, AckState::Nacked("node a: bad regex".into()));
+    assert!(!served.serves_route("HTTPRoute/ns/a"));
+
+    // Static mode: the Ready edge pods take every Gateway's traffic; a
+    // Gateway with no member falls back to every reporting node.
+    let every = Members {
+        every_gateway: BTreeSet::from(["b".into()]),
+        ..Default::default()
+    };
+    reports.update(b);
+    let served = &reports.served(&snapshot, &every)[&gw];
+    assert_eq!(served.gateway, AckState::Acked, "only b must serve");
+    let served = &reports.served(&snapshot, &Members::default())[&gw];
+    assert_ne!(served.gateway, AckState::Acked, "a NACKs, c serves v0");
+}
+
+#[test]
+fn status_waits_after_a_restart_until_the_members_have_answered() {
+    let snapshot = mk_snapshot(b"v1");
+    let mut answered = mk_report("a", true);
+    answered.acked_snapshot = snapshot.version.clone();
+    let connected_only = mk_report("b", true);
+    let nodes = |rs: &[&AckReport]| -> BTreeMap<String, AckReport> {
+        rs.iter().map(|r| (r.node.clone(), (*r).clone())).collect()
+    };
+    let none = Members::default();
+    assert!(!none.have_answered(&nodes(&[])));
+    assert!(
+        !none.have_answered(&nodes(&[&connected_only])),
+        "ACKed nothing yet"
+    );
+    assert!(none.have_answered(&nodes(&[&answered, &connected_only])));
+
+    let both = Members {
+        per_gateway: BTreeMap::from([(
+            ObjectRef::new("ns", "gw"),
+            BTreeSet::from(["a".into(), "b".into()]),
+        )]),
+        ..Default::default()
+    };
+    assert!(
+        !both.have_answered(&nodes(&[&answered])),
+        "b has not reported"
+    );
+    assert!(!both.have_answered(&nodes(&[&answered, &connected_only])));
+    let mut b = connected_only.clone();
+    b.nacked.insert("ns/gw".into(), "bad".into());
+    assert!(
+        both.have_answered(&nodes(&[&answered, &b])),
+        "a NACK is an answer"
+    );
+}
+
+#[test]
+fn a_snapshot_a_node_still_reports_is_not_forgotten() {
+    let gw = ObjectRef::new("ns", "gw");
+    let held = mk_parted("fa", "fb", b"v0");
+    let reports = Reports::default();
+    reports.remember(&held);
+    let mut a = mk_report("a", true);
+    a.acked_snapshot = held.version.clone();
+    reports.update(a);
+    // Many newer snapshots (b changes each time) before node a catches up.
+    let mut newest = held.clone();
+    for i in 1..40 {
+        newest = mk_parted("fa", &format!("fb{i}"), format!("v{i}").as_bytes());
+        reports.remember(&newest);
+    }
+    let served = &reports.served(&newest, &Members::default())[&gw];
+    assert_eq!(
+        served.gateway,
+        AckState::Acked,
+        "own share unchanged since v0"
+    );
+    assert!(
+        served.serves_route("HTTPRoute/ns/a"),
+        "a unchanged since v0"
+    );
+    assert!(!served.serves_route("HTTPRoute/ns/b"));
+}
