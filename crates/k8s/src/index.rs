@@ -109,7 +109,9 @@ impl Index {
                 Arc::make_mut(&mut state.store).insert(obj);
                 true
             }
-            Event::Delete(key) => Arc::make_mut(&mut state.store).remove::<T>(&key.namespace, &key.name).is_some(),
+            Event::Delete(key) => Arc::make_mut(&mut state.store)
+                .remove::<T>(&key.namespace, &key.name)
+                .is_some(),
         };
         drop(state);
         if changed {
