@@ -116,12 +116,11 @@ impl Reports {
 
     /// The status gate for every Gateway of the leader's `snapshot`: per
     /// Gateway, its own listeners and each route, served or not by the nodes
-    /// `members` says take its traffic. Remembers the snapshot, so reports
-    /// relative to it can be read once it is not the newest.
+    /// `members` says take its traffic. Reports relative to an older snapshot
+    /// are read from what [`Reports::remember`] kept of it.
     pub fn served(&self, snapshot: &Snapshot, members: &Members) -> BTreeMap<ObjectRef, Served> {
-        let mut recent = self.recent.lock().expect("recent snapshots lock");
+        let recent = self.recent.lock().expect("recent snapshots lock");
         let nodes = self.nodes.lock().expect("reports lock");
-        recent.remember(snapshot, &held(&nodes));
         snapshot
             .gateways
             .iter()

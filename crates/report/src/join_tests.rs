@@ -160,7 +160,7 @@ fn a_report_of_an_older_snapshot_serves_what_it_left_unchanged() {
     let old = mk_parted("fa", "fb", b"v1");
     let new = mk_parted("fa", "fb2", b"v2");
     let reports = Reports::default();
-    reports.served(&old, &Members::default());
+    reports.remember(&old);
     let mut a = mk_report("a", true);
     a.acked_snapshot = old.version.clone();
     reports.update(a);
