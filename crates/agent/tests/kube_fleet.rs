@@ -40,6 +40,21 @@ fn programmed(gw: &serde_json::Value) -> Option<(String, String)> {
     status_reason(&gw["status"]["conditions"], "Programmed")
 }
 
+/// An API server with backend b0, Gateway gw and route r1 applied.
+async fn cluster() -> (aether_testkit::ApiServer, PodBackend) {
+    let server = aether_testkit::ApiServer::start().await;
+    let b0 = PodBackend::start("b0");
+    let yaml = [
+        base_yaml(&[NS]),
+        b0.yaml(NS),
+        gateway_yaml(),
+        route_yaml("r1"),
+    ]
+    .join("---\n");
+    server.apply(&yaml).await.unwrap();
+    (server, b0)
+}
+
 /// What the EndpointSlice controller would write for the edge Service `svc`:
 /// one endpoint per node, Ready as given.
 async fn endpoints(client: &kube::Client, svc: &str, nodes: &[(&str, bool)]) {
@@ -117,18 +132,9 @@ fn the_leader_joins_every_nodes_acks_and_a_new_leader_takes_over() {
 
 async fn fleet() {
     let logs = temp_dir("kube-fleet");
-    let server = aether_testkit::ApiServer::start().await;
+    let (server, _b0) = cluster().await;
     let client = server.client();
     let c = &client;
-    let b0 = PodBackend::start("b0");
-    let yaml = [
-        base_yaml(&[NS]),
-        b0.yaml(NS),
-        gateway_yaml(),
-        route_yaml("r1"),
-    ]
-    .join("---\n");
-    server.apply(&yaml).await.unwrap();
 
     let kubeconfig = server.kubeconfig_path();
     let flags = ["--leader-elect=true", "--address-mode", "service"];
@@ -355,18 +361,9 @@ fn static_mode_waits_for_every_ready_edge_pod() {
 
 async fn static_mode() {
     let logs = temp_dir("kube-fleet-static");
-    let server = aether_testkit::ApiServer::start().await;
+    let (server, _b0) = cluster().await;
     let client = server.client();
     let c = &client;
-    let b0 = PodBackend::start("b0");
-    let yaml = [
-        base_yaml(&[NS]),
-        b0.yaml(NS),
-        gateway_yaml(),
-        route_yaml("r1"),
-    ]
-    .join("---\n");
-    server.apply(&yaml).await.unwrap();
     // Node b's edge pod is Ready; its agent never reports.
     edge_pod(c, "edge-a", "node-a", true).await;
     edge_pod(c, "edge-b", "node-b", true).await;
