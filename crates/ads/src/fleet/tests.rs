@@ -340,6 +340,20 @@ mod served {
         names.iter().map(|n| format!("HTTPRoute/app/{n}")).collect()
     }
 
+    /// A NACK of Gateway infra/web's route table at its version in `snapshot`.
+    fn nack_web_routes(snapshot: &Snapshot, message: &str) -> Event {
+        let rds = ir::names::route_table("infra", "web", 80, None);
+        let version = snapshot.version_of(RDS, &rds).unwrap().to_string();
+        Event::Nacked {
+            ty: RDS,
+            nack: Nack {
+                version: "0123456789abcdef".into(),
+                message: message.into(),
+                rejected: [(rds, version)].into(),
+            },
+        }
+    }
+
     #[test]
     fn a_new_route_leaves_the_others_served_until_it_is_acked() {
         let fleet = Fleet::new();
@@ -409,15 +423,7 @@ mod served {
         for ty in [CDS, EDS] {
             node.record(&ack_all(&v2, ty));
         }
-        let rds = ir::names::route_table("infra", "web", 80, None);
-        node.record(&Event::Nacked {
-            ty: RDS,
-            nack: Nack {
-                version: "0123456789abcdef".into(),
-                message: "invalid regex".into(),
-                rejected: [(rds.clone(), v2.version_of(RDS, &rds).unwrap().to_string())].into(),
-            },
-        });
+        node.record(&nack_web_routes(&v2, "invalid regex"));
         let s = fleet.served(&v2);
         let AckState::Nacked(msg) = &s[&web].gateway else {
             panic!("expected Nacked, got {:?}", s[&web].gateway);
@@ -450,15 +456,7 @@ mod served {
         ack_everything(&ours, &v1);
         // Another local process on the ADS socket: never ACKs, NACKs routes.
         let stray = fleet.connect("intruder", Protocol::Sotw);
-        let rds = ir::names::route_table("infra", "web", 80, None);
-        stray.record(&Event::Nacked {
-            ty: RDS,
-            nack: Nack {
-                version: "0123456789abcdef".into(),
-                message: "text of the intruder's choosing".into(),
-                rejected: [(rds.clone(), v1.version_of(RDS, &rds).unwrap().to_string())].into(),
-            },
-        });
+        stray.record(&nack_web_routes(&v1, "text of the intruder's choosing"));
         assert!(matches!(
             fleet.served(&v1)[&web].gateway,
             AckState::Nacked(_)
