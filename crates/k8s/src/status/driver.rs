@@ -138,7 +138,7 @@ pub async fn run(
             }
         }
         let latest = inputs.borrow_and_update().clone();
-        let news = latest.served_at.filter(|at| Some(*at) != followed);
+        let news = news(&latest, followed);
         followed = latest.served_at;
         let due = retries.due(writer.patches(&latest, &now()), Instant::now());
         if !due.is_empty() {
@@ -201,7 +201,7 @@ async fn settle(
 ) -> bool {
     let mut deadline = Instant::now() + MAX_DELAY;
     loop {
-        if let Some(at) = inputs.borrow().served_at.filter(|at| Some(*at) != followed) {
+        if let Some(at) = news(&inputs.borrow(), followed) {
             deadline = deadline.min((at + FOLLOW).max(last_batch + FOLLOW_GAP));
         }
         let quiet = (Instant::now() + DEBOUNCE).min(deadline);
@@ -217,6 +217,11 @@ async fn settle(
             _ = sleep_until(quiet) => return true,
         }
     }
+}
+
+/// When the fleet's reports changed, if that is after the change `followed`.
+fn news(inputs: &StatusInputs, followed: Option<Instant>) -> Option<Instant> {
+    inputs.served_at.filter(|at| Some(*at) != followed)
 }
 
 /// Now, to the second (the precision the API server stores).
