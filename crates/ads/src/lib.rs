@@ -37,12 +37,14 @@ pub mod subscription;
 
 #[cfg(test)]
 mod fixtures;
+#[cfg(test)]
+mod limits_tests;
 
 pub use aether_ir::AckState;
 pub use delta::DeltaStream;
 pub use event::{Event, Nack, Output};
 pub use fleet::{Fleet, FleetStream, FleetView, GatewayServed, Protocol};
 pub use serve::{ServeError, XdsListener, bind, serve, serve_on};
-pub use server::AdsServer;
+pub use server::{AdsServer, Limits};
 pub use sotw::SotwStream;
 pub use subscription::{Subscription, Versions};

@@ -11,6 +11,12 @@
 //! Snapshots arrive through a `watch`, so a burst of changes coalesces into the
 //! latest one. Everything protocol-related lives in the state machines; this file
 //! only moves messages and logs.
+//!
+//! A peer is held to [`Limits`]: beyond `max_streams` open streams a new one is
+//! refused with `RESOURCE_EXHAUSTED`, and a stream takes the next snapshot only
+//! once Envoy has read everything sent before, so a peer that never reads holds
+//! at most one snapshot's responses. One that has not read for `stall_timeout`
+//! is disconnected. Both are counted in the fleet's metrics.
 
 use crate::delta::DeltaStream;
 use crate::event::{Event, Output};
@@ -24,12 +30,37 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-/// Responses queued per stream before the driver waits for Envoy to read.
-const STREAM_BUFFER: usize = 16;
+/// Responses queued per stream: one snapshot's worth (a response per type) and
+/// the answers to a few requests. A new snapshot is taken only when it is empty.
+const STREAM_BUFFER: usize = 8;
+
+/// What one ADS server grants its peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Streams open at once; more are refused with `RESOURCE_EXHAUSTED`.
+    pub max_streams: usize,
+    /// How long a stream may leave responses unread before it is disconnected.
+    pub stall_timeout: Duration,
+}
+
+impl Default for Limits {
+    /// A node runs one Envoy; thousands of streams mean something is wrong. An
+    /// Envoy reads a snapshot in milliseconds; half a minute unread is a stuck
+    /// or hostile peer.
+    fn default() -> Self {
+        Limits {
+            max_streams: 1024,
+            stall_timeout: Duration::from_secs(30),
+        }
+    }
+}
 
 /// Largest DiscoveryRequest accepted.
 const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
@@ -44,6 +75,8 @@ pub struct AdsServer {
     snapshots: watch::Receiver<Arc<Snapshot>>,
     fleet: Fleet,
     closing: Arc<watch::Sender<bool>>,
+    limits: Limits,
+    open: Arc<AtomicUsize>,
 }
 
 impl AdsServer {
@@ -52,7 +85,15 @@ impl AdsServer {
             snapshots,
             fleet,
             closing: Arc::new(watch::Sender::new(false)),
+            limits: Limits::default(),
+            open: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// The same server with other [`Limits`].
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Ends every open stream (and any opened later) with `UNAVAILABLE`, so Envoy
@@ -77,7 +118,15 @@ impl AdsServer {
         &self,
         requests: Streaming<M::Request>,
         peer: String,
-    ) -> ReceiverStream<Result<M::Response, Status>> {
+    ) -> Result<ReceiverStream<Result<M::Response, Status>>, Status> {
+        let Some(slot) = StreamSlot::take(&self.open, self.limits.max_streams) else {
+            self.fleet.stream_refused();
+            tracing::warn!(%peer, max = self.limits.max_streams, "ADS stream refused: too many open streams");
+            return Err(Status::resource_exhausted(format!(
+                "this xDS server serves at most {} streams at once",
+                self.limits.max_streams
+            )));
+        };
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let mut snapshots = self.snapshots.clone();
         let machine = M::new(snapshots.borrow_and_update().clone());
@@ -86,8 +135,15 @@ impl AdsServer {
             snapshots,
             closing: self.closing.subscribe(),
         };
-        tokio::spawn(drive(machine, inputs, self.fleet.clone(), tx, peer));
-        ReceiverStream::new(rx)
+        let stream = Stream {
+            fleet: self.fleet.clone(),
+            tx,
+            peer,
+            stall_timeout: self.limits.stall_timeout,
+            _slot: slot,
+        };
+        tokio::spawn(drive(machine, inputs, stream));
+        Ok(ReceiverStream::new(rx))
     }
 }
 
@@ -101,9 +157,8 @@ impl AggregatedDiscoveryService for AdsServer {
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
         let peer = peer_of(&request);
-        Ok(Response::new(
-            self.start::<SotwStream>(request.into_inner(), peer),
-        ))
+        self.start::<SotwStream>(request.into_inner(), peer)
+            .map(Response::new)
     }
 
     async fn delta_aggregated_resources(
@@ -111,9 +166,8 @@ impl AggregatedDiscoveryService for AdsServer {
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
         let peer = peer_of(&request);
-        Ok(Response::new(
-            self.start::<DeltaStream>(request.into_inner(), peer),
-        ))
+        self.start::<DeltaStream>(request.into_inner(), peer)
+            .map(Response::new)
     }
 }
 
@@ -185,6 +239,25 @@ impl Machine for DeltaStream {
     }
 }
 
+/// One place among the server's `max_streams`, given back when dropped.
+struct StreamSlot(Arc<AtomicUsize>);
+
+impl StreamSlot {
+    fn take(open: &Arc<AtomicUsize>, max: usize) -> Option<StreamSlot> {
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| StreamSlot(open.clone()))
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// What a stream reacts to.
 struct Inputs<Req> {
     requests: Streaming<Req>,
@@ -192,24 +265,47 @@ struct Inputs<Req> {
     closing: watch::Receiver<bool>,
 }
 
-/// Runs one stream until Envoy goes away or the server closes it.
+/// Where a stream's responses go, and what it may cost.
+struct Stream<Resp> {
+    fleet: Fleet,
+    tx: mpsc::Sender<Result<Resp, Status>>,
+    peer: String,
+    stall_timeout: Duration,
+    _slot: StreamSlot,
+}
+
+/// Runs one stream until Envoy goes away, stops reading, or the server closes it.
 async fn drive<M: Machine>(
     mut machine: M,
     inputs: Inputs<M::Request>,
-    fleet: Fleet,
-    tx: mpsc::Sender<Result<M::Response, Status>>,
-    peer: String,
+    stream: Stream<M::Response>,
 ) {
     let Inputs {
         mut requests,
         mut snapshots,
         mut closing,
     } = inputs;
+    let Stream {
+        fleet,
+        tx,
+        peer,
+        stall_timeout,
+        _slot,
+    } = stream;
     let protocol = M::PROTOCOL.as_str();
     let mut registration: Option<(FleetStream, String)> = None;
     let mut watching = true;
     let mut closed = false;
+    // Since when responses have sat unread (the queue not empty).
+    let mut unread_since: Option<Instant> = None;
     'stream: loop {
+        let drained = tx.capacity() == tx.max_capacity();
+        unread_since = if drained {
+            None
+        } else {
+            unread_since.or_else(|| Some(Instant::now()))
+        };
+        let stalled_at = unread_since.map(|t| t + stall_timeout);
         let out = tokio::select! {
             request = requests.message() => match request {
                 Ok(Some(request)) => {
@@ -227,7 +323,8 @@ async fn drive<M: Machine>(
                     break;
                 }
             },
-            changed = snapshots.changed(), if watching => {
+            // The next snapshot waits until Envoy has read the last one.
+            changed = snapshots.changed(), if watching && drained => {
                 if changed.is_err() {
                     // The publisher is gone: keep serving the last snapshot.
                     watching = false;
@@ -235,6 +332,17 @@ async fn drive<M: Machine>(
                 }
                 let snapshot = snapshots.borrow_and_update().clone();
                 machine.on_snapshot(snapshot)
+            }
+            // Wakes when Envoy has read everything queued.
+            permits = tx.reserve_many(STREAM_BUFFER), if !drained => {
+                drop(permits);
+                continue;
+            }
+            () = tokio::time::sleep_until(stalled_at.unwrap_or_else(Instant::now)), if stalled_at.is_some() => {
+                let node = registration.as_ref().map_or("", |(_, n)| n.as_str());
+                tracing::warn!(%node, %peer, protocol, timeout = ?stall_timeout, "disconnecting an ADS peer that stopped reading");
+                fleet.slow_reader_disconnected();
+                break;
             }
             () = tx.closed() => break,
             Ok(_) = closing.wait_for(|closing| *closing) => {
@@ -253,8 +361,14 @@ async fn drive<M: Machine>(
             }
         }
         for response in out.responses {
-            if tx.send(Ok(response)).await.is_err() {
-                break 'stream;
+            match tokio::time::timeout(stall_timeout, tx.send(Ok(response))).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => break 'stream,
+                Err(_) => {
+                    tracing::warn!(%peer, protocol, timeout = ?stall_timeout, "disconnecting an ADS peer that stopped reading");
+                    fleet.slow_reader_disconnected();
+                    break 'stream;
+                }
             }
         }
     }

@@ -29,6 +29,8 @@ pub(super) struct Metrics {
     acks: BTreeMap<ResourceType, u64>,
     nacks: BTreeMap<ResourceType, u64>,
     pushes: BTreeMap<(ResourceType, Protocol), u64>,
+    refused: u64,
+    stalled: u64,
 }
 
 impl Metrics {
@@ -48,6 +50,14 @@ impl Metrics {
 
     pub(super) fn nacked(&mut self, ty: ResourceType) {
         *self.nacks.entry(ty).or_default() += 1;
+    }
+
+    pub(super) fn refused(&mut self) {
+        self.refused += 1;
+    }
+
+    pub(super) fn stalled(&mut self) {
+        self.stalled += 1;
     }
 
     pub(super) fn pushed(&mut self, ty: ResourceType, p: Protocol) {
@@ -104,6 +114,21 @@ impl Metrics {
                 let n = counts.get(&ty).copied().unwrap_or(0);
                 let _ = writeln!(out, "{name}{{type=\"{}\"}} {n}", ty.short_name());
             }
+        }
+        for (name, help, n) in [
+            (
+                "aether_ads_streams_refused_total",
+                "ADS streams refused because the server had its maximum open.",
+                self.refused,
+            ),
+            (
+                "aether_ads_stalled_streams_disconnected_total",
+                "ADS streams ended because the peer stopped reading responses.",
+                self.stalled,
+            ),
+        ] {
+            header(&mut out, name, "counter", help);
+            let _ = writeln!(out, "{name} {n}");
         }
         header(
             &mut out,

@@ -179,6 +179,16 @@ impl Fleet {
         inner.metrics.render()
     }
 
+    /// Counts a stream refused for want of room.
+    pub fn stream_refused(&self) {
+        self.lock().metrics.refused();
+    }
+
+    /// Counts a stream ended because its peer stopped reading.
+    pub fn slow_reader_disconnected(&self) {
+        self.lock().metrics.stalled();
+    }
+
     /// Counts a response sent on some stream.
     pub fn record_push(&self, ty: ResourceType, protocol: Protocol) {
         self.lock().metrics.pushed(ty, protocol);
