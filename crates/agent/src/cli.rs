@@ -62,9 +62,25 @@ pub struct ConfigArgs {
     /// Address Gateway listeners bind on when a Gateway has no `spec.addresses`.
     #[arg(long, default_value = "127.0.0.1")]
     pub default_address: String,
+    /// A bigger YAML file is not read (an error naming it instead).
+    #[arg(long, default_value_t = crate::source::DEFAULT_MAX_FILE_BYTES)]
+    pub max_file_bytes: u64,
 }
 
 impl ConfigArgs {
+    /// What a file must be to be read, with `settle` as the settle window.
+    pub fn limits(&self, settle: std::time::Duration) -> crate::source::Limits {
+        crate::source::Limits {
+            max_file_bytes: self.max_file_bytes,
+            settle,
+        }
+    }
+
+    /// The directory, read once and strictly (the one-shot commands).
+    pub fn load_once(&self) -> Result<aether_gateway::Store, source::LoadFailure> {
+        source::ParseCache::new(self.limits(std::time::Duration::ZERO)).load(&self.config_dir)
+    }
+
     pub fn translate_config(&self) -> aether_gateway::Config {
         aether_gateway::Config {
             controller_name: self.controller_name.clone(),
@@ -83,6 +99,11 @@ pub struct StandaloneArgs {
     /// Admin HTTP listen address (/healthz, /readyz, /metrics, /debug/snapshot, /debug/status).
     #[arg(long, default_value = "127.0.0.1:19001")]
     pub admin_address: String,
+    /// Publish a configuration with no Gateway over a running one that has some
+    /// (by default that is refused, logged and counted: an emptied or half-copied
+    /// directory would take every listener down).
+    #[arg(long)]
+    pub allow_empty_config: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -125,13 +146,13 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Standalone(args) => standalone::run(args),
         Command::Agent(args) => crate::kubernetes::run(args),
         Command::Status(args) => {
-            let store = source::load_dir(&args.config_dir)?;
+            let store = args.load_once()?;
             let translation = aether_gateway::translate(&store, &args.translate_config());
             print!("{}", translation.status.to_yaml());
             Ok(())
         }
         Command::Translate(args) => {
-            let store = source::load_dir(&args.config_dir)?;
+            let store = args.load_once()?;
             let translation = aether_gateway::translate(&store, &args.translate_config());
             let snapshot = aether_xds::build(&translation.ir);
             let yaml = aether_xds::to_yaml(&snapshot).context("rendering Envoy resources")?;

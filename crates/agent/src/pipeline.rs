@@ -36,6 +36,9 @@ pub struct Stats {
     pub loads_failed: AtomicU64,
     pub publishes: AtomicU64,
     pub last_build_micros: AtomicU64,
+    /// Loads not published because they had no Gateway while the running
+    /// configuration had some.
+    pub refused_empty: AtomicU64,
 }
 
 impl Stats {
@@ -51,11 +54,15 @@ impl Stats {
              aether_edge_snapshots_published_total {}\n\
              # HELP aether_edge_build_seconds Duration of the last translate + build.\n\
              # TYPE aether_edge_build_seconds gauge\n\
-             aether_edge_build_seconds {:.6}\n",
+             aether_edge_build_seconds {:.6}\n\
+             # HELP aether_edge_config_refused_total Loads not published: no Gateway left over a running configuration with some.\n\
+             # TYPE aether_edge_config_refused_total counter\n\
+             aether_edge_config_refused_total{{reason=\"no_gateways\"}} {}\n",
             get(&self.loads_ok),
             get(&self.loads_failed),
             get(&self.publishes),
             get(&self.last_build_micros) as f64 / 1e6,
+            get(&self.refused_empty),
         )
     }
 }

@@ -5,16 +5,24 @@
 //! version (none, if it never parsed), every other file loads, and the problems
 //! name every failing file, line and object ([`ParseCache::load_each`], what the
 //! server runs once it has published). The one-shot commands, and the server
-//! until its first complete load, load strictly: any problem is an error. Changes are noticed through a cheap [`Fingerprint`] (names, sizes and
+//! until its first complete load, load strictly: any problem is an error.
+//! Changes are noticed through a cheap [`Fingerprint`] (names, sizes and
 //! modification times) so an unchanged directory is never re-parsed, and a
 //! [`ParseCache`] keeps each file's objects so a reload parses only the files
 //! that changed.
+//!
+//! What is a problem of its file, named with it: a file over
+//! [`Limits::max_file_bytes`] (not read at all), a symbolic link to nothing,
+//! and an object another file already defines (the file that brought it
+//! second keeps its last good version, so the live object stays). A file
+//! modified within [`Limits::settle`] is not read yet ([`ParseCache::settling`]).
 
 use aether_gateway::Store;
-use std::collections::BTreeMap;
+use aether_ir::ObjectRef;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// Why a directory did not load: one line per problem.
 #[derive(Debug)]
@@ -35,24 +43,67 @@ impl fmt::Display for LoadFailure {
 
 impl std::error::Error for LoadFailure {}
 
-/// The YAML files of a directory, sorted by name.
-fn yaml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+/// What a file must be to be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A bigger file is not read (a problem naming it instead).
+    pub max_file_bytes: u64,
+    /// A file modified this recently may still be being written: it is read on a
+    /// later pass, and until then keeps its last good version.
+    pub settle: Duration,
+}
+
+/// The default `--max-file-bytes`: 4 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 4 << 20;
+
+impl Default for Limits {
+    /// What the one-shot commands use: the size cap, no settle window.
+    fn default() -> Self {
+        Limits {
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            settle: Duration::ZERO,
+        }
+    }
+}
+
+/// The YAML files of a directory, sorted by name, and a problem for each entry
+/// that looks like one but cannot be read (a symbolic link to nothing).
+fn yaml_files(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<String>)> {
     let mut files = Vec::new();
+    let mut problems = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         let is_yaml = matches!(
             path.extension().and_then(|e| e.to_str()),
             Some("yaml" | "yml")
         );
-        if is_yaml && path.is_file() {
-            files.push(path);
+        if !is_yaml {
+            continue;
+        }
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => files.push(path),
+            Ok(_) => {}
+            Err(_) if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_symlink()) => problems
+                .push(format!(
+                    "{}: a symbolic link to nothing (its target is missing)",
+                    file_name(&path)
+                )),
+            Err(e) => problems.push(format!("{}: {e}", file_name(&path))),
         }
     }
     files.sort();
-    Ok(files)
+    problems.sort();
+    Ok((files, problems))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Parses every YAML file of `dir` into one store, or says everything that is wrong.
+#[cfg(test)]
 pub fn load_dir(dir: &Path) -> Result<Store, LoadFailure> {
     ParseCache::default().load(dir)
 }
@@ -62,6 +113,8 @@ pub fn load_dir(dir: &Path) -> Result<Store, LoadFailure> {
 #[derive(Default)]
 pub struct ParseCache {
     files: BTreeMap<PathBuf, (FileStamp, Store)>,
+    limits: Limits,
+    settling: bool,
 }
 
 type FileStamp = (u64, Option<SystemTime>);
@@ -73,6 +126,19 @@ fn stamp(path: &Path) -> FileStamp {
 }
 
 impl ParseCache {
+    pub fn new(limits: Limits) -> Self {
+        ParseCache {
+            limits,
+            ..ParseCache::default()
+        }
+    }
+
+    /// Whether the last load left a file unread because it had only just
+    /// changed: load again once [`Limits::settle`] has passed.
+    pub fn settling(&self) -> bool {
+        self.settling
+    }
+
     /// [`load_dir`], re-parsing only the files whose stamp changed since they
     /// last parsed cleanly: strict, any problem fails the whole load.
     pub fn load(&mut self, dir: &Path) -> Result<Store, LoadFailure> {
@@ -89,40 +155,114 @@ impl ParseCache {
 
     /// Every file that parses, and for each that does not its last good version
     /// (if any), with the problems. `Err` only when the directory cannot be read.
+    /// An object another file already holds is a problem of the file that
+    /// brought it second (its last good version stays), naming both files.
     pub fn load_each(&mut self, dir: &Path) -> Result<(Store, Vec<String>), LoadFailure> {
         let failure = |problems| LoadFailure {
             dir: dir.to_path_buf(),
             problems,
         };
-        let files =
+        let (files, mut problems) =
             yaml_files(dir).map_err(|e| failure(vec![format!("{}: {e}", dir.display())]))?;
         self.files.retain(|path, _| files.contains(path));
-        let mut problems = Vec::new();
+        self.settling = false;
+        let mut parsed: Vec<(PathBuf, FileStamp, Store)> = Vec::new();
         for path in &files {
             let now = stamp(path);
             if self.files.get(path).is_some_and(|(s, _)| *s == now) {
                 continue;
             }
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let mut store = Store::default();
-            match std::fs::read_to_string(path) {
-                Ok(text) => match store.add_yaml(&name, &text) {
-                    Ok(_) => {
-                        self.files.insert(path.clone(), (now, store));
-                    }
-                    Err(e) => problems.push(e.to_string()),
-                },
-                Err(e) => problems.push(format!("{name}: {e}")),
+            if self.is_settling(&now) {
+                self.settling = true;
+                continue;
             }
+            match self.parse(path, now.0) {
+                Ok(store) => parsed.push((path.clone(), now, store)),
+                Err(problem) => problems.push(problem),
+            }
+        }
+        // Who holds each object: first the files that keep what they had, then
+        // the new versions in file order, each refused if it brings an object
+        // another file holds.
+        let mut owners: BTreeMap<(&'static str, ObjectRef), PathBuf> = BTreeMap::new();
+        let replaced: BTreeSet<&PathBuf> = parsed.iter().map(|(p, _, _)| p).collect();
+        for (path, (_, store)) in &self.files {
+            if !replaced.contains(path) {
+                for (kind, key) in store.keys() {
+                    owners
+                        .entry((kind, key.clone()))
+                        .or_insert_with(|| path.clone());
+                }
+            }
+        }
+        let mut accepted = Vec::new();
+        for (path, stamp, store) in parsed {
+            let keys = store.keys();
+            let clash = keys.iter().find_map(|(kind, key)| {
+                owners.get(&(*kind, (*key).clone())).map(|o| (kind, key, o))
+            });
+            if let Some((kind, key, other)) = clash {
+                let object = if key.namespace.is_empty() {
+                    format!("{kind} {}", key.name)
+                } else {
+                    format!("{kind} {key}")
+                };
+                problems.push(format!(
+                    "{}: {object} is already defined in {}; this file keeps its last good version",
+                    file_name(&path),
+                    file_name(other)
+                ));
+                continue;
+            }
+            for (kind, key) in keys {
+                owners.insert((kind, key.clone()), path.clone());
+            }
+            accepted.push((path, stamp, store));
+        }
+        for (path, stamp, store) in accepted {
+            self.files.insert(path, (stamp, store));
         }
         let mut store = Store::default();
         for (_, file) in self.files.values() {
             store.merge(file);
         }
+        problems.sort();
         Ok((store, problems))
+    }
+
+    /// Modified within the settle window (a clock that jumped back does not
+    /// hold a file forever: a modification time in the future is settled).
+    fn is_settling(&self, stamp: &FileStamp) -> bool {
+        let Some(modified) = stamp.1 else {
+            return false;
+        };
+        SystemTime::now()
+            .duration_since(modified)
+            .is_ok_and(|age| age < self.limits.settle)
+    }
+
+    fn parse(&self, path: &Path, len: u64) -> Result<Store, String> {
+        use std::io::Read;
+        let name = file_name(path);
+        let max = self.limits.max_file_bytes;
+        let too_big = |len: u64| {
+            format!(
+                "{name}: {len} bytes, more than the {max}-byte limit (--max-file-bytes); not read"
+            )
+        };
+        if len > max {
+            return Err(too_big(len));
+        }
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(max + 1).read_to_string(&mut text))
+            .map_err(|e| format!("{name}: {e}"))?;
+        if text.len() as u64 > max {
+            return Err(too_big(text.len() as u64));
+        }
+        let mut store = Store::default();
+        store.add_yaml(&name, &text).map_err(|e| e.to_string())?;
+        Ok(store)
     }
 }
 
@@ -132,7 +272,7 @@ impl ParseCache {
 pub struct Fingerprint(Vec<(PathBuf, u64, Option<SystemTime>)>);
 
 pub fn fingerprint(dir: &Path) -> Fingerprint {
-    let files = yaml_files(dir).unwrap_or_default();
+    let files = yaml_files(dir).map(|(files, _)| files).unwrap_or_default();
     Fingerprint(
         files
             .into_iter()
@@ -230,6 +370,128 @@ mod tests {
         assert!(problems[0].starts_with("b.yaml:"), "{problems:?}");
         assert!(problems[1].starts_with("c.yaml:"), "{problems:?}");
         assert!(cache.load(&dir).is_err(), "strict loading still fails");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn gateway(name: &str, port: u16) -> String {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}}}\n\
+             spec: {{gatewayClassName: aether, listeners: [{{name: http, port: {port}, protocol: HTTP}}]}}\n"
+        )
+    }
+
+    fn port_of(store: &Store, name: &str) -> i32 {
+        use gateway_api::apis::standard::gateways::Gateway;
+        store
+            .get::<Gateway>("default", name)
+            .expect("gateway")
+            .spec
+            .listeners[0]
+            .port
+    }
+
+    #[test]
+    fn an_object_in_two_files_keeps_the_live_one_and_names_both_files() {
+        let dir = tempdir("dup");
+        std::fs::write(dir.join("b.yaml"), gateway("web", 80)).unwrap();
+        let mut cache = ParseCache::default();
+        let (store, problems) = cache.load_each(&dir).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        // A file sorted before the live one brings the same Gateway: refused.
+        std::fs::write(dir.join("a.yaml"), gateway("web", 81)).unwrap();
+        let (store2, problems) = cache.load_each(&dir).unwrap();
+        assert_eq!(
+            problems,
+            [
+                "a.yaml: Gateway default/web is already defined in b.yaml; this file keeps its last good version"
+            ]
+        );
+        assert_eq!(port_of(&store, "web"), 80);
+        assert_eq!(port_of(&store2, "web"), 80, "the live one stays");
+        assert!(cache.load(&dir).is_err(), "strict loading fails");
+        // Moved in one step (gone from b, added to a): no clash.
+        std::fs::write(dir.join("b.yaml"), gateway("other", 82)).unwrap();
+        let (store, problems) = cache.load_each(&dir).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(port_of(&store, "web"), 81);
+        // Two new files with the same object: the first by name wins.
+        std::fs::write(dir.join("c.yaml"), gateway("twin", 90)).unwrap();
+        std::fs::write(dir.join("d.yaml"), gateway("twin", 91)).unwrap();
+        let (store, problems) = cache.load_each(&dir).unwrap();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("d.yaml: Gateway default/twin is already defined in c.yaml")
+        );
+        assert_eq!(port_of(&store, "twin"), 90);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_over_the_size_cap_and_a_dangling_link_are_problems() {
+        let dir = tempdir("limits");
+        std::fs::write(dir.join("big.yaml"), format!("# {}\n", "x".repeat(2000))).unwrap();
+        std::fs::write(dir.join("ok.yaml"), gateway("web", 80)).unwrap();
+        std::os::unix::fs::symlink(dir.join("missing.yaml"), dir.join("link.yaml")).unwrap();
+        let mut cache = ParseCache::new(Limits {
+            max_file_bytes: 1000,
+            settle: Duration::ZERO,
+        });
+        let (store, problems) = cache.load_each(&dir).unwrap();
+        assert_eq!(port_of(&store, "web"), 80);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert_eq!(
+            problems[0],
+            "big.yaml: 2003 bytes, more than the 1000-byte limit (--max-file-bytes); not read"
+        );
+        assert_eq!(
+            problems[1],
+            "link.yaml: a symbolic link to nothing (its target is missing)"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_that_just_changed_is_read_once_it_settles() {
+        let dir = tempdir("settle");
+        std::fs::write(dir.join("a.yaml"), gateway("web", 80)).unwrap();
+        let settle = Duration::from_secs(2);
+        let mut cache = ParseCache::new(Limits {
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            settle,
+        });
+        let (store, problems) = cache.load_each(&dir).unwrap();
+        assert!(problems.is_empty());
+        assert!(cache.settling(), "just written: not read yet");
+        assert!(store.is_empty());
+        // Half a document, as an editor that truncates and then writes leaves it.
+        let old = SystemTime::now() - settle * 2;
+        let set_mtime = |t: SystemTime| {
+            std::fs::File::options()
+                .append(true)
+                .open(dir.join("a.yaml"))
+                .unwrap()
+                .set_modified(t)
+                .unwrap()
+        };
+        set_mtime(old);
+        let (store, _) = cache.load_each(&dir).unwrap();
+        assert!(!cache.settling());
+        assert_eq!(port_of(&store, "web"), 80);
+        std::fs::write(
+            dir.join("a.yaml"),
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gat",
+        )
+        .unwrap();
+        let (store, problems) = cache.load_each(&dir).unwrap();
+        assert!(cache.settling() && problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            port_of(&store, "web"),
+            80,
+            "the last good version serves meanwhile"
+        );
+        set_mtime(old + Duration::from_secs(1));
+        let (_, problems) = cache.load_each(&dir).unwrap();
+        assert_eq!(problems.len(), 1, "once settled it is read: {problems:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -9,6 +9,13 @@
 //!
 //! The ADS port is opened only once a first complete configuration has loaded, so
 //! an Envoy that (re)connects early waits instead of receiving an empty config.
+//!
+//! Reading, parsing, translating and building run on a thread of their own, so
+//! a huge or hostile file never holds up `/healthz` or an ADS stream. A file
+//! changed in the last [`SETTLE`] is read on a later pass (an editor that
+//! truncates, then writes, is not published half-written), and a load with no
+//! Gateway left is not published over a running configuration that has some,
+//! unless `--allow-empty-config` says so.
 
 use crate::admin::{self, AdminState};
 use crate::cli::StandaloneArgs;
@@ -26,11 +33,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 /// How long to wait after a file event for the writer to finish.
 const DEBOUNCE: Duration = Duration::from_millis(15);
+/// A file modified more recently than this is not read yet.
+const SETTLE: Duration = Duration::from_millis(50);
 /// Safety net for file systems without change events.
 const RESCAN: Duration = Duration::from_secs(1);
 
@@ -70,7 +79,13 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         envoy_ready: None,
     });
     let admin_task = admin::spawn(&args.admin_address, admin_state, shutdown_rx.clone()).await?;
-    let source_task = tokio::spawn(watch_dir(dir, pipeline.clone(), shutdown_rx));
+    let source = Source {
+        dir,
+        pipeline: pipeline.clone(),
+        cache: ParseCache::new(args.config.limits(SETTLE)),
+        allow_empty: args.allow_empty_config,
+    };
+    let source_task = spawn_watcher(source, shutdown_rx);
 
     let result =
         serve::ads_when_ready(pipeline.subscribe(), fleet, &args.xds_address, |_| {}).await;
@@ -99,11 +114,50 @@ pub fn local_served(snapshot: &Snapshot, gw: &ObjectRef, served: Option<&Gateway
     }
 }
 
-/// Reloads the directory whenever its fingerprint changes.
-async fn watch_dir(dir: PathBuf, pipeline: Arc<Pipeline>, mut shutdown: watch::Receiver<bool>) {
-    let (tx, mut events) = mpsc::unbounded_channel();
+/// The directory being served and what reading it needs.
+struct Source {
+    dir: PathBuf,
+    pipeline: Arc<Pipeline>,
+    cache: ParseCache,
+    allow_empty: bool,
+}
+
+/// Runs [`watch_dir`] on a thread of its own until `shutdown`; the returned
+/// task ends when the thread has.
+fn spawn_watcher(
+    source: Source,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let (wake, events) = std::sync::mpsc::channel();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let thread = std::thread::Builder::new()
+        .name("config-source".into())
+        .spawn({
+            let wake = wake.clone();
+            let stop = stop.clone();
+            move || watch_dir(source, wake, events, &stop)
+        })
+        .expect("starting the config source thread");
+    tokio::spawn(async move {
+        let _ = shutdown.wait_for(|stopping| *stopping).await;
+        stop.store(true, Ordering::Release);
+        let _ = wake.send(());
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    })
+}
+
+/// Reloads the directory whenever its fingerprint changes, and again once a
+/// file that was too fresh to read has settled.
+fn watch_dir(
+    mut source: Source,
+    wake: std::sync::mpsc::Sender<()>,
+    events: std::sync::mpsc::Receiver<()>,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    use std::sync::mpsc::RecvTimeoutError;
+    let dir = source.dir.clone();
     let watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
-        let _ = tx.send(());
+        let _ = wake.send(());
     })
     .and_then(|mut w| {
         w.watch(&dir, notify::RecursiveMode::NonRecursive)
@@ -113,55 +167,94 @@ async fn watch_dir(dir: PathBuf, pipeline: Arc<Pipeline>, mut shutdown: watch::R
         warn!(dir = %dir.display(), error = %e, "file events unavailable; rescanning every second");
     }
     let mut last = Fingerprint::default();
-    let mut cache = ParseCache::default();
     loop {
         let now = source::fingerprint(&dir);
         if now != last {
             last = now;
-            reload(&dir, &pipeline, &mut cache);
+            source.reload();
+            if source.cache.settling() {
+                // Not read yet: look again once it has settled.
+                last = Fingerprint::default();
+            }
         }
-        tokio::select! {
-            Some(()) = events.recv() => {
-                tokio::time::sleep(DEBOUNCE).await;
+        let wait = if source.cache.settling() {
+            SETTLE
+        } else {
+            RESCAN
+        };
+        match events.recv_timeout(wait) {
+            Ok(()) => {
+                std::thread::sleep(DEBOUNCE);
                 while events.try_recv().is_ok() {}
             }
-            _ = tokio::time::sleep(RESCAN) => {}
-            _ = shutdown.changed() => return,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        if stop.load(Ordering::Acquire) {
+            return;
         }
     }
 }
 
-/// One file's problem holds back no other file: every file that parses is
-/// served, one that does not keeps its last good version. Until a first load is
-/// complete, loading is strict: a half-read directory must not replace what a
-/// running Envoy got from our previous run.
-fn reload(dir: &std::path::Path, pipeline: &Pipeline, cache: &mut ParseCache) {
-    let loaded = if pipeline.subscribe().borrow().is_none() {
-        cache.load(dir).map(|store| (store, Vec::new()))
-    } else {
-        cache.load_each(dir)
-    };
-    match loaded {
-        Ok((store, problems)) => {
-            if problems.is_empty() {
-                pipeline.stats.loads_ok.fetch_add(1, Ordering::Relaxed);
-            } else {
-                pipeline.stats.loads_failed.fetch_add(1, Ordering::Relaxed);
-                let failure = source::LoadFailure {
-                    dir: dir.to_path_buf(),
-                    problems,
-                };
+impl Source {
+    /// One file's problem holds back no other file: every file that parses is
+    /// served, one that does not keeps its last good version. Until a first load
+    /// is complete, loading is strict: a half-read directory must not replace
+    /// what a running Envoy got from our previous run.
+    fn reload(&mut self) {
+        let dir = &self.dir;
+        let stats = &self.pipeline.stats;
+        let first = self.pipeline.subscribe().borrow().is_none();
+        let (store, problems) = match self.cache.load_each(dir) {
+            Ok(loaded) => loaded,
+            Err(failure) => {
+                stats.loads_failed.fetch_add(1, Ordering::Relaxed);
+                error!("{failure}; the last good configuration keeps serving");
+                return;
+            }
+        };
+        let failure = (!problems.is_empty()).then(|| source::LoadFailure {
+            dir: dir.to_path_buf(),
+            problems,
+        });
+        if first {
+            if let Some(failure) = failure {
+                stats.loads_failed.fetch_add(1, Ordering::Relaxed);
+                error!("{failure}; nothing is served until every file loads");
+                return;
+            }
+            if self.cache.settling() {
+                return;
+            }
+        }
+        match failure {
+            None => stats.loads_ok.fetch_add(1, Ordering::Relaxed),
+            Some(failure) => {
                 error!(
                     "{failure}; those files keep their last good version, every other file is loaded"
                 );
+                stats.loads_failed.fetch_add(1, Ordering::Relaxed)
             }
-            if pipeline.apply(&store) {
-                info!(dir = %dir.display(), "configuration loaded and published");
-            }
+        };
+        let running = self
+            .pipeline
+            .subscribe()
+            .borrow()
+            .as_ref()
+            .map_or(0, |p| p.ir.gateways.len());
+        let left = store.gateway_count();
+        if left == 0 && running > 0 && !self.allow_empty {
+            stats.refused_empty.fetch_add(1, Ordering::Relaxed);
+            error!(
+                dir = %dir.display(),
+                running,
+                "the configuration has no Gateway left; not published over the running one \
+                 (an emptied or half-copied directory?). Pass --allow-empty-config to allow it"
+            );
+            return;
         }
-        Err(failure) => {
-            pipeline.stats.loads_failed.fetch_add(1, Ordering::Relaxed);
-            error!("{failure}; the last good configuration keeps serving");
+        if self.pipeline.apply(&store) {
+            info!(dir = %dir.display(), "configuration loaded and published");
         }
     }
 }

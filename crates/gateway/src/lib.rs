@@ -32,6 +32,7 @@ pub mod route_table;
 pub mod status;
 pub mod store;
 pub mod tls_overlap;
+pub mod yaml_guard;
 
 pub use gate::{AckState, Served};
 pub use load::LoadError;

@@ -13,6 +13,7 @@
 //! stanza is ignored.
 
 use crate::store::{DEFAULT_NAMESPACE, Store, StoreObject};
+use aether_ir::ObjectRef;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -26,6 +27,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_yaml::Value;
+use std::collections::BTreeMap;
 
 /// Why a file could not be loaded. Every variant names the file and 1-based line.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -62,6 +64,22 @@ pub enum LoadError {
         object: String,
         reason: String,
     },
+    /// Text refused before parsing: nested too deep, or aliases that would
+    /// expand it past its budget (`yaml_guard`).
+    #[error("{file}:{line}: {reason}")]
+    Refused {
+        file: String,
+        line: usize,
+        reason: String,
+    },
+    /// The same object twice in one file.
+    #[error("{file}:{line}: {object}: defined twice in this file (first at line {first})")]
+    Duplicate {
+        file: String,
+        line: usize,
+        object: String,
+        first: usize,
+    },
     /// A field the kind does not have (often a typo).
     #[error("{file}:{line}: {object}: unknown field `{field}`")]
     UnknownField {
@@ -77,22 +95,52 @@ impl Store {
     /// Empty documents are skipped. Returns how many objects were added. On error
     /// nothing from this file is added.
     pub fn add_yaml(&mut self, file: &str, text: &str) -> Result<usize, LoadError> {
+        crate::yaml_guard::check(text).map_err(|r| LoadError::Refused {
+            file: file.to_string(),
+            line: r.line,
+            reason: r.reason,
+        })?;
         let mut staged: Vec<Staged> = Vec::new();
+        let mut seen: BTreeMap<(&'static str, ObjectRef), usize> = BTreeMap::new();
         for doc in split_documents(text) {
-            if let Some(insert) = load_document(file, &doc)? {
-                staged.push(insert);
+            let Some(object) = load_document(file, &doc)? else {
+                continue;
+            };
+            let line = doc.first_line + first_content_line(&doc.text) - 1;
+            if let Some(first) = seen.insert((object.kind, object.key.clone()), line) {
+                return Err(LoadError::Duplicate {
+                    file: file.to_string(),
+                    line,
+                    object: object.describe(),
+                    first,
+                });
             }
+            staged.push(object);
         }
         let added = staged.len();
-        for insert in staged {
-            insert(self);
+        for object in staged {
+            (object.insert)(self);
         }
         Ok(added)
     }
 }
 
 /// A parsed object waiting for the whole file to parse before it is inserted.
-type Staged = Box<dyn FnOnce(&mut Store)>;
+struct Staged {
+    kind: &'static str,
+    key: ObjectRef,
+    insert: Box<dyn FnOnce(&mut Store)>,
+}
+
+impl Staged {
+    fn describe(&self) -> String {
+        if self.key.namespace.is_empty() {
+            format!("{} {}", self.kind, self.key.name)
+        } else {
+            format!("{} {}", self.kind, self.key)
+        }
+    }
+}
 
 /// One YAML document and the 1-based line its text starts on.
 struct Document {
@@ -162,7 +210,8 @@ fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError
     };
     let api_version = field("apiVersion");
     let kind = field("kind");
-    let name = meta_field("name").unwrap_or_else(|| "<unnamed>".into());
+    let named = meta_field("name").filter(|n| !n.is_empty());
+    let name = named.clone().unwrap_or_else(|| "<unnamed>".into());
     let (Some(api_version), Some(kind)) = (api_version, kind) else {
         return Err(LoadError::NotAnObject {
             file: file.to_string(),
@@ -171,6 +220,14 @@ fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError
             reason: "missing `apiVersion` or `kind`".into(),
         });
     };
+    if named.is_none() {
+        return Err(LoadError::NotAnObject {
+            file: file.to_string(),
+            line: at(text_line),
+            object: format!("{kind} <unnamed>"),
+            reason: "`metadata.name` is required".into(),
+        });
+    }
     let cluster_scoped = matches!(kind.as_str(), "GatewayClass" | "Namespace");
     let object = if cluster_scoped {
         format!("{kind} {name}")
@@ -257,7 +314,11 @@ impl Context<'_> {
                 field,
             });
         }
-        Ok(Box::new(move |store: &mut Store| store.insert(typed)))
+        Ok(Staged {
+            kind: T::KIND,
+            key: crate::store::key_of(&typed),
+            insert: Box::new(move |store: &mut Store| store.insert(typed)),
+        })
     }
 }
 
@@ -462,6 +523,40 @@ spec:
             err.to_string(),
             "gateways.yaml:9: Gateway default/web: unknown field `spec.listner`"
         );
+    }
+
+    #[test]
+    fn an_object_without_a_name_is_an_error() {
+        let text = GATEWAY.replace("  name: web\n", "  labels: {a: b}\n");
+        assert_eq!(
+            load(&text).unwrap_err().to_string(),
+            "gateways.yaml:3: Gateway <unnamed>: `metadata.name` is required"
+        );
+        let text = GATEWAY.replace("name: web", "name: \"\"");
+        assert!(load(&text).is_err());
+    }
+
+    #[test]
+    fn the_same_object_twice_in_a_file_is_an_error() {
+        let text = format!("{GATEWAY}---\n{GATEWAY}");
+        assert_eq!(
+            load(&text).unwrap_err().to_string(),
+            "gateways.yaml:16: Gateway default/web: defined twice in this file (first at line 3)"
+        );
+    }
+
+    #[test]
+    fn hostile_text_is_refused_before_it_is_parsed() {
+        let deep = format!("{GATEWAY}---\nkind: {}\n", "[".repeat(100_000));
+        let err = load(&deep).unwrap_err();
+        assert!(matches!(err, LoadError::Refused { line: 14, .. }), "{err}");
+        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+            bomb.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+        }
+        let err = load(&bomb).unwrap_err();
+        assert!(err.to_string().contains("aliases expand"), "{err}");
     }
 
     #[test]

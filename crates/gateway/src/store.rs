@@ -160,6 +160,46 @@ impl Store {
         self.len() == 0
     }
 
+    /// How many Gateways (of any class) the store holds.
+    pub fn gateway_count(&self) -> usize {
+        self.gateways.len()
+    }
+
+    /// Every object's kind and key, sorted by kind, then (namespace, name).
+    pub fn keys(&self) -> Vec<(&'static str, &ObjectRef)> {
+        fn of<'a, T: StoreObject + 'a>(
+            store: &'a Store,
+        ) -> impl Iterator<Item = (&'static str, &'a ObjectRef)> {
+            T::objects(store).keys().map(|k| (T::KIND, k))
+        }
+        let mut keys: Vec<_> = of::<GatewayClass>(self)
+            .chain(of::<Gateway>(self))
+            .chain(of::<HttpRoute>(self))
+            .chain(of::<GrpcRoute>(self))
+            .chain(of::<TlsRoute>(self))
+            .chain(of::<TcpRoute>(self))
+            .chain(of::<UdpRoute>(self))
+            .chain(of::<ReferenceGrant>(self))
+            .chain(of::<Service>(self))
+            .chain(of::<EndpointSlice>(self))
+            .chain(of::<Secret>(self))
+            .chain(of::<ConfigMap>(self))
+            .chain(of::<Namespace>(self))
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The objects (kind and key) this store and `other` both hold.
+    pub fn shared_keys(&self, other: &Store) -> Vec<(&'static str, ObjectRef)> {
+        let theirs: std::collections::BTreeSet<_> = other.keys().into_iter().collect();
+        self.keys()
+            .into_iter()
+            .filter(|k| theirs.contains(k))
+            .map(|(kind, key)| (kind, key.clone()))
+            .collect()
+    }
+
     /// Adds every object of `other`, replacing objects with the same key (as
     /// loading `other`'s file after this store's would).
     pub fn merge(&mut self, other: &Store) {
