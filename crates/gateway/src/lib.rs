@@ -26,6 +26,7 @@ pub mod lenient;
 pub mod listener;
 pub mod load;
 pub mod precedence;
+pub mod re2;
 pub mod reference_grant;
 pub mod route;
 pub mod route_table;

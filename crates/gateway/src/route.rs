@@ -262,19 +262,9 @@ pub fn resolve_backends<'a>(
     (valid, invalid_weight)
 }
 
-/// Compiles a regular expression to reject what cannot work at all. RE2-only
-/// differences are left to Envoy (a NACK), not second-guessed here.
+/// Checks a regular expression the way Envoy's RE2 reads it (see `re2.rs`).
 pub fn check_regex(what: &str, re: &str) -> Result<(), String> {
-    regex::Regex::new(re).map(|_| ()).map_err(|e| {
-        format!(
-            "{what} regular expression {re:?} is invalid: {}",
-            last_line(&e.to_string())
-        )
-    })
-}
-
-fn last_line(s: &str) -> &str {
-    s.lines().last().unwrap_or(s).trim()
+    crate::re2::check(re).map_err(|e| format!("{what} regular expression {re:?} is invalid: {e}"))
 }
 
 /// A PathPrefix value, element-wise: trailing slashes dropped except for `/`.
