@@ -13,7 +13,8 @@
 //! rule invalid.
 
 use crate::backend::{Backends, Upstream};
-use crate::route::{self, RouteModel, Rule, RuleAction, enum_name, header_matches, modify_headers};
+use crate::header::{check_path, header_matches, modify_headers};
+use crate::route::{self, RouteModel, Rule, RuleAction, enum_name};
 use aether_ir::{HeaderModifier, ObjectRef, PathMatch, RouteMatch};
 use gateway_api::apis::standard::grpcroutes::{
     GrpcRoute, GrpcRouteRules, GrpcRouteRulesFiltersType, GrpcRouteRulesMatches,
@@ -52,6 +53,7 @@ fn rule(
                     .as_ref()
                     .ok_or("RequestHeaderModifier is empty")?;
                 modify_headers(
+                    "RequestHeaderModifier",
                     &mut request_headers,
                     m.set
                         .iter()
@@ -62,7 +64,7 @@ fn rule(
                         .flatten()
                         .map(|h| (h.name.as_str(), h.value.as_str())),
                     m.remove.as_deref().unwrap_or_default(),
-                );
+                )?;
             }
             GrpcRouteRulesFiltersType::ResponseHeaderModifier => {
                 let m = f
@@ -70,6 +72,7 @@ fn rule(
                     .as_ref()
                     .ok_or("ResponseHeaderModifier is empty")?;
                 modify_headers(
+                    "ResponseHeaderModifier",
                     &mut response_headers,
                     m.set
                         .iter()
@@ -80,7 +83,7 @@ fn rule(
                         .flatten()
                         .map(|h| (h.name.as_str(), h.value.as_str())),
                     m.remove.as_deref().unwrap_or_default(),
-                );
+                )?;
             }
             _ => return Err(format!("filter {} is not supported", enum_name(&f.r#type))),
         }
@@ -130,9 +133,21 @@ fn method_match(m: &GrpcRouteRulesMatches) -> Result<RouteMatch, String> {
         PathMatch::RegularExpression(re)
     } else {
         match (service, name) {
-            (Some(s), Some(n)) => PathMatch::Exact(format!("/{s}/{n}")),
-            (Some(s), None) => route::prefix(&format!("/{s}")),
-            (None, Some(n)) => PathMatch::RegularExpression(format!("/[^/]+/{}", regex::escape(n))),
+            (Some(s), Some(n)) => {
+                let path = format!("/{s}/{n}");
+                check_path("method", &path, false)?;
+                PathMatch::Exact(path)
+            }
+            (Some(s), None) => {
+                let path = format!("/{s}");
+                check_path("method service", &path, true)?;
+                route::prefix(&path)
+            }
+            (None, Some(n)) => {
+                let re = format!("/[^/]+/{}", regex_syntax::escape(n));
+                route::check_regex("method", &re)?;
+                PathMatch::RegularExpression(re)
+            }
             (None, None) => PathMatch::Prefix("/".into()),
         }
     };

@@ -20,6 +20,85 @@
 //! wildcards with more labels, then none). So a hostname a route would serve on
 //! one listener is dropped when a more specific sibling listener claims it
 //! ([`isolate`]); otherwise the route would answer for that sibling.
+//!
+//! Validity ([`check`]): RFC 1123 labels (letters, digits, inner hyphens; 1–63
+//! characters each), 253 characters at most, a wildcard only as a leading `*.`
+//! where the field allows one (`Hostname`, not `PreciseHostname`). Envoy refuses
+//! a route table whose domains or redirect hosts carry CR, LF or NUL.
+
+/// The longest hostname (RFC 1123) and label.
+pub const MAX_HOSTNAME: usize = 253;
+pub const MAX_LABEL: usize = 63;
+
+/// May the hostname start with `*.`? (`Hostname` yes, `PreciseHostname` no.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wildcard {
+    Allowed,
+    Refused,
+}
+
+/// Why a hostname is not valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostnameError {
+    #[error("it is empty")]
+    Empty,
+    #[error("it has {0} characters, at most {MAX_HOSTNAME} are allowed")]
+    TooLong(usize),
+    #[error("label {0:?} has more than {MAX_LABEL} characters")]
+    LabelTooLong(String),
+    #[error("it has an empty label")]
+    EmptyLabel,
+    #[error("{0:?} is not allowed (letters, digits, '-' and '.')")]
+    Character(char),
+    #[error("label {0:?} starts or ends with '-'")]
+    Hyphen(String),
+    #[error("a wildcard is only allowed as a leading \"*.\"")]
+    Wildcard,
+    #[error("a wildcard is not allowed here")]
+    NoWildcard,
+}
+
+/// Checks one hostname as given (either case).
+pub fn check(host: &str, wildcard: Wildcard) -> Result<(), HostnameError> {
+    if host.is_empty() {
+        return Err(HostnameError::Empty);
+    }
+    if host.len() > MAX_HOSTNAME {
+        return Err(HostnameError::TooLong(host.len()));
+    }
+    let name = match (wildcard_suffix(host), wildcard) {
+        (Some(_), Wildcard::Refused) => return Err(HostnameError::NoWildcard),
+        (Some(suffix), Wildcard::Allowed) => suffix,
+        (None, _) => host,
+    };
+    for label in name.split('.') {
+        if label.is_empty() {
+            return Err(HostnameError::EmptyLabel);
+        }
+        if let Some(c) = label
+            .chars()
+            .find(|&c| !c.is_ascii_alphanumeric() && c != '-')
+        {
+            return Err(if c == '*' {
+                HostnameError::Wildcard
+            } else {
+                HostnameError::Character(c)
+            });
+        }
+        if label.len() > MAX_LABEL {
+            return Err(HostnameError::LabelTooLong(label.to_string()));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err(HostnameError::Hyphen(label.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// [`check`], as a message naming the field and the value.
+pub fn checked(what: &str, host: &str, wildcard: Wildcard) -> Result<(), String> {
+    check(host, wildcard).map_err(|e| format!("{what} {host:?} is not a valid hostname: {e}"))
+}
 
 /// The hostname served when a listener with `listener` hostname carries a route
 /// hostname `route`, or `None` when they do not intersect.
@@ -122,6 +201,66 @@ fn covers(suffix: &str, host: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn validity_table() {
+        use HostnameError as E;
+        let long_label = "a".repeat(64);
+        let labels_300 = vec!["a"; 300].join(".");
+        let chars_254 = format!(
+            "{}.{}.{}.{}",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(62)
+        );
+        let chars_253 = &chars_254[1..];
+        let cases: &[(&str, Wildcard, Result<(), E>)] = &[
+            ("foo.example.com", Wildcard::Refused, Ok(())),
+            ("Foo.Example.COM", Wildcard::Refused, Ok(())),
+            ("a-b.c0", Wildcard::Refused, Ok(())),
+            ("localhost", Wildcard::Refused, Ok(())),
+            ("*.example.com", Wildcard::Allowed, Ok(())),
+            (chars_253, Wildcard::Refused, Ok(())),
+            ("*.example.com", Wildcard::Refused, Err(E::NoWildcard)),
+            ("*", Wildcard::Allowed, Err(E::Wildcard)),
+            ("foo.*.com", Wildcard::Allowed, Err(E::Wildcard)),
+            ("*foo.com", Wildcard::Allowed, Err(E::Wildcard)),
+            ("", Wildcard::Allowed, Err(E::Empty)),
+            ("a\r\nb.com", Wildcard::Allowed, Err(E::Character('\r'))),
+            ("a\0.com", Wildcard::Allowed, Err(E::Character('\0'))),
+            ("a b.com", Wildcard::Allowed, Err(E::Character(' '))),
+            ("a_b.com", Wildcard::Allowed, Err(E::Character('_'))),
+            ("a:80", Wildcard::Allowed, Err(E::Character(':'))),
+            (
+                "caf\u{e9}.com",
+                Wildcard::Allowed,
+                Err(E::Character('\u{e9}')),
+            ),
+            ("example.com.", Wildcard::Allowed, Err(E::EmptyLabel)),
+            ("a..b", Wildcard::Allowed, Err(E::EmptyLabel)),
+            ("-a.com", Wildcard::Allowed, Err(E::Hyphen("-a".into()))),
+            ("a-.com", Wildcard::Allowed, Err(E::Hyphen("a-".into()))),
+            (
+                &long_label,
+                Wildcard::Allowed,
+                Err(E::LabelTooLong(long_label.clone())),
+            ),
+            (&labels_300, Wildcard::Allowed, Err(E::TooLong(599))),
+            (&chars_254, Wildcard::Refused, Err(E::TooLong(254))),
+        ];
+        for (host, wildcard, want) in cases {
+            assert_eq!(&check(host, *wildcard), want, "{host:?}");
+        }
+    }
+
+    #[test]
+    fn checked_names_field_and_value() {
+        assert_eq!(
+            checked("RequestRedirect hostname", "a\r\nb", Wildcard::Refused),
+            Err(r#"RequestRedirect hostname "a\r\nb" is not a valid hostname: '\r' is not allowed (letters, digits, '-' and '.')"#.to_string())
+        );
+    }
 
     #[test]
     fn intersection_table() {

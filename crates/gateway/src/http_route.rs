@@ -3,11 +3,15 @@
 //! Filters: RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect and
 //! URLRewrite are served; any other filter (RequestMirror, CORS, ExtensionRef, or
 //! a filter on a backendRef) makes its rule invalid rather than silently ignored.
+//! Paths, header names and values, and hostnames in them are checked as Envoy
+//! would (see `header.rs`, `hostname.rs`): a bad one drops the rule.
 
 use crate::backend::{Backends, Upstream};
+use crate::header::{check_path, header_matches, modify_headers};
+use crate::hostname::{self, Wildcard};
 use crate::route::{
     self, RedirectSpec, RouteModel, Rule, RuleAction, check_prefix_rewrite, enum_name,
-    header_matches, modify_headers, query_param_matches,
+    query_param_matches,
 };
 use aether_ir::{HeaderModifier, ObjectRef, PathMatch, PathRewrite, RouteMatch, UrlRewrite};
 use gateway_api::apis::standard::httproutes::{
@@ -106,12 +110,18 @@ fn route_match(m: &HttpRouteRulesMatches) -> Result<RouteMatch, String> {
         Some(p) => {
             let value = p.value.as_deref().unwrap_or("/");
             match p.r#type {
-                Some(HttpRouteRulesMatchesPathType::Exact) => PathMatch::Exact(value.into()),
+                Some(HttpRouteRulesMatchesPathType::Exact) => {
+                    check_path("path value", value, false)?;
+                    PathMatch::Exact(value.into())
+                }
                 Some(HttpRouteRulesMatchesPathType::RegularExpression) => {
                     route::check_regex("path", value)?;
                     PathMatch::RegularExpression(value.into())
                 }
-                Some(HttpRouteRulesMatchesPathType::PathPrefix) | None => route::prefix(value),
+                Some(HttpRouteRulesMatchesPathType::PathPrefix) | None => {
+                    check_path("path value", value, true)?;
+                    route::prefix(value)
+                }
             }
         }
     };
@@ -149,6 +159,7 @@ fn apply_filter(
         HttpRouteRulesFiltersType::RequestHeaderModifier => {
             let m = f.request_header_modifier.as_ref().ok_or_else(missing)?;
             modify_headers(
+                "RequestHeaderModifier",
                 request_headers,
                 m.set
                     .iter()
@@ -159,11 +170,12 @@ fn apply_filter(
                     .flatten()
                     .map(|h| (h.name.as_str(), h.value.as_str())),
                 m.remove.as_deref().unwrap_or_default(),
-            );
+            )?;
         }
         HttpRouteRulesFiltersType::ResponseHeaderModifier => {
             let m = f.response_header_modifier.as_ref().ok_or_else(missing)?;
             modify_headers(
+                "ResponseHeaderModifier",
                 response_headers,
                 m.set
                     .iter()
@@ -174,7 +186,7 @@ fn apply_filter(
                     .flatten()
                     .map(|h| (h.name.as_str(), h.value.as_str())),
                 m.remove.as_deref().unwrap_or_default(),
-            );
+            )?;
         }
         HttpRouteRulesFiltersType::RequestRedirect => {
             let r = f.request_redirect.as_ref().ok_or_else(missing)?;
@@ -196,6 +208,14 @@ fn apply_filter(
                     )
                 }
             });
+            if let Some(h) = &r.hostname {
+                hostname::checked("RequestRedirect hostname", h, Wildcard::Refused)?;
+            }
+            if let Some(PathRewrite::ReplaceFullPath(v) | PathRewrite::ReplacePrefixMatch(v)) =
+                &path
+            {
+                check_path("RequestRedirect path", v, false)?;
+            }
             let port = match r.port {
                 None => None,
                 Some(p) => Some(
@@ -222,6 +242,14 @@ fn apply_filter(
                     )
                 }
             });
+            if let Some(h) = &r.hostname {
+                hostname::checked("URLRewrite hostname", h, Wildcard::Refused)?;
+            }
+            if let Some(PathRewrite::ReplaceFullPath(v) | PathRewrite::ReplacePrefixMatch(v)) =
+                &path
+            {
+                check_path("URLRewrite path", v, false)?;
+            }
             *rewrite = Some(UrlRewrite {
                 hostname: r.hostname.clone(),
                 path,

@@ -19,6 +19,7 @@ pub mod backend;
 pub mod certificate;
 pub mod gate;
 pub mod grpc_route;
+pub mod header;
 pub mod hostname;
 pub mod http_route;
 pub mod l4_route;

@@ -19,6 +19,7 @@
 use crate::Config;
 use crate::allowed_routes::{self, AllowedNamespaces};
 use crate::certificate;
+use crate::hostname::{self, Wildcard};
 use crate::status::{
     Condition, GatewayStatus, GatewayStatusAddress, Identity, ListenerStatus, RouteGroupKind,
     set_condition,
@@ -403,6 +404,13 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
             "PortUnavailable",
             format!("port {} is out of range", spec.port),
         );
+    } else if let Some(h) = spec
+        .hostname
+        .as_deref()
+        .filter(|_| protocol.is_some_and(ListenerProtocol::has_hostname))
+        && let Err(why) = hostname::checked("hostname", h, Wildcard::Allowed)
+    {
+        accepted = (false, "UnsupportedValue", why);
     }
     if !unsupported_kinds.is_empty() {
         resolved_refs = (

@@ -5,15 +5,19 @@
 //! are already clusters. What depends on the listener (hostnames served, the
 //! redirect port) is decided later, when routes are placed into route tables.
 //!
-//! A rule that cannot be served (an invalid regex, an unsupported filter) is
-//! dropped with a message: some rules dropped → `PartiallyInvalid`, all dropped →
-//! `Accepted=False`, both with reason `UnsupportedValue`.
+//! A rule that cannot be served (an invalid regex, an unsupported filter, a
+//! header name or value Envoy would refuse) is dropped with a message: some rules dropped → `PartiallyInvalid`, all dropped →
+//! `Accepted=False`, both with reason `UnsupportedValue`. An invalid hostname
+//! makes the whole route `Accepted=False/UnsupportedValue`: dropping only that
+//! hostname could leave a route without hostnames, which serves every host.
 
 use crate::backend::{BackendError, BackendRef, Backends, Upstream};
+use crate::header;
+use crate::hostname::{self, Wildcard};
 use crate::status::{Condition, Identity, ParentReference, set_condition};
 use aether_ir::{
-    Cluster, Header, HeaderMatch, HeaderModifier, ObjectRef, PathMatch, PathRewrite,
-    QueryParamMatch, RouteMatch, StringMatch, UrlRewrite,
+    Cluster, HeaderModifier, ObjectRef, PathMatch, PathRewrite, QueryParamMatch, RouteMatch,
+    StringMatch, UrlRewrite,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::BTreeMap;
@@ -27,8 +31,10 @@ pub struct RouteModel {
     /// uid and generation: whose status this route's is.
     pub of: Identity,
     pub created: Option<Time>,
-    /// Lower-cased, as given.
+    /// Lower-cased, as given; the valid ones only.
     pub hostnames: Vec<String>,
+    /// Why other hostnames are not valid (the route is then not accepted).
+    pub invalid_hostnames: Vec<String>,
     pub parent_refs: Vec<ParentReference>,
     /// The valid rules only.
     pub rules: Vec<Rule>,
@@ -125,15 +131,20 @@ impl RouteModel {
         hostnames: Option<&Vec<String>>,
         parent_refs: Vec<ParentReference>,
     ) -> Self {
+        let mut valid = Vec::new();
+        let mut invalid_hostnames = Vec::new();
+        for (i, h) in hostnames.into_iter().flatten().enumerate() {
+            match hostname::checked(&format!("spec.hostnames[{i}]"), h, Wildcard::Allowed) {
+                Ok(()) => valid.push(h.to_ascii_lowercase()),
+                Err(why) => invalid_hostnames.push(why),
+            }
+        }
         RouteModel {
             kind,
             of: Identity::of(meta),
             created: meta.creation_timestamp.clone(),
-            hostnames: hostnames
-                .into_iter()
-                .flatten()
-                .map(|h| h.to_ascii_lowercase())
-                .collect(),
+            hostnames: valid,
+            invalid_hostnames,
             parent_refs,
             rules: vec![],
             invalid_rules: vec![],
@@ -170,8 +181,20 @@ impl RouteModel {
     pub fn attached_conditions(&self) -> (Vec<Condition>, bool) {
         let g = self.of.generation;
         let mut c = Vec::new();
-        let accepted = !self.rules.is_empty() || self.invalid_rules.is_empty();
-        if accepted {
+        let refused = if !self.invalid_hostnames.is_empty() {
+            Some(self.invalid_hostnames.join("; "))
+        } else if self.rules.is_empty() && !self.invalid_rules.is_empty() {
+            Some(format!("no valid rules: {}", self.invalid_rules.join("; ")))
+        } else {
+            None
+        };
+        let accepted = refused.is_none();
+        if let Some(message) = refused {
+            set_condition(
+                &mut c,
+                Condition::new("Accepted", false, "UnsupportedValue", message, g),
+            );
+        } else {
             set_condition(
                 &mut c,
                 Condition::new("Accepted", true, "Accepted", "route is accepted", g),
@@ -197,17 +220,6 @@ impl RouteModel {
                     ),
                 );
             }
-        } else {
-            set_condition(
-                &mut c,
-                Condition::new(
-                    "Accepted",
-                    false,
-                    "UnsupportedValue",
-                    format!("no valid rules: {}", self.invalid_rules.join("; ")),
-                    g,
-                ),
-            );
         }
         set_condition(&mut c, self.resolved_refs());
         (c, accepted)
@@ -286,28 +298,14 @@ pub fn string_match(what: &str, regex: bool, value: &str) -> Result<StringMatch,
     }
 }
 
-/// Header matches: names lower-cased, only the first of duplicate names kept.
-pub fn header_matches<'a>(
-    headers: impl Iterator<Item = (&'a str, bool, &'a str)>,
-) -> Result<Vec<HeaderMatch>, String> {
-    let mut out: Vec<HeaderMatch> = Vec::new();
-    for (name, regex, value) in headers {
-        let name = name.to_ascii_lowercase();
-        if out.iter().any(|h| h.name == name) {
-            continue;
-        }
-        let value = string_match(&format!("header {name}"), regex, value)?;
-        out.push(HeaderMatch { name, value });
-    }
-    Ok(out)
-}
-
 /// Query param matches: names exact (case-sensitive), first of duplicates kept.
 pub fn query_param_matches<'a>(
     params: impl Iterator<Item = (&'a str, bool, &'a str)>,
 ) -> Result<Vec<QueryParamMatch>, String> {
     let mut out: Vec<QueryParamMatch> = Vec::new();
     for (name, regex, value) in params {
+        // The API types the name as an HTTPHeaderName.
+        header::check_name("query param match name", name).map_err(|e| e.to_string())?;
         if out.iter().any(|q| q.name == name) {
             continue;
         }
@@ -318,22 +316,6 @@ pub fn query_param_matches<'a>(
         });
     }
     Ok(out)
-}
-
-/// Adds a header modifier filter's set/add/remove to `into`.
-pub fn modify_headers<'a>(
-    into: &mut HeaderModifier,
-    set: impl Iterator<Item = (&'a str, &'a str)>,
-    add: impl Iterator<Item = (&'a str, &'a str)>,
-    remove: &[String],
-) {
-    let h = |(n, v): (&str, &str)| Header {
-        name: n.to_string(),
-        value: v.to_string(),
-    };
-    into.set.extend(set.map(h));
-    into.add.extend(add.map(h));
-    into.remove.extend(remove.iter().cloned());
 }
 
 /// The matched prefix can only be replaced when every match is a PathPrefix.
@@ -372,19 +354,13 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_header_names_keep_the_first() {
-        let got = header_matches(
-            [
-                ("X-A", false, "1"),
-                ("x-a", false, "2"),
-                ("x-b", true, "v.*"),
-            ]
-            .into_iter(),
-        )
-        .unwrap();
-        assert_eq!(got.len(), 2);
-        assert_eq!(got[0].value, StringMatch::Exact("1".into()));
-        assert_eq!(got[1].name, "x-b");
-        assert!(header_matches([("x", true, "(")].into_iter()).is_err());
+    fn query_param_names_are_tokens() {
+        let one = |name| query_param_matches([(name, false, "1")].into_iter());
+        assert!(one("page").is_ok());
+        assert_eq!(
+            one("a b").unwrap_err(),
+            r#"query param match name "a b" is not an HTTP token: ' ' is not allowed"#
+        );
+        assert!(one("").is_err());
     }
 }

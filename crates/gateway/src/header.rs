@@ -1,0 +1,285 @@
+//! Header names and values as RFC 7230 §3.2 has them, checked before they reach
+//! Envoy (which refuses a whole route table over one CR, LF or NUL).
+//!
+//! ```text
+//!  name  = token = 1*tchar        tchar = ALPHA / DIGIT / !#$%&'*+-.^_`|~
+//!  value = *field-content         VCHAR, SP, HTAB, obs-text (bytes ≥ 0x80);
+//!                                 no CR, LF, NUL or other control character
+//! ```
+//!
+//! A path is a header value too (`:path`), and so is a query parameter name a
+//! token in the Gateway API (`HTTPHeaderName`). Header modifiers cannot touch
+//! `host`: Envoy refuses to set, add or remove it (`:`-prefixed names are not
+//! tokens anyway); URLRewrite's hostname is the way to change it.
+//!
+//! Also here: a rule's header matches and header modifiers, read into the IR
+//! once their names and values pass (an `Err` drops the rule).
+
+use crate::route::string_match;
+use aether_ir::{Header, HeaderMatch, HeaderModifier};
+
+/// Why a header name or value cannot be sent to Envoy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("{0} is empty")]
+    EmptyName(String),
+    #[error("{0} {1:?} is not an HTTP token: {2:?} is not allowed")]
+    NotToken(String, String, char),
+    #[error("{0} {1:?} is not an HTTP field value: {2:?} is not allowed")]
+    NotFieldValue(String, String, char),
+    #[error("{0} {1:?}: Envoy does not let header modifiers change host (use URLRewrite hostname)")]
+    Host(String, String),
+}
+
+/// `what` names the field (`header match name`, `RequestHeaderModifier set name`).
+pub fn check_name(what: &str, name: &str) -> Result<(), HeaderError> {
+    if name.is_empty() {
+        return Err(HeaderError::EmptyName(what.to_string()));
+    }
+    match name.chars().find(|&c| !is_tchar(c)) {
+        Some(c) => Err(HeaderError::NotToken(what.into(), name.into(), c)),
+        None => Ok(()),
+    }
+}
+
+/// A name a header modifier sets, adds or removes: a token, and not `host`.
+pub fn check_modified_name(what: &str, name: &str) -> Result<(), HeaderError> {
+    check_name(what, name)?;
+    if name.eq_ignore_ascii_case("host") {
+        return Err(HeaderError::Host(what.into(), name.into()));
+    }
+    Ok(())
+}
+
+pub fn check_value(what: &str, value: &str) -> Result<(), HeaderError> {
+    let field_content = |c: char| c == '\t' || !c.is_ascii() || (' '..='~').contains(&c);
+    match value.chars().find(|&c| !field_content(c)) {
+        Some(c) => Err(HeaderError::NotFieldValue(what.into(), value.into(), c)),
+        None => Ok(()),
+    }
+}
+
+/// Header matches: names lower-cased, only the first of duplicate names kept.
+/// Names are tokens, exact values field values.
+pub fn header_matches<'a>(
+    headers: impl Iterator<Item = (&'a str, bool, &'a str)>,
+) -> Result<Vec<HeaderMatch>, String> {
+    let mut out: Vec<HeaderMatch> = Vec::new();
+    for (name, regex, value) in headers {
+        check_name("header match name", name).map_err(|e| e.to_string())?;
+        let name = name.to_ascii_lowercase();
+        if out.iter().any(|h| h.name == name) {
+            continue;
+        }
+        if !regex {
+            check_value(&format!("header match {name} value"), value).map_err(|e| e.to_string())?;
+        }
+        let value = string_match(&format!("header {name}"), regex, value)?;
+        out.push(HeaderMatch { name, value });
+    }
+    Ok(out)
+}
+
+/// Adds a header modifier filter's set/add/remove to `into`, once every name is
+/// a token other than `host` and every value a field value. `filter` names the
+/// filter in messages.
+pub fn modify_headers<'a>(
+    filter: &str,
+    into: &mut HeaderModifier,
+    set: impl Iterator<Item = (&'a str, &'a str)>,
+    add: impl Iterator<Item = (&'a str, &'a str)>,
+    remove: &[String],
+) -> Result<(), String> {
+    let set = checked_headers(filter, "set", set)?;
+    let add = checked_headers(filter, "add", add)?;
+    for name in remove {
+        check_modified_name(&format!("{filter} remove name"), name).map_err(|e| e.to_string())?;
+    }
+    into.set.extend(set);
+    into.add.extend(add);
+    into.remove.extend(remove.iter().cloned());
+    Ok(())
+}
+
+fn checked_headers<'a>(
+    filter: &str,
+    op: &str,
+    pairs: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Result<Vec<Header>, String> {
+    pairs
+        .map(|(name, value)| {
+            check_modified_name(&format!("{filter} {op} name"), name)
+                .and_then(|()| check_value(&format!("{filter} {op} {name} value"), value))
+                .map_err(|e| e.to_string())?;
+            Ok(Header {
+                name: name.to_string(),
+                value: value.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A path in a match or a path modifier: a header value (`:path`). A prefix
+/// cannot hold `?` or `#` (Envoy's `path_separated_prefix` refuses them).
+pub fn check_path(what: &str, value: &str, prefix: bool) -> Result<(), String> {
+    check_value(what, value).map_err(|e| e.to_string())?;
+    if prefix && let Some(c) = value.chars().find(|c| matches!(c, '?' | '#')) {
+        return Err(format!(
+            "{what} {value:?} holds {c:?}, which a path prefix cannot"
+        ));
+    }
+    Ok(())
+}
+
+fn is_tchar(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aether_ir::StringMatch;
+
+    #[test]
+    fn duplicate_header_names_keep_the_first() {
+        let got = header_matches(
+            [
+                ("X-A", false, "1"),
+                ("x-a", false, "2"),
+                ("x-b", true, "v.*"),
+            ]
+            .into_iter(),
+        )
+        .unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].value, StringMatch::Exact("1".into()));
+        assert_eq!(got[1].name, "x-b");
+        assert!(header_matches([("x", true, "(")].into_iter()).is_err());
+    }
+
+    #[test]
+    fn header_matches_refuse_what_envoy_refuses() {
+        let one = |name, regex, value| header_matches([(name, regex, value)].into_iter());
+        assert_eq!(
+            one("x", false, "a\r\nb").unwrap_err(),
+            r#"header match x value "a\r\nb" is not an HTTP field value: '\r' is not allowed"#
+        );
+        assert!(
+            one("x y", false, "1")
+                .unwrap_err()
+                .contains(r#"name "x y""#)
+        );
+        assert!(one("x\0", false, "1").is_err());
+        assert!(one("x", true, "\\b{start}").is_err());
+        // A regex is checked as a regex: `\r` in a pattern is two characters.
+        assert!(one("x", true, "a\\r").is_ok());
+    }
+
+    #[test]
+    fn header_modifiers_refuse_what_envoy_refuses() {
+        let run = |set: &[(&str, &str)], add: &[(&str, &str)], remove: &[&str]| {
+            let mut into = HeaderModifier::default();
+            let remove: Vec<String> = remove.iter().map(|s| s.to_string()).collect();
+            modify_headers(
+                "RequestHeaderModifier",
+                &mut into,
+                set.iter().copied(),
+                add.iter().copied(),
+                &remove,
+            )
+            .map(|()| into)
+        };
+        let ok = run(&[("x-a", "1")], &[("x-b", "2")], &["x-c"]).unwrap();
+        assert_eq!((ok.set.len(), ok.add.len(), ok.remove.len()), (1, 1, 1));
+        assert_eq!(
+            run(&[("x-a", "1\r\nx-evil: 1")], &[], &[]).unwrap_err(),
+            r#"RequestHeaderModifier set x-a value "1\r\nx-evil: 1" is not an HTTP field value: '\r' is not allowed"#
+        );
+        assert!(
+            run(&[], &[("x a", "1")], &[])
+                .unwrap_err()
+                .contains("add name")
+        );
+        assert!(
+            run(&[], &[], &["x\nb"])
+                .unwrap_err()
+                .contains("remove name")
+        );
+        assert!(
+            run(&[("Host", "evil")], &[], &[])
+                .unwrap_err()
+                .contains("host")
+        );
+        assert!(run(&[], &[], &["host"]).is_err());
+        assert!(
+            run(&[], &[("", "1")], &[])
+                .unwrap_err()
+                .contains("is empty")
+        );
+    }
+
+    #[test]
+    fn names_are_tokens() {
+        for good in ["x-request-id", "X_B", "a!#$%&'*+-.^_`|~9"] {
+            assert_eq!(check_name("name", good), Ok(()), "{good}");
+        }
+        assert_eq!(
+            check_name("name", "x y"),
+            Err(HeaderError::NotToken("name".into(), "x y".into(), ' '))
+        );
+        for bad in [
+            "x\r\ny",
+            "x\0",
+            ":authority",
+            "a:b",
+            "é",
+            "a\"",
+            "(x)",
+            "a\t",
+        ] {
+            assert!(check_name("name", bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            check_name("name", ""),
+            Err(HeaderError::EmptyName("name".into()))
+        );
+    }
+
+    #[test]
+    fn values_are_field_content() {
+        for good in ["", "a b\tc", "~!\"(),/:;<=>?@[\\]{}", "caf\u{e9}", "日本"] {
+            assert_eq!(check_value("value", good), Ok(()), "{good:?}");
+        }
+        assert_eq!(
+            check_value("value", "a\r\nb"),
+            Err(HeaderError::NotFieldValue(
+                "value".into(),
+                "a\r\nb".into(),
+                '\r'
+            ))
+        );
+        for bad in ["a\nb", "\0", "a\u{7f}", "\u{1b}[31m", "a\u{b}"] {
+            assert!(check_value("value", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn modifiers_leave_host_alone() {
+        assert_eq!(check_modified_name("set", "x-host"), Ok(()));
+        assert_eq!(
+            check_modified_name("set", "Host"),
+            Err(HeaderError::Host("set".into(), "Host".into()))
+        );
+        assert!(check_modified_name("remove", "host").is_err());
+        assert!(check_modified_name("remove", "a b").is_err());
+    }
+
+    #[test]
+    fn messages_escape_control_characters() {
+        let e = check_value("RequestHeaderModifier set x-a value", "a\r\nb").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"RequestHeaderModifier set x-a value "a\r\nb" is not an HTTP field value: '\r' is not allowed"#
+        );
+    }
+}
