@@ -97,7 +97,7 @@ fn rule(
     }
     let refs = route::backend_refs!(refs);
     let (backends, invalid_weight) =
-        route::resolve_backends(backends, KIND, ns, refs, Upstream::Grpc, errors);
+        route::resolve_backends(backends, KIND, ns, refs, Upstream::Grpc, errors)?;
     Ok(Rule {
         index,
         matches,

@@ -78,7 +78,7 @@ fn rule(
             )?;
             let refs = route::backend_refs!(refs);
             let (backends, invalid_weight) =
-                route::resolve_backends(backends, KIND, ns, refs, Upstream::Http, errors);
+                route::resolve_backends(backends, KIND, ns, refs, Upstream::Http, errors)?;
             RuleAction::Forward {
                 backends,
                 invalid_weight,

@@ -50,26 +50,28 @@ fn read<'a>(
     rule_count: usize,
 ) {
     let mut errors: Vec<BackendError> = Vec::new();
-    let (valid, invalid_weight) = route::resolve_backends(
+    match route::resolve_backends(
         backends,
         m.kind,
         &m.key.namespace,
         refs,
         upstream,
         &mut errors,
-    );
+    ) {
+        Ok((valid, invalid_weight)) => m.rules.push(Rule {
+            index: 0,
+            matches: vec![],
+            request_headers: Default::default(),
+            response_headers: Default::default(),
+            action: RuleAction::Forward {
+                backends: valid,
+                invalid_weight,
+                rewrite: None,
+            },
+        }),
+        Err(why) => m.invalid_rules.push(format!("rule 0: {why}")),
+    }
     m.backend_errors = errors;
-    m.rules.push(Rule {
-        index: 0,
-        matches: vec![],
-        request_headers: Default::default(),
-        response_headers: Default::default(),
-        action: RuleAction::Forward {
-            backends: valid,
-            invalid_weight,
-            rewrite: None,
-        },
-    });
     for index in 1..rule_count {
         m.invalid_rules.push(format!(
             "rule {index}: a {} is served by its first rule only",

@@ -6,7 +6,8 @@
 //! redirect port) is decided later, when routes are placed into route tables.
 //!
 //! A rule that cannot be served (an invalid regex, an unsupported filter, a
-//! header name or value Envoy would refuse) is dropped with a message: some rules dropped → `PartiallyInvalid`, all dropped →
+//! header name or value Envoy would refuse, weights that do not fit) is dropped
+//! with a message: some rules dropped → `PartiallyInvalid`, all dropped →
 //! `Accepted=False`, both with reason `UnsupportedValue`. An invalid hostname
 //! makes the whole route `Accepted=False/UnsupportedValue`: dropping only that
 //! hostname could leave a route without hostnames, which serves every host.
@@ -248,8 +249,13 @@ impl RouteModel {
     }
 }
 
-/// Resolves a rule's backendRefs: valid ones with their weights (weight 0
-/// dropped), the summed weight of invalid ones, errors appended to `errors`.
+/// A rule's backends: the valid ones with their weights (weight 0 dropped) and
+/// the summed weight of the invalid ones.
+pub type ResolvedBackends = (Vec<(Cluster, u32)>, u32);
+
+/// Resolves a rule's backendRefs, errors appended to `errors`. `Err`: the rule
+/// is invalid, a weight is negative or the weights sum past `u32::MAX` (Envoy
+/// refuses the route table).
 pub fn resolve_backends<'a>(
     backends: &Backends<'_>,
     kind: &str,
@@ -257,21 +263,36 @@ pub fn resolve_backends<'a>(
     refs: impl Iterator<Item = (BackendRef<'a>, Option<i32>)>,
     upstream: Upstream,
     errors: &mut Vec<BackendError>,
-) -> (Vec<(Cluster, u32)>, u32) {
+) -> Result<ResolvedBackends, String> {
+    let refs: Vec<(BackendRef<'a>, u32)> = refs
+        .enumerate()
+        .map(|(i, (r, weight))| {
+            let weight = weight.unwrap_or(1);
+            u32::try_from(weight)
+                .map(|w| (r, w))
+                .map_err(|_| format!("backendRefs[{i}] weight {weight} is negative"))
+        })
+        .collect::<Result<_, _>>()?;
+    let total: u64 = refs.iter().map(|(_, w)| u64::from(*w)).sum();
+    if total > u64::from(u32::MAX) {
+        return Err(format!(
+            "backendRefs weights sum to {total}, more than {}",
+            u32::MAX
+        ));
+    }
     let mut valid = Vec::new();
     let mut invalid_weight = 0u32;
     for (r, weight) in refs {
-        let weight = u32::try_from(weight.unwrap_or(1)).unwrap_or(0);
         match backends.resolve(kind, route_ns, r, upstream) {
             Ok(cluster) if weight > 0 => valid.push((cluster, weight)),
             Ok(_) => {}
             Err(e) => {
-                invalid_weight = invalid_weight.saturating_add(weight);
+                invalid_weight += weight;
                 errors.push(e);
             }
         }
     }
-    (valid, invalid_weight)
+    Ok((valid, invalid_weight))
 }
 
 /// Checks a regular expression the way Envoy's RE2 reads it (see `re2.rs`).
@@ -362,5 +383,52 @@ mod tests {
             r#"query param match name "a b" is not an HTTP token: ' ' is not allowed"#
         );
         assert!(one("").is_err());
+    }
+
+    #[test]
+    fn weights_are_not_negative_and_fit_u32() {
+        let store = crate::Store::default();
+        let backends = Backends::new(&store);
+        let resolve = |weights: &[Option<i32>]| {
+            let refs = weights.iter().map(|w| {
+                let r = BackendRef {
+                    group: None,
+                    kind: None,
+                    name: "missing",
+                    namespace: None,
+                    port: Some(80),
+                };
+                (r, *w)
+            });
+            let mut errors = Vec::new();
+            let got = resolve_backends(
+                &backends,
+                "HTTPRoute",
+                "apps",
+                refs,
+                Upstream::Http,
+                &mut errors,
+            );
+            (got, errors.len())
+        };
+        assert_eq!(
+            resolve(&[Some(-1)]),
+            (Err("backendRefs[0] weight -1 is negative".into()), 0)
+        );
+        assert_eq!(
+            resolve(&[Some(1), Some(i32::MIN)]).0,
+            Err(format!("backendRefs[1] weight {} is negative", i32::MIN))
+        );
+        let max = Some(i32::MAX);
+        assert_eq!(
+            resolve(&[max, max, Some(2)]),
+            (
+                Err("backendRefs weights sum to 4294967296, more than 4294967295".into()),
+                0
+            )
+        );
+        // Exactly u32::MAX fits (all invalid here: their share answers 500).
+        assert_eq!(resolve(&[max, max, Some(1)]), (Ok((vec![], u32::MAX)), 3));
+        assert_eq!(resolve(&[None, Some(0)]), (Ok((vec![], 1)), 2));
     }
 }
