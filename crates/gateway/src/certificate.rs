@@ -4,7 +4,11 @@
 //! namespace unless a ReferenceGrant lets the Gateway reach another. The Secret
 //! must be `kubernetes.io/tls` with `tls.crt` (PEM certificate chain) and `tls.key`
 //! (PEM private key). The PEM check is structural (armour and base64 body); Envoy
-//! itself parses the DER.
+//! itself parses the DER. A key that is not the one of the first (leaf)
+//! certificate is refused too: Envoy refuses the listener otherwise. That check
+//! is rustls's (SubjectPublicKeyInfo of the key against the certificate's, ring
+//! keys: RSA, ECDSA P-256/P-384, Ed25519); a pair it cannot read (another key
+//! type, a certificate webpki will not parse) is left to Envoy.
 
 use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
@@ -12,6 +16,8 @@ use crate::store::Store;
 use aether_ir::Certificate;
 use gateway_api::apis::standard::gateways::GatewayListenersTlsCertificateRefs;
 use k8s_openapi::api::core::v1::Secret;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// Why a certificateRef does not resolve; each maps to a listener ResolvedRefs reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -108,11 +114,36 @@ fn resolve_one(
     if !has_pem_block(&key, |label| label.ends_with("PRIVATE KEY")) {
         return Err(invalid("tls.key holds no PEM private key"));
     }
+    if keys_differ(&chain, &key) {
+        return Err(invalid(
+            "tls.key is not the private key of the first certificate in tls.crt",
+        ));
+    }
     Ok(Certificate {
         secret: shown,
         certificate_chain: chain,
         private_key: key,
     })
+}
+
+/// Is `key` surely not the private key of the first certificate of `chain`?
+/// `false` when either cannot be read here.
+fn keys_differ(chain: &str, key: &str) -> bool {
+    let Some(Ok(leaf)) = CertificateDer::pem_slice_iter(chain.as_bytes()).next() else {
+        return false;
+    };
+    let Ok(key) = PrivateKeyDer::from_pem_slice(key.as_bytes()) else {
+        return false;
+    };
+    let Ok(signing_key) = rustls::crypto::ring::sign::any_supported_type(&key) else {
+        return false;
+    };
+    matches!(
+        rustls::sign::CertifiedKey::new(vec![leaf], signing_key).keys_match(),
+        Err(rustls::Error::InconsistentKeys(
+            rustls::InconsistentKeys::KeyMismatch
+        ))
+    )
 }
 
 /// Every PEM block is well-formed and at least one has a wanted label.
@@ -173,5 +204,27 @@ mod tests {
         let key = "-----BEGIN EC PRIVATE KEY-----\nTUlJQg==\n-----END EC PRIVATE KEY-----";
         assert!(has_pem_block(key, |l| l.ends_with("PRIVATE KEY")));
         assert!(!has_pem_block(key, is_cert));
+    }
+    /// Pairs Envoy 1.40 refuses (`KEY_VALUES_MISMATCH`, `KEY_TYPE_MISMATCH`) and
+    /// accepts (see `tests/tls/README.md`).
+    #[test]
+    fn keys_must_belong_to_the_leaf_certificate() {
+        let ec = include_str!("../tests/tls/ec.crt");
+        let rsa = include_str!("../tests/tls/rsa.crt");
+        let ec_key = include_str!("../tests/tls/ec.key");
+        let rsa_key = include_str!("../tests/tls/rsa.key");
+        assert!(!keys_differ(ec, ec_key));
+        assert!(!keys_differ(ec, include_str!("../tests/tls/ec-sec1.key")));
+        assert!(!keys_differ(rsa, rsa_key));
+        assert!(keys_differ(ec, include_str!("../tests/tls/ec-other.key")));
+        assert!(keys_differ(rsa, include_str!("../tests/tls/rsa-other.key")));
+        assert!(keys_differ(ec, rsa_key));
+        assert!(keys_differ(rsa, ec_key));
+        // The leaf is the first certificate: a chain led by another one differs.
+        assert!(keys_differ(&format!("{rsa}{ec}"), ec_key));
+        assert!(!keys_differ(&format!("{ec}{rsa}"), ec_key));
+        // What cannot be read here is left to Envoy.
+        let fake = "-----BEGIN PRIVATE KEY-----\nTUlJQg==\n-----END PRIVATE KEY-----\n";
+        assert!(!keys_differ(ec, fake));
     }
 }
