@@ -8,3 +8,7 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 GATEWAY_API_VERSION="${GATEWAY_API_VERSION:-v1.6.1}"
 # The DNS server behind the suite's UDPRoute tests (its coredns/coredns image).
 COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
+# The older CRDs the Rust discovery tests install (what a cluster that has not
+# upgraded serves); fetched with the kube binaries, since those tests run in a
+# network namespace of their own and cannot reach the module proxy.
+GATEWAY_API_OLDER_VERSION="${GATEWAY_API_OLDER_VERSION:-v1.5.1}"

@@ -104,6 +104,10 @@ pub struct StandaloneArgs {
     /// directory would take every listener down).
     #[arg(long)]
     pub allow_empty_config: bool,
+    /// A file modified within this many milliseconds is read on a later pass
+    /// (an editor that truncates, then writes, is not read half-written).
+    #[arg(long, default_value_t = 50)]
+    pub settle_ms: u64,
 }
 
 #[derive(Debug, Clone, Args)]

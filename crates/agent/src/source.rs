@@ -133,6 +133,10 @@ impl ParseCache {
         }
     }
 
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
     /// Whether the last load left a file unread because it had only just
     /// changed: load again once [`Limits::settle`] has passed.
     pub fn settling(&self) -> bool {

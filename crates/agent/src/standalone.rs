@@ -12,7 +12,7 @@
 //!
 //! Reading, parsing, translating and building run on a thread of their own, so
 //! a huge or hostile file never holds up `/healthz` or an ADS stream. A file
-//! changed in the last [`SETTLE`] is read on a later pass (an editor that
+//! changed in the last `--settle-ms` (50 ms) is read on a later pass (an editor that
 //! truncates, then writes, is not published half-written), and a load with no
 //! Gateway left is not published over a running configuration that has some,
 //! unless `--allow-empty-config` says so.
@@ -38,8 +38,6 @@ use tracing::{error, info, warn};
 
 /// How long to wait after a file event for the writer to finish.
 const DEBOUNCE: Duration = Duration::from_millis(15);
-/// A file modified more recently than this is not read yet.
-const SETTLE: Duration = Duration::from_millis(50);
 /// Safety net for file systems without change events.
 const RESCAN: Duration = Duration::from_secs(1);
 
@@ -82,7 +80,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let source = Source {
         dir,
         pipeline: pipeline.clone(),
-        cache: ParseCache::new(args.config.limits(SETTLE)),
+        cache: ParseCache::new(args.config.limits(Duration::from_millis(args.settle_ms))),
         allow_empty: args.allow_empty_config,
     };
     let source_task = spawn_watcher(source, shutdown_rx);
@@ -178,7 +176,7 @@ fn watch_dir(
             }
         }
         let wait = if source.cache.settling() {
-            SETTLE
+            source.cache.limits().settle
         } else {
             RESCAN
         };
@@ -217,15 +215,15 @@ impl Source {
             dir: dir.to_path_buf(),
             problems,
         });
-        if first {
-            if let Some(failure) = failure {
-                stats.loads_failed.fetch_add(1, Ordering::Relaxed);
-                error!("{failure}; nothing is served until every file loads");
-                return;
-            }
-            if self.cache.settling() {
-                return;
-            }
+        if first && let Some(failure) = failure {
+            stats.loads_failed.fetch_add(1, Ordering::Relaxed);
+            error!("{failure}; nothing is served until every file loads");
+            return;
+        }
+        if self.cache.settling() {
+            // A file is still being written: the whole directory is published
+            // once it has settled (what else changed is parsed and kept).
+            return;
         }
         match failure {
             None => stats.loads_ok.fetch_add(1, Ordering::Relaxed),

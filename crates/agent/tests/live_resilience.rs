@@ -218,3 +218,162 @@ fn aether_edge_restart_under_traffic_fails_no_request() {
     assert!(ok > 50, "too little traffic to mean anything: {ok}");
     assert_eq!(failed, 0, "requests failed across the aether-edge restart");
 }
+
+/// The agent's standalone log so far.
+fn log_of(agent: &Agent) -> String {
+    agent.proc.log_text()
+}
+
+#[test]
+fn edits_publish_neither_half_written_files_nor_an_emptied_directory() {
+    let s = setup("edits");
+    let settle = Duration::from_millis(400);
+    let agent = Agent::start_with(
+        &s.dir,
+        &s.xds,
+        &s.admin,
+        &s.logs,
+        &["--settle-ms", &settle.as_millis().to_string()],
+    );
+    let _envoy = Envoy::start("edits", &s.xds, false, &s.logs);
+    wait_until(Duration::from_secs(30), "first route", || {
+        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
+    });
+    let counter = |name: &str| metric(&agent.admin_get("/metrics").unwrap().body, name);
+    let errors = "aether_edge_config_loads_total{result=\"error\"}";
+
+    // An editor that truncates, then writes in two steps: never read half-written.
+    for (round, backend) in ["b1", "b0", "b1"].into_iter().enumerate() {
+        use std::io::Write;
+        let full = route_yaml("good", "PathPrefix", "/good", backend);
+        let (head, tail) = full.split_at(full.len() / 2);
+        let mut file = std::fs::File::create(s.dir.join("good.yaml")).unwrap();
+        file.write_all(head.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        file.write_all(tail.as_bytes()).unwrap();
+        drop(file);
+        wait_until(Duration::from_secs(20), "the edited route", || {
+            (backend_of(&s.gateway, "/good")? == backend).then_some(())
+        });
+        assert_eq!(counter(errors), 0, "round {round}:\n{}", log_of(&agent));
+    }
+
+    // The directory emptied (files moved away): not published, logged, counted.
+    let away = temp_dir("edits-away");
+    let files: Vec<_> = std::fs::read_dir(&s.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    for f in &files {
+        std::fs::rename(s.dir.join(f), away.join(f)).unwrap();
+    }
+    wait_until(Duration::from_secs(10), "the refusal counted", || {
+        (counter("aether_edge_config_refused_total") >= 1).then_some(())
+    });
+    assert!(
+        log_of(&agent).contains("no Gateway left"),
+        "{}",
+        log_of(&agent)
+    );
+    for _ in 0..10 {
+        assert_eq!(backend_of(&s.gateway, "/good").as_deref(), Some("b1"));
+    }
+    // Recreated empty, then filled again: the rescan finds the new directory.
+    std::fs::remove_dir_all(&s.dir).unwrap();
+    std::fs::create_dir(&s.dir).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(backend_of(&s.gateway, "/good").as_deref(), Some("b1"));
+    for f in &files {
+        std::fs::rename(away.join(f), s.dir.join(f)).unwrap();
+    }
+    std::fs::write(
+        s.dir.join("good.yaml"),
+        route_yaml("good", "PathPrefix", "/good", "b0"),
+    )
+    .unwrap();
+    wait_until(Duration::from_secs(20), "the refilled directory", || {
+        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
+    });
+
+    // A second definition in another file: the live one stays, both files named.
+    std::fs::write(
+        s.dir.join("zz.yaml"),
+        route_yaml("good", "PathPrefix", "/good", "b1"),
+    )
+    .unwrap();
+    let log = wait_until(Duration::from_secs(10), "the duplicate named", || {
+        let log = log_of(&agent);
+        log.contains("zz.yaml: HTTPRoute default/good is already defined in good.yaml")
+            .then_some(log)
+    });
+    for _ in 0..10 {
+        assert_eq!(
+            backend_of(&s.gateway, "/good").as_deref(),
+            Some("b0"),
+            "{log}"
+        );
+    }
+}
+
+#[test]
+fn health_and_readiness_answer_while_a_big_config_parses() {
+    let s = setup("big");
+    let agent = Agent::start_with(
+        &s.dir,
+        &s.xds,
+        &s.admin,
+        &s.logs,
+        &["--max-file-bytes", &(16u64 << 20).to_string()],
+    );
+    wait_until(Duration::from_secs(30), "ready", || {
+        (agent.admin_get("/readyz")?.status == 200).then_some(())
+    });
+    // ~10 MB of routes in one file.
+    let mut big = String::new();
+    let mut i = 0;
+    while big.len() < 10 << 20 {
+        big.push_str(&route_yaml(
+            &format!("r{i}"),
+            "PathPrefix",
+            &format!("/r{i}"),
+            "b0",
+        ));
+        big.push_str("---\n");
+        i += 1;
+    }
+    let metrics = || agent.admin_get("/metrics").map(|r| r.body);
+    let loads = |m: &str| metric(m, "aether_edge_config_loads_total");
+    let before = loads(&metrics().unwrap());
+    std::fs::write(s.dir.join("big.yaml"), &big).unwrap();
+    let mut slowest = Duration::ZERO;
+    let mut probes = 0;
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(600) {
+        for path in ["/healthz", "/readyz"] {
+            let t = std::time::Instant::now();
+            let r = agent.admin_get(path).expect("the admin server answers");
+            slowest = slowest.max(t.elapsed());
+            probes += 1;
+            assert_eq!(r.status, 200, "{path}: {}", r.body);
+        }
+        if loads(&metrics().unwrap()) > before {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = started.elapsed();
+    let log = log_of(&agent);
+    assert!(
+        loads(&metrics().unwrap()) > before,
+        "the big file loaded:\n{log}"
+    );
+    eprintln!(
+        "{i} routes ({} bytes) loaded in {took:?}; {probes} probes, slowest {slowest:?}",
+        big.len()
+    );
+    // The load takes seconds; a probe stuck behind it would take as long.
+    assert!(
+        took > Duration::from_secs(1) && slowest < took / 4,
+        "slowest probe {slowest:?} during a {took:?} load"
+    );
+}

@@ -399,15 +399,19 @@ async fn drive_pipeline(
         match index.store() {
             Some(store) => {
                 let mut left_out = Vec::new();
-                let published = pipeline.apply_with(&store, |store, translation| {
-                    if let AddressMode::Service(cfg) = &mode {
-                        let allocations = service::allocations(store, &cfg.namespace);
-                        left_out = service::apply_allocations(
-                            &mut translation.ir,
-                            &allocations,
-                            &cfg.bind_address,
-                        );
-                    }
+                // Translating a big store takes a while: off the async workers,
+                // so health checks, ADS and the watches keep being served.
+                let published = tokio::task::block_in_place(|| {
+                    pipeline.apply_with(&store, |store, translation| {
+                        if let AddressMode::Service(cfg) = &mode {
+                            let allocations = service::allocations(store, &cfg.namespace);
+                            left_out = service::apply_allocations(
+                                &mut translation.ir,
+                                &allocations,
+                                &cfg.bind_address,
+                            );
+                        }
+                    })
                 });
                 unallocated.send_if_modified(|current| {
                     let changed = *current != left_out;

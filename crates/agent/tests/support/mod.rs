@@ -115,6 +115,17 @@ pub struct Agent {
 
 impl Agent {
     pub fn start(config_dir: &Path, xds: &str, admin: &str, log_dir: &Path) -> Agent {
+        Agent::start_with(config_dir, xds, admin, log_dir, &[])
+    }
+
+    /// [`Agent::start`] with more flags.
+    pub fn start_with(
+        config_dir: &Path,
+        xds: &str,
+        admin: &str,
+        log_dir: &Path,
+        flags: &[&str],
+    ) -> Agent {
         let proc = Proc::spawn(
             "aether-edge",
             Command::new(agent_bin())
@@ -122,7 +133,8 @@ impl Agent {
                 .arg("--config-dir")
                 .arg(config_dir)
                 .args(["--xds-address", xds, "--admin-address", admin])
-                .args(["--log-level", "info,aether_ads=debug"]),
+                .args(["--log-level", "info,aether_ads=debug"])
+                .args(flags),
             log_dir,
         );
         Agent {
