@@ -1,5 +1,5 @@
 # aether-edge — the two commands a newcomer runs: `make demo` and `make test`.
-.PHONY: all build demo test envoy kube-bins lint bench
+.PHONY: all build demo test envoy kube-bins lint bench fuzz
 
 all: build
 
@@ -33,3 +33,9 @@ bench: envoy kube-bins
 	cargo bench -p aether-benches --bench fleet
 	cargo bench -p aether-edge --bench propagation
 	cargo bench -p aether-edge --bench status_latency
+
+# The fuzz targets (YAML loader + translate; SotW and Delta ADS request handling)
+# for ten minutes each; `make test` runs them for a few seconds.
+fuzz:
+	AETHER_FUZZ_SECONDS=600 cargo test --release -p aether-gateway --lib fuzz_tests -- --nocapture
+	AETHER_FUZZ_SECONDS=600 cargo test --release -p aether-ads --lib fuzz_tests -- --nocapture --test-threads 1

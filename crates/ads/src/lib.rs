@@ -38,6 +38,8 @@ pub mod subscription;
 #[cfg(test)]
 mod fixtures;
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod limits_tests;
 
 pub use aether_ir::AckState;

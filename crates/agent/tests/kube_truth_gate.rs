@@ -226,9 +226,10 @@ async fn truth_gate() {
     .await;
     assert_eq!(answer, "b0");
 
-    // A NACK: valid for Gateway API and Rust's regex, rejected by Envoy's RE2.
+    // A NACK: passes translate's RE2 checks (a lower bound of the program size),
+    // but Envoy's RE2 program is just over the 1000 our bootstraps allow.
     server
-        .apply(&route_yaml("bad", "RegularExpression", "/x{1001}", "b0"))
+        .apply(&route_yaml("bad", "RegularExpression", "/[a-z]{997}", "b0"))
         .await
         .unwrap();
     let (status, reason, message, _) = eventually(
@@ -247,7 +248,7 @@ async fn truth_gate() {
     .await;
     println!("NACK in status: {status}/{reason}: {message}");
     assert!(
-        message.contains("1001"),
+        message.contains("program size"),
         "Envoy's text names the regex: {message}"
     );
     // The previous route table keeps serving.

@@ -36,6 +36,9 @@ pub mod store;
 pub mod tls_overlap;
 pub mod yaml_guard;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 pub use gate::{AckState, Served};
 pub use load::LoadError;
 pub use status::StatusPlan;

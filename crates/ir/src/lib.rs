@@ -19,6 +19,8 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 pub mod names;
 
 /// A namespaced Kubernetes object, ordered namespace first.
