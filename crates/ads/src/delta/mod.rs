@@ -6,6 +6,7 @@
 //!             in flight nonce → (updated versions, removed names)
 //!             acked     name → version Envoy confirmed
 //!             parked    name → version Envoy rejected (never sent again)
+//!             suspects  name → version blamed together, tried one at a time
 //! ```
 //!
 //! Delta requests carry no version, so every response remembers, by nonce, what it
@@ -14,7 +15,10 @@
 //! `initial_resource_versions` it reports on a new stream), and `removed_resources`
 //! for held resources that left the snapshot or the subscription. When Envoy
 //! rejects a response and names the resources at fault, it took the rest: those
-//! count as ACKed, and only the named ones are parked. Subscription
+//! count as ACKed, and only the named ones are parked. When it names none and the
+//! response changed several resources, one of them is bad and the rest may be
+//! fine: they become suspects, sent again one per response until each is taken
+//! or parked, so one Gateway's bad resource holds back no other's. Subscription
 //! changes are deltas, so they are applied even when the nonce is stale. A wildcard
 //! subscriber's first request is always answered, even with nothing new, since
 //! Envoy waits for that answer to finish initializing. As in SotW, an update to
@@ -51,6 +55,7 @@ struct TypeState {
     in_flight: BTreeMap<u64, Sent>,
     acked: Versions,
     parked: Versions,
+    suspects: Versions,
     nack: Option<Nack>,
 }
 
@@ -198,12 +203,20 @@ impl DeltaStream {
     ) -> Option<Versions> {
         let state = self.types.get_mut(&ty)?;
         let selected = state.subscription.select(&self.snapshot, ty);
+        let wanted = |name: &str| selected.get(name).map(|r| &r.version);
+        let (held, parked) = (&state.held, &state.parked);
+        state.suspects.retain(|name, v| {
+            wanted(name) == Some(v) && held.get(name) != Some(v) && parked.get(name) != Some(v)
+        });
+        let trial = state.suspects.keys().next().cloned();
         let mut resources = Vec::new();
         let mut updated = Versions::new();
         for (name, r) in &selected {
             let already_held = state.held.get(*name) == Some(&r.version);
             let rejected = state.parked.get(*name) == Some(&r.version);
-            if already_held || rejected {
+            let waiting =
+                state.suspects.get(*name) == Some(&r.version) && trial.as_deref() != Some(*name);
+            if already_held || rejected || waiting {
                 continue;
             }
             updated.insert(name.to_string(), r.version.clone());
@@ -276,12 +289,17 @@ impl TypeState {
         }
     }
 
-    /// Envoy rejected the response `sent`. Delta applies resources one by one:
-    /// when Envoy names the rejected ones, it took the rest of the response.
+    /// Envoy rejected the response `sent`. Listeners and clusters it applies one
+    /// by one: when Envoy names the rejected ones, it took the rest of the
+    /// response. Route tables and endpoints it does not: what it did not name
+    /// is sent again.
     fn nack(&mut self, ty: ResourceType, sent: Sent, message: &str) -> Vec<Event> {
         let mut events = Vec::new();
         let blame = blame(&sent.updated, &self.acked, message);
-        let took = |name: &String| blame.named && !blame.rejected.contains_key(name);
+        // Route tables and endpoints are all or nothing: the rest of the
+        // response was not taken even when Envoy names the bad one.
+        let one_by_one = crate::sotw::applies_one_by_one(ty);
+        let took = |name: &String| one_by_one && blame.named && !blame.rejected.contains_key(name);
         let mut acked_changed = false;
         for (name, version) in &sent.updated {
             if took(name) {
@@ -295,7 +313,7 @@ impl TypeState {
             }
         }
         for name in &sent.removed {
-            if blame.named {
+            if one_by_one && blame.named {
                 acked_changed |= self.acked.remove(name).is_some();
             } else if !self.held.contains_key(name) {
                 restore(&mut self.held, &self.acked, name);
@@ -312,8 +330,13 @@ impl TypeState {
             message: message.to_string(),
             rejected: blame.rejected,
         };
-        self.parked
-            .extend(nack.rejected.iter().map(|(n, v)| (n.clone(), v.clone())));
+        if !blame.named && nack.rejected.len() > 1 {
+            // Which one is bad is not known: try them one by one.
+            self.suspects = nack.rejected.clone();
+        } else {
+            self.parked
+                .extend(nack.rejected.iter().map(|(n, v)| (n.clone(), v.clone())));
+        }
         self.nack = Some(nack.clone());
         events.push(Event::Nacked { ty, nack });
         events

@@ -64,7 +64,16 @@ struct StreamState {
     nacks: BTreeMap<ResourceType, Nack>,
     /// The type of the most recent NACK, to tell which one is "last".
     last_nack: Option<ResourceType>,
+    /// Rejections that still stand, newest last: each NACK's rejected resources
+    /// that Envoy has not since ACKed at the rejected version. An ACK of other
+    /// resources of the type does not lift one (the stream withholds what Envoy
+    /// refused and sends the rest), so the Gateway that owns a refused resource
+    /// keeps its reason while the others move on.
+    refused: Vec<(ResourceType, Nack)>,
 }
+
+/// Standing rejections kept per stream; older ones are dropped first.
+const MAX_REFUSED: usize = 32;
 
 /// One open stream's registration; dropping it disconnects the stream.
 #[derive(Debug)]
@@ -113,6 +122,7 @@ impl Fleet {
                     acked: BTreeMap::new(),
                     nacks: BTreeMap::new(),
                     last_nack: None,
+                    refused: Vec::new(),
                 },
             );
             inner.metrics.connected(protocol);
@@ -203,6 +213,13 @@ impl Fleet {
             };
             match event {
                 Event::Acked { ty, versions } => {
+                    for (t, nack) in &mut stream.refused {
+                        if t == ty {
+                            nack.rejected
+                                .retain(|name, v| versions.get(name) != Some(v));
+                        }
+                    }
+                    stream.refused.retain(|(_, nack)| !nack.rejected.is_empty());
                     stream.acked.insert(*ty, versions.clone());
                     stream.nacks.remove(ty);
                     if stream.last_nack == Some(*ty) {
@@ -211,6 +228,10 @@ impl Fleet {
                     inner.metrics.acked(*ty);
                 }
                 Event::Nacked { ty, nack } => {
+                    if stream.refused.len() == MAX_REFUSED {
+                        stream.refused.remove(0);
+                    }
+                    stream.refused.push((*ty, nack.clone()));
                     stream.nacks.insert(*ty, nack.clone());
                     stream.last_nack = Some(*ty);
                     inner.metrics.nacked(*ty);
@@ -310,11 +331,11 @@ impl<'a> NodeState<'a> {
         })
     }
 
-    /// A standing NACK that rejected one of the Gateway's resources.
-    /// "rejected <type> version <v>: <Envoy's message>", for the last NACK of
-    /// any of the Gateway's resources.
-    fn rejection(&self, resources: &GatewayResources) -> Option<String> {
-        self.nack_concerning(resources).map(|(ty, nack)| {
+    /// "rejected <type> version <v>: <Envoy's message>", for the newest standing
+    /// rejection of a resource of the Gateway at the version the snapshot
+    /// still holds (a rejection of a version since replaced says nothing).
+    fn rejection(&self, snapshot: &Snapshot, resources: &GatewayResources) -> Option<String> {
+        self.nack_concerning(snapshot, resources).map(|(ty, nack)| {
             format!(
                 "rejected {} version {}: {}",
                 ty.short_name(),
@@ -324,14 +345,20 @@ impl<'a> NodeState<'a> {
         })
     }
 
-    fn nack_concerning(&self, resources: &GatewayResources) -> Option<(ResourceType, &'a Nack)> {
+    fn nack_concerning(
+        &self,
+        snapshot: &Snapshot,
+        resources: &GatewayResources,
+    ) -> Option<(ResourceType, &'a Nack)> {
         self.streams.iter().rev().find_map(|s| {
-            s.nacks
+            s.refused
                 .iter()
+                .rev()
                 .find(|(ty, nack)| {
-                    nack.rejected
-                        .keys()
-                        .any(|name| resources.members.contains(&(**ty, name.clone())))
+                    nack.rejected.iter().any(|(name, version)| {
+                        resources.members.contains(&(*ty, name.clone()))
+                            && snapshot.version_of(*ty, name) == Some(version.as_str())
+                    })
                 })
                 .map(|(ty, nack)| (*ty, nack))
         })
@@ -362,7 +389,7 @@ impl<'a> NodeState<'a> {
         let rejected = if serves_current {
             None
         } else {
-            self.rejection(resources)
+            self.rejection(snapshot, resources)
         };
         NodeGateway {
             serves_current,

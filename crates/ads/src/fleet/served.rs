@@ -136,7 +136,7 @@ impl Fleet {
                             if *whole {
                                 return None;
                             }
-                            let why = state.rejection(resources)?;
+                            let why = state.rejection(snapshot, resources)?;
                             Some(format!("Envoy {node} {why}"))
                         });
                 let gateway = match rejected {

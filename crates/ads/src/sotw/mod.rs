@@ -19,6 +19,14 @@
 //! something different for that type (no resend loop). When Envoy names the
 //! listeners or clusters it rejected, it kept the others: those count as ACKed.
 //!
+//! Route tables, endpoints and secrets Envoy takes all or nothing, so one bad
+//! resource would hold back every other in the same response. A resource
+//! refused alone is quarantined: withheld (left out of the response, so Envoy
+//! keeps the version it held) while the snapshot still selects the refused
+//! version, and the rest of the type flows on. When a NACK blames several
+//! resources at once, they are tried one per response until each is taken or
+//! quarantined.
+//!
 //! A response is sent only when the selected content differs from what was last
 //! sent on this stream, except that the first request of a type is always answered
 //! and EDS is always answered right after a CDS response (updated clusters warm
@@ -27,8 +35,9 @@
 
 use crate::event::{Event, Nack, Output, blame};
 use crate::subscription::{Subscription, Versions, version_info, versions_of};
-use aether_xds::{ResourceType, Snapshot};
+use aether_xds::{Resource, ResourceType, Snapshot};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::google::protobuf::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -52,6 +61,10 @@ struct TypeState {
     /// The whole content of the last NACKed response: not sent again.
     parked: Option<Versions>,
     nack: Option<Nack>,
+    /// All-or-nothing types: resources refused alone, at the refused version.
+    quarantined: Versions,
+    /// All-or-nothing types: resources blamed together, tried one at a time.
+    suspects: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -63,10 +76,11 @@ struct Sent {
     answered: bool,
 }
 
-/// Whether Envoy applies the resources of a SotW response of this type one by one,
+/// Whether Envoy applies the resources of a response of this type one by one,
 /// keeping the good ones when it rejects others (listeners and clusters; route
-/// tables and endpoints are all or nothing, as a real Envoy 1.40 shows).
-fn applies_one_by_one(ty: ResourceType) -> bool {
+/// tables and endpoints are all or nothing, as a real Envoy 1.40 shows, in
+/// SotW and in Delta alike, even when its message names the bad one).
+pub(crate) fn applies_one_by_one(ty: ResourceType) -> bool {
     matches!(ty, ResourceType::Cluster | ResourceType::Listener)
 }
 
@@ -111,6 +125,16 @@ impl TypeState {
             self.acked = Some(now.clone());
             events.push(Event::Acked { ty, versions: now });
         }
+        if !applies_one_by_one(ty) {
+            if blame.rejected.len() == 1 {
+                for name in blame.rejected.keys() {
+                    self.suspects.remove(name);
+                }
+                self.quarantined.extend(blame.rejected.clone());
+            } else {
+                self.suspects = blame.rejected.keys().cloned().collect();
+            }
+        }
         let nack = Nack {
             version: sent.version_info,
             message: message.to_string(),
@@ -120,6 +144,38 @@ impl TypeState {
         self.nack = Some(nack.clone());
         events.push(Event::Nacked { ty, nack });
         events
+    }
+}
+
+impl TypeState {
+    /// What to send of an all-or-nothing type: everything `selected`, except
+    /// quarantined resources and all suspects but the one on trial, which stay
+    /// at the version Envoy holds (left out of the response). Returns the
+    /// versions Envoy holds once it takes the response, and the bodies to send.
+    fn contain(&mut self, selected: &BTreeMap<&str, &Resource>) -> (Versions, Vec<Any>) {
+        let held = self.acked.clone().unwrap_or_default();
+        let wanted = |name: &str| selected.get(name).map(|r| r.version.as_str());
+        self.quarantined
+            .retain(|name, version| wanted(name) == Some(version.as_str()));
+        self.suspects.retain(|name| {
+            wanted(name).is_some_and(|v| held.get(name).map(String::as_str) != Some(v))
+        });
+        let trial = self.suspects.iter().next().cloned();
+        let mut versions = Versions::new();
+        let mut bodies = Vec::new();
+        for (name, resource) in selected {
+            let withheld = self.quarantined.get(*name) == Some(&resource.version)
+                || (self.suspects.contains(*name) && trial.as_deref() != Some(*name));
+            if withheld {
+                if let Some(v) = held.get(*name) {
+                    versions.insert(name.to_string(), v.clone());
+                }
+                continue;
+            }
+            versions.insert(name.to_string(), resource.version.clone());
+            bodies.push(resource.body.clone());
+        }
+        (versions, bodies)
     }
 }
 
@@ -221,12 +277,19 @@ impl SotwStream {
             return false;
         };
         let selected = state.subscription.select(&self.snapshot, ty);
-        let versions = versions_of(&selected);
+        let (versions, bodies) = if applies_one_by_one(ty) {
+            let bodies = selected.values().map(|r| r.body.clone()).collect();
+            (versions_of(&selected), bodies)
+        } else {
+            state.contain(&selected)
+        };
         if state.parked.as_ref() == Some(&versions) {
             return false;
         }
         let unchanged = state.sent.as_ref().map(|s| &s.versions) == Some(&versions);
-        if unchanged && !force {
+        // Nothing Envoy does not hold already (say, all that changed is withheld).
+        let held = state.acked.as_ref() == Some(&versions);
+        if (unchanged || held) && !force {
             return false;
         }
         self.last_nonce += 1;
@@ -234,7 +297,7 @@ impl SotwStream {
         let version_info = version_info(&versions);
         out.responses.push(DiscoveryResponse {
             version_info: version_info.clone(),
-            resources: selected.values().map(|r| r.body.clone()).collect(),
+            resources: bodies,
             type_url: ty.type_url().to_string(),
             nonce: nonce.clone(),
             ..Default::default()

@@ -1,10 +1,12 @@
 //! SotW stream scripts: requests and snapshots in, responses and events out.
 
 use super::SotwStream;
-use crate::event::Event;
+use crate::event::{Event, Output};
 use crate::fixtures::*;
-use aether_xds::ResourceType;
+use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 fn types_of(responses: &[DiscoveryResponse]) -> Vec<&'static str> {
     responses
@@ -408,9 +410,9 @@ fn requests_repeating_a_nacked_nonce_are_not_acks() {
     assert!(out.events.is_empty(), "not an ACK: {:?}", out.events);
     assert_eq!(s.acked(RDS).cloned(), acked_before);
     assert!(s.nack(RDS).is_some());
-    // The new name set is served, but r80 stays at the version Envoy rejected, so
-    // the response is the rejected content plus r443: a new content, sent.
-    assert_eq!(any_names(RDS, &out.responses[0].resources), ["r443", "r80"]);
+    // The new name set is served; r80's rejected version is quarantined (left
+    // out, so Envoy keeps the one it holds) and r443 goes out alone.
+    assert_eq!(any_names(RDS, &out.responses[0].resources), ["r443"]);
     // Repeating the ACK of an answered nonce does not count twice either.
     let nonce = out.responses[0].nonce.clone();
     let first = s.on_request(mk_request(RDS, &["r80", "r443"], &nonce));
@@ -419,5 +421,115 @@ fn requests_repeating_a_nacked_nonce_are_not_acks() {
         s.on_request(mk_request(RDS, &["r80", "r443"], &nonce))
             .events
             .is_empty()
+    );
+}
+
+/// Two route tables of different Gateways, each at `rev_a` / `rev_b`.
+fn two_tables(rev_a: u32, rev_b: u32) -> Arc<Snapshot> {
+    mk_snapshot(
+        &[
+            (CDS, "c1", 1),
+            (CDS, "c2", 1),
+            (EDS, "c1", 1),
+            (EDS, "c2", 1),
+            (LDS, "l80", 1),
+            (RDS, "r80", rev_a),
+            (RDS, "r443", rev_b),
+        ],
+        &[("infra/a", &[(RDS, "r80")]), ("infra/b", &[(RDS, "r443")])],
+    )
+}
+
+/// Answers every response in `out` as Envoy would if `bad` (an RDS name at a
+/// version) is the one route table it refuses: the whole response is rejected
+/// when it carries `bad`, accepted otherwise. Returns what Envoy holds for RDS.
+fn envoy_answers(
+    s: &mut SotwStream,
+    mut out: Output<DiscoveryResponse>,
+    bad: (&str, &str),
+    held: &mut BTreeMap<String, String>,
+) {
+    let names = ["r80", "r443"];
+    while let Some(r) = out.responses.pop() {
+        if r.type_url != RDS.type_url() {
+            out.responses.extend(
+                s.on_request(mk_request(
+                    ResourceType::from_type_url(&r.type_url).unwrap(),
+                    &[],
+                    &r.nonce,
+                ))
+                .responses,
+            );
+            continue;
+        }
+        let carried: BTreeMap<String, String> = r
+            .resources
+            .iter()
+            .zip(any_names(RDS, &r.resources))
+            .map(|(any, name)| (name, hex_sha(&any.value)))
+            .collect();
+        let refused = carried.get(bad.0).is_some_and(|v| v == bad.1);
+        let next = if refused {
+            s.on_request(mk_nack(
+                RDS,
+                &names,
+                &r.nonce,
+                "route: regex program size too big",
+            ))
+        } else {
+            held.extend(carried);
+            s.on_request(mk_request(RDS, &names, &r.nonce))
+        };
+        out.responses.extend(next.responses);
+    }
+}
+
+fn hex_sha(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
+}
+
+#[test]
+fn a_refused_route_table_holds_back_no_other() {
+    let mut s = opened();
+    s.on_request(mk_request(RDS, &["r80", "r443"], ""));
+    let mut held = s.acked(RDS).cloned().unwrap_or_default();
+    let first = s.on_snapshot(two_tables(1, 1));
+    envoy_answers(&mut s, first, ("", ""), &mut held);
+    // Gateway a's table breaks in the same push as b's changes.
+    let broken = two_tables(9, 2);
+    let bad_version = broken.version_of(RDS, "r80").unwrap().to_string();
+    let out = s.on_snapshot(broken.clone());
+    envoy_answers(&mut s, out, ("r80", &bad_version), &mut held);
+    assert_eq!(
+        held.get("r443").map(String::as_str),
+        broken.version_of(RDS, "r443")
+    );
+    assert_ne!(
+        held.get("r80"),
+        Some(&bad_version),
+        "Envoy never took the bad table"
+    );
+    // b changes 20 more times while a stays broken: every change arrives, in
+    // one response each, without the bad table.
+    for rev in 3..23 {
+        let next = two_tables(9, rev);
+        let out = s.on_snapshot(next.clone());
+        assert_eq!(out.responses.len(), 1, "rev {rev}");
+        assert_eq!(any_names(RDS, &out.responses[0].resources), ["r443"]);
+        envoy_answers(&mut s, out, ("r80", &bad_version), &mut held);
+        assert_eq!(
+            held.get("r443").map(String::as_str),
+            next.version_of(RDS, "r443")
+        );
+        assert_eq!(s.acked(RDS).and_then(|a| a.get("r80")), held.get("r80"));
+    }
+    // a fixed: sent and taken.
+    let fixed = two_tables(10, 22);
+    let out = s.on_snapshot(fixed.clone());
+    envoy_answers(&mut s, out, ("r80", &bad_version), &mut held);
+    assert_eq!(
+        held.get("r80").map(String::as_str),
+        fixed.version_of(RDS, "r80")
     );
 }

@@ -242,3 +242,80 @@ pub fn snapshot_with(listen_port: u16, v: Variant) -> Arc<Snapshot> {
 pub fn web() -> ObjectRef {
     ObjectRef::new("edge", "web")
 }
+
+/// A listener `name` on `port` whose HTTP routes come from RDS `routes`.
+fn rds_listener(name: &str, port: u16, routes: &str) -> Listener {
+    let hcm = HttpConnectionManager {
+        stat_prefix: name.into(),
+        route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
+            config_source: ads(),
+            route_config_name: routes.into(),
+        })),
+        http_filters: vec![HttpFilter {
+            name: "envoy.filters.http.router".into(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(
+                any(&Router::default()),
+            )),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    Listener {
+        name: name.into(),
+        stat_prefix: name.into(),
+        address: socket(port),
+        filter_chains: vec![FilterChain {
+            filters: vec![Filter {
+                name: "envoy.filters.network.http_connection_manager".into(),
+                config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// Gateway `edge/other`: its own listener on `port` and its own route table,
+/// answering `other rev <rev>`.
+pub fn other() -> ObjectRef {
+    ObjectRef::new("edge", "other")
+}
+
+/// `base` with Gateway [`other`] added at `rev`.
+pub fn with_other(base: &Snapshot, port: u16, rev: u32) -> Arc<Snapshot> {
+    let mut resources = base.resources.clone();
+    let routes = RouteConfiguration {
+        name: "other-routes".into(),
+        virtual_hosts: vec![VirtualHost {
+            name: "any".into(),
+            domains: vec!["*".into()],
+            routes: vec![direct(&format!("other rev {rev}"))],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let listener = rds_listener("other", port, "other-routes");
+    for (ty, name, bytes) in [
+        (ResourceType::Listener, "other", listener.encode_to_vec()),
+        (ResourceType::Route, "other-routes", routes.encode_to_vec()),
+    ] {
+        resources
+            .entry(ty)
+            .or_default()
+            .insert(name.into(), Resource::new(name, ty.type_url(), bytes));
+    }
+    let mut gateways: BTreeMap<ObjectRef, BTreeSet<(ResourceType, String)>> = base
+        .gateways
+        .iter()
+        .map(|(gw, r)| (gw.clone(), r.members.clone()))
+        .collect();
+    gateways.insert(
+        other(),
+        [
+            (ResourceType::Listener, "other".to_string()),
+            (ResourceType::Route, "other-routes".to_string()),
+        ]
+        .into(),
+    );
+    Arc::new(Snapshot::new(resources, gateways))
+}

@@ -18,7 +18,7 @@ mod config;
 
 use aether_ads::{AckState, AdsServer, Fleet, bind, serve_on};
 use aether_xds::Snapshot;
-use config::{Variant, snapshot, snapshot_with, web};
+use config::{Variant, other, snapshot, snapshot_with, web, with_other};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -453,4 +453,98 @@ async fn real_envoy_keeps_good_listeners_of_a_rejected_sotw_push() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_envoy_keeps_good_listeners_of_a_rejected_delta_push() {
     partial("delta", "DELTA_GRPC").await;
+}
+
+/// One Gateway's route table breaks (Envoy refuses it) in the same push as
+/// another Gateway's changes; that one then changes 20 more times. Every change
+/// of the healthy Gateway reaches Envoy, its state is Acked and names nothing of
+/// the broken one's, and the broken one stays Nacked.
+async fn isolation(mode: &str, api_type: &str) {
+    let envoy = envoy_bin();
+    let dir = std::env::temp_dir().join(format!(
+        "aether-ads-envoy-isolation-{mode}-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (web_port, other_port) = (free_port(), free_port());
+    let at = |broken: bool, rev: u32| with_other(&snapshot(web_port, 1, broken), other_port, rev);
+    let s1 = at(false, 1);
+    let (publish, snapshots) = watch::channel(s1.clone());
+    let fleet = Fleet::new();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (_stop, _served) = start_xds(&listen, snapshots, fleet.clone()).await;
+    let node = format!("isolation-{mode}");
+    let config = dir.join("bootstrap.yaml");
+    std::fs::write(&config, bootstrap(&node, api_type, &listen)).unwrap();
+    let log = dir.join("envoy.log");
+    let mut child = tokio::process::Command::new(&envoy)
+        .arg("-c")
+        .arg(&config)
+        .args(["--disable-hot-restart", "--concurrency", "1", "-l", "info"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", envoy.display()));
+
+    let checks = async {
+        eventually("both Gateways served", async || {
+            (get(other_port).await.as_deref() == Some("other rev 1")
+                && fleet.gateway_state(&s1, &web()) == AckState::Acked)
+                .then_some(())
+        })
+        .await;
+        let mut took = Vec::new();
+        for rev in 2..23 {
+            let s = at(true, rev);
+            let started = std::time::Instant::now();
+            publish.send(s.clone()).unwrap();
+            let want = format!("other rev {rev}");
+            // Event-driven, so the time is Envoy's, not a poll interval's.
+            let mut changes = fleet.subscribe();
+            while fleet.gateway_state(&s, &other()) != AckState::Acked {
+                changes.changed().await.expect("fleet alive");
+            }
+            took.push(started.elapsed());
+            eventually(&format!("{want} served"), async || {
+                (get(other_port).await.as_deref() == Some(want.as_str())).then_some(())
+            })
+            .await;
+            let web_state = fleet.gateway_state(&s, &web());
+            assert!(
+                matches!(&web_state, AckState::Nacked(m) if m.contains(&node)),
+                "rev {rev}: the broken Gateway stays rejected: {web_state:?}"
+            );
+            assert_eq!(
+                get(web_port).await.as_deref(),
+                Some("rev 1"),
+                "web keeps its table"
+            );
+        }
+        took.sort();
+        eprintln!(
+            "{mode}: 21 changes beside a refused route table, ACKed in median {:?}, max {:?}",
+            took[took.len() / 2],
+            took[took.len() - 1]
+        );
+    };
+    let done = tokio::time::timeout(WAIT * 4, checks).await;
+    let _ = child.kill().await;
+    done.unwrap_or_else(|_| {
+        panic!(
+            "isolation {mode} test timed out; Envoy log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_route_table_holds_back_no_other_gateway_sotw() {
+    isolation("sotw", "GRPC").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_route_table_holds_back_no_other_gateway_delta() {
+    isolation("delta", "DELTA_GRPC").await;
 }
