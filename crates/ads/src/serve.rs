@@ -24,6 +24,12 @@ const KEEPALIVE: Duration = Duration::from_secs(30);
 pub enum ServeError {
     #[error("invalid xDS listen address {address:?}: expected HOST:PORT or unix:/path")]
     InvalidAddress { address: String },
+    #[error(
+        "xDS listen address {address} is not loopback: ADS carries every TLS private key and \
+         is not authenticated, so it listens only on a unix socket (unix:/path, mode 0600) \
+         or a loopback address"
+    )]
+    NotPrivate { address: String },
     #[error("cannot listen for xDS on {address}: {source}")]
     Bind {
         address: String,
@@ -59,8 +65,9 @@ impl XdsListener {
     }
 }
 
-/// Binds `listen`: `HOST:PORT` (port 0 picks one) or `unix:/path` (mode 0600; a
-/// stale socket file left by a previous run is replaced).
+/// Binds `listen`: a loopback `HOST:PORT` (port 0 picks one) or `unix:/path`
+/// (mode 0600; a stale socket file left by a previous run is replaced). Any
+/// other address is refused: the channel carries private keys in clear.
 pub async fn bind(listen: &str) -> Result<XdsListener, ServeError> {
     let bind_error = |source| ServeError::Bind {
         address: listen.to_string(),
@@ -89,6 +96,11 @@ pub async fn bind(listen: &str) -> Result<XdsListener, ServeError> {
                 address: listen.to_string(),
             })?,
     };
+    if !addr.ip().is_loopback() {
+        return Err(ServeError::NotPrivate {
+            address: listen.to_string(),
+        });
+    }
     let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
     Ok(XdsListener {
         socket: Socket::Tcp(listener),

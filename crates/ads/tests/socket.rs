@@ -355,6 +355,16 @@ async fn unix_socket_binds_and_bad_addresses_are_errors() {
         matches!(err, aether_ads::ServeError::InvalidAddress { .. }),
         "{err}"
     );
+    // Private keys travel in clear: never on an address others can reach.
+    for public in ["0.0.0.0:0", "[::]:0"] {
+        let err = bind(public).await.unwrap_err();
+        assert!(
+            matches!(err, aether_ads::ServeError::NotPrivate { .. }),
+            "{public}: {err}"
+        );
+    }
+    bind("localhost:0").await.expect("loopback by name");
+    bind("[::1]:0").await.ok();
 }
 
 #[tokio::test]

@@ -75,6 +75,13 @@ async fn bind_and_serve(
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("binding the {what} address {address}"))?;
+    if what == "admin" && !listener.local_addr()?.ip().is_loopback() {
+        anyhow::bail!(
+            "--admin-address {address} is not loopback: the admin endpoints show \
+             configuration and fleet state to whoever connects; keep them on 127.0.0.1 \
+             (probes have --health-address)"
+        );
+    }
     tracing::info!(address = %address, "{what} HTTP listening");
     Ok(tokio::spawn(async move {
         axum::serve(listener, app)

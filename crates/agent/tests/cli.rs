@@ -107,3 +107,31 @@ fn every_subcommand_has_help() {
         assert!(ok && out.contains("Usage:"), "{sub}: {out}");
     }
 }
+
+#[test]
+fn ads_and_admin_refuse_addresses_others_can_reach() {
+    let dir = quickstart();
+    let dir = dir.to_str().unwrap();
+    for (flag, needle) in [
+        (
+            "--xds-address",
+            "is not loopback: ADS carries every TLS private key",
+        ),
+        ("--admin-address", "is not loopback: the admin endpoints"),
+    ] {
+        let mut args = vec![
+            "standalone",
+            "--config-dir",
+            dir,
+            "--xds-address",
+            "127.0.0.1:0",
+            "--admin-address",
+            "127.0.0.1:0",
+        ];
+        let at = args.iter().position(|a| *a == flag).unwrap();
+        args[at + 1] = "0.0.0.0:0";
+        let (ok, _, stderr) = run(&args);
+        assert!(!ok, "{flag} 0.0.0.0 must be refused");
+        assert!(stderr.contains(needle), "{flag}: {stderr}");
+    }
+}
