@@ -89,12 +89,33 @@ impl ConfigArgs {
     }
 }
 
+/// Where standalone ADS listens by default: a unix socket in a directory only
+/// this user can enter (ADS carries private keys, and a loopback port is open
+/// to every local user).
+pub fn default_xds_address() -> String {
+    use std::os::unix::fs::MetadataExt;
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_dir());
+    let dir = match runtime {
+        Some(d) => d.join("aether-edge"),
+        None => {
+            let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+            std::env::temp_dir().join(format!("aether-edge-{uid}"))
+        }
+    };
+    format!("unix:{}", dir.join("ads.sock").display())
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct StandaloneArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
-    /// ADS (gRPC) listen address: `HOST:PORT` or `unix:/path/to/socket`.
-    #[arg(long, default_value = "127.0.0.1:18000")]
+    /// ADS (gRPC) listen address: `unix:/path/to/socket` (mode 0600, in a 0700
+    /// directory) or a loopback `HOST:PORT`. The default is a socket only this
+    /// user can reach, `$XDG_RUNTIME_DIR/aether-edge/ads.sock` (or
+    /// `/tmp/aether-edge-<uid>/ads.sock`); `bootstrap` has the same default.
+    #[arg(long, default_value_t = default_xds_address())]
     pub xds_address: String,
     /// Admin HTTP listen address (/healthz, /readyz, /metrics, /debug/snapshot, /debug/status).
     #[arg(long, default_value = "127.0.0.1:19001")]
@@ -118,8 +139,9 @@ struct BootstrapArgs {
     /// Envoy node cluster.
     #[arg(long, default_value = "aether-edge")]
     node_cluster: String,
-    /// The ADS server: `HOST:PORT` or `unix:/path/to/socket`.
-    #[arg(long)]
+    /// The ADS server: `unix:/path/to/socket` or `HOST:PORT` (the default is
+    /// `standalone`'s default socket).
+    #[arg(long, default_value_t = default_xds_address())]
     xds_address: String,
     /// Where Envoy's own admin interface listens.
     #[arg(long, default_value = "127.0.0.1:19000")]

@@ -378,3 +378,64 @@ fn health_and_readiness_answer_while_a_big_config_parses() {
         "slowest probe {slowest:?} during a {took:?} load"
     );
 }
+
+#[test]
+fn the_default_ads_socket_admits_this_user_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = setup("private");
+    let runtime = temp_dir("private-runtime");
+    let _agent = Proc::spawn(
+        "aether-edge",
+        std::process::Command::new(agent_bin())
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .args(["standalone", "--config-dir"])
+            .arg(&s.dir)
+            .args(["--admin-address", &s.admin]),
+        &s.logs,
+    );
+    let socket = runtime.join("aether-edge/ads.sock");
+    wait_until(Duration::from_secs(20), "the default ADS socket", || {
+        socket.exists().then_some(())
+    });
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(socket.parent().unwrap()), 0o700);
+    assert_eq!(mode(&socket), 0o600);
+    // `bootstrap` without --xds-address points Envoy at the same socket.
+    let out = std::process::Command::new(agent_bin())
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args(["bootstrap", "--node-id", "private"])
+        .output()
+        .unwrap();
+    let bootstrap = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        bootstrap.contains(&socket.display().to_string()),
+        "{bootstrap}"
+    );
+    let _envoy = Envoy::start(
+        "private",
+        &format!("unix:{}", socket.display()),
+        false,
+        &s.logs,
+    );
+    wait_until(
+        Duration::from_secs(30),
+        "traffic over the default socket",
+        || (backend_of(&s.gateway, "/good")? == "b0").then_some(()),
+    );
+    // Another local user is refused.
+    let other = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+        ])
+        .arg("import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])")
+        .arg(&socket)
+        .output()
+        .expect("setpriv and python3");
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success(), "another user connected");
+    assert!(stderr.contains("PermissionError"), "{stderr}");
+}
