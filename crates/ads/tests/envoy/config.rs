@@ -147,33 +147,9 @@ pub fn snapshot_with(listen_port: u16, v: Variant) -> Arc<Snapshot> {
         }],
         ..Default::default()
     };
-    let hcm = HttpConnectionManager {
-        stat_prefix: "web".into(),
-        route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
-            config_source: ads(),
-            route_config_name: "routes".into(),
-        })),
-        http_filters: vec![HttpFilter {
-            name: "envoy.filters.http.router".into(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(
-                any(&Router::default()),
-            )),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
     let listener = Listener {
-        name: "http".into(),
         stat_prefix: listener_stat_prefix.into(),
-        address: socket(listen_port),
-        filter_chains: vec![FilterChain {
-            filters: vec![Filter {
-                name: "envoy.filters.network.http_connection_manager".into(),
-                config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
+        ..rds_listener("http", listen_port, "routes")
     };
     let mut virtual_hosts = vec![VirtualHost {
         name: "any".into(),

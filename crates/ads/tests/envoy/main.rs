@@ -125,6 +125,32 @@ fn rds_pushes(fleet: &Fleet) -> u64 {
         .sum()
 }
 
+/// Starts a real Envoy bootstrapped for `node` against `xds`, its files in
+/// `dir` (its admin address in `admin.txt`); returns it and its log's path.
+fn spawn_envoy(
+    dir: &Path,
+    node: &str,
+    api_type: &str,
+    xds: &str,
+) -> (tokio::process::Child, PathBuf) {
+    let envoy = envoy_bin();
+    let config = dir.join("bootstrap.yaml");
+    std::fs::write(&config, bootstrap(node, api_type, xds)).unwrap();
+    let log = dir.join("envoy.log");
+    let child = tokio::process::Command::new(&envoy)
+        .arg("-c")
+        .arg(&config)
+        .args(["--disable-hot-restart", "--concurrency", "1", "-l", "info"])
+        .arg("--admin-address-path")
+        .arg(dir.join("admin.txt"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", envoy.display()));
+    (child, log)
+}
+
 /// Serves ADS on `listen`; send on the returned sender to stop it.
 async fn start_xds(
     listen: &str,
@@ -145,7 +171,6 @@ async fn start_xds(
 }
 
 async fn live(mode: &str, api_type: &str, unix: bool) {
-    let envoy = envoy_bin();
     let dir = std::env::temp_dir().join(format!("aether-ads-envoy-{mode}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let listen_port = free_port();
@@ -160,20 +185,7 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
     let xds = listen.clone();
 
     let node = format!("live-{mode}");
-    let config = dir.join("bootstrap.yaml");
-    std::fs::write(&config, bootstrap(&node, api_type, &xds)).unwrap();
-    let log = dir.join("envoy.log");
-    let mut child = tokio::process::Command::new(&envoy)
-        .arg("-c")
-        .arg(&config)
-        .args(["--disable-hot-restart", "--concurrency", "1", "-l", "info"])
-        .arg("--admin-address-path")
-        .arg(dir.join("admin.txt"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", envoy.display()));
+    let (mut child, log) = spawn_envoy(&dir, &node, api_type, &xds);
     let envoy_log = || std::fs::read_to_string(&log).unwrap_or_default();
 
     let result = async {
@@ -367,7 +379,6 @@ fn lds_pushes(fleet: &Fleet) -> u64 {
 /// edge/bad). Envoy keeps the good one and names the bad one: edge/web is ACKed,
 /// edge/bad is NACKed with Envoy's words, and nothing is resent.
 async fn partial(mode: &str, api_type: &str) {
-    let envoy = envoy_bin();
     let dir = std::env::temp_dir().join(format!(
         "aether-ads-envoy-partial-{mode}-{}",
         std::process::id()
@@ -380,18 +391,7 @@ async fn partial(mode: &str, api_type: &str) {
     let listen = format!("127.0.0.1:{}", free_port());
     let (_stop, _served) = start_xds(&listen, snapshots, fleet.clone()).await;
     let node = format!("partial-{mode}");
-    let config = dir.join("bootstrap.yaml");
-    std::fs::write(&config, bootstrap(&node, api_type, &listen)).unwrap();
-    let log = dir.join("envoy.log");
-    let mut child = tokio::process::Command::new(&envoy)
-        .arg("-c")
-        .arg(&config)
-        .args(["--disable-hot-restart", "--concurrency", "1", "-l", "info"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", envoy.display()));
+    let (mut child, log) = spawn_envoy(&dir, &node, api_type, &listen);
 
     let checks = async {
         eventually("Envoy to ACK the Gateway", async || {
@@ -460,7 +460,6 @@ async fn real_envoy_keeps_good_listeners_of_a_rejected_delta_push() {
 /// of the healthy Gateway reaches Envoy, its state is Acked and names nothing of
 /// the broken one's, and the broken one stays Nacked.
 async fn isolation(mode: &str, api_type: &str) {
-    let envoy = envoy_bin();
     let dir = std::env::temp_dir().join(format!(
         "aether-ads-envoy-isolation-{mode}-{}",
         std::process::id()
@@ -474,18 +473,7 @@ async fn isolation(mode: &str, api_type: &str) {
     let listen = format!("127.0.0.1:{}", free_port());
     let (_stop, _served) = start_xds(&listen, snapshots, fleet.clone()).await;
     let node = format!("isolation-{mode}");
-    let config = dir.join("bootstrap.yaml");
-    std::fs::write(&config, bootstrap(&node, api_type, &listen)).unwrap();
-    let log = dir.join("envoy.log");
-    let mut child = tokio::process::Command::new(&envoy)
-        .arg("-c")
-        .arg(&config)
-        .args(["--disable-hot-restart", "--concurrency", "1", "-l", "info"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", envoy.display()));
+    let (mut child, log) = spawn_envoy(&dir, &node, api_type, &listen);
 
     let checks = async {
         eventually("both Gateways served", async || {
