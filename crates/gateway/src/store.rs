@@ -190,16 +190,6 @@ impl Store {
         keys
     }
 
-    /// The objects (kind and key) this store and `other` both hold.
-    pub fn shared_keys(&self, other: &Store) -> Vec<(&'static str, ObjectRef)> {
-        let theirs: std::collections::BTreeSet<_> = other.keys().into_iter().collect();
-        self.keys()
-            .into_iter()
-            .filter(|k| theirs.contains(k))
-            .map(|(kind, key)| (kind, key.clone()))
-            .collect()
-    }
-
     /// Adds every object of `other`, replacing objects with the same key (as
     /// loading `other`'s file after this store's would).
     pub fn merge(&mut self, other: &Store) {
