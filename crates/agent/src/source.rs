@@ -15,7 +15,8 @@
 //! [`Limits::max_file_bytes`] (not read at all), a symbolic link to nothing,
 //! and an object another file already defines (the file that brought it
 //! second keeps its last good version, so the live object stays). A file
-//! modified within [`Limits::settle`] is not read yet ([`ParseCache::settling`]).
+//! modified within [`Limits::settle`] is not read yet ([`ParseCache::settling`]),
+//! nor, for [`EMPTIED_SETTLE`], one that had objects and is now empty.
 
 use aether_gateway::Store;
 use aether_ir::ObjectRef;
@@ -52,6 +53,13 @@ pub struct Limits {
     /// later pass, and until then keeps its last good version.
     pub settle: Duration,
 }
+
+/// How long a file that had objects and is now empty stays unread (unless the
+/// settle window is longer): emptying is the first half of a truncate-then-write
+/// edit, and on a loaded machine the writer can be descheduled between the two
+/// for longer than the settle window. Nobody empties a file and expects its
+/// routes gone within a second; deleting it takes effect at once.
+pub const EMPTIED_SETTLE: Duration = Duration::from_secs(1);
 
 /// The default `--max-file-bytes`: 4 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 4 << 20;
@@ -173,10 +181,14 @@ impl ParseCache {
         let mut parsed: Vec<(PathBuf, FileStamp, Store)> = Vec::new();
         for path in &files {
             let now = stamp(path);
-            if self.files.get(path).is_some_and(|(s, _)| *s == now) {
+            let cached = self.files.get(path);
+            if cached.is_some_and(|(s, _)| *s == now) {
                 continue;
             }
-            if self.is_settling(&now) {
+            // Emptied is what a truncate-then-write edit looks like between its
+            // two steps: a file whose objects all vanish gets a longer window.
+            let emptied = now.0 == 0 && cached.is_some_and(|(_, store)| !store.is_empty());
+            if self.is_settling(&now, emptied) {
                 self.settling = true;
                 continue;
             }
@@ -234,15 +246,21 @@ impl ParseCache {
         Ok((store, problems))
     }
 
-    /// Modified within the settle window (a clock that jumped back does not
-    /// hold a file forever: a modification time in the future is settled).
-    fn is_settling(&self, stamp: &FileStamp) -> bool {
+    /// Modified within the settle window, or within [`EMPTIED_SETTLE`] for a
+    /// file that was `emptied` (a clock that jumped back does not hold a file
+    /// forever: a modification time in the future is settled).
+    fn is_settling(&self, stamp: &FileStamp, emptied: bool) -> bool {
         let Some(modified) = stamp.1 else {
             return false;
         };
+        let window = if emptied {
+            self.limits.settle.max(EMPTIED_SETTLE)
+        } else {
+            self.limits.settle
+        };
         SystemTime::now()
             .duration_since(modified)
-            .is_ok_and(|age| age < self.limits.settle)
+            .is_ok_and(|age| age < window)
     }
 
     fn parse(&self, path: &Path, len: u64) -> Result<Store, String> {
@@ -496,6 +514,51 @@ mod tests {
         set_mtime(old + Duration::from_secs(1));
         let (_, problems) = cache.load_each(&dir).unwrap();
         assert_eq!(problems.len(), 1, "once settled it is read: {problems:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_emptied_file_keeps_its_objects_for_longer_than_the_settle_window() {
+        let dir = tempdir("emptied");
+        let file = dir.join("a.yaml");
+        std::fs::write(&file, gateway("web", 80)).unwrap();
+        let settle = Duration::from_millis(50);
+        let mut cache = ParseCache::new(Limits {
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            settle,
+        });
+        let set_mtime = |t: SystemTime| {
+            std::fs::File::options()
+                .append(true)
+                .open(&file)
+                .unwrap()
+                .set_modified(t)
+                .unwrap()
+        };
+        set_mtime(SystemTime::now() - Duration::from_secs(5));
+        assert_eq!(port_of(&cache.load(&dir).unwrap(), "web"), 80);
+        // Truncated, and the writer descheduled past the settle window.
+        std::fs::write(&file, "").unwrap();
+        set_mtime(SystemTime::now() - settle * 4);
+        let (store, problems) = cache.load_each(&dir).unwrap();
+        assert!(cache.settling() && problems.is_empty(), "{problems:?}");
+        assert_eq!(port_of(&store, "web"), 80, "still the last good version");
+        // Emptied for longer: meant, so read.
+        set_mtime(SystemTime::now() - EMPTIED_SETTLE * 2);
+        let (store, problems) = cache.load_each(&dir).unwrap();
+        assert!(!cache.settling() && problems.is_empty(), "{problems:?}");
+        assert!(store.is_empty());
+        // A file that never had objects is not held: an empty new file is read
+        // once the ordinary window has passed.
+        std::fs::write(dir.join("b.yaml"), "").unwrap();
+        std::fs::File::options()
+            .append(true)
+            .open(dir.join("b.yaml"))
+            .unwrap()
+            .set_modified(SystemTime::now() - settle * 4)
+            .unwrap();
+        cache.load_each(&dir).unwrap();
+        assert!(!cache.settling());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
