@@ -47,7 +47,7 @@ enum Command {
     /// Print an Envoy bootstrap that connects to an aether-edge ADS server.
     Bootstrap(BootstrapArgs),
     /// Kubernetes mode: the edge agent beside Envoy and the GatewayClass controller.
-    Agent(crate::kubernetes::AgentArgs),
+    Agent(Box<crate::kubernetes::AgentArgs>),
 }
 
 /// Where the Gateway API objects come from and how they are interpreted.
@@ -170,7 +170,7 @@ pub fn main() -> ExitCode {
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Standalone(args) => standalone::run(args),
-        Command::Agent(args) => crate::kubernetes::run(args),
+        Command::Agent(args) => crate::kubernetes::run(*args),
         Command::Status(args) => {
             let store = args.load_once()?;
             let translation = aether_gateway::translate(&store, &args.translate_config());

@@ -138,6 +138,9 @@ async fn fleet() {
 
     let kubeconfig = server.kubeconfig_path();
     let flags = ["--leader-elect=true", "--address-mode", "service"];
+    for (node, pod) in [("node-a", "agent-a"), ("node-b", "agent-b")] {
+        issue_report_token(&server, node, pod, &logs).await;
+    }
     let mut a = KubeAgent::start_as("node-a", "agent-a", kubeconfig, &flags, &logs);
     eventually(Duration::from_secs(30), "agent-a leads", || async move {
         let h = holder(c).await;

@@ -2,7 +2,8 @@
 //! our types cannot read (an HTTPRoute with the experimental-only `ExternalAuth`
 //! filter, read through the standard-channel types) is skipped with a warning that
 //! names it — in the initial list (which must still complete, or nothing would ever
-//! be published) and later on — while every other object keeps flowing.
+//! be published) and later on — while every other object keeps flowing. And
+//! only `kubernetes.io/tls` Secrets are read at all.
 
 mod support;
 
@@ -101,4 +102,75 @@ async fn unreadable() {
             "a warning names {bad}:\n{log}"
         );
     }
+}
+
+#[test]
+fn only_tls_secrets_are_read() {
+    if !isolated("only_tls_secrets_are_read") {
+        return;
+    }
+    runtime().block_on(secrets());
+}
+
+/// A Gateway whose listeners name an Opaque Secret and a (garbled) TLS one:
+/// the TLS one is read (and refused for what it holds); the Opaque one is not
+/// even in the agent's memory, so it is "not found". Were every Secret watched,
+/// it would be "Secret type is not kubernetes.io/tls".
+async fn secrets() {
+    let logs = temp_dir("kube-secrets");
+    let server = aether_testkit::ApiServer::start().await;
+    let client = server.client();
+    let c = &client;
+    let secret = |name: &str, type_: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: {NS}}}\ntype: {type_}\nstringData: {{tls.crt: not-a-cert, tls.key: not-a-key}}\n"
+        )
+    };
+    let https = |l: &str, cert: &str| {
+        format!(
+            "  - {{name: {l}, protocol: HTTPS, port: 443, hostname: {l}.example.com, tls: {{certificateRefs: [{{name: {cert}}}]}}}}\n"
+        )
+    };
+    let gateway = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n{}{}",
+        https("opaque", "opaque"),
+        https("garbled", "garbled")
+    );
+    let yaml = [
+        base_yaml(&[NS]),
+        secret("opaque", "Opaque"),
+        secret("garbled", "kubernetes.io/tls"),
+        gateway,
+    ]
+    .join("---\n");
+    server.apply(&yaml).await.unwrap();
+    let _agent = KubeAgent::start(
+        server.kubeconfig_path(),
+        &["--leader-elect=false", "--address-mode", "static"],
+        &logs,
+    );
+    let messages = eventually(Duration::from_secs(30), "listener status", || async move {
+        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+        let listeners = gw["status"]["listeners"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let message = |name: &str| {
+            listeners
+                .iter()
+                .find(|l| l["name"] == name)
+                .and_then(|l| condition(&l["conditions"], "ResolvedRefs"))
+                .and_then(|c| c["message"].as_str().map(str::to_string))
+        };
+        match (message("opaque"), message("garbled")) {
+            (Some(o), Some(g)) => Ok((o, g)),
+            _ => Err(gw["status"].to_string()),
+        }
+    })
+    .await;
+    assert!(messages.0.contains("Secret not found"), "{messages:?}");
+    assert!(
+        messages.1.contains("holds no PEM certificate"),
+        "{messages:?}"
+    );
 }

@@ -86,9 +86,9 @@ fn resolve_one(
         return Err(CertificateError::RefNotPermitted(shown));
     }
     let invalid = |why: &str| CertificateError::Invalid(shown.clone(), why.to_string());
-    let secret: &Secret = store
-        .get(ns, &r.name)
-        .ok_or_else(|| invalid("Secret not found"))?;
+    let secret: &Secret = store.get(ns, &r.name).ok_or_else(|| {
+        invalid("Secret not found (a certificateRef names a kubernetes.io/tls Secret)")
+    })?;
     if secret.type_.as_deref() != Some("kubernetes.io/tls") {
         return Err(invalid("Secret type is not kubernetes.io/tls"));
     }

@@ -7,6 +7,7 @@
 //!                          status writer (at the served version) ◄── gated StatusPlan ◄──────┘ (translate, ACK gate)
 //! ```
 
+pub mod agent_token;
 pub mod discovery;
 pub mod index;
 pub mod leader;

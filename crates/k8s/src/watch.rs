@@ -83,10 +83,21 @@ pub async fn run(
         gateway_api(client.clone(), index.clone(), served, rediscover),
         watch_kind::<Service>(client.clone(), index.clone(), None),
         watch_kind::<EndpointSlice>(client.clone(), index.clone(), None),
-        watch_kind::<Secret>(client.clone(), index.clone(), None),
+        watch_secrets(client.clone(), index.clone()),
         watch_kind::<ConfigMap>(client.clone(), index.clone(), None),
         watch_kind::<Namespace>(client, index, None),
     );
+}
+
+/// The only Secrets a Gateway can use: a listener's certificateRefs must be
+/// `kubernetes.io/tls`. Asking for those alone keeps every other Secret of the
+/// cluster (tokens, passwords) out of this process's memory; RBAC cannot say
+/// "only this type", so this is as narrow as the read gets.
+pub const SECRET_TYPES: &str = "type=kubernetes.io/tls";
+
+async fn watch_secrets(client: Client, index: Arc<Index>) {
+    let config = watcher::Config::default().fields(SECRET_TYPES);
+    watch_kind_with::<Secret>(client, index, None, config).await
 }
 
 /// Calls `$f::<T>($args)` with `T` the type of the Gateway API kind `$kind`.
@@ -289,15 +300,24 @@ async fn watch_kind<T>(client: Client, index: Arc<Index>, version: Option<&str>)
 where
     T: StoreObject + DeserializeOwned + Resource<DynamicType = ()>,
 {
+    watch_kind_with::<T>(client, index, version, watcher::Config::default()).await
+}
+
+async fn watch_kind_with<T>(
+    client: Client,
+    index: Arc<Index>,
+    version: Option<&str>,
+    config: watcher::Config,
+) where
+    T: StoreObject + DeserializeOwned + Resource<DynamicType = ()>,
+{
     let mut resource = ApiResource::erase::<T>(&());
     if let Some(v) = version {
         resource.api_version = format!("{}/{v}", resource.group);
         resource.version = v.to_string();
     }
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let mut stream = watcher(api, config).default_backoff().boxed();
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Init) => index.apply(Event::<T>::Init),

@@ -5,9 +5,13 @@
 //! only the Gateways whose state changed ([`delta`]). The stream follows the
 //! leader: when the leader's report address changes, or the stream breaks, it
 //! reconnects and starts again with a whole report.
+//!
+//! Each stream carries the agent's token (read from its file at every connect:
+//! a projected token is rotated on disk) as `authorization: Bearer`.
 
 use crate::pb::AckReport;
 use crate::pb::fleet_reports_client::FleetReportsClient;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -18,6 +22,7 @@ pub async fn run(
     mut leader: watch::Receiver<Option<String>>,
     reports: watch::Receiver<Arc<AckReport>>,
     interval: Duration,
+    token_file: PathBuf,
 ) {
     loop {
         let address = leader.borrow_and_update().clone();
@@ -28,7 +33,7 @@ pub async fn run(
             continue;
         };
         tokio::select! {
-            r = stream_to(&address, reports.clone(), interval) => {
+            r = stream_to(&address, reports.clone(), interval, &token_file) => {
                 if let Err(e) = r {
                     warn!(leader = %address, error = %e, "reporting to the leader failed; retrying");
                 }
@@ -43,7 +48,9 @@ async fn stream_to(
     address: &str,
     mut reports: watch::Receiver<Arc<AckReport>>,
     interval: Duration,
+    token_file: &Path,
 ) -> Result<(), tonic::Status> {
+    let authorization = bearer_value(token_file)?;
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
         .connect_timeout(Duration::from_secs(3));
@@ -71,11 +78,30 @@ async fn stream_to(
             }
         }
     };
-    let mut client = FleetReportsClient::new(channel);
+    let mut client =
+        FleetReportsClient::with_interceptor(channel, move |mut request: tonic::Request<()>| {
+            request
+                .metadata_mut()
+                .insert("authorization", authorization.clone());
+            Ok(request)
+        });
     tokio::select! {
         r = client.report(ReceiverStream::new(rx)) => r.map(|_| ()),
         () = sender => Ok(()),
     }
+}
+
+/// `Bearer <the token in file>`; the error names the file, never the token.
+fn bearer_value(file: &Path) -> Result<tonic::metadata::AsciiMetadataValue, tonic::Status> {
+    let token = std::fs::read_to_string(file).map_err(|e| {
+        tonic::Status::unauthenticated(format!("report token {}: {e}", file.display()))
+    })?;
+    format!("Bearer {}", token.trim()).parse().map_err(|_| {
+        tonic::Status::unauthenticated(format!(
+            "report token {}: not a token (not printable ASCII)",
+            file.display()
+        ))
+    })
 }
 
 /// `next` as changes to `previous` (see `delta` in fleet.proto).

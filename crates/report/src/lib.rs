@@ -12,6 +12,7 @@
 //! leader computed. Reports are bounded: an agent sends its latest report at most
 //! once per interval, in a compact form (`acked_snapshot`) once it is caught up.
 
+pub mod auth;
 pub mod client;
 pub mod join;
 pub mod local;
@@ -26,3 +27,6 @@ pub mod pb {
 pub use join::{Members, Reports};
 pub use local::local_report;
 pub use pb::AckReport;
+
+#[cfg(test)]
+mod server_tests;

@@ -1,23 +1,45 @@
 //! The leader's end: one stream per agent, each report replacing the last.
+//!
+//! A stream is taken only from a peer whose credential names its node
+//! ([`crate::auth`]); every report on it must be that node's.
 
+use crate::auth::{Authenticator, Refusal, Refusals, bearer};
 use crate::join::Reports;
 use crate::pb::fleet_reports_server::{FleetReports, FleetReportsServer};
 use crate::pb::{AckReport, ReportSummary};
 use futures::StreamExt;
+use std::sync::Arc;
 use tonic::{Request, Response, Status, Streaming};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 /// A report no larger than this is plenty for 10,000 Gateways.
 const MAX_REPORT_BYTES: usize = 8 << 20;
 
 pub struct ReportService {
     reports: Reports,
+    auth: Arc<dyn Authenticator>,
+    refusals: Arc<Refusals>,
 }
 
 impl ReportService {
-    pub fn new(reports: Reports) -> FleetReportsServer<ReportService> {
-        FleetReportsServer::new(ReportService { reports })
-            .max_decoding_message_size(MAX_REPORT_BYTES)
+    /// Refused streams are counted in `refusals`.
+    pub fn new(
+        reports: Reports,
+        auth: Arc<dyn Authenticator>,
+        refusals: Arc<Refusals>,
+    ) -> FleetReportsServer<ReportService> {
+        FleetReportsServer::new(ReportService {
+            reports,
+            auth,
+            refusals,
+        })
+        .max_decoding_message_size(MAX_REPORT_BYTES)
+    }
+
+    fn refuse(&self, peer: &str, refusal: Refusal) -> Status {
+        self.refusals.count(&refusal);
+        warn!(%peer, reason = refusal.reason(), "report stream refused: {refusal}");
+        refusal.status()
     }
 }
 
@@ -27,29 +49,41 @@ impl FleetReports for ReportService {
         &self,
         request: Request<Streaming<AckReport>>,
     ) -> Result<Response<ReportSummary>, Status> {
+        let peer = request
+            .remote_addr()
+            .map_or_else(|| "unknown".to_string(), |a| a.to_string());
+        let node = match bearer(request.metadata()) {
+            None => Err(Refusal::NoToken),
+            Some(token) => self.auth.node_of(token).await,
+        }
+        .map_err(|r| self.refuse(&peer, r))?;
         let mut stream = request.into_inner();
-        let mut node: Option<String> = None;
         let mut count = 0u64;
         let result = loop {
             match stream.next().await {
                 Some(Ok(report)) => {
-                    if node.is_none() {
-                        info!(node = %report.node, "agent reporting");
+                    if report.node != node {
+                        break Err(self.refuse(
+                            &peer,
+                            Refusal::WrongNode {
+                                credential: node.clone(),
+                                report: report.node,
+                            },
+                        ));
                     }
-                    if node.as_deref().is_some_and(|n| n != report.node) {
-                        break Err(Status::invalid_argument("a stream reports for one node"));
+                    if count == 0 {
+                        info!(%node, %peer, "agent reporting");
                     }
-                    node = Some(report.node.clone());
                     count += 1;
-                    debug!(node = %report.node, "report");
+                    debug!(%node, "report");
                     self.reports.apply(report);
                 }
                 Some(Err(e)) => break Err(e),
                 None => break Ok(()),
             }
         };
-        if let Some(node) = node {
-            info!(node = %node, "agent stopped reporting");
+        if count > 0 {
+            info!(%node, "agent stopped reporting");
             self.reports.remove(&node);
         }
         result.map(|()| Response::new(ReportSummary { reports: count }))

@@ -4,8 +4,8 @@
 //! would: user `system:serviceaccount:<ns>:<name>`, groups `system:serviceaccounts`,
 //! `system:serviceaccounts:<ns>`, `system:authenticated`.
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::api::PostParams;
 use kube::{Api, Client};
 
@@ -16,6 +16,54 @@ const TOKEN_SECONDS: i64 = 24 * 3600;
 
 /// Ensures `namespace/name` exists and returns a fresh token for it.
 pub(crate) async fn token(client: &Client, namespace: &str, name: &str) -> Result<String, Error> {
+    issue(client, namespace, name, TokenRequestSpec::default()).await
+}
+
+/// Ensures ServiceAccount `namespace/name` and a Pod `pod` of it on `node`
+/// exist, and returns a token for `audience` bound to that pod, as a kubelet
+/// projects it (the API server then names the pod in the token's `extra`).
+pub(crate) async fn pod_token(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    pod: &str,
+    node: &str,
+    audience: &str,
+) -> Result<String, Error> {
+    issue(client, namespace, name, TokenRequestSpec::default()).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let found = match pods.get_opt(pod).await? {
+        Some(p) => p,
+        None => {
+            let p: Pod = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": pod, "namespace": namespace},
+                "spec": {"nodeName": node, "serviceAccountName": name,
+                         "containers": [{"name": "agent", "image": "aether-edge:dev"}]},
+            }))
+            .expect("a valid Pod");
+            pods.create(&PostParams::default(), &p).await?
+        }
+    };
+    let spec = TokenRequestSpec {
+        audiences: vec![audience.to_string()],
+        bound_object_ref: Some(BoundObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: found.metadata.name.clone(),
+            uid: found.metadata.uid.clone(),
+        }),
+        ..Default::default()
+    };
+    issue(client, namespace, name, spec).await
+}
+
+async fn issue(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    spec: TokenRequestSpec,
+) -> Result<String, Error> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     if namespaces.get_opt(namespace).await?.is_none() {
         let ns = Namespace {
@@ -41,7 +89,7 @@ pub(crate) async fn token(client: &Client, namespace: &str, name: &str) -> Resul
     let request = TokenRequest {
         spec: TokenRequestSpec {
             expiration_seconds: Some(TOKEN_SECONDS),
-            ..Default::default()
+            ..spec
         },
         ..Default::default()
     };

@@ -4,7 +4,9 @@
 use super::{LEADER_LOOKUP, REPORT_INTERVAL};
 use crate::pipeline::Published;
 use aether_ads::Fleet;
+use aether_k8s::agent_token::TokenError;
 use aether_k8s::leader;
+use aether_report::auth::{Authenticator, Refusal, Verdict};
 use aether_report::pb::AckReport;
 use aether_report::{Reports, local_report};
 use aether_xds::Snapshot;
@@ -12,7 +14,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tracing::info;
 
-/// The latest local report, reported to the leader at most once per interval.
+/// The latest local report, reported to the leader at most once per interval
+/// with the token in `token_file`.
 pub(super) fn report_to_leader(
     client: kube::Client,
     local: watch::Receiver<Arc<AckReport>>,
@@ -20,9 +23,29 @@ pub(super) fn report_to_leader(
     lease: String,
     identity: String,
     elect: bool,
+    token_file: std::path::PathBuf,
 ) {
     let leader = leader_address(client, namespace, lease, identity, elect);
-    tokio::spawn(aether_report::client::run(leader, local, REPORT_INTERVAL));
+    tokio::spawn(aether_report::client::run(
+        leader,
+        local,
+        REPORT_INTERVAL,
+        token_file,
+    ));
+}
+
+/// The report port's authenticator: the API server says whose token it is.
+pub(super) struct ApiServerTokens(pub aether_k8s::agent_token::AgentTokens);
+
+impl Authenticator for ApiServerTokens {
+    fn node_of<'a>(&'a self, token: &'a str) -> Verdict<'a> {
+        Box::pin(async move {
+            self.0.node_of(token).await.map_err(|e| match e {
+                TokenError::Refused(why) => Refusal::NotAnAgent(why),
+                TokenError::Unverified(why) => Refusal::Unverified(why),
+            })
+        })
+    }
 }
 
 /// What the local Envoy serves, as the latest report for the leader.

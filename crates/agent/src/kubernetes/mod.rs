@@ -125,9 +125,19 @@ pub struct AgentArgs {
     /// Probes only (/healthz, /readyz), e.g. 0.0.0.0:19002.
     #[arg(long)]
     pub health_address: Option<String>,
-    /// Where this agent takes fleet reports when it leads.
+    /// Where this agent takes fleet reports when it leads. A report stream is
+    /// taken only with a token of `--service-account` bound to an edge pod, and
+    /// speaks for that pod's node.
     #[arg(long, default_value = "0.0.0.0:18001")]
     pub report_address: String,
+    /// This agent's token for reporting to the leader: a projected ServiceAccount
+    /// token with audience `aether-edge-report`, read again at every connect.
+    #[arg(long, default_value = "/var/run/secrets/aether-edge/report/token")]
+    pub report_token_file: PathBuf,
+    /// The ServiceAccount (in the edge namespace) whose pod-bound tokens the
+    /// report port accepts.
+    #[arg(long, default_value = "aether-edge")]
+    pub service_account: String,
     /// Elect a leader among agents through a Lease (false: this agent always leads).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
@@ -250,13 +260,27 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         args.lease_name.clone(),
         identity.clone(),
         args.leader_elect,
+        args.report_token_file.clone(),
     );
+    let report_refusals = Arc::new(aether_report::auth::Refusals::default());
+    let report_auth = Arc::new(fleet::ApiServerTokens(
+        aether_k8s::agent_token::AgentTokens::new(
+            client.clone(),
+            &args.namespace,
+            &args.service_account,
+            aether_report::auth::AUDIENCE,
+        ),
+    ));
     let report_listener = tokio::net::TcpListener::bind(&args.report_address)
         .await
         .with_context(|| format!("binding the report address {}", args.report_address))?;
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(aether_report::server::ReportService::new(reports.clone()))
+            .add_service(aether_report::server::ReportService::new(
+                reports.clone(),
+                report_auth,
+                report_refusals.clone(),
+            ))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(
                 report_listener,
             )),
@@ -318,6 +342,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             }),
             Box::new(move || writer.render_metrics()),
             Box::new(move || service_metrics.render()),
+            Box::new(move || report_refusals.render()),
             Box::new({
                 let served = served.clone();
                 // Nothing before the first discovery: no kind is known missing yet.

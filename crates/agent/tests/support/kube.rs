@@ -255,10 +255,39 @@ pub struct KubeAgent {
     pub proc: Proc,
     pub admin: String,
     pub xds: String,
+    /// Where it takes fleet reports when it leads.
+    pub report: String,
     pub pod: String,
     args: Vec<String>,
     log_dir: PathBuf,
     starts: u32,
+}
+
+/// Where [`KubeAgent::start_as`] tells agent `pod` its report token is.
+fn token_file(log_dir: &Path, pod: &str) -> PathBuf {
+    log_dir.join(format!("{pod}.report-token"))
+}
+
+/// Gives agent `pod` on `node` what a kubelet would project for it: a token of
+/// the edge ServiceAccount bound to its Pod (created if missing), for the
+/// report port. Without it the agent cannot report to a leader.
+pub async fn issue_report_token(
+    server: &aether_testkit::ApiServer,
+    node: &str,
+    pod: &str,
+    log_dir: &Path,
+) {
+    let token = server
+        .pod_token(
+            "aether-ingress",
+            "aether-edge",
+            pod,
+            node,
+            aether_report::auth::AUDIENCE,
+        )
+        .await
+        .unwrap();
+    std::fs::write(token_file(log_dir, pod), token).unwrap();
 }
 
 impl KubeAgent {
@@ -281,6 +310,8 @@ impl KubeAgent {
         let report = format!("127.0.0.1:{}", free_port());
         let mut args: Vec<String> = vec!["agent".into(), "--kubeconfig".into()];
         args.push(kubeconfig.display().to_string());
+        args.push("--report-token-file".into());
+        args.push(token_file(log_dir, pod).display().to_string());
         for a in [
             "--node-name",
             node,
@@ -311,6 +342,7 @@ impl KubeAgent {
             proc,
             admin,
             xds,
+            report,
             pod: pod.to_string(),
             args,
             log_dir: log_dir.to_path_buf(),

@@ -1,0 +1,187 @@
+//! Kubernetes mode, the report port as an attacker on the node network sees it:
+//! a report stream is taken only with an edge agent's pod-bound token for the
+//! report audience, checked by the real API server (TokenReview), and speaks
+//! only for the node that pod runs on. Everything else is refused and counted.
+//! The leader runs with exactly the RBAC of `deploy/`.
+
+mod support;
+
+use aether_report::pb::AckReport;
+use aether_report::pb::fleet_reports_client::FleetReportsClient;
+use k8s_openapi::api::core::v1::Pod;
+use std::time::Duration;
+use support::kube::*;
+use support::temp_dir;
+use tonic::Code;
+
+const EDGE: &str = "aether-ingress";
+const AGENTS: &str = "aether-edge";
+const AUDIENCE: &str = aether_report::auth::AUDIENCE;
+
+fn mk_report(node: &str) -> AckReport {
+    AckReport {
+        node: node.into(),
+        envoy_connected: true,
+        acked: [("app/gw".to_string(), "forged".to_string())].into(),
+        ..Default::default()
+    }
+}
+
+/// One stream to `address` carrying `token` (if any) and `report`: how many
+/// reports the leader took, or the code it refused the stream with.
+async fn report(address: &str, token: Option<&str>, report: AckReport) -> Result<u64, Code> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        .unwrap()
+        .connect()
+        .await
+        .map_err(|_| Code::Unavailable)?;
+    let token: Option<tonic::metadata::AsciiMetadataValue> =
+        token.map(|t| format!("Bearer {t}").parse().unwrap());
+    let mut client =
+        FleetReportsClient::with_interceptor(channel, move |mut r: tonic::Request<()>| {
+            if let Some(t) = &token {
+                r.metadata_mut().insert("authorization", t.clone());
+            }
+            Ok(r)
+        });
+    client
+        .report(tokio_stream::iter([report]))
+        .await
+        .map(|r| r.into_inner().reports)
+        .map_err(|s| s.code())
+}
+
+fn refused(metrics: &str, reason: &str) -> u64 {
+    let needle = format!("aether_edge_reports_refused_total{{reason=\"{reason}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&needle)?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_report_port_takes_only_edge_agents_each_for_its_own_node() {
+    if !isolated("the_report_port_takes_only_edge_agents_each_for_its_own_node") {
+        return;
+    }
+    runtime().block_on(report_port());
+}
+
+async fn report_port() {
+    let logs = temp_dir("kube-report-auth");
+    let server = aether_testkit::ApiServer::start().await;
+    for file in ["00-namespace.yaml", "10-rbac.yaml"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../deploy")
+            .join(file);
+        server
+            .apply(&std::fs::read_to_string(path).unwrap())
+            .await
+            .unwrap();
+    }
+    server.apply(&base_yaml(&["app"])).await.unwrap();
+    let as_deployed = server
+        .service_account_kubeconfig(EDGE, AGENTS)
+        .await
+        .unwrap();
+    let leader = KubeAgent::start(
+        &as_deployed,
+        &["--leader-elect=false", "--address-mode", "static"],
+        &logs,
+    );
+    let at = leader.report.as_str();
+    // Tokens as a kubelet would project them, and the ones an attacker could get.
+    let agent_b = server
+        .pod_token(EDGE, AGENTS, "edge-b", "node-b", AUDIENCE)
+        .await
+        .unwrap();
+    let api_audience = server
+        .pod_token(
+            EDGE,
+            AGENTS,
+            "edge-c",
+            "node-c",
+            "https://kubernetes.default.svc.cluster.local",
+        )
+        .await
+        .unwrap();
+    let other_account = server
+        .pod_token("app", AGENTS, "tenant-pod", "node-b", AUDIENCE)
+        .await
+        .unwrap();
+
+    // No token: refused, once the port is up (until then: Unavailable).
+    eventually(Duration::from_secs(30), "no token refused", || async move {
+        match report(at, None, mk_report("node-b")).await {
+            Err(Code::Unauthenticated) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let cases = [
+        ("a forged token", "x.y.z", "node-b", Code::Unauthenticated),
+        (
+            "the cluster admin's token",
+            server.token(),
+            "node-b",
+            Code::Unauthenticated,
+        ),
+        (
+            "our account's token for the API server",
+            &api_audience,
+            "node-c",
+            Code::Unauthenticated,
+        ),
+        (
+            "another namespace's account of that name",
+            &other_account,
+            "node-b",
+            Code::Unauthenticated,
+        ),
+        (
+            "node b's agent speaking for node a",
+            &agent_b,
+            "node-a",
+            Code::PermissionDenied,
+        ),
+    ];
+    for (what, token, node, code) in cases {
+        assert_eq!(
+            report(at, Some(token), mk_report(node)).await,
+            Err(code),
+            "{what}"
+        );
+    }
+    // node b's own agent is heard.
+    assert_eq!(report(at, Some(&agent_b), mk_report("node-b")).await, Ok(1));
+
+    let m = leader.metrics();
+    assert_eq!(refused(&m, "no_token"), 1, "{m}");
+    assert_eq!(refused(&m, "not_an_agent"), 4, "{m}");
+    assert_eq!(refused(&m, "wrong_node"), 1, "{m}");
+    let log = leader.proc.log_text();
+    assert!(
+        log.contains("report stream refused") && !log.contains(&agent_b),
+        "refusals are logged, tokens never:\n{log}"
+    );
+
+    // A pod-bound token dies with its pod.
+    let pods: kube::Api<Pod> = kube::Api::namespaced(server.client(), EDGE);
+    // No kubelet here confirms a graceful deletion: remove it at once.
+    let now = kube::api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    pods.delete("edge-b", &now).await.unwrap();
+    eventually(Duration::from_secs(30), "edge-b's token refused", || {
+        let token = agent_b.clone();
+        async move {
+            match report(at, Some(&token), mk_report("node-b")).await {
+                Err(Code::Unauthenticated) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    drop(leader);
+}
