@@ -298,6 +298,10 @@ async fn drive<M: Machine>(
     let mut closed = false;
     // Since when responses have sat unread (the queue not empty).
     let mut unread_since: Option<Instant> = None;
+    let stalled = |node: &str| {
+        tracing::warn!(%node, %peer, protocol, timeout = ?stall_timeout, "disconnecting an ADS peer that stopped reading");
+        fleet.slow_reader_disconnected();
+    };
     'stream: loop {
         let drained = tx.capacity() == tx.max_capacity();
         unread_since = if drained {
@@ -339,9 +343,7 @@ async fn drive<M: Machine>(
                 continue;
             }
             () = tokio::time::sleep_until(stalled_at.unwrap_or_else(Instant::now)), if stalled_at.is_some() => {
-                let node = registration.as_ref().map_or("", |(_, n)| n.as_str());
-                tracing::warn!(%node, %peer, protocol, timeout = ?stall_timeout, "disconnecting an ADS peer that stopped reading");
-                fleet.slow_reader_disconnected();
+                stalled(registration.as_ref().map_or("", |(_, n)| n.as_str()));
                 break;
             }
             () = tx.closed() => break,
@@ -365,8 +367,7 @@ async fn drive<M: Machine>(
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => break 'stream,
                 Err(_) => {
-                    tracing::warn!(%peer, protocol, timeout = ?stall_timeout, "disconnecting an ADS peer that stopped reading");
-                    fleet.slow_reader_disconnected();
+                    stalled(registration.as_ref().map_or("", |(_, n)| n.as_str()));
                     break 'stream;
                 }
             }

@@ -205,18 +205,7 @@ async fn bench() {
     let mut apply_to_status = seen.lock().unwrap().clone();
     let log = agent.proc.log_text();
     let churn_log = log.get(log_before_churn..).unwrap_or_default();
-    let mut follow: Vec<Duration> = churn_log
-        .lines()
-        .filter_map(|l| {
-            l.split("follow_us=")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .map(Duration::from_micros)
-        .collect();
+    let mut follow = field_us(churn_log, "status batch written", "follow_us=");
     println!(
         "status latency, {served} routes served, {PER_SECOND} changes/s for {secs} s on one Gateway (release):"
     );
@@ -228,6 +217,26 @@ async fn bench() {
         "    ({superseded} of {changes} changes were superseded by the next change to their route before status showed them)"
     );
     print_line("status written − last ACK (per batch)", &mut follow);
+    // Where that time goes, per batch that followed a report.
+    let followed: String = churn_log
+        .lines()
+        .filter(|l| l.contains("follow_us="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    for (what, key) in [
+        (
+            "    report → patches computed (settle, join, debounce)",
+            "wait_us=",
+        ),
+        ("    computing the patches", "compute_us="),
+        ("    writing them", "write_us="),
+    ] {
+        print_line(what, &mut field_us(&followed, "status batch written", key));
+    }
+    print_line(
+        "    joining reports into the gated plan (per join)",
+        &mut field_us(churn_log, "status inputs joined", "gate_us="),
+    );
     let batches: Vec<usize> = churn_log
         .lines()
         .filter(|l| l.contains("status batch written"))
@@ -257,6 +266,21 @@ async fn bench() {
     }) {
         println!("    {line}");
     }
+}
+
+/// The `key` microseconds of every log line containing `message`.
+fn field_us(log: &str, message: &str, key: &str) -> Vec<Duration> {
+    log.lines()
+        .filter(|l| l.contains(message))
+        .filter_map(|l| {
+            let v = l.split(key).nth(1)?.split_whitespace().next()?;
+            let v = v
+                .strip_prefix("Some(")
+                .map_or(v, |v| v.trim_end_matches(')'));
+            v.parse().ok()
+        })
+        .map(Duration::from_micros)
+        .collect()
 }
 
 fn print_line(what: &str, samples: &mut [Duration]) {

@@ -222,7 +222,14 @@ impl Source {
     fn reload(&mut self) {
         let dir = &self.dir;
         let stats = &self.pipeline.stats;
-        let first = self.pipeline.subscribe().borrow().is_none();
+        // Gateways served now; `None` before the first publish.
+        let running = self
+            .pipeline
+            .subscribe()
+            .borrow()
+            .as_ref()
+            .map(|p| p.ir.gateways.len());
+        let first = running.is_none();
         let (store, problems) = match self.cache.load_each(dir) {
             Ok(loaded) => loaded,
             Err(failure) => {
@@ -254,12 +261,7 @@ impl Source {
                 stats.loads_failed.fetch_add(1, Ordering::Relaxed)
             }
         };
-        let running = self
-            .pipeline
-            .subscribe()
-            .borrow()
-            .as_ref()
-            .map_or(0, |p| p.ir.gateways.len());
+        let running = running.unwrap_or(0);
         let left = store.gateway_count();
         if left == 0 && running > 0 && !self.allow_empty {
             stats.refused_empty.fetch_add(1, Ordering::Relaxed);

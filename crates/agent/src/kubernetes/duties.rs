@@ -127,7 +127,10 @@ pub(super) fn status_inputs(
                     || members.have_answered(&reports.nodes());
                 // Nothing is written from a picture that is still forming.
                 if settled {
+                    let gating = std::time::Instant::now();
                     let plan = gate(&p, &reports, &members, &store, &mode, &problems.current());
+                    // Under the status loop's target: the status latency bench reads it.
+                    tracing::debug!(target: "aether_k8s::status::inputs", gate_us = gating.elapsed().as_micros(), "status inputs joined");
                     // Every Gateway API kind has listed, so discovery has run.
                     let served = served.borrow_and_update().clone().unwrap_or_default();
                     tx.send_replace(Arc::new(StatusInputs {

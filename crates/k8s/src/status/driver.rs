@@ -140,8 +140,11 @@ pub async fn run(
         let latest = inputs.borrow_and_update().clone();
         let news = news(&latest, followed);
         followed = latest.served_at;
+        let computing = Instant::now();
         let due = retries.due(writer.patches(&latest, &now()), Instant::now());
+        let compute_us = computing.elapsed().as_micros();
         if !due.is_empty() {
+            let writing = Instant::now();
             let bodies: Vec<(Id, Value)> =
                 due.iter().map(|p| (id(p), comparable(&p.body))).collect();
             let failed: BTreeSet<Id> = match writer.write(&client, due).await {
@@ -156,6 +159,11 @@ pub async fn run(
                         written = report.written.len(),
                         gone = report.gone.len(),
                         follow_us = follow.map(|l| l.as_micros()),
+                        // Where the time went: since the report (if any) to
+                        // the patches, computing them, writing them.
+                        wait_us = news.map(|at| (computing - at).as_micros()),
+                        compute_us,
+                        write_us = writing.elapsed().as_micros(),
                         "status batch written"
                     );
                     BTreeSet::new()
