@@ -146,19 +146,24 @@ pub(super) fn status_inputs(
                     }));
                 }
             }
+            let mut report = false;
             tokio::select! {
                 r = published.changed() => if r.is_err() { return },
                 r = generation.changed() => if r.is_err() { return },
-                r = report_changes.changed() => if r.is_err() { return },
+                r = report_changes.changed() => if r.is_err() { return } else { report = true },
                 r = problems.services.changed() => if r.is_err() { return },
                 r = problems.unallocated.changed() => if r.is_err() { return },
                 r = served.changed() => if r.is_err() { return },
                 r = changed(&mut ready_pods), if ready_pods.is_some() => if r.is_err() { return },
                 _ = tokio::time::sleep_until(grace_ends), if !settled => {}
             }
-            // A fleet reports in bursts (every agent after the same change): join
-            // them once per burst rather than once per report.
-            tokio::time::sleep(SETTLE).await;
+            // A burst of object changes is joined once. A report is joined at
+            // once: the status loop gathers a fleet's burst of reports
+            // (`status::driver::FOLLOW`), and waiting here too would only add
+            // to how long status trails an ACK.
+            if !report {
+                tokio::time::sleep(SETTLE).await;
+            }
         }
     });
     rx

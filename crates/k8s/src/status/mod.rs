@@ -43,6 +43,8 @@ mod identity_tests;
 #[cfg(test)]
 mod l4_tests;
 #[cfg(test)]
+mod settled_tests;
+#[cfg(test)]
 mod tests;
 
 pub use driver::{BACKOFF_MAX, BACKOFF_MIN, DEBOUNCE, MAX_DELAY, run};

@@ -25,7 +25,7 @@ use crate::discovery::ServedVersions;
 use aether_gateway::status::{
     GatewayClassStatus as PlannedClass, GatewayStatus as Planned, RouteStatus as PlannedRoute,
 };
-use aether_gateway::{StatusPlan, Store};
+use aether_gateway::{StatusPlan, Store, StoreObject};
 use aether_ir::ObjectRef;
 use gateway_api::apis::standard::gatewayclasses::{
     GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
@@ -183,10 +183,91 @@ impl Computed {
 
 /// The patches that bring every object's status to the plan.
 pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
+    compute_over(inputs, None, &mut Settled::default(), now)
+}
+
+/// Routes an earlier [`compute_over`] found already as planned, with what that
+/// depended on: the route as read (its resourceVersion), its plan, and the
+/// context (our Gateways, the served version). A route for which all of that
+/// is the same again needs no patch again, and is not even read: under churn
+/// one route changes while a thousand stay as they are.
+#[derive(Debug, Default)]
+pub struct Settled {
+    routes: BTreeMap<(StatusKind, ObjectRef), SettledRoute>,
+}
+
+#[derive(Debug)]
+struct SettledRoute {
+    resource_version: String,
+    planned: Option<PlannedRoute>,
+    context: u64,
+}
+
+impl Settled {
+    /// How many routes are remembered as needing nothing.
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    fn holds(
+        &self,
+        id: &(StatusKind, ObjectRef),
+        resource_version: Option<&str>,
+        planned: Option<&PlannedRoute>,
+        context: u64,
+    ) -> bool {
+        self.routes.get(id).is_some_and(|s| {
+            Some(s.resource_version.as_str()) == resource_version
+                && s.context == context
+                && s.planned.as_ref() == planned
+        })
+    }
+}
+
+/// What a route's patch depends on beyond the route and its own plan.
+fn route_context(inputs: &StatusInputs, api_version: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    api_version.hash(&mut h);
+    inputs.controller_name.hash(&mut h);
+    for gw in inputs.plan.gateways.keys() {
+        gw.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// An object as `top` shows it if it has it, else as `store` does; `None`
+/// when `store` has no such object (`top` only ever trails it).
+fn layered<'a, T: StoreObject>(
+    store: &'a Store,
+    top: Option<&'a Store>,
+    key: &ObjectRef,
+) -> Option<&'a T> {
+    let base = store.get::<T>(&key.namespace, &key.name)?;
+    Some(
+        top.and_then(|t| t.get::<T>(&key.namespace, &key.name))
+            .unwrap_or(base),
+    )
+}
+
+/// [`compute`], with `top` (our writes the store trails) laid over the store,
+/// and `settled` remembering which routes needed nothing (the same inputs
+/// give the same answer, so this is [`compute`] with a cache).
+pub fn compute_over(
+    inputs: &StatusInputs,
+    top: Option<&Store>,
+    settled: &mut Settled,
+    now: &Time,
+) -> Computed {
     let mut out = Computed::default();
     let store = &inputs.store;
     for (name, planned) in &inputs.plan.gateway_classes {
-        if let Some(class) = store.get::<GatewayClass>("", name) {
+        if let Some(class) = layered::<GatewayClass>(store, top, &ObjectRef::new("", name.as_str()))
+        {
             let api_version = inputs.served.api_version(StatusKind::GatewayClass.as_str());
             out.push(gateway_class(
                 class,
@@ -199,9 +280,8 @@ pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
     }
     for (key, planned) in &inputs.plan.gateways {
         // The plan is about this Gateway as it is now, or it waits for the next.
-        if let Some(gw) = store
-            .get::<Gateway>(&key.namespace, &key.name)
-            .filter(|gw| planned.of.describes(&gw.metadata))
+        if let Some(gw) =
+            layered::<Gateway>(store, top, key).filter(|gw| planned.of.describes(&gw.metadata))
         {
             let api_version = inputs.served.api_version(StatusKind::Gateway.as_str());
             out.push(gateway(gw, planned, &api_version, now));
@@ -209,10 +289,28 @@ pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
     }
     let ours = &inputs.controller_name;
     let our_gateway = |gw: &ObjectRef| inputs.plan.gateways.contains_key(gw);
+    let mut still = BTreeMap::new();
     for kind in StatusKind::ROUTES {
         let plan = kind.planned(&inputs.plan);
         let api_version = inputs.served.api_version(kind.as_str());
-        for (key, route) in route::routes(store, kind) {
+        let context = route_context(inputs, &api_version);
+        let hits = std::cell::RefCell::new(Vec::new());
+        let skip = |key: &ObjectRef, rv: Option<&str>| {
+            let id = (kind, key.clone());
+            let hit = settled.holds(&id, rv, plan.and_then(|p| p.get(key)), context);
+            if hit {
+                hits.borrow_mut().push(id);
+            }
+            hit
+        };
+        let views = route::routes(store, top, kind, &skip);
+        for id in hits.into_inner() {
+            out.unchanged += 1;
+            if let Some(s) = settled.routes.remove(&id) {
+                still.insert(id, s);
+            }
+        }
+        for (key, route) in views {
             let planned = plan.and_then(|p| p.get(key));
             if planned.is_some_and(|p| !route.is_described_by(p)) {
                 // About a deleted namesake or an older generation: the next plan
@@ -220,10 +318,22 @@ pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
                 continue;
             }
             if planned.is_some() || route.has_parent_of(ours) {
-                out.push(route.patch(planned, ours, &our_gateway, &api_version, now));
+                let patch = route.patch(planned, ours, &our_gateway, &api_version, now);
+                if let (None, Some(rv)) = (&patch, route.resource_version()) {
+                    still.insert(
+                        (kind, key.clone()),
+                        SettledRoute {
+                            resource_version: rv.to_string(),
+                            planned: planned.cloned(),
+                            context,
+                        },
+                    );
+                }
+                out.push(patch);
             }
         }
     }
+    settled.routes = still;
     out.patches
         .sort_by(|a, b| (a.kind, &a.object).cmp(&(b.kind, &b.object)));
     out

@@ -85,32 +85,55 @@ macro_rules! route_object {
 
 route_object!(HttpRoute, GrpcRoute, TlsRoute, TcpRoute, UdpRoute);
 
-fn views<T: RouteObject>(store: &Store, kind: StatusKind) -> Vec<(&ObjectRef, RouteView<'_>)> {
+/// Routes of one kind, each as the layered store shows it: `top` (our recent
+/// writes) over `store`. Those `skip` names by key and resourceVersion are left
+/// out before anything is read from them.
+type Skip<'s> = dyn Fn(&ObjectRef, Option<&str>) -> bool + 's;
+
+fn views<'a, T: RouteObject>(
+    store: &'a Store,
+    top: Option<&'a Store>,
+    kind: StatusKind,
+    skip: &Skip<'_>,
+) -> Vec<(&'a ObjectRef, RouteView<'a>)> {
     store
         .all::<T>()
         .iter()
-        .map(|(key, r)| {
+        .filter_map(|(key, r)| {
+            let r = top
+                .and_then(|t| t.get::<T>(&key.namespace, &key.name))
+                .unwrap_or(r);
+            let resource_version = r.metadata().resource_version.as_deref();
+            if skip(key, resource_version) {
+                return None;
+            }
             let route = RouteView {
                 kind,
                 key,
                 meta: r.metadata(),
-                resource_version: r.metadata().resource_version.as_deref(),
+                resource_version,
                 parents: r.status_parents(),
                 spec_parents: r.spec_parents(),
             };
-            (key, route)
+            Some((key, route))
         })
         .collect()
 }
 
-/// Every route of `kind` in the store, sorted by (namespace, name).
-pub(crate) fn routes(store: &Store, kind: StatusKind) -> Vec<(&ObjectRef, RouteView<'_>)> {
+/// Every route of `kind` in the store (with `top` laid over it), sorted by
+/// (namespace, name), but those `skip` names.
+pub(crate) fn routes<'a>(
+    store: &'a Store,
+    top: Option<&'a Store>,
+    kind: StatusKind,
+    skip: &Skip<'_>,
+) -> Vec<(&'a ObjectRef, RouteView<'a>)> {
     match kind {
-        StatusKind::HttpRoute => views::<HttpRoute>(store, kind),
-        StatusKind::GrpcRoute => views::<GrpcRoute>(store, kind),
-        StatusKind::TlsRoute => views::<TlsRoute>(store, kind),
-        StatusKind::TcpRoute => views::<TcpRoute>(store, kind),
-        StatusKind::UdpRoute => views::<UdpRoute>(store, kind),
+        StatusKind::HttpRoute => views::<HttpRoute>(store, top, kind, skip),
+        StatusKind::GrpcRoute => views::<GrpcRoute>(store, top, kind, skip),
+        StatusKind::TlsRoute => views::<TlsRoute>(store, top, kind, skip),
+        StatusKind::TcpRoute => views::<TcpRoute>(store, top, kind, skip),
+        StatusKind::UdpRoute => views::<UdpRoute>(store, top, kind, skip),
         StatusKind::GatewayClass | StatusKind::Gateway => Vec::new(),
     }
 }
@@ -132,6 +155,10 @@ impl RouteView<'_> {
     /// plan about a deleted namesake or an older generation is not written.
     pub(crate) fn is_described_by(&self, planned: &Planned) -> bool {
         planned.of.describes(self.meta)
+    }
+
+    pub(crate) fn resource_version(&self) -> Option<&str> {
+        self.resource_version
     }
 
     pub(crate) fn has_parent_of(&self, controller_name: &str) -> bool {

@@ -18,7 +18,7 @@
 //! lagging watch delivers them one by one). Any other version (ours caught up,
 //! or someone else's) ends the overlay.
 
-use super::patch::{StatusInputs, StatusKind, StatusPatch, compute};
+use super::patch::{Settled, StatusInputs, StatusKind, StatusPatch, compute_over};
 use crate::discovery::GROUP;
 use crate::watch::convert;
 use aether_gateway::{Store, StoreObject};
@@ -135,6 +135,8 @@ pub struct StatusWriter {
     unchanged: AtomicU64,
     batches_failed: AtomicU64,
     written: Mutex<BTreeMap<(StatusKind, ObjectRef), Written>>,
+    /// Routes found as planned, so the next compute need not read them again.
+    settled: Mutex<Settled>,
     /// Fleet report → batch written, per batch that followed one.
     follow: Mutex<Histogram>,
 }
@@ -170,6 +172,7 @@ impl StatusWriter {
             unchanged: AtomicU64::new(0),
             batches_failed: AtomicU64::new(0),
             written: Mutex::default(),
+            settled: Mutex::default(),
             follow: Mutex::default(),
         }
     }
@@ -191,15 +194,9 @@ impl StatusWriter {
     pub fn patches(&self, inputs: &StatusInputs, now: &Time) -> Vec<StatusPatch> {
         let computed = {
             let mut written = self.written.lock().expect("writer lock");
-            forget_caught_up(&mut written, &inputs.store);
-            if written.is_empty() {
-                compute(inputs, now)
-            } else {
-                // Copied only while the watch trails a write of ours.
-                let mut fresher = inputs.clone();
-                overlay(&mut written, std::sync::Arc::make_mut(&mut fresher.store));
-                compute(&fresher, now)
-            }
+            let mut settled = self.settled.lock().expect("settled lock");
+            let top = overlay(&mut written, &inputs.store);
+            compute_over(inputs, top.as_ref(), &mut settled, now)
         };
         self.unchanged
             .fetch_add(computed.unchanged as u64, Ordering::Relaxed);
@@ -402,12 +399,20 @@ fn replaced(
 
 /// Versions are compared for equality only: the API server promises nothing
 /// about their order.
-/// `store` with our writes it trails laid over it; forgets those it caught up with.
-fn overlay(written: &mut BTreeMap<(StatusKind, ObjectRef), Written>, store: &mut Store) {
+/// Our writes `store` trails, to lay over it (`None`: it has caught up with
+/// all of them); forgets those it caught up with.
+fn overlay(
+    written: &mut BTreeMap<(StatusKind, ObjectRef), Written>,
+    store: &Store,
+) -> Option<Store> {
     forget_caught_up(written, store);
-    for w in written.values() {
-        store.merge(&w.after);
-    }
+    (!written.is_empty()).then(|| {
+        let mut top = Store::default();
+        for w in written.values() {
+            top.merge(&w.after);
+        }
+        top
+    })
 }
 
 /// Forgets the writes `store` has caught up with: those it no longer holds a
@@ -484,14 +489,14 @@ mod tests {
             },
         )]);
         for (store_rv, store_reason) in [("1", "none"), ("2", "Pending")] {
-            let mut store = mk_store(store_rv, store_reason);
-            overlay(&mut written, &mut store);
-            assert_eq!(reason(&store), "Accepted", "store at rv {store_rv}");
+            let store = mk_store(store_rv, store_reason);
+            let top = overlay(&mut written, &store).expect("laid over");
+            assert_eq!(reason(&top), "Accepted", "store at rv {store_rv}");
             assert!(written.contains_key(&id()));
         }
         // Caught up: the overlay ends.
-        let mut store = mk_store("3", "Accepted");
-        overlay(&mut written, &mut store);
+        let store = mk_store("3", "Accepted");
+        assert!(overlay(&mut written, &store).is_none());
         assert!(written.is_empty());
     }
 
@@ -534,9 +539,8 @@ mod tests {
                 after: mk_store("2", "Accepted"),
             },
         )]);
-        let mut store = mk_store("7", "TheirReason");
-        overlay(&mut written, &mut store);
-        assert_eq!(reason(&store), "TheirReason");
+        let store = mk_store("7", "TheirReason");
+        assert!(overlay(&mut written, &store).is_none());
         assert!(written.is_empty());
     }
 }
