@@ -7,7 +7,6 @@
 mod support;
 
 use aether_report::pb::AckReport;
-use aether_report::pb::fleet_reports_client::FleetReportsClient;
 use k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
 use support::kube::*;
@@ -35,15 +34,7 @@ async fn report(address: &str, token: Option<&str>, report: AckReport) -> Result
         .connect()
         .await
         .map_err(|_| Code::Unavailable)?;
-    let token: Option<tonic::metadata::AsciiMetadataValue> =
-        token.map(|t| format!("Bearer {t}").parse().unwrap());
-    let mut client =
-        FleetReportsClient::with_interceptor(channel, move |mut r: tonic::Request<()>| {
-            if let Some(t) = &token {
-                r.metadata_mut().insert("authorization", t.clone());
-            }
-            Ok(r)
-        });
+    let mut client = aether_report::client::with_token(channel, token).unwrap();
     client
         .report(tokio_stream::iter([report]))
         .await

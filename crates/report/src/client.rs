@@ -50,7 +50,7 @@ async fn stream_to(
     interval: Duration,
     token_file: &Path,
 ) -> Result<(), tonic::Status> {
-    let authorization = bearer_value(token_file)?;
+    let token = read_token(token_file)?;
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
         .connect_timeout(Duration::from_secs(3));
@@ -78,30 +78,49 @@ async fn stream_to(
             }
         }
     };
-    let mut client =
-        FleetReportsClient::with_interceptor(channel, move |mut request: tonic::Request<()>| {
-            request
-                .metadata_mut()
-                .insert("authorization", authorization.clone());
-            Ok(request)
-        });
+    let mut client = with_token(channel, Some(&token))?;
     tokio::select! {
         r = client.report(ReceiverStream::new(rx)) => r.map(|_| ()),
         () = sender => Ok(()),
     }
 }
 
-/// `Bearer <the token in file>`; the error names the file, never the token.
-fn bearer_value(file: &Path) -> Result<tonic::metadata::AsciiMetadataValue, tonic::Status> {
-    let token = std::fs::read_to_string(file).map_err(|e| {
-        tonic::Status::unauthenticated(format!("report token {}: {e}", file.display()))
-    })?;
-    format!("Bearer {}", token.trim()).parse().map_err(|_| {
-        tonic::Status::unauthenticated(format!(
-            "report token {}: not a token (not printable ASCII)",
-            file.display()
-        ))
-    })
+/// The token in `file`; the error names the file, never the token.
+fn read_token(file: &Path) -> Result<String, tonic::Status> {
+    std::fs::read_to_string(file)
+        .map(|t| t.trim().to_string())
+        .map_err(|e| {
+            tonic::Status::unauthenticated(format!("report token {}: {e}", file.display()))
+        })
+}
+
+/// A report client whose every stream carries `authorization: Bearer <token>`
+/// (none with `None`).
+pub fn with_token(
+    channel: tonic::transport::Channel,
+    token: Option<&str>,
+) -> Result<
+    FleetReportsClient<
+        tonic::service::interceptor::InterceptedService<
+            tonic::transport::Channel,
+            impl tonic::service::Interceptor + use<>,
+        >,
+    >,
+    tonic::Status,
+> {
+    let value: Option<tonic::metadata::AsciiMetadataValue> = token
+        .map(|t| format!("Bearer {t}").parse())
+        .transpose()
+        .map_err(|_| tonic::Status::unauthenticated("report token: not printable ASCII"))?;
+    Ok(FleetReportsClient::with_interceptor(
+        channel,
+        move |mut request: tonic::Request<()>| {
+            if let Some(v) = &value {
+                request.metadata_mut().insert("authorization", v.clone());
+            }
+            Ok(request)
+        },
+    ))
 }
 
 /// `next` as changes to `previous` (see `delta` in fleet.proto).

@@ -3,7 +3,6 @@
 
 use crate::auth::{Authenticator, Refusal, Refusals, Verdict};
 use crate::pb::AckReport;
-use crate::pb::fleet_reports_client::FleetReportsClient;
 use crate::{Reports, server::ReportService};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -66,15 +65,7 @@ async fn send(leader: &Leader, token: Option<&str>, reports: Vec<AckReport>) -> 
         .connect()
         .await
         .unwrap();
-    let token: Option<tonic::metadata::AsciiMetadataValue> =
-        token.map(|t| format!("Bearer {t}").parse().unwrap());
-    let mut client =
-        FleetReportsClient::with_interceptor(channel, move |mut r: tonic::Request<()>| {
-            if let Some(t) = &token {
-                r.metadata_mut().insert("authorization", t.clone());
-            }
-            Ok(r)
-        });
+    let mut client = crate::client::with_token(channel, token).unwrap();
     client
         .report(tokio_stream::iter(reports))
         .await
@@ -133,12 +124,7 @@ async fn only_an_agent_with_a_token_reports_and_only_for_its_own_node() {
                 .connect()
                 .await
                 .unwrap();
-            let token: tonic::metadata::AsciiMetadataValue = "Bearer tok-a".parse().unwrap();
-            let mut client =
-                FleetReportsClient::with_interceptor(channel, move |mut r: tonic::Request<()>| {
-                    r.metadata_mut().insert("authorization", token.clone());
-                    Ok(r)
-                });
+            let mut client = crate::client::with_token(channel, Some("tok-a")).unwrap();
             client
                 .report(tokio_stream::wrappers::ReceiverStream::new(rx))
                 .await

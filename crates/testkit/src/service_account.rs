@@ -30,7 +30,7 @@ pub(crate) async fn pod_token(
     node: &str,
     audience: &str,
 ) -> Result<String, Error> {
-    issue(client, namespace, name, TokenRequestSpec::default()).await?;
+    ensure_account(client, namespace, name).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let found = match pods.get_opt(pod).await? {
         Some(p) => p,
@@ -64,6 +64,29 @@ async fn issue(
     name: &str,
     spec: TokenRequestSpec,
 ) -> Result<String, Error> {
+    let accounts = ensure_account(client, namespace, name).await?;
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(TOKEN_SECONDS),
+            ..spec
+        },
+        ..Default::default()
+    };
+    let issued = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await?;
+    issued
+        .status
+        .map(|s| s.token)
+        .ok_or_else(|| Error::NoToken(format!("{namespace}/{name}")))
+}
+
+/// Creates ServiceAccount `namespace/name` (and its Namespace) if missing.
+async fn ensure_account(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Api<ServiceAccount>, Error> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     if namespaces.get_opt(namespace).await?.is_none() {
         let ns = Namespace {
@@ -86,20 +109,7 @@ async fn issue(
         };
         create_if_absent(accounts.create(&PostParams::default(), &sa).await)?;
     }
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            expiration_seconds: Some(TOKEN_SECONDS),
-            ..spec
-        },
-        ..Default::default()
-    };
-    let issued = accounts
-        .create_token_request(name, &PostParams::default(), &request)
-        .await?;
-    issued
-        .status
-        .map(|s| s.token)
-        .ok_or_else(|| Error::NoToken(format!("{namespace}/{name}")))
+    Ok(accounts)
 }
 
 /// A concurrent caller may have created it first; that is as good.
