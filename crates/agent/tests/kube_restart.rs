@@ -90,6 +90,28 @@ async fn restarts() {
             .backend()
             .map(|_| ())
     });
+    // Status has taken in the address before the watch records anything: Envoy
+    // serves before the load balancer is known, so until then a write of
+    // `False/AddressNotAssigned` (a new message, or one still in flight) is true
+    // and not a flip.
+    eventually(
+        Duration::from_secs(30),
+        "Programmed=True with the address",
+        || {
+            let client = client.clone();
+            async move {
+                let gw = get_json::<Gateway>(&client, Some(NS), "gw")
+                    .await
+                    .ok_or("no Gateway")?;
+                let p = status_reason(&gw["status"]["conditions"], "Programmed");
+                let addressed = gw["status"]["addresses"][0]["value"] == POD_IP;
+                (p == Some(("True".into(), "Programmed".into())) && addressed)
+                    .then_some(())
+                    .ok_or(format!("{p:?}, addresses {}", gw["status"]["addresses"]))
+            }
+        },
+    )
+    .await;
 
     // Steady traffic: one request per fresh connection, back to back.
     let stop = Arc::new(AtomicBool::new(false));
