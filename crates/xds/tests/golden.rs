@@ -8,7 +8,7 @@ use common::{case_dirs, case_name, load_ir, testdata_roots};
 
 #[test]
 fn envoy_yaml_matches_golden() {
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1");
     let cases = case_dirs();
     assert!(
         cases.len() >= 6,
