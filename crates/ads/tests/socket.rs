@@ -226,8 +226,15 @@ async fn sotw_handshake_ack_nack_and_disconnect() {
         "{msg}"
     );
 
-    // Republishing the same content resends nothing; a fix is sent and ACKed.
+    // Republishing the same content resends nothing: the stream stays quiet (a
+    // resend would arrive here), and only then is the fix published, so the two
+    // snapshots are not merged into one. The fix is sent and ACKed.
     running.snapshots.send(snapshot(2)).unwrap();
+    let quiet = tokio::time::timeout(Duration::from_millis(300), responses.message()).await;
+    assert!(
+        quiet.is_err(),
+        "republishing the rejected content sent something: {quiet:?}"
+    );
     let s3 = snapshot(3);
     running.snapshots.send(s3.clone()).unwrap();
     let fixed = next(&mut responses).await;
