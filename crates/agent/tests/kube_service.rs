@@ -58,13 +58,7 @@ fn service_ports(svc: &Service) -> BTreeMap<i32, i32> {
         .collect()
 }
 
-/// Sum of a metric's samples whose line contains every one of `labels`.
-fn metric(text: &str, name: &str, labels: &[&str]) -> u64 {
-    text.lines()
-        .filter(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
-}
+use aether_testkit::metric_sum as metric;
 
 #[test]
 fn service_mode_ports_allocations_and_load_balancer_addresses() {

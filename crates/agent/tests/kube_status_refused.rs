@@ -34,12 +34,7 @@ fn yaml() -> String {
 const POLICY: &str = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: block-route-status}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - apiGroups: [gateway.networking.k8s.io]\n      apiVersions: [\"*\"]\n      operations: [CREATE, UPDATE]\n      resources: [httproutes/status]\n  validations:\n  - expression: \"object.metadata.name != 'blocked'\"\n    message: test policy refuses this status\n---\n\
 apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: block-route-status}\nspec:\n  policyName: block-route-status\n  validationActions: [Deny]\n";
 
-fn metric(text: &str, name: &str, labels: &[&str]) -> u64 {
-    text.lines()
-        .filter(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
-}
+use aether_testkit::metric_sum as metric;
 
 async fn accepted(c: &kube::Client, name: &str) -> Result<(), String> {
     route_accepted(c, NS, name, "gw").await

@@ -142,10 +142,7 @@ fn a_nacked_config_is_reported_and_the_previous_one_keeps_serving() {
 
 /// Sum of a counter's samples in Prometheus text.
 fn metric(text: &str, name: &str) -> u64 {
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    aether_testkit::metric_sum(text, name, &[])
 }
 
 #[test]

@@ -50,18 +50,7 @@ fn scratch_dir() -> PathBuf {
     dir
 }
 
-fn envoy_bin() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let path = std::env::var_os("ENVOY_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".tools/envoy/bin/envoy"));
-    assert!(
-        path.is_file(),
-        "no Envoy at {}: run scripts/get-envoy",
-        path.display()
-    );
-    path
-}
+use aether_testkit::envoy_bin;
 
 fn envoy_validate(tag: &str, ir: &Ir) -> Result<(), String> {
     let snapshot = aether_xds::build(ir);

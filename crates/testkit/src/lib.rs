@@ -42,4 +42,14 @@ mod service_account;
 
 pub use apiserver::ApiServer;
 pub use error::Error;
-pub use locate::{gateway_api_crd_dir, gateway_api_crd_dir_at, kube_bin_dir, repo_root};
+pub use locate::{envoy_bin, gateway_api_crd_dir, gateway_api_crd_dir_at, kube_bin_dir, repo_root};
+
+/// The sum of the samples of metric `name` in Prometheus text `text` whose
+/// line contains every one of `labels` (e.g. `r#"reason="wrong_node""#`); 0 when
+/// there are none.
+pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}

@@ -128,3 +128,18 @@ async fn run_for_line(cmd: &mut Command, what: &str) -> Result<String, Error> {
         }),
     }
 }
+
+/// The Envoy binary the tests run: `$ENVOY_BIN`, else the one `scripts/get-envoy`
+/// installs into `.tools/envoy/` (panics saying so when it is missing).
+pub fn envoy_bin() -> PathBuf {
+    let path = match std::env::var_os("ENVOY_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => repo_root().join(".tools/envoy/bin/envoy"),
+    };
+    assert!(
+        path.is_file(),
+        "no Envoy binary at {}: run scripts/get-envoy (or set ENVOY_BIN)",
+        path.display()
+    );
+    path
+}

@@ -28,19 +28,7 @@ use tokio::sync::{oneshot, watch};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn envoy_bin() -> PathBuf {
-    if let Ok(bin) = std::env::var("ENVOY_BIN") {
-        return PathBuf::from(bin);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let bin = root.join(".tools/envoy/bin/envoy");
-    assert!(
-        bin.exists(),
-        "no Envoy binary at {} and ENVOY_BIN is not set: run scripts/get-envoy",
-        bin.display()
-    );
-    bin
-}
+use aether_testkit::envoy_bin;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

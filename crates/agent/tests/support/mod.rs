@@ -11,19 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// The Envoy binary: `ENVOY_BIN`, else `<workspace>/.tools/envoy/bin/envoy`.
-pub fn envoy_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("ENVOY_BIN") {
-        return PathBuf::from(p);
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/envoy/bin/envoy");
-    assert!(
-        p.exists(),
-        "no Envoy at {}: run scripts/get-envoy (or set ENVOY_BIN)",
-        p.display()
-    );
-    p
-}
+pub use aether_testkit::envoy_bin;
 
 pub fn agent_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_aether-edge"))

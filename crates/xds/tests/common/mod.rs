@@ -59,19 +59,7 @@ pub fn load_ir(dir: &Path) -> aether_ir::Ir {
     serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
 }
 
-/// The Envoy binary: `$ENVOY_BIN`, else `<workspace>/.tools/envoy/bin/envoy`.
-pub fn envoy_bin() -> PathBuf {
-    let path = match std::env::var_os("ENVOY_BIN") {
-        Some(p) => PathBuf::from(p),
-        None => workspace_root().join(".tools/envoy/bin/envoy"),
-    };
-    assert!(
-        path.is_file(),
-        "no Envoy binary at {}: run scripts/get-envoy (or set ENVOY_BIN)",
-        path.display()
-    );
-    path
-}
+pub use aether_testkit::envoy_bin;
 
 /// A scratch file unique to this process and `tag`.
 pub fn scratch_file(tag: &str) -> PathBuf {
