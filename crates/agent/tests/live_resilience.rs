@@ -4,6 +4,8 @@
 
 mod support;
 
+use aether_testkit::metric_sum;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -119,12 +121,15 @@ fn a_nacked_config_is_reported_and_the_previous_one_keeps_serving() {
     }
     // Not resent in a loop: the NACK count stays put while nothing changes.
     let before = agent.admin_get("/metrics").unwrap().body;
-    assert!(metric(&before, "aether_ads_nacks_total") >= 1, "{before}");
+    assert!(
+        metric_sum(&before, "aether_ads_nacks_total", &[]) >= 1,
+        "{before}"
+    );
     std::thread::sleep(Duration::from_secs(2));
     let after = agent.admin_get("/metrics").unwrap().body;
     assert_eq!(
-        metric(&before, "aether_ads_nacks_total"),
-        metric(&after, "aether_ads_nacks_total"),
+        metric_sum(&before, "aether_ads_nacks_total", &[]),
+        metric_sum(&after, "aether_ads_nacks_total", &[]),
         "a NACKed version must not be resent"
     );
 
@@ -138,11 +143,6 @@ fn a_nacked_config_is_reported_and_the_previous_one_keeps_serving() {
         (backend_of(&s.gateway, "/fixed")? == "b1").then_some(())
     });
     wait_programmed(&agent);
-}
-
-/// Sum of a counter's samples in Prometheus text.
-fn metric(text: &str, name: &str) -> u64 {
-    aether_testkit::metric_sum(text, name, &[])
 }
 
 #[test]
@@ -237,7 +237,7 @@ fn edits_publish_neither_half_written_files_nor_an_emptied_directory() {
     wait_until(Duration::from_secs(30), "first route", || {
         (backend_of(&s.gateway, "/good")? == "b0").then_some(())
     });
-    let counter = |name: &str| metric(&agent.admin_get("/metrics").unwrap().body, name);
+    let counter = |name: &str| metric_sum(&agent.admin_get("/metrics").unwrap().body, name, &[]);
     let errors = "aether_edge_config_loads_total{result=\"error\"}";
 
     // An editor that truncates, then writes in two steps: never read half-written.
@@ -340,7 +340,7 @@ fn health_and_readiness_answer_while_a_big_config_parses() {
         i += 1;
     }
     let metrics = || agent.admin_get("/metrics").map(|r| r.body);
-    let loads = |m: &str| metric(m, "aether_edge_config_loads_total");
+    let loads = |m: &str| metric_sum(m, "aether_edge_config_loads_total", &[]);
     let before = loads(&metrics().unwrap());
     std::fs::write(s.dir.join("big.yaml"), &big).unwrap();
     let mut slowest = Duration::ZERO;
