@@ -19,6 +19,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use aether_gateway::vocabulary::{Word, route};
 use futures::StreamExt;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use kube::Api;
@@ -46,6 +47,11 @@ fn route(name: &str, backend: &str) -> HttpRoute {
         "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /{name}}}}}]\n    backendRefs: [{{name: {backend}, port: 80}}]\n"
     ))
     .unwrap()
+}
+
+/// A route condition type as the API spells it.
+fn accepted() -> &'static str {
+    route::Type::Accepted.as_str()
 }
 
 fn main() {
@@ -119,7 +125,7 @@ async fn bench() {
                         s.parents.iter().any(|p| {
                             p.conditions
                                 .iter()
-                                .any(|c| c.type_ == "Accepted" && c.status == "True")
+                                .any(|c| c.type_ == accepted() && c.status == "True")
                         })
                     })
                 })
@@ -153,7 +159,7 @@ async fn bench() {
                     s.parents.iter().find_map(|p| {
                         p.conditions
                             .iter()
-                            .find(|c| c.type_ == "Accepted" && c.status == "True")?
+                            .find(|c| c.type_ == accepted() && c.status == "True")?
                             .observed_generation
                     })
                 });

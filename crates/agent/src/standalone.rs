@@ -23,8 +23,8 @@ use crate::pipeline::{Pipeline, Published};
 use crate::serve;
 use crate::source::{self, Fingerprint, ParseCache};
 use aether_ads::{Fleet, GatewayServed};
-use aether_gateway::gate::Pending;
-use aether_gateway::{AckState, Served};
+use aether_gateway::assemble::Pending;
+use aether_gateway::{AckState, Addresses, Served, assemble};
 use aether_ir::ObjectRef;
 use aether_xds::Snapshot;
 use anyhow::Context;
@@ -71,8 +71,8 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         })],
         status_view: Box::new(move |p: &Published| {
             let served = gate_fleet.served(&p.snapshot);
-            p.status
-                .gated(|gw| local_served(&p.snapshot, gw, served.get(gw)))
+            let served = |gw: &ObjectRef| local_served(&p.snapshot, gw, served.get(gw));
+            assemble(&p.status, served, &Addresses::Planned)
         }),
         envoy_ready: None,
     });

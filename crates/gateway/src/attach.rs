@@ -16,8 +16,9 @@
 
 use crate::listener::GatewayModel;
 use crate::route::RouteModel;
-use crate::status::{Condition, ParentReference, RouteParentStatus, set_condition};
+use crate::status::{Condition, ParentReference, RouteParentStatus, condition_mut, set_condition};
 use crate::store::Store;
+use crate::vocabulary::route::{Reason, Type};
 use crate::{grpc_route, hostname, http_route};
 use std::collections::BTreeSet;
 
@@ -64,17 +65,17 @@ pub fn attach(
         .collect();
     let refused = if candidates.is_empty() {
         Some((
-            "NoMatchingParent",
+            Reason::NoMatchingParent,
             "no listener matches the parentRef's sectionName/port",
         ))
     } else if allowed.is_empty() {
         Some((
-            "NotAllowedByListeners",
+            Reason::NotAllowedByListeners,
             "no matching listener allows this route's kind and namespace",
         ))
     } else if hosting.is_empty() {
         Some((
-            "NoMatchingListenerHostname",
+            Reason::NoMatchingListenerHostname,
             "no hostname intersects a matching listener's hostname",
         ))
     } else {
@@ -85,7 +86,7 @@ pub fn attach(
             let mut c = Vec::new();
             set_condition(
                 &mut c,
-                Condition::new("Accepted", false, reason, message, g),
+                Condition::new(Type::Accepted, false, reason, message, g),
             );
             set_condition(&mut c, route.resolved_refs());
             (c, vec![])
@@ -155,14 +156,11 @@ pub fn reject_mixed_kinds(
             .iter_mut()
             .filter(|p| p.parent_ref.gateway(&r.key.namespace) == gw.key);
         for p in on_this_gateway {
-            if let Some(c) = p
-                .conditions
-                .iter_mut()
-                .find(|c| c.type_ == "Accepted" && c.is_true())
-            {
-                c.status = "False".into();
-                c.reason = "HostnameConflict".into();
-                c.message = "an older route of the other kind (HTTPRoute/GRPCRoute) already serves these hostnames on this listener".into();
+            if let Some(c) = condition_mut(&mut p.conditions, Type::Accepted) {
+                c.hold(
+                    Reason::HostnameConflict,
+                    "an older route of the other kind (HTTPRoute/GRPCRoute) already serves these hostnames on this listener",
+                );
             }
         }
     }

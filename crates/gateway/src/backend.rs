@@ -17,6 +17,7 @@
 use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
 use crate::store::Store;
+use crate::vocabulary::route;
 use aether_ir::{Cluster, Endpoint, ObjectRef, UpstreamProtocol, names};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -39,12 +40,12 @@ pub enum BackendError {
 
 impl BackendError {
     /// The route `ResolvedRefs` reason.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> route::Reason {
         match self {
-            BackendError::InvalidKind(..) => "InvalidKind",
-            BackendError::NotFound(..) => "BackendNotFound",
-            BackendError::RefNotPermitted(_) => "RefNotPermitted",
-            BackendError::UnsupportedProtocol(..) => "UnsupportedProtocol",
+            BackendError::InvalidKind(..) => route::Reason::InvalidKind,
+            BackendError::NotFound(..) => route::Reason::BackendNotFound,
+            BackendError::RefNotPermitted(_) => route::Reason::RefNotPermitted,
+            BackendError::UnsupportedProtocol(..) => route::Reason::UnsupportedProtocol,
         }
     }
 }

@@ -13,6 +13,7 @@
 use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
 use crate::store::Store;
+use crate::vocabulary::listener;
 use aether_ir::Certificate;
 use gateway_api::apis::standard::gateways::GatewayListenersTlsCertificateRefs;
 use k8s_openapi::api::core::v1::Secret;
@@ -30,10 +31,10 @@ pub enum CertificateError {
 
 impl CertificateError {
     /// The listener `ResolvedRefs` reason.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> listener::Reason {
         match self {
-            CertificateError::RefNotPermitted(_) => "RefNotPermitted",
-            CertificateError::Invalid(..) => "InvalidCertificateRef",
+            CertificateError::RefNotPermitted(_) => listener::Reason::RefNotPermitted,
+            CertificateError::Invalid(..) => listener::Reason::InvalidCertificateRef,
         }
     }
 }

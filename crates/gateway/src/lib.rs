@@ -14,10 +14,10 @@
 //! itself. Routes naming Gateways that are not ours get no status from us.
 
 pub mod allowed_routes;
+pub mod assemble;
 pub mod attach;
 pub mod backend;
 pub mod certificate;
-pub mod gate;
 pub mod grpc_route;
 pub mod header;
 pub mod hostname;
@@ -34,12 +34,13 @@ pub mod route_table;
 pub mod status;
 pub mod store;
 pub mod tls_overlap;
+pub mod vocabulary;
 pub mod yaml_guard;
 
 #[cfg(test)]
 mod fuzz_tests;
 
-pub use gate::{AckState, Served};
+pub use assemble::{AckState, Addresses, Assignment, Served, assemble};
 pub use load::LoadError;
 pub use status::StatusPlan;
 pub use store::{Store, StoreObject};
@@ -56,6 +57,7 @@ use listener::GatewayModel;
 use route::RouteModel;
 use status::{Condition, GatewayClassStatus, RouteStatus, set_condition};
 use std::collections::{BTreeMap, BTreeSet};
+use vocabulary::gateway_class;
 
 /// What the translator needs to know about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +81,7 @@ impl Default for Config {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Translation {
     pub ir: Ir,
-    /// As planned, before the ACK gate ([`StatusPlan::gated`]).
+    /// As planned, before the fleet and the addresses are known ([`assemble`]).
     pub status: StatusPlan,
 }
 
@@ -96,7 +98,13 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
         let g = class.metadata.generation.unwrap_or(0);
         set_condition(
             &mut conditions,
-            Condition::new("Accepted", true, "Accepted", "GatewayClass is accepted", g),
+            Condition::new(
+                gateway_class::Type::Accepted,
+                true,
+                gateway_class::Reason::Accepted,
+                "GatewayClass is accepted",
+                g,
+            ),
         );
         status
             .gateway_classes

@@ -19,12 +19,14 @@
 use crate::Config;
 use crate::allowed_routes::{self, AllowedNamespaces};
 use crate::certificate;
+use crate::certificate::CertificateError;
 use crate::hostname::{self, Wildcard};
 use crate::status::{
-    Condition, GatewayStatus, GatewayStatusAddress, Identity, ListenerStatus, RouteGroupKind,
-    set_condition,
+    Condition, GatewayCondition, GatewayStatus, GatewayStatusAddress, Identity, ListenerCondition,
+    ListenerStatus, RouteGroupKind, set_condition,
 };
 use crate::store::Store;
+use crate::vocabulary::{gateway, listener};
 use aether_ir::{Certificate, ObjectRef, PortProtocol, names};
 use gateway_api::apis::standard::gateways::GatewayListenersTlsMode;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners};
@@ -103,19 +105,92 @@ pub struct Listener {
     pub allowed_namespaces: AllowedNamespaces,
     pub supported_kinds: Vec<RouteGroupKind>,
     pub certificates: Vec<Certificate>,
-    /// (Accepted, Conflicted, ResolvedRefs) decided here; Programmed derives.
-    accepted: (bool, &'static str, String),
-    conflicted: Option<(&'static str, String)>,
-    resolved_refs: (bool, &'static str, String),
+    /// Accepted, Conflicted and ResolvedRefs are decided here; Programmed derives.
+    not_accepted: Option<NotAccepted>,
+    conflicted: Option<Conflict>,
+    /// Every reference that does not resolve, in the order found.
+    unresolved: Vec<Unresolved>,
     /// Routes attached (Accepted) here, by (kind, route).
     pub attached: BTreeSet<(&'static str, ObjectRef)>,
     /// Why `OverlappingTLSConfig` is True here (see `tls_overlap.rs`).
     pub overlapping_tls: Option<String>,
 }
 
+/// Why a listener is not accepted (before conflicts are looked at).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotAccepted {
+    /// A protocol we do not serve.
+    UnsupportedProtocol(String),
+    /// A port outside 1..=65535.
+    PortUnavailable(i32),
+    /// The hostname is not a valid (wildcard) DNS name: why.
+    InvalidHostname(String),
+}
+
+impl NotAccepted {
+    fn condition(&self, g: i64) -> ListenerCondition {
+        let (reason, message) = match self {
+            NotAccepted::UnsupportedProtocol(p) => (
+                listener::Reason::UnsupportedProtocol,
+                format!("protocol {p} is not supported (only HTTP, HTTPS, TLS, TCP and UDP)"),
+            ),
+            NotAccepted::PortUnavailable(port) => (
+                listener::Reason::PortUnavailable,
+                format!("port {port} is out of range"),
+            ),
+            NotAccepted::InvalidHostname(why) => (listener::Reason::UnsupportedValue, why.clone()),
+        };
+        Condition::new(listener::Type::Accepted, false, reason, message, g)
+    }
+}
+
+/// Why listeners on one port cannot be told apart (the message names them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Conflict {
+    /// Protocols that cannot share a port (HTTP with HTTPS, ...).
+    Protocol(String),
+    /// The same hostname (or none) twice.
+    Hostname(String),
+}
+
+impl Conflict {
+    fn reason_message(&self) -> (listener::Reason, &str) {
+        match self {
+            Conflict::Protocol(m) => (listener::Reason::ProtocolConflict, m),
+            Conflict::Hostname(m) => (listener::Reason::HostnameConflict, m),
+        }
+    }
+}
+
+/// A listener reference that does not resolve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unresolved {
+    /// allowedRoutes.kinds the listener cannot carry.
+    RouteKinds(Vec<String>),
+    Certificate(CertificateError),
+}
+
+impl Unresolved {
+    fn reason(&self) -> listener::Reason {
+        match self {
+            Unresolved::RouteKinds(_) => listener::Reason::InvalidRouteKinds,
+            Unresolved::Certificate(e) => e.reason(),
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Unresolved::RouteKinds(kinds) => {
+                format!("unsupported route kinds: {}", kinds.join(", "))
+            }
+            Unresolved::Certificate(e) => e.to_string(),
+        }
+    }
+}
+
 impl Listener {
     pub fn is_accepted(&self) -> bool {
-        self.accepted.0 && self.conflicted.is_none()
+        self.not_accepted.is_none() && self.conflicted.is_none()
     }
 
     /// Can this listener be put in the IR (given its Gateway is served)?
@@ -129,7 +204,9 @@ impl Listener {
     /// Certificates resolved; unsupported route kinds alone do not block serving
     /// the supported ones.
     fn resolved_refs_ok(&self) -> bool {
-        self.resolved_refs.0 || self.resolved_refs.1 == "InvalidRouteKinds"
+        self.unresolved
+            .first()
+            .is_none_or(|u| matches!(u, Unresolved::RouteKinds(_)))
     }
 
     pub fn supports_kind(&self, kind: &str) -> bool {
@@ -201,51 +278,42 @@ impl GatewayModel {
             .filter(|l| !l.is_accepted())
             .map(|l| l.name.as_str())
             .collect();
+        use gateway::{Reason, Type};
+        let accepted = |ok: bool, reason: Reason, message: String| {
+            GatewayCondition::new(Type::Accepted, ok, reason, message, g)
+        };
         let accepted = match &self.addresses {
             _ if let Some(why) = &self.invalid_parameters => {
-                Condition::new("Accepted", false, "InvalidParameters", why.clone(), g)
+                accepted(false, Reason::InvalidParameters, why.clone())
             }
-            Err(why) => Condition::new("Accepted", false, "UnsupportedAddress", why.clone(), g),
+            Err(why) => accepted(false, Reason::UnsupportedAddress, why.clone()),
             Ok(_) if invalid.is_empty() => {
-                Condition::new("Accepted", true, "Accepted", "Gateway is accepted", g)
+                accepted(true, Reason::Accepted, "Gateway is accepted".into())
             }
-            Ok(_) => Condition::new(
-                "Accepted",
+            Ok(_) => accepted(
                 accepted_count > 0,
-                "ListenersNotValid",
+                Reason::ListenersNotValid,
                 format!("invalid listeners: {}", invalid.join(", ")),
-                g,
             ),
         };
         set_condition(&mut conditions, accepted);
-        let programmed = if served {
-            Condition::new("Programmed", true, "Programmed", "Gateway is programmed", g)
+        let (ok, reason, message) = if served {
+            (true, Reason::Programmed, "Gateway is programmed")
         } else if self.invalid_parameters.is_some() {
-            Condition::new(
-                "Programmed",
+            (
                 false,
-                "Invalid",
+                Reason::Invalid,
                 "the Gateway is not accepted: invalid parametersRef",
-                g,
             )
         } else if self.addresses.is_err() {
-            Condition::new(
-                "Programmed",
-                false,
-                "AddressNotUsable",
-                "no usable address",
-                g,
-            )
+            (false, Reason::AddressNotUsable, "no usable address")
         } else {
-            Condition::new(
-                "Programmed",
-                false,
-                "Invalid",
-                "no listener can be programmed",
-                g,
-            )
+            (false, Reason::Invalid, "no listener can be programmed")
         };
-        set_condition(&mut conditions, programmed);
+        set_condition(
+            &mut conditions,
+            Condition::new(Type::Programmed, ok, reason, message, g),
+        );
         let addresses = match (&self.addresses, served) {
             (Ok(a), true) => a
                 .iter()
@@ -270,39 +338,65 @@ impl GatewayModel {
 }
 
 fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus {
+    use listener::{Reason, Type};
     let mut c = Vec::new();
-    let (ok, reason, msg) = &l.accepted;
-    match &l.conflicted {
-        Some((why, m)) => {
-            set_condition(&mut c, Condition::new("Accepted", false, why, m.clone(), g));
+    match (&l.conflicted, &l.not_accepted) {
+        (Some(conflict), _) => {
+            let (reason, message) = conflict.reason_message();
             set_condition(
                 &mut c,
-                Condition::new("Conflicted", true, why, m.clone(), g),
+                Condition::new(Type::Accepted, false, reason, message, g),
+            );
+            set_condition(
+                &mut c,
+                Condition::new(Type::Conflicted, true, reason, message, g),
             );
         }
-        None => {
-            set_condition(
-                &mut c,
-                Condition::new("Accepted", *ok, reason, msg.clone(), g),
+        (None, problem) => {
+            let accepted = problem.as_ref().map_or_else(
+                || {
+                    Condition::new(
+                        Type::Accepted,
+                        true,
+                        Reason::Accepted,
+                        "listener is accepted",
+                        g,
+                    )
+                },
+                |p| p.condition(g),
             );
-            set_condition(
-                &mut c,
-                Condition::new("Conflicted", false, "NoConflicts", "no conflicts", g),
+            set_condition(&mut c, accepted);
+            let none = Condition::new(
+                Type::Conflicted,
+                false,
+                Reason::NoConflicts,
+                "no conflicts",
+                g,
             );
+            set_condition(&mut c, none);
         }
     }
-    let (ok, reason, msg) = &l.resolved_refs;
-    set_condition(
-        &mut c,
-        Condition::new("ResolvedRefs", *ok, reason, msg.clone(), g),
-    );
+    let resolved = match l.unresolved.first() {
+        None => Condition::new(
+            Type::ResolvedRefs,
+            true,
+            Reason::ResolvedRefs,
+            "all references resolved",
+            g,
+        ),
+        Some(first) => {
+            let all: Vec<String> = l.unresolved.iter().map(Unresolved::message).collect();
+            Condition::new(Type::ResolvedRefs, false, first.reason(), all.join("; "), g)
+        }
+    };
+    set_condition(&mut c, resolved);
     if let Some(why) = &l.overlapping_tls {
         set_condition(
             &mut c,
             Condition::new(
-                "OverlappingTLSConfig",
+                Type::OverlappingTLSConfig,
                 true,
-                "OverlappingHostnames",
+                Reason::OverlappingHostnames,
                 why.clone(),
                 g,
             ),
@@ -319,17 +413,14 @@ fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus
     } else {
         None
     };
-    let programmed = match not_programmed {
-        None => Condition::new(
-            "Programmed",
-            true,
-            "Programmed",
-            "listener is programmed",
-            g,
-        ),
-        Some(why) => Condition::new("Programmed", false, "Invalid", why, g),
+    let (ok, reason, message) = match not_programmed {
+        None => (true, Reason::Programmed, "listener is programmed"),
+        Some(why) => (false, Reason::Invalid, why),
     };
-    set_condition(&mut c, programmed);
+    set_condition(
+        &mut c,
+        Condition::new(Type::Programmed, ok, reason, message, g),
+    );
     ListenerStatus {
         name: l.name.clone(),
         supported_kinds: l.supported_kinds.clone(),
@@ -386,38 +477,25 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
     let allowed = spec.allowed_routes.as_ref();
     let carried = protocol.map_or(&[][..], ListenerProtocol::route_kinds);
     let (mut supported_kinds, unsupported_kinds) = allowed_routes::route_kinds(allowed, carried);
-    let mut accepted = (true, "Accepted", "listener is accepted".to_string());
-    let mut resolved_refs = (true, "ResolvedRefs", "all references resolved".to_string());
+    let mut not_accepted = None;
+    let mut unresolved = Vec::new();
     if protocol.is_none() {
-        accepted = (
-            false,
-            "UnsupportedProtocol",
-            format!(
-                "protocol {} is not supported (only HTTP, HTTPS, TLS, TCP and UDP)",
-                spec.protocol
-            ),
-        );
+        not_accepted = Some(NotAccepted::UnsupportedProtocol(spec.protocol.clone()));
         supported_kinds.clear();
     } else if port.is_none() {
-        accepted = (
-            false,
-            "PortUnavailable",
-            format!("port {} is out of range", spec.port),
-        );
+        not_accepted = Some(NotAccepted::PortUnavailable(spec.port));
     } else if let Some(h) = spec
         .hostname
         .as_deref()
         .filter(|_| protocol.is_some_and(ListenerProtocol::has_hostname))
         && let Err(why) = hostname::checked("hostname", h, Wildcard::Allowed)
     {
-        accepted = (false, "UnsupportedValue", why);
+        not_accepted = Some(NotAccepted::InvalidHostname(why));
     }
     if !unsupported_kinds.is_empty() {
-        resolved_refs = (
-            false,
-            "InvalidRouteKinds",
-            format!("unsupported route kinds: {}", unsupported_kinds.join(", ")),
-        );
+        unresolved.push(Unresolved::RouteKinds(
+            unsupported_kinds.iter().map(ToString::to_string).collect(),
+        ));
     }
     let mut certificates = Vec::new();
     if protocol.is_some_and(ListenerProtocol::terminates_tls) {
@@ -428,8 +506,7 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
             .unwrap_or_default();
         match certificate::resolve(store, gateway_ns, &refs) {
             Ok(c) => certificates = c,
-            Err(e) if resolved_refs.0 => resolved_refs = (false, e.reason(), e.to_string()),
-            Err(e) => resolved_refs.2 = format!("{}; {e}", resolved_refs.2),
+            Err(e) => unresolved.push(Unresolved::Certificate(e)),
         }
     }
     Listener {
@@ -444,9 +521,9 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
         allowed_namespaces: AllowedNamespaces::from_spec(allowed),
         supported_kinds,
         certificates,
-        accepted,
+        not_accepted,
         conflicted: None,
-        resolved_refs,
+        unresolved,
         attached: BTreeSet::new(),
         overlapping_tls: None,
     }
@@ -459,7 +536,7 @@ fn mark_conflicts(listeners: &mut [Listener]) {
     let mut by_port: BTreeMap<(bool, u16), Vec<usize>> = BTreeMap::new();
     for (i, l) in listeners.iter().enumerate() {
         if let Some(p) = l.protocol
-            && l.accepted.0
+            && l.not_accepted.is_none()
         {
             by_port
                 .entry((p == ListenerProtocol::Udp, l.port))
@@ -480,10 +557,10 @@ fn mark_conflicts(listeners: &mut [Listener]) {
             protocols.sort_unstable();
             protocols.dedup();
             for &i in &idx {
-                listeners[i].conflicted = Some((
-                    "ProtocolConflict",
-                    format!("{} listeners share port {port}", protocols.join(" and ")),
-                ));
+                listeners[i].conflicted = Some(Conflict::Protocol(format!(
+                    "{} listeners share port {port}",
+                    protocols.join(" and ")
+                )));
             }
             continue;
         }
@@ -502,7 +579,7 @@ fn mark_conflicts(listeners: &mut [Listener]) {
                 host.as_deref().unwrap_or("(none)")
             );
             for &i in &same {
-                listeners[i].conflicted = Some(("HostnameConflict", msg.clone()));
+                listeners[i].conflicted = Some(Conflict::Hostname(msg.clone()));
             }
         }
     }

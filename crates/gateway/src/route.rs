@@ -15,7 +15,8 @@
 use crate::backend::{BackendError, BackendRef, Backends, Upstream};
 use crate::header;
 use crate::hostname::{self, Wildcard};
-use crate::status::{Condition, Identity, ParentReference, set_condition};
+use crate::status::{Condition, Identity, ParentReference, RouteCondition, set_condition};
+use crate::vocabulary::route::{Reason, Type};
 use aether_ir::{
     Cluster, HeaderModifier, ObjectRef, PathMatch, PathRewrite, QueryParamMatch, RouteMatch,
     StringMatch, UrlRewrite,
@@ -179,7 +180,7 @@ impl RouteModel {
     /// Accepted/ResolvedRefs/PartiallyInvalid for a parent where the route
     /// attached (listener checks passed). Returns the conditions and whether the
     /// route is Accepted there.
-    pub fn attached_conditions(&self) -> (Vec<Condition>, bool) {
+    pub fn attached_conditions(&self) -> (Vec<RouteCondition>, bool) {
         let g = self.of.generation;
         let mut c = Vec::new();
         let refused = if !self.invalid_hostnames.is_empty() {
@@ -193,20 +194,26 @@ impl RouteModel {
         if let Some(message) = refused {
             set_condition(
                 &mut c,
-                Condition::new("Accepted", false, "UnsupportedValue", message, g),
+                Condition::new(Type::Accepted, false, Reason::UnsupportedValue, message, g),
             );
         } else {
             set_condition(
                 &mut c,
-                Condition::new("Accepted", true, "Accepted", "route is accepted", g),
+                Condition::new(
+                    Type::Accepted,
+                    true,
+                    Reason::Accepted,
+                    "route is accepted",
+                    g,
+                ),
             );
             if !self.invalid_rules.is_empty() {
                 set_condition(
                     &mut c,
                     Condition::new(
-                        "PartiallyInvalid",
+                        Type::PartiallyInvalid,
                         true,
-                        "UnsupportedValue",
+                        Reason::UnsupportedValue,
                         // The spec: the message starts with "Dropped Rule".
                         format!(
                             "Dropped Rule{}: {}",
@@ -227,13 +234,13 @@ impl RouteModel {
     }
 
     /// ResolvedRefs: the first failing backendRef's reason, every failure in the message.
-    pub fn resolved_refs(&self) -> Condition {
+    pub fn resolved_refs(&self) -> RouteCondition {
         let g = self.of.generation;
         match self.backend_errors.first() {
             None => Condition::new(
-                "ResolvedRefs",
+                Type::ResolvedRefs,
                 true,
-                "ResolvedRefs",
+                Reason::ResolvedRefs,
                 "all references resolved",
                 g,
             ),
@@ -243,7 +250,7 @@ impl RouteModel {
                     .iter()
                     .map(ToString::to_string)
                     .collect();
-                Condition::new("ResolvedRefs", false, first.reason(), all.join("; "), g)
+                Condition::new(Type::ResolvedRefs, false, first.reason(), all.join("; "), g)
             }
         }
     }

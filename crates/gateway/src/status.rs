@@ -1,72 +1,107 @@
 //! The status plan: Kubernetes-shaped status for every object we own.
 //!
 //! Translation fills the plan as if every Envoy had already applied the new
-//! config; the truth gate (`gate.rs`) holds back what is not served yet.
+//! config; [`crate::assemble`] holds back what is not served yet.
 //!
 //! ```text
-//!  translate ──► StatusPlan (as planned) ──gated(served)──► StatusPlan (to write)
+//!  translate ──► StatusPlan (as planned) ──assemble(served, addresses)──► StatusPlan (to write)
 //! ```
 //!
 //! These are our own serde structs (camelCase, no `lastTransitionTime`: the writer
 //! stamps it when a condition actually changes).
 
+use crate::vocabulary::{Word, gateway, gateway_class, listener, route};
 use aether_ir::ObjectRef;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub const GROUP: &str = "gateway.networking.k8s.io";
 
-/// One status condition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True` or `False`.
-    pub status: String,
-    pub reason: String,
+/// One status condition of a kind whose types are `T` and reasons `R` (see
+/// [`crate::vocabulary`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition<T, R> {
+    pub type_: T,
+    /// `True` (or `False`).
+    pub ok: bool,
+    pub reason: R,
     pub message: String,
     pub observed_generation: i64,
 }
 
-impl Condition {
-    pub fn new(
-        type_: &str,
-        ok: bool,
-        reason: &str,
-        message: impl Into<String>,
-        generation: i64,
-    ) -> Self {
+pub type GatewayClassCondition = Condition<gateway_class::Type, gateway_class::Reason>;
+pub type GatewayCondition = Condition<gateway::Type, gateway::Reason>;
+pub type ListenerCondition = Condition<listener::Type, listener::Reason>;
+pub type RouteCondition = Condition<route::Type, route::Reason>;
+
+impl<T: Word, R: Word> Condition<T, R> {
+    pub fn new(type_: T, ok: bool, reason: R, message: impl Into<String>, generation: i64) -> Self {
         Condition {
-            type_: type_.to_string(),
-            status: if ok { "True" } else { "False" }.to_string(),
-            reason: reason.to_string(),
+            type_,
+            ok,
+            reason,
             message: message.into(),
             observed_generation: generation,
         }
     }
 
     pub fn is_true(&self) -> bool {
-        self.status == "True"
+        self.ok
+    }
+
+    /// `True` or `False`, as the API spells it.
+    pub fn status_str(&self) -> &'static str {
+        if self.ok { "True" } else { "False" }
+    }
+
+    /// Turns a `True` condition `False` with this reason and message; a `False`
+    /// one already says why and is left alone.
+    pub fn hold(&mut self, reason: R, message: &str) {
+        if self.ok {
+            self.ok = false;
+            self.reason = reason;
+            self.message = message.to_string();
+        }
     }
 }
 
-/// Sets (replaces by type) a condition, keeping the list sorted by type.
-pub fn set_condition(conditions: &mut Vec<Condition>, c: Condition) {
-    conditions.retain(|x| x.type_ != c.type_);
-    conditions.push(c);
-    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+/// The API's shape: `type`, `status`, `reason`, `message`, `observedGeneration`.
+impl<T: Word, R: Word> Serialize for Condition<T, R> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut c = serializer.serialize_struct("Condition", 5)?;
+        c.serialize_field("type", self.type_.as_str())?;
+        c.serialize_field("status", self.status_str())?;
+        c.serialize_field("reason", self.reason.as_str())?;
+        c.serialize_field("message", &self.message)?;
+        c.serialize_field("observedGeneration", &self.observed_generation)?;
+        c.end()
+    }
 }
 
-pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+/// Sets (replaces by type) a condition, keeping the list sorted by type name.
+pub fn set_condition<T: Word, R: Word>(conditions: &mut Vec<Condition<T, R>>, c: Condition<T, R>) {
+    conditions.retain(|x| x.type_ != c.type_);
+    conditions.push(c);
+    conditions.sort_by_key(|c| c.type_.as_str());
+}
+
+pub fn condition<T: Word, R>(conditions: &[Condition<T, R>], type_: T) -> Option<&Condition<T, R>> {
     conditions.iter().find(|c| c.type_ == type_)
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub fn condition_mut<T: Word, R>(
+    conditions: &mut [Condition<T, R>],
+    type_: T,
+) -> Option<&mut Condition<T, R>> {
+    conditions.iter_mut().find(|c| c.type_ == type_)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayClassStatus {
-    pub conditions: Vec<Condition>,
+    pub conditions: Vec<GatewayClassCondition>,
 }
 
 /// Which object a status is about: its uid and the generation it was computed
@@ -97,19 +132,19 @@ impl Identity {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<GatewayStatusAddress>,
-    pub conditions: Vec<Condition>,
+    pub conditions: Vec<GatewayCondition>,
     pub listeners: Vec<ListenerStatus>,
     /// Not part of the written status.
     #[serde(skip)]
     pub of: Identity,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayStatusAddress {
     #[serde(rename = "type")]
@@ -117,27 +152,27 @@ pub struct GatewayStatusAddress {
     pub value: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenerStatus {
     pub name: String,
     pub supported_kinds: Vec<RouteGroupKind>,
     pub attached_routes: i32,
-    pub conditions: Vec<Condition>,
+    pub conditions: Vec<ListenerCondition>,
     /// The route keys counted in `attached_routes` (see `names::route_key`): the
     /// gate counts only those the fleet serves. Not part of the written status.
     #[serde(skip)]
     pub attached: BTreeSet<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteGroupKind {
     pub group: String,
     pub kind: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteStatus {
     pub parents: Vec<RouteParentStatus>,
@@ -146,16 +181,16 @@ pub struct RouteStatus {
     pub of: Identity,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteParentStatus {
     pub parent_ref: ParentReference,
     pub controller_name: String,
-    pub conditions: Vec<Condition>,
+    pub conditions: Vec<RouteCondition>,
 }
 
 /// A route's parentRef echoed back, with group and kind defaulted.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ParentReference {
     pub group: String,
@@ -306,14 +341,32 @@ pub(crate) mod tests {
             GatewayStatus {
                 addresses: vec![],
                 conditions: vec![
-                    Condition::new("Accepted", true, "Accepted", "ok", 2),
-                    Condition::new("Programmed", true, "Programmed", "ok", 2),
+                    Condition::new(
+                        gateway::Type::Accepted,
+                        true,
+                        gateway::Reason::Accepted,
+                        "ok",
+                        2,
+                    ),
+                    Condition::new(
+                        gateway::Type::Programmed,
+                        true,
+                        gateway::Reason::Programmed,
+                        "ok",
+                        2,
+                    ),
                 ],
                 listeners: vec![ListenerStatus {
                     name: "http".into(),
                     supported_kinds: vec![],
                     attached_routes: 3,
-                    conditions: vec![Condition::new("Programmed", true, "Programmed", "ok", 2)],
+                    conditions: vec![Condition::new(
+                        listener::Type::Programmed,
+                        true,
+                        listener::Reason::Programmed,
+                        "ok",
+                        2,
+                    )],
                     attached: ["HTTPRoute/apps/r", "HTTPRoute/apps/s", "HTTPRoute/apps/t"]
                         .map(String::from)
                         .into(),
@@ -331,7 +384,13 @@ pub(crate) mod tests {
                 port: None,
             },
             controller_name: "c".into(),
-            conditions: vec![Condition::new("Accepted", true, "Accepted", "ok", 1)],
+            conditions: vec![Condition::new(
+                route::Type::Accepted,
+                true,
+                route::Reason::Accepted,
+                "ok",
+                1,
+            )],
         };
         plan.http_routes.insert(
             ObjectRef::new("apps", "r"),

@@ -9,11 +9,11 @@
 mod service_support;
 
 use aether_gateway::status::condition;
+use aether_gateway::vocabulary::gateway::{Reason, Type};
 use aether_gateway::{Config, translate};
 use aether_ir::ObjectRef;
 use aether_k8s::service::{
-    self, ALLOCATIONS_ANNOTATION, ServiceConfig, allocations, apply_addresses, apply_allocations,
-    service_name,
+    self, ALLOCATIONS_ANNOTATION, ServiceConfig, allocations, apply_allocations, service_name,
 };
 use aether_testkit::ApiServer;
 use gateway_api::apis::standard::gateways::Gateway;
@@ -21,7 +21,9 @@ use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use service_support::{EDGE, create, edge_services, load, mk_gateway, pass, ports, seed};
+use service_support::{
+    EDGE, addressed, create, edge_services, load, mk_gateway, pass, ports, seed,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[tokio::test]
@@ -242,11 +244,10 @@ async fn twenty_gateways_get_services_addresses_gc_and_keep_allocations() {
     }
 
     // Before any load balancer: no address, so not programmed.
-    let mut plan = translation.status.clone();
-    apply_addresses(&mut plan, &store, &cfg, &BTreeMap::new());
+    let plan = addressed(&translation.status, &store, &cfg, &BTreeMap::new());
     for (gw, status) in &plan.gateways {
-        let p = condition(&status.conditions, "Programmed").unwrap();
-        assert_eq!(p.reason, "AddressNotAssigned", "{gw}");
+        let p = condition(&status.conditions, Type::Programmed).unwrap();
+        assert_eq!(p.reason, Reason::AddressNotAssigned, "{gw}");
         assert!(status.addresses.is_empty());
     }
 
@@ -262,8 +263,8 @@ async fn twenty_gateways_get_services_addresses_gc_and_keep_allocations() {
         assigned.insert(service::gateway_of(svc).unwrap(), ip);
     }
     let store = load(&client).await;
-    let mut plan = translate(&store, &Config::default()).status;
-    apply_addresses(&mut plan, &store, &cfg, &BTreeMap::new());
+    let planned = translate(&store, &Config::default()).status;
+    let plan = addressed(&planned, &store, &cfg, &BTreeMap::new());
     assert_eq!(plan.gateways.len(), 20);
     for (gw, status) in &plan.gateways {
         let got: Vec<(&str, &str)> = status
@@ -273,7 +274,7 @@ async fn twenty_gateways_get_services_addresses_gc_and_keep_allocations() {
             .collect();
         assert_eq!(got, vec![("IPAddress", assigned[gw].as_str())], "{gw}");
         assert!(
-            condition(&status.conditions, "Programmed")
+            condition(&status.conditions, Type::Programmed)
                 .unwrap()
                 .is_true(),
             "{gw}"

@@ -5,18 +5,19 @@
 mod service_support;
 
 use aether_gateway::status::condition;
+use aether_gateway::vocabulary::gateway::{Reason, Type};
 use aether_gateway::{Config, translate};
 use aether_ir::ObjectRef;
-use aether_k8s::service::{
-    self, ServiceConfig, apply_addresses, desired_services, reconcile, service_name,
-};
+use aether_k8s::service::{self, ServiceConfig, desired_services, reconcile, service_name};
 use aether_testkit::ApiServer;
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
-use service_support::{EDGE, create, edge_services, install_rbac, load, mk_gateway, pass, seed};
+use service_support::{
+    EDGE, addressed, create, edge_services, install_rbac, load, mk_gateway, pass, seed,
+};
 
 #[tokio::test]
 async fn failures_are_reported_per_gateway_and_the_rest_go_through() {
@@ -55,10 +56,10 @@ async fn failures_are_reported_per_gateway_and_the_rest_go_through() {
     assert!(problems[&b].contains("is invalid"), "{}", problems[&b]);
 
     let store = load(&client).await;
-    let mut plan = translate(&store, &Config::default()).status;
-    apply_addresses(&mut plan, &store, &cfg, &problems);
-    let programmed = condition(&plan.gateways[&b].conditions, "Programmed").unwrap();
-    assert_eq!(programmed.reason, "AddressNotAssigned");
+    let planned = translate(&store, &Config::default()).status;
+    let plan = addressed(&planned, &store, &cfg, &problems);
+    let programmed = condition(&plan.gateways[&b].conditions, Type::Programmed).unwrap();
+    assert_eq!(programmed.reason, Reason::AddressNotAssigned);
     assert!(
         programmed.message.contains(&problems[&b]),
         "{}",

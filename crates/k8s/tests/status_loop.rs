@@ -3,7 +3,7 @@
 //! It converges (our own writes echoing back through the watch cause no further
 //! writes) and an ACK turns into `Programmed=True` on the API server within 1 s.
 
-use aether_gateway::{AckState, Config, Served, translate};
+use aether_gateway::{AckState, Addresses, Config, Served, assemble, translate};
 use aether_k8s::Index;
 use aether_k8s::leader::always_leader;
 use aether_k8s::status::{self, StatusInputs, StatusWriter};
@@ -72,9 +72,9 @@ fn publish_inputs(
             };
             if let Some(store) = index.store() {
                 let config = Config::default();
-                let plan = translate(&store, &config)
-                    .status
-                    .gated(|_| Served::whole(ack.clone()));
+                let planned = translate(&store, &config).status;
+                let served = |_: &_| Served::whole(ack.clone());
+                let plan = assemble(&planned, served, &Addresses::Planned);
                 tx.send_replace(Arc::new(StatusInputs {
                     plan,
                     store,

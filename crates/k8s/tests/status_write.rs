@@ -3,7 +3,7 @@
 //! parentRef, no write when nothing changed, a conflicting write refused, and an
 //! outage reported (objects named, counted) then healed by the retrying driver.
 
-use aether_gateway::{AckState, Config, Served, Store, translate};
+use aether_gateway::{AckState, Addresses, Config, Served, Store, assemble, translate};
 use aether_k8s::leader::always_leader;
 use aether_k8s::status::{self, StatusInputs, StatusWriter};
 use aether_testkit::ApiServer;
@@ -145,9 +145,12 @@ async fn load(client: &Client) -> Store {
 
 fn inputs(store: Store, ack: AckState) -> StatusInputs {
     let config = Config::default();
-    let plan = translate(&store, &config)
-        .status
-        .gated(|_| Served::whole(ack.clone()));
+    let planned = translate(&store, &config).status;
+    let plan = assemble(
+        &planned,
+        |_| Served::whole(ack.clone()),
+        &Addresses::Planned,
+    );
     StatusInputs {
         plan,
         store: store.into(),

@@ -6,6 +6,7 @@
 use aether_gateway::status::{
     Condition, Identity, ParentReference, RouteParentStatus, RouteStatus,
 };
+use aether_gateway::vocabulary::route::{Reason, Type};
 use aether_ir::ObjectRef;
 use aether_k8s::status::{StatusInputs, StatusKind, StatusWriter};
 use aether_k8s::{Index, ServedVersions, watch};
@@ -106,7 +107,13 @@ fn planned_on_gw() -> RouteStatus {
                 port: None,
             },
             controller_name: OURS.into(),
-            conditions: vec![Condition::new("Accepted", false, "Pending", "waiting", 1)],
+            conditions: vec![Condition::new(
+                Type::Accepted,
+                false,
+                Reason::Pending,
+                "waiting",
+                1,
+            )],
         }],
         of: Identity {
             uid: None,

@@ -3,7 +3,7 @@
 use crate::local::part_key;
 use crate::pb::AckReport;
 use crate::recent::{Prints, Recent};
-use aether_gateway::gate::Pending;
+use aether_gateway::assemble::Pending;
 use aether_gateway::{AckState, Served};
 use aether_ir::ObjectRef;
 use aether_xds::parts::OWN;

@@ -6,7 +6,7 @@ use super::SETTLE;
 use super::STARTUP_GRACE;
 use super::SUPPORTED_FEATURES;
 use crate::pipeline::Published;
-use aether_gateway::{AckState, Served, StatusPlan, Store};
+use aether_gateway::{AckState, Addresses, Served, StatusPlan, Store, assemble};
 use aether_ir::ObjectRef;
 use aether_k8s::service::{
     self, AddressMode, RecentWrites, ServiceConfig, ServiceMetrics, Unallocated,
@@ -206,14 +206,17 @@ fn gate(
     problems: &BTreeMap<ObjectRef, String>,
 ) -> StatusPlan {
     let served = reports.served(&p.snapshot, members);
-    let mut plan = p.status.gated(|gw| {
+    let served = |gw: &ObjectRef| {
         served
             .get(gw)
             .cloned()
             .unwrap_or_else(|| Served::whole(AckState::Pending))
-    });
-    if let AddressMode::Service(cfg) = mode {
-        service::apply_addresses(&mut plan, store, cfg, problems);
-    }
-    plan
+    };
+    let addresses = match mode {
+        AddressMode::Service(cfg) => {
+            service::assignments(p.status.gateways.keys(), store, cfg, problems)
+        }
+        AddressMode::Static => Addresses::Planned,
+    };
+    assemble(&p.status, served, &addresses)
 }

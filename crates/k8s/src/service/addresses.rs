@@ -1,81 +1,72 @@
 //! Gateway `status.addresses` from the edge Services' load-balancer ingress (pure).
 //!
 //! ```text
-//!  Service status.loadBalancer.ingress[] ── ip → IPAddress, hostname → Hostname ──► Gateway status.addresses
-//!  no Service / no ingress / Service apply failed ──► Programmed=False, AddressNotAssigned
+//!  Service status.loadBalancer.ingress[] ── ip → IPAddress, hostname → Hostname ──► Assignment.addresses
+//!  no Service / no ingress / Service apply failed ──────────────────────────────► Assignment.missing
 //! ```
 //!
-//! Apply it to the plan that is about to be written (after the ACK gate): a Gateway
-//! nobody can reach is not programmed, whatever Envoy ACKed. A Gateway that is not
-//! programmed for another reason (invalid listeners, an Envoy NACK) keeps that
-//! reason, and gets its addresses all the same.
+//! The [`Addresses`] go to [`aether_gateway::assemble`], which decides what a
+//! missing address does to the Gateway's status (`AddressNotAssigned`, unless a
+//! stronger reason holds it): a Gateway nobody can reach is not programmed,
+//! whatever Envoy ACKed.
 
 use super::{
     ReconcileErrors, ServiceConfig, Unallocated, gateway_of, is_edge_service, service_name,
 };
-use aether_gateway::StatusPlan;
 use aether_gateway::Store;
-use aether_gateway::status::{Condition, GatewayStatusAddress, set_condition};
+use aether_gateway::status::GatewayStatusAddress;
+use aether_gateway::{Addresses, Assignment};
 use aether_ir::ObjectRef;
 use k8s_openapi::api::core::v1::Service;
 use std::collections::BTreeMap;
 
 pub const IP_ADDRESS: &str = "IPAddress";
 pub const HOSTNAME: &str = "Hostname";
-pub const ADDRESS_NOT_ASSIGNED: &str = "AddressNotAssigned";
 
-/// Sets every planned Gateway's addresses from its edge Service. `problems` says,
-/// per Gateway, why its Service is not in place (the reconciler's errors,
+/// Every Gateway's addresses from its edge Service. `problems` says, per
+/// Gateway, why its Service is not in place (the reconciler's errors,
 /// [`super::Unallocated`]); it wins over what the store shows.
-pub fn apply_addresses(
-    plan: &mut StatusPlan,
+pub fn assignments<'a>(
+    gateways: impl IntoIterator<Item = &'a ObjectRef>,
     store: &Store,
     cfg: &ServiceConfig,
     problems: &BTreeMap<ObjectRef, String>,
-) {
-    for (gw, status) in &mut plan.gateways {
-        let name = service_name(gw);
-        let svc = store
-            .get::<Service>(&cfg.namespace, &name)
-            .filter(|s| is_edge_service(s, &cfg.namespace) && gateway_of(s).as_ref() == Some(gw));
-        status.addresses = svc.map(ingress_addresses).unwrap_or_default();
-        let service = format!("Service {}/{name}", cfg.namespace);
-        let why = if let Some(problem) = problems.get(gw) {
-            Some(format!("{service} could not be put in place: {problem}"))
-        } else if svc.is_none() {
-            Some(format!("waiting for {service} to be created"))
-        } else if status.addresses.is_empty() {
-            Some(format!(
-                "waiting for a load balancer to assign an address to {service}"
-            ))
-        } else {
-            None
-        };
-        let Some(message) = why else { continue };
-        let programmed = status.conditions.iter().find(|c| c.type_ == "Programmed");
-        // Another reason not to be programmed (Invalid, a NACK) stays: it is what
-        // the user must fix first.
-        if programmed.is_some_and(|c| !c.is_true() && c.reason != "Pending") {
-            continue;
-        }
-        let generation = programmed
-            .or(status.conditions.first())
-            .map_or(0, |c| c.observed_generation);
-        set_condition(
-            &mut status.conditions,
-            Condition::new(
-                "Programmed",
-                false,
-                ADDRESS_NOT_ASSIGNED,
-                message,
-                generation,
-            ),
-        );
-    }
+) -> Addresses {
+    let by_gateway = gateways
+        .into_iter()
+        .map(|gw| (gw.clone(), assignment(gw, store, cfg, problems.get(gw))))
+        .collect();
+    Addresses::LoadBalancer(by_gateway)
+}
+
+fn assignment(
+    gw: &ObjectRef,
+    store: &Store,
+    cfg: &ServiceConfig,
+    problem: Option<&String>,
+) -> Assignment {
+    let name = service_name(gw);
+    let svc = store
+        .get::<Service>(&cfg.namespace, &name)
+        .filter(|s| is_edge_service(s, &cfg.namespace) && gateway_of(s).as_ref() == Some(gw));
+    let addresses = svc.map(ingress_addresses).unwrap_or_default();
+    let service = format!("Service {}/{name}", cfg.namespace);
+    let missing = if let Some(problem) = problem {
+        Some(format!("{service} could not be put in place: {problem}"))
+    } else if svc.is_none() {
+        Some(format!("waiting for {service} to be created"))
+    } else if addresses.is_empty() {
+        Some(format!(
+            "waiting for a load balancer to assign an address to {service}"
+        ))
+    } else {
+        None
+    };
+    Assignment { addresses, missing }
 }
 
 /// Why each Gateway's Service or Envoy ports are not in place, for
-/// [`apply_addresses`]: the last reconcile's apply failures (these win) and the
+/// [`assignments`]: the last reconcile's apply failures (these win) and the
 /// Gateways [`super::apply_allocations`] took out of the IR.
 pub fn problems(
     errors: Option<&ReconcileErrors>,
@@ -123,7 +114,9 @@ fn ingress_addresses(svc: &Service) -> Vec<GatewayStatusAddress> {
 mod tests {
     use super::*;
     use crate::service::{GATEWAY_LABEL, GATEWAY_NAME_ANNOTATION, GATEWAY_NAMESPACE_ANNOTATION};
-    use aether_gateway::status::{GatewayStatus, condition};
+    use aether_gateway::status::{Condition, GatewayCondition, GatewayStatus, condition};
+    use aether_gateway::vocabulary::gateway::{self, Type};
+    use aether_gateway::{AckState, Served, StatusPlan, assemble};
     use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, ServiceStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -164,17 +157,16 @@ mod tests {
         }
     }
 
-    fn mk_plan(gws: &[(&ObjectRef, bool, &str)]) -> StatusPlan {
+    fn mk_plan(gws: &[(&ObjectRef, bool, gateway::Reason)]) -> StatusPlan {
         let mut plan = StatusPlan::default();
         for (gw, ok, reason) in gws {
+            let accepted = Condition::new(Type::Accepted, true, gateway::Reason::Accepted, "ok", 3);
+            let programmed = Condition::new(Type::Programmed, *ok, *reason, "planned", 3);
             plan.gateways.insert(
                 (*gw).clone(),
                 GatewayStatus {
                     addresses: vec![],
-                    conditions: vec![
-                        Condition::new("Accepted", true, "Accepted", "ok", 3),
-                        Condition::new("Programmed", *ok, reason, "planned", 3),
-                    ],
+                    conditions: vec![accepted, programmed],
                     listeners: vec![],
                     of: Default::default(),
                 },
@@ -183,8 +175,29 @@ mod tests {
         plan
     }
 
-    fn programmed<'a>(plan: &'a StatusPlan, gw: &ObjectRef) -> &'a Condition {
-        condition(&plan.gateways[gw].conditions, "Programmed").unwrap()
+    /// The status to write for `plan` with these Services, every Gateway ACKed
+    /// but those in `pending`.
+    fn assembled(
+        plan: &StatusPlan,
+        store: &Store,
+        problems: &BTreeMap<ObjectRef, String>,
+        pending: &[&ObjectRef],
+    ) -> StatusPlan {
+        let cfg = ServiceConfig::default();
+        let addresses = assignments(plan.gateways.keys(), store, &cfg, problems);
+        let served = |gw: &ObjectRef| {
+            let ack = if pending.contains(&gw) {
+                AckState::Pending
+            } else {
+                AckState::Acked
+            };
+            Served::whole(ack)
+        };
+        assemble(plan, served, &addresses)
+    }
+
+    fn programmed<'a>(plan: &'a StatusPlan, gw: &ObjectRef) -> &'a GatewayCondition {
+        condition(&plan.gateways[gw].conditions, Type::Programmed).unwrap()
     }
 
     #[test]
@@ -199,12 +212,11 @@ mod tests {
                 (Some("192.0.2.7"), Some("lb.example.com")),
             ],
         ));
-        let mut plan = mk_plan(&[(&gw, true, "Programmed")]);
-        apply_addresses(
-            &mut plan,
+        let plan = assembled(
+            &mk_plan(&[(&gw, true, gateway::Reason::Programmed)]),
             &store,
-            &ServiceConfig::default(),
             &BTreeMap::new(),
+            &[],
         );
         let got: Vec<(&str, &str)> = plan.gateways[&gw]
             .addresses
@@ -224,22 +236,22 @@ mod tests {
         let missing = ObjectRef::new("infra", "no-service");
         let mut store = Store::default();
         store.insert(mk_svc(&waiting, vec![]));
-        let mut plan = mk_plan(&[(&waiting, true, "Programmed"), (&missing, false, "Pending")]);
-        apply_addresses(
-            &mut plan,
-            &store,
-            &ServiceConfig::default(),
-            &BTreeMap::new(),
-        );
+        let programmable = gateway::Reason::Programmed;
+        let plan = mk_plan(&[
+            (&waiting, true, programmable),
+            (&missing, true, programmable),
+        ]);
+        // `missing` also waits for its Envoys: the address is what is told.
+        let plan = assembled(&plan, &store, &BTreeMap::new(), &[&missing]);
         let w = programmed(&plan, &waiting);
         assert_eq!(
-            (w.status.as_str(), w.reason.as_str()),
-            ("False", ADDRESS_NOT_ASSIGNED)
+            (w.ok, w.reason),
+            (false, gateway::Reason::AddressNotAssigned)
         );
         assert!(w.message.contains("load balancer"), "{}", w.message);
         assert_eq!(w.observed_generation, 3);
         let m = programmed(&plan, &missing);
-        assert_eq!(m.reason, ADDRESS_NOT_ASSIGNED);
+        assert_eq!(m.reason, gateway::Reason::AddressNotAssigned);
         assert!(m.message.contains(&service_name(&missing)), "{}", m.message);
         assert!(plan.gateways[&missing].addresses.is_empty());
     }
@@ -251,7 +263,10 @@ mod tests {
         let mut store = Store::default();
         store.insert(mk_svc(&failed, vec![(Some("192.0.2.1"), None)]));
         store.insert(mk_svc(&invalid, vec![(Some("192.0.2.2"), None)]));
-        let mut plan = mk_plan(&[(&failed, true, "Programmed"), (&invalid, false, "Invalid")]);
+        let plan = mk_plan(&[
+            (&failed, true, gateway::Reason::Programmed),
+            (&invalid, false, gateway::Reason::Invalid),
+        ]);
         let problems = BTreeMap::from([
             (
                 failed.clone(),
@@ -259,14 +274,14 @@ mod tests {
             ),
             (invalid.clone(), "whatever".to_string()),
         ]);
-        apply_addresses(&mut plan, &store, &ServiceConfig::default(), &problems);
+        let plan = assembled(&plan, &store, &problems, &[]);
         let f = programmed(&plan, &failed);
-        assert_eq!(f.reason, ADDRESS_NOT_ASSIGNED);
+        assert_eq!(f.reason, gateway::Reason::AddressNotAssigned);
         assert!(f.message.contains("Duplicate value"), "{}", f.message);
         let i = programmed(&plan, &invalid);
         assert_eq!(
-            (i.reason.as_str(), i.message.as_str()),
-            ("Invalid", "planned")
+            (i.reason, i.message.as_str()),
+            (gateway::Reason::Invalid, "planned")
         );
         assert_eq!(plan.gateways[&invalid].addresses[0].value, "192.0.2.2");
     }
@@ -302,14 +317,16 @@ mod tests {
         svc.metadata.name = Some(service_name(&gw));
         let mut store = Store::default();
         store.insert(svc);
-        let mut plan = mk_plan(&[(&gw, true, "Programmed")]);
-        apply_addresses(
-            &mut plan,
+        let plan = assembled(
+            &mk_plan(&[(&gw, true, gateway::Reason::Programmed)]),
             &store,
-            &ServiceConfig::default(),
             &BTreeMap::new(),
+            &[],
         );
         assert!(plan.gateways[&gw].addresses.is_empty());
-        assert_eq!(programmed(&plan, &gw).reason, ADDRESS_NOT_ASSIGNED);
+        assert_eq!(
+            programmed(&plan, &gw).reason,
+            gateway::Reason::AddressNotAssigned
+        );
     }
 }

@@ -20,7 +20,7 @@
 //!    ▲                                                                               │
 //!    └──────────────── watch (edge Services, with annotation + targetPorts) ◄────────┘
 //!  Store ──allocations (every agent)──► apply_allocations(Ir) ──► Envoy binds 0.0.0.0:<envoy port>
-//!  Store (Service LB ingress) ──apply_addresses──► Gateway status.addresses / Programmed
+//!  Store (Service LB ingress) ──assignments──► Addresses (for aether_gateway::assemble)
 //! ```
 //!
 //! Wiring (per store generation; `t = translate(&store, &config)`):
@@ -31,8 +31,9 @@
 //!             → recent.record(&result); errors per Gateway
 //!  every agent:  unallocated = apply_allocations(&mut t.ir, &allocations(&store, ns), &cfg.bind_address)
 //!                then build the snapshot from t.ir (the leader does the same to hash it)
-//!  leader status:  plan = t.status.gated(ack);
-//!                  apply_addresses(&mut plan, &store, &cfg, &problems(errors, &unallocated))
+//!  leader status:  addresses = assignments(t.status.gateways.keys(), &store, &cfg,
+//!                                          &problems(errors, &unallocated))
+//!                  plan = assemble(&t.status, ack, &addresses)
 //! ```
 //!
 //! Allocations are recorded on the Service itself (annotation
@@ -50,7 +51,7 @@ pub mod metrics;
 pub mod recent;
 pub mod reconcile;
 
-pub use addresses::{apply_addresses, problems};
+pub use addresses::{assignments, problems};
 pub use allocate::{Allocations, Unallocated, allocations, apply_allocations};
 pub use desired::{L4, desired_services, port_name};
 pub use members::members;

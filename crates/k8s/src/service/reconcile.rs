@@ -88,7 +88,7 @@ fn summary(errors: &BTreeMap<String, ServiceError>) -> String {
 impl ReconcileErrors {
     /// Why each Gateway's Service is not in place (apply failures only: a Service
     /// that failed to delete has no Gateway to report on), for
-    /// [`super::apply_addresses`].
+    /// [`super::assignments`].
     pub fn by_gateway(&self) -> BTreeMap<ObjectRef, String> {
         self.errors
             .values()

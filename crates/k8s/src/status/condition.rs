@@ -11,6 +11,7 @@
 //! refused.
 
 use aether_gateway::status::Condition as Planned;
+use aether_gateway::vocabulary::Word;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// `metav1.Condition.message` maxLength.
@@ -30,18 +31,23 @@ fn bounded(message: &str) -> String {
 
 /// The planned conditions, sorted by type, with timestamps carried over from
 /// `current` where the status did not flip.
-pub(crate) fn from_plan(planned: &[Planned], current: &[Condition], now: &Time) -> Vec<Condition> {
+pub(crate) fn from_plan<T: Word, R: Word>(
+    planned: &[Planned<T, R>],
+    current: &[Condition],
+    now: &Time,
+) -> Vec<Condition> {
     let mut out: Vec<Condition> = planned
         .iter()
         .map(|p| {
+            let (type_, status) = (p.type_.as_str(), p.status_str());
             let kept = current
                 .iter()
-                .find(|c| c.type_ == p.type_ && c.status == p.status)
+                .find(|c| c.type_ == type_ && c.status == status)
                 .map(|c| c.last_transition_time.clone());
             Condition {
-                type_: p.type_.clone(),
-                status: p.status.clone(),
-                reason: p.reason.clone(),
+                type_: type_.to_string(),
+                status: status.to_string(),
+                reason: p.reason.as_str().to_string(),
                 message: bounded(&p.message),
                 observed_generation: Some(p.observed_generation),
                 last_transition_time: kept.unwrap_or_else(|| now.clone()),
@@ -73,6 +79,7 @@ pub(crate) fn same(a: &[Condition], b: &[Condition]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aether_gateway::vocabulary::listener::{Reason, Type};
     use k8s_openapi::jiff::Timestamp;
 
     fn at(secs: i64) -> Time {
@@ -97,10 +104,11 @@ mod tests {
             mk("Programmed", "Unknown", "Pending", 0),
         ];
         let planned = vec![
-            Planned::new("Programmed", true, "Programmed", "m", 1),
+            Planned::new(Type::Programmed, true, Reason::Programmed, "m", 1),
             // Same status, new reason: still no transition.
-            Planned::new("Accepted", true, "ListenersNotValid", "m", 1),
-            Planned::new("ResolvedRefs", true, "ResolvedRefs", "m", 1),
+            Planned::new(Type::Accepted, true, Reason::UnsupportedValue, "m", 1),
+            // New: stamped now.
+            Planned::new(Type::ResolvedRefs, true, Reason::ResolvedRefs, "m", 1),
         ];
         let got = from_plan(&planned, &current, &at(99));
         let times: Vec<(&str, i64)> = got
@@ -117,11 +125,18 @@ mod tests {
     #[test]
     fn long_messages_are_cut_to_the_api_limit_on_a_char_boundary() {
         let long = "é".repeat(MESSAGE_MAX);
-        let planned = vec![Planned::new("Programmed", false, "Invalid", long, 1)];
+        let planned = vec![Planned::new(
+            Type::Programmed,
+            false,
+            Reason::Invalid,
+            long,
+            1,
+        )];
         let got = from_plan(&planned, &[], &at(1));
         assert!(got[0].message.len() <= MESSAGE_MAX);
         assert!(got[0].message.ends_with("é..."));
-        let short = from_plan(&[Planned::new("A", true, "R", "fine", 1)], &[], &at(1));
+        let fine = Planned::new(Type::Accepted, true, Reason::Accepted, "fine", 1);
+        let short = from_plan(&[fine], &[], &at(1));
         assert_eq!(short[0].message, "fine");
     }
 

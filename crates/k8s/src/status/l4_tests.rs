@@ -11,6 +11,7 @@ use aether_gateway::AckState;
 use aether_gateway::status::{
     Condition, Identity, ParentReference, RouteParentStatus, RouteStatus,
 };
+use aether_gateway::vocabulary::route::{Reason, Type};
 use aether_ir::ObjectRef;
 use serde_json::{Value, json};
 
@@ -67,8 +68,14 @@ fn mk_planned(section: &str, generation: i64) -> RouteStatus {
             },
             controller_name: OURS.into(),
             conditions: vec![
-                Condition::new("Accepted", true, "Accepted", "", generation),
-                Condition::new("ResolvedRefs", true, "ResolvedRefs", "", generation),
+                Condition::new(Type::Accepted, true, Reason::Accepted, "", generation),
+                Condition::new(
+                    Type::ResolvedRefs,
+                    true,
+                    Reason::ResolvedRefs,
+                    "",
+                    generation,
+                ),
             ],
         }],
         of: Identity {

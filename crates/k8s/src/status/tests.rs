@@ -3,7 +3,9 @@
 
 use super::patch::{StatusInputs, StatusKind, StatusPatch, compute};
 use crate::ServedVersions;
-use aether_gateway::{AckState, Config, Served, Store, StoreObject, translate};
+use aether_gateway::{
+    AckState, Addresses, Config, Served, Store, StoreObject, assemble, translate,
+};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -67,7 +69,11 @@ pub(super) fn mk_inputs(store: Store, ack: AckState) -> StatusInputs {
     let config = Config::default();
     let planned = translate(&store, &config).status;
     StatusInputs {
-        plan: planned.gated(|_| Served::whole(ack.clone())),
+        plan: assemble(
+            &planned,
+            |_| Served::whole(ack.clone()),
+            &Addresses::Planned,
+        ),
         store: store.into(),
         supported_features: vec!["HTTPRoute".into(), "Gateway".into(), "GRPCRoute".into()],
         controller_name: config.controller_name,

@@ -1,7 +1,7 @@
 //! Shared pieces of the edge Service tests against a real kube-apiserver.
 #![allow(dead_code)]
 
-use aether_gateway::{Config, Store, translate};
+use aether_gateway::{AckState, Config, Served, StatusPlan, Store, assemble, translate};
 use aether_k8s::service::{self, ReconcileReport, ServiceConfig, desired_services, reconcile};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
@@ -14,6 +14,18 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 pub const EDGE: &str = "aether-ingress";
+
+/// `plan` as written with every Envoy ACKed: the addresses (and what their
+/// absence does) from the edge Services in `store`.
+pub fn addressed(
+    plan: &StatusPlan,
+    store: &Store,
+    cfg: &ServiceConfig,
+    problems: &BTreeMap<aether_ir::ObjectRef, String>,
+) -> StatusPlan {
+    let addresses = service::assignments(plan.gateways.keys(), store, cfg, problems);
+    assemble(plan, |_| Served::whole(AckState::Acked), &addresses)
+}
 
 pub async fn create<K>(api: &Api<K>, value: Value)
 where

@@ -1,0 +1,226 @@
+//! The status to write: [`assemble`], the one place that says what overrides what.
+//!
+//! ```text
+//!  StatusPlan (as translated, as if every Envoy served it)
+//!     + Served per Gateway (the fleet's ACKs)      ──assemble──► StatusPlan (to write)
+//!     + Addresses (the load balancer's, or as planned)
+//!
+//!  Gateway Programmed, strongest reason first:
+//!    1. planned False (Invalid, AddressNotUsable): as planned, nothing gated
+//!    2. an Envoy NACKed its config               False/Invalid, Envoy's message
+//!    3. no load-balancer address (service mode)  False/AddressNotAssigned
+//!    4. not every Envoy has ACKed it yet         False/Pending
+//!    5. otherwise                                True/Programmed
+//!  Listener Programmed: 1, 2, 4, 5 (an address is the Gateway's).
+//!  Route Accepted on a gated Gateway: planned True and its own config not
+//!    served everywhere → False/Pending; attachedRoutes counts the served ones.
+//! ```
+//!
+//! The gate is per object: a route whose own config every Envoy serves keeps
+//! `Accepted` and its share of `attachedRoutes` while another route on the same
+//! Gateway changes, and the Gateway stays `Programmed` while its listeners are
+//! served. Only what is new or changed and not served yet is `Pending`.
+
+use crate::status::{GatewayStatus, GatewayStatusAddress, StatusPlan, condition, condition_mut};
+use crate::vocabulary::{gateway, listener, route};
+pub use aether_ir::AckState;
+use aether_ir::{ObjectRef, names};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the fleet serves of one Gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Served {
+    /// The Gateway's own config: its listeners.
+    pub gateway: AckState,
+    /// Routes not served at their current config by every Envoy.
+    pub pending: Pending,
+    /// Nodes that must serve the Gateway (they take its traffic) but have not
+    /// reported what their Envoy serves: named in the `Pending` messages.
+    pub unreported: BTreeSet<String>,
+}
+
+/// Which routes of a Gateway wait for the fleet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pending {
+    /// Every route (nothing of the Gateway is known to be served).
+    All,
+    /// These route keys (see [`names::route_key`]); every other route is served.
+    Only(BTreeSet<String>),
+}
+
+impl Served {
+    /// The whole Gateway in one state: all served when Acked, none otherwise.
+    pub fn whole(state: AckState) -> Self {
+        let pending = if state == AckState::Acked {
+            Pending::Only(BTreeSet::new())
+        } else {
+            Pending::All
+        };
+        Served {
+            gateway: state,
+            pending,
+            unreported: BTreeSet::new(),
+        }
+    }
+
+    pub fn serves_route(&self, key: &str) -> bool {
+        match &self.pending {
+            Pending::All => false,
+            Pending::Only(keys) => !keys.contains(key),
+        }
+    }
+}
+
+/// Where Gateways' `status.addresses` come from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Addresses {
+    /// As translated: the listeners' own addresses (standalone, static mode).
+    #[default]
+    Planned,
+    /// A load balancer's, per Gateway (service mode). A Gateway not in the map
+    /// has none.
+    LoadBalancer(BTreeMap<ObjectRef, Assignment>),
+}
+
+/// What the load balancer gave one Gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Assignment {
+    pub addresses: Vec<GatewayStatusAddress>,
+    /// Why the Gateway cannot be reached yet (no Service, no address, a failed
+    /// write); `None` when it can.
+    pub missing: Option<String>,
+}
+
+/// Why a Gateway planned `Programmed=True` is not, for its Gateway condition
+/// and for its listeners'.
+struct Held {
+    gateway: Option<(gateway::Reason, String)>,
+    listeners: Option<(listener::Reason, String)>,
+}
+
+impl Held {
+    /// The override order (see the module docs), for one Gateway.
+    fn of(served: &Served, no_address: Option<&str>) -> Held {
+        let fleet = match &served.gateway {
+            AckState::Acked => None,
+            AckState::Nacked(msg) => Some((
+                gateway::Reason::Invalid,
+                listener::Reason::Invalid,
+                format!("Envoy rejected the configuration: {msg}"),
+            )),
+            AckState::Pending => Some((
+                gateway::Reason::Pending,
+                listener::Reason::Pending,
+                format!(
+                    "waiting for every ready Envoy to ACK this Gateway's configuration{}",
+                    unreported(&served.unreported)
+                ),
+            )),
+        };
+        let gateway = match (&fleet, no_address) {
+            (Some((gateway::Reason::Invalid, _, m)), _) => {
+                Some((gateway::Reason::Invalid, m.clone()))
+            }
+            (_, Some(why)) => Some((gateway::Reason::AddressNotAssigned, why.to_string())),
+            (Some((r, _, m)), None) => Some((*r, m.clone())),
+            (None, None) => None,
+        };
+        Held {
+            gateway,
+            listeners: fleet.map(|(_, r, m)| (r, m)),
+        }
+    }
+}
+
+/// The status to write: `plan` as far as the fleet serves it (`served`, per
+/// Gateway) and with the Gateways' `addresses`. Pure; the override order is in
+/// the module docs and in [`Held::of`], nowhere else.
+pub fn assemble(
+    plan: &StatusPlan,
+    served: impl Fn(&ObjectRef) -> Served,
+    addresses: &Addresses,
+) -> StatusPlan {
+    let mut out = plan.clone();
+    let mut gated: BTreeMap<ObjectRef, Served> = BTreeMap::new();
+    for (gw, status) in &mut out.gateways {
+        let assignment = match addresses {
+            Addresses::Planned => None,
+            Addresses::LoadBalancer(by_gateway) => {
+                Some(by_gateway.get(gw).cloned().unwrap_or_else(|| Assignment {
+                    addresses: vec![],
+                    missing: Some("no load balancer address is known".into()),
+                }))
+            }
+        };
+        if let Some(a) = &assignment {
+            status.addresses = a.addresses.clone();
+        }
+        // 1. A Gateway that is not served has nothing to wait for.
+        if !condition(&status.conditions, gateway::Type::Programmed).is_some_and(|c| c.ok) {
+            continue;
+        }
+        let s = served(gw);
+        let no_address = assignment.as_ref().and_then(|a| a.missing.as_deref());
+        hold_gateway(status, &s, &Held::of(&s, no_address));
+        gated.insert(gw.clone(), s);
+    }
+    hold_routes(&mut out, &gated);
+    out
+}
+
+/// A served Gateway's conditions and listener counts, given what holds it.
+fn hold_gateway(status: &mut GatewayStatus, served: &Served, held: &Held) {
+    if let Some((reason, message)) = &held.gateway
+        && let Some(c) = condition_mut(&mut status.conditions, gateway::Type::Programmed)
+    {
+        c.hold(*reason, message);
+    }
+    for l in &mut status.listeners {
+        let served_routes = l.attached.iter().filter(|k| served.serves_route(k)).count();
+        l.attached_routes = i32::try_from(served_routes).unwrap_or(i32::MAX);
+        if let Some((reason, message)) = &held.listeners
+            && let Some(c) = condition_mut(&mut l.conditions, listener::Type::Programmed)
+        {
+            c.hold(*reason, message);
+        }
+    }
+}
+
+/// Route parents on a gated Gateway: `Accepted` only once their own config is
+/// served everywhere. (The Gateway's `Programmed` carries a NACK's text.)
+fn hold_routes(out: &mut StatusPlan, gated: &BTreeMap<ObjectRef, Served>) {
+    for (kind, routes) in out.routes_mut() {
+        for (r, status) in routes.iter_mut() {
+            let key = names::route_key(kind, &r.namespace, &r.name);
+            for parent in &mut status.parents {
+                let Some(s) = gated.get(&parent.parent_ref.gateway(&r.namespace)) else {
+                    continue;
+                };
+                if s.serves_route(&key) {
+                    continue;
+                }
+                if let Some(c) = condition_mut(&mut parent.conditions, route::Type::Accepted) {
+                    let message = format!(
+                        "waiting for every ready Envoy to serve this route{}",
+                        unreported(&s.unreported)
+                    );
+                    c.hold(route::Reason::Pending, &message);
+                }
+            }
+        }
+    }
+}
+
+/// The nodes a Pending message names, if any: " (no report from node node-b)".
+fn unreported(nodes: &BTreeSet<String>) -> String {
+    if nodes.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let noun = if names.len() == 1 { "node" } else { "nodes" };
+    format!(" (no report from {noun} {})", names.join(", "))
+}
+
+#[cfg(test)]
+#[path = "assemble_tests.rs"]
+mod tests;

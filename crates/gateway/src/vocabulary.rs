@@ -1,0 +1,158 @@
+//! The status vocabulary: condition types and reasons, per object kind, and the
+//! only place they become the Gateway API's strings.
+//!
+//! ```text
+//!  gateway_class::{Type, Reason}   GatewayClass conditions
+//!  gateway::{Type, Reason}         Gateway conditions
+//!  listener::{Type, Reason}        a Gateway listener's conditions
+//!  route::{Type, Reason}           a route's conditions on one parentRef (every route kind)
+//! ```
+//!
+//! Every status stage works with these enums; [`Word::as_str`] is called only
+//! where status leaves the process: the condition's `Serialize` (YAML output) and
+//! the Kubernetes patch (`aether-k8s`). A reason of one kind cannot be put on
+//! another kind's condition: the compiler says no.
+
+/// A condition type or reason: a closed set of API strings.
+pub trait Word: Copy + Eq + Ord + std::fmt::Debug {
+    /// The string the API carries.
+    fn as_str(self) -> &'static str;
+}
+
+/// An enum whose variants are spelled as the API spells them.
+macro_rules! words {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),*
+        }
+
+        impl $crate::vocabulary::Word for $name {
+            fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => stringify!($variant)),*
+                }
+            }
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$name] = &[$(Self::$variant),*];
+        }
+    };
+}
+
+/// GatewayClass conditions.
+pub mod gateway_class {
+    words!(Type { Accepted });
+    words!(Reason {
+        Accepted,
+        InvalidParameters,
+        Pending
+    });
+}
+
+/// Gateway conditions.
+pub mod gateway {
+    words!(Type {
+        Accepted,
+        Programmed
+    });
+    words!(Reason {
+        Accepted,
+        /// Some listeners are invalid (Accepted True while any listener is).
+        ListenersNotValid,
+        InvalidParameters,
+        UnsupportedAddress,
+        Programmed,
+        /// The Gateway cannot be served, or an Envoy rejected its config.
+        Invalid,
+        /// Waiting for every Envoy that serves the Gateway to ACK its config.
+        Pending,
+        /// No load balancer address (service mode).
+        AddressNotAssigned,
+        AddressNotUsable,
+    });
+}
+
+/// A Gateway listener's conditions.
+pub mod listener {
+    words!(Type {
+        Accepted,
+        Conflicted,
+        OverlappingTLSConfig,
+        Programmed,
+        ResolvedRefs,
+    });
+    words!(Reason {
+        Accepted,
+        PortUnavailable,
+        UnsupportedProtocol,
+        UnsupportedValue,
+        HostnameConflict,
+        ProtocolConflict,
+        NoConflicts,
+        OverlappingHostnames,
+        ResolvedRefs,
+        InvalidCertificateRef,
+        InvalidRouteKinds,
+        RefNotPermitted,
+        Programmed,
+        Invalid,
+        Pending,
+    });
+}
+
+/// A route's conditions on one parentRef (HTTPRoute, GRPCRoute, TLSRoute,
+/// TCPRoute, UDPRoute).
+pub mod route {
+    words!(Type {
+        Accepted,
+        PartiallyInvalid,
+        ResolvedRefs
+    });
+    words!(Reason {
+        Accepted,
+        NoMatchingParent,
+        NotAllowedByListeners,
+        NoMatchingListenerHostname,
+        UnsupportedValue,
+        /// An older route of the other kind (HTTPRoute/GRPCRoute) serves the
+        /// hostnames on that listener.
+        HostnameConflict,
+        /// Waiting for every Envoy that serves the parent to serve the route.
+        Pending,
+        ResolvedRefs,
+        RefNotPermitted,
+        InvalidKind,
+        BackendNotFound,
+        UnsupportedProtocol,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spelled<W: Word>(all: &[W]) -> Vec<&'static str> {
+        all.iter().map(|w| w.as_str()).collect()
+    }
+
+    #[test]
+    fn words_are_the_api_strings() {
+        assert_eq!(spelled(gateway::Type::ALL), ["Accepted", "Programmed"]);
+        assert_eq!(
+            listener::Type::OverlappingTLSConfig.as_str(),
+            "OverlappingTLSConfig"
+        );
+        assert_eq!(
+            gateway::Reason::AddressNotAssigned.as_str(),
+            "AddressNotAssigned"
+        );
+        assert_eq!(
+            route::Reason::NoMatchingListenerHostname.as_str(),
+            "NoMatchingListenerHostname"
+        );
+    }
+}
