@@ -158,7 +158,7 @@ pub fn reject_mixed_kinds(
         for p in on_this_gateway {
             if let Some(c) = condition_mut(&mut p.conditions, Type::Accepted) {
                 c.hold(
-                    Reason::HostnameConflict,
+                    Reason::Conflicted,
                     "an older route of the other kind (HTTPRoute/GRPCRoute) already serves these hostnames on this listener",
                 );
             }

@@ -119,8 +119,9 @@ pub mod route {
         NoMatchingListenerHostname,
         UnsupportedValue,
         /// An older route of the other kind (HTTPRoute/GRPCRoute) serves the
-        /// hostnames on that listener.
-        HostnameConflict,
+        /// hostnames on that listener. Not one of the API's route reasons (it
+        /// has none for this); named as GEP-1426 names the same case.
+        Conflicted,
         /// Waiting for every Envoy that serves the parent to serve the route.
         Pending,
         ResolvedRefs,
