@@ -205,8 +205,8 @@ impl Listener {
     /// the supported ones.
     fn resolved_refs_ok(&self) -> bool {
         self.unresolved
-            .first()
-            .is_none_or(|u| matches!(u, Unresolved::RouteKinds(_)))
+            .iter()
+            .all(|u| matches!(u, Unresolved::RouteKinds(_)))
     }
 
     pub fn supports_kind(&self, kind: &str) -> bool {
