@@ -29,6 +29,18 @@ pub struct Published {
     pub ir: Arc<Ir>,
 }
 
+impl aether_k8s::duties::Translated for Published {
+    fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+    fn plan(&self) -> &StatusPlan {
+        &self.status
+    }
+    fn ir(&self) -> &Arc<Ir> {
+        &self.ir
+    }
+}
+
 /// Counters exposed on `/metrics`.
 #[derive(Debug, Default)]
 pub struct Stats {

@@ -4,11 +4,13 @@
 //!  discovery (served Gateway API versions) ─┐
 //!  kube-apiserver ──watch (per kind, at the served version)──► Index ──(all kinds listed)──► Store generations
 //!                                                                                             │
-//!                          status writer (at the served version) ◄── gated StatusPlan ◄──────┘ (translate, ACK gate)
+//!                          status writer (at the served version) ◄── duties::Join (assemble) ◄─┘ (translate, fleet ACKs, addresses)
+//!  duties::reconcile_services (leader): one edge Service per served Gateway
 //! ```
 
 pub mod agent_token;
 pub mod discovery;
+pub mod duties;
 pub mod index;
 pub mod leader;
 pub mod pods;

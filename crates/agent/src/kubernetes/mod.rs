@@ -6,23 +6,23 @@
 //!                                           │            local report ◄── Fleet ◄────────────┘
 //!                                           │                 │ gRPC stream (or in process on the leader)
 //!                                           ▼                 ▼
-//!  leader only:  Service reconcile     Reports (every node) ─► gate ─► addresses ─► status writer (SSA)
+//!  leader only:  duties::reconcile_services   Reports (every node) ─► duties::Join (assemble) ─► status writer (SSA)
 //! ```
 //!
 //! Every agent serves its own Envoy from its own watches; only the elected leader
-//! writes: per-Gateway Services (allocating Envoy ports) and status, where
+//! writes (the duties live in `aether_k8s::duties`; this module wires them): per-Gateway Services (allocating Envoy ports) and status, where
 //! `Programmed`, `attachedRoutes` and route `Accepted` wait for every Envoy that
 //! takes the Gateway's traffic (its Service's Ready endpoints, or the Ready edge
 //! pods in static mode) to serve the object's current config. `/readyz` waits
 //! for the local Envoy to catch up, so a node takes traffic only then.
 
-mod duties;
 mod fleet;
 
 use crate::admin::{self, AdminState};
 use crate::pipeline::Pipeline;
 use crate::serve;
 use aether_ads::Fleet;
+use aether_k8s::duties::{self, SETTLE};
 use aether_k8s::leader::{self, LeaderConfig, LeaderElector};
 use aether_k8s::service::{self, AddressMode, ServiceConfig, ServiceMetrics, Unallocated};
 use aether_k8s::status::StatusWriter;
@@ -63,18 +63,10 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "UDPRoute",
 ];
 
-/// Coalesces bursts of watch events before translating.
-const SETTLE: Duration = Duration::from_millis(20);
 /// An agent sends the leader at most one report per interval.
 const REPORT_INTERVAL: Duration = Duration::from_millis(100);
 /// How often a follower looks up who leads (and where it takes reports).
 const LEADER_LOOKUP: Duration = Duration::from_secs(2);
-/// A (re)started agent knows nothing yet of what the Envoys serve: they reconnect
-/// with backoff, still serving the last config. Gating on that empty picture would
-/// flip every served Gateway to Pending and back on each restart of the leader (a
-/// false status and two writes per object). So status waits for the first report
-/// of a connected Envoy, or this long (an Envoy that never comes is Pending).
-const STARTUP_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AddressModeArg {
@@ -310,19 +302,21 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             .join(",");
         aether_k8s::pods::ready_nodes(client.clone(), &args.namespace, selector)
     });
-    let status_inputs = duties::status_inputs(
-        index.clone(),
-        pipeline.subscribe(),
-        reports.clone(),
-        mode.clone(),
+    let status_inputs = duties::Join {
+        index: index.clone(),
+        published: pipeline.subscribe(),
+        reports: reports.clone(),
+        mode: mode.clone(),
         ready_pods,
-        duties::Problems {
+        problems: duties::Problems {
             services: problems_rx,
             unallocated: unallocated_rx,
         },
-        served.clone(),
-        args.controller_name.clone(),
-    );
+        served: served.clone(),
+        controller_name: args.controller_name.clone(),
+        supported_features: SUPPORTED_FEATURES.iter().map(|f| f.to_string()).collect(),
+    }
+    .spawn();
     let writer = Arc::new(StatusWriter::default());
     tokio::spawn(aether_k8s::status::run(
         client.clone(),

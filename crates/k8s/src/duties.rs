@@ -1,0 +1,279 @@
+//! Leader duties: one Service per served Gateway ([`reconcile_services`]), and
+//! the status to write ([`Join`]): the translated plan assembled
+//! ([`aether_gateway::assemble`]) with the reports of the nodes that take each
+//! Gateway's traffic and the addresses of its Service. The binary only wires
+//! them: it hands over what its pipeline published ([`Translated`]).
+//!
+//! ```text
+//!  published (snapshot, plan, ir) ─┬─► reconcile_services ──► edge Services; failures per Gateway ─┐
+//!                                  │                                                                 ▼
+//!  reports + members (Service endpoints | Ready pods) ─► Join ─► assemble(plan, served, addresses) ─► StatusInputs ─► status::run
+//! ```
+
+use crate::service::{self, AddressMode, RecentWrites, ServiceConfig, ServiceMetrics, Unallocated};
+use crate::status::StatusInputs;
+use crate::{Index, ServedVersions};
+use aether_gateway::{AckState, Addresses, Served, StatusPlan, Store, assemble};
+use aether_ir::{Ir, ObjectRef};
+use aether_report::{Members, Reports};
+use aether_xds::Snapshot;
+use k8s_openapi::api::core::v1::Service;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tracing::warn;
+
+/// Coalesces bursts of changes before acting on them.
+pub const SETTLE: Duration = Duration::from_millis(20);
+/// A (re)started agent knows nothing yet of what the Envoys serve: they reconnect
+/// with backoff, still serving the last config. Gating on that empty picture would
+/// flip every served Gateway to Pending and back on each restart of the leader (a
+/// false status and two writes per object). So status waits for the first report
+/// of a connected Envoy, or this long (an Envoy that never comes is Pending).
+pub const STARTUP_GRACE: Duration = Duration::from_secs(5);
+
+/// One published generation of the pipeline, as the duties read it.
+pub trait Translated: Send + Sync + 'static {
+    /// What the ADS server serves.
+    fn snapshot(&self) -> &Snapshot;
+    /// The status as translated, before [`assemble`].
+    fn plan(&self) -> &StatusPlan;
+    /// The IR as translated, before port allocations.
+    fn ir(&self) -> &Arc<Ir>;
+}
+
+type Published<P> = watch::Receiver<Option<Arc<P>>>;
+
+/// Leader only: keeps one Service per served Gateway; per-Gateway failures go to
+/// `problems` (and so to the status), retried with backoff.
+pub async fn reconcile_services<P: Translated>(
+    client: kube::Client,
+    index: Arc<Index>,
+    mut published: Published<P>,
+    mut is_leader: watch::Receiver<bool>,
+    cfg: ServiceConfig,
+    problems: watch::Sender<BTreeMap<ObjectRef, String>>,
+    metrics: Arc<ServiceMetrics>,
+) {
+    let mut generation = index.subscribe();
+    let mut backoff = Duration::from_millis(200);
+    // Our own writes until the watch shows them: allocating from a store that
+    // trails the API server could move a Gateway's ports.
+    let mut recent = RecentWrites::default();
+    loop {
+        let ir = published
+            .borrow_and_update()
+            .as_ref()
+            .map(|p| p.ir().clone());
+        let leading = *is_leader.borrow_and_update();
+        if let (true, Some(ir), Some(store)) = (leading, ir, index.store()) {
+            let by_gateway =
+                reconcile_once(&client, &store, &ir, &cfg, &mut recent, &metrics).await;
+            let failed = !by_gateway.is_empty();
+            problems.send_if_modified(|p| {
+                let changed = *p != by_gateway;
+                *p = by_gateway;
+                changed
+            });
+            if failed {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                continue;
+            }
+        }
+        backoff = Duration::from_millis(200);
+        tokio::select! {
+            r = published.changed() => if r.is_err() { return },
+            r = generation.changed() => if r.is_err() { return },
+            r = is_leader.changed() => if r.is_err() { return },
+        }
+        tokio::time::sleep(SETTLE).await;
+    }
+}
+
+/// One reconcile of every edge Service; why each failed Gateway's did not go
+/// through (empty when all did).
+async fn reconcile_once(
+    client: &kube::Client,
+    store: &Store,
+    ir: &Ir,
+    cfg: &ServiceConfig,
+    recent: &mut RecentWrites,
+    metrics: &ServiceMetrics,
+) -> BTreeMap<ObjectRef, String> {
+    let current = recent.overlay(store, &cfg.namespace);
+    let desired = service::desired_services(&current, ir, cfg);
+    let existing: Vec<Service> = store
+        .all::<Service>()
+        .values()
+        .filter(|s| service::is_edge_service(s, &cfg.namespace))
+        .cloned()
+        .collect();
+    let result = service::reconcile(client, desired, existing.iter(), &cfg.namespace).await;
+    recent.record(&result);
+    metrics.observe(&result);
+    match result {
+        Ok(_) => BTreeMap::new(),
+        Err(errors) => {
+            warn!(error = %errors, "reconciling edge Services failed; retrying");
+            errors.by_gateway()
+        }
+    }
+}
+
+/// Why Gateways lack addresses: Service writes that failed, ports not allocated yet.
+pub struct Problems {
+    pub services: watch::Receiver<BTreeMap<ObjectRef, String>>,
+    pub unallocated: watch::Receiver<Vec<Unallocated>>,
+}
+
+impl Problems {
+    fn current(&mut self) -> BTreeMap<ObjectRef, String> {
+        let mut all = service::problems(None, &self.unallocated.borrow_and_update());
+        for (gw, message) in self.services.borrow_and_update().iter() {
+            all.entry(gw.clone())
+                .and_modify(|m| {
+                    m.push_str("; ");
+                    m.push_str(message);
+                })
+                .or_insert_with(|| message.clone());
+        }
+        all
+    }
+}
+
+/// The status inputs, recomputed on any change of what they are joined from.
+pub struct Join<P> {
+    pub index: Arc<Index>,
+    pub published: Published<P>,
+    pub reports: Reports,
+    pub mode: AddressMode,
+    /// Static mode's Ready edge pods (service mode reads each Service's
+    /// endpoints from the store).
+    pub ready_pods: Option<watch::Receiver<BTreeSet<String>>>,
+    pub problems: Problems,
+    pub served: watch::Receiver<Option<ServedVersions>>,
+    pub controller_name: String,
+    /// What the GatewayClass claims in `status.supportedFeatures`.
+    pub supported_features: Vec<String>,
+}
+
+impl<P: Translated> Join<P> {
+    /// Joins in a task of its own; the latest inputs for [`crate::status::run`].
+    pub fn spawn(self) -> watch::Receiver<Arc<StatusInputs>> {
+        let (tx, rx) = watch::channel(Arc::new(StatusInputs {
+            controller_name: self.controller_name.clone(),
+            ..Default::default()
+        }));
+        tokio::spawn(self.run(tx));
+        rx
+    }
+
+    async fn run(mut self, tx: watch::Sender<Arc<StatusInputs>>) {
+        let mut generation = self.index.subscribe();
+        let mut report_changes = self.reports.subscribe();
+        let grace_ends = tokio::time::Instant::now() + STARTUP_GRACE;
+        let mut settled = false;
+        loop {
+            if let Some((members, p, store)) = self.picture() {
+                settled = settled
+                    || tokio::time::Instant::now() >= grace_ends
+                    || members.have_answered(&self.reports.nodes());
+                // Nothing is written from a picture that is still forming.
+                if settled {
+                    tx.send_replace(Arc::new(self.inputs(&members, &p, store)));
+                }
+            }
+            let mut report = false;
+            tokio::select! {
+                r = self.published.changed() => if r.is_err() { return },
+                r = generation.changed() => if r.is_err() { return },
+                r = report_changes.changed() => if r.is_err() { return } else { report = true },
+                r = self.problems.services.changed() => if r.is_err() { return },
+                r = self.problems.unallocated.changed() => if r.is_err() { return },
+                r = self.served.changed() => if r.is_err() { return },
+                r = changed(&mut self.ready_pods), if self.ready_pods.is_some() => if r.is_err() { return },
+                _ = tokio::time::sleep_until(grace_ends), if !settled => {}
+            }
+            // A burst of object changes is joined once. A report is joined at
+            // once: the status loop gathers a fleet's burst of reports
+            // (`status::driver::FOLLOW`), and waiting here too would only add
+            // to how long status trails an ACK.
+            if !report {
+                tokio::time::sleep(SETTLE).await;
+            }
+        }
+    }
+
+    /// Who must serve each Gateway, the latest publication and store; `None`
+    /// until there are both.
+    fn picture(&mut self) -> Option<(Members, Arc<P>, Arc<Store>)> {
+        let p = self.published.borrow_and_update().clone()?;
+        let store = self.index.store()?;
+        let members = Members {
+            per_gateway: match &self.mode {
+                AddressMode::Service(cfg) => service::members(&store, &cfg.namespace),
+                AddressMode::Static => BTreeMap::new(),
+            },
+            every_gateway: self
+                .ready_pods
+                .as_mut()
+                .map(|r| r.borrow_and_update().clone())
+                .unwrap_or_default(),
+        };
+        Some((members, p, store))
+    }
+
+    fn inputs(&mut self, members: &Members, p: &P, store: Arc<Store>) -> StatusInputs {
+        // Read before the join: the plan covers at least this change.
+        let served_at = self.reports.changed_at();
+        let gating = std::time::Instant::now();
+        let problems = self.problems.current();
+        let plan = gate(p, &self.reports, members, &store, &self.mode, &problems);
+        // Under the status loop's target: the status latency bench reads it.
+        tracing::debug!(target: "aether_k8s::status::inputs", gate_us = gating.elapsed().as_micros(), "status inputs joined");
+        StatusInputs {
+            plan,
+            store,
+            supported_features: self.supported_features.clone(),
+            controller_name: self.controller_name.clone(),
+            // Every Gateway API kind has listed, so discovery has run.
+            served: self.served.borrow_and_update().clone().unwrap_or_default(),
+            served_at,
+        }
+    }
+}
+
+async fn changed<T>(rx: &mut Option<watch::Receiver<T>>) -> Result<(), watch::error::RecvError> {
+    match rx {
+        Some(rx) => rx.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The plan assembled with what the members serve and, in service mode, the
+/// Services' addresses.
+fn gate<P: Translated>(
+    p: &P,
+    reports: &Reports,
+    members: &Members,
+    store: &Store,
+    mode: &AddressMode,
+    problems: &BTreeMap<ObjectRef, String>,
+) -> StatusPlan {
+    let served = reports.served(p.snapshot(), members);
+    let served = |gw: &ObjectRef| {
+        served
+            .get(gw)
+            .cloned()
+            .unwrap_or_else(|| Served::whole(AckState::Pending))
+    };
+    let addresses = match mode {
+        AddressMode::Service(cfg) => {
+            service::assignments(p.plan().gateways.keys(), store, cfg, problems)
+        }
+        AddressMode::Static => Addresses::Planned,
+    };
+    assemble(p.plan(), served, &addresses)
+}
