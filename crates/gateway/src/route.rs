@@ -83,26 +83,26 @@ pub struct RedirectSpec {
 
 /// A route's parentRefs with group and kind defaulted, as status echoes them.
 /// (HTTPRoute and GRPCRoute have distinct generated types with the same fields.)
+#[macro_export]
 macro_rules! parent_references {
     ($refs:expr) => {
         $refs
             .iter()
             .flatten()
-            .map(|p| $crate::status::ParentReference {
-                group: p
-                    .group
-                    .clone()
-                    .unwrap_or_else(|| $crate::status::GROUP.into()),
-                kind: p.kind.clone().unwrap_or_else(|| "Gateway".into()),
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
-                section_name: p.section_name.clone(),
-                port: p.port,
+            .map(|p| {
+                $crate::status::ParentReference::defaulted(
+                    p.group.as_deref(),
+                    p.kind.as_deref(),
+                    p.namespace.as_deref(),
+                    &p.name,
+                    p.section_name.as_deref(),
+                    p.port,
+                )
             })
             .collect::<Vec<_>>()
     };
 }
-pub(crate) use parent_references;
+pub use crate::parent_references;
 
 /// A rule's backendRefs as ([`BackendRef`], weight) pairs: every route kind's
 /// generated backendRef type has these fields.

@@ -205,6 +205,44 @@ pub struct ParentReference {
 }
 
 impl ParentReference {
+    /// A parentRef as a route's spec or status carries it, group and kind
+    /// defaulted (`gateway.networking.k8s.io`, `Gateway`): the one place the
+    /// defaults are applied.
+    pub fn defaulted(
+        group: Option<&str>,
+        kind: Option<&str>,
+        namespace: Option<&str>,
+        name: &str,
+        section_name: Option<&str>,
+        port: Option<i32>,
+    ) -> Self {
+        ParentReference {
+            group: group.unwrap_or(GROUP).to_string(),
+            kind: kind.unwrap_or("Gateway").to_string(),
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+            section_name: section_name.map(str::to_string),
+            port,
+        }
+    }
+
+    /// Do both name the same parent, for a route in `route_namespace` (a
+    /// namespace left out is the route's)?
+    pub fn same_parent(&self, other: &ParentReference, route_namespace: &str) -> bool {
+        let ns = |p: &ParentReference| {
+            p.namespace
+                .clone()
+                .unwrap_or_else(|| route_namespace.into())
+        };
+        ParentReference {
+            namespace: Some(ns(self)),
+            ..self.clone()
+        } == ParentReference {
+            namespace: Some(ns(other)),
+            ..other.clone()
+        }
+    }
+
     /// The Gateway this parentRef names, given the route's namespace.
     pub fn gateway(&self, route_namespace: &str) -> ObjectRef {
         ObjectRef::new(

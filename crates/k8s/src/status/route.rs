@@ -15,11 +15,13 @@
 
 use super::condition;
 use super::patch::{Precondition, StatusKind, StatusPatch, body};
-use aether_gateway::status::{GROUP, RouteStatus as Planned};
+use aether_gateway::status::{GROUP, ParentReference, RouteStatus as Planned};
 use aether_gateway::{Store, StoreObject};
 use aether_ir::ObjectRef;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::httproutes::{
+    HttpRoute, HttpRouteStatusParents as Entry, HttpRouteStatusParentsParentRef as EntryRef,
+};
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
@@ -35,29 +37,39 @@ pub(crate) struct RouteView<'a> {
     key: &'a ObjectRef,
     meta: &'a ObjectMeta,
     resource_version: Option<&'a str>,
-    /// `status.parents` as read, one JSON object per entry.
+    /// `status.parents` as read, one JSON object per entry: another
+    /// controller's entry is sent back exactly so (read through our types, a
+    /// field we do not know would be lost); ours are read as [`Entry`].
     parents: Vec<Value>,
     /// `spec.parentRefs` as read.
-    spec_parents: Vec<Value>,
+    spec_parents: Vec<ParentReference>,
 }
 
-/// A parentRef with its defaults filled in: group, kind, namespace, name,
-/// sectionName, port.
-type ParentKey = (String, String, String, String, Option<String>, Option<i64>);
-
-fn parent_key(v: &Value, route_namespace: &str) -> ParentKey {
-    let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-    (
-        text("group").unwrap_or_else(|| GROUP.to_string()),
-        text("kind").unwrap_or_else(|| "Gateway".to_string()),
-        text("namespace").unwrap_or_else(|| route_namespace.to_string()),
-        text("name").unwrap_or_default(),
-        text("sectionName"),
-        v.get("port").and_then(Value::as_i64),
+/// Every route kind's `status.parents` entry has one shape (the API's
+/// RouteParentStatus); the HTTPRoute type of it stands for all.
+fn parent_reference(r: &EntryRef) -> ParentReference {
+    ParentReference::defaulted(
+        r.group.as_deref(),
+        r.kind.as_deref(),
+        r.namespace.as_deref(),
+        &r.name,
+        r.section_name.as_deref(),
+        r.port,
     )
 }
 
-fn parents_of<S: serde::Serialize>(parents: Option<&S>) -> Vec<Value> {
+fn entry_ref(p: &ParentReference) -> EntryRef {
+    EntryRef {
+        group: Some(p.group.clone()),
+        kind: Some(p.kind.clone()),
+        name: p.name.clone(),
+        namespace: p.namespace.clone(),
+        port: p.port,
+        section_name: p.section_name.clone(),
+    }
+}
+
+fn status_parents<S: serde::Serialize>(parents: Option<&S>) -> Vec<Value> {
     match parents.map(serde_json::to_value) {
         Some(Ok(Value::Array(list))) => list,
         _ => Vec::new(),
@@ -67,17 +79,17 @@ fn parents_of<S: serde::Serialize>(parents: Option<&S>) -> Vec<Value> {
 /// A route type: where its status and spec parents are.
 trait RouteObject: StoreObject + 'static {
     fn status_parents(&self) -> Vec<Value>;
-    fn spec_parents(&self) -> Vec<Value>;
+    fn spec_parents(&self) -> Vec<ParentReference>;
 }
 
 macro_rules! route_object {
     ($($ty:ty),*) => {$(
         impl RouteObject for $ty {
             fn status_parents(&self) -> Vec<Value> {
-                parents_of(self.status.as_ref().map(|s| &s.parents))
+                status_parents(self.status.as_ref().map(|s| &s.parents))
             }
-            fn spec_parents(&self) -> Vec<Value> {
-                parents_of(self.spec.parent_refs.as_ref())
+            fn spec_parents(&self) -> Vec<ParentReference> {
+                aether_gateway::route::parent_references!(self.spec.parent_refs)
             }
         }
     )*};
@@ -142,12 +154,30 @@ fn controller(entry: &Value) -> Option<&str> {
     entry.get("controllerName").and_then(Value::as_str)
 }
 
-fn conditions(entry: &Value) -> Vec<Condition> {
-    entry
-        .get("conditions")
-        .cloned()
-        .and_then(|c| serde_json::from_value(c).ok())
-        .unwrap_or_default()
+/// One of our entries: which parent, and its conditions as stored.
+struct Ours {
+    parent_ref: ParentReference,
+    conditions: Vec<Condition>,
+}
+
+impl Ours {
+    /// Our entry as read; `None` if it does not decode (it is then rewritten).
+    fn read(entry: &Value) -> Option<Ours> {
+        let e: Entry = serde_json::from_value(entry.clone()).ok()?;
+        Some(Ours {
+            parent_ref: parent_reference(&e.parent_ref),
+            conditions: e.conditions,
+        })
+    }
+
+    fn to_value(&self, controller_name: &str) -> Value {
+        let e = Entry {
+            conditions: self.conditions.clone(),
+            controller_name: controller_name.to_string(),
+            parent_ref: entry_ref(&self.parent_ref),
+        };
+        serde_json::to_value(e).expect("a parent status serializes")
+    }
 }
 
 impl RouteView<'_> {
@@ -169,14 +199,19 @@ impl RouteView<'_> {
 
     /// Our entry for a parentRef the plan lacks is kept when the route still
     /// names that parentRef and it is a Gateway of ours: the plan is lagging.
-    fn lagging(&self, parent_ref: &Value, our_gateway: &dyn Fn(&ObjectRef) -> bool) -> bool {
+    fn lagging(
+        &self,
+        parent_ref: &ParentReference,
+        our_gateway: &dyn Fn(&ObjectRef) -> bool,
+    ) -> bool {
         let ns = self.key.namespace.as_str();
-        let key = parent_key(parent_ref, ns);
-        let (group, kind, namespace, name, _, _) = &key;
-        group == GROUP
-            && kind == "Gateway"
-            && our_gateway(&ObjectRef::new(namespace, name))
-            && self.spec_parents.iter().any(|s| parent_key(s, ns) == key)
+        parent_ref.group == GROUP
+            && parent_ref.kind == "Gateway"
+            && our_gateway(&parent_ref.gateway(ns))
+            && self
+                .spec_parents
+                .iter()
+                .any(|s| s.same_parent(parent_ref, ns))
     }
 
     /// The patch making our entries equal to `planned` (none planned: no entries,
@@ -193,61 +228,50 @@ impl RouteView<'_> {
             .parents
             .iter()
             .partition(|p| controller(p) == Some(controller_name));
-        let planned_refs: Vec<Value> = planned
-            .map(|p| p.parents.as_slice())
-            .unwrap_or_default()
+        let ours: Vec<Ours> = ours.into_iter().filter_map(Ours::read).collect();
+        let planned = planned.map(|p| p.parents.as_slice()).unwrap_or_default();
+        let ns = self.key.namespace.as_str();
+        let is_planned =
+            |r: &ParentReference| planned.iter().any(|p| p.parent_ref.same_parent(r, ns));
+        let kept = ours
             .iter()
-            .map(|p| serde_json::to_value(&p.parent_ref).expect("parentRef serializes"))
-            .collect();
-        let kept: Vec<(Value, Vec<Condition>)> = ours
-            .iter()
-            .filter_map(|o| {
-                let parent_ref = o.get("parentRef")?;
-                (!planned_refs.contains(parent_ref) && self.lagging(parent_ref, our_gateway))
-                    .then(|| (parent_ref.clone(), conditions(o)))
-            })
-            .collect();
+            .filter(|o| !is_planned(&o.parent_ref) && self.lagging(&o.parent_ref, our_gateway));
+        let kept: Vec<&Ours> = kept.collect();
         let room = PARENTS_MAX.saturating_sub(others.len() + kept.len());
-        let planned_count = planned_refs.len();
-        if planned_count > room {
+        if planned.len() > room {
             tracing::warn!(
-                kind = %self.kind, route = %self.key, planned = planned_count, room,
+                kind = %self.kind, route = %self.key, planned = planned.len(), room,
                 "status.parents is full (32 entries): some of our parent entries are left out"
             );
         }
-        let mut desired: Vec<(Value, Vec<Condition>)> = planned
-            .map(|p| p.parents.as_slice())
-            .unwrap_or_default()
+        let mut desired: Vec<Ours> = planned
             .iter()
-            .zip(planned_refs)
             .take(room)
-            .map(|(p, parent_ref)| {
+            .map(|p| {
                 let was = ours
                     .iter()
-                    .find(|o| o.get("parentRef") == Some(&parent_ref))
-                    .map(|o| conditions(o))
-                    .unwrap_or_default();
-                let conds = condition::from_plan(&p.conditions, &was, now);
-                (parent_ref, conds)
+                    .find(|o| o.parent_ref.same_parent(&p.parent_ref, ns));
+                let was = was.map(|o| o.conditions.as_slice()).unwrap_or_default();
+                Ours {
+                    parent_ref: p.parent_ref.clone(),
+                    conditions: condition::from_plan(&p.conditions, was, now),
+                }
             })
             .collect();
-        desired.extend(kept);
+        desired.extend(kept.into_iter().map(|o| Ours {
+            parent_ref: o.parent_ref.clone(),
+            conditions: o.conditions.clone(),
+        }));
 
         let unchanged = ours.len() == desired.len()
-            && ours.iter().zip(&desired).all(|(o, (parent_ref, conds))| {
-                o.get("parentRef") == Some(parent_ref) && condition::same(&conditions(o), conds)
+            && ours.iter().zip(&desired).all(|(o, d)| {
+                o.parent_ref == d.parent_ref && condition::same(&o.conditions, &d.conditions)
             });
         if unchanged {
             return None;
         }
         let mut list: Vec<Value> = others.into_iter().cloned().collect();
-        list.extend(desired.into_iter().map(|(parent_ref, conds)| {
-            json!({
-                "parentRef": parent_ref,
-                "controllerName": controller_name,
-                "conditions": conds,
-            })
-        }));
+        list.extend(desired.iter().map(|d| d.to_value(controller_name)));
         Some(StatusPatch {
             kind: self.kind,
             object: self.key.clone(),
