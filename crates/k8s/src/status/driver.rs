@@ -266,15 +266,17 @@ mod tests {
         })
     }
 
-    /// A client whose every request fails at once (nothing listens there).
-    fn dead_client() -> Client {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let url = format!("http://127.0.0.1:{port}").parse().unwrap();
-        Client::try_from(kube::Config::new(url)).unwrap()
+    /// A client whose every request the "API server" answers 500 at once, in
+    /// process: no I/O, so paused time runs the loop exactly.
+    fn failing_client() -> Client {
+        let api_server = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            let refused = http::Response::builder()
+                .status(500)
+                .body(kube::client::Body::empty())
+                .expect("a response");
+            Ok::<_, std::convert::Infallible>(refused)
+        });
+        Client::new(api_server, "default")
     }
 
     fn failed_batches(writer: &StatusWriter) -> u64 {
@@ -335,12 +337,12 @@ mod tests {
         assert_eq!(retries.next(), None, "no write needed: nothing to retry");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn writes_only_while_leader_and_backs_off_on_failure() {
         let writer = Arc::new(StatusWriter::new(Duration::from_secs(1), 2));
         let (inputs_tx, inputs) = watch::channel(mk_inputs());
         let (leader_tx, is_leader) = watch::channel(false);
-        let task = tokio::spawn(run(dead_client(), inputs, is_leader, writer.clone()));
+        let task = tokio::spawn(run(failing_client(), inputs, is_leader, writer.clone()));
 
         tokio::time::sleep(Duration::from_millis(300)).await;
         inputs_tx.send(mk_inputs()).unwrap();
