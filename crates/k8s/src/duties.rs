@@ -111,7 +111,7 @@ async fn reconcile_once(
         .cloned()
         .collect();
     let result = service::reconcile(client, desired, existing.iter(), &cfg.namespace).await;
-    recent.record(&result);
+    recent.record(&result, store);
     metrics.observe(&result);
     match result {
         Ok(_) => BTreeMap::new(),

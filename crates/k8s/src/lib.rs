@@ -14,6 +14,7 @@ pub mod duties;
 pub mod index;
 pub mod leader;
 pub mod pods;
+pub mod recent;
 pub mod service;
 pub mod status;
 pub mod watch;

@@ -28,7 +28,7 @@
 //! ```text
 //!  leader:  desired = desired_services(&recent.overlay(&store, ns), &t.ir, &cfg)
 //!           reconcile(&client, desired, store.all::<Service>().values(), ns)
-//!             → recent.record(&result); errors per Gateway
+//!             → recent.record(&result, &store); errors per Gateway
 //!  every agent:  unallocated = apply_allocations(&mut t.ir, &allocations(&store, ns), &cfg.bind_address)
 //!                then build the snapshot from t.ir (the leader does the same to hash it)
 //!  leader status:  addresses = assignments(t.status.gateways.keys(), &store, &cfg,

@@ -14,21 +14,29 @@
 
 use super::reconcile::{ServiceError, up_to_date};
 use super::{ReconcileErrors, ReconcileReport, is_edge_service};
+use crate::recent::{self, Seen};
 use aether_gateway::Store;
 use k8s_openapi::api::core::v1::Service;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-/// Services this leader applied that its store may not show yet, by name.
+/// Services this leader applied that its store may not show yet, by name
+/// ([`crate::recent`], the overlay the status writer uses too).
 #[derive(Debug, Clone, Default)]
 pub struct RecentWrites {
-    services: BTreeMap<String, Service>,
+    services: recent::RecentWrites<String, Service>,
+}
+
+fn shows(store: &Store, namespace: &str, name: &str) -> Seen {
+    store
+        .get::<Service>(namespace, name)
+        .map(|s| s.metadata.resource_version.clone())
 }
 
 impl RecentWrites {
-    /// Remembers what a reconcile wrote, and forgets every Service it no longer
-    /// wants (deleted, or its Gateway gone: a write nobody wants must not keep
-    /// its ports reserved).
-    pub fn record(&mut self, result: &Result<ReconcileReport, ReconcileErrors>) {
+    /// Remembers what a reconcile against `store` wrote, and forgets every
+    /// Service it no longer wants (deleted, or its Gateway gone: a write nobody
+    /// wants must not keep its ports reserved).
+    pub fn record(&mut self, result: &Result<ReconcileReport, ReconcileErrors>, store: &Store) {
         let (report, failed) = match result {
             Ok(report) => (report, Vec::new()),
             Err(e) => {
@@ -49,9 +57,14 @@ impl RecentWrites {
         self.services
             .retain(|name, _| wanted.contains(name.as_str()));
         for svc in &report.written {
-            if let Some(name) = &svc.metadata.name {
-                self.services.insert(name.clone(), svc.clone());
-            }
+            let (Some(name), Some(namespace)) = (&svc.metadata.name, &svc.metadata.namespace)
+            else {
+                continue;
+            };
+            let based_on = shows(store, namespace, name);
+            let version = svc.metadata.resource_version.clone();
+            self.services
+                .record(name.clone(), based_on, svc.clone(), version);
         }
     }
 
@@ -66,30 +79,23 @@ impl RecentWrites {
 
     /// `store` with every remembered write the store does not show yet put in
     /// place of the watched copy (or added), for [`super::desired_services`].
-    /// Forgets the writes the store has caught up with: the watched copy is our
-    /// write (same resourceVersion, which the API says is opaque: compared for
-    /// equality only) or carries everything it set. A watched copy someone else
-    /// changed since is not caught up: the reconcile applies ours again, and
-    /// [`RecentWrites::record`] replaces or forgets it.
+    /// Forgets the writes the store has caught up with: it shows our write's
+    /// version, or another that carries everything it set. A watched copy that
+    /// lacks what we set (someone else changed it, or it is gone) is not caught
+    /// up: the reconcile applies ours again, and [`RecentWrites::record`]
+    /// replaces or forgets it.
     pub fn overlay(&mut self, store: &Store, namespace: &str) -> Store {
+        self.services.retain(|_, s| is_edge_service(s, namespace));
         let mut out = store.clone();
-        self.services.retain(|name, written| {
-            if !is_edge_service(written, namespace) {
-                return false;
-            }
-            let behind = match store.get::<Service>(namespace, name) {
-                None => true,
-                Some(watched) => {
-                    let same = watched.metadata.resource_version.is_some()
-                        && watched.metadata.resource_version == written.metadata.resource_version;
-                    !same && !up_to_date(written, watched)
-                }
-            };
-            if behind {
-                out.insert(written.clone());
-            }
-            behind
-        });
+        let watched = |name: &String| shows(store, namespace, name);
+        let covers = |name: &String, written: &Service| {
+            store
+                .get::<Service>(namespace, name)
+                .is_some_and(|w| up_to_date(written, w))
+        };
+        for (_, written) in self.services.trailing(watched, covers) {
+            out.insert(written.clone());
+        }
         out
     }
 }
@@ -102,6 +108,7 @@ mod tests {
     use gateway_api::apis::standard::gatewayclasses::GatewayClass;
     use gateway_api::apis::standard::gateways::Gateway;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     fn mk_store(gateways: &[&str]) -> Store {
         let mut store = Store::default();
@@ -142,7 +149,7 @@ mod tests {
             written: vec![as_written(first[0].clone(), 10)],
             ..Default::default()
         };
-        recent.record(&Ok(report));
+        recent.record(&Ok(report), &store);
         // Pass 2: a (sorted first) appears, the watch has not shown b's Service.
         let store = mk_store(&["a", "b"]);
         let without = allocations(
@@ -176,11 +183,14 @@ mod tests {
         assert!(recent.is_empty());
 
         // So is one the store shows as newer with everything it set.
-        recent.record(&Ok(ReconcileReport {
-            applied: vec![first[0].metadata.name.clone().unwrap()],
-            written: vec![as_written(first[0].clone(), 12)],
-            ..Default::default()
-        }));
+        recent.record(
+            &Ok(ReconcileReport {
+                applied: vec![first[0].metadata.name.clone().unwrap()],
+                written: vec![as_written(first[0].clone(), 12)],
+                ..Default::default()
+            }),
+            &store,
+        );
         let mut newer = store.clone();
         newer.insert(as_written(first[0].clone(), 9));
         let _ = recent.overlay(&newer, &ns);
@@ -197,11 +207,14 @@ mod tests {
             .map(|s| s.metadata.name.clone().unwrap())
             .collect();
         let mut recent = RecentWrites::default();
-        recent.record(&Ok(ReconcileReport {
-            applied: names.clone(),
-            written: services.iter().map(|s| as_written(s.clone(), 5)).collect(),
-            ..Default::default()
-        }));
+        recent.record(
+            &Ok(ReconcileReport {
+                applied: names.clone(),
+                written: services.iter().map(|s| as_written(s.clone(), 5)).collect(),
+                ..Default::default()
+            }),
+            &store,
+        );
         assert_eq!(recent.len(), 2);
         // Next pass: a's apply failed (kept: it may still be in flight), b's
         // Gateway is gone (forgotten, whether or not its delete went through).
@@ -211,15 +224,18 @@ mod tests {
             gateway: None,
             source: kube::Error::LinesCodecMaxLineLengthExceeded,
         };
-        recent.record(&Err(ReconcileErrors {
-            errors: BTreeMap::from([(names[0].clone(), failure)]),
-            report: ReconcileReport::default(),
-        }));
+        recent.record(
+            &Err(ReconcileErrors {
+                errors: BTreeMap::from([(names[0].clone(), failure)]),
+                report: ReconcileReport::default(),
+            }),
+            &store,
+        );
         assert_eq!(recent.len(), 1);
         let overlaid = recent.overlay(&Store::default(), &cfg.namespace);
         let kept: Vec<&String> = overlaid.all::<Service>().keys().map(|k| &k.name).collect();
         assert_eq!(kept, vec![&names[0]]);
-        recent.record(&Ok(ReconcileReport::default()));
+        recent.record(&Ok(ReconcileReport::default()), &store);
         assert!(recent.is_empty());
     }
 

@@ -20,6 +20,7 @@
 
 use super::patch::{Settled, StatusInputs, StatusKind, StatusPatch, compute_over};
 use crate::discovery::GROUP;
+use crate::recent::RecentWrites;
 use crate::watch::convert;
 use aether_gateway::{Store, StoreObject};
 use aether_ir::ObjectRef;
@@ -35,7 +36,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde::de::DeserializeOwned;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -110,15 +111,9 @@ fn join(failures: &[WriteFailure]) -> String {
     all.join("; ")
 }
 
-/// What our latest write of an object returned, and every resourceVersion of
-/// that object our writes have replaced since the store last caught up.
-struct Written {
-    /// A store showing one of these versions has not seen our write yet. Our
-    /// own earlier writes are here too: the watch may deliver them one by one.
-    stale: BTreeSet<Option<String>>,
-    /// The object, alone in a store.
-    after: Store,
-}
+/// Our writes (each object as the write returned it, alone in a store) until
+/// the store shows them ([`crate::recent`]).
+type Written = RecentWrites<(StatusKind, ObjectRef), Store>;
 
 #[derive(Default)]
 struct Counters {
@@ -134,7 +129,7 @@ pub struct StatusWriter {
     counters: BTreeMap<StatusKind, Counters>,
     unchanged: AtomicU64,
     batches_failed: AtomicU64,
-    written: Mutex<BTreeMap<(StatusKind, ObjectRef), Written>>,
+    written: Mutex<Written>,
     /// Routes found as planned, so the next compute need not read them again.
     settled: Mutex<Settled>,
     /// Fleet report → batch written, per batch that followed one.
@@ -227,15 +222,15 @@ impl StatusWriter {
                 Ok(Some(after)) => {
                     counters.ok.fetch_add(1, Ordering::Relaxed);
                     let mut written = self.written.lock().expect("writer lock");
-                    let stale = replaced(written.get(&id), &patch, &after);
+                    let returned = seen(patch.kind, &after, &patch.object).flatten();
                     debug!(
                         kind = %patch.kind,
                         object = %patch.object,
                         based_on = patch.based_on.as_deref().unwrap_or(""),
-                        returned = seen(patch.kind, &after, &patch.object).flatten().as_deref().unwrap_or(""),
+                        returned = returned.as_deref().unwrap_or(""),
                         "status written"
                     );
-                    written.insert(id.clone(), Written { stale, after });
+                    written.record(id.clone(), Some(patch.based_on.clone()), after, returned);
                     report.written.push(id);
                 }
                 Ok(None) => {
@@ -374,54 +369,18 @@ async fn apply_status(
     }
 }
 
-/// Lays our written objects over a store that has not seen them yet, and forgets
-/// those the store has caught up with (or that changed since, or are gone).
-/// The versions a write based on `patch.based_on` that returned `after` leaves
-/// stale: that one, and, when it was written over our `previous` write (the
-/// store showed it or one of the versions it replaced), those too.
-fn replaced(
-    previous: Option<&Written>,
-    patch: &StatusPatch,
-    after: &Store,
-) -> BTreeSet<Option<String>> {
-    let mut stale = BTreeSet::from([patch.based_on.clone()]);
-    if let Some(previous) = previous {
-        let previous_rv = seen(patch.kind, &previous.after, &patch.object).flatten();
-        if previous_rv == patch.based_on || previous.stale.contains(&patch.based_on) {
-            stale.extend(previous.stale.iter().cloned());
-            stale.insert(previous_rv);
-        }
-    }
-    // An unchanged status returns the version it was applied to.
-    stale.remove(&seen(patch.kind, after, &patch.object).flatten());
-    stale
-}
-
-/// Versions are compared for equality only: the API server promises nothing
-/// about their order.
 /// Our writes `store` trails, to lay over it (`None`: it has caught up with
-/// all of them); forgets those it caught up with.
-fn overlay(
-    written: &mut BTreeMap<(StatusKind, ObjectRef), Written>,
-    store: &Store,
-) -> Option<Store> {
-    forget_caught_up(written, store);
-    (!written.is_empty()).then(|| {
-        let mut top = Store::default();
-        for w in written.values() {
-            top.merge(&w.after);
-        }
-        top
-    })
-}
-
-/// Forgets the writes `store` has caught up with: those it no longer holds a
-/// version of that our write replaced. What is left must be laid over it.
-fn forget_caught_up(written: &mut BTreeMap<(StatusKind, ObjectRef), Written>, store: &Store) {
-    written.retain(|(kind, key), w| {
-        // The store still holds a version our writes replaced: it is stale.
-        seen(*kind, store, key).is_some_and(|rv| w.stale.contains(&rv))
-    });
+/// all of them). Any version our writes did not replace ends the overlay: ours
+/// caught up, or someone else's, whose status the next compute starts from.
+fn overlay(written: &mut Written, store: &Store) -> Option<Store> {
+    let shows = |(kind, key): &(StatusKind, ObjectRef)| seen(*kind, store, key);
+    let mut top = Store::default();
+    let mut any = false;
+    for (_, after) in written.trailing(shows, |_, _| true) {
+        top.merge(after);
+        any = true;
+    }
+    any.then_some(top)
 }
 
 /// `Some(resourceVersion)` of the object of `kind` in the store, `None` if absent.
@@ -478,21 +437,28 @@ mod tests {
         (StatusKind::HttpRoute, ObjectRef::new("app", "r"))
     }
 
+    fn written(stale_chain: &[(&str, &str, &str)]) -> Written {
+        let mut w = Written::default();
+        for (based_on, rv, reason) in stale_chain {
+            w.record(
+                id(),
+                Some(Some(based_on.to_string())),
+                mk_store(rv, reason),
+                Some(rv.to_string()),
+            );
+        }
+        w
+    }
+
     #[test]
     fn a_lagging_watch_sees_our_writes_until_it_shows_the_last_one() {
         // Two writes: rv1 → rv2 (Pending), then rv2 → rv3 (Accepted).
-        let mut written = BTreeMap::from([(
-            id(),
-            Written {
-                stale: BTreeSet::from([Some("1".to_string()), Some("2".to_string())]),
-                after: mk_store("3", "Accepted"),
-            },
-        )]);
+        let mut written = written(&[("1", "2", "Pending"), ("2", "3", "Accepted")]);
         for (store_rv, store_reason) in [("1", "none"), ("2", "Pending")] {
             let store = mk_store(store_rv, store_reason);
             let top = overlay(&mut written, &store).expect("laid over");
             assert_eq!(reason(&top), "Accepted", "store at rv {store_rv}");
-            assert!(written.contains_key(&id()));
+            assert_eq!(written.len(), 1);
         }
         // Caught up: the overlay ends.
         let store = mk_store("3", "Accepted");
@@ -500,47 +466,12 @@ mod tests {
         assert!(written.is_empty());
     }
 
-    fn mk_patch(based_on: &str) -> StatusPatch {
-        StatusPatch {
-            kind: StatusKind::HttpRoute,
-            object: ObjectRef::new("app", "r"),
-            body: serde_json::Value::Null,
-            based_on: Some(based_on.to_string()),
-        }
-    }
-
     #[test]
-    fn a_write_over_our_own_keeps_the_versions_that_one_replaced() {
-        let rvs = |v: &[&str]| -> BTreeSet<Option<String>> {
-            v.iter().map(|s| Some(s.to_string())).collect()
-        };
-        let first = Written {
-            stale: replaced(None, &mk_patch("1"), &mk_store("2", "Pending")),
-            after: mk_store("2", "Pending"),
-        };
-        assert_eq!(first.stale, rvs(&["1"]));
-        // Based on our own write (the overlay showed rv 2).
-        let second = replaced(Some(&first), &mk_patch("2"), &mk_store("3", "Accepted"));
-        assert_eq!(second, rvs(&["1", "2"]));
-        // Based on a version the store got from someone else: a new chain.
-        let other = replaced(Some(&first), &mk_patch("9"), &mk_store("10", "Accepted"));
-        assert_eq!(other, rvs(&["9"]));
-        // A no-op write returns the version it was based on: not stale.
-        let same = replaced(Some(&first), &mk_patch("2"), &mk_store("2", "Pending"));
-        assert_eq!(same, rvs(&["1"]));
-    }
-
-    #[test]
-    fn someone_elses_write_ends_the_overlay() {
-        let mut written = BTreeMap::from([(
-            id(),
-            Written {
-                stale: BTreeSet::from([Some("1".to_string())]),
-                after: mk_store("2", "Accepted"),
-            },
-        )]);
-        let store = mk_store("7", "TheirReason");
-        assert!(overlay(&mut written, &store).is_none());
-        assert!(written.is_empty());
+    fn someone_elses_write_or_a_deletion_ends_the_overlay() {
+        let mut w = written(&[("1", "2", "Accepted")]);
+        assert!(overlay(&mut w, &mk_store("7", "TheirReason")).is_none());
+        assert!(w.is_empty());
+        let mut w = written(&[("1", "2", "Accepted")]);
+        assert!(overlay(&mut w, &Store::default()).is_none(), "deleted");
     }
 }
