@@ -32,57 +32,8 @@ pub fn attach(
     controller_name: &str,
 ) -> (RouteParentStatus, Vec<usize>) {
     let g = route.of.generation;
-    let candidates: Vec<usize> = gw
-        .listeners
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| {
-            parent_ref
-                .section_name
-                .as_ref()
-                .is_none_or(|s| *s == l.name)
-        })
-        .filter(|(_, l)| parent_ref.port.is_none_or(|p| p == i32::from(l.port)))
-        .map(|(i, _)| i)
-        .collect();
-    let allowed: Vec<usize> = candidates
-        .iter()
-        .copied()
-        .filter(|&i| {
-            let l = &gw.listeners[i];
-            l.supports_kind(route.kind)
-                && l.allowed_namespaces
-                    .allows(store, &gw.key.namespace, &route.key.namespace)
-        })
-        .collect();
-    let hosting: Vec<usize> = allowed
-        .iter()
-        .copied()
-        .filter(|&i| {
-            !hostname::served_hostnames(gw.listeners[i].hostname.as_deref(), &route.hostnames)
-                .is_empty()
-        })
-        .collect();
-    let refused = if candidates.is_empty() {
-        Some((
-            Reason::NoMatchingParent,
-            "no listener matches the parentRef's sectionName/port",
-        ))
-    } else if allowed.is_empty() {
-        Some((
-            Reason::NotAllowedByListeners,
-            "no matching listener allows this route's kind and namespace",
-        ))
-    } else if hosting.is_empty() {
-        Some((
-            Reason::NoMatchingListenerHostname,
-            "no hostname intersects a matching listener's hostname",
-        ))
-    } else {
-        None
-    };
-    let (conditions, attached) = match refused {
-        Some((reason, message)) => {
+    let (conditions, attached) = match hosting_listeners(store, gw, route, parent_ref) {
+        Err((reason, message)) => {
             let mut c = Vec::new();
             set_condition(
                 &mut c,
@@ -91,7 +42,7 @@ pub fn attach(
             set_condition(&mut c, route.resolved_refs());
             (c, vec![])
         }
-        None => {
+        Ok(hosting) => {
             let (c, accepted) = route.attached_conditions();
             if accepted {
                 for &i in &hosting {
@@ -113,6 +64,64 @@ pub fn attach(
         },
         attached,
     )
+}
+
+/// The listeners the parentRef selects that allow the route and share a
+/// hostname with it, or why there are none (the first check that fails).
+fn hosting_listeners(
+    store: &Store,
+    gw: &GatewayModel,
+    route: &RouteModel,
+    parent_ref: &ParentReference,
+) -> Result<Vec<usize>, (Reason, &'static str)> {
+    let candidates: Vec<usize> = gw
+        .listeners
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| {
+            parent_ref
+                .section_name
+                .as_ref()
+                .is_none_or(|s| *s == l.name)
+        })
+        .filter(|(_, l)| parent_ref.port.is_none_or(|p| p == i32::from(l.port)))
+        .map(|(i, _)| i)
+        .collect();
+    if candidates.is_empty() {
+        return Err((
+            Reason::NoMatchingParent,
+            "no listener matches the parentRef's sectionName/port",
+        ));
+    }
+    let allowed: Vec<usize> = candidates
+        .into_iter()
+        .filter(|&i| {
+            let l = &gw.listeners[i];
+            l.supports_kind(route.kind)
+                && l.allowed_namespaces
+                    .allows(store, &gw.key.namespace, &route.key.namespace)
+        })
+        .collect();
+    if allowed.is_empty() {
+        return Err((
+            Reason::NotAllowedByListeners,
+            "no matching listener allows this route's kind and namespace",
+        ));
+    }
+    let hosting: Vec<usize> = allowed
+        .into_iter()
+        .filter(|&i| {
+            !hostname::served_hostnames(gw.listeners[i].hostname.as_deref(), &route.hostnames)
+                .is_empty()
+        })
+        .collect();
+    if hosting.is_empty() {
+        return Err((
+            Reason::NoMatchingListenerHostname,
+            "no hostname intersects a matching listener's hostname",
+        ));
+    }
+    Ok(hosting)
 }
 
 /// HTTPRoute and GRPCRoute are never merged on one listener: when routes of the

@@ -338,89 +338,23 @@ impl GatewayModel {
 }
 
 fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus {
-    use listener::{Reason, Type};
     let mut c = Vec::new();
-    match (&l.conflicted, &l.not_accepted) {
-        (Some(conflict), _) => {
-            let (reason, message) = conflict.reason_message();
-            set_condition(
-                &mut c,
-                Condition::new(Type::Accepted, false, reason, message, g),
-            );
-            set_condition(
-                &mut c,
-                Condition::new(Type::Conflicted, true, reason, message, g),
-            );
-        }
-        (None, problem) => {
-            let accepted = problem.as_ref().map_or_else(
-                || {
-                    Condition::new(
-                        Type::Accepted,
-                        true,
-                        Reason::Accepted,
-                        "listener is accepted",
-                        g,
-                    )
-                },
-                |p| p.condition(g),
-            );
-            set_condition(&mut c, accepted);
-            let none = Condition::new(
-                Type::Conflicted,
-                false,
-                Reason::NoConflicts,
-                "no conflicts",
-                g,
-            );
-            set_condition(&mut c, none);
-        }
+    for condition in l.acceptance(g) {
+        set_condition(&mut c, condition);
     }
-    let resolved = match l.unresolved.first() {
-        None => Condition::new(
-            Type::ResolvedRefs,
-            true,
-            Reason::ResolvedRefs,
-            "all references resolved",
-            g,
-        ),
-        Some(first) => {
-            let all: Vec<String> = l.unresolved.iter().map(Unresolved::message).collect();
-            Condition::new(Type::ResolvedRefs, false, first.reason(), all.join("; "), g)
-        }
-    };
-    set_condition(&mut c, resolved);
+    set_condition(&mut c, l.resolved_refs(g));
     if let Some(why) = &l.overlapping_tls {
-        set_condition(
-            &mut c,
-            Condition::new(
-                Type::OverlappingTLSConfig,
-                true,
-                Reason::OverlappingHostnames,
-                why.clone(),
-                g,
-            ),
+        let reason = listener::Reason::OverlappingHostnames;
+        let overlap = Condition::new(
+            listener::Type::OverlappingTLSConfig,
+            true,
+            reason,
+            why.clone(),
+            g,
         );
+        set_condition(&mut c, overlap);
     }
-    let not_programmed = if !l.is_accepted() {
-        Some("the listener is not accepted")
-    } else if !l.resolved_refs_ok() {
-        Some("the listener's references do not resolve")
-    } else if l.supported_kinds.is_empty() {
-        Some("the listener supports no route kind")
-    } else if !gateway_served {
-        Some("the Gateway is not served")
-    } else {
-        None
-    };
-    let (ok, reason, message) = match not_programmed {
-        None => (true, Reason::Programmed, "listener is programmed"),
-        Some(why) => (false, Reason::Invalid, why),
-    };
-    set_condition(
-        &mut c,
-        Condition::new(Type::Programmed, ok, reason, message, g),
-    );
+    set_condition(&mut c, l.programmed(gateway_served, g));
     ListenerStatus {
         name: l.name.clone(),
         supported_kinds: l.supported_kinds.clone(),
@@ -431,6 +365,77 @@ fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus
             .iter()
             .map(|(kind, r)| names::route_key(kind, &r.namespace, &r.name))
             .collect(),
+    }
+}
+
+impl Listener {
+    /// Accepted and Conflicted: a conflict names its reason on both.
+    fn acceptance(&self, g: i64) -> [ListenerCondition; 2] {
+        use listener::{Reason, Type};
+        if let Some(conflict) = &self.conflicted {
+            let (reason, message) = conflict.reason_message();
+            return [
+                Condition::new(Type::Accepted, false, reason, message, g),
+                Condition::new(Type::Conflicted, true, reason, message, g),
+            ];
+        }
+        let accepted = match &self.not_accepted {
+            Some(problem) => problem.condition(g),
+            None => Condition::new(
+                Type::Accepted,
+                true,
+                Reason::Accepted,
+                "listener is accepted",
+                g,
+            ),
+        };
+        let none = Condition::new(
+            Type::Conflicted,
+            false,
+            Reason::NoConflicts,
+            "no conflicts",
+            g,
+        );
+        [accepted, none]
+    }
+
+    /// ResolvedRefs: the first unresolved reference's reason, every one in the message.
+    fn resolved_refs(&self, g: i64) -> ListenerCondition {
+        use listener::{Reason, Type};
+        match self.unresolved.first() {
+            None => Condition::new(
+                Type::ResolvedRefs,
+                true,
+                Reason::ResolvedRefs,
+                "all references resolved",
+                g,
+            ),
+            Some(first) => {
+                let all: Vec<String> = self.unresolved.iter().map(Unresolved::message).collect();
+                Condition::new(Type::ResolvedRefs, false, first.reason(), all.join("; "), g)
+            }
+        }
+    }
+
+    /// Programmed, as planned (the fleet's ACKs come later, in `assemble`).
+    fn programmed(&self, gateway_served: bool, g: i64) -> ListenerCondition {
+        use listener::{Reason, Type};
+        let not_programmed = if !self.is_accepted() {
+            Some("the listener is not accepted")
+        } else if !self.resolved_refs_ok() {
+            Some("the listener's references do not resolve")
+        } else if self.supported_kinds.is_empty() {
+            Some("the listener supports no route kind")
+        } else if !gateway_served {
+            Some("the Gateway is not served")
+        } else {
+            None
+        };
+        let (ok, reason, message) = match not_programmed {
+            None => (true, Reason::Programmed, "listener is programmed"),
+            Some(why) => (false, Reason::Invalid, why),
+        };
+        Condition::new(Type::Programmed, ok, reason, message, g)
     }
 }
 

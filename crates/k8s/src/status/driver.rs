@@ -150,38 +150,10 @@ pub async fn run(
         let due = retries.due(writer.patches(&latest, &now()), Instant::now());
         let compute_us = computing.elapsed().as_micros();
         if !due.is_empty() {
-            let writing = Instant::now();
             let bodies: Vec<(Id, Value)> =
                 due.iter().map(|p| (id(p), comparable(&p.body))).collect();
-            let failed: BTreeSet<Id> = match writer.write(&client, due).await {
-                Ok(report) => {
-                    let follow = news
-                        .filter(|_| !report.written.is_empty())
-                        .map(|at| at.elapsed());
-                    if let Some(lag) = follow {
-                        writer.observe_follow(lag);
-                    }
-                    debug!(
-                        written = report.written.len(),
-                        gone = report.gone.len(),
-                        follow_us = follow.map(|l| l.as_micros()),
-                        // Where the time went: since the report (if any) to
-                        // the patches, computing them, writing them.
-                        wait_us = news.map(|at| (computing - at).as_micros()),
-                        compute_us,
-                        write_us = writing.elapsed().as_micros(),
-                        "status batch written"
-                    );
-                    BTreeSet::new()
-                }
-                Err(e) => {
-                    warn!(failed = e.failures.len(), of = bodies.len(), error = %e, "status writes failed; retrying with backoff");
-                    e.failures
-                        .iter()
-                        .map(|f| (f.kind, f.object.clone()))
-                        .collect()
-                }
-            };
+            let timing = (news, computing, compute_us);
+            let failed = write_batch(&client, &writer, due, timing, bodies.len()).await;
             let now = Instant::now();
             last_batch = now;
             for (id, body) in bodies {
@@ -201,6 +173,47 @@ pub async fn run(
             }
             _ = sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {}
             r = is_leader.changed() => if r.is_err() { return },
+        }
+    }
+}
+
+/// Writes one batch; the objects whose write failed. `timing`: the fleet
+/// change the batch follows (if any), when computing began and how long it took.
+async fn write_batch(
+    client: &Client,
+    writer: &StatusWriter,
+    due: Vec<StatusPatch>,
+    (news, computing, compute_us): (Option<Instant>, Instant, u128),
+    of: usize,
+) -> BTreeSet<Id> {
+    let writing = Instant::now();
+    match writer.write(client, due).await {
+        Ok(report) => {
+            let follow = news
+                .filter(|_| !report.written.is_empty())
+                .map(|at| at.elapsed());
+            if let Some(lag) = follow {
+                writer.observe_follow(lag);
+            }
+            debug!(
+                written = report.written.len(),
+                gone = report.gone.len(),
+                follow_us = follow.map(|l| l.as_micros()),
+                // Where the time went: since the report (if any) to
+                // the patches, computing them, writing them.
+                wait_us = news.map(|at| (computing - at).as_micros()),
+                compute_us,
+                write_us = writing.elapsed().as_micros(),
+                "status batch written"
+            );
+            BTreeSet::new()
+        }
+        Err(e) => {
+            warn!(failed = e.failures.len(), of, error = %e, "status writes failed; retrying with backoff");
+            e.failures
+                .iter()
+                .map(|f| (f.kind, f.object.clone()))
+                .collect()
         }
     }
 }

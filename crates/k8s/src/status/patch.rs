@@ -264,6 +264,23 @@ pub fn compute_over(
     now: &Time,
 ) -> Computed {
     let mut out = Computed::default();
+    push_classes_and_gateways(&mut out, inputs, top, now);
+    let mut still = BTreeMap::new();
+    for kind in StatusKind::ROUTES {
+        push_routes(&mut out, &mut still, kind, inputs, top, settled, now);
+    }
+    settled.routes = still;
+    out.patches
+        .sort_by(|a, b| (a.kind, &a.object).cmp(&(b.kind, &b.object)));
+    out
+}
+
+fn push_classes_and_gateways(
+    out: &mut Computed,
+    inputs: &StatusInputs,
+    top: Option<&Store>,
+    now: &Time,
+) {
     let store = &inputs.store;
     for (name, planned) in &inputs.plan.gateway_classes {
         if let Some(class) = layered::<GatewayClass>(store, top, &ObjectRef::new("", name.as_str()))
@@ -287,56 +304,61 @@ pub fn compute_over(
             out.push(gateway(gw, planned, &api_version, now));
         }
     }
+}
+
+/// The patches for routes of one kind; those found as planned go to `still`
+/// (the next compute skips them while they stay so).
+fn push_routes(
+    out: &mut Computed,
+    still: &mut BTreeMap<(StatusKind, ObjectRef), SettledRoute>,
+    kind: StatusKind,
+    inputs: &StatusInputs,
+    top: Option<&Store>,
+    settled: &mut Settled,
+    now: &Time,
+) {
     let ours = &inputs.controller_name;
     let our_gateway = |gw: &ObjectRef| inputs.plan.gateways.contains_key(gw);
-    let mut still = BTreeMap::new();
-    for kind in StatusKind::ROUTES {
-        let plan = kind.planned(&inputs.plan);
-        let api_version = inputs.served.api_version(kind.as_str());
-        let context = route_context(inputs, &api_version);
-        let hits = std::cell::RefCell::new(Vec::new());
-        let skip = |key: &ObjectRef, rv: Option<&str>| {
-            let id = (kind, key.clone());
-            let hit = settled.holds(&id, rv, plan.and_then(|p| p.get(key)), context);
-            if hit {
-                hits.borrow_mut().push(id);
-            }
-            hit
-        };
-        let views = route::routes(store, top, kind, &skip);
-        for id in hits.into_inner() {
-            out.unchanged += 1;
-            if let Some(s) = settled.routes.remove(&id) {
-                still.insert(id, s);
-            }
+    let plan = kind.planned(&inputs.plan);
+    let api_version = inputs.served.api_version(kind.as_str());
+    let context = route_context(inputs, &api_version);
+    let hits = std::cell::RefCell::new(Vec::new());
+    let skip = |key: &ObjectRef, rv: Option<&str>| {
+        let id = (kind, key.clone());
+        let hit = settled.holds(&id, rv, plan.and_then(|p| p.get(key)), context);
+        if hit {
+            hits.borrow_mut().push(id);
         }
-        for (key, route) in views {
-            let planned = plan.and_then(|p| p.get(key));
-            if planned.is_some_and(|p| !route.is_described_by(p)) {
-                // About a deleted namesake or an older generation: the next plan
-                // will be about this one.
-                continue;
-            }
-            if planned.is_some() || route.has_parent_of(ours) {
-                let patch = route.patch(planned, ours, &our_gateway, &api_version, now);
-                if let (None, Some(rv)) = (&patch, route.resource_version()) {
-                    still.insert(
-                        (kind, key.clone()),
-                        SettledRoute {
-                            resource_version: rv.to_string(),
-                            planned: planned.cloned(),
-                            context,
-                        },
-                    );
-                }
-                out.push(patch);
-            }
+        hit
+    };
+    let views = route::routes(&inputs.store, top, kind, &skip);
+    for id in hits.into_inner() {
+        out.unchanged += 1;
+        if let Some(s) = settled.routes.remove(&id) {
+            still.insert(id, s);
         }
     }
-    settled.routes = still;
-    out.patches
-        .sort_by(|a, b| (a.kind, &a.object).cmp(&(b.kind, &b.object)));
-    out
+    for (key, route) in views {
+        let planned = plan.and_then(|p| p.get(key));
+        if planned.is_some_and(|p| !route.is_described_by(p)) {
+            // About a deleted namesake or an older generation: the next plan
+            // will be about this one.
+            continue;
+        }
+        if planned.is_none() && !route.has_parent_of(ours) {
+            continue;
+        }
+        let patch = route.patch(planned, ours, &our_gateway, &api_version, now);
+        if let (None, Some(rv)) = (&patch, route.resource_version()) {
+            let settled_route = SettledRoute {
+                resource_version: rv.to_string(),
+                planned: planned.cloned(),
+                context,
+            };
+            still.insert((kind, key.clone()), settled_route);
+        }
+        out.push(patch);
+    }
 }
 
 /// What the API server must find for an apply body to be taken.
@@ -418,6 +440,29 @@ fn gateway_class(
     })
 }
 
+/// A planned listener status as the API's, timestamps kept from `current`.
+fn listener(
+    l: &aether_gateway::status::ListenerStatus,
+    current: Option<&GatewayStatusListeners>,
+    now: &Time,
+) -> GatewayStatusListeners {
+    let was = current.map(|c| c.conditions.as_slice()).unwrap_or_default();
+    GatewayStatusListeners {
+        name: l.name.clone(),
+        attached_routes: l.attached_routes,
+        supported_kinds: Some(
+            l.supported_kinds
+                .iter()
+                .map(|k| GatewayStatusListenersSupportedKinds {
+                    group: Some(k.group.clone()),
+                    kind: k.kind.clone(),
+                })
+                .collect(),
+        ),
+        conditions: condition::from_plan(&l.conditions, was, now),
+    }
+}
+
 fn gateway(gw: &Gateway, planned: &Planned, api_version: &str, now: &Time) -> Option<StatusPatch> {
     let current = gw.status.clone().unwrap_or_default();
     let current_conditions = current.conditions.clone().unwrap_or_default();
@@ -440,26 +485,7 @@ fn gateway(gw: &Gateway, planned: &Planned, api_version: &str, now: &Time) -> Op
     let listeners: Vec<GatewayStatusListeners> = planned
         .listeners
         .iter()
-        .map(|l| {
-            let was = current_listeners
-                .get(l.name.as_str())
-                .map(|c| c.conditions.as_slice())
-                .unwrap_or_default();
-            GatewayStatusListeners {
-                name: l.name.clone(),
-                attached_routes: l.attached_routes,
-                supported_kinds: Some(
-                    l.supported_kinds
-                        .iter()
-                        .map(|k| GatewayStatusListenersSupportedKinds {
-                            group: Some(k.group.clone()),
-                            kind: k.kind.clone(),
-                        })
-                        .collect(),
-                ),
-                conditions: condition::from_plan(&l.conditions, was, now),
-            }
-        })
+        .map(|l| listener(l, current_listeners.get(l.name.as_str()).copied(), now))
         .collect();
 
     let same_listeners = listeners.len() == current_listeners.len()
