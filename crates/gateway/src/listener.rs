@@ -401,20 +401,14 @@ impl Listener {
 
     /// ResolvedRefs: the first unresolved reference's reason, every one in the message.
     fn resolved_refs(&self, g: i64) -> ListenerCondition {
-        use listener::{Reason, Type};
-        match self.unresolved.first() {
-            None => Condition::new(
-                Type::ResolvedRefs,
-                true,
-                Reason::ResolvedRefs,
-                "all references resolved",
-                g,
-            ),
-            Some(first) => {
-                let all: Vec<String> = self.unresolved.iter().map(Unresolved::message).collect();
-                Condition::new(Type::ResolvedRefs, false, first.reason(), all.join("; "), g)
-            }
-        }
+        let kind = (listener::Type::ResolvedRefs, listener::Reason::ResolvedRefs);
+        crate::status::resolved_refs(
+            kind,
+            &self.unresolved,
+            Unresolved::reason,
+            Unresolved::message,
+            g,
+        )
     }
 
     /// Programmed, as planned (the fleet's ACKs come later, in `assemble`).

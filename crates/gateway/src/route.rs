@@ -235,24 +235,10 @@ impl RouteModel {
 
     /// ResolvedRefs: the first failing backendRef's reason, every failure in the message.
     pub fn resolved_refs(&self) -> RouteCondition {
+        let kind = (Type::ResolvedRefs, Reason::ResolvedRefs);
+        let message = |e: &crate::backend::BackendError| e.to_string();
         let g = self.of.generation;
-        match self.backend_errors.first() {
-            None => Condition::new(
-                Type::ResolvedRefs,
-                true,
-                Reason::ResolvedRefs,
-                "all references resolved",
-                g,
-            ),
-            Some(first) => {
-                let all: Vec<String> = self
-                    .backend_errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect();
-                Condition::new(Type::ResolvedRefs, false, first.reason(), all.join("; "), g)
-            }
-        }
+        crate::status::resolved_refs(kind, &self.backend_errors, |e| e.reason(), message, g)
     }
 }
 

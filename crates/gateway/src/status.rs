@@ -80,6 +80,24 @@ impl<T: Word, R: Word> Serialize for Condition<T, R> {
     }
 }
 
+/// `ResolvedRefs` (`type_`) from the references that do not resolve: True with
+/// `resolved`, or the first one's reason with every one in the message.
+pub fn resolved_refs<T: Word, R: Word, E>(
+    (type_, resolved): (T, R),
+    unresolved: &[E],
+    reason: impl Fn(&E) -> R,
+    message: impl Fn(&E) -> String,
+    generation: i64,
+) -> Condition<T, R> {
+    match unresolved.first() {
+        None => Condition::new(type_, true, resolved, "all references resolved", generation),
+        Some(first) => {
+            let all: Vec<String> = unresolved.iter().map(message).collect();
+            Condition::new(type_, false, reason(first), all.join("; "), generation)
+        }
+    }
+}
+
 /// Sets (replaces by type) a condition, keeping the list sorted by type name.
 pub fn set_condition<T: Word, R: Word>(conditions: &mut Vec<Condition<T, R>>, c: Condition<T, R>) {
     conditions.retain(|x| x.type_ != c.type_);
