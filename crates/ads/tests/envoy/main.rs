@@ -17,6 +17,7 @@
 mod config;
 
 use aether_ads::{AckState, AdsServer, Fleet, bind, serve_on};
+use aether_ir::ObjectRef;
 use aether_xds::Snapshot;
 use config::{Variant, other, snapshot, snapshot_with, web, with_other};
 use std::path::{Path, PathBuf};
@@ -90,18 +91,74 @@ async fn get_from(address: &str, path: &str) -> Option<String> {
     raw.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
 }
 
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+/// Polls `check` until it gives `Ok`. Each `Err` says what the check saw; on
+/// timeout the last one is in the panic message.
+async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Result<T, String>) -> T {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        if let Some(v) = check().await {
-            return v;
-        }
+        let seen = match check().await {
+            Ok(v) => return v,
+            Err(seen) => seen,
+        };
         assert!(
             tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
+            "timed out waiting for {what}; last seen: {seen}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// `Ok` when GET / on the Envoy listener at `port` answers `body`; else what it
+/// answered.
+async fn answers(port: u16, body: &str) -> Result<(), String> {
+    let got = get(port).await;
+    if got.as_deref() == Some(body) {
+        Ok(())
+    } else {
+        Err(format!("GET :{port} answered {got:?}"))
+    }
+}
+
+/// What a check of several parts saw of one.
+fn seen(part: Result<(), String>) -> String {
+    part.err().unwrap_or_else(|| "as wanted".into())
+}
+
+/// `Ok` when Gateway `gw` of `s` is Acked; else [`describe`].
+fn acked(fleet: &Fleet, s: &Snapshot, gw: &ObjectRef) -> Result<(), String> {
+    match fleet.gateway_state(s, gw) {
+        AckState::Acked => Ok(()),
+        _ => Err(describe(fleet, s, gw)),
+    }
+}
+
+/// Gateway `gw`'s state for `s`, and per member the version `s` holds beside
+/// what each connected node ACKed (versions cut to 12 characters).
+fn describe(fleet: &Fleet, s: &Snapshot, gw: &ObjectRef) -> String {
+    let short = |v: &str| v.get(..12).unwrap_or(v).to_string();
+    let mut out = format!("{gw} {:?}", fleet.gateway_state(s, gw));
+    let view = fleet.debug_view();
+    if view.nodes.is_empty() {
+        out.push_str("; no node connected");
+    }
+    for (ty, name) in s.gateways.get(gw).map(|r| &r.members).into_iter().flatten() {
+        let want = s.version_of(*ty, name).map(short);
+        out.push_str(&format!("; {} {name}: want {want:?}", ty.short_name()));
+        for (node, n) in &view.nodes {
+            let have = n
+                .acked
+                .get(ty.short_name())
+                .and_then(|t| t.resources.get(name))
+                .map(|v| short(v));
+            out.push_str(&format!(", {node} ({} streams) acked {have:?}", n.streams));
+        }
+    }
+    for (node, n) in &view.nodes {
+        if let Some(nack) = &n.last_nack {
+            out.push_str(&format!("; {node} last NACK: {nack:?}"));
+        }
+    }
+    out
 }
 
 fn rds_pushes(fleet: &Fleet) -> u64 {
@@ -113,14 +170,34 @@ fn rds_pushes(fleet: &Fleet) -> u64 {
         .sum()
 }
 
+/// A running Envoy, killed when dropped. Dropped while the test panics (an
+/// `eventually`, an assertion, the test's own timeout), it prints its log.
+struct Envoy {
+    child: tokio::process::Child,
+    log: PathBuf,
+}
+
+impl Envoy {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "---- Envoy log ({}) ----\n{}---- end of Envoy log ----",
+                self.log.display(),
+                self.log()
+            );
+        }
+    }
+}
+
 /// Starts a real Envoy bootstrapped for `node` against `xds`, its files in
-/// `dir` (its admin address in `admin.txt`); returns it and its log's path.
-fn spawn_envoy(
-    dir: &Path,
-    node: &str,
-    api_type: &str,
-    xds: &str,
-) -> (tokio::process::Child, PathBuf) {
+/// `dir` (its admin address in `admin.txt`, its log in `envoy.log`).
+fn spawn_envoy(dir: &Path, node: &str, api_type: &str, xds: &str) -> Envoy {
     let envoy = envoy_bin();
     let config = dir.join("bootstrap.yaml");
     std::fs::write(&config, bootstrap(node, api_type, xds)).unwrap();
@@ -129,6 +206,8 @@ fn spawn_envoy(
         .arg("-c")
         .arg(&config)
         .args(["--disable-hot-restart", "--concurrency", "1", "-l", "info"])
+        // What it received, ACKed and rejected, for the log a failure prints.
+        .args(["--component-log-level", "config:debug"])
         .arg("--admin-address-path")
         .arg(dir.join("admin.txt"))
         .stdout(Stdio::null())
@@ -136,7 +215,7 @@ fn spawn_envoy(
         .kill_on_drop(true)
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", envoy.display()));
-    (child, log)
+    Envoy { child, log }
 }
 
 /// Serves ADS on `listen`; send on the returned sender to stop it.
@@ -173,17 +252,16 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
     let xds = listen.clone();
 
     let node = format!("live-{mode}");
-    let (mut child, log) = spawn_envoy(&dir, &node, api_type, &xds);
-    let envoy_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut envoy = spawn_envoy(&dir, &node, api_type, &xds);
 
     let result = async {
         let s1 = snapshot(listen_port, 1, false);
         eventually("Envoy to ACK the Gateway", async || {
-            (fleet.gateway_state(&s1, &web()) == AckState::Acked).then_some(())
+            acked(&fleet, &s1, &web())
         })
         .await;
         eventually("traffic from rev 1", async || {
-            (get(listen_port).await.as_deref() == Some("rev 1")).then_some(())
+            answers(listen_port, "rev 1").await
         })
         .await;
 
@@ -191,8 +269,8 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         let s2 = snapshot(listen_port, 2, true);
         publish.send(s2.clone()).unwrap();
         let msg = eventually("a NACK", async || match fleet.gateway_state(&s2, &web()) {
-            AckState::Nacked(m) => Some(m),
-            _ => None,
+            AckState::Nacked(m) => Ok(m),
+            _ => Err(describe(&fleet, &s2, &web())),
         })
         .await;
         assert!(msg.contains(&node), "{msg}");
@@ -212,12 +290,9 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
 
         let s3 = snapshot(listen_port, 3, false);
         publish.send(s3.clone()).unwrap();
-        eventually("Envoy to ACK the fix", async || {
-            (fleet.gateway_state(&s3, &web()) == AckState::Acked).then_some(())
-        })
-        .await;
+        eventually("Envoy to ACK the fix", async || acked(&fleet, &s3, &web())).await;
         eventually("traffic from rev 3", async || {
-            (get(listen_port).await.as_deref() == Some("rev 3")).then_some(())
+            answers(listen_port, "rev 3").await
         })
         .await;
 
@@ -234,16 +309,17 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         let pushed_at = tokio::time::Instant::now();
         publish.send(s4.clone()).unwrap();
         eventually("Envoy to ACK the updated cluster", async || {
-            (fleet.gateway_state(&s4, &web()) == AckState::Acked).then_some(())
+            acked(&fleet, &s4, &web())
         })
         .await;
         let admin = std::fs::read_to_string(dir.join("admin.txt")).expect("Envoy admin address");
         let admin = admin.trim().to_string();
         eventually("the updated cluster to finish warming", async || {
-            let stats = get_from(&admin, "/stats?filter=cluster_manager").await?;
+            let stats = get_from(&admin, "/stats?filter=cluster_manager").await;
+            let stats = stats.ok_or("no answer from Envoy's admin")?;
             let modified = stats.contains("cluster_manager.cluster_modified: 1\n");
             let warm = stats.contains("cluster_manager.warming_clusters: 0\n");
-            (modified && warm).then_some(())
+            if modified && warm { Ok(()) } else { Err(stats) }
         })
         .await;
         assert!(
@@ -265,10 +341,11 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         let pushed_at = tokio::time::Instant::now();
         publish.send(s5.clone()).unwrap();
         eventually("the updated listener to finish warming", async || {
-            let stats = get_from(&admin, "/stats?filter=listener_manager").await?;
+            let stats = get_from(&admin, "/stats?filter=listener_manager").await;
+            let stats = stats.ok_or("no answer from Envoy's admin")?;
             let modified = stats.contains("listener_manager.listener_modified: 1\n");
             let warm = stats.contains("listener_manager.total_listeners_warming: 0\n");
-            (modified && warm).then_some(())
+            if modified && warm { Ok(()) } else { Err(stats) }
         })
         .await;
         assert!(
@@ -277,7 +354,7 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
             pushed_at.elapsed()
         );
         eventually("Envoy to ACK the updated listener", async || {
-            (fleet.gateway_state(&s5, &web()) == AckState::Acked).then_some(())
+            acked(&fleet, &s5, &web())
         })
         .await;
         assert_eq!(get(listen_port).await.as_deref(), Some("rev 3"));
@@ -298,7 +375,7 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         let fleet = Fleet::new();
         let (_stop, _served) = start_xds(&listen, snapshots.clone(), fleet.clone()).await;
         eventually("Envoy to reconnect and ACK", async || {
-            (fleet.gateway_state(&s3, &web()) == AckState::Acked).then_some(())
+            acked(&fleet, &s3, &web())
         })
         .await;
         if api_type == "DELTA_GRPC" {
@@ -324,19 +401,18 @@ async fn live(mode: &str, api_type: &str, unix: bool) {
         );
         publish.send(s6.clone()).unwrap();
         eventually("Envoy to ACK the new listener", async || {
-            (fleet.gateway_state(&s6, &web()) == AckState::Acked).then_some(())
+            acked(&fleet, &s6, &web())
         })
         .await;
         eventually("traffic on the new listener", async || {
-            (get(second_port).await.as_deref() == Some("rev 3")).then_some(())
+            answers(second_port, "rev 3").await
         })
         .await;
         msg
     };
     let msg = tokio::time::timeout(WAIT * 3, result).await;
-    let _ = child.kill().await;
-    let msg =
-        msg.unwrap_or_else(|_| panic!("live {mode} test timed out; Envoy log:\n{}", envoy_log()));
+    let _ = envoy.child.kill().await;
+    let msg = msg.unwrap_or_else(|_| panic!("live {mode} test timed out"));
     assert!(
         msg.contains("wildcard"),
         "Envoy's own reason reaches the fleet view: {msg}"
@@ -379,11 +455,11 @@ async fn partial(mode: &str, api_type: &str) {
     let listen = format!("127.0.0.1:{}", free_port());
     let (_stop, _served) = start_xds(&listen, snapshots, fleet.clone()).await;
     let node = format!("partial-{mode}");
-    let (mut child, log) = spawn_envoy(&dir, &node, api_type, &listen);
+    let mut envoy = spawn_envoy(&dir, &node, api_type, &listen);
 
     let checks = async {
         eventually("Envoy to ACK the Gateway", async || {
-            (fleet.gateway_state(&s1, &web()) == AckState::Acked).then_some(())
+            acked(&fleet, &s1, &web())
         })
         .await;
         let second_port = free_port();
@@ -399,8 +475,8 @@ async fn partial(mode: &str, api_type: &str) {
         let bad = aether_ir::ObjectRef::new("edge", "bad");
         let msg = eventually("edge/bad NACKed", async || {
             match fleet.gateway_state(&s2, &bad) {
-                AckState::Nacked(m) => Some(m),
-                _ => None,
+                AckState::Nacked(m) => Ok(m),
+                _ => Err(describe(&fleet, &s2, &bad)),
             }
         })
         .await;
@@ -411,7 +487,7 @@ async fn partial(mode: &str, api_type: &str) {
             "the good listener of the same push was taken"
         );
         eventually("traffic on the good new listener", async || {
-            (get(second_port).await.as_deref() == Some("rev 1")).then_some(())
+            answers(second_port, "rev 1").await
         })
         .await;
         let pushes = lds_pushes(&fleet);
@@ -423,13 +499,8 @@ async fn partial(mode: &str, api_type: &str) {
         );
     };
     let done = tokio::time::timeout(WAIT * 2, checks).await;
-    let _ = child.kill().await;
-    done.unwrap_or_else(|_| {
-        panic!(
-            "partial {mode} test timed out; Envoy log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        )
-    });
+    let _ = envoy.child.kill().await;
+    done.unwrap_or_else(|_| panic!("partial {mode} test timed out"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -461,13 +532,16 @@ async fn isolation(mode: &str, api_type: &str) {
     let listen = format!("127.0.0.1:{}", free_port());
     let (_stop, _served) = start_xds(&listen, snapshots, fleet.clone()).await;
     let node = format!("isolation-{mode}");
-    let (mut child, log) = spawn_envoy(&dir, &node, api_type, &listen);
+    let mut envoy = spawn_envoy(&dir, &node, api_type, &listen);
 
     let checks = async {
         eventually("both Gateways served", async || {
-            (get(other_port).await.as_deref() == Some("other rev 1")
-                && fleet.gateway_state(&s1, &web()) == AckState::Acked)
-                .then_some(())
+            let other = answers(other_port, "other rev 1").await;
+            let web = acked(&fleet, &s1, &web());
+            match (other, web) {
+                (Ok(()), Ok(())) => Ok(()),
+                (other, web) => Err(format!("other: {}; web: {}", seen(other), seen(web))),
+            }
         })
         .await;
         let mut took = Vec::new();
@@ -478,12 +552,20 @@ async fn isolation(mode: &str, api_type: &str) {
             let want = format!("other rev {rev}");
             // Event-driven, so the time is Envoy's, not a poll interval's.
             let mut changes = fleet.subscribe();
-            while fleet.gateway_state(&s, &other()) != AckState::Acked {
-                changes.changed().await.expect("fleet alive");
+            let acks = async {
+                while fleet.gateway_state(&s, &other()) != AckState::Acked {
+                    changes.changed().await.expect("fleet alive");
+                }
+            };
+            if tokio::time::timeout(WAIT, acks).await.is_err() {
+                panic!(
+                    "timed out waiting for {want} to be ACKed; last seen: {}",
+                    describe(&fleet, &s, &other())
+                );
             }
             took.push(started.elapsed());
             eventually(&format!("{want} served"), async || {
-                (get(other_port).await.as_deref() == Some(want.as_str())).then_some(())
+                answers(other_port, &want).await
             })
             .await;
             let web_state = fleet.gateway_state(&s, &web());
@@ -505,13 +587,8 @@ async fn isolation(mode: &str, api_type: &str) {
         );
     };
     let done = tokio::time::timeout(WAIT * 4, checks).await;
-    let _ = child.kill().await;
-    done.unwrap_or_else(|_| {
-        panic!(
-            "isolation {mode} test timed out; Envoy log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        )
-    });
+    let _ = envoy.child.kill().await;
+    done.unwrap_or_else(|_| panic!("isolation {mode} test timed out"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
