@@ -161,7 +161,8 @@ struct Ours {
 }
 
 impl Ours {
-    /// Our entry as read; `None` if it does not decode (it is then rewritten).
+    /// Our entry as read. The list was read from the typed route, so every
+    /// entry decodes; `None` only if that ever changes.
     fn read(entry: &Value) -> Option<Ours> {
         let e: Entry = serde_json::from_value(entry.clone()).ok()?;
         Some(Ours {
