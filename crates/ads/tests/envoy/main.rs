@@ -105,12 +105,8 @@ async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) ->
 }
 
 fn rds_pushes(fleet: &Fleet) -> u64 {
-    fleet
-        .render_metrics()
-        .lines()
-        .filter(|l| l.starts_with("aether_ads_pushes_total{type=\"RDS\""))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum()
+    let metrics = fleet.render_metrics();
+    aether_testkit::metric_sum(&metrics, "aether_ads_pushes_total", &["type=\"RDS\""])
 }
 
 /// Starts a real Envoy bootstrapped for `node` against `xds`, its files in
@@ -355,12 +351,8 @@ async fn real_envoy_acks_delta_over_unix_socket() {
 }
 
 fn lds_pushes(fleet: &Fleet) -> u64 {
-    fleet
-        .render_metrics()
-        .lines()
-        .filter(|l| l.starts_with("aether_ads_pushes_total{type=\"LDS\""))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum()
+    let metrics = fleet.render_metrics();
+    aether_testkit::metric_sum(&metrics, "aether_ads_pushes_total", &["type=\"LDS\""])
 }
 
 /// One push brings a good new listener (Gateway edge/web) and a bad one (Gateway
