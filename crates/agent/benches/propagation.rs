@@ -34,7 +34,7 @@ fn run(base: usize) {
         format!(
             "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: aether}}\nspec: {{controllerName: gateway.aether.io/edge}}\n---\n\
              apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: default}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: {port}}}\n---\n{}",
-            service_yaml("default", &backend)
+            backend.yaml("default")
         ),
     )
     .unwrap();
@@ -47,8 +47,8 @@ fn run(base: usize) {
     std::fs::write(dir.join("base.yaml"), existing).unwrap();
     let xds = format!("127.0.0.1:{}", free_port());
     let admin = format!("127.0.0.1:{}", free_port());
-    let _agent = Agent::start(&dir, &xds, &admin, &logs);
-    let _envoy = Envoy::start("bench", &xds, false, &logs);
+    let _agent = standalone(&dir, &xds, &admin, &logs, &[]);
+    let _envoy = envoy("bench", &xds, false, &logs);
     let gateway = format!("127.0.0.1:{port}");
     wait_until(Duration::from_secs(30), "Envoy listening", || {
         http_get(&gateway, "bench.test", "/", &[]).ok()

@@ -28,8 +28,7 @@ use kube::runtime::watcher;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::kube::*;
-use support::temp_dir;
+use support::*;
 
 const NS: &str = "bench";
 const CHURNED: usize = 20;
@@ -67,7 +66,7 @@ async fn bench() {
     let logs = temp_dir("kube-bench-status");
     let server = aether_testkit::ApiServer::start().await;
     let client = server.client();
-    let (b0, b1) = (PodBackend::start("b0"), PodBackend::start("b1"));
+    let (b0, b1) = (Backend::on(POD_IP, "b0"), Backend::on(POD_IP, "b1"));
     let gateway = format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n"
     );
@@ -82,12 +81,12 @@ async fn bench() {
             .await
             .unwrap();
     }
-    let agent = KubeAgent::start(
+    let agent = kube_agent(
         server.kubeconfig_path(),
         &["--leader-elect=false", "--address-mode", "static"],
         &logs,
     );
-    let _envoy = support::Envoy::start("node-a", &agent.xds, true, &logs);
+    let _envoy = support::envoy("node-a", &agent.xds, true, &logs);
     let c = &client;
     let t = Instant::now();
     eventually(

@@ -8,13 +8,12 @@ mod support;
 
 use kube::api::{ApiResource, DynamicObject};
 use std::time::Duration;
-use support::kube::*;
-use support::{Envoy, http_get, temp_dir};
+use support::*;
 
 const NS: &str = "app";
 const TCP_PORT: u16 = 9000;
 
-fn app_yaml(b0: &PodBackend) -> String {
+fn app_yaml(b0: &Backend) -> String {
     [
         base_yaml(&[NS]),
         b0.yaml(NS),
@@ -47,7 +46,7 @@ async fn tcp_route_v1alpha2(client: &kube::Client) -> Result<serde_json::Value, 
 
 #[test]
 fn older_and_missing_crds_are_watched_at_what_is_served() {
-    if !isolated("older_and_missing_crds_are_watched_at_what_is_served") {
+    if !isolated() {
         return;
     }
     runtime().block_on(older_and_missing());
@@ -67,10 +66,10 @@ async fn older_and_missing() {
         .await
         .unwrap();
     server.install_crds(&old, &[tcp]).await.unwrap();
-    let b0 = PodBackend::start("b0");
+    let b0 = Backend::on(POD_IP, "b0");
     server.apply(&app_yaml(&b0)).await.unwrap();
 
-    let agent = KubeAgent::start(
+    let agent = kube_agent(
         server.kubeconfig_path(),
         &[
             "--leader-elect=false",
@@ -83,7 +82,7 @@ async fn older_and_missing() {
         ],
         &logs,
     );
-    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    let _envoy = envoy("node-a", &agent.xds, true, &logs);
     eventually(Duration::from_secs(30), "r1 accepted", || {
         route_accepted(c, NS, "r1", "gw")
     })

@@ -19,8 +19,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 use std::time::{Duration, Instant};
-use support::kube::*;
-use support::{Envoy, temp_dir};
+use support::*;
 
 const NS: &str = "app";
 
@@ -36,14 +35,10 @@ fn route_yaml(name: &str) -> String {
     )
 }
 
-fn programmed(gw: &serde_json::Value) -> Option<(String, String)> {
-    status_reason(&gw["status"]["conditions"], "Programmed")
-}
-
 /// An API server with backend b0, Gateway gw and route r1 applied.
-async fn cluster() -> (aether_testkit::ApiServer, PodBackend) {
+async fn cluster() -> (aether_testkit::ApiServer, Backend) {
     let server = aether_testkit::ApiServer::start().await;
-    let b0 = PodBackend::start("b0");
+    let b0 = Backend::on(POD_IP, "b0");
     let yaml = [
         base_yaml(&[NS]),
         b0.yaml(NS),
@@ -124,7 +119,7 @@ async fn holder(client: &kube::Client) -> Option<String> {
 
 #[test]
 fn the_leader_joins_every_nodes_acks_and_a_new_leader_takes_over() {
-    if !isolated("the_leader_joins_every_nodes_acks_and_a_new_leader_takes_over") {
+    if !isolated() {
         return;
     }
     runtime().block_on(fleet());
@@ -141,7 +136,7 @@ async fn fleet() {
     for (node, pod) in [("node-a", "agent-a"), ("node-b", "agent-b")] {
         issue_report_token(&server, node, pod, &logs).await;
     }
-    let mut a = KubeAgent::start_as("node-a", "agent-a", kubeconfig, &flags, &logs);
+    let mut a = kube_agent_as("node-a", "agent-a", kubeconfig, &flags, &logs);
     eventually(Duration::from_secs(30), "agent-a leads", || async move {
         let h = holder(c).await;
         if h.as_deref() == Some("agent-a") {
@@ -151,7 +146,7 @@ async fn fleet() {
         }
     })
     .await;
-    let _envoy_a = Envoy::start("node-a", &a.xds, true, &logs);
+    let _envoy_a = envoy("node-a", &a.xds, true, &logs);
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
     let lp = ListParams::default().labels("aether.io/edge-gateway");
     let svc = eventually(Duration::from_secs(30), "the edge Service", || {
@@ -188,8 +183,8 @@ async fn fleet() {
     // Node b binds Envoy elsewhere than the leader computes: a different content hash.
     let mut b_flags = flags.to_vec();
     b_flags.extend(["--bind-address", "127.0.0.1"]);
-    let mut b = KubeAgent::start_as("node-b", "agent-b", kubeconfig, &b_flags, &logs);
-    let _envoy_b = Envoy::start("node-b", &b.xds, true, &logs);
+    let mut b = kube_agent_as("node-b", "agent-b", kubeconfig, &b_flags, &logs);
+    let _envoy_b = envoy("node-b", &b.xds, true, &logs);
     support::wait_until(wait, "node-b ACKs", || {
         b.node_acked_all("node-b").then_some(())
     });
@@ -227,31 +222,20 @@ async fn fleet() {
 
     // Node b back in line: both nodes serve the leader's hash → Programmed.
     b.restart_without(&["--bind-address"]);
-    let programmed_with = |routes: i64| async move {
-        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-        let p = programmed(&gw);
-        let attached = &gw["status"]["listeners"][0]["attachedRoutes"];
-        if p == Some(("True".into(), "Programmed".into())) && attached == routes {
-            Ok(())
-        } else {
-            Err(format!("{p:?}, attachedRoutes {attached}"))
-        }
+    let programmed_with = |routes: i64, timeout: u64, what: &'static str| {
+        until_programmed(c, NS, "gw", Duration::from_secs(timeout), what, move |gw| {
+            let attached = &gw["status"]["listeners"][0]["attachedRoutes"];
+            (*attached == routes)
+                .then_some(())
+                .ok_or(format!("attachedRoutes {attached}"))
+        })
     };
-    eventually(
-        Duration::from_secs(30),
-        "Programmed with both nodes",
-        || programmed_with(1),
-    )
-    .await;
+    programmed_with(1, 30, "Programmed with both nodes").await;
 
     // Only the leader wrote: the follower never did, and says it does not lead.
     let follower = b.metrics();
     assert!(follower.contains("aether_edge_leader 0\n"), "{follower}");
-    let writes: u64 = follower
-        .lines()
-        .filter(|l| l.starts_with("aether_edge_status_writes_total"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum();
+    let writes = metric_sum(&follower, "aether_edge_status_writes_total", &[]);
     assert_eq!(writes, 0, "a follower wrote status:\n{follower}");
 
     // The leader dies; agent-b takes the Lease and writes status from its own join.
@@ -293,12 +277,7 @@ async fn fleet() {
     .await;
     // The Gateway's status is another write of the same batch: it may land a
     // moment after the route's.
-    eventually(
-        Duration::from_secs(10),
-        "Programmed with r1 and r2 attached",
-        || programmed_with(2),
-    )
-    .await;
+    programmed_with(2, 10, "Programmed with r1 and r2 attached").await;
 
     // agent-a returns as a follower serving another hash: its report reaches the new
     // leader (found through the Lease), so the Gateway is held again …
@@ -320,10 +299,7 @@ async fn fleet() {
     .await;
     // … until it serves the leader's hash.
     a.restart_without(&["--bind-address"]);
-    eventually(wait, "Programmed with both nodes again", || {
-        programmed_with(2)
-    })
-    .await;
+    programmed_with(2, 30, "Programmed with both nodes again").await;
     drop((a, b));
 }
 
@@ -356,7 +332,7 @@ async fn edge_pod(client: &kube::Client, name: &str, node: &str, ready: bool) {
 /// with a Ready edge pod must serve it, whether its agent reports or not.
 #[test]
 fn static_mode_waits_for_every_ready_edge_pod() {
-    if !isolated("static_mode_waits_for_every_ready_edge_pod") {
+    if !isolated() {
         return;
     }
     runtime().block_on(static_mode());
@@ -371,8 +347,8 @@ async fn static_mode() {
     edge_pod(c, "edge-a", "node-a", true).await;
     edge_pod(c, "edge-b", "node-b", true).await;
     let flags = ["--leader-elect=false", "--address-mode", "static"];
-    let a = KubeAgent::start_as("node-a", "edge-a", server.kubeconfig_path(), &flags, &logs);
-    let _envoy_a = Envoy::start("node-a", &a.xds, true, &logs);
+    let a = kube_agent_as("node-a", "edge-a", server.kubeconfig_path(), &flags, &logs);
+    let _envoy_a = envoy("node-a", &a.xds, true, &logs);
     support::wait_until(Duration::from_secs(30), "node-a ACKs", || {
         a.node_acked_all("node-a").then_some(())
     });
@@ -405,17 +381,10 @@ async fn static_mode() {
     }
     // Node b's probe fails: it takes no traffic and holds nothing back.
     edge_pod(c, "edge-b", "node-b", false).await;
-    eventually(
-        Duration::from_secs(30),
-        "Programmed with node a alone",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-            match programmed(&gw) {
-                Some((s, _)) if s == "True" => Ok(()),
-                p => Err(format!("{p:?}")),
-            }
-        },
-    )
+    let alone = Duration::from_secs(30);
+    until_programmed(c, NS, "gw", alone, "Programmed with node a alone", |_| {
+        Ok(())
+    })
     .await;
     // Another write of the same batch.
     eventually(Duration::from_secs(10), "r1 Accepted", || {

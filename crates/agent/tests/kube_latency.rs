@@ -13,8 +13,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::kube::*;
-use support::{Envoy, http_get, temp_dir};
+use support::*;
 
 const NS: &str = "app";
 const ROUTES: usize = 50;
@@ -33,7 +32,7 @@ fn route_yaml(i: usize) -> String {
 
 #[test]
 fn apply_to_accepted_through_the_ack_gate_over_50_routes() {
-    if !isolated("apply_to_accepted_through_the_ack_gate_over_50_routes") {
+    if !isolated() {
         return;
     }
     runtime().block_on(latency());
@@ -44,10 +43,10 @@ async fn latency() {
     let server = aether_testkit::ApiServer::start().await;
     let client = server.client();
     let c = &client;
-    let b0 = PodBackend::start("b0");
+    let b0 = Backend::on(POD_IP, "b0");
     let yaml = [base_yaml(&[NS]), b0.yaml(NS), gateway_yaml()].join("---\n");
     server.apply(&yaml).await.unwrap();
-    let agent = KubeAgent::start(
+    let agent = kube_agent(
         server.kubeconfig_path(),
         &[
             "--leader-elect=false",
@@ -58,7 +57,7 @@ async fn latency() {
         ],
         &logs,
     );
-    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    let _envoy = envoy("node-a", &agent.xds, true, &logs);
     eventually(
         Duration::from_secs(30),
         "Gateway Programmed",
@@ -202,9 +201,9 @@ async fn latency() {
 
 /// Successful status writes of every kind, from `/metrics`.
 fn status_writes(metrics: &str) -> u64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("aether_edge_status_writes_total") && l.contains("result=\"ok\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+    metric_sum(
+        metrics,
+        "aether_edge_status_writes_total",
+        &["result=\"ok\""],
+    )
 }

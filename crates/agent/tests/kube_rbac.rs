@@ -17,8 +17,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
-use support::kube::*;
-use support::{Envoy, Proc, agent_bin, http_get, temp_dir};
+use support::*;
 
 const NS: &str = "app";
 
@@ -41,7 +40,7 @@ fn app_yaml() -> String {
 
 #[test]
 fn the_agent_works_with_the_deployed_rbac_and_a_unix_socket() {
-    if !isolated("the_agent_works_with_the_deployed_rbac_and_a_unix_socket") {
+    if !isolated() {
         return;
     }
     runtime().block_on(rbac());
@@ -52,7 +51,7 @@ async fn rbac() {
     let server = aether_testkit::ApiServer::start().await;
     let client = server.client();
     let c = &client;
-    let b0 = PodBackend::start("b0");
+    let b0 = Backend::on(POD_IP, "b0");
     for file in ["00-namespace.yaml", "10-rbac.yaml", "20-gatewayclass.yaml"] {
         server.apply(&deploy(file)).await.unwrap();
     }
@@ -81,7 +80,7 @@ async fn rbac() {
             .args(["--report-address", &report]),
         &logs,
     );
-    let _envoy = Envoy::start("node-a", &socket, true, &logs);
+    let _envoy = envoy("node-a", &socket, true, &logs);
 
     let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), "aether-ingress");
     eventually(Duration::from_secs(30), "the Lease held", || {

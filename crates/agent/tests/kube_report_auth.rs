@@ -9,8 +9,7 @@ mod support;
 use aether_report::pb::AckReport;
 use k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
-use support::kube::*;
-use support::temp_dir;
+use support::*;
 use tonic::Code;
 
 const EDGE: &str = "aether-ingress";
@@ -43,16 +42,13 @@ async fn report(address: &str, token: Option<&str>, report: AckReport) -> Result
 }
 
 fn refused(metrics: &str, reason: &str) -> u64 {
-    let needle = format!("aether_edge_reports_refused_total{{reason=\"{reason}\"}} ");
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(&needle)?.parse().ok())
-        .unwrap_or(0)
+    let reason = format!("reason=\"{reason}\"");
+    metric_sum(metrics, "aether_edge_reports_refused_total", &[&reason])
 }
 
 #[test]
 fn the_report_port_takes_only_edge_agents_each_for_its_own_node() {
-    if !isolated("the_report_port_takes_only_edge_agents_each_for_its_own_node") {
+    if !isolated() {
         return;
     }
     runtime().block_on(report_port());
@@ -75,7 +71,7 @@ async fn report_port() {
         .service_account_kubeconfig(EDGE, AGENTS)
         .await
         .unwrap();
-    let leader = KubeAgent::start(
+    let leader = kube_agent(
         &as_deployed,
         &["--leader-elect=false", "--address-mode", "static"],
         &logs,

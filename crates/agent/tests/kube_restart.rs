@@ -15,8 +15,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
-use support::kube::*;
-use support::{Envoy, http_get, temp_dir, wait_until};
+use support::*;
 
 const NS: &str = "app";
 
@@ -38,7 +37,7 @@ fn envoy_stat(admin: &str, name: &str) -> u64 {
 
 #[test]
 fn agent_restarts_under_traffic_fail_no_request() {
-    if !isolated("agent_restarts_under_traffic_fail_no_request") {
+    if !isolated() {
         return;
     }
     runtime().block_on(restarts());
@@ -48,16 +47,16 @@ async fn restarts() {
     let logs = temp_dir("kube-restart");
     let server = aether_testkit::ApiServer::start().await;
     let client = server.client();
-    let b0 = PodBackend::start("b0");
+    let b0 = Backend::on(POD_IP, "b0");
     let yaml = [base_yaml(&[NS]), b0.yaml(NS), gateway_and_route()].join("---\n");
     server.apply(&yaml).await.unwrap();
-    let mut agent = KubeAgent::start(
+    let mut agent = kube_agent(
         server.kubeconfig_path(),
         &["--leader-elect=true", "--address-mode", "service"],
         &logs,
     );
     // SotW ADS (Delta elsewhere): a reconnect resumes from Envoy's version_info.
-    let envoy = Envoy::start("node-a", &agent.xds, false, &logs);
+    let envoy = envoy("node-a", &agent.xds, false, &logs);
 
     // The Service appears; the test as load balancer sends to its targetPort.
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
@@ -94,21 +93,17 @@ async fn restarts() {
     // serves before the load balancer is known, so until then a write of
     // `False/AddressNotAssigned` (a new message, or one still in flight) is true
     // and not a flip.
-    eventually(
+    until_programmed(
+        &client,
+        NS,
+        "gw",
         Duration::from_secs(30),
         "Programmed=True with the address",
-        || {
-            let client = client.clone();
-            async move {
-                let gw = get_json::<Gateway>(&client, Some(NS), "gw")
-                    .await
-                    .ok_or("no Gateway")?;
-                let p = status_reason(&gw["status"]["conditions"], "Programmed");
-                let addressed = gw["status"]["addresses"][0]["value"] == POD_IP;
-                (p == Some(("True".into(), "Programmed".into())) && addressed)
-                    .then_some(())
-                    .ok_or(format!("{p:?}, addresses {}", gw["status"]["addresses"]))
-            }
+        |gw| {
+            let addresses = &gw["status"]["addresses"];
+            (addresses[0]["value"] == POD_IP)
+                .then_some(())
+                .ok_or(format!("addresses {addresses}"))
         },
     )
     .await;

@@ -12,8 +12,7 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use std::time::Duration;
-use support::kube::*;
-use support::{Envoy, temp_dir};
+use support::*;
 
 const NS: &str = "app";
 const OTHER_NS: &str = "other";
@@ -88,7 +87,7 @@ fn assert_generation(what: &str, obj: &Value) {
 
 #[test]
 fn every_route_status_case_gets_its_reason() {
-    if !isolated("every_route_status_case_gets_its_reason") {
+    if !isolated() {
         return;
     }
     runtime().block_on(route_status());
@@ -99,8 +98,8 @@ async fn route_status() {
     let server = aether_testkit::ApiServer::start().await;
     let client = server.client();
     let c = &client;
-    let b0 = PodBackend::start("b0");
-    let b_other = PodBackend::start("b-other");
+    let b0 = Backend::on(POD_IP, "b0");
+    let b_other = Backend::on(POD_IP, "b-other");
     let svc = "{name: b0, port: 80}";
     let http = "{name: gw, sectionName: http}";
     let host = "[a.example.com]";
@@ -207,7 +206,7 @@ async fn route_status() {
         panic!("{e}\n{yaml}");
     }
 
-    let agent = KubeAgent::start(
+    let agent = kube_agent(
         server.kubeconfig_path(),
         &[
             "--leader-elect=false",
@@ -219,7 +218,7 @@ async fn route_status() {
         &logs,
     );
     // SotW ADS here (the other tests use Delta): the ACK gate works with both.
-    let _envoy = Envoy::start("node-a", &agent.xds, false, &logs);
+    let _envoy = envoy("node-a", &agent.xds, false, &logs);
 
     for (ns, name, _, accepted, resolved) in &cases {
         let what = format!("HTTPRoute {ns}/{name}");

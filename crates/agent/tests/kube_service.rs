@@ -16,8 +16,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use support::kube::*;
-use support::{Envoy, http_get, temp_dir};
+use support::*;
 
 const NS: &str = "app";
 
@@ -34,10 +33,6 @@ fn route_yaml(backend: &str) -> String {
     format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r1, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - backendRefs: [{{name: {backend}, port: 80}}]\n"
     )
-}
-
-fn programmed(gw: &Value) -> Option<(String, String)> {
-    status_reason(&gw["status"]["conditions"], "Programmed")
 }
 
 /// Service port → targetPort (every port TCP).
@@ -58,11 +53,9 @@ fn service_ports(svc: &Service) -> BTreeMap<i32, i32> {
         .collect()
 }
 
-use aether_testkit::metric_sum as metric;
-
 #[test]
 fn service_mode_ports_allocations_and_load_balancer_addresses() {
-    if !isolated("service_mode_ports_allocations_and_load_balancer_addresses") {
+    if !isolated() {
         return;
     }
     runtime().block_on(service_mode());
@@ -73,7 +66,7 @@ async fn service_mode() {
     let server = aether_testkit::ApiServer::start().await;
     let client = server.client();
     let c = &client;
-    let b0 = PodBackend::start("b0");
+    let b0 = Backend::on(POD_IP, "b0");
     let yaml = [
         base_yaml(&[NS]),
         b0.yaml(NS),
@@ -82,12 +75,12 @@ async fn service_mode() {
     ]
     .join("---\n");
     server.apply(&yaml).await.unwrap();
-    let agent = KubeAgent::start(
+    let agent = kube_agent(
         server.kubeconfig_path(),
         &["--leader-elect=false", "--address-mode", "service"],
         &logs,
     );
-    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    let _envoy = envoy("node-a", &agent.xds, true, &logs);
 
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
     let by_label = ListParams::default().labels("aether.io/edge-gateway");
@@ -155,18 +148,17 @@ async fn service_mode() {
         )
         .await
         .unwrap();
-    let gw = eventually(
+    let gw = until_programmed(
+        c,
+        NS,
+        "gw",
         Duration::from_secs(30),
         "addresses + Programmed",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-            let ok = programmed(&gw) == Some(("True".into(), "Programmed".into()))
-                && gw["status"]["addresses"] == json!([{"type": "IPAddress", "value": POD_IP}]);
-            if ok {
-                Ok(gw)
-            } else {
-                Err(gw["status"].to_string())
-            }
+        |gw| {
+            let addresses = &gw["status"]["addresses"];
+            (*addresses == json!([{"type": "IPAddress", "value": POD_IP}]))
+                .then_some(())
+                .ok_or(format!("addresses {addresses}"))
         },
     )
     .await;
@@ -210,19 +202,17 @@ async fn service_mode() {
     })
     .await;
     assert_eq!(moved[&80], ports[&80], "port 80 keeps its Envoy port");
-    eventually(
+    until_programmed(
+        c,
+        NS,
+        "gw",
         Duration::from_secs(30),
         "generation 2 programmed",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
+        |gw| {
             let current = gw["status"]["conditions"]
                 .as_array()
                 .is_some_and(|cs| cs.iter().all(|c| c["observedGeneration"] == 2));
-            if current && programmed(&gw) == Some(("True".into(), "Programmed".into())) {
-                Ok(())
-            } else {
-                Err(gw["status"].to_string())
-            }
+            current.then_some(()).ok_or(gw["status"].to_string())
         },
     )
     .await;
@@ -265,7 +255,7 @@ async fn service_mode() {
 
 #[test]
 fn status_writes_failing_in_an_outage_are_retried_reported_and_land() {
-    if !isolated("status_writes_failing_in_an_outage_are_retried_reported_and_land") {
+    if !isolated() {
         return;
     }
     runtime().block_on(outage());
@@ -274,7 +264,7 @@ fn status_writes_failing_in_an_outage_are_retried_reported_and_land() {
 async fn outage() {
     let logs = temp_dir("kube-outage");
     let mut server = aether_testkit::ApiServer::start().await;
-    let b0 = PodBackend::start("b0");
+    let b0 = Backend::on(POD_IP, "b0");
     let yaml = [
         base_yaml(&[NS]),
         b0.yaml(NS),
@@ -283,7 +273,7 @@ async fn outage() {
     ]
     .join("---\n");
     server.apply(&yaml).await.unwrap();
-    let agent = KubeAgent::start(
+    let agent = kube_agent(
         server.kubeconfig_path(),
         &[
             "--leader-elect=false",
@@ -294,25 +284,17 @@ async fn outage() {
         ],
         &logs,
     );
-    let mut envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    let mut first_envoy = envoy("node-a", &agent.xds, true, &logs);
     let client = server.client();
     let c = &client;
     let want = |s: &'static str, r: &'static str| Some((s.to_string(), r.to_string()));
-    eventually(Duration::from_secs(30), "Programmed=True", || async move {
-        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-        let p = programmed(&gw);
-        if p == want("True", "Programmed") {
-            Ok(())
-        } else {
-            Err(format!("{p:?}"))
-        }
-    })
-    .await;
+    let any = |_: &Value| Ok(());
+    until_programmed(c, NS, "gw", Duration::from_secs(30), "Programmed=True", any).await;
     // The write that showed Programmed=True is counted once its batch is back,
     // which may be after the GET above saw it: wait for that, or the outage
     // could catch it in flight (landed, answer lost) and count it as failed.
     let gateway_ok = |m: &str| {
-        metric(
+        metric_sum(
             m,
             "aether_edge_status_writes_total",
             &["kind=\"Gateway\"", "result=\"ok\""],
@@ -329,7 +311,7 @@ async fn outage() {
     })
     .await;
     assert_eq!(
-        metric(
+        metric_sum(
             &agent.metrics(),
             "aether_edge_status_writes_total",
             &["result=\"error\""]
@@ -339,16 +321,16 @@ async fn outage() {
 
     // Outage; meanwhile Envoy goes away, so the Gateway's status must change.
     server.stop_apiserver().await;
-    envoy.proc.kill();
+    first_envoy.proc.kill();
     let failed = eventually(Duration::from_secs(30), "failed writes on /metrics", || {
         let m = agent.metrics();
         async move {
-            let n = metric(
+            let n = metric_sum(
                 &m,
                 "aether_edge_status_writes_total",
                 &["kind=\"Gateway\"", "result=\"error\""],
             );
-            let batches = metric(&m, "aether_edge_status_batches_failed_total", &[]);
+            let batches = metric_sum(&m, "aether_edge_status_batches_failed_total", &[]);
             if n > 0 && batches > 0 {
                 Ok((n, batches))
             } else {
@@ -369,7 +351,7 @@ async fn outage() {
     );
     // Retried with backoff while the outage lasts.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let retried = metric(
+    let retried = metric_sum(
         &agent.metrics(),
         "aether_edge_status_batches_failed_total",
         &[],
@@ -414,19 +396,14 @@ async fn outage() {
     .await;
 
     // And the agent is fully back: a new Envoy ACKs, status follows.
-    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
-    eventually(
+    let _envoy = envoy("node-a", &agent.xds, true, &logs);
+    until_programmed(
+        c,
+        NS,
+        "gw",
         Duration::from_secs(30),
         "Programmed=True again",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-            let p = programmed(&gw);
-            if p == want("True", "Programmed") {
-                Ok(())
-            } else {
-                Err(format!("{p:?}"))
-            }
-        },
+        any,
     )
     .await;
     // The watches survived the restart: a route created afterwards is served and accepted.

@@ -13,8 +13,7 @@ use kube::api::ListParams;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::time::Duration;
-use support::kube::*;
-use support::{Envoy, tcp_echo, temp_dir, udp_echo};
+use support::*;
 
 const NS: &str = "app";
 
@@ -59,7 +58,7 @@ fn ports(svc: &Service) -> Vec<(String, i32, String, i32)> {
 
 #[test]
 fn tcp_and_udp_on_one_port_are_served_on_one_allocated_port() {
-    if !isolated("tcp_and_udp_on_one_port_are_served_on_one_allocated_port") {
+    if !isolated() {
         return;
     }
     runtime().block_on(tcp_and_udp());
@@ -74,12 +73,12 @@ async fn tcp_and_udp() {
         .apply(&app_yaml(tcp_echo(POD_IP, "tcp"), udp_echo(POD_IP, "udp")))
         .await
         .unwrap();
-    let agent = KubeAgent::start(
+    let agent = kube_agent(
         server.kubeconfig_path(),
         &["--leader-elect=false", "--address-mode", "service"],
         &logs,
     );
-    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    let _envoy = envoy("node-a", &agent.xds, true, &logs);
 
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
     let by_label = ListParams::default().labels("aether.io/edge-gateway");

@@ -16,8 +16,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::Duration;
-use support::kube::*;
-use support::{Envoy, http_get, temp_dir};
+use support::*;
 
 const NS: &str = "app";
 const GATEWAYS: usize = 20;
@@ -90,7 +89,7 @@ fn ports(svc: &Service) -> BTreeMap<i32, i32> {
 
 #[test]
 fn twenty_gateways_at_once_and_one_whose_service_is_refused() {
-    if !isolated("twenty_gateways_at_once_and_one_whose_service_is_refused") {
+    if !isolated() {
         return;
     }
     runtime().block_on(many());
@@ -101,18 +100,18 @@ async fn many() {
     let server = aether_testkit::ApiServer::start().await;
     let client = server.client();
     let c = &client;
-    let b0 = PodBackend::start("b0");
+    let b0 = Backend::on(POD_IP, "b0");
     let names: Vec<String> = (0..GATEWAYS).map(|i| format!("gw{i}")).collect();
     server
         .apply(&[base_yaml(&[NS]), b0.yaml(NS), tls_secret(&logs)].join("\n---\n"))
         .await
         .unwrap();
-    let agent = KubeAgent::start(
+    let agent = kube_agent(
         server.kubeconfig_path(),
         &["--leader-elect=false", "--address-mode", "service"],
         &logs,
     );
-    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    let _envoy = envoy("node-a", &agent.xds, true, &logs);
     let mut all: Vec<String> = names.iter().map(|n| gateway_yaml(n)).collect();
     all.push(route_yaml(&names));
     server.apply(&all.join("---\n")).await.unwrap();

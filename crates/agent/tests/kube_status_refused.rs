@@ -8,8 +8,7 @@ mod support;
 
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use std::time::Duration;
-use support::kube::*;
-use support::{Envoy, temp_dir};
+use support::*;
 
 const NS: &str = "app";
 
@@ -34,15 +33,13 @@ fn yaml() -> String {
 const POLICY: &str = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: block-route-status}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - apiGroups: [gateway.networking.k8s.io]\n      apiVersions: [\"*\"]\n      operations: [CREATE, UPDATE]\n      resources: [httproutes/status]\n  validations:\n  - expression: \"object.metadata.name != 'blocked'\"\n    message: test policy refuses this status\n---\n\
 apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: block-route-status}\nspec:\n  policyName: block-route-status\n  validationActions: [Deny]\n";
 
-use aether_testkit::metric_sum as metric;
-
 async fn accepted(c: &kube::Client, name: &str) -> Result<(), String> {
     route_accepted(c, NS, name, "gw").await
 }
 
 #[test]
 fn one_refused_status_write_does_not_stop_the_others_and_is_retried() {
-    if !isolated("one_refused_status_write_does_not_stop_the_others_and_is_retried") {
+    if !isolated() {
         return;
     }
     runtime().block_on(refused());
@@ -53,7 +50,7 @@ async fn refused() {
     let server = aether_testkit::ApiServer::start().await;
     let client = server.client();
     let c = &client;
-    let b0 = PodBackend::start("b0");
+    let b0 = Backend::on(POD_IP, "b0");
     server
         .apply(&[base_yaml(&[NS]), b0.yaml(NS), POLICY.to_string()].join("---\n"))
         .await
@@ -61,7 +58,7 @@ async fn refused() {
     // The policy is enforced once the API server has compiled it.
     tokio::time::sleep(Duration::from_secs(2)).await;
     server.apply(&yaml()).await.unwrap();
-    let agent = KubeAgent::start(
+    let agent = kube_agent(
         server.kubeconfig_path(),
         &[
             "--leader-elect=false",
@@ -72,7 +69,7 @@ async fn refused() {
         ],
         &logs,
     );
-    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    let _envoy = envoy("node-a", &agent.xds, true, &logs);
 
     for name in ["r1", "r2"] {
         eventually(Duration::from_secs(30), &format!("{name} accepted"), || {
@@ -83,7 +80,7 @@ async fn refused() {
     let m = eventually(Duration::from_secs(30), "the refused write counted", || {
         let m = agent.metrics();
         async move {
-            if metric(
+            if metric_sum(
                 &m,
                 "aether_edge_status_writes_total",
                 &["kind=\"HTTPRoute\"", "result=\"error\""],
@@ -109,13 +106,13 @@ async fn refused() {
         "a log line names the route:\n{log}"
     );
     // Retried with backoff, not in a hot loop and not given up.
-    let first = metric(
+    let first = metric_sum(
         &m,
         "aether_edge_status_writes_total",
         &["kind=\"HTTPRoute\"", "result=\"error\""],
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let later = metric(
+    let later = metric_sum(
         &agent.metrics(),
         "aether_edge_status_writes_total",
         &["kind=\"HTTPRoute\"", "result=\"error\""],

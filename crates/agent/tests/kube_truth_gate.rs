@@ -13,8 +13,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::kube::*;
-use support::{Envoy, http_get, temp_dir};
+use support::*;
 
 const NS: &str = "app";
 
@@ -43,7 +42,7 @@ fn programmed(gw: &Value) -> Option<(String, String, String, i64)> {
 
 #[test]
 fn status_waits_for_envoys_ack_flips_within_a_second_and_shows_a_nack() {
-    if !isolated("status_waits_for_envoys_ack_flips_within_a_second_and_shows_a_nack") {
+    if !isolated() {
         return;
     }
     runtime().block_on(truth_gate());
@@ -54,7 +53,7 @@ async fn truth_gate() {
     let server = aether_testkit::ApiServer::start().await;
     let client = server.client();
     let c = &client;
-    let b0 = PodBackend::start("b0");
+    let b0 = Backend::on(POD_IP, "b0");
     let yaml = [
         base_yaml(&[NS]),
         b0.yaml(NS),
@@ -65,7 +64,7 @@ async fn truth_gate() {
     server.apply(&yaml).await.unwrap();
 
     // The agent runs and leads; its Envoy is held back.
-    let agent = KubeAgent::start(
+    let agent = kube_agent(
         server.kubeconfig_path(),
         &[
             "--leader-elect=false",
@@ -161,7 +160,7 @@ async fn truth_gate() {
             std::thread::sleep(Duration::from_millis(5));
         }
     });
-    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    let _envoy = envoy("node-a", &agent.xds, true, &logs);
     poller.join().unwrap();
     let ack = acked.lock().unwrap().expect("Envoy ACKed the snapshot");
     let status_at = eventually(Duration::from_secs(10), "Programmed=True observed", || {

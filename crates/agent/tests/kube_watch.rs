@@ -9,8 +9,7 @@ mod support;
 
 use gateway_api::apis::standard::gateways::Gateway;
 use std::time::Duration;
-use support::kube::*;
-use support::{Envoy, http_get, temp_dir};
+use support::*;
 
 const NS: &str = "app";
 
@@ -34,7 +33,7 @@ async fn accepted(c: &kube::Client, name: &str) -> Result<(), String> {
 
 #[test]
 fn an_unreadable_object_is_skipped_and_named_and_the_watch_goes_on() {
-    if !isolated("an_unreadable_object_is_skipped_and_named_and_the_watch_goes_on") {
+    if !isolated() {
         return;
     }
     runtime().block_on(unreadable());
@@ -45,7 +44,7 @@ async fn unreadable() {
     let server = aether_testkit::ApiServer::start().await;
     let client = server.client();
     let c = &client;
-    let b0 = PodBackend::start("b0");
+    let b0 = Backend::on(POD_IP, "b0");
     let yaml = [
         base_yaml(&[NS]),
         b0.yaml(NS),
@@ -55,7 +54,7 @@ async fn unreadable() {
     ]
     .join("---\n");
     server.apply(&yaml).await.unwrap();
-    let agent = KubeAgent::start(
+    let agent = kube_agent(
         server.kubeconfig_path(),
         &[
             "--leader-elect=false",
@@ -66,7 +65,7 @@ async fn unreadable() {
         ],
         &logs,
     );
-    let _envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    let _envoy = envoy("node-a", &agent.xds, true, &logs);
     eventually(
         Duration::from_secs(30),
         "r1 accepted despite early-bad",
@@ -106,7 +105,7 @@ async fn unreadable() {
 
 #[test]
 fn only_tls_secrets_are_read() {
-    if !isolated("only_tls_secrets_are_read") {
+    if !isolated() {
         return;
     }
     runtime().block_on(secrets());
@@ -144,7 +143,7 @@ async fn secrets() {
     ]
     .join("---\n");
     server.apply(&yaml).await.unwrap();
-    let _agent = KubeAgent::start(
+    let _agent = kube_agent(
         server.kubeconfig_path(),
         &["--leader-elect=false", "--address-mode", "static"],
         &logs,

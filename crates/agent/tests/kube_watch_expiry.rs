@@ -11,8 +11,7 @@
 mod support;
 
 use std::time::Duration;
-use support::kube::*;
-use support::temp_dir;
+use support::*;
 
 const NS: &str = "app";
 
@@ -50,7 +49,7 @@ fn a_compacted_watch_history_is_survived_by_relisting() {
         ]
         .join("---\n");
         server.apply(&yaml).await.unwrap();
-        let agent = KubeAgent::start(
+        let agent = kube_agent(
             server.kubeconfig_path(),
             &["--leader-elect=false", "--address-mode", "static"],
             &logs,

@@ -234,7 +234,7 @@ fn tls_passthrough_terminate_mixed_tcp_and_udp_through_envoy() {
         l4_service("tcp-old", tcp_old, "TCP"),
         l4_service("tcp-new", tcp_new, "TCP"),
         l4_service("udp-backend", udp_port, "UDP"),
-        service_yaml("default", &http),
+        http.yaml("default"),
         l4_route("TLSRoute", "pt", "passthrough", &["abc.example.com"], "pt-backend", pt_backend_port),
         l4_route("TLSRoute", "term", "terminate", &["tls.example.com"], "term-backend", term_port),
         l4_route("UDPRoute", "dns", "udp", &[], "udp-backend", udp_port),
@@ -258,8 +258,8 @@ fn tls_passthrough_terminate_mixed_tcp_and_udp_through_envoy() {
 
     let xds = format!("127.0.0.1:{}", free_port());
     let admin = format!("127.0.0.1:{}", free_port());
-    let agent = Agent::start(&dir, &xds, &admin, &logs);
-    let _envoy = Envoy::start("l4", &xds, false, &logs);
+    let agent = standalone(&dir, &xds, &admin, &logs, &[]);
+    let _envoy = envoy("l4", &xds, false, &logs);
     no_private_key_in_the_debug_snapshot(&agent);
 
     // Status says programmed (after Envoy's ACK) before any traffic is checked.

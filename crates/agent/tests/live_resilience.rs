@@ -41,7 +41,7 @@ fn setup(tag: &str) -> Setup {
     std::fs::write(dir.join("gateway.yaml"), gateway_yaml(port)).unwrap();
     let services: String = backends
         .iter()
-        .map(|b| service_yaml("default", b) + "---\n")
+        .map(|b| b.yaml("default") + "---\n")
         .collect();
     std::fs::write(dir.join("services.yaml"), services).unwrap();
     std::fs::write(
@@ -80,8 +80,8 @@ fn wait_programmed(agent: &Agent) -> String {
 #[test]
 fn a_nacked_config_is_reported_and_the_previous_one_keeps_serving() {
     let s = setup("nack");
-    let agent = Agent::start(&s.dir, &s.xds, &s.admin, &s.logs);
-    let _envoy = Envoy::start("nack", &s.xds, true, &s.logs);
+    let agent = standalone(&s.dir, &s.xds, &s.admin, &s.logs, &[]);
+    let _envoy = envoy("nack", &s.xds, true, &s.logs);
     wait_until(Duration::from_secs(30), "first route", || {
         (backend_of(&s.gateway, "/good")? == "b0").then_some(())
     });
@@ -148,14 +148,14 @@ fn a_nacked_config_is_reported_and_the_previous_one_keeps_serving() {
 #[test]
 fn envoy_restart_recovers_with_no_failed_requests() {
     let s = setup("envoy-restart");
-    let agent = Agent::start(&s.dir, &s.xds, &s.admin, &s.logs);
-    let mut envoy = Envoy::start("restart", &s.xds, false, &s.logs);
+    let agent = standalone(&s.dir, &s.xds, &s.admin, &s.logs, &[]);
+    let mut first = envoy("restart", &s.xds, false, &s.logs);
     wait_until(Duration::from_secs(30), "first route", || {
         (backend_of(&s.gateway, "/good")? == "b0").then_some(())
     });
-    envoy.proc.kill();
-    drop(envoy);
-    let _envoy = Envoy::start("restart", &s.xds, false, &s.logs);
+    first.proc.kill();
+    drop(first);
+    let _envoy = envoy("restart", &s.xds, false, &s.logs);
     wait_until(Duration::from_secs(30), "route after Envoy restart", || {
         (backend_of(&s.gateway, "/good")? == "b0").then_some(())
     });
@@ -182,8 +182,8 @@ fn envoy_restart_recovers_with_no_failed_requests() {
 #[test]
 fn aether_edge_restart_under_traffic_fails_no_request() {
     let s = setup("agent-restart");
-    let mut agent = Agent::start(&s.dir, &s.xds, &s.admin, &s.logs);
-    let _envoy = Envoy::start("agent-restart", &s.xds, true, &s.logs);
+    let mut agent = standalone(&s.dir, &s.xds, &s.admin, &s.logs, &[]);
+    let _envoy = envoy("agent-restart", &s.xds, true, &s.logs);
     wait_until(Duration::from_secs(30), "first route", || {
         (backend_of(&s.gateway, "/good")? == "b0").then_some(())
     });
@@ -206,7 +206,7 @@ fn aether_edge_restart_under_traffic_fails_no_request() {
     std::thread::sleep(Duration::from_millis(500));
     agent.proc.kill();
     std::thread::sleep(Duration::from_secs(1));
-    let agent = Agent::start(&s.dir, &s.xds, &s.admin, &s.logs);
+    let agent = standalone(&s.dir, &s.xds, &s.admin, &s.logs, &[]);
     wait_programmed(&agent);
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
@@ -226,14 +226,14 @@ fn log_of(agent: &Agent) -> String {
 fn edits_publish_neither_half_written_files_nor_an_emptied_directory() {
     let s = setup("edits");
     let settle = Duration::from_millis(400);
-    let agent = Agent::start_with(
+    let agent = standalone(
         &s.dir,
         &s.xds,
         &s.admin,
         &s.logs,
         &["--settle-ms", &settle.as_millis().to_string()],
     );
-    let _envoy = Envoy::start("edits", &s.xds, false, &s.logs);
+    let _envoy = envoy("edits", &s.xds, false, &s.logs);
     wait_until(Duration::from_secs(30), "first route", || {
         (backend_of(&s.gateway, "/good")? == "b0").then_some(())
     });
@@ -316,7 +316,7 @@ fn edits_publish_neither_half_written_files_nor_an_emptied_directory() {
 #[test]
 fn health_and_readiness_answer_while_a_big_config_parses() {
     let s = setup("big");
-    let agent = Agent::start_with(
+    let agent = standalone(
         &s.dir,
         &s.xds,
         &s.admin,
@@ -408,7 +408,7 @@ fn the_default_ads_socket_admits_this_user_only() {
         bootstrap.contains(&socket.display().to_string()),
         "{bootstrap}"
     );
-    let _envoy = Envoy::start(
+    let _envoy = envoy(
         "private",
         &format!("unix:{}", socket.display()),
         false,

@@ -341,7 +341,7 @@ fn gateways_and_routes_reach_the_right_backends_and_follow_changes() {
     std::fs::write(dir.join("00-gateways.yaml"), gateways).unwrap();
     let services: String = backends
         .values()
-        .map(|b| service_yaml("default", b) + "---\n")
+        .map(|b| b.yaml("default") + "---\n")
         .collect();
     std::fs::write(dir.join("01-services.yaml"), services).unwrap();
     std::fs::write(dir.join("10-main.yaml"), main_routes()).unwrap();
@@ -350,8 +350,8 @@ fn gateways_and_routes_reach_the_right_backends_and_follow_changes() {
 
     let xds = format!("127.0.0.1:{}", free_port());
     let admin = format!("127.0.0.1:{}", free_port());
-    let mut agent = Agent::start(&dir, &xds, &admin, &logs);
-    let _envoy = Envoy::start("routing", &xds, false, &logs);
+    let mut agent = standalone(&dir, &xds, &admin, &logs, &[]);
+    let _envoy = envoy("routing", &xds, false, &logs);
 
     let c = |port: u16, host: &str, path: &'static str, want: Want| Case {
         port,

@@ -7,7 +7,7 @@ use aether_gateway::{AckState, Addresses, Config, Served, assemble, translate};
 use aether_k8s::Index;
 use aether_k8s::leader::always_leader;
 use aether_k8s::status::{self, StatusInputs, StatusWriter};
-use aether_testkit::ApiServer;
+use aether_testkit::{ApiServer, metric_sum};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
@@ -93,24 +93,16 @@ fn publish_inputs(
     rx
 }
 
-fn metric(writer: &StatusWriter, prefix: &str) -> u64 {
-    writer
-        .render_metrics()
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 fn writes_ok(writer: &StatusWriter) -> u64 {
+    let metrics = writer.render_metrics();
     ["GatewayClass", "Gateway", "HTTPRoute"]
         .iter()
         .map(|k| {
-            metric(
-                writer,
-                &format!("aether_edge_status_writes_total{{kind=\"{k}\",result=\"ok\"}}"),
+            let kind = format!("kind=\"{k}\"");
+            metric_sum(
+                &metrics,
+                "aether_edge_status_writes_total",
+                &[&kind, "result=\"ok\""],
             )
         })
         .sum()
@@ -182,7 +174,11 @@ async fn the_loop_converges_and_an_ack_shows_within_a_second() {
     assert_eq!(settled, (1 + 2 * N) as u64, "one write per object");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(writes_ok(&writer), settled, "no write when nothing changed");
-    assert!(metric(&writer, "aether_edge_status_unchanged_total ") > 0);
+    let metrics = writer.render_metrics();
+    assert!(
+        metric_sum(&metrics, "aether_edge_status_unchanged_total", &[]) > 0,
+        "{metrics}"
+    );
 
     // The fleet ACKs: Programmed=True is on the API server within a second.
     acked_tx.send(true).unwrap();

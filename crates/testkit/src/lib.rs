@@ -26,6 +26,10 @@
 //! # }
 //! ```
 //!
+//! [`live`] is the kit of the tests that run the real `aether-edge` binary: Envoy, the
+//! agent in either mode, backends, a network namespace per Kubernetes-mode test, and
+//! readers of the status the agent writes.
+//!
 //! Environment: `AETHER_KUBE_BIN_DIR` (skip `build-tools`), `AETHER_GATEWAY_API_CRD_DIR`
 //! (skip `go list`), `AETHER_TESTKIT_KEEP=1` (keep the directory with the process logs).
 
@@ -33,6 +37,7 @@ mod apiserver;
 mod crds;
 mod error;
 mod etcd;
+pub mod live;
 mod locate;
 mod manifests;
 mod pki;

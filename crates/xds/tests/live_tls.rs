@@ -7,8 +7,8 @@
 mod common;
 
 use aether_ir as ir;
-use common::live::{Envoy, Response, free_port, read_response, request, spawn_echo_backend};
-use std::io::Write;
+use common::live::{Envoy, Response, free_port, read_response, request_text, spawn_echo_backend};
+use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -34,9 +34,9 @@ fn tls_get(port: u16, sni: Option<&str>, host: &str, path: &str) -> Response {
         .stdin
         .as_mut()
         .unwrap()
-        .write_all(request(host, path).as_bytes())
+        .write_all(request_text("GET", host, path, &[]).as_bytes())
         .unwrap();
-    let response = read_response(child.stdout.as_mut().unwrap());
+    let response = read_response(&mut BufReader::new(child.stdout.as_mut().unwrap()));
     let _ = child.kill();
     let _ = child.wait();
     response.unwrap_or_else(|e| panic!("TLS request with SNI {sni:?}: {e}"))

@@ -162,12 +162,8 @@ fn describe(fleet: &Fleet, s: &Snapshot, gw: &ObjectRef) -> String {
 }
 
 fn rds_pushes(fleet: &Fleet) -> u64 {
-    fleet
-        .render_metrics()
-        .lines()
-        .filter(|l| l.starts_with("aether_ads_pushes_total{type=\"RDS\""))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum()
+    let metrics = fleet.render_metrics();
+    aether_testkit::metric_sum(&metrics, "aether_ads_pushes_total", &["type=\"RDS\""])
 }
 
 /// A running Envoy, killed when dropped. Dropped while the test panics (an
@@ -431,12 +427,8 @@ async fn real_envoy_acks_delta_over_unix_socket() {
 }
 
 fn lds_pushes(fleet: &Fleet) -> u64 {
-    fleet
-        .render_metrics()
-        .lines()
-        .filter(|l| l.starts_with("aether_ads_pushes_total{type=\"LDS\""))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum()
+    let metrics = fleet.render_metrics();
+    aether_testkit::metric_sum(&metrics, "aether_ads_pushes_total", &["type=\"LDS\""])
 }
 
 /// One push brings a good new listener (Gateway edge/web) and a bad one (Gateway

@@ -54,8 +54,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use support::kube::*;
-use support::{Envoy, http_get, temp_dir};
+use support::*;
 
 const NS: &str = "app";
 const BACKENDS: [&str; 3] = ["b0", "b1", "b2"];
@@ -68,7 +67,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 #[test]
 fn churn_every_accepted_generation_is_what_envoy_serves() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !isolated("churn_every_accepted_generation_is_what_envoy_serves") {
+    if !isolated() {
         return;
     }
     runtime().block_on(churn());
@@ -77,7 +76,7 @@ fn churn_every_accepted_generation_is_what_envoy_serves() {
 #[test]
 fn a_paused_envoy_holds_back_every_new_claim_until_it_resumes_and_acks() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !isolated("a_paused_envoy_holds_back_every_new_claim_until_it_resumes_and_acks") {
+    if !isolated() {
         return;
     }
     runtime().block_on(pause());
@@ -164,7 +163,7 @@ struct World {
     client: kube::Client,
     envoy: Envoy,
     agent: KubeAgent,
-    _backends: Vec<PodBackend>,
+    _backends: Vec<Backend>,
     server: aether_testkit::ApiServer,
     _logs: PathBuf,
 }
@@ -173,15 +172,15 @@ async fn world(tag: &str) -> World {
     let logs = temp_dir(tag);
     let server = aether_testkit::ApiServer::start().await;
     let client = server.client();
-    let backends: Vec<PodBackend> = BACKENDS.iter().map(|b| PodBackend::start(b)).collect();
+    let backends: Vec<Backend> = BACKENDS.iter().map(|b| Backend::on(POD_IP, b)).collect();
     let mut yaml = vec![base_yaml(&[NS])];
     yaml.extend(backends.iter().map(|b| b.yaml(NS)));
     yaml.push(gateway(&[("http", 80)]).to_string());
     server.apply(&yaml.join("---\n")).await.unwrap();
     let flags = ["--leader-elect=false", "--address-mode", "static"];
     let flags = [&flags[..], &["--default-address", POD_IP]].concat();
-    let agent = KubeAgent::start(server.kubeconfig_path(), &flags, &logs);
-    let envoy = Envoy::start("node-a", &agent.xds, true, &logs);
+    let agent = kube_agent(server.kubeconfig_path(), &flags, &logs);
+    let envoy = envoy("node-a", &agent.xds, true, &logs);
     let c = &client;
     eventually(
         Duration::from_secs(60),

@@ -1,5 +1,5 @@
-//! A tiny echo backend, a raw HTTP/1.1 client and an Envoy process guard for the
-//! live tests (127.0.0.1 only, no dependencies beyond std).
+//! A tiny echo backend and an Envoy process guard for the live tests (127.0.0.1
+//! only); the HTTP/1.1 client is the testkit's.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+pub use aether_testkit::live::{Response, free_port, http_get, read_response, request_text};
 
 /// Answers every request with 200 and a body echoing the request line and Host.
 pub fn spawn_echo_backend() -> SocketAddr {
@@ -68,60 +70,10 @@ fn read_head(conn: &mut impl Read) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// One request on a fresh connection. The response is read by its content-length,
-/// not to EOF: Envoy delays closing after a local reply (500, redirect).
+/// One GET on a fresh connection to 127.0.0.1:`port`, with a header the routes remove.
 pub fn get(port: u16, host: &str, path: &str) -> std::io::Result<Response> {
-    let mut conn = TcpStream::connect(("127.0.0.1", port))?;
-    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
-    conn.write_all(request(host, path).as_bytes())?;
-    read_response(&mut conn)
-}
-
-/// A GET that closes the connection after the response.
-pub fn request(host: &str, path: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nx-remove-me: yes\r\nconnection: close\r\n\r\n")
-}
-
-/// Status line, headers and a content-length body.
-pub fn read_response(conn: &mut impl Read) -> std::io::Result<Response> {
-    let head = read_head(conn);
-    let mut lines = head.trim_end().split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let length = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0u8; length];
-    conn.read_exact(&mut body)?;
-    Ok(Response {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
+    let addr = format!("127.0.0.1:{port}");
+    http_get(&addr, host, path, &[("x-remove-me", "yes")])
 }
 
 pub struct Envoy(Child);
@@ -131,14 +83,6 @@ impl Drop for Envoy {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Envoy {

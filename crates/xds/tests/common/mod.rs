@@ -1,6 +1,6 @@
 //! Shared by the integration tests: where the golden cases are, and where Envoy is.
 
-#![allow(dead_code)] // each test binary uses a different part
+#![allow(dead_code, unused_imports)] // each test binary uses a different part
 
 pub mod live;
 

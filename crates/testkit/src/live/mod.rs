@@ -1,0 +1,39 @@
+//! Live-test kit: the real `aether-edge` binary (its path passed in by the test
+//! crate, which alone knows it), a real Envoy, tiny backends and an HTTP/1.1
+//! client, all killed when their handles drop; for Kubernetes mode, a network
+//! namespace per test and readers of the status the agent writes.
+//!
+//! ```text
+//!  test ─► isolated() ─► its own netns: lo up, POD_IP on lo          (netns.rs)
+//!    │
+//!    ├─ Backend::start / ::on(POD_IP) ◄── Envoy::start(bin, …) ◄─ADS─ Agent / KubeAgent (bin, …)
+//!    │     backend.rs, http.rs                envoy.rs              agent.rs, kube_agent.rs
+//!    │                                                               │ status
+//!    └─ eventually / wait_until (wait.rs) ◄── get_json, status_reason, programmed … (status.rs)
+//! ```
+//!
+//! Every child process is a [`Proc`]: SIGKILLed and reaped on drop, its output in a
+//! log file of the test's temp directory for the failure message.
+
+mod agent;
+mod backend;
+mod envoy;
+mod http;
+mod kube_agent;
+mod netns;
+mod proc;
+mod status;
+mod wait;
+
+pub use agent::Agent;
+pub use backend::{Backend, tcp_echo, udp_echo};
+pub use envoy::Envoy;
+pub use http::{Response, http_get, http_request, read_response, request_text};
+pub use kube_agent::{KubeAgent, issue_report_token, snapshot_acked};
+pub use netns::{NETNS_MARKER, POD_IP, isolated, isolated_main, runtime};
+pub use proc::{Proc, free_port, temp_dir};
+pub use status::{
+    assign_load_balancer, base_yaml, condition, edge_service, edge_services, get_json, our_parent,
+    programmed, route_accepted, status_reason, until_programmed,
+};
+pub use wait::{eventually, median_p99, wait_until};

@@ -1,0 +1,85 @@
+//! Child processes of a live test, free ports and scratch directories.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A fresh, empty directory `aether-edge-live-<tag>-<pid>-<n>` under the temp dir
+/// (the pid lets [`isolated`](super::isolated) remove a passed test's directories).
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir =
+        std::env::temp_dir().join(format!("aether-edge-live-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A child process killed on drop, its stdout and stderr kept in `<log_dir>/<name>.log`.
+pub struct Proc {
+    pub name: String,
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, cmd: &mut Command, log_dir: &Path) -> Proc {
+        let log = log_dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        Proc {
+            name: name.to_string(),
+            child,
+            log,
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Kill with SIGKILL and reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal by name (`STOP`, `CONT`, ...) with kill(1).
+    pub fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{name}"), self.pid().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{name} {}", self.pid());
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
