@@ -81,14 +81,23 @@ async fn get(port: u16) -> Option<String> {
     get_from(&format!("127.0.0.1:{port}"), "/").await
 }
 
-/// GET `path` from `address`; the body, if anything answered.
+/// How long one GET may take. Envoy answers at once (and closes the connection
+/// a second later, its delayed close); whatever else holds the port may never
+/// answer, which must not hang the check that reports it.
+const GET_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// GET `path` from `address`; the body, if anything answered in time.
 async fn get_from(address: &str, path: &str) -> Option<String> {
-    let mut conn = tokio::net::TcpStream::connect(address).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: web.example\r\nConnection: close\r\n\r\n");
-    conn.write_all(request.as_bytes()).await.ok()?;
-    let mut raw = String::new();
-    conn.read_to_string(&mut raw).await.ok()?;
-    raw.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+    let get = async {
+        let mut conn = tokio::net::TcpStream::connect(address).await.ok()?;
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: web.example\r\nConnection: close\r\n\r\n");
+        conn.write_all(request.as_bytes()).await.ok()?;
+        let mut raw = String::new();
+        conn.read_to_string(&mut raw).await.ok()?;
+        raw.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+    };
+    tokio::time::timeout(GET_TIMEOUT, get).await.ok()?
 }
 
 /// Polls `check` until it gives `Ok`. Each `Err` says what the check saw; on
