@@ -119,18 +119,7 @@ async fn many() {
     // Every Gateway gets its Service: ports exactly 80 and 443, Envoy ports all distinct.
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
     let lp = ListParams::default().labels("aether.io/edge-gateway");
-    let list = eventually(Duration::from_secs(60), "20 edge Services", || {
-        let (services, lp) = (services.clone(), lp.clone());
-        async move {
-            let items = services.list(&lp).await.map_err(|e| e.to_string())?.items;
-            if items.len() == GATEWAYS {
-                Ok(items)
-            } else {
-                Err(format!("{} Services", items.len()))
-            }
-        }
-    })
-    .await;
+    let list = edge_services(&client, GATEWAYS, Duration::from_secs(60)).await;
     let mut envoy_ports = BTreeSet::new();
     let mut by_gateway = BTreeMap::new();
     for svc in &list {

@@ -143,24 +143,24 @@ pub fn assemble(
     let mut out = plan.clone();
     let mut gated: BTreeMap<ObjectRef, Served> = BTreeMap::new();
     for (gw, status) in &mut out.gateways {
+        // `None`: as planned; `Some(None)`: the load balancer knows no address.
         let assignment = match addresses {
             Addresses::Planned => None,
-            Addresses::LoadBalancer(by_gateway) => {
-                Some(by_gateway.get(gw).cloned().unwrap_or_else(|| Assignment {
-                    addresses: vec![],
-                    missing: Some("no load balancer address is known".into()),
-                }))
-            }
+            Addresses::LoadBalancer(by_gateway) => Some(by_gateway.get(gw)),
         };
-        if let Some(a) = &assignment {
-            status.addresses = a.addresses.clone();
+        if let Some(a) = assignment {
+            status.addresses = a.map(|a| a.addresses.clone()).unwrap_or_default();
         }
         // 1. A Gateway that is not served has nothing to wait for.
         if !condition(&status.conditions, gateway::Type::Programmed).is_some_and(|c| c.ok) {
             continue;
         }
         let s = served(gw);
-        let no_address = assignment.as_ref().and_then(|a| a.missing.as_deref());
+        let no_address = match assignment {
+            None => None,
+            Some(None) => Some("no load balancer address is known"),
+            Some(Some(a)) => a.missing.as_deref(),
+        };
         hold_gateway(status, &s, &Held::of(&s, no_address));
         gated.insert(gw.clone(), s);
     }

@@ -155,6 +155,7 @@ fn controller(entry: &Value) -> Option<&str> {
 }
 
 /// One of our entries: which parent, and its conditions as stored.
+#[derive(Clone)]
 struct Ours {
     parent_ref: ParentReference,
     conditions: Vec<Condition>,
@@ -234,10 +235,10 @@ impl RouteView<'_> {
         let ns = self.key.namespace.as_str();
         let is_planned =
             |r: &ParentReference| planned.iter().any(|p| p.parent_ref.same_parent(r, ns));
-        let kept = ours
+        let kept: Vec<&Ours> = ours
             .iter()
-            .filter(|o| !is_planned(&o.parent_ref) && self.lagging(&o.parent_ref, our_gateway));
-        let kept: Vec<&Ours> = kept.collect();
+            .filter(|o| !is_planned(&o.parent_ref) && self.lagging(&o.parent_ref, our_gateway))
+            .collect();
         let room = PARENTS_MAX.saturating_sub(others.len() + kept.len());
         if planned.len() > room {
             tracing::warn!(
@@ -259,10 +260,7 @@ impl RouteView<'_> {
                 }
             })
             .collect();
-        desired.extend(kept.into_iter().map(|o| Ours {
-            parent_ref: o.parent_ref.clone(),
-            conditions: o.conditions.clone(),
-        }));
+        desired.extend(kept.into_iter().cloned());
 
         let unchanged = ours.len() == desired.len()
             && ours.iter().zip(&desired).all(|(o, d)| {
