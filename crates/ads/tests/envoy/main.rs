@@ -20,12 +20,9 @@ use aether_ads::{AckState, AdsServer, Fleet, bind, serve_on};
 use aether_ir::ObjectRef;
 use aether_xds::Snapshot;
 use config::{Variant, other, snapshot, snapshot_with, web, with_other};
-use std::collections::BTreeSet;
-use std::hash::{BuildHasher, RandomState};
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{oneshot, watch};
@@ -33,37 +30,7 @@ use tokio::sync::{oneshot, watch};
 const WAIT: Duration = Duration::from_secs(30);
 
 use aether_testkit::envoy_bin;
-
-/// Loopback ports drawn in this process; none is drawn twice.
-static TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-
-/// Where ports are drawn: below the kernel's ephemeral range (32768-60999 by
-/// default), from which every `bind(127.0.0.1:0)` and outgoing connection takes
-/// its port.
-const PORTS: Range<u16> = 20000..32768;
-
-/// A loopback port, free when drawn, for an Envoy listener or our xDS server to
-/// bind later.
-///
-/// Not from `bind(127.0.0.1:0)`: such a port is free again once we close it,
-/// and until Envoy binds it (seconds under load) the kernel may give it to any
-/// other `bind(…:0)` of the machine: another test's xDS server, its Envoy's
-/// admin. Envoy then refuses our listener ("cannot bind … Address already in
-/// use", an LDS NACK that is not resent), or the other test cannot bind. No
-/// `bind(…:0)` is given a port below the ephemeral range, and `TAKEN` keeps the
-/// tests of this binary, which run in parallel, from drawing the same one.
-fn free_port() -> u16 {
-    let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
-    let span = u64::from(PORTS.end - PORTS.start);
-    for draw in 0..10_000u64 {
-        let port = PORTS.start + (RandomState::new().hash_one(draw) % span) as u16;
-        if !taken.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            taken.insert(port);
-            return port;
-        }
-    }
-    panic!("no free loopback port in {PORTS:?}");
-}
+use aether_testkit::live::free_port;
 
 /// An Envoy bootstrap that takes everything from our ADS server at `xds`.
 fn bootstrap(node: &str, api_type: &str, xds: &str) -> String {

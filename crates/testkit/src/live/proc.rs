@@ -1,17 +1,18 @@
 //! Child processes of a live test, free ports and scratch directories.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// A port that was free a moment ago.
+/// A loopback port that was free a moment ago, for a listener some process binds
+/// later. Drawn as the API server's ports are (`process::free_ports`): below the
+/// kernel's ephemeral range and never twice in this process, so no `bind(…:0)`
+/// or outgoing connection, of this test or one running beside it, can take it
+/// before its owner binds it (a port from `bind(127.0.0.1:0)`, released, could
+/// be given to another test's Envoy admin, and Envoy would then refuse our
+/// listener).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    crate::process::free_ports(1).expect("a free loopback port")[0]
 }
 
 /// A fresh, empty directory `aether-edge-live-<tag>-<pid>-<n>` under the temp dir
