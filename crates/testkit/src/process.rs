@@ -11,7 +11,8 @@
 //! The kernel closes the pipe however the test dies, and std opens pipes close-on-exec so
 //! no other child holds it open; the watchdog forks nothing while it waits.
 //!
-//! Ports are drawn at random below the kernel's ephemeral range (32768+), so no outgoing
+//! Ports are drawn at random between the edge Services' Envoy ports (20000-29999) and
+//! the kernel's ephemeral range (32768+), so no Envoy listener and no outgoing
 //! connection can take one between our pick and the child's bind, nor during an API server
 //! outage; a process-wide set stops two servers of one test binary from drawing the same.
 
@@ -27,7 +28,10 @@ use crate::Error;
 
 /// Ports handed out in this process; never reused, so a stopped API server keeps its port.
 static TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-const PORT_RANGE: std::ops::Range<u16> = 20000..32768;
+/// Above the edge Services' Envoy port range (`aether_k8s::service::ServiceConfig`'s
+/// default 20000-29999, which a Kubernetes-mode test's Envoy binds on 0.0.0.0) and
+/// below the kernel's ephemeral range.
+const PORT_RANGE: std::ops::Range<u16> = 30000..32768;
 
 /// `n` distinct loopback ports that were free a moment ago and were never handed out in
 /// this process.
