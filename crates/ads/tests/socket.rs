@@ -168,20 +168,61 @@ fn sotw(ty: ResourceType, names: &[&str], nonce: &str) -> DiscoveryRequest {
     }
 }
 
-#[tokio::test]
-async fn sotw_handshake_ack_nack_and_disconnect() {
-    let running = start().await;
-    let mut client = AggregatedDiscoveryServiceClient::connect(running.address.clone())
+type AdsClient = AggregatedDiscoveryServiceClient<tonic::transport::Channel>;
+
+/// A stream opened by `open` on a fresh client: its request sender and responses.
+async fn stream<Req, Resp, F, Fut>(
+    running: &Running,
+    open: F,
+) -> (mpsc::Sender<Req>, Streaming<Resp>)
+where
+    F: FnOnce(AdsClient, ReceiverStream<Req>) -> Fut,
+    Fut: std::future::Future<Output = Result<tonic::Response<Streaming<Resp>>, tonic::Status>>,
+{
+    let client = AdsClient::connect(running.address.clone())
         .await
         .expect("connect");
-    let (tx, rx) = mpsc::channel::<DiscoveryRequest>(16);
-    let mut responses = client
-        .stream_aggregated_resources(ReceiverStream::new(rx))
+    let (tx, rx) = mpsc::channel::<Req>(16);
+    let responses = open(client, ReceiverStream::new(rx))
         .await
         .expect("stream")
         .into_inner();
+    (tx, responses)
+}
 
-    let mut last: BTreeMap<ResourceType, DiscoveryResponse> = BTreeMap::new();
+type Sotw = (mpsc::Sender<DiscoveryRequest>, Streaming<DiscoveryResponse>);
+
+#[tokio::test]
+async fn sotw_handshake_ack_nack_and_disconnect() {
+    let running = start().await;
+    let mut envoy: Sotw = stream(&running, |mut c, rx| async move {
+        c.stream_aggregated_resources(rx).await
+    })
+    .await;
+    let rds_version = every_type_is_sent_once_and_acked(&running, &mut envoy).await;
+    let rejected =
+        a_nack_is_reported_with_the_node_and_envoys_text(&running, &mut envoy, rds_version).await;
+    let s3 = republishing_sends_nothing_and_the_fix_is_acked(&running, &mut envoy, rejected).await;
+    let metrics = running.fleet.render_metrics();
+    assert!(
+        metrics.contains("aether_ads_nacks_total{type=\"RDS\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("aether_ads_connected_streams{protocol=\"sotw\"} 1\n"),
+        "{metrics}"
+    );
+    drop(envoy);
+    wait_for(&running.fleet, &s3, |s| *s == AckState::Pending).await;
+    assert!(running.fleet.debug_view().nodes.is_empty());
+}
+
+/// Returns the route table's version as sent.
+async fn every_type_is_sent_once_and_acked(
+    running: &Running,
+    (tx, responses): &mut Sotw,
+) -> String {
+    let mut rds_version = String::new();
     for (ty, names) in [
         (CDS, vec![]),
         (EDS, vec!["backend"]),
@@ -189,11 +230,11 @@ async fn sotw_handshake_ack_nack_and_disconnect() {
         (RDS, vec!["routes"]),
     ] {
         tx.send(sotw(ty, &names, "")).await.unwrap();
-        let r = next(&mut responses).await;
+        let r = next(responses).await;
         assert_eq!(r.type_url, ty.type_url());
         assert_eq!(r.resources.len(), 1);
         tx.send(sotw(ty, &names, &r.nonce)).await.unwrap();
-        last.insert(ty, r);
+        rds_version = r.version_info;
     }
     let s1 = snapshot(1);
     assert_eq!(
@@ -201,11 +242,18 @@ async fn sotw_handshake_ack_nack_and_disconnect() {
         AckState::Acked
     );
     assert!(running.fleet.debug_view().nodes.contains_key("envoy-sotw"));
+    rds_version
+}
 
-    // A new route table is pushed alone; Envoy rejects it.
+/// A new route table is pushed alone; Envoy rejects it. Returns the rejected push.
+async fn a_nack_is_reported_with_the_node_and_envoys_text(
+    running: &Running,
+    (tx, responses): &mut Sotw,
+    acked_rds_version: String,
+) -> DiscoveryResponse {
     let s2 = snapshot(2);
     running.snapshots.send(s2.clone()).unwrap();
-    let pushed = next(&mut responses).await;
+    let pushed = next(responses).await;
     assert_eq!(pushed.type_url, RDS.type_url());
     let nack = DiscoveryRequest {
         error_detail: Some(Status {
@@ -213,7 +261,7 @@ async fn sotw_handshake_ack_nack_and_disconnect() {
             message: "route: bad regex".into(),
             ..Default::default()
         }),
-        version_info: last[&RDS].version_info.clone(),
+        version_info: acked_rds_version,
         ..sotw(RDS, &["routes"], &pushed.nonce)
     };
     tx.send(nack).await.unwrap();
@@ -225,10 +273,18 @@ async fn sotw_handshake_ack_nack_and_disconnect() {
         msg.contains("envoy-sotw") && msg.contains("route: bad regex"),
         "{msg}"
     );
+    pushed
+}
 
-    // Republishing the same content resends nothing: the stream stays quiet (a
-    // resend would arrive here), and only then is the fix published, so the two
-    // snapshots are not merged into one. The fix is sent and ACKed.
+/// Republishing the same content resends nothing: the stream stays quiet (a
+/// resend would arrive here), and only then is the fix published, so the two
+/// snapshots are not merged into one. The fix is sent and ACKed. Returns its
+/// snapshot.
+async fn republishing_sends_nothing_and_the_fix_is_acked(
+    running: &Running,
+    (tx, responses): &mut Sotw,
+    rejected: DiscoveryResponse,
+) -> Arc<Snapshot> {
     running.snapshots.send(snapshot(2)).unwrap();
     let quiet = tokio::time::timeout(Duration::from_millis(300), responses.message()).await;
     assert!(
@@ -237,29 +293,15 @@ async fn sotw_handshake_ack_nack_and_disconnect() {
     );
     let s3 = snapshot(3);
     running.snapshots.send(s3.clone()).unwrap();
-    let fixed = next(&mut responses).await;
+    let fixed = next(responses).await;
     assert_eq!(fixed.type_url, RDS.type_url());
     assert_ne!(
-        fixed.version_info, pushed.version_info,
+        fixed.version_info, rejected.version_info,
         "not the rejected version again"
     );
     tx.send(sotw(RDS, &["routes"], &fixed.nonce)).await.unwrap();
     wait_for(&running.fleet, &s3, |s| *s == AckState::Acked).await;
-
-    let metrics = running.fleet.render_metrics();
-    assert!(
-        metrics.contains("aether_ads_nacks_total{type=\"RDS\"} 1\n"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("aether_ads_connected_streams{protocol=\"sotw\"} 1\n"),
-        "{metrics}"
-    );
-
-    drop(tx);
-    drop(responses);
-    wait_for(&running.fleet, &s3, |s| *s == AckState::Pending).await;
-    assert!(running.fleet.debug_view().nodes.is_empty());
+    s3
 }
 
 fn delta(ty: ResourceType, subscribe: &[&str], nonce: &str) -> DeltaDiscoveryRequest {
@@ -275,15 +317,10 @@ fn delta(ty: ResourceType, subscribe: &[&str], nonce: &str) -> DeltaDiscoveryReq
 #[tokio::test]
 async fn delta_handshake_and_incremental_update() {
     let running = start().await;
-    let mut client = AggregatedDiscoveryServiceClient::connect(running.address.clone())
-        .await
-        .expect("connect");
-    let (tx, rx) = mpsc::channel::<DeltaDiscoveryRequest>(16);
-    let mut responses = client
-        .delta_aggregated_resources(ReceiverStream::new(rx))
-        .await
-        .expect("stream")
-        .into_inner();
+    let (tx, mut responses) = stream(&running, |mut c, rx| async move {
+        c.delta_aggregated_resources(rx).await
+    })
+    .await;
 
     let s1 = snapshot(1);
     // Envoy reconnecting: it already holds the listener at the current version.

@@ -12,20 +12,41 @@ use support::*;
 
 const NS: &str = "app";
 const TCP_PORT: u16 = 9000;
+const WAIT: Duration = Duration::from_secs(30);
 
-fn app_yaml(b0: &Backend) -> String {
+#[test]
+fn older_and_missing_crds_are_watched_at_what_is_served() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(async {
+        let w = given_an_old_tcproute_crd_no_udproute_crd_and_an_agent().await;
+        both_route_kinds_are_served_and_accepted(&w).await;
+        the_missing_kind_is_reported_once(&w).await;
+    });
+}
+
+/// Fields drop in order: the API server last.
+struct World {
+    client: kube::Client,
+    agent: KubeAgent,
+    _envoy: Envoy,
+    _b0: Backend,
+    _server: aether_testkit::ApiServer,
+}
+
+fn mk_app(b0: &Backend) -> String {
+    let tcp = format!("{{name: tcp, protocol: TCP, port: {TCP_PORT}}}");
+    let t1 = mk_route_to("TCPRoute", NS, "t1", "{name: gw, sectionName: tcp}", "b0").replace(
+        "gateway.networking.k8s.io/v1\n",
+        "gateway.networking.k8s.io/v1alpha2\n",
+    );
     [
         base_yaml(&[NS]),
         b0.yaml(NS),
-        format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n  - {{name: tcp, protocol: TCP, port: {TCP_PORT}}}\n"
-        ),
-        format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r1, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - backendRefs: [{{name: b0, port: 80}}]\n"
-        ),
-        format!(
-            "apiVersion: gateway.networking.k8s.io/v1alpha2\nkind: TCPRoute\nmetadata: {{name: t1, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw, sectionName: tcp}}]\n  rules:\n  - backendRefs: [{{name: b0, port: 80}}]\n"
-        ),
+        mk_gateway(NS, "gw", &[HTTP_80, &tcp]),
+        mk_route_to("HTTPRoute", NS, "r1", "{name: gw}", "b0"),
+        t1,
     ]
     .join("---\n")
 }
@@ -44,19 +65,11 @@ async fn tcp_route_v1alpha2(client: &kube::Client) -> Result<serde_json::Value, 
     serde_json::to_value(obj).map_err(|e| e.to_string())
 }
 
-#[test]
-fn older_and_missing_crds_are_watched_at_what_is_served() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(older_and_missing());
-}
-
-async fn older_and_missing() {
+/// TCPRoute served only at v1alpha2 (the v1.5.1 experimental CRD), UDPRoute not
+/// installed; the agent rediscovers every second.
+async fn given_an_old_tcproute_crd_no_udproute_crd_and_an_agent() -> World {
     let logs = temp_dir("kube-discovery");
     let server = aether_testkit::ApiServer::start().await;
-    let client = server.client();
-    let c = &client;
     let (tcp, udp) = (
         "tcproutes.gateway.networking.k8s.io",
         "udproutes.gateway.networking.k8s.io",
@@ -67,52 +80,42 @@ async fn older_and_missing() {
         .unwrap();
     server.install_crds(&old, &[tcp]).await.unwrap();
     let b0 = Backend::on(POD_IP, "b0");
-    server.apply(&app_yaml(&b0)).await.unwrap();
+    server.apply(&mk_app(&b0)).await.unwrap();
+    let flags = [&STATIC_AT_POD_IP[..], &["--discovery-interval", "1"]].concat();
+    let agent = kube_agent(server.kubeconfig_path(), &flags, &logs);
+    let envoy = envoy("node-a", &agent.xds, true, &logs);
+    World {
+        client: server.client(),
+        agent,
+        _envoy: envoy,
+        _b0: b0,
+        _server: server,
+    }
+}
 
-    let agent = kube_agent(
-        server.kubeconfig_path(),
-        &[
-            "--leader-elect=false",
-            "--address-mode",
-            "static",
-            "--default-address",
-            POD_IP,
-            "--discovery-interval",
-            "1",
-        ],
-        &logs,
-    );
-    let _envoy = envoy("node-a", &agent.xds, true, &logs);
-    eventually(Duration::from_secs(30), "r1 accepted", || {
-        route_accepted(c, NS, "r1", "gw")
+/// The v1alpha2 TCPRoute is served (bytes to the TCP listener reach b0) and its
+/// status written at v1alpha2.
+async fn both_route_kinds_are_served_and_accepted(w: &World) {
+    let c = &w.client;
+    eventually(WAIT, "r1 accepted", || route_accepted(c, NS, "r1", "gw")).await;
+    eventually(WAIT, "t1 accepted, written at v1alpha2", || async move {
+        let r = tcp_route_v1alpha2(c).await?;
+        let a = parent_accepted(&r, "gw", Some("tcp"));
+        if a == cond("True", "Accepted") {
+            Ok(())
+        } else {
+            Err(format!("{a:?} in {}", r["status"]))
+        }
     })
     .await;
-    eventually(
-        Duration::from_secs(30),
-        "t1 accepted, written at v1alpha2",
-        || async move {
-            let r = tcp_route_v1alpha2(c).await?;
-            let a = our_parent(&r, "gw", Some("tcp"))
-                .and_then(|p| status_reason(&p["conditions"], "Accepted"));
-            if a == Some(("True".into(), "Accepted".into())) {
-                Ok(())
-            } else {
-                Err(format!("{a:?} in {}", r["status"]))
-            }
-        },
-    )
-    .await;
-    // The v1alpha2 TCPRoute is served: bytes to the TCP listener reach b0.
-    let r = http_get(
-        &format!("{POD_IP}:{TCP_PORT}"),
-        "example.test",
-        "/via-tcp",
-        &[],
-    )
-    .unwrap();
+    let tcp = format!("{POD_IP}:{TCP_PORT}");
+    let r = http_get(&tcp, "example.test", "/via-tcp", &[]).unwrap();
     assert_eq!(r.backend(), Some("b0"), "{r:?}");
+}
 
-    let metrics = agent.metrics();
+/// Said in /metrics, and once in the log, several discovery passes later.
+async fn the_missing_kind_is_reported_once(w: &World) {
+    let metrics = w.agent.metrics();
     for line in [
         "aether_edge_kind_missing{kind=\"UDPRoute\"} 1",
         "aether_edge_kind_missing{kind=\"TCPRoute\"} 0",
@@ -121,9 +124,8 @@ async fn older_and_missing() {
     ] {
         assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
     }
-    // Several discovery passes later, UDPRoute has been reported once.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let log = agent.proc.log_text();
+    let log = w.agent.proc.log_text();
     let missing: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("CRD not installed"))

@@ -13,41 +13,245 @@
 mod support;
 
 use gateway_api::apis::standard::gateways::Gateway;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::*;
 
 const NS: &str = "app";
+const WAIT: Duration = Duration::from_secs(30);
 
-fn gateway_yaml() -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n"
-    )
+#[test]
+fn the_leader_joins_every_nodes_acks_and_a_new_leader_takes_over() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(async {
+        let mut f = given_agent_a_leading_and_both_nodes_taking_traffic().await;
+        a_node_that_never_reported_holds_the_gateway_back(&f).await;
+        a_node_serving_another_hash_holds_it_back(&mut f).await;
+        both_nodes_on_the_leaders_hash_program_it_and_only_the_leader_writes(&mut f).await;
+        the_other_agent_takes_over_when_the_leader_dies(&mut f).await;
+        a_returning_node_on_another_hash_holds_it_again(&mut f).await;
+    });
 }
 
-fn route_yaml(name: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /{name}}}}}]\n    backendRefs: [{{name: b0, port: 80}}]\n"
-    )
+/// Static mode: every Ready edge pod takes every Gateway's traffic, so a node
+/// with a Ready edge pod must serve it, whether its agent reports or not.
+#[test]
+fn static_mode_waits_for_every_ready_edge_pod() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(async {
+        let f = given_a_static_agent_and_a_ready_pod_whose_agent_never_reports().await;
+        routes_stay_pending_while_the_silent_pod_is_ready(&f).await;
+        its_failing_probe_releases_the_gateway(&f).await;
+    });
+}
+
+/// The agents, their Envoys, the edge Service; fields drop in order, the API
+/// server last.
+struct Fleet {
+    client: kube::Client,
+    a: KubeAgent,
+    b: Option<KubeAgent>,
+    envoys: Vec<Envoy>,
+    svc: String,
+    logs: std::path::PathBuf,
+    _b0: Backend,
+    server: aether_testkit::ApiServer,
 }
 
 /// An API server with backend b0, Gateway gw and route r1 applied.
-async fn cluster() -> (aether_testkit::ApiServer, Backend) {
-    let server = aether_testkit::ApiServer::start().await;
+async fn given_a_cluster() -> (aether_testkit::ApiServer, Backend) {
     let b0 = Backend::on(POD_IP, "b0");
     let yaml = [
         base_yaml(&[NS]),
         b0.yaml(NS),
-        gateway_yaml(),
-        route_yaml("r1"),
-    ]
-    .join("---\n");
-    server.apply(&yaml).await.unwrap();
-    (server, b0)
+        mk_gateway(NS, "gw", &[HTTP_80]),
+        mk_prefix_route(NS, "r1", "b0"),
+    ];
+    (given_cluster(&yaml).await, b0)
+}
+
+const ELECTED: [&str; 3] = ["--leader-elect=true", "--address-mode", "service"];
+
+/// Agent a leads; both nodes are endpoints of the Gateway's Service, though node
+/// b's agent has not even started.
+async fn given_agent_a_leading_and_both_nodes_taking_traffic() -> Fleet {
+    let logs = temp_dir("kube-fleet");
+    let (server, b0) = given_a_cluster().await;
+    let client = server.client();
+    for (node, pod) in [("node-a", "agent-a"), ("node-b", "agent-b")] {
+        issue_report_token(&server, node, pod, &logs).await;
+    }
+    let a = kube_agent_as(
+        "node-a",
+        "agent-a",
+        server.kubeconfig_path(),
+        &ELECTED,
+        &logs,
+    );
+    until_leader(&client, "agent-a", WAIT).await;
+    let envoy_a = envoy("node-a", &a.xds, true, &logs);
+    let svc = edge_service(&client).await;
+    assign_load_balancer(&client, &svc, POD_IP).await;
+    let svc = svc.metadata.name.unwrap();
+    endpoints(&client, &svc, &[("node-a", true), ("node-b", true)]).await;
+    Fleet {
+        client,
+        a,
+        b: None,
+        envoys: vec![envoy_a],
+        svc,
+        logs,
+        _b0: b0,
+        server,
+    }
+}
+
+fn then_acked(agent: &KubeAgent, node: &str, what: &str) {
+    wait_until(WAIT, what, || agent.node_acked_all(node).then_some(()));
+}
+
+/// Waits until the Gateway is Programmed with `routes` attached to its listener.
+async fn then_programmed_with(c: &kube::Client, routes: i64, timeout: u64, what: &str) {
+    let timeout = Duration::from_secs(timeout);
+    until_programmed(c, NS, "gw", timeout, what, |gw| {
+        let attached = &gw["status"]["listeners"][0]["attachedRoutes"];
+        (*attached == routes)
+            .then_some(())
+            .ok_or(format!("attachedRoutes {attached}"))
+    })
+    .await;
+}
+
+async fn a_node_that_never_reported_holds_the_gateway_back(f: &Fleet) {
+    then_acked(&f.a, "node-a", "node-a ACKs");
+    pending_on(&f.client, "node-b").await;
+    let gw = get_json::<Gateway>(&f.client, Some(NS), "gw")
+        .await
+        .unwrap();
+    assert_eq!(
+        gw["status"]["listeners"][0]["attachedRoutes"], 0,
+        "{}",
+        gw["status"]
+    );
+}
+
+/// Node b binds Envoy elsewhere than the leader computes: a different content
+/// hash. Its report reaches the leader, but it is not the leader's hash: not
+/// programmed, not attached, not accepted.
+async fn a_node_serving_another_hash_holds_it_back(f: &mut Fleet) {
+    let b_flags = [&ELECTED[..], &["--bind-address", "127.0.0.1"]].concat();
+    let b = kube_agent_as(
+        "node-b",
+        "agent-b",
+        f.server.kubeconfig_path(),
+        &b_flags,
+        &f.logs,
+    );
+    f.envoys.push(envoy("node-b", &b.xds, true, &f.logs));
+    then_acked(&b, "node-b", "node-b ACKs");
+    f.b = Some(b);
+    let c = &f.client;
+    let what = "node b's report reaches the leader";
+    until_object::<Gateway, _>(c, NS, "gw", WAIT, what, |gw| {
+        let c = condition(&gw["status"]["conditions"], "Programmed").ok_or("none")?;
+        let message = c["message"].as_str().unwrap_or("");
+        let reported = c["reason"] == "Pending" && !message.contains("no report from");
+        reported.then_some(()).ok_or(c.to_string())
+    })
+    .await;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
+        assert!(
+            matches!(programmed(&gw), Some((s, r)) if s == "False" && (r == "Pending" || r == "AddressNotAssigned")),
+            "node b serves another hash, yet: {}",
+            gw["status"]
+        );
+        assert_eq!(gw["status"]["listeners"][0]["attachedRoutes"], 0);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
+    assert_eq!(
+        programmed(&gw).map(|p| p.1).as_deref(),
+        Some("Pending"),
+        "{}",
+        gw["status"]
+    );
+}
+
+async fn both_nodes_on_the_leaders_hash_program_it_and_only_the_leader_writes(f: &mut Fleet) {
+    let b = f.b.as_mut().unwrap();
+    b.restart_without(&["--bind-address"]);
+    then_programmed_with(&f.client, 1, 30, "Programmed with both nodes").await;
+    // The follower never wrote, and says it does not lead.
+    let follower = b.metrics();
+    assert!(follower.contains("aether_edge_leader 0\n"), "{follower}");
+    let writes = metric_sum(&follower, "aether_edge_status_writes_total", &[]);
+    assert_eq!(writes, 0, "a follower wrote status:\n{follower}");
+}
+
+/// The leader dies; agent-b takes the Lease and writes status from its own join.
+async fn the_other_agent_takes_over_when_the_leader_dies(f: &mut Fleet) {
+    let c = &f.client;
+    f.a.proc.kill();
+    let begin = Instant::now();
+    until_leader(c, "agent-b", Duration::from_secs(40)).await;
+    println!(
+        "leader failover: agent-b holds the Lease {} ms after agent-a died",
+        begin.elapsed().as_millis()
+    );
+    f.server
+        .apply(&mk_prefix_route(NS, "r2", "b0"))
+        .await
+        .unwrap();
+    // Node a is still an endpoint, and reports to nobody: the Gateway waits for it.
+    pending_on(c, "node-a").await;
+    let r2 = get_json::<HttpRoute>(c, Some(NS), "r2").await.unwrap();
+    let accepted = status_reason(&r2["status"]["parents"][0]["conditions"], "Accepted");
+    assert_ne!(
+        accepted.map(|a| a.0).as_deref(),
+        Some("True"),
+        "{}",
+        r2["status"]
+    );
+    // Its readiness probe fails: it leaves the endpoints, and holds nothing back.
+    endpoints(c, &f.svc, &[("node-a", false), ("node-b", true)]).await;
+    eventually(WAIT, "r2 Accepted by the new leader", || {
+        route_accepted(c, NS, "r2", "gw")
+    })
+    .await;
+    // The Gateway's status is another write of the same batch: it may land a
+    // moment after the route's.
+    then_programmed_with(c, 2, 10, "Programmed with r1 and r2 attached").await;
+}
+
+/// Agent-a returns as a follower serving another hash: its report reaches the new
+/// leader (found through the Lease), so the Gateway is held again, until it
+/// serves the leader's hash.
+async fn a_returning_node_on_another_hash_holds_it_again(f: &mut Fleet) {
+    let c = &f.client;
+    f.a.restart_with(&["--bind-address", "127.0.0.1"]);
+    then_acked(&f.a, "node-a", "node-a ACKs again");
+    // Its Envoy caught up with what its agent serves: its probe passes.
+    endpoints(c, &f.svc, &[("node-a", true), ("node-b", true)]).await;
+    let what = "Pending through node-a's report";
+    until_object::<Gateway, _>(c, NS, "gw", WAIT, what, |gw| {
+        let p = programmed(gw);
+        (p == cond("False", "Pending"))
+            .then_some(())
+            .ok_or(format!("{p:?}"))
+    })
+    .await;
+    f.a.restart_without(&["--bind-address"]);
+    then_programmed_with(c, 2, 30, "Programmed with both nodes again").await;
 }
 
 /// What the EndpointSlice controller would write for the edge Service `svc`:
@@ -107,202 +311,6 @@ async fn pending_on(client: &kube::Client, node: &str) {
     .await;
 }
 
-async fn holder(client: &kube::Client) -> Option<String> {
-    let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), "aether-ingress");
-    leases
-        .get_opt("aether-edge")
-        .await
-        .ok()??
-        .spec?
-        .holder_identity
-}
-
-#[test]
-fn the_leader_joins_every_nodes_acks_and_a_new_leader_takes_over() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(fleet());
-}
-
-async fn fleet() {
-    let logs = temp_dir("kube-fleet");
-    let (server, _b0) = cluster().await;
-    let client = server.client();
-    let c = &client;
-
-    let kubeconfig = server.kubeconfig_path();
-    let flags = ["--leader-elect=true", "--address-mode", "service"];
-    for (node, pod) in [("node-a", "agent-a"), ("node-b", "agent-b")] {
-        issue_report_token(&server, node, pod, &logs).await;
-    }
-    let mut a = kube_agent_as("node-a", "agent-a", kubeconfig, &flags, &logs);
-    eventually(Duration::from_secs(30), "agent-a leads", || async move {
-        let h = holder(c).await;
-        if h.as_deref() == Some("agent-a") {
-            Ok(())
-        } else {
-            Err(format!("{h:?}"))
-        }
-    })
-    .await;
-    let _envoy_a = envoy("node-a", &a.xds, true, &logs);
-    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
-    let lp = ListParams::default().labels("aether.io/edge-gateway");
-    let svc = eventually(Duration::from_secs(30), "the edge Service", || {
-        let (services, lp) = (services.clone(), lp.clone());
-        async move {
-            let items = services.list(&lp).await.map_err(|e| e.to_string())?.items;
-            items.into_iter().next().ok_or_else(|| "none".to_string())
-        }
-    })
-    .await;
-    let svc = svc.metadata.name.clone().unwrap();
-    services
-        .patch_status(
-            &svc,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": POD_IP}]}}})),
-        )
-        .await
-        .unwrap();
-    // Both nodes take the Gateway's traffic; node b's agent has not even started.
-    endpoints(c, &svc, &[("node-a", true), ("node-b", true)]).await;
-    let wait = Duration::from_secs(30);
-    support::wait_until(wait, "node-a ACKs", || {
-        a.node_acked_all("node-a").then_some(())
-    });
-    pending_on(c, "node-b").await;
-    let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
-    assert_eq!(
-        gw["status"]["listeners"][0]["attachedRoutes"], 0,
-        "{}",
-        gw["status"]
-    );
-
-    // Node b binds Envoy elsewhere than the leader computes: a different content hash.
-    let mut b_flags = flags.to_vec();
-    b_flags.extend(["--bind-address", "127.0.0.1"]);
-    let mut b = kube_agent_as("node-b", "agent-b", kubeconfig, &b_flags, &logs);
-    let _envoy_b = envoy("node-b", &b.xds, true, &logs);
-    support::wait_until(wait, "node-b ACKs", || {
-        b.node_acked_all("node-b").then_some(())
-    });
-    // … but node b's hash is not the leader's: not programmed, not attached, not accepted.
-    eventually(wait, "node b's report reaches the leader", || async move {
-        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-        let c = condition(&gw["status"]["conditions"], "Programmed").ok_or("none")?;
-        let message = c["message"].as_str().unwrap_or("");
-        if c["reason"] == "Pending" && !message.contains("no report from") {
-            Ok(())
-        } else {
-            Err(c.to_string())
-        }
-    })
-    .await;
-    let until = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < until {
-        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
-        let p = programmed(&gw);
-        assert!(
-            matches!(p.as_ref(), Some((s, r)) if s == "False" && (r == "Pending" || r == "AddressNotAssigned")),
-            "node b serves another hash, yet: {}",
-            gw["status"]
-        );
-        assert_eq!(gw["status"]["listeners"][0]["attachedRoutes"], 0);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
-    assert_eq!(
-        programmed(&gw).map(|p| p.1).as_deref(),
-        Some("Pending"),
-        "{}",
-        gw["status"]
-    );
-
-    // Node b back in line: both nodes serve the leader's hash → Programmed.
-    b.restart_without(&["--bind-address"]);
-    let programmed_with = |routes: i64, timeout: u64, what: &'static str| {
-        until_programmed(c, NS, "gw", Duration::from_secs(timeout), what, move |gw| {
-            let attached = &gw["status"]["listeners"][0]["attachedRoutes"];
-            (*attached == routes)
-                .then_some(())
-                .ok_or(format!("attachedRoutes {attached}"))
-        })
-    };
-    programmed_with(1, 30, "Programmed with both nodes").await;
-
-    // Only the leader wrote: the follower never did, and says it does not lead.
-    let follower = b.metrics();
-    assert!(follower.contains("aether_edge_leader 0\n"), "{follower}");
-    let writes = metric_sum(&follower, "aether_edge_status_writes_total", &[]);
-    assert_eq!(writes, 0, "a follower wrote status:\n{follower}");
-
-    // The leader dies; agent-b takes the Lease and writes status from its own join.
-    a.proc.kill();
-    let begin = Instant::now();
-    eventually(Duration::from_secs(40), "agent-b leads", || async move {
-        let h = holder(c).await;
-        if h.as_deref() == Some("agent-b") {
-            Ok(())
-        } else {
-            Err(format!("{h:?}"))
-        }
-    })
-    .await;
-    println!(
-        "leader failover: agent-b holds the Lease {} ms after agent-a died",
-        begin.elapsed().as_millis()
-    );
-    server.apply(&route_yaml("r2")).await.unwrap();
-    // Node a is still an endpoint, and reports to nobody: the Gateway waits for it.
-    pending_on(c, "node-a").await;
-    let r2 = get_json::<gateway_api::apis::standard::httproutes::HttpRoute>(c, Some(NS), "r2")
-        .await
-        .unwrap();
-    let accepted = status_reason(&r2["status"]["parents"][0]["conditions"], "Accepted");
-    assert_ne!(
-        accepted.map(|a| a.0).as_deref(),
-        Some("True"),
-        "{}",
-        r2["status"]
-    );
-    // Its readiness probe fails: it leaves the endpoints, and holds nothing back.
-    endpoints(c, &svc, &[("node-a", false), ("node-b", true)]).await;
-    eventually(
-        Duration::from_secs(30),
-        "r2 Accepted by the new leader",
-        || route_accepted(c, NS, "r2", "gw"),
-    )
-    .await;
-    // The Gateway's status is another write of the same batch: it may land a
-    // moment after the route's.
-    programmed_with(2, 10, "Programmed with r1 and r2 attached").await;
-
-    // agent-a returns as a follower serving another hash: its report reaches the new
-    // leader (found through the Lease), so the Gateway is held again …
-    a.restart_with(&["--bind-address", "127.0.0.1"]);
-    support::wait_until(wait, "node-a ACKs again", || {
-        a.node_acked_all("node-a").then_some(())
-    });
-    // Its Envoy caught up with what its agent serves: its probe passes.
-    endpoints(c, &svc, &[("node-a", true), ("node-b", true)]).await;
-    eventually(wait, "Pending through node-a's report", || async move {
-        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-        let p = programmed(&gw);
-        if p == Some(("False".into(), "Pending".into())) {
-            Ok(())
-        } else {
-            Err(format!("{p:?}"))
-        }
-    })
-    .await;
-    // … until it serves the leader's hash.
-    a.restart_without(&["--bind-address"]);
-    programmed_with(2, 30, "Programmed with both nodes again").await;
-    drop((a, b));
-}
-
 /// An edge pod as the DaemonSet (and a kubelet) would leave it: on `node`,
 /// Ready or not.
 async fn edge_pod(client: &kube::Client, name: &str, node: &str, ready: bool) {
@@ -328,63 +336,68 @@ async fn edge_pod(client: &kube::Client, name: &str, node: &str, ready: bool) {
     .unwrap();
 }
 
-/// Static mode: every Ready edge pod takes every Gateway's traffic, so a node
-/// with a Ready edge pod must serve it, whether its agent reports or not.
-#[test]
-fn static_mode_waits_for_every_ready_edge_pod() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(static_mode());
-}
-
-async fn static_mode() {
+/// Node b's edge pod is Ready; its agent never reports.
+async fn given_a_static_agent_and_a_ready_pod_whose_agent_never_reports() -> Fleet {
     let logs = temp_dir("kube-fleet-static");
-    let (server, _b0) = cluster().await;
+    let (server, b0) = given_a_cluster().await;
     let client = server.client();
-    let c = &client;
-    // Node b's edge pod is Ready; its agent never reports.
-    edge_pod(c, "edge-a", "node-a", true).await;
-    edge_pod(c, "edge-b", "node-b", true).await;
+    edge_pod(&client, "edge-a", "node-a", true).await;
+    edge_pod(&client, "edge-b", "node-b", true).await;
     let flags = ["--leader-elect=false", "--address-mode", "static"];
     let a = kube_agent_as("node-a", "edge-a", server.kubeconfig_path(), &flags, &logs);
-    let _envoy_a = envoy("node-a", &a.xds, true, &logs);
-    support::wait_until(Duration::from_secs(30), "node-a ACKs", || {
-        a.node_acked_all("node-a").then_some(())
-    });
+    let envoy_a = envoy("node-a", &a.xds, true, &logs);
+    Fleet {
+        client,
+        a,
+        b: None,
+        envoys: vec![envoy_a],
+        svc: String::new(),
+        logs,
+        _b0: b0,
+        server,
+    }
+}
+
+fn r1_accepted(r1: &serde_json::Value) -> Option<(String, String)> {
+    status_reason(&r1["status"]["parents"][0]["conditions"], "Accepted")
+}
+
+async fn routes_stay_pending_while_the_silent_pod_is_ready(f: &Fleet) {
+    let c = &f.client;
+    then_acked(&f.a, "node-a", "node-a ACKs");
     pending_on(c, "node-b").await;
     // The route's status is another write of the batch that wrote the Gateway's.
-    eventually(Duration::from_secs(10), "r1 Pending", || async move {
-        let r1 = get_json::<gateway_api::apis::standard::httproutes::HttpRoute>(c, Some(NS), "r1")
-            .await
-            .ok_or("no r1")?;
-        let accepted = status_reason(&r1["status"]["parents"][0]["conditions"], "Accepted");
-        match accepted {
-            Some((s, r)) if s == "False" && r == "Pending" => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
+    let ten = Duration::from_secs(10);
+    until_object::<HttpRoute, _>(c, NS, "r1", ten, "r1 Pending", |r1| match r1_accepted(r1) {
+        Some((s, r)) if s == "False" && r == "Pending" => Ok(()),
+        other => Err(format!("{other:?}")),
     })
     .await;
     let until = Instant::now() + Duration::from_secs(1);
     while Instant::now() < until {
-        let r1 = get_json::<gateway_api::apis::standard::httproutes::HttpRoute>(c, Some(NS), "r1")
-            .await
-            .unwrap();
-        let accepted = status_reason(&r1["status"]["parents"][0]["conditions"], "Accepted");
+        let r1 = get_json::<HttpRoute>(c, Some(NS), "r1").await.unwrap();
         assert_eq!(
-            accepted,
-            Some(("False".into(), "Pending".into())),
+            r1_accepted(&r1),
+            cond("False", "Pending"),
             "node b takes traffic and serves nothing: {}",
             r1["status"]
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Node b's probe fails: it takes no traffic and holds nothing back.
+}
+
+/// Node b's probe fails: it takes no traffic and holds nothing back.
+async fn its_failing_probe_releases_the_gateway(f: &Fleet) {
+    let c = &f.client;
     edge_pod(c, "edge-b", "node-b", false).await;
-    let alone = Duration::from_secs(30);
-    until_programmed(c, NS, "gw", alone, "Programmed with node a alone", |_| {
-        Ok(())
-    })
+    until_programmed(
+        c,
+        NS,
+        "gw",
+        WAIT,
+        "Programmed with node a alone",
+        |_| Ok(()),
+    )
     .await;
     // Another write of the same batch.
     eventually(Duration::from_secs(10), "r1 Accepted", || {

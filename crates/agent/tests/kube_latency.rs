@@ -7,7 +7,6 @@
 mod support;
 
 use futures::StreamExt;
-use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use kube::runtime::{WatchStreamExt, watcher};
 use std::collections::BTreeMap;
@@ -18,111 +17,129 @@ use support::*;
 const NS: &str = "app";
 const ROUTES: usize = 50;
 
-fn gateway_yaml() -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n"
-    )
-}
-
-fn route_yaml(i: usize) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r{i}, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /r{i}}}}}]\n    backendRefs: [{{name: b0, port: 80}}]\n"
-    )
-}
-
 #[test]
 fn apply_to_accepted_through_the_ack_gate_over_50_routes() {
     if !isolated() {
         return;
     }
-    runtime().block_on(latency());
+    runtime().block_on(async {
+        let w = given_a_programmed_gateway().await;
+        let watch = Acceptance::watch(&w.client);
+        let p99 = routes_added_one_by_one_are_accepted_once_served(&w, &watch).await;
+        let writes = nothing_is_written_while_nothing_changes(&w).await;
+        assert!(p99 < Duration::from_secs(5), "p99 {p99:?}");
+        a_burst_is_written_in_batches(&w, &watch, writes).await;
+        let flips = watch.flips.lock().unwrap().clone();
+        assert!(
+            flips.is_empty(),
+            "accepted routes turned not Accepted while others were added: {flips:?}"
+        );
+        watch.task.abort();
+    });
 }
 
-async fn latency() {
+/// Fields drop in order: the API server last.
+struct World {
+    client: kube::Client,
+    agent: KubeAgent,
+    _envoy: Envoy,
+    _b0: Backend,
+    server: aether_testkit::ApiServer,
+}
+
+async fn given_a_programmed_gateway() -> World {
     let logs = temp_dir("kube-latency");
-    let server = aether_testkit::ApiServer::start().await;
-    let client = server.client();
-    let c = &client;
     let b0 = Backend::on(POD_IP, "b0");
-    let yaml = [base_yaml(&[NS]), b0.yaml(NS), gateway_yaml()].join("---\n");
-    server.apply(&yaml).await.unwrap();
-    let agent = kube_agent(
-        server.kubeconfig_path(),
-        &[
-            "--leader-elect=false",
-            "--address-mode",
-            "static",
-            "--default-address",
-            POD_IP,
-        ],
-        &logs,
-    );
-    let _envoy = envoy("node-a", &agent.xds, true, &logs);
-    eventually(
-        Duration::from_secs(30),
-        "Gateway Programmed",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-            let p = status_reason(&gw["status"]["conditions"], "Programmed");
-            if p == Some(("True".into(), "Programmed".into())) {
-                Ok(())
-            } else {
-                Err(format!("{p:?}"))
-            }
-        },
-    )
+    let server = given_cluster(&[
+        base_yaml(&[NS]),
+        b0.yaml(NS),
+        mk_gateway(NS, "gw", &[HTTP_80]),
+    ])
     .await;
+    let agent = kube_agent(server.kubeconfig_path(), &STATIC_AT_POD_IP, &logs);
+    let envoy = envoy("node-a", &agent.xds, true, &logs);
+    let client = server.client();
+    let wait = Duration::from_secs(30);
+    until_programmed(&client, NS, "gw", wait, "Gateway Programmed", |_| Ok(())).await;
+    World {
+        client,
+        agent,
+        _envoy: envoy,
+        _b0: b0,
+        server,
+    }
+}
 
-    // A watch records when each route is first seen Accepted=True, and every
-    // route seen not Accepted after that (a flip: per-object gating forbids it,
-    // nothing about an accepted route changes).
-    let accepted: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
-    let flips: Arc<Mutex<Vec<String>>> = Arc::default();
-    let api: kube::Api<HttpRoute> = kube::Api::namespaced(client.clone(), NS);
-    let seen = accepted.clone();
-    let flipped = flips.clone();
-    let watch = tokio::spawn(async move {
-        // Backoff: against a stopped API server an unpaced watcher never yields.
-        let mut events = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        while let Some(ev) = events.next().await {
-            let Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) = ev else {
-                continue;
-            };
-            let v = serde_json::to_value(&r).unwrap();
-            let ok = our_parent(&v, "gw", None)
-                .and_then(|p| status_reason(&p["conditions"], "Accepted"))
-                == Some(("True".into(), "Accepted".into()));
-            let name = v["metadata"]["name"].as_str().unwrap().to_string();
-            if ok {
-                seen.lock()
-                    .unwrap()
-                    .entry(name)
-                    .or_insert_with(Instant::now);
-            } else if seen.lock().unwrap().contains_key(&name) {
-                flipped.lock().unwrap().push(name);
+/// A watch recording when each route is first seen Accepted=True, and every route
+/// seen not Accepted after that (a flip: per-object gating forbids it, nothing
+/// about an accepted route changes).
+struct Acceptance {
+    accepted: Arc<Mutex<BTreeMap<String, Instant>>>,
+    flips: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Acceptance {
+    fn watch(client: &kube::Client) -> Acceptance {
+        let accepted: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
+        let flips: Arc<Mutex<Vec<String>>> = Arc::default();
+        let api: kube::Api<HttpRoute> = kube::Api::namespaced(client.clone(), NS);
+        let (seen, flipped) = (accepted.clone(), flips.clone());
+        let task = tokio::spawn(async move {
+            // Backoff: against a stopped API server an unpaced watcher never yields.
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(ev) = events.next().await {
+                let Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) = ev else {
+                    continue;
+                };
+                let v = serde_json::to_value(&r).unwrap();
+                let ok = parent_accepted(&v, "gw", None) == cond("True", "Accepted");
+                let name = v["metadata"]["name"].as_str().unwrap().to_string();
+                let mut seen = seen.lock().unwrap();
+                if ok {
+                    seen.entry(name).or_insert_with(Instant::now);
+                } else if seen.contains_key(&name) {
+                    flipped.lock().unwrap().push(name);
+                }
             }
+        });
+        Acceptance {
+            accepted,
+            flips,
+            task,
         }
-    });
+    }
+}
 
-    let gateway = format!("{POD_IP}:80");
+/// Accepted=True only once served: at the moment it is seen, the route answers.
+/// Returns the p99 of apply → Accepted=True.
+async fn routes_added_one_by_one_are_accepted_once_served(
+    w: &World,
+    watch: &Acceptance,
+) -> Duration {
     let mut samples = Vec::new();
     for i in 0..ROUTES {
         let name = format!("r{i}");
         let start = Instant::now();
-        server.apply(&route_yaml(i)).await.unwrap();
-        let at = eventually(
-            Duration::from_secs(20),
-            &format!("{name} Accepted=True"),
-            || {
-                let got = accepted.lock().unwrap().get(&name).copied();
-                async move { got.ok_or_else(|| "not yet".to_string()) }
-            },
-        )
+        w.server
+            .apply(&mk_prefix_route(NS, &name, "b0"))
+            .await
+            .unwrap();
+        let what = format!("{name} Accepted=True");
+        let at = eventually(Duration::from_secs(20), &what, || {
+            let got = watch.accepted.lock().unwrap().get(&name).copied();
+            async move { got.ok_or_else(|| "not yet".to_string()) }
+        })
         .await;
-        // Accepted=True only once served: the route answers right now.
-        let r = http_get(&gateway, "example.test", &format!("/r{i}"), &[]).unwrap();
+        let r = http_get(
+            &format!("{POD_IP}:80"),
+            "example.test",
+            &format!("/{name}"),
+            &[],
+        )
+        .unwrap();
         assert_eq!(
             r.backend(),
             Some("b0"),
@@ -137,31 +154,42 @@ async fn latency() {
         p99.as_millis(),
         samples.last().unwrap().as_millis()
     );
-    let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
+    p99
+}
+
+/// Settled: every route attached, and no write when nothing changed. Returns the
+/// writes so far.
+async fn nothing_is_written_while_nothing_changes(w: &World) -> u64 {
+    let gw = get_json::<gateway_api::apis::standard::gateways::Gateway>(&w.client, Some(NS), "gw")
+        .await
+        .unwrap();
     assert_eq!(
         gw["status"]["listeners"][0]["attachedRoutes"],
         ROUTES as u64
     );
-    // Settled: no write when nothing changed.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let writes = status_writes(&agent.metrics());
+    let writes = status_writes(&w.agent.metrics());
     println!("status writes for 1 Gateway + {ROUTES} routes (incl. class and startup): {writes}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        status_writes(&agent.metrics()),
+        status_writes(&w.agent.metrics()),
         writes,
         "writes while nothing changed"
     );
-    assert!(p99 < Duration::from_secs(5), "p99 {p99:?}");
+    writes
+}
 
-    // A burst: 50 more routes in one apply. Writes are batched: each new route is
-    // written about once (its Pending state coalesced away), the Gateway a few times.
-    let burst: Vec<String> = (ROUTES..2 * ROUTES).map(route_yaml).collect();
+/// 50 more routes in one apply: each new route is written about once (its Pending
+/// state coalesced away), the Gateway a few times.
+async fn a_burst_is_written_in_batches(w: &World, watch: &Acceptance, writes: u64) {
+    let burst: Vec<String> = (ROUTES..2 * ROUTES)
+        .map(|i| mk_prefix_route(NS, &format!("r{i}"), "b0"))
+        .collect();
     let start = Instant::now();
-    server.apply(&burst.join("---\n")).await.unwrap();
+    w.server.apply(&burst.join("---\n")).await.unwrap();
     let applied = start.elapsed();
     eventually(Duration::from_secs(30), "the burst accepted", || {
-        let n = accepted.lock().unwrap().len();
+        let n = watch.accepted.lock().unwrap().len();
         async move {
             if n == 2 * ROUTES {
                 Ok(())
@@ -173,7 +201,7 @@ async fn latency() {
     .await;
     let all = start.elapsed();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let metrics = agent.metrics();
+    let metrics = w.agent.metrics();
     let burst_writes = status_writes(&metrics) - writes;
     for l in metrics
         .lines()
@@ -190,13 +218,6 @@ async fn latency() {
         burst_writes < 2 * ROUTES as u64,
         "{burst_writes} writes for {ROUTES} routes: not batched"
     );
-    let flips = flips.lock().unwrap().clone();
-    assert!(
-        flips.is_empty(),
-        "accepted routes turned not Accepted while others were added: {flips:?}"
-    );
-    watch.abort();
-    drop(agent);
 }
 
 /// Successful status writes of every kind, from `/metrics`.

@@ -8,6 +8,7 @@ mod support;
 
 use aether_report::pb::AckReport;
 use k8s_openapi::api::core::v1::Pod;
+use std::path::Path;
 use std::time::Duration;
 use support::*;
 use tonic::Code;
@@ -51,14 +52,33 @@ fn the_report_port_takes_only_edge_agents_each_for_its_own_node() {
     if !isolated() {
         return;
     }
-    runtime().block_on(report_port());
+    runtime().block_on(async {
+        let w = given_a_leader_under_the_deployed_rbac().await;
+        the_port_takes_only_an_agent_speaking_for_its_own_node(&w).await;
+        every_refusal_is_counted_and_logged_but_no_token(&w);
+        a_pod_bound_token_dies_with_its_pod(&w).await;
+    });
 }
 
-async fn report_port() {
+/// Tokens as a kubelet would project them, and the ones an attacker could get.
+struct Tokens {
+    agent_b: String,
+    api_audience: String,
+    other_account: String,
+}
+
+/// Fields drop in order: the API server last.
+struct World {
+    leader: KubeAgent,
+    tokens: Tokens,
+    server: aether_testkit::ApiServer,
+}
+
+async fn given_a_leader_under_the_deployed_rbac() -> World {
     let logs = temp_dir("kube-report-auth");
     let server = aether_testkit::ApiServer::start().await;
     for file in ["00-namespace.yaml", "10-rbac.yaml"] {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../deploy")
             .join(file);
         server
@@ -71,32 +91,26 @@ async fn report_port() {
         .service_account_kubeconfig(EDGE, AGENTS)
         .await
         .unwrap();
-    let leader = kube_agent(
-        &as_deployed,
-        &["--leader-elect=false", "--address-mode", "static"],
-        &logs,
-    );
-    let at = leader.report.as_str();
-    // Tokens as a kubelet would project them, and the ones an attacker could get.
-    let agent_b = server
-        .pod_token(EDGE, AGENTS, "edge-b", "node-b", AUDIENCE)
-        .await
-        .unwrap();
-    let api_audience = server
-        .pod_token(
-            EDGE,
-            AGENTS,
-            "edge-c",
-            "node-c",
-            "https://kubernetes.default.svc.cluster.local",
-        )
-        .await
-        .unwrap();
-    let other_account = server
-        .pod_token("app", AGENTS, "tenant-pod", "node-b", AUDIENCE)
-        .await
-        .unwrap();
+    let flags = ["--leader-elect=false", "--address-mode", "static"];
+    let leader = kube_agent(&as_deployed, &flags, &logs);
+    let token = |ns, pod, node, audience| server.pod_token(ns, AGENTS, pod, node, audience);
+    let api = "https://kubernetes.default.svc.cluster.local";
+    let tokens = Tokens {
+        agent_b: token(EDGE, "edge-b", "node-b", AUDIENCE).await.unwrap(),
+        api_audience: token(EDGE, "edge-c", "node-c", api).await.unwrap(),
+        other_account: token("app", "tenant-pod", "node-b", AUDIENCE)
+            .await
+            .unwrap(),
+    };
+    World {
+        leader,
+        tokens,
+        server,
+    }
+}
 
+async fn the_port_takes_only_an_agent_speaking_for_its_own_node(w: &World) {
+    let (at, t) = (w.leader.report.as_str(), &w.tokens);
     // No token: refused, once the port is up (until then: Unavailable).
     eventually(Duration::from_secs(30), "no token refused", || async move {
         match report(at, None, mk_report("node-b")).await {
@@ -105,29 +119,30 @@ async fn report_port() {
         }
     })
     .await;
+    let unauthenticated = Code::Unauthenticated;
     let cases = [
-        ("a forged token", "x.y.z", "node-b", Code::Unauthenticated),
+        ("a forged token", "x.y.z", "node-b", unauthenticated),
         (
             "the cluster admin's token",
-            server.token(),
+            w.server.token(),
             "node-b",
-            Code::Unauthenticated,
+            unauthenticated,
         ),
         (
             "our account's token for the API server",
-            &api_audience,
+            &t.api_audience,
             "node-c",
-            Code::Unauthenticated,
+            unauthenticated,
         ),
         (
             "another namespace's account of that name",
-            &other_account,
+            &t.other_account,
             "node-b",
-            Code::Unauthenticated,
+            unauthenticated,
         ),
         (
             "node b's agent speaking for node a",
-            &agent_b,
+            &t.agent_b,
             "node-a",
             Code::PermissionDenied,
         ),
@@ -140,28 +155,35 @@ async fn report_port() {
         );
     }
     // node b's own agent is heard.
-    assert_eq!(report(at, Some(&agent_b), mk_report("node-b")).await, Ok(1));
+    assert_eq!(
+        report(at, Some(&t.agent_b), mk_report("node-b")).await,
+        Ok(1)
+    );
+}
 
-    let m = leader.metrics();
+fn every_refusal_is_counted_and_logged_but_no_token(w: &World) {
+    let m = w.leader.metrics();
     assert_eq!(refused(&m, "no_token"), 1, "{m}");
     assert_eq!(refused(&m, "not_an_agent"), 4, "{m}");
     assert_eq!(refused(&m, "wrong_node"), 1, "{m}");
-    let log = leader.proc.log_text();
+    let log = w.leader.proc.log_text();
     assert!(
-        log.contains("report stream refused") && !log.contains(&agent_b),
+        log.contains("report stream refused") && !log.contains(&w.tokens.agent_b),
         "refusals are logged, tokens never:\n{log}"
     );
+}
 
-    // A pod-bound token dies with its pod.
-    let pods: kube::Api<Pod> = kube::Api::namespaced(server.client(), EDGE);
+async fn a_pod_bound_token_dies_with_its_pod(w: &World) {
+    let pods: kube::Api<Pod> = kube::Api::namespaced(w.server.client(), EDGE);
     // No kubelet here confirms a graceful deletion: remove it at once.
     let now = kube::api::DeleteParams {
         grace_period_seconds: Some(0),
         ..Default::default()
     };
     pods.delete("edge-b", &now).await.unwrap();
+    let at = w.leader.report.as_str();
     eventually(Duration::from_secs(30), "edge-b's token refused", || {
-        let token = agent_b.clone();
+        let token = w.tokens.agent_b.clone();
         async move {
             match report(at, Some(&token), mk_report("node-b")).await {
                 Err(Code::Unauthenticated) => Ok(()),
@@ -170,5 +192,4 @@ async fn report_port() {
         }
     })
     .await;
-    drop(leader);
 }

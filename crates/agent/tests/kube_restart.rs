@@ -6,84 +6,70 @@
 
 mod support;
 
-use kube::runtime::WatchStreamExt;
-
+use futures::StreamExt;
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{ListParams, Patch, PatchParams};
-use serde_json::json;
-use std::sync::Arc;
+use kube::runtime::WatchStreamExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::*;
 
 const NS: &str = "app";
-
-fn gateway_and_route() -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n---\n\
-         apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r1, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - backendRefs: [{{name: b0, port: 80}}]\n"
-    )
-}
-
-/// Envoy's counter `name` from its admin `/stats`.
-fn envoy_stat(admin: &str, name: &str) -> u64 {
-    let r = http_get(admin, "localhost", &format!("/stats?filter=^{name}$"), &[]).unwrap();
-    r.body
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}: "))?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {}", r.body))
-}
+const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn agent_restarts_under_traffic_fail_no_request() {
     if !isolated() {
         return;
     }
-    runtime().block_on(restarts());
+    runtime().block_on(async {
+        let mut w = given_traffic_through_the_edge_service().await;
+        three_restarts_under_traffic_fail_no_request_and_flip_no_status(&mut w).await;
+        envoy_lost_no_config_and_the_allocations_survive(&w).await;
+    });
 }
 
-async fn restarts() {
+/// Fields drop in order: the API server last.
+struct World {
+    client: kube::Client,
+    agent: KubeAgent,
+    envoy: Envoy,
+    /// The edge Service as first created, and its recorded allocations.
+    svc: Service,
+    recorded: String,
+    /// Its targetPort on the backends' address: where the load balancer sends.
+    gateway: String,
+    _b0: Backend,
+    _server: aether_testkit::ApiServer,
+}
+
+fn allocations(s: &Service) -> String {
+    s.metadata.annotations.as_ref().unwrap()["aether.io/port-allocations"].clone()
+}
+
+/// The Service appears; the test as load balancer sends to its targetPort.
+async fn given_traffic_through_the_edge_service() -> World {
     let logs = temp_dir("kube-restart");
-    let server = aether_testkit::ApiServer::start().await;
-    let client = server.client();
     let b0 = Backend::on(POD_IP, "b0");
-    let yaml = [base_yaml(&[NS]), b0.yaml(NS), gateway_and_route()].join("---\n");
-    server.apply(&yaml).await.unwrap();
-    let mut agent = kube_agent(
-        server.kubeconfig_path(),
-        &["--leader-elect=true", "--address-mode", "service"],
-        &logs,
-    );
+    let yaml = [
+        base_yaml(&[NS]),
+        b0.yaml(NS),
+        mk_gateway(NS, "gw", &[HTTP_80]),
+        mk_route_to("HTTPRoute", NS, "r1", "{name: gw}", "b0"),
+    ];
+    let server = given_cluster(&yaml).await;
+    let client = server.client();
+    let elected = ["--leader-elect=true", "--address-mode", "service"];
+    let agent = kube_agent(server.kubeconfig_path(), &elected, &logs);
     // SotW ADS (Delta elsewhere): a reconnect resumes from Envoy's version_info.
     let envoy = envoy("node-a", &agent.xds, false, &logs);
-
-    // The Service appears; the test as load balancer sends to its targetPort.
-    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
-    let lp = ListParams::default().labels("aether.io/edge-gateway");
-    let svc = eventually(Duration::from_secs(30), "the edge Service", || {
-        let (services, lp) = (services.clone(), lp.clone());
-        async move {
-            let items = services.list(&lp).await.map_err(|e| e.to_string())?.items;
-            items.into_iter().next().ok_or_else(|| "none".to_string())
-        }
-    })
-    .await;
-    let allocations = |s: &Service| {
-        s.metadata.annotations.as_ref().unwrap()["aether.io/port-allocations"].clone()
-    };
+    let svc = edge_service(&client).await;
     let recorded = allocations(&svc);
-    let target = recorded.strip_prefix("80=").expect("80=<port>").to_string();
-    services
-        .patch_status(
-            svc.metadata.name.as_deref().unwrap(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": POD_IP}]}}})),
-        )
-        .await
-        .unwrap();
+    let target = recorded.strip_prefix("80=").expect("80=<port>");
     let gateway = format!("{POD_IP}:{target}");
-    wait_until(Duration::from_secs(30), "traffic through Envoy", || {
+    assign_load_balancer(&client, &svc, POD_IP).await;
+    wait_until(WAIT, "traffic through Envoy", || {
         http_get(&gateway, "example.test", "/", &[])
             .ok()?
             .backend()
@@ -97,7 +83,7 @@ async fn restarts() {
         &client,
         NS,
         "gw",
-        Duration::from_secs(30),
+        WAIT,
         "Programmed=True with the address",
         |gw| {
             let addresses = &gw["status"]["addresses"];
@@ -107,73 +93,37 @@ async fn restarts() {
         },
     )
     .await;
+    World {
+        client,
+        agent,
+        envoy,
+        svc,
+        recorded,
+        gateway,
+        _b0: b0,
+        _server: server,
+    }
+}
 
-    // Steady traffic: one request per fresh connection, back to back.
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let traffic = {
-        let (stop, ok, failed, gateway) =
-            (stop.clone(), ok.clone(), failed.clone(), gateway.clone());
-        std::thread::spawn(move || {
-            let mut failures = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                match http_get(&gateway, "example.test", "/steady", &[]) {
-                    Ok(r) if r.backend() == Some("b0") => {
-                        ok.fetch_add(1, Ordering::Relaxed);
-                    }
-                    other => {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                        failures.push(format!("{other:?}"));
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            failures
-        })
-    };
-
-    // What status says meanwhile: every Programmed value a watch sees.
-    let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
-    let watch = {
-        let api: kube::Api<Gateway> = kube::Api::namespaced(client.clone(), NS);
-        let seen = seen.clone();
-        tokio::spawn(async move {
-            use futures::StreamExt;
-            // Backoff: against a stopped API server an unpaced watcher never yields.
-            let mut events = kube::runtime::watcher(api, Default::default())
-                .default_backoff()
-                .boxed();
-            while let Some(ev) = events.next().await {
-                let Ok(kube::runtime::watcher::Event::Apply(g)) = ev else {
-                    continue;
-                };
-                let v = serde_json::to_value(g).unwrap();
-                if let Some((s, r)) = status_reason(&v["status"]["conditions"], "Programmed") {
-                    seen.lock().unwrap().push(format!("{s}/{r}"));
-                }
-            }
-        })
-    };
+async fn three_restarts_under_traffic_fail_no_request_and_flip_no_status(w: &mut World) {
+    let traffic = Traffic::start(&w.gateway);
+    let (seen, watch) = watch_programmed(&w.client);
     for round in 1..=3 {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let before = ok.load(Ordering::Relaxed);
-        agent.restart();
+        let before = traffic.ok.load(Ordering::Relaxed);
+        w.agent.restart();
         // Back: the new process serves Envoy again and Envoy ACKed all of it.
-        wait_until(
-            Duration::from_secs(30),
-            "Envoy ACKs the restarted agent",
-            || agent.node_acked_all("node-a").then_some(()),
-        );
-        let after = ok.load(Ordering::Relaxed);
+        wait_until(WAIT, "Envoy ACKs the restarted agent", || {
+            w.agent.node_acked_all("node-a").then_some(())
+        });
+        let after = traffic.ok.load(Ordering::Relaxed);
         println!(
             "restart {round}: {} requests served across it",
             after - before
         );
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    stop.store(true, Ordering::Relaxed);
-    let failures = traffic.join().unwrap();
-    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    let (ok, failed, failures) = traffic.stop();
     println!("3 agent restarts under traffic: {ok} requests ok, {failed} failed");
     watch.abort();
     // Still served all along, so status never said otherwise (no flip, no writes).
@@ -190,20 +140,112 @@ async fn restarts() {
         &failures[..failures.len().min(5)]
     );
     assert!(ok > 200, "steady traffic ran: {ok}");
+}
+
+async fn envoy_lost_no_config_and_the_allocations_survive(w: &World) {
     for stat in [
         "listener_manager.listener_removed",
         "cluster_manager.cluster_removed",
     ] {
         assert_eq!(
-            envoy_stat(&envoy.admin, stat),
+            envoy_stat(&w.envoy.admin, stat),
             0,
             "{stat}: Envoy lost config"
         );
     }
+    let services: kube::Api<Service> = kube::Api::namespaced(w.client.clone(), "aether-ingress");
     let svc = services
-        .get(svc.metadata.name.as_deref().unwrap())
+        .get(w.svc.metadata.name.as_deref().unwrap())
         .await
         .unwrap();
-    assert_eq!(allocations(&svc), recorded, "allocations survive restarts");
-    drop(agent);
+    assert_eq!(
+        allocations(&svc),
+        w.recorded,
+        "allocations survive restarts"
+    );
+}
+
+/// Steady traffic: one request per fresh connection, back to back, each counted.
+struct Traffic {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl Traffic {
+    fn start(gateway: &str) -> Traffic {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (s, o, f, gateway) = (
+            stop.clone(),
+            ok.clone(),
+            failed.clone(),
+            gateway.to_string(),
+        );
+        let thread = std::thread::spawn(move || {
+            let mut failures = Vec::new();
+            while !s.load(Ordering::Relaxed) {
+                match http_get(&gateway, "example.test", "/steady", &[]) {
+                    Ok(r) if r.backend() == Some("b0") => {
+                        o.fetch_add(1, Ordering::Relaxed);
+                    }
+                    other => {
+                        f.fetch_add(1, Ordering::Relaxed);
+                        failures.push(format!("{other:?}"));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            failures
+        });
+        Traffic {
+            stop,
+            ok,
+            failed,
+            thread,
+        }
+    }
+
+    /// Stops it: `(ok, failed, what the failures were)`.
+    fn stop(self) -> (u64, u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let failures = self.thread.join().unwrap();
+        let ok = self.ok.load(Ordering::Relaxed);
+        (ok, self.failed.load(Ordering::Relaxed), failures)
+    }
+}
+
+/// What status says meanwhile: every Programmed value a watch sees.
+fn watch_programmed(
+    client: &kube::Client,
+) -> (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>) {
+    let api: kube::Api<Gateway> = kube::Api::namespaced(client.clone(), NS);
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = seen.clone();
+    let task = tokio::spawn(async move {
+        // Backoff: against a stopped API server an unpaced watcher never yields.
+        let mut events = kube::runtime::watcher(api, Default::default())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = events.next().await {
+            let Ok(kube::runtime::watcher::Event::Apply(g)) = ev else {
+                continue;
+            };
+            let v = serde_json::to_value(g).unwrap();
+            if let Some((s, r)) = programmed(&v) {
+                record.lock().unwrap().push(format!("{s}/{r}"));
+            }
+        }
+    });
+    (seen, task)
+}
+
+/// Envoy's counter `name` from its admin `/stats`.
+fn envoy_stat(admin: &str, name: &str) -> u64 {
+    let r = http_get(admin, "localhost", &format!("/stats?filter=^{name}$"), &[]).unwrap();
+    r.body
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: "))?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {}", r.body))
 }

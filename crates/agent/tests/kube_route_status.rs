@@ -2,6 +2,9 @@
 //! a real kube-apiserver: every way a parentRef or a backendRef can fail gets its own
 //! reason, another controller's parent entry is left alone, ours goes when the
 //! parentRef does, and every condition carries the object's current generation.
+//!
+//! One API server for all of it: the scenarios run in order, each building on the
+//! routes the one before left (the Gateway's attachedRoutes count them all).
 
 mod support;
 
@@ -17,28 +20,142 @@ use support::*;
 const NS: &str = "app";
 const OTHER_NS: &str = "other";
 const OTHER_CONTROLLER: &str = "example.com/other-controller";
+const SVC: &str = "{name: b0, port: 80}";
+const HTTP: &str = "{name: gw, sectionName: http}";
+const HOST: &str = "[a.example.com]";
+const WAIT: Duration = Duration::from_secs(30);
 
-fn gateway_yaml() -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  \
-         - {{name: http, protocol: HTTP, port: 80, hostname: \"*.example.com\", allowedRoutes: {{namespaces: {{from: Same}}}}}}\n  \
-         - {{name: tls, protocol: TLS, port: 443, hostname: tls.example.com, tls: {{mode: Passthrough}}}}\n---\n\
-         apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: other}}\nspec: {{controllerName: {OTHER_CONTROLLER}}}\n---\n\
-         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: other-gw, namespace: {NS}}}\nspec:\n  gatewayClassName: other\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n"
-    )
+#[test]
+fn every_route_status_case_gets_its_reason() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(async {
+        let w = given_routes_and_an_agent().await;
+        each_failure_gets_its_reason(&w).await;
+        another_controllers_entry_survives_our_rewrite(&w).await;
+        grpc_routes_get_one_entry_per_parent_ref(&w).await;
+        a_late_reference_grant_resolves_the_cross_namespace_backend(&w).await;
+        a_namespace_label_change_re_decides_allowed_routes(&w).await;
+        our_entry_goes_with_its_parent_ref(&w).await;
+        gateway_and_class_conditions_carry_their_generation(&w).await;
+    });
+}
+
+/// The API server, the agent and its Envoy; fields drop in order, the server last.
+struct World {
+    client: kube::Client,
+    _agent: KubeAgent,
+    _envoy: Envoy,
+    _backends: [Backend; 2],
+    server: aether_testkit::ApiServer,
+}
+
+/// `(namespace, name, yaml, Accepted, ResolvedRefs)`: `None` for any.
+type Case = (&'static str, &'static str, String, Expect, Expect);
+
+/// An expected `(status, reason)`, `None` for any.
+type Expect = Option<(String, String)>;
+
+fn mk_gateways() -> String {
+    let gw = mk_gateway(
+        NS,
+        "gw",
+        &[
+            "{name: http, protocol: HTTP, port: 80, hostname: \"*.example.com\", allowedRoutes: {namespaces: {from: Same}}}",
+            "{name: tls, protocol: TLS, port: 443, hostname: tls.example.com, tls: {mode: Passthrough}}",
+        ],
+    );
+    let class = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: other}}\nspec: {{controllerName: {OTHER_CONTROLLER}}}\n"
+    );
+    let theirs = mk_gateway_of("other", NS, "other-gw", &[HTTP_80]);
+    [gw, class, theirs].join("---\n")
 }
 
 /// An HTTPRoute `name` in `ns` with one parentRef (YAML flow map) and one backendRef.
-fn route(ns: &str, name: &str, parent: &str, hostnames: &str, backend: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  hostnames: {hostnames}\n  parentRefs: [{parent}]\n  rules:\n  - backendRefs: [{backend}]\n"
-    )
+fn mk_http_route(ns: &str, name: &str, parent: &str, hostnames: &str, backend: &str) -> String {
+    let spec = format!(
+        "  hostnames: {hostnames}\n  parentRefs: [{parent}]\n  rules:\n  - backendRefs: [{backend}]\n"
+    );
+    mk_route("HTTPRoute", ns, name, &spec)
+}
+
+/// A case in [`NS`] on the `http` listener, failing (or not) by its backendRef.
+fn mk_backend_case(name: &'static str, backend: &str, resolved: Expect) -> Case {
+    let yaml = mk_http_route(NS, name, HTTP, HOST, backend);
+    (NS, name, yaml, cond("True", "Accepted"), resolved)
+}
+
+/// A case refused by its parentRef (`Accepted=False/<reason>`).
+fn mk_parent_case(ns: &'static str, name: &'static str, yaml: String, reason: &str) -> Case {
+    (ns, name, yaml, cond("False", reason), None)
+}
+
+fn mk_cases() -> Vec<Case> {
+    let other = format!("{{name: gw, namespace: {NS}, sectionName: http}}");
+    let other_backend = "{name: b-other, port: 80}";
+    let cross = format!("{{name: b-other, namespace: {OTHER_NS}, port: 80}}");
+    let tls = mk_http_route(
+        NS,
+        "on-tls",
+        "{name: gw, sectionName: tls}",
+        "[tls.example.com]",
+        SVC,
+    );
+    vec![
+        mk_backend_case("good", SVC, cond("True", "ResolvedRefs")),
+        mk_parent_case(
+            NS,
+            "no-section",
+            mk_http_route(NS, "no-section", "{name: gw, sectionName: nope}", HOST, SVC),
+            "NoMatchingParent",
+        ),
+        mk_parent_case(
+            NS,
+            "no-port",
+            mk_http_route(NS, "no-port", "{name: gw, port: 9999}", HOST, SVC),
+            "NoMatchingParent",
+        ),
+        mk_parent_case(
+            NS,
+            "no-host",
+            mk_http_route(NS, "no-host", HTTP, "[a.example.org]", SVC),
+            "NoMatchingListenerHostname",
+        ),
+        mk_parent_case(
+            OTHER_NS,
+            "other-ns",
+            mk_http_route(OTHER_NS, "other-ns", &other, HOST, other_backend),
+            "NotAllowedByListeners",
+        ),
+        mk_parent_case(NS, "on-tls", tls, "NotAllowedByListeners"),
+        mk_backend_case(
+            "missing-backend",
+            "{name: nope, port: 80}",
+            cond("False", "BackendNotFound"),
+        ),
+        mk_backend_case(
+            "wrong-kind",
+            "{group: \"\", kind: ConfigMap, name: b0}",
+            cond("False", "InvalidKind"),
+        ),
+        mk_backend_case("cross-ns", &cross, cond("False", "RefNotPermitted")),
+    ]
+}
+
+/// The other controller's entry on route `shared`, exactly as it writes it.
+fn mk_their_entry() -> Value {
+    json!({
+        "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "other-gw"},
+        "controllerName": OTHER_CONTROLLER,
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "theirs",
+                        "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    })
 }
 
 /// The route's parent entries of our controller, as `(parentRef, Accepted, ResolvedRefs)`.
-type Verdict = (Value, Option<(String, String)>, Option<(String, String)>);
-
-fn ours(route: &Value) -> Vec<Verdict> {
+fn ours(route: &Value) -> Vec<(Value, Expect, Expect)> {
     route["status"]["parents"]
         .as_array()
         .into_iter()
@@ -54,15 +171,8 @@ fn ours(route: &Value) -> Vec<Verdict> {
         .collect()
 }
 
-/// An expected `(status, reason)`, `None` for any.
-type Expect = Option<(String, String)>;
-
-fn pair(s: &str, r: &str) -> Expect {
-    Some((s.to_string(), r.to_string()))
-}
-
-/// Every condition in `status` (and in listeners / parents) observed `generation`.
-fn assert_generation(what: &str, obj: &Value) {
+/// Every condition in `status` (and in listeners / our parents) observed `generation`.
+fn then_generation_is_current(what: &str, obj: &Value) {
     let generation = &obj["metadata"]["generation"];
     let mut lists = vec![&obj["status"]["conditions"]];
     for key in ["listeners", "parents"] {
@@ -85,231 +195,94 @@ fn assert_generation(what: &str, obj: &Value) {
     assert!(n > 0, "{what} has conditions: {}", obj["status"]);
 }
 
-#[test]
-fn every_route_status_case_gets_its_reason() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(route_status());
+/// Waits until HTTPRoute `ns/name` passes `check`, and returns what it made of it.
+async fn then_route<T>(
+    w: &World,
+    (ns, name): (&str, &str),
+    what: &str,
+    check: impl Fn(&Value) -> Result<T, String>,
+) -> T {
+    until_object::<HttpRoute, _>(&w.client, ns, name, WAIT, what, check).await
 }
 
-async fn route_status() {
+async fn given_routes_and_an_agent() -> World {
     let logs = temp_dir("kube-route-status");
-    let server = aether_testkit::ApiServer::start().await;
-    let client = server.client();
-    let c = &client;
-    let b0 = Backend::on(POD_IP, "b0");
-    let b_other = Backend::on(POD_IP, "b-other");
-    let svc = "{name: b0, port: 80}";
-    let http = "{name: gw, sectionName: http}";
-    let host = "[a.example.com]";
-    let cases: Vec<(&str, &str, String, Expect, Expect)> = vec![
-        // (namespace, name, yaml, Accepted, ResolvedRefs)
-        (
-            NS,
-            "good",
-            route(NS, "good", http, host, svc),
-            pair("True", "Accepted"),
-            pair("True", "ResolvedRefs"),
-        ),
-        (
-            NS,
-            "no-section",
-            route(NS, "no-section", "{name: gw, sectionName: nope}", host, svc),
-            pair("False", "NoMatchingParent"),
-            None,
-        ),
-        (
-            NS,
-            "no-port",
-            route(NS, "no-port", "{name: gw, port: 9999}", host, svc),
-            pair("False", "NoMatchingParent"),
-            None,
-        ),
-        (
-            NS,
-            "no-host",
-            route(NS, "no-host", http, "[a.example.org]", svc),
-            pair("False", "NoMatchingListenerHostname"),
-            None,
-        ),
-        (
-            OTHER_NS,
-            "other-ns",
-            route(
-                OTHER_NS,
-                "other-ns",
-                &format!("{{name: gw, namespace: {NS}, sectionName: http}}"),
-                host,
-                "{name: b-other, port: 80}",
-            ),
-            pair("False", "NotAllowedByListeners"),
-            None,
-        ),
-        (
-            NS,
-            "on-tls",
-            route(
-                NS,
-                "on-tls",
-                "{name: gw, sectionName: tls}",
-                "[tls.example.com]",
-                svc,
-            ),
-            pair("False", "NotAllowedByListeners"),
-            None,
-        ),
-        (
-            NS,
-            "missing-backend",
-            route(NS, "missing-backend", http, host, "{name: nope, port: 80}"),
-            pair("True", "Accepted"),
-            pair("False", "BackendNotFound"),
-        ),
-        (
-            NS,
-            "wrong-kind",
-            route(
-                NS,
-                "wrong-kind",
-                http,
-                host,
-                "{group: \"\", kind: ConfigMap, name: b0}",
-            ),
-            pair("True", "Accepted"),
-            pair("False", "InvalidKind"),
-        ),
-        (
-            NS,
-            "cross-ns",
-            route(
-                NS,
-                "cross-ns",
-                http,
-                host,
-                &format!("{{name: b-other, namespace: {OTHER_NS}, port: 80}}"),
-            ),
-            pair("True", "Accepted"),
-            pair("False", "RefNotPermitted"),
-        ),
-    ];
+    let backends = [Backend::on(POD_IP, "b0"), Backend::on(POD_IP, "b-other")];
     let mut yaml = vec![
         base_yaml(&[NS, OTHER_NS]),
-        b0.yaml(NS),
-        b_other.yaml(OTHER_NS),
-        gateway_yaml(),
+        backends[0].yaml(NS),
+        backends[1].yaml(OTHER_NS),
+        mk_gateways(),
     ];
-    yaml.extend(cases.iter().map(|c| c.2.clone()));
-    yaml.push(route(NS, "shared", http, host, svc));
-    let yaml = yaml.join("---\n");
-    if let Err(e) = server.apply(&yaml).await {
-        panic!("{e}\n{yaml}");
-    }
-
-    let agent = kube_agent(
-        server.kubeconfig_path(),
-        &[
-            "--leader-elect=false",
-            "--address-mode",
-            "static",
-            "--default-address",
-            POD_IP,
-        ],
-        &logs,
-    );
+    yaml.extend(mk_cases().into_iter().map(|c| c.2));
+    yaml.push(mk_http_route(NS, "shared", HTTP, HOST, SVC));
+    let server = given_cluster(&yaml).await;
+    let agent = kube_agent(server.kubeconfig_path(), &STATIC_AT_POD_IP, &logs);
     // SotW ADS here (the other tests use Delta): the ACK gate works with both.
-    let _envoy = envoy("node-a", &agent.xds, false, &logs);
+    let envoy = envoy("node-a", &agent.xds, false, &logs);
+    World {
+        client: server.client(),
+        _agent: agent,
+        _envoy: envoy,
+        _backends: backends,
+        server,
+    }
+}
 
-    for (ns, name, _, accepted, resolved) in &cases {
+async fn each_failure_gets_its_reason(w: &World) {
+    for (ns, name, _, accepted, resolved) in &mk_cases() {
         let what = format!("HTTPRoute {ns}/{name}");
-        let route = eventually(Duration::from_secs(30), &what, || async move {
-            let r = get_json::<HttpRoute>(c, Some(*ns), name)
-                .await
-                .ok_or("none")?;
-            let v = ours(&r);
+        let route = then_route(w, (ns, name), &what, |r| {
+            let v = ours(r);
             let [(_, a, rr)] = v.as_slice() else {
                 return Err(format!("parents: {}", r["status"]));
             };
             let ok =
                 (accepted.is_none() || a == accepted) && (resolved.is_none() || rr == resolved);
-            if ok {
-                Ok(r)
-            } else {
-                Err(format!("{a:?} {rr:?}"))
-            }
+            ok.then(|| r.clone()).ok_or(format!("{a:?} {rr:?}"))
         })
         .await;
         // The parentRef is echoed with group and kind set.
-        let parent_ref = &ours(&route)[0].0;
+        let (parent_ref, a, rr) = &ours(&route)[0];
         assert_eq!(parent_ref["group"], "gateway.networking.k8s.io", "{what}");
         assert_eq!(parent_ref["kind"], "Gateway", "{what}");
-        assert_generation(&what, &route);
-        let (_, a, rr) = &ours(&route)[0];
+        then_generation_is_current(&what, &route);
         println!("{what}: Accepted {a:?}, ResolvedRefs {rr:?}");
     }
+}
 
-    // Another controller's entry stays exactly as written; ours go with the parentRef.
-    let routes: kube::Api<HttpRoute> = kube::Api::namespaced(client.clone(), NS);
-    eventually(
-        Duration::from_secs(30),
-        "our entry on shared",
-        || async move {
-            let r = get_json::<HttpRoute>(c, Some(NS), "shared")
-                .await
-                .ok_or("none")?;
-            if ours(&r).len() == 1 {
-                Ok(())
-            } else {
-                Err(r["status"].to_string())
-            }
-        },
-    )
+/// Another controller's entry stays exactly as written when a spec change (a new
+/// generation) makes us rewrite ours.
+async fn another_controllers_entry_survives_our_rewrite(w: &World) {
+    then_route(w, (NS, "shared"), "our entry on shared", |r| {
+        (ours(r).len() == 1)
+            .then_some(())
+            .ok_or(r["status"].to_string())
+    })
     .await;
-    let theirs = json!({
-        "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "other-gw"},
-        "controllerName": OTHER_CONTROLLER,
-        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "theirs",
-                        "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-    });
-    routes
+    let add = json!([{"op": "add", "path": "/status/parents/-", "value": mk_their_entry()}]);
+    kube::Api::<HttpRoute>::namespaced(w.client.clone(), NS)
         .patch_status(
             "shared",
             &PatchParams::default(),
-            &Patch::Json::<()>(
-                serde_json::from_value(
-                    json!([{"op": "add", "path": "/status/parents/-", "value": theirs}]),
-                )
-                .unwrap(),
-            ),
+            &Patch::Json::<()>(serde_json::from_value(add).unwrap()),
         )
         .await
         .unwrap();
-    // A spec change (new generation) makes us rewrite our entry.
-    let shared2 = route(NS, "shared", http, "[b.example.com]", svc)
+    let shared2 = mk_http_route(NS, "shared", HTTP, "[b.example.com]", SVC)
         .replace("parentRefs: [", "parentRefs: [{name: other-gw}, ");
-    server.apply(&shared2).await.unwrap();
-    let r = eventually(
-        Duration::from_secs(30),
-        "shared rewritten at generation 2",
-        || async move {
-            let r = get_json::<HttpRoute>(c, Some(NS), "shared")
-                .await
-                .ok_or("none")?;
-            let current = ours(&r).len() == 1
-                && our_parent(&r, "gw", Some("http")).is_some_and(|p| {
-                    p["conditions"]
-                        .as_array()
-                        .is_some_and(|cs| cs.iter().all(|c| c["observedGeneration"] == 2))
-                });
-            if current {
-                Ok(r)
-            } else {
-                Err(r["status"].to_string())
-            }
-        },
-    )
+    w.server.apply(&shared2).await.unwrap();
+    let r = then_route(w, (NS, "shared"), "shared rewritten at generation 2", |r| {
+        let current = ours(r).len() == 1
+            && our_parent(r, "gw", Some("http")).is_some_and(|p| {
+                p["conditions"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().all(|c| c["observedGeneration"] == 2))
+            });
+        current.then(|| r.clone()).ok_or(r["status"].to_string())
+    })
     .await;
-    assert_generation("HTTPRoute shared (generation 2)", &r);
+    then_generation_is_current("HTTPRoute shared (generation 2)", &r);
     let kept = r["status"]["parents"]
         .as_array()
         .unwrap()
@@ -318,26 +291,26 @@ async fn route_status() {
         .cloned();
     assert_eq!(
         kept,
-        Some(theirs.clone()),
+        Some(mk_their_entry()),
         "the other controller's entry: {}",
         r["status"]
     );
+}
 
-    // GRPCRoutes get the same per-parentRef status; a wrong section is refused too.
-    let grpc = format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\nmetadata: {{name: grpc, namespace: {NS}}}\nspec:\n  hostnames: [g.example.com]\n  parentRefs: [{http}, {{name: gw, sectionName: nope}}]\n  rules:\n  - matches: [{{method: {{service: echo.Echo, method: Hi}}}}]\n    backendRefs: [{svc}]\n"
+/// GRPCRoutes get the same per-parentRef status; a wrong section is refused too.
+async fn grpc_routes_get_one_entry_per_parent_ref(w: &World) {
+    let spec = format!(
+        "  hostnames: [g.example.com]\n  parentRefs: [{HTTP}, {{name: gw, sectionName: nope}}]\n  rules:\n  - matches: [{{method: {{service: echo.Echo, method: Hi}}}}]\n    backendRefs: [{SVC}]\n"
     );
-    server.apply(&grpc).await.unwrap();
-    let r = eventually(Duration::from_secs(30), "GRPCRoute status", || async move {
-        let r = get_json::<GrpcRoute>(c, Some(NS), "grpc")
-            .await
-            .ok_or("none")?;
-        let http = our_parent(&r, "gw", Some("http"))
-            .and_then(|p| status_reason(&p["conditions"], "Accepted"));
-        let nope = our_parent(&r, "gw", Some("nope"))
-            .and_then(|p| status_reason(&p["conditions"], "Accepted"));
-        if http == pair("True", "Accepted") && nope == pair("False", "NoMatchingParent") {
-            Ok(r)
+    w.server
+        .apply(&mk_route("GRPCRoute", NS, "grpc", &spec))
+        .await
+        .unwrap();
+    let r = until_object::<GrpcRoute, _>(&w.client, NS, "grpc", WAIT, "GRPCRoute status", |r| {
+        let http = parent_accepted(r, "gw", Some("http"));
+        let nope = parent_accepted(r, "gw", Some("nope"));
+        if http == cond("True", "Accepted") && nope == cond("False", "NoMatchingParent") {
+            Ok(r.clone())
         } else {
             Err(format!("{http:?} {nope:?}"))
         }
@@ -350,120 +323,100 @@ async fn route_status() {
         r["status"]
     );
     assert_eq!(ours(&r)[0].0["kind"], "Gateway");
-    assert_generation("GRPCRoute app/grpc", &r);
+    then_generation_is_current("GRPCRoute app/grpc", &r);
+}
 
-    // A ReferenceGrant arriving later resolves the cross-namespace backend.
+async fn a_late_reference_grant_resolves_the_cross_namespace_backend(w: &World) {
     let grant = format!(
         "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: from-app, namespace: {OTHER_NS}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {NS}}}]\n  to: [{{group: \"\", kind: Service}}]\n"
     );
-    server.apply(&grant).await.unwrap();
-    eventually(
-        Duration::from_secs(30),
+    w.server.apply(&grant).await.unwrap();
+    then_route(
+        w,
+        (NS, "cross-ns"),
         "cross-ns resolved by the grant",
-        || async move {
-            let r = get_json::<HttpRoute>(c, Some(NS), "cross-ns")
-                .await
-                .ok_or("none")?;
-            let v = ours(&r);
-            match v.as_slice() {
-                [(_, _, rr)] if *rr == pair("True", "ResolvedRefs") => Ok(()),
-                _ => Err(r["status"].to_string()),
-            }
+        |r| match ours(r).as_slice() {
+            [(_, _, rr)] if *rr == cond("True", "ResolvedRefs") => Ok(()),
+            _ => Err(r["status"].to_string()),
         },
     )
     .await;
-    // A Namespace label change re-decides allowedRoutes (the Namespace watch).
-    let sel_gw = format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: sel-gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: 8081, allowedRoutes: {{namespaces: {{from: Selector, selector: {{matchLabels: {{edge: \"yes\"}}}}}}}}}}\n"
-    );
-    server.apply(&sel_gw).await.unwrap();
-    let sel_route = route(
-        OTHER_NS,
-        "by-label",
-        &format!("{{name: sel-gw, namespace: {NS}}}"),
-        host,
-        "{name: b-other, port: 80}",
-    );
-    server.apply(&sel_route).await.unwrap();
-    let by_label = |want: Expect| async move {
-        eventually(
-            Duration::from_secs(30),
-            &format!("by-label {want:?}"),
-            || {
-                let want = want.clone();
-                async move {
-                    let r = get_json::<HttpRoute>(c, Some(OTHER_NS), "by-label")
-                        .await
-                        .ok_or("none")?;
-                    let a = our_parent(&r, "sel-gw", None)
-                        .and_then(|p| status_reason(&p["conditions"], "Accepted"));
-                    if a == want {
-                        Ok(())
-                    } else {
-                        Err(format!("{a:?}"))
-                    }
-                }
-            },
-        )
-        .await
-    };
-    by_label(pair("False", "NotAllowedByListeners")).await;
-    server
-        .apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {OTHER_NS}, labels: {{edge: \"yes\"}}}}\n"))
+}
+
+/// A Namespace label change re-decides allowedRoutes (the Namespace watch).
+async fn a_namespace_label_change_re_decides_allowed_routes(w: &World) {
+    let selector = "{namespaces: {from: Selector, selector: {matchLabels: {edge: \"yes\"}}}}";
+    let listener = format!("{{name: http, protocol: HTTP, port: 8081, allowedRoutes: {selector}}}");
+    w.server
+        .apply(&mk_gateway(NS, "sel-gw", &[&listener]))
         .await
         .unwrap();
-    by_label(pair("True", "Accepted")).await;
+    let parent = format!("{{name: sel-gw, namespace: {NS}}}");
+    let by_label = mk_http_route(
+        OTHER_NS,
+        "by-label",
+        &parent,
+        HOST,
+        "{name: b-other, port: 80}",
+    );
+    w.server.apply(&by_label).await.unwrap();
+    let then_by_label = |want: Expect| async move {
+        let what = format!("by-label {want:?}");
+        then_route(w, (OTHER_NS, "by-label"), &what, |r| {
+            let a = parent_accepted(r, "sel-gw", None);
+            (a == want).then_some(()).ok_or(format!("{a:?}"))
+        })
+        .await
+    };
+    then_by_label(cond("False", "NotAllowedByListeners")).await;
+    let labelled = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {OTHER_NS}, labels: {{edge: \"yes\"}}}}\n"
+    );
+    w.server.apply(&labelled).await.unwrap();
+    then_by_label(cond("True", "Accepted")).await;
+}
 
-    let shared3 = route(NS, "shared", "{name: other-gw}", "[b.example.com]", svc);
-    server.apply(&shared3).await.unwrap();
-    let r = eventually(
-        Duration::from_secs(30),
-        "our entry removed",
-        || async move {
-            let r = get_json::<HttpRoute>(c, Some(NS), "shared")
-                .await
-                .ok_or("none")?;
-            if ours(&r).is_empty() {
-                Ok(r)
-            } else {
-                Err(r["status"].to_string())
-            }
-        },
-    )
+async fn our_entry_goes_with_its_parent_ref(w: &World) {
+    let shared3 = mk_http_route(NS, "shared", "{name: other-gw}", "[b.example.com]", SVC);
+    w.server.apply(&shared3).await.unwrap();
+    let r = then_route(w, (NS, "shared"), "our entry removed", |r| {
+        ours(r)
+            .is_empty()
+            .then(|| r.clone())
+            .ok_or(r["status"].to_string())
+    })
     .await;
     assert_eq!(
         r["status"]["parents"],
-        json!([theirs]),
+        json!([mk_their_entry()]),
         "only theirs is left"
     );
+}
 
-    // Gateway and GatewayClass conditions carry their generation too. The
-    // Gateway's status is its own write (after the route's, and gated on the ACK
-    // of the move): wait for attachedRoutes to count the routes left.
-    let gw = eventually(
-        Duration::from_secs(30),
-        "attachedRoutes http/tls [5, 0]",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-            let listeners = &gw["status"]["listeners"];
-            if listeners[0]["attachedRoutes"] == 5 && listeners[1]["attachedRoutes"] == 0 {
-                Ok(gw)
-            } else {
-                Err(listeners.to_string())
-            }
-        },
-    )
+/// Gateway and GatewayClass conditions carry their generation too; listeners name
+/// their kinds and count only the routes accepted on them.
+async fn gateway_and_class_conditions_carry_their_generation(w: &World) {
+    // The Gateway's status is its own write (after the route's, and gated on the
+    // ACK of the move): wait for attachedRoutes to count the routes left: good,
+    // missing-backend, wrong-kind, cross-ns and the GRPCRoute (shared moved away;
+    // the rest refused).
+    let what = "attachedRoutes http/tls [5, 0]";
+    let gw = until_object::<Gateway, _>(&w.client, NS, "gw", WAIT, what, |gw| {
+        let listeners = &gw["status"]["listeners"];
+        let counted = listeners[0]["attachedRoutes"] == 5 && listeners[1]["attachedRoutes"] == 0;
+        counted.then(|| gw.clone()).ok_or(listeners.to_string())
+    })
     .await;
-    assert_generation("Gateway app/gw", &gw);
-    assert_eq!(
-        gw["status"]["listeners"].as_array().map(Vec::len),
-        Some(2),
-        "{}",
-        gw["status"]
-    );
-    let classes: kube::Api<GatewayClass> = kube::Api::all(client.clone());
+    then_generation_is_current("Gateway app/gw", &gw);
+    let listeners = gw["status"]["listeners"].as_array().unwrap();
+    assert_eq!(listeners.len(), 2, "{}", gw["status"]);
+    then_listeners_name_their_kinds(listeners);
+    let attached: Vec<&Value> = listeners.iter().map(|l| &l["attachedRoutes"]).collect();
+    assert_eq!(attached, [5, 0], "attachedRoutes http/tls");
+
+    let classes: kube::Api<GatewayClass> = kube::Api::all(w.client.clone());
     let class = serde_json::to_value(classes.get("aether").await.unwrap()).unwrap();
-    assert_generation("GatewayClass aether", &class);
+    then_generation_is_current("GatewayClass aether", &class);
     let features: Vec<&str> = class["status"]["supportedFeatures"]
         .as_array()
         .into_iter()
@@ -476,17 +429,24 @@ async fn route_status() {
         class["status"]
     );
     assert!(features.is_sorted(), "sorted: {features:?}");
-    // Each listener names the kinds it takes.
+    assert_eq!(
+        status_reason(&class["status"]["conditions"], "Accepted"),
+        cond("True", "Accepted")
+    );
+}
+
+fn then_listeners_name_their_kinds(listeners: &[Value]) {
     let kinds = |i: usize| -> Vec<String> {
-        gw["status"]["listeners"][i]["supportedKinds"]
+        listeners[i]["supportedKinds"]
             .as_array()
             .into_iter()
             .flatten()
             .map(|k| k["kind"].as_str().unwrap_or_default().to_string())
             .collect()
     };
-    let names: Vec<&str> = (0..2)
-        .map(|i| gw["status"]["listeners"][i]["name"].as_str().unwrap())
+    let names: Vec<&str> = listeners
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["http", "tls"]);
     assert!(
@@ -495,20 +455,8 @@ async fn route_status() {
         kinds(0)
     );
     // TLS listeners are not served yet (translation): then they must say so.
-    match status_reason(&gw["status"]["listeners"][1]["conditions"], "Accepted") {
+    match status_reason(&listeners[1]["conditions"], "Accepted") {
         Some((s, _)) if s == "True" => assert_eq!(kinds(1), ["TLSRoute"]),
-        other => assert_eq!(other, pair("False", "UnsupportedProtocol")),
+        other => assert_eq!(other, cond("False", "UnsupportedProtocol")),
     }
-    // attachedRoutes counts only the routes accepted on that listener.
-    let attached: Vec<&Value> = (0..2)
-        .map(|i| &gw["status"]["listeners"][i]["attachedRoutes"])
-        .collect();
-    // good, missing-backend, wrong-kind, cross-ns and the GRPCRoute (shared moved away;
-    // the rest refused).
-    assert_eq!(attached, [5, 0], "attachedRoutes http/tls");
-    assert_eq!(
-        status_reason(&class["status"]["conditions"], "Accepted"),
-        pair("True", "Accepted")
-    );
-    drop(agent);
 }

@@ -12,94 +12,117 @@ mod support;
 
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use support::*;
 
 const NS: &str = "app";
-
-fn gateway_yaml() -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  \
-         - {{name: a, protocol: HTTP, port: 80, hostname: a.example.com}}\n  \
-         - {{name: b, protocol: HTTP, port: 80, hostname: b.example.com}}\n  \
-         - {{name: alt, protocol: HTTP, port: 8080}}\n"
-    )
-}
-
-fn route_yaml(backend: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r1, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - backendRefs: [{{name: {backend}, port: 80}}]\n"
-    )
-}
-
-/// Service port → targetPort (every port TCP).
-fn service_ports(svc: &Service) -> BTreeMap<i32, i32> {
-    svc.spec
-        .as_ref()
-        .and_then(|s| s.ports.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            let target = match p.target_port.clone() {
-                Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(t)) => t,
-                s => panic!("targetPort {s:?}"),
-            };
-            assert_eq!(p.protocol.as_deref(), Some("TCP"));
-            (p.port, target)
-        })
-        .collect()
-}
+const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn service_mode_ports_allocations_and_load_balancer_addresses() {
     if !isolated() {
         return;
     }
-    runtime().block_on(service_mode());
+    runtime().block_on(async {
+        let w = given_a_gateway_and_an_agent(&["--address-mode", "service"], "kube-service").await;
+        let (svc, ports) = the_service_has_one_port_per_listener_port(&w).await;
+        no_load_balancer_means_no_address(&w).await;
+        the_load_balancers_address_programs_it_and_every_port_serves(&w, &svc, &ports).await;
+        a_moved_listener_moves_its_service_port_only(&w, &ports).await;
+        the_service_goes_with_its_gateway(&w).await;
+    });
 }
 
-async fn service_mode() {
-    let logs = temp_dir("kube-service");
-    let server = aether_testkit::ApiServer::start().await;
-    let client = server.client();
-    let c = &client;
+#[test]
+fn status_writes_failing_in_an_outage_are_retried_reported_and_land() {
+    if !isolated() {
+        return;
+    }
+    let at_pod_ip = ["--address-mode", "static", "--default-address", POD_IP];
+    runtime().block_on(async {
+        let mut w = given_a_gateway_and_an_agent(&at_pod_ip, "kube-outage").await;
+        let ok_before = the_writes_before_the_outage_are_counted(&w).await;
+        writes_failing_in_the_outage_are_counted_named_and_retried(&mut w).await;
+        the_pending_write_lands_once_the_server_is_back(&mut w, ok_before).await;
+        the_agent_is_fully_back(&mut w).await;
+    });
+}
+
+/// Fields drop in order: the API server last.
+struct World {
+    client: kube::Client,
+    agent: KubeAgent,
+    envoy: Envoy,
+    logs: std::path::PathBuf,
+    _b0: Backend,
+    server: aether_testkit::ApiServer,
+}
+
+fn mk_listeners_gateway() -> String {
+    mk_gateway(
+        NS,
+        "gw",
+        &[
+            "{name: a, protocol: HTTP, port: 80, hostname: a.example.com}",
+            "{name: b, protocol: HTTP, port: 80, hostname: b.example.com}",
+            "{name: alt, protocol: HTTP, port: 8080}",
+        ],
+    )
+}
+
+fn mk_route_to_b0(name: &str, spec_before_rules: &str) -> String {
+    let spec = format!(
+        "  parentRefs: [{{name: gw}}]\n{spec_before_rules}  rules:\n  - backendRefs: [{{name: b0, port: 80}}]\n"
+    );
+    mk_route("HTTPRoute", NS, name, &spec)
+}
+
+/// Service port → targetPort (every port TCP).
+fn tcp_ports(svc: &Service) -> BTreeMap<i32, i32> {
+    service_ports(svc)
+        .into_iter()
+        .map(|(_, port, protocol, target)| {
+            assert_eq!(protocol, "TCP");
+            (port, target)
+        })
+        .collect()
+}
+
+/// Gateway gw (listeners a and b on 80, alt on 8080) with route r1, one agent
+/// with `flags` (and no election), its Envoy.
+async fn given_a_gateway_and_an_agent(flags: &[&str], tag: &str) -> World {
+    let logs = temp_dir(tag);
     let b0 = Backend::on(POD_IP, "b0");
     let yaml = [
         base_yaml(&[NS]),
         b0.yaml(NS),
-        gateway_yaml(),
-        route_yaml("b0"),
-    ]
-    .join("---\n");
-    server.apply(&yaml).await.unwrap();
-    let agent = kube_agent(
-        server.kubeconfig_path(),
-        &["--leader-elect=false", "--address-mode", "service"],
-        &logs,
-    );
-    let _envoy = envoy("node-a", &agent.xds, true, &logs);
+        mk_listeners_gateway(),
+        mk_route_to_b0("r1", ""),
+    ];
+    let server = given_cluster(&yaml).await;
+    let flags = [&["--leader-elect=false"], flags].concat();
+    let agent = kube_agent(server.kubeconfig_path(), &flags, &logs);
+    let envoy = envoy("node-a", &agent.xds, true, &logs);
+    World {
+        client: server.client(),
+        agent,
+        envoy,
+        logs,
+        _b0: b0,
+        server,
+    }
+}
 
-    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
-    let by_label = ListParams::default().labels("aether.io/edge-gateway");
-    let svc = eventually(Duration::from_secs(30), "the edge Service", || {
-        let services = services.clone();
-        let lp = by_label.clone();
-        async move {
-            let list = services.list(&lp).await.map_err(|e| e.to_string())?;
-            match list.items.as_slice() {
-                [one] => Ok(one.clone()),
-                other => Err(format!("{} Services", other.len())),
-            }
-        }
-    })
-    .await;
+/// One LoadBalancer Service, one port per distinct listener port, whose
+/// targetPort is its allocation, recorded on the Service.
+async fn the_service_has_one_port_per_listener_port(w: &World) -> (Service, BTreeMap<i32, i32>) {
+    let svc = edge_service(&w.client).await;
     let name = svc.metadata.name.clone().unwrap();
     let spec = svc.spec.clone().unwrap();
     assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
-    let ports = service_ports(&svc);
+    let ports = tcp_ports(&svc);
     assert_eq!(
         ports.keys().copied().collect::<Vec<_>>(),
         vec![80, 8080],
@@ -117,19 +140,17 @@ async fn service_mode() {
         "{ports:?}"
     );
     println!("Service aether-ingress/{name}: ports {ports:?}");
+    (svc, ports)
+}
 
-    // No load balancer yet: no address, not programmed, and the message says why.
-    let gw = eventually(
-        Duration::from_secs(30),
-        "AddressNotAssigned",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-            match programmed(&gw) {
-                Some((s, r)) if s == "False" && r == "AddressNotAssigned" => Ok(gw),
-                p => Err(format!("{p:?}")),
-            }
-        },
-    )
+/// Not programmed, and the message says why.
+async fn no_load_balancer_means_no_address(w: &World) {
+    let gw = until_object::<Gateway, _>(&w.client, NS, "gw", WAIT, "AddressNotAssigned", |gw| {
+        match programmed(gw) {
+            Some((s, r)) if s == "False" && r == "AddressNotAssigned" => Ok(gw.clone()),
+            p => Err(format!("{p:?}")),
+        }
+    })
     .await;
     assert!(
         gw["status"]["addresses"]
@@ -138,29 +159,23 @@ async fn service_mode() {
         "{}",
         gw["status"]
     );
+}
 
-    // The test is the load balancer: it assigns an address …
-    services
-        .patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": POD_IP}]}}})),
-        )
-        .await
-        .unwrap();
-    let gw = until_programmed(
-        c,
-        NS,
-        "gw",
-        Duration::from_secs(30),
-        "addresses + Programmed",
-        |gw| {
-            let addresses = &gw["status"]["addresses"];
-            (*addresses == json!([{"type": "IPAddress", "value": POD_IP}]))
-                .then_some(())
-                .ok_or(format!("addresses {addresses}"))
-        },
-    )
+/// The test is the load balancer: it assigns an address, and forwards each
+/// Service port to its targetPort, where Envoy listens.
+async fn the_load_balancers_address_programs_it_and_every_port_serves(
+    w: &World,
+    svc: &Service,
+    ports: &BTreeMap<i32, i32>,
+) {
+    assign_load_balancer(&w.client, svc, POD_IP).await;
+    let what = "addresses + Programmed";
+    let gw = until_programmed(&w.client, NS, "gw", WAIT, what, |gw| {
+        let addresses = &gw["status"]["addresses"];
+        (*addresses == json!([{"type": "IPAddress", "value": POD_IP}]))
+            .then_some(())
+            .ok_or(format!("addresses {addresses}"))
+    })
     .await;
     let attached: Vec<i64> = gw["status"]["listeners"]
         .as_array()
@@ -169,8 +184,7 @@ async fn service_mode() {
         .map(|l| l["attachedRoutes"].as_i64().unwrap())
         .collect();
     assert_eq!(attached, vec![1, 1, 1], "{}", gw["status"]);
-    // … and forwards each Service port to its targetPort, where Envoy listens.
-    for (port, target) in &ports {
+    for (port, target) in ports {
         let addr = format!("{POD_IP}:{target}");
         let host = if *port == 80 {
             "a.example.com"
@@ -180,156 +194,84 @@ async fn service_mode() {
         let r = http_get(&addr, host, "/x", &[]).unwrap();
         assert_eq!(r.backend(), Some("b0"), "port {port} → {addr}: {r:?}");
     }
+}
 
-    // A listener moves from 8080 to 9090: the Service follows, port 80 keeps its
-    // allocation, the new port gets one, and Envoy serves it.
-    server
-        .apply(&gateway_yaml().replace("port: 8080", "port: 9090"))
-        .await
-        .unwrap();
-    let moved = eventually(Duration::from_secs(30), "Service ports 80 and 9090", || {
-        let services = services.clone();
-        let name = name.clone();
-        async move {
-            let svc = services.get(&name).await.map_err(|e| e.to_string())?;
-            let p = service_ports(&svc);
-            if p.keys().copied().collect::<Vec<_>>() == [80, 9090] {
-                Ok(p)
-            } else {
-                Err(format!("{p:?}"))
-            }
+/// A listener moves from 8080 to 9090: the Service follows, port 80 keeps its
+/// allocation, the new port gets one, and Envoy serves it.
+async fn a_moved_listener_moves_its_service_port_only(w: &World, ports: &BTreeMap<i32, i32>) {
+    let moved_yaml = mk_listeners_gateway().replace("port: 8080", "port: 9090");
+    w.server.apply(&moved_yaml).await.unwrap();
+    let moved = eventually(WAIT, "Service ports 80 and 9090", || async {
+        let p = tcp_ports(&edge_service(&w.client).await);
+        if p.keys().copied().collect::<Vec<_>>() == [80, 9090] {
+            Ok(p)
+        } else {
+            Err(format!("{p:?}"))
         }
     })
     .await;
     assert_eq!(moved[&80], ports[&80], "port 80 keeps its Envoy port");
-    until_programmed(
-        c,
-        NS,
-        "gw",
-        Duration::from_secs(30),
-        "generation 2 programmed",
-        |gw| {
-            let current = gw["status"]["conditions"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().all(|c| c["observedGeneration"] == 2));
-            current.then_some(()).ok_or(gw["status"].to_string())
-        },
-    )
+    until_programmed(&w.client, NS, "gw", WAIT, "generation 2 programmed", |gw| {
+        let current = gw["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().all(|c| c["observedGeneration"] == 2));
+        current.then_some(()).ok_or(gw["status"].to_string())
+    })
     .await;
-    let r = http_get(
-        &format!("{POD_IP}:{}", moved[&9090]),
-        "any.test",
-        "/moved",
-        &[],
-    )
-    .unwrap();
+    let addr = format!("{POD_IP}:{}", moved[&9090]);
+    let r = http_get(&addr, "any.test", "/moved", &[]).unwrap();
     assert_eq!(r.backend(), Some("b0"), "{r:?}");
+}
 
-    // The Service goes with its Gateway.
-    let gateways: kube::Api<Gateway> = kube::Api::namespaced(client.clone(), NS);
+async fn the_service_goes_with_its_gateway(w: &World) {
+    let gateways: kube::Api<Gateway> = kube::Api::namespaced(w.client.clone(), NS);
     gateways.delete("gw", &Default::default()).await.unwrap();
-    eventually(
-        Duration::from_secs(30),
-        "the Service garbage-collected",
-        || {
-            let services = services.clone();
-            let lp = by_label.clone();
-            async move {
-                let n = services
-                    .list(&lp)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .items
-                    .len();
-                if n == 0 {
-                    Ok(())
-                } else {
-                    Err(format!("{n} left"))
-                }
-            }
-        },
+    edge_services(&w.client, 0, WAIT).await;
+}
+
+fn gateway_writes(metrics: &str, result: &str) -> u64 {
+    let result = format!("result=\"{result}\"");
+    metric_sum(
+        metrics,
+        "aether_edge_status_writes_total",
+        &["kind=\"Gateway\"", &result],
     )
-    .await;
-    drop(agent);
 }
 
-#[test]
-fn status_writes_failing_in_an_outage_are_retried_reported_and_land() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(outage());
-}
-
-async fn outage() {
-    let logs = temp_dir("kube-outage");
-    let mut server = aether_testkit::ApiServer::start().await;
-    let b0 = Backend::on(POD_IP, "b0");
-    let yaml = [
-        base_yaml(&[NS]),
-        b0.yaml(NS),
-        gateway_yaml(),
-        route_yaml("b0"),
-    ]
-    .join("---\n");
-    server.apply(&yaml).await.unwrap();
-    let agent = kube_agent(
-        server.kubeconfig_path(),
-        &[
-            "--leader-elect=false",
-            "--address-mode",
-            "static",
-            "--default-address",
-            POD_IP,
-        ],
-        &logs,
-    );
-    let mut first_envoy = envoy("node-a", &agent.xds, true, &logs);
-    let client = server.client();
-    let c = &client;
-    let want = |s: &'static str, r: &'static str| Some((s.to_string(), r.to_string()));
+/// Programmed, its write counted, no write failed; returns the Gateway writes so far.
+async fn the_writes_before_the_outage_are_counted(w: &World) -> u64 {
     let any = |_: &Value| Ok(());
-    until_programmed(c, NS, "gw", Duration::from_secs(30), "Programmed=True", any).await;
+    until_programmed(&w.client, NS, "gw", WAIT, "Programmed=True", any).await;
     // The write that showed Programmed=True is counted once its batch is back,
     // which may be after the GET above saw it: wait for that, or the outage
     // could catch it in flight (landed, answer lost) and count it as failed.
-    let gateway_ok = |m: &str| {
-        metric_sum(
-            m,
-            "aether_edge_status_writes_total",
-            &["kind=\"Gateway\"", "result=\"ok\""],
-        )
-    };
     let ok_before = eventually(Duration::from_secs(10), "the write counted", || {
-        let m = agent.metrics();
+        let m = w.agent.metrics();
         async move {
-            match gateway_ok(&m) {
+            match gateway_writes(&m, "ok") {
                 0 => Err(m),
                 n => Ok(n),
             }
         }
     })
     .await;
+    let m = w.agent.metrics();
     assert_eq!(
-        metric_sum(
-            &agent.metrics(),
-            "aether_edge_status_writes_total",
-            &["result=\"error\""]
-        ),
-        0
+        metric_sum(&m, "aether_edge_status_writes_total", &["result=\"error\""]),
+        0,
+        "{m}"
     );
+    ok_before
+}
 
-    // Outage; meanwhile Envoy goes away, so the Gateway's status must change.
-    server.stop_apiserver().await;
-    first_envoy.proc.kill();
-    let failed = eventually(Duration::from_secs(30), "failed writes on /metrics", || {
-        let m = agent.metrics();
+/// Outage; meanwhile Envoy goes away, so the Gateway's status must change.
+async fn writes_failing_in_the_outage_are_counted_named_and_retried(w: &mut World) {
+    w.server.stop_apiserver().await;
+    w.envoy.proc.kill();
+    let failed = eventually(WAIT, "failed writes on /metrics", || {
+        let m = w.agent.metrics();
         async move {
-            let n = metric_sum(
-                &m,
-                "aether_edge_status_writes_total",
-                &["kind=\"Gateway\"", "result=\"error\""],
-            );
+            let n = gateway_writes(&m, "error");
             let batches = metric_sum(&m, "aether_edge_status_batches_failed_total", &[]);
             if n > 0 && batches > 0 {
                 Ok((n, batches))
@@ -343,7 +285,7 @@ async fn outage() {
         "during the outage: {} failed Gateway writes, {} failed batches",
         failed.0, failed.1
     );
-    let log = agent.proc.log_text();
+    let log = w.agent.proc.log_text();
     assert!(
         log.lines()
             .any(|l| l.contains("status write failed") && l.contains(&format!("{NS}/gw"))),
@@ -351,73 +293,54 @@ async fn outage() {
     );
     // Retried with backoff while the outage lasts.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let retried = metric_sum(
-        &agent.metrics(),
-        "aether_edge_status_batches_failed_total",
-        &[],
-    );
+    let m = w.agent.metrics();
+    let retried = metric_sum(&m, "aether_edge_status_batches_failed_total", &[]);
     assert!(retried > failed.1, "retries: {} then {retried}", failed.1);
+}
 
-    // Back: the pending write lands without anything else changing.
-    server.start_apiserver().await;
-    let client = server.client();
-    let c = &client;
-    let pending = eventually(
-        Duration::from_secs(60),
-        "Programmed=False/Pending written",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-            let p = programmed(&gw);
-            if p == want("False", "Pending") {
-                Ok(gw)
-            } else {
-                Err(format!("{p:?}"))
-            }
-        },
-    )
+/// Back: the pending write lands without anything else changing.
+async fn the_pending_write_lands_once_the_server_is_back(w: &mut World, ok_before: u64) {
+    w.server.start_apiserver().await;
+    w.client = w.server.client();
+    let what = "Programmed=False/Pending written";
+    let sixty = Duration::from_secs(60);
+    let pending = until_object::<Gateway, _>(&w.client, NS, "gw", sixty, what, |gw| {
+        let p = programmed(gw);
+        (p == cond("False", "Pending"))
+            .then(|| gw.clone())
+            .ok_or(format!("{p:?}"))
+    })
     .await;
     assert_eq!(pending["status"]["listeners"][0]["attachedRoutes"], 0);
     // Counted once its whole batch is back, which may be after the GET above
     // already shows the write.
-    eventually(
-        Duration::from_secs(10),
-        "a successful Gateway write after the outage counted",
-        || {
-            let ok = gateway_ok(&agent.metrics());
-            async move {
-                if ok > ok_before {
-                    Ok(())
-                } else {
-                    Err(format!("{ok} written, {ok_before} before the outage"))
-                }
+    let what = "a successful Gateway write after the outage counted";
+    eventually(Duration::from_secs(10), what, || {
+        let ok = gateway_writes(&w.agent.metrics(), "ok");
+        async move {
+            if ok > ok_before {
+                Ok(())
+            } else {
+                Err(format!("{ok} written, {ok_before} before the outage"))
             }
-        },
-    )
+        }
+    })
     .await;
+}
 
-    // And the agent is fully back: a new Envoy ACKs, status follows.
-    let _envoy = envoy("node-a", &agent.xds, true, &logs);
-    until_programmed(
-        c,
-        NS,
-        "gw",
-        Duration::from_secs(30),
-        "Programmed=True again",
-        any,
-    )
-    .await;
-    // The watches survived the restart: a route created afterwards is served and accepted.
-    let r2 = route_yaml("b0")
-        .replace("name: r1", "name: r2")
-        .replace("rules:\n", "hostnames: [late.example.com]\n  rules:\n");
-    server.apply(&r2).await.unwrap();
-    eventually(
-        Duration::from_secs(30),
-        "r2 Accepted after the restart",
-        || route_accepted(c, NS, "r2", "gw"),
-    )
+/// A new Envoy ACKs, status follows, and the watches survived the restart: a
+/// route created afterwards is served and accepted.
+async fn the_agent_is_fully_back(w: &mut World) {
+    w.envoy = envoy("node-a", &w.agent.xds, true, &w.logs);
+    let any = |_: &Value| Ok(());
+    until_programmed(&w.client, NS, "gw", WAIT, "Programmed=True again", any).await;
+    let r2 = mk_route_to_b0("r2", "  hostnames: [late.example.com]\n");
+    w.server.apply(&r2).await.unwrap();
+    let c = &w.client;
+    eventually(WAIT, "r2 Accepted after the restart", || {
+        route_accepted(c, NS, "r2", "gw")
+    })
     .await;
     let r = http_get(&format!("{POD_IP}:8080"), "late.example.com", "/", &[]).unwrap();
     assert_eq!(r.backend(), Some("b0"), "{r:?}");
-    drop(agent);
 }

@@ -7,15 +7,33 @@ mod support;
 
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::ListParams;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::time::Duration;
 use support::*;
 
 const NS: &str = "app";
+
+#[test]
+fn tcp_and_udp_on_one_port_are_served_on_one_allocated_port() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(async {
+        let w = given_dns_echoes_behind_a_gateway_in_service_mode().await;
+        let port = both_protocols_get_a_service_port_on_one_target_port(&w).await;
+        both_routes_are_accepted(&w).await;
+        tcp_and_udp_answer_on_that_port(port);
+    });
+}
+
+/// Fields drop in order: the API server last.
+struct World {
+    client: kube::Client,
+    _agent: KubeAgent,
+    _envoy: Envoy,
+    _server: aether_testkit::ApiServer,
+}
 
 /// Service `dns` (TCP 53 and UDP 53) with its endpoints, the Gateway and both routes.
 fn app_yaml(tcp: u16, udp: u16) -> String {
@@ -40,57 +58,27 @@ fn app_yaml(tcp: u16, udp: u16) -> String {
     .join("---\n")
 }
 
-/// (name, port, protocol, targetPort) per Service port.
-fn ports(svc: &Service) -> Vec<(String, i32, String, i32)> {
-    let spec = svc.spec.as_ref().unwrap();
-    spec.ports
-        .iter()
-        .flatten()
-        .map(|p| {
-            let Some(IntOrString::Int(t)) = p.target_port.clone() else {
-                panic!("targetPort {:?}", p.target_port)
-            };
-            let name = p.name.clone().unwrap();
-            (name, p.port, p.protocol.clone().unwrap(), t)
-        })
-        .collect()
-}
-
-#[test]
-fn tcp_and_udp_on_one_port_are_served_on_one_allocated_port() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(tcp_and_udp());
-}
-
-async fn tcp_and_udp() {
+async fn given_dns_echoes_behind_a_gateway_in_service_mode() -> World {
     let logs = temp_dir("kube-service-l4");
     let server = aether_testkit::ApiServer::start().await;
-    let client = server.client();
-    let c = &client;
     server
         .apply(&app_yaml(tcp_echo(POD_IP, "tcp"), udp_echo(POD_IP, "udp")))
         .await
         .unwrap();
-    let agent = kube_agent(
-        server.kubeconfig_path(),
-        &["--leader-elect=false", "--address-mode", "service"],
-        &logs,
-    );
-    let _envoy = envoy("node-a", &agent.xds, true, &logs);
+    let flags = ["--leader-elect=false", "--address-mode", "service"];
+    let agent = kube_agent(server.kubeconfig_path(), &flags, &logs);
+    let envoy = envoy("node-a", &agent.xds, true, &logs);
+    World {
+        client: server.client(),
+        _agent: agent,
+        _envoy: envoy,
+        _server: server,
+    }
+}
 
-    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
-    let by_label = ListParams::default().labels("aether.io/edge-gateway");
-    let svc = eventually(Duration::from_secs(30), "the edge Service", || {
-        let (services, lp) = (services.clone(), by_label.clone());
-        async move {
-            let list = services.list(&lp).await.map_err(|e| e.to_string())?;
-            list.items.into_iter().next().ok_or("none".to_string())
-        }
-    })
-    .await;
-    let got = ports(&svc);
+/// `p-53` (TCP) and `p-53-udp` (UDP) targeting one Envoy port; returns it.
+async fn both_protocols_get_a_service_port_on_one_target_port(w: &World) -> u16 {
+    let got = service_ports(&edge_service(&w.client).await);
     let target = got[0].3;
     assert_eq!(
         got,
@@ -99,20 +87,23 @@ async fn tcp_and_udp() {
             ("p-53-udp".into(), 53, "UDP".into(), target),
         ]
     );
+    u16::try_from(target).unwrap()
+}
 
-    // Both routes served (written only once Envoy ACKed both listeners).
+/// Written only once Envoy ACKed both listeners.
+async fn both_routes_are_accepted(w: &World) {
+    let c = &w.client;
     eventually(
         Duration::from_secs(30),
         "both routes accepted",
         || async move {
             let t = get_json::<TcpRoute>(c, Some(NS), "t").await.ok_or("no t")?;
             let u = get_json::<UdpRoute>(c, Some(NS), "u").await.ok_or("no u")?;
-            let accepted = |r: &serde_json::Value, section| {
-                our_parent(r, "gw", Some(section))
-                    .and_then(|p| status_reason(&p["conditions"], "Accepted"))
-            };
-            let (a, b) = (accepted(&t, "dns-tcp"), accepted(&u, "dns-udp"));
-            let yes = Some(("True".to_string(), "Accepted".to_string()));
+            let (a, b) = (
+                parent_accepted(&t, "gw", Some("dns-tcp")),
+                parent_accepted(&u, "gw", Some("dns-udp")),
+            );
+            let yes = cond("True", "Accepted");
             if a == yes && b == yes {
                 Ok(())
             } else {
@@ -121,8 +112,9 @@ async fn tcp_and_udp() {
         },
     )
     .await;
+}
 
-    let port = u16::try_from(target).unwrap();
+fn tcp_and_udp_answer_on_that_port(port: u16) {
     let mut tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     writeln!(tcp, "hello").unwrap();

@@ -9,9 +9,8 @@
 mod support;
 
 use gateway_api::apis::standard::gateways::Gateway;
-use k8s_openapi::api::core::v1::{ResourceQuota, Service};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::ResourceQuota;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -20,6 +19,31 @@ use support::*;
 
 const NS: &str = "app";
 const GATEWAYS: usize = 20;
+const WAIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn twenty_gateways_at_once_and_one_whose_service_is_refused() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(async {
+        let w = given_twenty_gateways_in_service_mode().await;
+        let by_gateway = every_gateway_gets_a_service_with_distinct_envoy_ports(&w).await;
+        every_gateway_is_programmed_and_serves(&w, &by_gateway).await;
+        a_refused_service_is_reported_for_its_gateway_alone(&w).await;
+        allowed_again_the_retry_creates_it(&w).await;
+    });
+}
+
+/// Fields drop in order: the API server last.
+struct World {
+    client: kube::Client,
+    names: Vec<String>,
+    _agent: KubeAgent,
+    _envoy: Envoy,
+    _b0: Backend,
+    server: aether_testkit::ApiServer,
+}
 
 /// A self-signed certificate for `*.example.com`, as a TLS Secret (JSON is YAML).
 fn tls_secret(dir: &std::path::Path) -> String {
@@ -45,81 +69,70 @@ fn tls_secret(dir: &std::path::Path) -> String {
     .to_string()
 }
 
-fn gateway_yaml(name: &str) -> String {
+/// Two HTTP listeners on :80 and two HTTPS listeners on :443.
+fn mk_four_listener_gateway(name: &str) -> String {
     let https = |l: &str, h: &str| {
         format!(
-            "  - {{name: {l}, protocol: HTTPS, port: 443, hostname: {h}, tls: {{certificateRefs: [{{name: cert}}]}}}}\n"
+            "{{name: {l}, protocol: HTTPS, port: 443, hostname: {h}, tls: {{certificateRefs: [{{name: cert}}]}}}}"
         )
     };
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n\
-         {}{}{}{}",
-        "  - {name: a, protocol: HTTP, port: 80, hostname: a.example.com}\n",
-        "  - {name: b, protocol: HTTP, port: 80, hostname: b.example.com}\n",
-        https("sa", "a.example.com"),
-        https("sb", "b.example.com"),
+    mk_gateway(
+        NS,
+        name,
+        &[
+            "{name: a, protocol: HTTP, port: 80, hostname: a.example.com}",
+            "{name: b, protocol: HTTP, port: 80, hostname: b.example.com}",
+            &https("sa", "a.example.com"),
+            &https("sb", "b.example.com"),
+        ],
     )
 }
 
 /// One HTTPRoute attached to every Gateway's listener `a`.
-fn route_yaml(gateways: &[String]) -> String {
+fn mk_route_on_every_gateway(gateways: &[String]) -> String {
     let parents: Vec<String> = gateways
         .iter()
         .map(|g| format!("{{name: {g}, sectionName: a}}"))
         .collect();
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r, namespace: {NS}}}\nspec:\n  parentRefs: [{}]\n  rules:\n  - backendRefs: [{{name: b0, port: 80}}]\n",
-        parents.join(", ")
-    )
+    mk_route_to("HTTPRoute", NS, "r", &parents.join(", "), "b0")
 }
 
 /// Service port → targetPort.
-fn ports(svc: &Service) -> BTreeMap<i32, i32> {
-    svc.spec
-        .as_ref()
-        .and_then(|s| s.ports.as_ref())
+fn ports(svc: &k8s_openapi::api::core::v1::Service) -> BTreeMap<i32, i32> {
+    service_ports(svc)
         .into_iter()
-        .flatten()
-        .map(|p| match &p.target_port {
-            Some(IntOrString::Int(t)) => (p.port, *t),
-            other => panic!("targetPort {other:?}"),
-        })
+        .map(|(_, port, _, target)| (port, target))
         .collect()
 }
 
-#[test]
-fn twenty_gateways_at_once_and_one_whose_service_is_refused() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(many());
-}
-
-async fn many() {
+/// The agent first, then all 20 Gateways (and the route) in one apply.
+async fn given_twenty_gateways_in_service_mode() -> World {
     let logs = temp_dir("kube-many");
-    let server = aether_testkit::ApiServer::start().await;
-    let client = server.client();
-    let c = &client;
     let b0 = Backend::on(POD_IP, "b0");
     let names: Vec<String> = (0..GATEWAYS).map(|i| format!("gw{i}")).collect();
-    server
-        .apply(&[base_yaml(&[NS]), b0.yaml(NS), tls_secret(&logs)].join("\n---\n"))
-        .await
-        .unwrap();
-    let agent = kube_agent(
-        server.kubeconfig_path(),
-        &["--leader-elect=false", "--address-mode", "service"],
-        &logs,
-    );
-    let _envoy = envoy("node-a", &agent.xds, true, &logs);
-    let mut all: Vec<String> = names.iter().map(|n| gateway_yaml(n)).collect();
-    all.push(route_yaml(&names));
+    let server = given_cluster(&[base_yaml(&[NS]), b0.yaml(NS), tls_secret(&logs)]).await;
+    let flags = ["--leader-elect=false", "--address-mode", "service"];
+    let agent = kube_agent(server.kubeconfig_path(), &flags, &logs);
+    let envoy = envoy("node-a", &agent.xds, true, &logs);
+    let mut all: Vec<String> = names.iter().map(|n| mk_four_listener_gateway(n)).collect();
+    all.push(mk_route_on_every_gateway(&names));
     server.apply(&all.join("---\n")).await.unwrap();
+    World {
+        client: server.client(),
+        names,
+        _agent: agent,
+        _envoy: envoy,
+        _b0: b0,
+        server,
+    }
+}
 
-    // Every Gateway gets its Service: ports exactly 80 and 443, Envoy ports all distinct.
-    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "aether-ingress");
-    let lp = ListParams::default().labels("aether.io/edge-gateway");
-    let list = edge_services(&client, GATEWAYS, Duration::from_secs(60)).await;
+/// Ports exactly 80 and 443, Envoy ports all distinct; the test as load balancer
+/// gives each an address. Returns each Gateway's ports.
+async fn every_gateway_gets_a_service_with_distinct_envoy_ports(
+    w: &World,
+) -> BTreeMap<String, BTreeMap<i32, i32>> {
+    let list = edge_services(&w.client, GATEWAYS, Duration::from_secs(60)).await;
     let mut envoy_ports = BTreeSet::new();
     let mut by_gateway = BTreeMap::new();
     for svc in &list {
@@ -134,53 +147,46 @@ async fn many() {
         }
         let gw = svc.metadata.annotations.as_ref().unwrap()["aether.io/gateway-name"].clone();
         by_gateway.insert(gw, p);
-        // The test is the load balancer.
-        services
-            .patch_status(
-                svc.metadata.name.as_deref().unwrap(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": POD_IP}]}}})),
-            )
-            .await
-            .unwrap();
+        assign_load_balancer(&w.client, svc, POD_IP).await;
     }
     assert_eq!(
         by_gateway.keys().cloned().collect::<BTreeSet<_>>(),
-        names.iter().cloned().collect()
+        w.names.iter().cloned().collect()
     );
+    println!(
+        "{GATEWAYS} Gateways: {} distinct Envoy ports",
+        envoy_ports.len()
+    );
+    by_gateway
+}
 
-    for name in &names {
-        eventually(
-            Duration::from_secs(60),
-            &format!("{name} programmed"),
-            || async move {
-                let gw = get_json::<Gateway>(c, Some(NS), name).await.ok_or("none")?;
-                let ok = status_reason(&gw["status"]["conditions"], "Programmed")
-                    == Some(("True".into(), "Programmed".into()))
-                    && gw["status"]["addresses"] == json!([{"type": "IPAddress", "value": POD_IP}])
-                    && gw["status"]["listeners"].as_array().map(Vec::len) == Some(4);
-                if ok {
-                    Ok(())
-                } else {
-                    Err(gw["status"].to_string())
-                }
-            },
-        )
+async fn every_gateway_is_programmed_and_serves(
+    w: &World,
+    by_gateway: &BTreeMap<String, BTreeMap<i32, i32>>,
+) {
+    for name in &w.names {
+        let what = format!("{name} programmed");
+        until_programmed(&w.client, NS, name, Duration::from_secs(60), &what, |gw| {
+            let ok = gw["status"]["addresses"] == json!([{"type": "IPAddress", "value": POD_IP}])
+                && gw["status"]["listeners"].as_array().map(Vec::len) == Some(4);
+            ok.then_some(()).ok_or(gw["status"].to_string())
+        })
         .await;
         let target = by_gateway[name][&80];
         let r = http_get(&format!("{POD_IP}:{target}"), "a.example.com", "/", &[]).unwrap();
         assert_eq!(r.backend(), Some("b0"), "{name} via {target}: {r:?}");
     }
-    println!(
-        "{GATEWAYS} Gateways: {} distinct Envoy ports, all programmed and serving",
-        envoy_ports.len()
-    );
+    println!("{GATEWAYS} Gateways: all programmed and serving");
+}
 
-    // The API server refuses the next LoadBalancer Service.
+/// The API server refuses the next LoadBalancer Service (a ResourceQuota): the
+/// Gateway says so, without disturbing the others.
+async fn a_refused_service_is_reported_for_its_gateway_alone(w: &World) {
     let quota = "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: no-lb, namespace: aether-ingress}\nspec:\n  hard: {services.loadbalancers: \"0\"}\n";
-    server.apply(quota).await.unwrap();
+    w.server.apply(quota).await.unwrap();
     // No quota controller runs here: the test sets the usage admission checks against.
-    let quotas: kube::Api<ResourceQuota> = kube::Api::namespaced(client.clone(), "aether-ingress");
+    let quotas: kube::Api<ResourceQuota> =
+        kube::Api::namespaced(w.client.clone(), "aether-ingress");
     let usage = json!({"services.loadbalancers": GATEWAYS.to_string()});
     let status = json!({"status": {"hard": {"services.loadbalancers": "0"}, "used": usage}});
     quotas
@@ -189,23 +195,20 @@ async fn many() {
         .unwrap();
     // Admission reads quotas through an informer.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    server.apply(&gateway_yaml("refused")).await.unwrap();
-    let gw = eventually(
-        Duration::from_secs(30),
-        "refused Gateway's reason",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "refused")
-                .await
-                .ok_or("none")?;
-            let c = condition(&gw["status"]["conditions"], "Programmed").ok_or("no Programmed")?;
-            let msg = c["message"].as_str().unwrap_or_default();
-            if c["status"] == "False" && msg.contains("could not be put in place") {
-                Ok(gw.clone())
-            } else {
-                Err(gw["status"].to_string())
-            }
-        },
-    )
+    w.server
+        .apply(&mk_four_listener_gateway("refused"))
+        .await
+        .unwrap();
+    let what = "refused Gateway's reason";
+    let gw = until_object::<Gateway, _>(&w.client, NS, "refused", WAIT, what, |gw| {
+        let c = condition(&gw["status"]["conditions"], "Programmed").ok_or("no Programmed")?;
+        let msg = c["message"].as_str().unwrap_or_default();
+        if c["status"] == "False" && msg.contains("could not be put in place") {
+            Ok(gw.clone())
+        } else {
+            Err(gw["status"].to_string())
+        }
+    })
     .await;
     let programmed = condition(&gw["status"]["conditions"], "Programmed").unwrap();
     println!(
@@ -215,37 +218,21 @@ async fn many() {
     assert_eq!(programmed["reason"], "AddressNotAssigned");
     assert_eq!(
         status_reason(&gw["status"]["conditions"], "Accepted"),
-        Some(("True".into(), "Accepted".into()))
+        cond("True", "Accepted")
     );
-    let first = get_json::<Gateway>(c, Some(NS), "gw0").await.unwrap();
+    let first = get_json::<Gateway>(&w.client, Some(NS), "gw0")
+        .await
+        .unwrap();
     assert_eq!(
         status_reason(&first["status"]["conditions"], "Programmed"),
-        Some(("True".into(), "Programmed".into())),
+        cond("True", "Programmed"),
         "the others are untouched"
     );
+}
 
-    // Allowed again: the retry creates it.
+async fn allowed_again_the_retry_creates_it(w: &World) {
+    let quotas: kube::Api<ResourceQuota> =
+        kube::Api::namespaced(w.client.clone(), "aether-ingress");
     quotas.delete("no-lb", &Default::default()).await.unwrap();
-    eventually(
-        Duration::from_secs(30),
-        "refused Gateway's Service after all",
-        || {
-            let (services, lp) = (services.clone(), lp.clone());
-            async move {
-                let n = services
-                    .list(&lp)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .items
-                    .len();
-                if n == GATEWAYS + 1 {
-                    Ok(())
-                } else {
-                    Err(format!("{n} Services"))
-                }
-            }
-        },
-    )
-    .await;
-    drop(agent);
+    edge_services(&w.client, GATEWAYS + 1, WAIT).await;
 }

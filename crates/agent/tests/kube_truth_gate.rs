@@ -3,6 +3,8 @@
 //! from the API server. Gateway `Programmed`, listener `attachedRoutes` and the
 //! route's `Accepted` wait for Envoy's ACK, flip within 1 s of it, and a NACK shows
 //! up in `Programmed` with Envoy's own text.
+//!
+//! One API server, the scenarios in order: held back, the flip, served, the NACK.
 
 mod support;
 
@@ -17,20 +19,39 @@ use support::*;
 
 const NS: &str = "app";
 
-fn gateway_yaml() -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {NS}}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n"
-    )
+#[test]
+fn status_waits_for_envoys_ack_flips_within_a_second_and_shows_a_nack() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(async {
+        let w = given_an_agent_whose_envoy_is_held_back().await;
+        nothing_claims_the_route_is_served_before_the_ack(&w).await;
+        let _envoy = status_flips_within_a_second_of_the_ack(&w).await;
+        everything_says_served_and_it_is(&w).await;
+        a_nack_shows_in_programmed_and_the_previous_table_serves(&w).await;
+    });
 }
 
-fn route_yaml(name: &str, path_type: &str, path: &str, backend: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: {path_type}, value: \"{path}\"}}}}]\n    backendRefs: [{{name: {backend}, port: 80}}]\n"
-    )
+/// Fields drop in order: the API server last.
+struct World {
+    client: kube::Client,
+    agent: KubeAgent,
+    logs: std::path::PathBuf,
+    _b0: Backend,
+    server: aether_testkit::ApiServer,
+}
+
+fn mk_path_route(name: &str, path_type: &str, path: &str) -> String {
+    let rule = format!("{{path: {{type: {path_type}, value: \"{path}\"}}}}");
+    let spec = format!(
+        "  parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{rule}]\n    backendRefs: [{{name: b0, port: 80}}]\n"
+    );
+    mk_route("HTTPRoute", NS, name, &spec)
 }
 
 /// `(Programmed status, reason, message, listener attachedRoutes)` of the Gateway.
-fn programmed(gw: &Value) -> Option<(String, String, String, i64)> {
+fn programmed_in_full(gw: &Value) -> Option<(String, String, String, i64)> {
     let c = condition(&gw["status"]["conditions"], "Programmed")?;
     Some((
         c["status"].as_str()?.to_string(),
@@ -40,63 +61,72 @@ fn programmed(gw: &Value) -> Option<(String, String, String, i64)> {
     ))
 }
 
-#[test]
-fn status_waits_for_envoys_ack_flips_within_a_second_and_shows_a_nack() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(truth_gate());
+/// Waits until the Gateway's [`programmed_in_full`] passes `check`, and returns it.
+async fn then_gateway(
+    w: &World,
+    timeout: u64,
+    what: &str,
+    check: impl Fn(&(String, String, String, i64)) -> bool,
+) -> (String, String, String, i64) {
+    let timeout = Duration::from_secs(timeout);
+    until_object::<Gateway, _>(&w.client, NS, "gw", timeout, what, |gw| {
+        let p = programmed_in_full(gw).ok_or("no Programmed")?;
+        if check(&p) {
+            Ok(p)
+        } else {
+            Err(format!("{p:?}"))
+        }
+    })
+    .await
 }
 
-async fn truth_gate() {
+/// The agent runs and leads; its Envoy is held back.
+async fn given_an_agent_whose_envoy_is_held_back() -> World {
     let logs = temp_dir("kube-truth-gate");
-    let server = aether_testkit::ApiServer::start().await;
-    let client = server.client();
-    let c = &client;
     let b0 = Backend::on(POD_IP, "b0");
     let yaml = [
         base_yaml(&[NS]),
         b0.yaml(NS),
-        gateway_yaml(),
-        route_yaml("r1", "PathPrefix", "/", "b0"),
-    ]
-    .join("---\n");
-    server.apply(&yaml).await.unwrap();
+        mk_gateway(NS, "gw", &[HTTP_80]),
+        mk_path_route("r1", "PathPrefix", "/"),
+    ];
+    let server = given_cluster(&yaml).await;
+    let agent = kube_agent(server.kubeconfig_path(), &STATIC_AT_POD_IP, &logs);
+    World {
+        client: server.client(),
+        agent,
+        logs,
+        _b0: b0,
+        server,
+    }
+}
 
-    // The agent runs and leads; its Envoy is held back.
-    let agent = kube_agent(
-        server.kubeconfig_path(),
-        &[
-            "--leader-elect=false",
-            "--address-mode",
-            "static",
-            "--default-address",
-            POD_IP,
-        ],
-        &logs,
-    );
-    let gw = eventually(
+/// For two seconds nothing claims the route is served.
+async fn nothing_claims_the_route_is_served_before_the_ack(w: &World) {
+    let c = &w.client;
+    until_object::<Gateway, _>(
+        c,
+        NS,
+        "gw",
         Duration::from_secs(30),
-        "Gateway and route status written",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw")
-                .await
-                .ok_or("no gw")?;
-            let route = get_json::<HttpRoute>(c, Some(NS), "r1")
-                .await
-                .ok_or("no route")?;
-            match (programmed(&gw), our_parent(&route, "gw", None)) {
-                (Some(_), Some(_)) => Ok(gw),
-                _ => Err(format!("{} {}", gw["status"], route["status"])),
-            }
+        "status written",
+        |gw| {
+            programmed_in_full(gw)
+                .map(|_| ())
+                .ok_or(gw["status"].to_string())
         },
     )
     .await;
-    // Held back: for two seconds nothing claims the route is served.
+    until_object::<HttpRoute, _>(c, NS, "r1", Duration::from_secs(30), "route status", |r| {
+        our_parent(r, "gw", None)
+            .map(|_| ())
+            .ok_or(r["status"].to_string())
+    })
+    .await;
     let held_until = Instant::now() + Duration::from_secs(2);
-    let mut gw = gw;
     loop {
-        let (status, reason, message, attached) = programmed(&gw).unwrap();
+        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
+        let (status, reason, message, attached) = programmed_in_full(&gw).unwrap();
         assert_eq!(
             (status.as_str(), reason.as_str(), attached),
             ("False", "Pending", 0),
@@ -106,11 +136,9 @@ async fn truth_gate() {
         assert!(message.contains("ACK"), "says what is awaited: {message}");
         assert_eq!(
             status_reason(&gw["status"]["conditions"], "Accepted"),
-            Some(("True".into(), "Accepted".into()))
+            cond("True", "Accepted")
         );
-        let route = get_json::<HttpRoute>(&client, Some(NS), "r1")
-            .await
-            .unwrap();
+        let route = get_json::<HttpRoute>(c, Some(NS), "r1").await.unwrap();
         let parent = our_parent(&route, "gw", None).expect("our parent entry");
         let accepted = condition(&parent["conditions"], "Accepted").unwrap();
         assert_ne!(
@@ -121,48 +149,16 @@ async fn truth_gate() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        gw = get_json::<Gateway>(&client, Some(NS), "gw").await.unwrap();
     }
+}
 
-    // Watch the Gateway: when does Programmed=True become visible?
-    let flipped: Arc<Mutex<Option<Instant>>> = Arc::default();
-    let api: kube::Api<Gateway> = kube::Api::namespaced(client.clone(), NS);
-    let seen = flipped.clone();
-    let watch = tokio::spawn(async move {
-        // Backoff: against a stopped API server an unpaced watcher never yields.
-        let mut events = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        while let Some(Ok(ev)) = events.next().await {
-            let objs: Vec<Gateway> = match ev {
-                watcher::Event::Apply(g) | watcher::Event::InitApply(g) => vec![g],
-                _ => vec![],
-            };
-            for g in objs {
-                let v = serde_json::to_value(g).unwrap();
-                if programmed(&v).is_some_and(|p| p.0 == "True") {
-                    seen.lock().unwrap().get_or_insert(Instant::now());
-                }
-            }
-        }
-    });
-    // Poll the agent for the moment its Envoy has ACKed the whole snapshot.
-    let acked: Arc<Mutex<Option<Instant>>> = Arc::default();
-    let (admin, mark) = (agent.admin.clone(), acked.clone());
-    let poller = std::thread::spawn(move || {
-        let probe = KubeAgentProbe(admin);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if probe.acked_all("node-a") {
-                mark.lock().unwrap().get_or_insert(Instant::now());
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    });
-    let _envoy = envoy("node-a", &agent.xds, true, &logs);
-    poller.join().unwrap();
-    let ack = acked.lock().unwrap().expect("Envoy ACKed the snapshot");
+/// Envoy connects: `Programmed=True` is seen by a watch within a second of the
+/// moment the agent says Envoy ACKed the whole snapshot. Returns that Envoy.
+async fn status_flips_within_a_second_of_the_ack(w: &World) -> Envoy {
+    let (flipped, watch) = watch_first_programmed(&w.client);
+    let poller = poll_first_ack(w.agent.admin.clone());
+    let envoy = envoy("node-a", &w.agent.xds, true, &w.logs);
+    let ack = poller.join().unwrap().expect("Envoy ACKed the snapshot");
     let status_at = eventually(Duration::from_secs(10), "Programmed=True observed", || {
         let f = *flipped.lock().unwrap();
         async move { f.ok_or_else(|| "not yet".to_string()) }
@@ -178,10 +174,58 @@ async fn truth_gate() {
         "status flipped {flip:?} after the ACK"
     );
     watch.abort();
+    envoy
+}
 
-    // Everything now says served, and it is.
-    let gw = get_json::<Gateway>(&client, Some(NS), "gw").await.unwrap();
-    let (_, reason, _, attached) = programmed(&gw).unwrap();
+/// A watch on the Gateways: when it first sees `Programmed=True`.
+fn watch_first_programmed(
+    client: &kube::Client,
+) -> (Arc<Mutex<Option<Instant>>>, tokio::task::JoinHandle<()>) {
+    let flipped: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let api: kube::Api<Gateway> = kube::Api::namespaced(client.clone(), NS);
+    let seen = flipped.clone();
+    let watch = tokio::spawn(async move {
+        // Backoff: against a stopped API server an unpaced watcher never yields.
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(Ok(ev)) = events.next().await {
+            let (watcher::Event::Apply(g) | watcher::Event::InitApply(g)) = ev else {
+                continue;
+            };
+            let v = serde_json::to_value(g).unwrap();
+            if programmed_in_full(&v).is_some_and(|p| p.0 == "True") {
+                seen.lock().unwrap().get_or_insert(Instant::now());
+            }
+        }
+    });
+    (flipped, watch)
+}
+
+/// Polls the agent's admin address (every 5 ms, 60 s at most) for the moment its
+/// Envoy has ACKed the whole snapshot.
+fn poll_first_ack(admin: String) -> std::thread::JoinHandle<Option<Instant>> {
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            let snapshot = http_get(&admin, "localhost", "/debug/snapshot", &[])
+                .ok()
+                .filter(|r| r.status == 200)
+                .and_then(|r| serde_json::from_str::<Value>(&r.body).ok());
+            if snapshot.is_some_and(|s| snapshot_acked(&s, "node-a")) {
+                return Some(Instant::now());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
+    })
+}
+
+async fn everything_says_served_and_it_is(w: &World) {
+    let gw = get_json::<Gateway>(&w.client, Some(NS), "gw")
+        .await
+        .unwrap();
+    let (_, reason, _, attached) = programmed_in_full(&gw).unwrap();
     assert_eq!(
         (reason.as_str(), attached),
         ("Programmed", 1),
@@ -195,28 +239,16 @@ async fn truth_gate() {
         "{}",
         gw["status"]
     );
-    let route = eventually(
-        Duration::from_secs(5),
-        "route Accepted=True",
-        || async move {
-            let r = get_json::<HttpRoute>(c, Some(NS), "r1")
-                .await
-                .ok_or("none")?;
-            let ok = our_parent(&r, "gw", None)
-                .and_then(|p| status_reason(&p["conditions"], "Accepted"))
-                == Some(("True".into(), "Accepted".into()));
-            if ok {
-                Ok(r)
-            } else {
-                Err(r["status"].to_string())
-            }
-        },
-    )
-    .await;
+    let what = "route Accepted=True";
+    let route =
+        until_object::<HttpRoute, _>(&w.client, NS, "r1", Duration::from_secs(5), what, |r| {
+            let ok = parent_accepted(r, "gw", None) == cond("True", "Accepted");
+            ok.then(|| r.clone()).ok_or(r["status"].to_string())
+        })
+        .await;
     assert!(our_parent(&route, "gw", None).is_some());
-    let gateway = format!("{POD_IP}:80");
     let answer = eventually(Duration::from_secs(10), "traffic through Envoy", || {
-        let r = http_get(&gateway, "example.test", "/hello", &[]);
+        let r = http_get(&format!("{POD_IP}:80"), "example.test", "/hello", &[]);
         async move {
             let r = r.map_err(|e| e.to_string())?;
             r.backend().map(str::to_string).ok_or(format!("{r:?}"))
@@ -224,26 +256,16 @@ async fn truth_gate() {
     })
     .await;
     assert_eq!(answer, "b0");
+}
 
-    // A NACK: passes translate's RE2 checks (a lower bound of the program size),
-    // but Envoy's RE2 program is just over the 1000 our bootstraps allow.
-    server
-        .apply(&route_yaml("bad", "RegularExpression", "/[a-z]{997}", "b0"))
-        .await
-        .unwrap();
-    let (status, reason, message, _) = eventually(
-        Duration::from_secs(20),
-        "NACK in Programmed",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-            let p = programmed(&gw).ok_or("no Programmed")?;
-            if p.0 == "False" && p.2.contains("Envoy") {
-                Ok(p)
-            } else {
-                Err(format!("{p:?}"))
-            }
-        },
-    )
+/// A NACK: passes translate's RE2 checks (a lower bound of the program size), but
+/// Envoy's RE2 program is just over the 1000 our bootstraps allow.
+async fn a_nack_shows_in_programmed_and_the_previous_table_serves(w: &World) {
+    let bad = mk_path_route("bad", "RegularExpression", "/[a-z]{997}");
+    w.server.apply(&bad).await.unwrap();
+    let (status, reason, message, _) = then_gateway(w, 20, "NACK in Programmed", |p| {
+        p.0 == "False" && p.2.contains("Envoy")
+    })
     .await;
     println!("NACK in status: {status}/{reason}: {message}");
     assert!(
@@ -251,37 +273,13 @@ async fn truth_gate() {
         "Envoy's text names the regex: {message}"
     );
     // The previous route table keeps serving.
-    let r = http_get(&gateway, "example.test", "/hello", &[]).unwrap();
+    let r = http_get(&format!("{POD_IP}:80"), "example.test", "/hello", &[]).unwrap();
     assert_eq!(r.backend(), Some("b0"));
     // The bad route goes: Envoy ACKs again and status recovers.
-    let routes: kube::Api<HttpRoute> = kube::Api::namespaced(client.clone(), NS);
+    let routes: kube::Api<HttpRoute> = kube::Api::namespaced(w.client.clone(), NS);
     routes.delete("bad", &Default::default()).await.unwrap();
-    eventually(
-        Duration::from_secs(20),
-        "Programmed=True after the fix",
-        || async move {
-            let gw = get_json::<Gateway>(c, Some(NS), "gw").await.ok_or("none")?;
-            let p = programmed(&gw).ok_or("no Programmed")?;
-            if p.0 == "True" && p.3 == 1 {
-                Ok(())
-            } else {
-                Err(format!("{p:?}"))
-            }
-        },
-    )
+    then_gateway(w, 20, "Programmed=True after the fix", |p| {
+        p.0 == "True" && p.3 == 1
+    })
     .await;
-    drop(agent);
-}
-
-/// The agent's admin address, for a plain thread.
-struct KubeAgentProbe(String);
-
-impl KubeAgentProbe {
-    fn acked_all(&self, node: &str) -> bool {
-        http_get(&self.0, "localhost", "/debug/snapshot", &[])
-            .ok()
-            .filter(|r| r.status == 200)
-            .and_then(|r| serde_json::from_str::<Value>(&r.body).ok())
-            .is_some_and(|s| snapshot_acked(&s, node))
-    }
 }

@@ -184,38 +184,56 @@ fn no_private_key_in_the_debug_snapshot(agent: &Agent) {
 
 #[test]
 fn tls_passthrough_terminate_mixed_tcp_and_udp_through_envoy() {
-    let dir = temp_dir("l4");
-    let logs = temp_dir("l4-logs");
-    let certs = temp_dir("l4-certs");
-    let gateway_cert = make_cert(&certs, "tls.example.com");
-    let https_cert = make_cert(&certs, "www.example.com");
-    let (backend_cert, backend_key) = (
-        certs.join("abc.example.com.crt"),
-        certs.join("abc.example.com.key"),
-    );
-    make_cert(&certs, "abc.example.com");
+    let w = given_an_edge_of_every_l4_kind();
+    no_private_key_in_the_debug_snapshot(&w.agent);
+    every_route_is_accepted_through_the_ack_gate(&w.agent);
+    tcp_reaches_the_older_routes_backend_and_its_own_listener(&w);
+    udp_datagrams_are_echoed(&w);
+    tls_is_passed_through_terminated_or_served_as_https_by_sni(&w);
+    drop(w);
+}
 
-    // The passthrough backend: TLS with its own certificate, echoing lines reversed.
-    let pt_backend_port = free_port();
-    let _tls_backend = Proc::spawn(
+/// The edge and everything behind it; removes its directories when dropped.
+struct World {
+    agent: Agent,
+    _envoy: Envoy,
+    p_tls: u16,
+    p_tcp: u16,
+    p_udp: u16,
+    _tls_backend: Proc,
+    _http: Backend,
+    dirs: [std::path::PathBuf; 2],
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.agent.proc.kill();
+        for dir in &self.dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// The passthrough backend: TLS with its own certificate, echoing lines reversed.
+fn tls_backend(certs: &Path, logs: &Path) -> (Proc, u16) {
+    make_cert(certs, "abc.example.com");
+    let port = free_port();
+    let proc = Proc::spawn(
         "tls-backend",
         Command::new("openssl")
-            .args(["s_server", "-rev", "-accept", &pt_backend_port.to_string()])
+            .args(["s_server", "-rev", "-accept", &port.to_string()])
             .arg("-cert")
-            .arg(&backend_cert)
+            .arg(certs.join("abc.example.com.crt"))
             .arg("-key")
-            .arg(&backend_key)
+            .arg(certs.join("abc.example.com.key"))
             .stdin(Stdio::null()),
-        &logs,
+        logs,
     );
-    let term_port = tcp_echo("127.0.0.1", "term");
-    let tcp_old = tcp_echo("127.0.0.1", "tcp-old");
-    let tcp_new = tcp_echo("127.0.0.1", "tcp-new");
-    let udp_port = udp_echo("127.0.0.1", "udp");
-    let http = Backend::start("web");
+    (proc, port)
+}
 
-    let (p_tls, p_tcp, p_udp) = (free_port(), free_port(), free_udp_and_tcp_port());
-    let gateway = format!(
+fn mk_edge_gateway(p_tls: u16, p_tcp: u16, p_udp: u16) -> String {
+    format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: aether}}\nspec: {{controllerName: gateway.aether.io/edge}}\n---\n\
          apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: edge, namespace: default}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  \
          - {{name: passthrough, protocol: TLS, port: {p_tls}, hostname: abc.example.com, tls: {{mode: Passthrough}}}}\n  \
@@ -224,11 +242,34 @@ fn tls_passthrough_terminate_mixed_tcp_and_udp_through_envoy() {
          - {{name: tcp, protocol: TCP, port: {p_tcp}}}\n  \
          - {{name: udp, protocol: UDP, port: {p_udp}}}\n  \
          - {{name: tcp-same-number, protocol: TCP, port: {p_udp}}}\n"
+    )
+}
+
+/// A TCPRoute on listener `tcp` to `backend`, created at `created`.
+fn mk_tcp_route_created(name: &str, backend: &str, port: u16, created: &str) -> String {
+    l4_route("TCPRoute", name, "tcp", &[], backend, port).replace(
+        "namespace: default}",
+        &format!("namespace: default, creationTimestamp: \"{created}\"}}"),
+    )
+}
+
+fn given_an_edge_of_every_l4_kind() -> World {
+    let (dir, logs, certs) = (temp_dir("l4"), temp_dir("l4-logs"), temp_dir("l4-certs"));
+    let (tls_backend, pt_backend_port) = tls_backend(&certs, &logs);
+    let (term_port, tcp_old) = (
+        tcp_echo("127.0.0.1", "term"),
+        tcp_echo("127.0.0.1", "tcp-old"),
     );
-    let mut objects = vec![
-        gateway,
-        secret_yaml("gw-cert", &gateway_cert),
-        secret_yaml("www-cert", &https_cert),
+    let (tcp_new, udp_port) = (
+        tcp_echo("127.0.0.1", "tcp-new"),
+        udp_echo("127.0.0.1", "udp"),
+    );
+    let http = Backend::start("web");
+    let (p_tls, p_tcp, p_udp) = (free_port(), free_port(), free_udp_and_tcp_port());
+    let objects = [
+        mk_edge_gateway(p_tls, p_tcp, p_udp),
+        secret_yaml("gw-cert", &make_cert(&certs, "tls.example.com")),
+        secret_yaml("www-cert", &make_cert(&certs, "www.example.com")),
         l4_service("pt-backend", pt_backend_port, "TCP"),
         l4_service("term-backend", term_port, "TCP"),
         l4_service("tcp-old", tcp_old, "TCP"),
@@ -240,113 +281,112 @@ fn tls_passthrough_terminate_mixed_tcp_and_udp_through_envoy() {
         l4_route("UDPRoute", "dns", "udp", &[], "udp-backend", udp_port),
         l4_route("TCPRoute", "same-number", "tcp-same-number", &[], "tcp-new", tcp_new),
         "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: web, namespace: default}\nspec:\n  parentRefs: [{name: edge, sectionName: https}]\n  rules:\n  - backendRefs: [{name: web, port: 80}]\n".to_string(),
+        // Two TCPRoutes on one listener: the older one is served.
+        mk_tcp_route_created("older", "tcp-old", tcp_old, "2026-01-01T00:00:00Z"),
+        mk_tcp_route_created("newer", "tcp-new", tcp_new, "2026-06-01T00:00:00Z"),
     ];
-    // Two TCPRoutes on one listener: the older one is served.
-    let mut older = l4_route("TCPRoute", "older", "tcp", &[], "tcp-old", tcp_old);
-    older = older.replace(
-        "namespace: default}",
-        "namespace: default, creationTimestamp: \"2026-01-01T00:00:00Z\"}",
-    );
-    let mut newer = l4_route("TCPRoute", "newer", "tcp", &[], "tcp-new", tcp_new);
-    newer = newer.replace(
-        "namespace: default}",
-        "namespace: default, creationTimestamp: \"2026-06-01T00:00:00Z\"}",
-    );
-    objects.push(older);
-    objects.push(newer);
     std::fs::write(dir.join("edge.yaml"), objects.join("---\n")).unwrap();
-
     let xds = format!("127.0.0.1:{}", free_port());
     let admin = format!("127.0.0.1:{}", free_port());
     let agent = standalone(&dir, &xds, &admin, &logs, &[]);
-    let _envoy = envoy("l4", &xds, false, &logs);
-    no_private_key_in_the_debug_snapshot(&agent);
+    let envoy = envoy("l4", &xds, false, &logs);
+    World {
+        agent,
+        _envoy: envoy,
+        p_tls,
+        p_tcp,
+        p_udp,
+        _tls_backend: tls_backend,
+        _http: http,
+        dirs: [dir, certs],
+    }
+}
 
-    // Status says programmed (after Envoy's ACK) before any traffic is checked.
-    wait_until(
-        Duration::from_secs(30),
-        "every route Accepted through the ACK gate",
-        || {
-            let s = agent.admin_get("/debug/status")?;
-            let docs: Vec<&str> = s.body.split("\n---\n").collect();
-            let kind = |d: &str| {
-                d.lines()
-                    .find_map(|l| l.strip_prefix("kind: "))
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            let routes: Vec<&&str> = docs.iter().filter(|d| kind(d).ends_with("Route")).collect();
-            let gateway_programmed = docs
+/// Status says programmed (after Envoy's ACK) before any traffic is checked.
+fn every_route_is_accepted_through_the_ack_gate(agent: &Agent) {
+    let what = "every route Accepted through the ACK gate";
+    wait_until(Duration::from_secs(30), what, || {
+        let s = agent.admin_get("/debug/status")?;
+        let docs: Vec<&str> = s.body.split("\n---\n").collect();
+        let kind = |d: &str| {
+            d.lines()
+                .find_map(|l| l.strip_prefix("kind: "))
+                .unwrap_or_default()
+                .to_string()
+        };
+        let routes: Vec<&&str> = docs.iter().filter(|d| kind(d).ends_with("Route")).collect();
+        let gateway_programmed = docs
+            .iter()
+            .any(|d| kind(d) == "Gateway" && d.contains("reason: Programmed"));
+        let all_accepted = routes.len() == 7
+            && routes
                 .iter()
-                .any(|d| kind(d) == "Gateway" && d.contains("reason: Programmed"));
-            let all_accepted = routes.len() == 7
-                && routes
-                    .iter()
-                    .all(|d| d.contains("reason: Accepted") && !d.contains("Pending"));
-            (gateway_programmed && all_accepted).then_some(())
-        },
-    );
+                .all(|d| d.contains("reason: Accepted") && !d.contains("Pending"));
+        (gateway_programmed && all_accepted).then_some(())
+    });
+}
 
-    // TCP: the older TCPRoute's backend, every time.
+/// The older TCPRoute's backend, every time; the TCP listener on the UDP
+/// listener's port number is its own listener.
+fn tcp_reaches_the_older_routes_backend_and_its_own_listener(w: &World) {
     let answer = wait_until(Duration::from_secs(20), "TCP through Envoy", || {
-        tcp_exchange(p_tcp, "hello")
+        tcp_exchange(w.p_tcp, "hello")
     });
     assert_eq!(answer, "tcp-old hello");
     for i in 0..20 {
         assert_eq!(
-            tcp_exchange(p_tcp, &format!("n{i}")).as_deref(),
+            tcp_exchange(w.p_tcp, &format!("n{i}")).as_deref(),
             Some(format!("tcp-old n{i}").as_str())
         );
     }
-    // The TCP listener on the UDP listener's port number is its own listener.
-    assert_eq!(tcp_exchange(p_udp, "same").as_deref(), Some("tcp-new same"));
+    assert_eq!(
+        tcp_exchange(w.p_udp, "same").as_deref(),
+        Some("tcp-new same")
+    );
+}
 
-    // UDP: datagrams echoed by the UDP backend.
+fn udp_datagrams_are_echoed(w: &World) {
     let answer = wait_until(Duration::from_secs(20), "UDP through Envoy", || {
-        udp_exchange(p_udp, "ping")
+        udp_exchange(w.p_udp, "ping")
     });
     assert_eq!(answer, "udp ping");
+}
 
-    // Passthrough: the client sees the backend's own certificate and talks to it.
-    let (out, handshake) = tls_exchange(p_tls, "abc.example.com", "hello\n");
-    assert!(handshake, "passthrough handshake: {out}");
+/// A TLS session with `sni` completes, shows the certificate of `cn`, and gets
+/// `answer` back for `input`.
+fn then_tls_session(port: u16, sni: &str, input: &str, cn: &str, answer: &str) {
+    let (out, handshake) = tls_exchange(port, sni, input);
+    assert!(handshake, "{sni} handshake: {out}");
     assert!(
-        out.contains("CN=abc.example.com") || out.contains("CN = abc.example.com"),
+        out.contains(&format!("CN={cn}")) || out.contains(&format!("CN = {cn}")),
         "{out}"
     );
-    assert!(out.contains("olleh"), "the backend's reversed echo: {out}");
+    assert!(out.contains(answer), "{sni}: {answer} in {out}");
+}
 
+fn tls_is_passed_through_terminated_or_served_as_https_by_sni(w: &World) {
+    // Passthrough: the client sees the backend's own certificate and talks to it
+    // (its reversed echo).
+    then_tls_session(
+        w.p_tls,
+        "abc.example.com",
+        "hello\n",
+        "abc.example.com",
+        "olleh",
+    );
     // Terminate: the Gateway's certificate, then plain TCP to the echo backend.
-    let (out, handshake) = tls_exchange(p_tls, "tls.example.com", "ping\n");
-    assert!(handshake, "terminate handshake: {out}");
-    assert!(
-        out.contains("CN=tls.example.com") || out.contains("CN = tls.example.com"),
-        "{out}"
+    then_tls_session(
+        w.p_tls,
+        "tls.example.com",
+        "ping\n",
+        "tls.example.com",
+        "term ping",
     );
-    assert!(
-        out.contains("term ping"),
-        "the plain echo behind the terminator: {out}"
-    );
-
     // HTTPS on the same port: its own certificate and route table.
-    let (out, handshake) = tls_exchange(
-        p_tls,
-        "www.example.com",
-        "GET /x HTTP/1.1\r\nhost: www.example.com\r\nconnection: close\r\n\r\n",
-    );
-    assert!(handshake, "https handshake: {out}");
-    assert!(
-        out.contains("CN=www.example.com") || out.contains("CN = www.example.com"),
-        "{out}"
-    );
-    assert!(out.contains("web /x"), "the HTTP backend: {out}");
-
+    let get = "GET /x HTTP/1.1\r\nhost: www.example.com\r\nconnection: close\r\n\r\n";
+    then_tls_session(w.p_tls, "www.example.com", get, "www.example.com", "web /x");
     // No chain for this SNI: the connection is closed before any certificate.
-    let (out, handshake) = tls_exchange(p_tls, "other.example.com", "x\n");
+    let (out, handshake) = tls_exchange(w.p_tls, "other.example.com", "x\n");
     assert!(!handshake, "unknown SNI must be closed: {out}");
     assert!(!out.contains("CN="), "{out}");
-
-    drop(agent);
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(&certs);
 }

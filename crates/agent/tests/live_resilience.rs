@@ -4,8 +4,6 @@
 
 mod support;
 
-use aether_testkit::metric_sum;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -66,6 +64,28 @@ fn backend_of(gateway: &str, path: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Waits (`secs`) until `path` is answered by `backend`.
+fn then_served(s: &Setup, path: &str, backend: &str, secs: u64, what: &str) {
+    wait_until(Duration::from_secs(secs), what, || {
+        (backend_of(&s.gateway, path)? == backend).then_some(())
+    });
+}
+
+/// `n` requests for `/good` in a row, each answered by `backend`.
+fn then_every_request_reaches(s: &Setup, backend: &str, n: usize, why: &str) {
+    for i in 0..n {
+        assert_eq!(
+            backend_of(&s.gateway, "/good").as_deref(),
+            Some(backend),
+            "request {i}: {why}"
+        );
+    }
+}
+
+fn counter(agent: &Agent, name: &str) -> u64 {
+    metric_sum(&agent.admin_get("/metrics").unwrap().body, name, &[])
+}
+
 fn wait_programmed(agent: &Agent) -> String {
     wait_until(Duration::from_secs(20), "Programmed status", || {
         let s = agent.admin_get("/debug/status")?;
@@ -82,18 +102,21 @@ fn a_nacked_config_is_reported_and_the_previous_one_keeps_serving() {
     let s = setup("nack");
     let agent = standalone(&s.dir, &s.xds, &s.admin, &s.logs, &[]);
     let _envoy = envoy("nack", &s.xds, true, &s.logs);
-    wait_until(Duration::from_secs(30), "first route", || {
-        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
-    });
+    then_served(&s, "/good", "b0", 30, "first route");
     wait_programmed(&agent);
+    a_nack_is_reported_and_the_previous_table_serves(&s, &agent);
+    // Fixing the config recovers.
+    let fixed = route_yaml("bad", "PathPrefix", "/fixed", "b1");
+    std::fs::write(s.dir.join("bad.yaml"), fixed).unwrap();
+    then_served(&s, "/fixed", "b1", 20, "the fixed route");
+    wait_programmed(&agent);
+}
 
-    // Passes translate's RE2 checks (a lower bound of the program size), but
-    // Envoy's RE2 program for it is just over the 1000 our bootstraps allow.
-    std::fs::write(
-        s.dir.join("bad.yaml"),
-        route_yaml("bad", "RegularExpression", "/[a-z]{997}", "b1"),
-    )
-    .unwrap();
+/// Passes translate's RE2 checks (a lower bound of the program size), but Envoy's
+/// RE2 program for it is just over the 1000 our bootstraps allow.
+fn a_nack_is_reported_and_the_previous_table_serves(s: &Setup, agent: &Agent) {
+    let bad = route_yaml("bad", "RegularExpression", "/[a-z]{997}", "b1");
+    std::fs::write(s.dir.join("bad.yaml"), bad).unwrap();
     let nack = wait_until(
         Duration::from_secs(20),
         "the NACK in /debug/snapshot",
@@ -111,38 +134,16 @@ fn a_nacked_config_is_reported_and_the_previous_one_keeps_serving() {
         status.contains("program size"),
         "status names Envoy's error:\n{status}"
     );
-    // The previous route table keeps serving.
-    for _ in 0..20 {
-        assert_eq!(
-            backend_of(&s.gateway, "/good").as_deref(),
-            Some("b0"),
-            "{nack}"
-        );
-    }
+    then_every_request_reaches(s, "b0", 20, &format!("the previous route table: {nack}"));
     // Not resent in a loop: the NACK count stays put while nothing changes.
-    let before = agent.admin_get("/metrics").unwrap().body;
-    assert!(
-        metric_sum(&before, "aether_ads_nacks_total", &[]) >= 1,
-        "{before}"
-    );
+    let before = counter(agent, "aether_ads_nacks_total");
+    assert!(before >= 1, "{before} NACKs");
     std::thread::sleep(Duration::from_secs(2));
-    let after = agent.admin_get("/metrics").unwrap().body;
     assert_eq!(
-        metric_sum(&before, "aether_ads_nacks_total", &[]),
-        metric_sum(&after, "aether_ads_nacks_total", &[]),
+        before,
+        counter(agent, "aether_ads_nacks_total"),
         "a NACKed version must not be resent"
     );
-
-    // Fixing the config recovers.
-    std::fs::write(
-        s.dir.join("bad.yaml"),
-        route_yaml("bad", "PathPrefix", "/fixed", "b1"),
-    )
-    .unwrap();
-    wait_until(Duration::from_secs(20), "the fixed route", || {
-        (backend_of(&s.gateway, "/fixed")? == "b1").then_some(())
-    });
-    wait_programmed(&agent);
 }
 
 #[test]
@@ -150,22 +151,12 @@ fn envoy_restart_recovers_with_no_failed_requests() {
     let s = setup("envoy-restart");
     let agent = standalone(&s.dir, &s.xds, &s.admin, &s.logs, &[]);
     let mut first = envoy("restart", &s.xds, false, &s.logs);
-    wait_until(Duration::from_secs(30), "first route", || {
-        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
-    });
+    then_served(&s, "/good", "b0", 30, "first route");
     first.proc.kill();
     drop(first);
     let _envoy = envoy("restart", &s.xds, false, &s.logs);
-    wait_until(Duration::from_secs(30), "route after Envoy restart", || {
-        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
-    });
-    for i in 0..100 {
-        assert_eq!(
-            backend_of(&s.gateway, "/good").as_deref(),
-            Some("b0"),
-            "request {i} after reconnect failed"
-        );
-    }
+    then_served(&s, "/good", "b0", 30, "route after Envoy restart");
+    then_every_request_reaches(&s, "b0", 100, "after reconnect");
     wait_programmed(&agent);
 
     // The fleet view: the restarted node ACKed exactly the Gateway's current hash.
@@ -184,9 +175,7 @@ fn aether_edge_restart_under_traffic_fails_no_request() {
     let s = setup("agent-restart");
     let mut agent = standalone(&s.dir, &s.xds, &s.admin, &s.logs, &[]);
     let _envoy = envoy("agent-restart", &s.xds, true, &s.logs);
-    wait_until(Duration::from_secs(30), "first route", || {
-        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
-    });
+    then_served(&s, "/good", "b0", 30, "first route");
     wait_programmed(&agent);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -225,22 +214,19 @@ fn log_of(agent: &Agent) -> String {
 #[test]
 fn edits_publish_neither_half_written_files_nor_an_emptied_directory() {
     let s = setup("edits");
-    let settle = Duration::from_millis(400);
-    let agent = standalone(
-        &s.dir,
-        &s.xds,
-        &s.admin,
-        &s.logs,
-        &["--settle-ms", &settle.as_millis().to_string()],
-    );
+    let settle = Duration::from_millis(400).as_millis().to_string();
+    let agent = standalone(&s.dir, &s.xds, &s.admin, &s.logs, &["--settle-ms", &settle]);
     let _envoy = envoy("edits", &s.xds, false, &s.logs);
-    wait_until(Duration::from_secs(30), "first route", || {
-        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
-    });
-    let counter = |name: &str| metric_sum(&agent.admin_get("/metrics").unwrap().body, name, &[]);
-    let errors = "aether_edge_config_loads_total{result=\"error\"}";
+    then_served(&s, "/good", "b0", 30, "first route");
+    a_file_written_in_two_steps_is_never_read_half_written(&s, &agent);
+    let away = an_emptied_directory_is_not_published(&s, &agent);
+    a_recreated_directory_is_found_again(&s, &away);
+    a_second_definition_leaves_the_live_one(&s, &agent);
+}
 
-    // An editor that truncates, then writes in two steps: never read half-written.
+/// An editor that truncates, then writes in two steps.
+fn a_file_written_in_two_steps_is_never_read_half_written(s: &Setup, agent: &Agent) {
+    let errors = "aether_edge_config_loads_total{result=\"error\"}";
     for (round, backend) in ["b1", "b0", "b1"].into_iter().enumerate() {
         use std::io::Write;
         let full = route_yaml("good", "PathPrefix", "/good", backend);
@@ -250,99 +236,110 @@ fn edits_publish_neither_half_written_files_nor_an_emptied_directory() {
         std::thread::sleep(Duration::from_millis(20));
         file.write_all(tail.as_bytes()).unwrap();
         drop(file);
-        wait_until(Duration::from_secs(20), "the edited route", || {
-            (backend_of(&s.gateway, "/good")? == backend).then_some(())
-        });
-        assert_eq!(counter(errors), 0, "round {round}:\n{}", log_of(&agent));
+        then_served(s, "/good", backend, 20, "the edited route");
+        assert_eq!(
+            counter(agent, errors),
+            0,
+            "round {round}:\n{}",
+            log_of(agent)
+        );
     }
+}
 
-    // The directory emptied (files moved away): not published, logged, counted.
+/// Its files moved away: not published, logged, counted. Returns where they went.
+fn an_emptied_directory_is_not_published(s: &Setup, agent: &Agent) -> std::path::PathBuf {
     let away = temp_dir("edits-away");
-    let files: Vec<_> = std::fs::read_dir(&s.dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    for f in &files {
-        std::fs::rename(s.dir.join(f), away.join(f)).unwrap();
+    for f in std::fs::read_dir(&s.dir).unwrap() {
+        let f = f.unwrap().file_name();
+        std::fs::rename(s.dir.join(&f), away.join(&f)).unwrap();
     }
     wait_until(Duration::from_secs(10), "the refusal counted", || {
-        (counter("aether_edge_config_refused_total") >= 1).then_some(())
+        (counter(agent, "aether_edge_config_refused_total") >= 1).then_some(())
     });
     assert!(
-        log_of(&agent).contains("no Gateway left"),
+        log_of(agent).contains("no Gateway left"),
         "{}",
-        log_of(&agent)
+        log_of(agent)
     );
-    for _ in 0..10 {
-        assert_eq!(backend_of(&s.gateway, "/good").as_deref(), Some("b1"));
-    }
-    // Recreated empty, then filled again: the rescan finds the new directory.
+    then_every_request_reaches(s, "b1", 10, "the last published config");
+    away
+}
+
+/// Recreated empty (nothing published), then filled again: the rescan finds it.
+fn a_recreated_directory_is_found_again(s: &Setup, away: &std::path::Path) {
     std::fs::remove_dir_all(&s.dir).unwrap();
     std::fs::create_dir(&s.dir).unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(backend_of(&s.gateway, "/good").as_deref(), Some("b1"));
-    for f in &files {
-        std::fs::rename(away.join(f), s.dir.join(f)).unwrap();
+    for f in std::fs::read_dir(away).unwrap() {
+        let f = f.unwrap().file_name();
+        std::fs::rename(away.join(&f), s.dir.join(&f)).unwrap();
     }
-    std::fs::write(
-        s.dir.join("good.yaml"),
-        route_yaml("good", "PathPrefix", "/good", "b0"),
-    )
-    .unwrap();
-    wait_until(Duration::from_secs(20), "the refilled directory", || {
-        (backend_of(&s.gateway, "/good")? == "b0").then_some(())
-    });
+    let good = route_yaml("good", "PathPrefix", "/good", "b0");
+    std::fs::write(s.dir.join("good.yaml"), good).unwrap();
+    then_served(s, "/good", "b0", 20, "the refilled directory");
+}
 
-    // A second definition in another file: the live one stays, both files named.
-    std::fs::write(
-        s.dir.join("zz.yaml"),
-        route_yaml("good", "PathPrefix", "/good", "b1"),
-    )
-    .unwrap();
+/// A second definition in another file: the live one stays, both files named.
+fn a_second_definition_leaves_the_live_one(s: &Setup, agent: &Agent) {
+    let again = route_yaml("good", "PathPrefix", "/good", "b1");
+    std::fs::write(s.dir.join("zz.yaml"), again).unwrap();
     let log = wait_until(Duration::from_secs(10), "the duplicate named", || {
-        let log = log_of(&agent);
+        let log = log_of(agent);
         log.contains("zz.yaml: HTTPRoute default/good is already defined in good.yaml")
             .then_some(log)
     });
-    for _ in 0..10 {
-        assert_eq!(
-            backend_of(&s.gateway, "/good").as_deref(),
-            Some("b0"),
-            "{log}"
-        );
-    }
+    then_every_request_reaches(s, "b0", 10, &log);
 }
 
 #[test]
 fn health_and_readiness_answer_while_a_big_config_parses() {
     let s = setup("big");
+    let max = (16u64 << 20).to_string();
     let agent = standalone(
         &s.dir,
         &s.xds,
         &s.admin,
         &s.logs,
-        &["--max-file-bytes", &(16u64 << 20).to_string()],
+        &["--max-file-bytes", &max],
     );
     wait_until(Duration::from_secs(30), "ready", || {
         (agent.admin_get("/readyz")?.status == 200).then_some(())
     });
-    // ~10 MB of routes in one file.
+    let (big, routes) = mk_big_file();
+    let loads = || counter(&agent, "aether_edge_config_loads_total");
+    let before = loads();
+    std::fs::write(s.dir.join("big.yaml"), &big).unwrap();
+    let (took, probes, slowest) = probe_until(&agent, || loads() > before);
+    let log = log_of(&agent);
+    assert!(loads() > before, "the big file loaded:\n{log}");
+    eprintln!(
+        "{routes} routes ({} bytes) loaded in {took:?}; {probes} probes, slowest {slowest:?}",
+        big.len()
+    );
+    // The load takes seconds; a probe stuck behind it would take as long.
+    assert!(
+        took > Duration::from_secs(1) && slowest < took / 4,
+        "slowest probe {slowest:?} during a {took:?} load"
+    );
+}
+
+/// ~10 MB of routes in one file, and how many.
+fn mk_big_file() -> (String, usize) {
     let mut big = String::new();
     let mut i = 0;
     while big.len() < 10 << 20 {
-        big.push_str(&route_yaml(
-            &format!("r{i}"),
-            "PathPrefix",
-            &format!("/r{i}"),
-            "b0",
-        ));
+        let name = format!("r{i}");
+        big.push_str(&route_yaml(&name, "PathPrefix", &format!("/{name}"), "b0"));
         big.push_str("---\n");
         i += 1;
     }
-    let metrics = || agent.admin_get("/metrics").map(|r| r.body);
-    let loads = |m: &str| metric_sum(m, "aether_edge_config_loads_total", &[]);
-    let before = loads(&metrics().unwrap());
-    std::fs::write(s.dir.join("big.yaml"), &big).unwrap();
+    (big, i)
+}
+
+/// Probes `/healthz` and `/readyz` (each must answer 200) until `done` (600 s at
+/// most): `(how long, how many probes, the slowest)`.
+fn probe_until(agent: &Agent, done: impl Fn() -> bool) -> (Duration, usize, Duration) {
     let mut slowest = Duration::ZERO;
     let mut probes = 0;
     let started = std::time::Instant::now();
@@ -354,26 +351,12 @@ fn health_and_readiness_answer_while_a_big_config_parses() {
             probes += 1;
             assert_eq!(r.status, 200, "{path}: {}", r.body);
         }
-        if loads(&metrics().unwrap()) > before {
+        if done() {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let took = started.elapsed();
-    let log = log_of(&agent);
-    assert!(
-        loads(&metrics().unwrap()) > before,
-        "the big file loaded:\n{log}"
-    );
-    eprintln!(
-        "{i} routes ({} bytes) loaded in {took:?}; {probes} probes, slowest {slowest:?}",
-        big.len()
-    );
-    // The load takes seconds; a probe stuck behind it would take as long.
-    assert!(
-        took > Duration::from_secs(1) && slowest < took / 4,
-        "slowest probe {slowest:?} during a {took:?} load"
-    );
+    (started.elapsed(), probes, slowest)
 }
 
 #[test]
@@ -414,11 +397,7 @@ fn the_default_ads_socket_admits_this_user_only() {
         false,
         &s.logs,
     );
-    wait_until(
-        Duration::from_secs(30),
-        "traffic over the default socket",
-        || (backend_of(&s.gateway, "/good")? == "b0").then_some(()),
-    );
+    then_served(&s, "/good", "b0", 30, "traffic over the default socket");
     // Another local user is refused.
     let other = std::process::Command::new("setpriv")
         .args([

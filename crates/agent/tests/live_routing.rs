@@ -112,174 +112,142 @@ const MAIN: &str = "{name: gw-main, namespace: default}";
 const HOSTS: &str = "{name: gw-hosts, namespace: default}";
 const OTHER: &str = "{name: gw-other, namespace: default}";
 
+/// A rule: match `matches` (a YAML flow map), send to `backend`.
+fn rule(matches: &str, backend: &str) -> String {
+    format!("  - matches: [{matches}]\n") + &to(backend)
+}
+
+/// `(name, namespace, hostnames, rule)` of routes on `parent`, as YAML.
+fn routes_on(parent: &str, routes: &[(&str, &str, &[&str], String)]) -> String {
+    routes
+        .iter()
+        .map(|(name, ns, hosts, rule)| route(name, ns, parent, hosts, rule))
+        .collect()
+}
+
 fn main_routes() -> String {
-    let mut y = String::new();
-    y += &route("catchall", "default", MAIN, &[], &(prefix("/") + &to("b0")));
-    y += &route("api", "default", MAIN, &[], &(prefix("/api") + &to("b1")));
-    y += &route(
-        "api-v2",
-        "default",
+    let api = "path: {type: PathPrefix, value: /api}";
+    let (d, none): (&str, &[&str]) = ("default", &[]);
+    routes_on(
         MAIN,
-        &[],
-        &(prefix("/api/v2") + &to("b2")),
-    );
-    y += &route(
-        "api-exact",
-        "default",
-        MAIN,
-        &[],
-        &("  - matches: [{path: {type: Exact, value: /api/v2/status}}]\n".to_string() + &to("b3")),
-    );
-    y += &route(
-        "api-canary",
-        "default",
-        MAIN,
-        &[],
-        &("  - matches: [{path: {type: PathPrefix, value: /api}, headers: [{name: x-canary, value: \"true\"}]}]\n".to_string() + &to("b4")),
-    );
-    y += &route(
-        "api-post",
-        "default",
-        MAIN,
-        &[],
-        &("  - matches: [{path: {type: PathPrefix, value: /api}, method: POST}]\n".to_string()
-            + &to("b5")),
-    );
-    y += &route(
-        "a-site",
-        "default",
-        MAIN,
-        &["a.example.com"],
-        &(prefix("/") + &to("b6")),
-    );
-    y += &route(
-        "a-docs",
-        "default",
-        MAIN,
-        &["a.example.com"],
-        &(prefix("/docs") + &to("b7")),
-    );
-    y += &route(
-        "wild-site",
-        "default",
-        MAIN,
-        &["*.example.com"],
-        &(prefix("/") + &to("b8")),
-    );
-    y += &route(
-        "search",
-        "default",
-        MAIN,
-        &[],
-        &("  - matches: [{path: {type: PathPrefix, value: /search}, queryParams: [{name: q, value: x}]}]\n".to_string() + &to("b9")),
-    );
-    y += &route(
-        "shop",
-        "team-a",
-        MAIN,
-        &["shop.example.com"],
-        &(prefix("/") + &to("b1")),
-    );
-    y += &route("abc", "default", MAIN, &[], &(prefix("/abc/") + &to("b2")));
-    y
+        &[
+            ("catchall", d, none, prefix("/") + &to("b0")),
+            ("api", d, none, prefix("/api") + &to("b1")),
+            ("api-v2", d, none, prefix("/api/v2") + &to("b2")),
+            (
+                "api-exact",
+                d,
+                none,
+                rule("{path: {type: Exact, value: /api/v2/status}}", "b3"),
+            ),
+            (
+                "api-canary",
+                d,
+                none,
+                rule(
+                    &format!("{{{api}, headers: [{{name: x-canary, value: \"true\"}}]}}"),
+                    "b4",
+                ),
+            ),
+            (
+                "api-post",
+                d,
+                none,
+                rule(&format!("{{{api}, method: POST}}"), "b5"),
+            ),
+            ("a-site", d, &["a.example.com"], prefix("/") + &to("b6")),
+            ("a-docs", d, &["a.example.com"], prefix("/docs") + &to("b7")),
+            ("wild-site", d, &["*.example.com"], prefix("/") + &to("b8")),
+            (
+                "search",
+                d,
+                none,
+                rule(
+                    "{path: {type: PathPrefix, value: /search}, queryParams: [{name: q, value: x}]}",
+                    "b9",
+                ),
+            ),
+            (
+                "shop",
+                "team-a",
+                &["shop.example.com"],
+                prefix("/") + &to("b1"),
+            ),
+            ("abc", d, none, prefix("/abc/") + &to("b2")),
+        ],
+    )
 }
 
 fn hosts_routes() -> String {
-    let mut y = String::new();
     let wild = "{name: gw-hosts, namespace: default, sectionName: wild}";
     let exact = "{name: gw-hosts, namespace: default, sectionName: foo}";
-    y += &route("r-wild", "default", wild, &[], &(prefix("/") + &to("b3")));
-    y += &route("r-foo", "default", exact, &[], &(prefix("/") + &to("b4")));
-    y += &route(
-        "r-x",
-        "default",
+    let (d, none): (&str, &[&str]) = ("default", &[]);
+    let mut y = route("r-wild", d, wild, none, &(prefix("/") + &to("b3")));
+    y += &route("r-foo", d, exact, none, &(prefix("/") + &to("b4")));
+    y + &routes_on(
         HOSTS,
-        &["x.example.com"],
-        &(prefix("/") + &to("b5")),
-    );
-    y += &route(
-        "r-nomatch",
-        "default",
-        HOSTS,
-        &["other.org"],
-        &(prefix("/") + &to("b6")),
-    );
-    y += &route(
-        "r-foo-api",
-        "default",
-        HOSTS,
-        &["foo.example.com"],
-        &(prefix("/api") + &to("b6")),
-    );
-    y
+        &[
+            ("r-x", d, &["x.example.com"], prefix("/") + &to("b5")),
+            ("r-nomatch", d, &["other.org"], prefix("/") + &to("b6")),
+            (
+                "r-foo-api",
+                d,
+                &["foo.example.com"],
+                prefix("/api") + &to("b6"),
+            ),
+        ],
+    )
 }
 
 fn other_routes(one_backend: &str) -> String {
-    let mut y = String::new();
-    y += &route(
-        "o-1",
-        "default",
+    let (d, none): (&str, &[&str]) = ("default", &[]);
+    let redirect = "  - matches: [{path: {type: PathPrefix, value: /old}}]\n    filters:\n    - type: RequestRedirect\n      requestRedirect: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /new}, statusCode: 301}\n";
+    let header = "    filters:\n    - type: ResponseHeaderModifier\n      responseHeaderModifier: {set: [{name: x-route, value: o-header}]}\n";
+    let mut y = routes_on(
         OTHER,
-        &[],
-        &(prefix("/one") + &to(one_backend)),
-    );
-    y += &route("o-2", "default", OTHER, &[], &(prefix("/two") + &to("b8")));
-    y += &route(
-        "o-3",
-        "default",
-        OTHER,
-        &["three.test"],
-        &(prefix("/") + &to("b9")),
+        &[
+            ("o-1", d, none, prefix("/one") + &to(one_backend)),
+            ("o-2", d, none, prefix("/two") + &to("b8")),
+            ("o-3", d, &["three.test"], prefix("/") + &to("b9")),
+        ],
     );
     // Same match on two routes: the older one wins.
     let (newer, older) = (Some("2024-01-01T00:00:00Z"), Some("2020-01-01T00:00:00Z"));
     y += &route_created(
         "o-newer",
-        "default",
+        d,
         newer,
         OTHER,
-        &[],
+        none,
         &(prefix("/same") + &to("b1")),
     );
     y += &route_created(
         "o-older",
-        "default",
+        d,
         older,
         OTHER,
-        &[],
+        none,
         &(prefix("/same") + &to("b0")),
     );
-    y += &route(
-        "o-redirect",
-        "default",
+    y + &routes_on(
         OTHER,
-        &[],
-        "  - matches: [{path: {type: PathPrefix, value: /old}}]\n    filters:\n    - type: RequestRedirect\n      requestRedirect: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /new}, statusCode: 301}\n",
-    );
-    y += &route(
-        "o-broken",
-        "default",
-        OTHER,
-        &[],
-        &(prefix("/broken") + "    backendRefs: [{name: does-not-exist, port: 80}]\n"),
-    );
-    y += &route(
-        "o-header",
-        "default",
-        OTHER,
-        &[],
-        &(prefix("/hdr")
-            + "    filters:\n    - type: ResponseHeaderModifier\n      responseHeaderModifier: {set: [{name: x-route, value: o-header}]}\n"
-            + &to("b2")),
-    );
-    y += &route(
+        &[
+            ("o-redirect", d, none, redirect.to_string()),
+            (
+                "o-broken",
+                d,
+                none,
+                prefix("/broken") + "    backendRefs: [{name: does-not-exist, port: 80}]\n",
+            ),
+            ("o-header", d, none, prefix("/hdr") + header + &to("b2")),
+        ],
+    ) + &route(
         "o-foreign",
-        "default",
+        d,
         "{name: gw-foreign}",
-        &[],
+        none,
         &(prefix("/") + &to("b3")),
-    );
-    y
+    )
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -327,40 +295,78 @@ fn check(case: &Case) -> Result<(), String> {
 
 #[test]
 fn gateways_and_routes_reach_the_right_backends_and_follow_changes() {
+    let mut w = given_four_gateways_and_26_routes();
+    let cases = mk_cases(w.ports);
+    let started = Instant::now();
+    converge(&cases, "initial config", &mut w.agent);
+    eprintln!("{} cases converged in {:?}", cases.len(), started.elapsed());
+    nothing_reaches_another_class_and_filters_apply(&w);
+    the_admin_status_is_gated_on_the_ack(&w);
+    a_change_propagates(&mut w);
+    a_broken_file_keeps_its_last_good_version_and_holds_back_no_other(&mut w, &cases);
+    removing_the_broken_file_removes_its_routes(&mut w);
+}
+
+struct World {
+    dir: std::path::PathBuf,
+    /// The listener ports of gw-main, gw-hosts, gw-other, gw-foreign.
+    ports: [u16; 4],
+    agent: Agent,
+    _envoy: Envoy,
+    _backends: BTreeMap<String, Backend>,
+}
+
+fn given_four_gateways_and_26_routes() -> World {
     let dir = temp_dir("routing");
     let logs = temp_dir("routing-logs");
     let backends: BTreeMap<String, Backend> = (0..10)
         .map(|i| (format!("b{i}"), Backend::start(&format!("b{i}"))))
         .collect();
-    let (p1, p2, p3, p4) = (free_port(), free_port(), free_port(), free_port());
-    let gateways = GATEWAYS
-        .replace("P1", &p1.to_string())
-        .replace("P2", &p2.to_string())
-        .replace("P3", &p3.to_string())
-        .replace("P4", &p4.to_string());
-    std::fs::write(dir.join("00-gateways.yaml"), gateways).unwrap();
+    let ports = [free_port(), free_port(), free_port(), free_port()];
+    let mut gateways = GATEWAYS.to_string();
+    for (i, port) in ports.iter().enumerate() {
+        gateways = gateways.replace(&format!("P{}", i + 1), &port.to_string());
+    }
     let services: String = backends
         .values()
         .map(|b| b.yaml("default") + "---\n")
         .collect();
-    std::fs::write(dir.join("01-services.yaml"), services).unwrap();
-    std::fs::write(dir.join("10-main.yaml"), main_routes()).unwrap();
-    std::fs::write(dir.join("11-hosts.yml"), hosts_routes()).unwrap();
-    std::fs::write(dir.join("12-other.yaml"), other_routes("b7")).unwrap();
-
+    for (file, yaml) in [
+        ("00-gateways.yaml", gateways),
+        ("01-services.yaml", services),
+        ("10-main.yaml", main_routes()),
+        ("11-hosts.yml", hosts_routes()),
+        ("12-other.yaml", other_routes("b7")),
+    ] {
+        std::fs::write(dir.join(file), yaml).unwrap();
+    }
     let xds = format!("127.0.0.1:{}", free_port());
     let admin = format!("127.0.0.1:{}", free_port());
-    let mut agent = standalone(&dir, &xds, &admin, &logs, &[]);
-    let _envoy = envoy("routing", &xds, false, &logs);
+    let agent = standalone(&dir, &xds, &admin, &logs, &[]);
+    let envoy = envoy("routing", &xds, false, &logs);
+    World {
+        dir,
+        ports,
+        agent,
+        _envoy: envoy,
+        _backends: backends,
+    }
+}
 
-    let c = |port: u16, host: &str, path: &'static str, want: Want| Case {
+/// A GET on `port` for `host` and `path`, and what must answer it.
+fn get(port: u16, host: &str, path: &'static str, want: Want) -> Case {
+    Case {
         port,
         method: "GET",
         host: host.to_string(),
         path,
         headers: vec![],
         want,
-    };
+    }
+}
+
+fn mk_cases([p1, p2, p3, _]: [u16; 4]) -> Vec<Case> {
+    let c = get;
     let h1 = |h: &str| format!("{h}:{p1}");
     let mut cases = vec![
         c(p1, "anything.test", "/", Want::Backend("b0")),
@@ -411,116 +417,114 @@ fn gateways_and_routes_reach_the_right_backends_and_follow_changes() {
         headers: vec![("x-canary", "true")],
         ..c(p1, "anything.test", "/api/x", Want::Backend("b5"))
     });
+    cases
+}
 
-    // Converge: every case holds at once.
-    let started = Instant::now();
-    let converge = |cases: &[Case], what: &str, agent: &mut Agent| {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let failures: Vec<String> = cases
-                .iter()
-                .filter_map(|k| {
-                    check(k)
-                        .err()
-                        .map(|e| format!("{} {}{} on :{} → {e}", k.method, k.host, k.path, k.port))
-                })
-                .collect();
-            if failures.is_empty() {
-                return;
-            }
-            assert!(
-                agent.proc.is_running(),
-                "aether-edge exited:\n{}",
+/// Waits until every case holds at once (30 s), the agent running all along.
+fn converge(cases: &[Case], what: &str, agent: &mut Agent) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let failures: Vec<String> = cases
+            .iter()
+            .filter_map(|k| {
+                check(k)
+                    .err()
+                    .map(|e| format!("{} {}{} on :{} → {e}", k.method, k.host, k.path, k.port))
+            })
+            .collect();
+        if failures.is_empty() {
+            return;
+        }
+        assert!(
+            agent.proc.is_running(),
+            "aether-edge exited:\n{}",
+            agent.proc.log_text()
+        );
+        if Instant::now() > deadline {
+            panic!(
+                "{what}: {} of {} cases fail:\n{}\n--- aether-edge log ---\n{}",
+                failures.len(),
+                cases.len(),
+                failures.join("\n"),
                 agent.proc.log_text()
             );
-            if Instant::now() > deadline {
-                panic!(
-                    "{what}: {} of {} cases fail:\n{}\n--- aether-edge log ---\n{}",
-                    failures.len(),
-                    cases.len(),
-                    failures.join("\n"),
-                    agent.proc.log_text()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
         }
-    };
-    converge(&cases, "initial config", &mut agent);
-    eprintln!("{} cases converged in {:?}", cases.len(), started.elapsed());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
 
-    // Nothing reaches a Gateway of another class.
+fn nothing_reaches_another_class_and_filters_apply(w: &World) {
+    let [_, _, p3, p4] = w.ports;
     assert!(http_get(&format!("127.0.0.1:{p4}"), "x", "/", &[]).is_err());
     let r = http_get(&format!("127.0.0.1:{p3}"), "any.test", "/hdr", &[]).unwrap();
     assert_eq!(r.header("x-route"), Some("o-header"));
+}
 
-    // The status the admin endpoint reports is gated on Envoy's ACK.
+fn the_admin_status_is_gated_on_the_ack(w: &World) {
     let status = wait_until(Duration::from_secs(10), "programmed status", || {
-        let s = agent.admin_get("/debug/status")?;
+        let s = w.agent.admin_get("/debug/status")?;
         (s.status == 200 && !s.body.contains("Pending")).then_some(s.body)
     });
     assert!(status.contains("gw-main"), "{status}");
     assert!(status.contains("NoMatchingListenerHostname"), "{status}");
+}
 
-    // A change propagates: o-1 moves from b7 to b8.
+/// o-1 moves from b7 to b8.
+fn a_change_propagates(w: &mut World) {
     let t = Instant::now();
-    std::fs::write(dir.join("12-other.yaml"), other_routes("b8")).unwrap();
-    converge(
-        &[c(p3, "any.test", "/one", Want::Backend("b8"))],
-        "route update",
-        &mut agent,
-    );
+    std::fs::write(w.dir.join("12-other.yaml"), other_routes("b8")).unwrap();
+    let moved = get(w.ports[2], "any.test", "/one", Want::Backend("b8"));
+    converge(&[moved], "route update", &mut w.agent);
     eprintln!("update propagated in {:?}", t.elapsed());
+}
 
-    // A file that breaks is reported with its name and line and keeps its last
-    // good version; it holds back no other file.
-    std::fs::write(
-        dir.join("12-other.yaml"),
-        "kind: HTTPRoute\nmetadata: [oops\n",
-    )
-    .unwrap();
+/// Reported with its name and line, the broken file keeps its last good version,
+/// and another file still loads.
+fn a_broken_file_keeps_its_last_good_version_and_holds_back_no_other(
+    w: &mut World,
+    cases: &[Case],
+) {
+    let p3 = w.ports[2];
+    let broken = "kind: HTTPRoute\nmetadata: [oops\n";
+    std::fs::write(w.dir.join("12-other.yaml"), broken).unwrap();
     wait_until(Duration::from_secs(5), "the load error in the log", || {
-        agent
+        w.agent
             .proc
             .log_text()
             .contains("12-other.yaml:")
             .then_some(())
     });
-    std::fs::write(
-        dir.join("14-extra.yaml"),
-        route(
-            "o-extra",
-            "default",
-            OTHER,
-            &[],
-            &(prefix("/extra") + &to("b9")),
-        ),
-    )
-    .unwrap();
-    converge(
-        &[c(p3, "any.test", "/extra", Want::Backend("b9"))],
-        "another file loads while one is broken",
-        &mut agent,
+    let extra = route(
+        "o-extra",
+        "default",
+        OTHER,
+        &[],
+        &(prefix("/extra") + &to("b9")),
     );
+    std::fs::write(w.dir.join("14-extra.yaml"), extra).unwrap();
+    let what = "another file loads while one is broken";
     converge(
-        &cases[..24],
-        "last good config while a file is broken",
-        &mut agent,
+        &[get(p3, "any.test", "/extra", Want::Backend("b9"))],
+        what,
+        &mut w.agent,
     );
+    let what = "last good config while a file is broken";
+    converge(&cases[..24], what, &mut w.agent);
+    let what = "the broken file's last good version still serving";
     converge(
-        &[c(p3, "any.test", "/one", Want::Backend("b8"))],
-        "the broken file's last good version still serving",
-        &mut agent,
+        &[get(p3, "any.test", "/one", Want::Backend("b8"))],
+        what,
+        &mut w.agent,
     );
+}
 
-    // Removing the broken file removes its routes: gw-other keeps only /extra.
-    std::fs::remove_file(dir.join("12-other.yaml")).unwrap();
-    converge(
-        &[
-            c(p3, "any.test", "/one", Want::Status(404)),
-            c(p3, "any.test", "/extra", Want::Backend("b9")),
-        ],
-        "route deletion",
-        &mut agent,
-    );
-    drop(backends);
+/// gw-other keeps only /extra.
+fn removing_the_broken_file_removes_its_routes(w: &mut World) {
+    let p3 = w.ports[2];
+    std::fs::remove_file(w.dir.join("12-other.yaml")).unwrap();
+    let after = [
+        get(p3, "any.test", "/one", Want::Status(404)),
+        get(p3, "any.test", "/extra", Want::Backend("b9")),
+    ];
+    converge(&after, "route deletion", &mut w.agent);
 }

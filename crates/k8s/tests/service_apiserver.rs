@@ -6,7 +6,7 @@
 //! by the test acting as the load balancer, garbage collection, and allocations
 //! kept across a restart.
 
-mod service_support;
+mod support;
 
 use aether_gateway::status::condition;
 use aether_gateway::vocabulary::gateway::{Reason, Type};
@@ -21,35 +21,65 @@ use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use service_support::{
-    EDGE, addressed, create, edge_services, load, mk_gateway, pass, ports, seed,
-};
 use std::collections::{BTreeMap, BTreeSet};
+use support::{EDGE, addressed, create, edge_services, load, mk_gateway, pass, ports, seed};
+
+/// (listener name, protocol, port)
+type Listener = (&'static str, &'static str, u16);
+
+/// An API server with the edge namespace, the class, and Gateways `gateways` in
+/// namespace `ns`, created at once.
+async fn given_gateways(ns: &str, gateways: &[(&str, &[Listener])]) -> (ApiServer, kube::Client) {
+    let server = ApiServer::start().await;
+    let client = server.client();
+    seed(&client, &[ns]).await;
+    let api = Api::<Gateway>::namespaced(client.clone(), ns);
+    futures::future::join_all(
+        gateways
+            .iter()
+            .map(|(name, listeners)| create(&api, mk_gateway(ns, name, listeners))),
+    )
+    .await;
+    (server, client)
+}
+
+fn edge_name(ns: &str, gateway: &str) -> String {
+    service_name(&ObjectRef::new(ns, gateway))
+}
+
+/// Every port of `svc`'s spec has a node port: the API server took the
+/// LoadBalancer Service as it is.
+fn then_a_load_balancer_with_node_ports(svc: &Service, what: &str) {
+    let spec = svc.spec.as_ref().unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    assert!(
+        spec.ports.iter().flatten().all(|p| p.node_port.is_some()),
+        "node ports allocated{what}"
+    );
+}
 
 #[tokio::test]
 async fn listeners_sharing_ports_give_a_service_the_api_server_accepts() {
-    let server = ApiServer::start().await;
-    let client = server.client();
-    seed(&client, &["infra"]).await;
-    let listeners = [
+    let listeners: &[Listener] = &[
         ("http-a", "HTTP", 80),
         ("http-b", "HTTP", 80),
         ("https-a", "HTTPS", 443),
         ("https-b", "HTTPS", 443),
     ];
-    create(
-        &Api::<Gateway>::namespaced(client.clone(), "infra"),
-        mk_gateway("infra", "web", &listeners),
-    )
-    .await;
-    let cfg = ServiceConfig::default();
+    let (_server, client) = given_gateways("infra", &[("web", listeners)]).await;
+    let version = the_first_pass_writes_one_port_per_listener_port(&client).await;
+    nothing_changed_means_no_write(&client, version).await;
+    infrastructure_labels_go_in_and_out(&client).await;
+}
 
-    let report = pass(&client, &cfg)
+/// Returns the Service's resourceVersion.
+async fn the_first_pass_writes_one_port_per_listener_port(client: &kube::Client) -> Option<String> {
+    let report = pass(client, &ServiceConfig::default())
         .await
         .expect("the API server accepts the Service");
-    let name = service_name(&ObjectRef::new("infra", "web"));
+    let name = edge_name("infra", "web");
     assert_eq!(report.applied, vec![name.clone()]);
-    let svc = &edge_services(&client).await[&name];
+    let svc = &edge_services(client).await[&name];
     assert_eq!(
         ports(svc),
         vec![
@@ -57,12 +87,7 @@ async fn listeners_sharing_ports_give_a_service_the_api_server_accepts() {
             ("p-443".into(), 443, "TCP".into(), 20001),
         ]
     );
-    let spec = svc.spec.as_ref().unwrap();
-    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
-    assert!(
-        spec.ports.iter().flatten().all(|p| p.node_port.is_some()),
-        "node ports allocated"
-    );
+    then_a_load_balancer_with_node_ports(svc, "");
     let ann = svc.metadata.annotations.as_ref().unwrap();
     assert_eq!(ann[ALLOCATIONS_ANNOTATION], "80=20000,443=20001");
     let managers: Vec<_> = svc
@@ -73,68 +98,68 @@ async fn listeners_sharing_ports_give_a_service_the_api_server_accepts() {
         .filter_map(|m| m.manager.as_deref())
         .collect();
     assert!(managers.contains(&service::FIELD_MANAGER), "{managers:?}");
+    svc.metadata.resource_version.clone()
+}
 
-    // Nothing changed: no write at all.
-    let version = svc.metadata.resource_version.clone();
-    let report = pass(&client, &cfg).await.unwrap();
+async fn nothing_changed_means_no_write(client: &kube::Client, version: Option<String>) {
+    let name = edge_name("infra", "web");
+    let report = pass(client, &ServiceConfig::default()).await.unwrap();
     assert!(report.applied.is_empty(), "{report:?}");
     assert_eq!(report.unchanged, vec![name.clone()]);
-    let again = &edge_services(&client).await[&name];
+    let again = &edge_services(client).await[&name];
     assert_eq!(again.metadata.resource_version, version);
+}
 
-    // Infrastructure labels propagate, and go away when the Gateway drops them.
+/// Infrastructure labels propagate, and go away when the Gateway drops them.
+async fn infrastructure_labels_go_in_and_out(client: &kube::Client) {
+    let (name, cfg) = (edge_name("infra", "web"), ServiceConfig::default());
     let gateways = Api::<Gateway>::namespaced(client.clone(), "infra");
-    let labels = |v: Value| json!({"spec": {"infrastructure": {"labels": v}}});
-    let merge = |v| Patch::Merge(labels(v));
-    let pp = PatchParams::default();
-    gateways
-        .patch("web", &pp, &merge(json!({"team": "edge"})))
-        .await
-        .unwrap();
+    let gateways = &gateways;
+    let set_labels = |v: Value| async move {
+        let labels = json!({"spec": {"infrastructure": {"labels": v}}});
+        gateways
+            .patch("web", &PatchParams::default(), &Patch::Merge(labels))
+            .await
+            .unwrap();
+    };
+    set_labels(json!({"team": "edge"})).await;
     assert_eq!(
-        pass(&client, &cfg).await.unwrap().applied,
+        pass(client, &cfg).await.unwrap().applied,
         vec![name.clone()]
     );
-    let svc = &edge_services(&client).await[&name];
+    let svc = &edge_services(client).await[&name];
     assert_eq!(svc.metadata.labels.as_ref().unwrap()["team"], "edge");
-    gateways
-        .patch("web", &pp, &merge(json!({"team": null})))
-        .await
-        .unwrap();
+    set_labels(json!({"team": null})).await;
     assert_eq!(
-        pass(&client, &cfg).await.unwrap().applied,
+        pass(client, &cfg).await.unwrap().applied,
         vec![name.clone()]
     );
-    let svc = &edge_services(&client).await[&name];
+    let svc = &edge_services(client).await[&name];
     assert!(!svc.metadata.labels.as_ref().unwrap().contains_key("team"));
-    assert!(pass(&client, &cfg).await.unwrap().applied.is_empty());
+    assert!(pass(client, &cfg).await.unwrap().applied.is_empty());
 }
 
 #[tokio::test]
 async fn tcp_and_udp_on_one_port_give_a_service_the_api_server_accepts() {
-    let server = ApiServer::start().await;
-    let client = server.client();
-    seed(&client, &["infra"]).await;
-    let gateways = Api::<Gateway>::namespaced(client.clone(), "infra");
-    let listeners = [
+    let dns: &[Listener] = &[
         ("dns-udp", "UDP", 53),
         ("dns-tcp", "TCP", 53),
         ("http", "HTTP", 80),
     ];
-    create(&gateways, mk_gateway("infra", "dns", &listeners)).await;
-    create(
-        &gateways,
-        mk_gateway("infra", "udp-only", &[("syslog", "UDP", 514)]),
-    )
-    .await;
-    let cfg = ServiceConfig::default();
+    let syslog: &[Listener] = &[("syslog", "UDP", 514)];
+    let (_server, client) = given_gateways("infra", &[("dns", dns), ("udp-only", syslog)]).await;
+    one_pass_puts_both_protocols_of_a_port_on_one_service(&client).await;
+    every_agent_reads_the_same_allocations_and_a_second_pass_writes_nothing(&client).await;
+    the_udp_port_keeps_its_envoy_port_when_the_tcp_listener_goes(&client).await;
+}
 
-    let report = pass(&client, &cfg)
+async fn one_pass_puts_both_protocols_of_a_port_on_one_service(client: &kube::Client) {
+    let report = pass(client, &ServiceConfig::default())
         .await
         .expect("the API server accepts TCP 53 + UDP 53 on one LoadBalancer Service");
     assert_eq!(report.applied.len(), 2, "{report:?}");
-    let services = edge_services(&client).await;
-    let dns = &services[&service_name(&ObjectRef::new("infra", "dns"))];
+    let services = edge_services(client).await;
+    let dns = &services[&edge_name("infra", "dns")];
     assert_eq!(
         ports(dns),
         vec![
@@ -143,33 +168,32 @@ async fn tcp_and_udp_on_one_port_give_a_service_the_api_server_accepts() {
             ("p-80".into(), 80, "TCP".into(), 20001),
         ]
     );
-    let spec = dns.spec.as_ref().unwrap();
-    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
-    assert!(
-        spec.ports.iter().flatten().all(|p| p.node_port.is_some()),
-        "node ports allocated for both protocols"
-    );
-    let udp_only = &services[&service_name(&ObjectRef::new("infra", "udp-only"))];
+    then_a_load_balancer_with_node_ports(dns, " for both protocols");
+    let udp_only = &services[&edge_name("infra", "udp-only")];
     assert_eq!(
         ports(udp_only),
         vec![("p-514-udp".into(), 514, "UDP".into(), 20002)]
     );
+}
 
-    // Read back as every agent would, and stable: a second pass writes nothing.
-    let recorded = allocations(&load(&client).await, EDGE);
+async fn every_agent_reads_the_same_allocations_and_a_second_pass_writes_nothing(
+    client: &kube::Client,
+) {
+    let recorded = allocations(&load(client).await, EDGE);
     assert_eq!(
         recorded[&ObjectRef::new("infra", "dns")],
         BTreeMap::from([(53, 20000), (80, 20001)])
     );
-    let report = pass(&client, &cfg).await.unwrap();
+    let report = pass(client, &ServiceConfig::default()).await.unwrap();
     assert!(report.applied.is_empty(), "{report:?}");
     assert_eq!(report.unchanged.len(), 2);
+}
 
-    // The TCP listener goes: the UDP port stays on its Envoy port.
+async fn the_udp_port_keeps_its_envoy_port_when_the_tcp_listener_goes(client: &kube::Client) {
     let udp_only_listeners = json!({"spec": {"listeners": [
         {"name": "dns-udp", "protocol": "UDP", "port": 53},
         {"name": "http", "protocol": "HTTP", "port": 80, "hostname": "http.example.com"}]}});
-    gateways
+    Api::<Gateway>::namespaced(client.clone(), "infra")
         .patch(
             "dns",
             &PatchParams::default(),
@@ -177,8 +201,8 @@ async fn tcp_and_udp_on_one_port_give_a_service_the_api_server_accepts() {
         )
         .await
         .unwrap();
-    pass(&client, &cfg).await.unwrap();
-    let dns = &edge_services(&client).await[&service_name(&ObjectRef::new("infra", "dns"))];
+    pass(client, &ServiceConfig::default()).await.unwrap();
+    let dns = &edge_services(client).await[&edge_name("infra", "dns")];
     assert_eq!(
         ports(dns),
         vec![
@@ -188,30 +212,35 @@ async fn tcp_and_udp_on_one_port_give_a_service_the_api_server_accepts() {
     );
 }
 
+const CONFORMANCE: &str = "gateway-conformance-infra";
+
 #[tokio::test]
 async fn twenty_gateways_get_services_addresses_gc_and_keep_allocations() {
-    let server = ApiServer::start().await;
-    let client = server.client();
-    let ns = "gateway-conformance-infra";
-    seed(&client, &[ns]).await;
-    let gateways: Api<Gateway> = Api::namespaced(client.clone(), ns);
     // 20 at once; one with a name long enough to need the hash-truncated form.
     let mut names: Vec<String> = (0..19).map(|i| format!("gw-{i:02}")).collect();
     names.push("same-namespace-with-https-listener-and-a-much-longer-name".into());
-    futures::future::join_all(names.iter().map(|n| {
-        let listeners = [
-            ("http", "HTTP", 80),
-            ("alt", "HTTP", 8080),
-            ("alt-2", "HTTP", 8080),
-        ];
-        create(&gateways, mk_gateway(ns, n, &listeners))
-    }))
-    .await;
-    let cfg = ServiceConfig::default();
+    let listeners: &[Listener] = &[
+        ("http", "HTTP", 80),
+        ("alt", "HTTP", 8080),
+        ("alt-2", "HTTP", 8080),
+    ];
+    let gateways: Vec<(&str, &[Listener])> =
+        names.iter().map(|n| (n.as_str(), listeners)).collect();
+    let (_server, client) = given_gateways(CONFORMANCE, &gateways).await;
+    let services = twenty_services_with_distinct_ports_from_the_start_of_the_range(&client).await;
+    every_agent_binds_the_allocations_it_reads_back(&client).await;
+    no_load_balancer_means_no_address_and_not_programmed(&client).await;
+    load_balancer_addresses_program_each_gateway(&client, &services).await;
+    let before = a_restart_keeps_every_allocation_and_writes_nothing(&client, &services).await;
+    a_deleted_gateways_ports_go_to_a_new_listener_elsewhere(&client, &before).await;
+}
 
-    let report = pass(&client, &cfg).await.unwrap();
+async fn twenty_services_with_distinct_ports_from_the_start_of_the_range(
+    client: &kube::Client,
+) -> BTreeMap<String, Service> {
+    let report = pass(client, &ServiceConfig::default()).await.unwrap();
     assert_eq!(report.applied.len(), 20, "{report:?}");
-    let services = edge_services(&client).await;
+    let services = edge_services(client).await;
     assert_eq!(services.len(), 20);
     let mut envoy_ports = BTreeSet::new();
     for svc in services.values() {
@@ -228,9 +257,11 @@ async fn twenty_gateways_get_services_addresses_gc_and_keep_allocations() {
     assert_eq!(envoy_ports.len(), 40);
     // Lowest free first: the range is used from its start, without holes.
     assert_eq!(envoy_ports.last(), Some(&20039));
+    services
+}
 
-    // Every agent reads the same allocations back and binds them.
-    let store = load(&client).await;
+async fn every_agent_binds_the_allocations_it_reads_back(client: &kube::Client) {
+    let store = load(client).await;
     let recorded = allocations(&store, EDGE);
     assert_eq!(recorded.len(), 20);
     let mut translation = translate(&store, &Config::default());
@@ -242,16 +273,28 @@ async fn twenty_gateways_get_services_addresses_gc_and_keep_allocations() {
         let bound: BTreeSet<u16> = gw.ports.iter().map(|p| p.port).collect();
         assert_eq!(bound, want, "{}", gw.name);
     }
+}
 
-    // Before any load balancer: no address, so not programmed.
-    let plan = addressed(&translation.status, &store, &cfg, &BTreeMap::new());
-    for (gw, status) in &plan.gateways {
+/// The status plan with the addresses the Services' load-balancer ingress gives.
+async fn plan_with_addresses(client: &kube::Client) -> aether_gateway::status::StatusPlan {
+    let store = load(client).await;
+    let planned = translate(&store, &Config::default()).status;
+    addressed(&planned, &store, &ServiceConfig::default(), &BTreeMap::new())
+}
+
+async fn no_load_balancer_means_no_address_and_not_programmed(client: &kube::Client) {
+    for (gw, status) in &plan_with_addresses(client).await.gateways {
         let p = condition(&status.conditions, Type::Programmed).unwrap();
         assert_eq!(p.reason, Reason::AddressNotAssigned, "{gw}");
         assert!(status.addresses.is_empty());
     }
+}
 
-    // The test is the load balancer: one ingress address per Service.
+/// The test is the load balancer: one ingress address per Service.
+async fn load_balancer_addresses_program_each_gateway(
+    client: &kube::Client,
+    services: &BTreeMap<String, Service>,
+) {
     let api: Api<Service> = Api::namespaced(client.clone(), EDGE);
     let mut assigned = BTreeMap::new();
     for (i, (name, svc)) in services.iter().enumerate() {
@@ -262,9 +305,7 @@ async fn twenty_gateways_get_services_addresses_gc_and_keep_allocations() {
             .unwrap();
         assigned.insert(service::gateway_of(svc).unwrap(), ip);
     }
-    let store = load(&client).await;
-    let planned = translate(&store, &Config::default()).status;
-    let plan = addressed(&planned, &store, &cfg, &BTreeMap::new());
+    let plan = plan_with_addresses(client).await;
     assert_eq!(plan.gateways.len(), 20);
     for (gw, status) in &plan.gateways {
         let got: Vec<(&str, &str)> = status
@@ -280,41 +321,57 @@ async fn twenty_gateways_get_services_addresses_gc_and_keep_allocations() {
             "{gw}"
         );
     }
+}
 
-    // A restart: a fresh store, a fresh reconcile. Every allocation is kept and
-    // nothing is written.
-    let before: BTreeMap<_, _> = services
+type PortsByService = BTreeMap<String, Vec<(String, i32, String, i32)>>;
+
+/// A fresh store, a fresh reconcile: every allocation is kept and nothing is
+/// written. Returns the ports before.
+async fn a_restart_keeps_every_allocation_and_writes_nothing(
+    client: &kube::Client,
+    services: &BTreeMap<String, Service>,
+) -> PortsByService {
+    let before: PortsByService = services
         .iter()
         .map(|(n, s)| (n.clone(), ports(s)))
         .collect();
-    let report = pass(&client, &cfg).await.unwrap();
+    let report = pass(client, &ServiceConfig::default()).await.unwrap();
     assert!(
         report.applied.is_empty() && report.deleted.is_empty(),
         "{report:?}"
     );
     assert_eq!(report.unchanged.len(), 20);
-    let after: BTreeMap<_, _> = edge_services(&client)
+    let after: PortsByService = edge_services(client)
         .await
         .iter()
         .map(|(n, s)| (n.clone(), ports(s)))
         .collect();
     assert_eq!(after, before);
+    before
+}
 
-    // A Gateway deleted: its Service is collected. Its ports are taken again only
-    // once the store has seen them freed; a new listener port on another Gateway
-    // gets a port nobody uses and the old ones stay.
+/// Its Service is collected. Its ports are taken again only once the store has
+/// seen them freed; a new listener port on another Gateway gets a port nobody
+/// uses and the old ones stay.
+async fn a_deleted_gateways_ports_go_to_a_new_listener_elsewhere(
+    client: &kube::Client,
+    before: &PortsByService,
+) {
+    let (cfg, gateways) = (
+        ServiceConfig::default(),
+        Api::<Gateway>::namespaced(client.clone(), CONFORMANCE),
+    );
     gateways
         .delete("gw-00", &DeleteParams::default())
         .await
         .unwrap();
-    let gone = service_name(&ObjectRef::new(ns, "gw-00"));
+    let gone = edge_name(CONFORMANCE, "gw-00");
     let freed: BTreeSet<i32> = before[&gone].iter().map(|p| p.3).collect();
-    let report = pass(&client, &cfg).await.unwrap();
+    let report = pass(client, &cfg).await.unwrap();
     assert_eq!(report.deleted, vec![gone.clone()]);
-    let services = edge_services(&client).await;
+    let services = edge_services(client).await;
     assert_eq!(services.len(), 19);
     assert!(!services.contains_key(&gone));
-
     let grow = json!({"spec": {"listeners": [
         {"name": "http", "protocol": "HTTP", "port": 80},
         {"name": "alt", "protocol": "HTTP", "port": 8080},
@@ -323,10 +380,10 @@ async fn twenty_gateways_get_services_addresses_gc_and_keep_allocations() {
         .patch("gw-01", &PatchParams::default(), &Patch::Merge(grow))
         .await
         .unwrap();
-    let report = pass(&client, &cfg).await.unwrap();
-    let grown = service_name(&ObjectRef::new(ns, "gw-01"));
+    let report = pass(client, &cfg).await.unwrap();
+    let grown = edge_name(CONFORMANCE, "gw-01");
     assert_eq!(report.applied, vec![grown.clone()]);
-    let now = ports(&edge_services(&client).await[&grown]);
+    let now = ports(&edge_services(client).await[&grown]);
     assert_eq!(now[..2], before[&grown][..]);
     assert_eq!(now[2].1, 9090);
     assert_eq!(

@@ -2,7 +2,7 @@
 //! rejects is reported for its Gateway while the others go through, an outage is
 //! reported and healed, and everything works under the deploy RBAC (and no more).
 
-mod service_support;
+mod support;
 
 use aether_gateway::status::condition;
 use aether_gateway::vocabulary::gateway::{Reason, Type};
@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
-use service_support::{
+use support::{
     EDGE, addressed, create, edge_services, install_rbac, load, mk_gateway, pass, seed,
 };
 
@@ -23,13 +23,22 @@ use service_support::{
 async fn failures_are_reported_per_gateway_and_the_rest_go_through() {
     let mut server = ApiServer::start().await;
     let client = server.client();
-    seed(&client, &["infra"]).await;
+    let blocker = given_three_gateways_and_a_headless_service_under_bs_name(&client).await;
+    a_rejected_service_is_reported_for_its_gateway_alone(&client, &blocker).await;
+    an_outage_fails_every_write_reported_then_heals(&mut server, &client, blocker).await;
+}
+
+/// Someone made a headless Service under b's name: its clusterIP (None) and IP
+/// families are not ours to change, and a LoadBalancer cannot keep them. Returns
+/// that name.
+async fn given_three_gateways_and_a_headless_service_under_bs_name(
+    client: &kube::Client,
+) -> String {
+    seed(client, &["infra"]).await;
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), "infra");
     for n in ["a", "b", "c"] {
         create(&gateways, mk_gateway("infra", n, &[("http", "HTTP", 80)])).await;
     }
-    // Someone made a headless Service under b's name: its clusterIP (None) and IP
-    // families are not ours to change, and a LoadBalancer cannot keep them.
     let blocker = service_name(&ObjectRef::new("infra", "b"));
     create(
         &Api::<Service>::namespaced(client.clone(), EDGE),
@@ -37,12 +46,19 @@ async fn failures_are_reported_per_gateway_and_the_rest_go_through() {
                "spec": {"clusterIP": "None", "ports": [{"port": 1}]}}),
     )
     .await;
-    let cfg = ServiceConfig::default();
+    blocker
+}
 
-    let err = pass(&client, &cfg)
+/// The others go through; b's problem reaches its Gateway's Programmed condition.
+async fn a_rejected_service_is_reported_for_its_gateway_alone(
+    client: &kube::Client,
+    blocker: &String,
+) {
+    let cfg = ServiceConfig::default();
+    let err = pass(client, &cfg)
         .await
         .expect_err("b's Service is rejected");
-    assert_eq!(err.errors.keys().collect::<Vec<_>>(), vec![&blocker]);
+    assert_eq!(err.errors.keys().collect::<Vec<_>>(), vec![blocker]);
     let mut applied = err.report.applied.clone();
     applied.sort();
     let want: Vec<String> = ["a", "c"]
@@ -55,7 +71,7 @@ async fn failures_are_reported_per_gateway_and_the_rest_go_through() {
     assert_eq!(problems.keys().collect::<Vec<_>>(), vec![&b]);
     assert!(problems[&b].contains("is invalid"), "{}", problems[&b]);
 
-    let store = load(&client).await;
+    let store = load(client).await;
     let planned = translate(&store, &Config::default()).status;
     let plan = addressed(&planned, &store, &cfg, &problems);
     let programmed = condition(&plan.gateways[&b].conditions, Type::Programmed).unwrap();
@@ -65,26 +81,32 @@ async fn failures_are_reported_per_gateway_and_the_rest_go_through() {
         "{}",
         programmed.message
     );
+}
 
-    // The blocker goes; an outage makes every write fail, reported, not swallowed.
+/// The blocker goes; an outage makes every write fail, reported, not swallowed.
+async fn an_outage_fails_every_write_reported_then_heals(
+    server: &mut ApiServer,
+    client: &kube::Client,
+    blocker: String,
+) {
     Api::<Service>::namespaced(client.clone(), EDGE)
         .delete(&blocker, &DeleteParams::default())
         .await
         .unwrap();
-    let store = load(&client).await;
+    let store = load(client).await;
     let translation = translate(&store, &Config::default());
-    let desired = desired_services(&store, &translation.ir, &cfg);
+    let desired = desired_services(&store, &translation.ir, &ServiceConfig::default());
     server.stop_apiserver().await;
     let existing: Vec<Service> = store.all::<Service>().values().cloned().collect();
-    let err = reconcile(&client, desired.clone(), &existing, EDGE)
+    let err = reconcile(client, desired.clone(), &existing, EDGE)
         .await
         .expect_err("the API server is down");
     assert_eq!(err.errors.keys().collect::<Vec<_>>(), vec![&blocker]);
     assert!(err.report.applied.is_empty());
     server.start_apiserver().await;
-    let report = reconcile(&client, desired, &existing, EDGE).await.unwrap();
+    let report = reconcile(client, desired, &existing, EDGE).await.unwrap();
     assert_eq!(report.applied, vec![blocker]);
-    assert_eq!(edge_services(&client).await.len(), 3);
+    assert_eq!(edge_services(client).await.len(), 3);
 }
 
 #[tokio::test]

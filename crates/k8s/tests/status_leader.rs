@@ -80,53 +80,73 @@ async fn one_leader_failover_step_down_and_handover() {
         .await
         .unwrap();
     assert_eq!(current_leader(&client, NS, LEASE).await, None);
+    let (leader, follower) = exactly_one_of_two_candidates_leads(&client).await;
+    let follower =
+        a_dead_holder_is_replaced_after_the_lease_and_not_before(&client, leader, follower).await;
+    a_holder_that_cannot_renew_steps_down(&mut server, &follower).await;
+    a_graceful_shutdown_hands_over_at_once(&client, follower).await;
+}
 
-    let a = Candidate::start(&client, "a");
-    let b = Candidate::start(&client, "b");
+/// `(identity, its report address)` as the Lease names it.
+fn lease_naming(id: &str) -> Option<(String, Option<String>)> {
+    Some((id.to_string(), Some(format!("{id}.example:9443"))))
+}
+
+/// Several renew rounds later, still exactly one; the Lease names it and its
+/// report address. Returns `(leader, follower)` with their identities.
+async fn exactly_one_of_two_candidates_leads(
+    client: &Client,
+) -> ((Candidate, &'static str), (Candidate, &'static str)) {
+    let a = Candidate::start(client, "a");
+    let b = Candidate::start(client, "b");
     wait_for("a first leader", Duration::from_secs(5), || {
         a.leads() || b.leads()
     })
     .await;
-    // Several renew rounds later, still exactly one.
     for _ in 0..100 {
         assert!(a.leads() != b.leads(), "exactly one leader");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (leader, follower, leader_id, follower_id) = if a.leads() {
-        (a, b, "a", "b")
+    let (leader, follower) = if a.leads() {
+        ((a, "a"), (b, "b"))
     } else {
-        (b, a, "b", "a")
+        ((b, "b"), (a, "a"))
     };
     assert_eq!(
-        current_leader(&client, NS, LEASE).await,
-        Some((
-            leader_id.to_string(),
-            Some(format!("{leader_id}.example:9443"))
-        ))
+        current_leader(client, NS, LEASE).await,
+        lease_naming(leader.1)
     );
-    let transitions = lease_transitions(&client).await;
+    (leader, follower)
+}
 
-    // The holder dies without a word: the follower waits out the lease, then takes over.
+/// The holder dies without a word: the follower waits out the lease, then takes
+/// over (one more transition). Returns the new leader.
+async fn a_dead_holder_is_replaced_after_the_lease_and_not_before(
+    client: &Client,
+    (leader, _): (Candidate, &str),
+    (follower, follower_id): (Candidate, &str),
+) -> Candidate {
+    let transitions = lease_transitions(client).await;
     leader.task.abort();
     let took = wait_for("failover", Duration::from_secs(8), || follower.leads()).await;
     assert!(
         took >= Duration::from_millis(2500),
         "took over after {took:?}, before the 3 s lease could expire"
     );
-    assert_eq!(lease_transitions(&client).await, transitions + 1);
+    assert_eq!(lease_transitions(client).await, transitions + 1);
     assert_eq!(
-        current_leader(&client, NS, LEASE).await,
-        Some((
-            follower_id.to_string(),
-            Some(format!("{follower_id}.example:9443"))
-        ))
+        current_leader(client, NS, LEASE).await,
+        lease_naming(follower_id)
     );
+    follower
+}
 
-    // A holder that cannot renew steps down after the renew deadline (2 s; the
-    // bound allows for a loaded machine), while the 3 s lease it last wrote keeps
-    // anyone else out.
+/// It steps down after the renew deadline (2 s; the bound allows for a loaded
+/// machine), while the 3 s lease it last wrote keeps anyone else out; it leads
+/// again once renewing works.
+async fn a_holder_that_cannot_renew_steps_down(server: &mut ApiServer, holder: &Candidate) {
     server.stop_apiserver().await;
-    let stepped = wait_for("step down", Duration::from_secs(5), || !follower.leads()).await;
+    let stepped = wait_for("step down", Duration::from_secs(5), || !holder.leads()).await;
     assert!(
         stepped <= Duration::from_millis(3500),
         "stepped down after {stepped:?}"
@@ -135,25 +155,23 @@ async fn one_leader_failover_step_down_and_handover() {
     wait_for(
         "lead again once renewing works",
         Duration::from_secs(10),
-        || follower.leads(),
+        || holder.leads(),
     )
     .await;
+}
 
-    // A graceful shutdown releases the Lease: a newcomer need not wait it out.
-    let mut follower = follower;
-    follower.stop.take().unwrap().send(()).unwrap();
-    follower.task.await.unwrap();
-    assert_eq!(current_leader(&client, NS, LEASE).await, None);
-    let c = Candidate::start(&client, "c");
-    // Well within the 3 s lease: it did not wait the lease out.
+/// A graceful shutdown releases the Lease: a newcomer need not wait it out (it
+/// leads well within the 3 s lease).
+async fn a_graceful_shutdown_hands_over_at_once(client: &Client, mut holder: Candidate) {
+    holder.stop.take().unwrap().send(()).unwrap();
+    holder.task.await.unwrap();
+    assert_eq!(current_leader(client, NS, LEASE).await, None);
+    let c = Candidate::start(client, "c");
     wait_for(
         "takeover of a released lease",
         Duration::from_millis(2500),
         || c.leads(),
     )
     .await;
-    assert_eq!(
-        current_leader(&client, NS, LEASE).await,
-        Some(("c".to_string(), Some("c.example:9443".to_string())))
-    );
+    assert_eq!(current_leader(client, NS, LEASE).await, lease_naming("c"));
 }

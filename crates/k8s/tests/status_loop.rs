@@ -132,13 +132,33 @@ async fn wait_until(what: &str, limit: Duration, mut check: impl AsyncFnMut() ->
     begin.elapsed()
 }
 
+const N: usize = 20;
+
 #[tokio::test]
 async fn the_loop_converges_and_an_ack_shows_within_a_second() {
-    const N: usize = 20;
     let server = ApiServer::start().await;
     let client = server.client();
     seed(&client, N).await;
+    let (acked_tx, writer, tasks) = given_the_loop_as_the_agent_wires_it(&client);
+    let gateways = Api::<Gateway>::namespaced(client.clone(), "infra");
+    every_object_is_written_once_and_the_echoes_write_nothing(&gateways, &writer).await;
+    // The fleet ACKs.
+    acked_tx.send(true).unwrap();
+    programmed_true_is_on_the_api_server_within_a_second(&gateways).await;
+    for task in tasks {
+        task.abort();
+    }
+}
 
+/// The watches feed the index; the gated plan follows it and the ACK switch
+/// (returned, off); the driver writes with the returned writer.
+fn given_the_loop_as_the_agent_wires_it(
+    client: &Client,
+) -> (
+    watch::Sender<bool>,
+    Arc<StatusWriter>,
+    [tokio::task::JoinHandle<()>; 2],
+) {
     let index = Arc::new(Index::new(aether_k8s::watch::KINDS));
     let (served, _) = watch::channel(None);
     let watches = tokio::spawn(aether_k8s::watch::run(
@@ -148,7 +168,7 @@ async fn the_loop_converges_and_an_ack_shows_within_a_second() {
         aether_k8s::watch::REDISCOVER,
     ));
     let (acked_tx, acked) = watch::channel(false);
-    let inputs = publish_inputs(index.clone(), acked);
+    let inputs = publish_inputs(index, acked);
     let writer = Arc::new(StatusWriter::default());
     let driver = tokio::spawn(status::run(
         client.clone(),
@@ -156,41 +176,44 @@ async fn the_loop_converges_and_an_ack_shows_within_a_second() {
         always_leader(),
         writer.clone(),
     ));
-    let gateways = Api::<Gateway>::namespaced(client.clone(), "infra");
+    (acked_tx, writer, [driver, watches])
+}
 
-    // Pending first: every Gateway says so, and every object is written once.
+/// Pending first: every Gateway says so, and every object is written once. Our
+/// writes come back through the watch; they cause no further writes.
+async fn every_object_is_written_once_and_the_echoes_write_nothing(
+    gateways: &Api<Gateway>,
+    writer: &StatusWriter,
+) {
     let last = format!("gw{}", N - 1);
     wait_until("pending status", Duration::from_secs(20), async || {
-        programmed(&gateways, &last).await.as_deref() == Some("False/Pending")
+        programmed(gateways, &last).await.as_deref() == Some("False/Pending")
     })
     .await;
     wait_until("all written", Duration::from_secs(10), async || {
-        writes_ok(&writer) >= (1 + 2 * N) as u64
+        writes_ok(writer) >= (1 + 2 * N) as u64
     })
     .await;
-    // Our writes come back through the watch; they cause no further writes.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let settled = writes_ok(&writer);
+    let settled = writes_ok(writer);
     assert_eq!(settled, (1 + 2 * N) as u64, "one write per object");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(writes_ok(&writer), settled, "no write when nothing changed");
+    assert_eq!(writes_ok(writer), settled, "no write when nothing changed");
     let metrics = writer.render_metrics();
     assert!(
         metric_sum(&metrics, "aether_edge_status_unchanged_total", &[]) > 0,
         "{metrics}"
     );
+}
 
-    // The fleet ACKs: Programmed=True is on the API server within a second.
-    acked_tx.send(true).unwrap();
+async fn programmed_true_is_on_the_api_server_within_a_second(gateways: &Api<Gateway>) {
+    let last = format!("gw{}", N - 1);
     let took = wait_until("programmed", Duration::from_secs(5), async || {
-        programmed(&gateways, &last).await.as_deref() == Some("True/Programmed")
+        programmed(gateways, &last).await.as_deref() == Some("True/Programmed")
     })
     .await;
     eprintln!("ACK to Programmed=True on {N} Gateways + {N} routes: {took:?}");
     assert!(took < Duration::from_secs(1), "took {took:?}");
     let gw = serde_json::to_value(gateways.get("gw0").await.unwrap()).unwrap();
     assert_eq!(gw["status"]["listeners"][0]["attachedRoutes"], 1);
-
-    driver.abort();
-    watches.abort();
 }

@@ -2,6 +2,11 @@
 //! kind, another controller's route parent preserved, our parent removed with its
 //! parentRef, no write when nothing changed, a conflicting write refused, and an
 //! outage reported (objects named, counted) then healed by the retrying driver.
+//!
+//! One API server: the scenarios run in order, each on the objects the one before
+//! left (its writes, their entry, a route moved away, a listener removed).
+
+mod support;
 
 use aether_gateway::{AckState, Addresses, Config, Served, Store, assemble, translate};
 use aether_k8s::leader::always_leader;
@@ -14,24 +19,17 @@ use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{create, list_into};
 use tokio::sync::watch;
 
 const OURS: &str = "gateway.aether.io/edge";
 const THEIRS: &str = "example.com/other";
-
-async fn create<K>(api: &Api<K>, value: Value)
-where
-    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let obj: K = serde_json::from_value(value).unwrap();
-    api.create(&PostParams::default(), &obj).await.unwrap();
-}
 
 async fn seed(client: &Client) {
     for ns in ["infra", "apps"] {
@@ -108,38 +106,11 @@ async fn write_their_parent(client: &Client, message: &str) {
 /// The store as a fresh list of every kind translation needs here.
 async fn load(client: &Client) -> Store {
     let mut store = Store::default();
-    let lp = ListParams::default();
-    for o in Api::<Namespace>::all(client.clone())
-        .list(&lp)
-        .await
-        .unwrap()
-    {
-        store.insert(o);
-    }
-    for o in Api::<GatewayClass>::all(client.clone())
-        .list(&lp)
-        .await
-        .unwrap()
-    {
-        store.insert(o);
-    }
-    for o in Api::<Gateway>::all(client.clone()).list(&lp).await.unwrap() {
-        store.insert(o);
-    }
-    for o in Api::<HttpRoute>::all(client.clone())
-        .list(&lp)
-        .await
-        .unwrap()
-    {
-        store.insert(o);
-    }
-    for o in Api::<GrpcRoute>::all(client.clone())
-        .list(&lp)
-        .await
-        .unwrap()
-    {
-        store.insert(o);
-    }
+    list_into::<Namespace>(client, &mut store).await;
+    list_into::<GatewayClass>(client, &mut store).await;
+    list_into::<Gateway>(client, &mut store).await;
+    list_into::<HttpRoute>(client, &mut store).await;
+    list_into::<GrpcRoute>(client, &mut store).await;
     store
 }
 
@@ -195,21 +166,70 @@ fn parent_controllers(status: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-#[tokio::test]
-async fn status_is_applied_merged_retried_and_reported() {
-    let mut server = ApiServer::start().await;
+/// The API server with the seed and their entry, and one writer for every scenario
+/// (its counters add up across them).
+struct World {
+    server: ApiServer,
+    client: Client,
+    writer: Arc<StatusWriter>,
+    gateways: Api<Gateway>,
+    routes: Api<HttpRoute>,
+}
+
+async fn given_the_seed_and_their_entry() -> World {
+    let server = ApiServer::start().await;
     let client = server.client();
     seed(&client).await;
     write_their_parent(&client, "theirs").await;
-    let writer = StatusWriter::new(Duration::from_secs(5), 4);
-    let gateways = Api::<Gateway>::namespaced(client.clone(), "infra");
-    let routes = Api::<HttpRoute>::namespaced(client.clone(), "apps");
+    World {
+        gateways: Api::namespaced(client.clone(), "infra"),
+        routes: Api::namespaced(client.clone(), "apps"),
+        writer: Arc::new(StatusWriter::new(Duration::from_secs(5), 4)),
+        client,
+        server,
+    }
+}
 
-    // First write: every object of ours, applied as one batch.
-    let before = load(&client).await;
-    let patches = writer.patches(&inputs(before.clone(), AckState::Acked), &now());
+/// The patches of `ack` for the store as the API server has it now.
+async fn patches_now(w: &World, ack: AckState) -> Vec<aether_k8s::status::StatusPatch> {
+    w.writer
+        .patches(&inputs(load(&w.client).await, ack), &now())
+}
+
+/// `"<kind> <object>"` of each failure of a batch.
+fn failed_objects(err: &aether_k8s::status::WriteErrors) -> Vec<String> {
+    err.failures
+        .iter()
+        .map(|f| format!("{} {}", f.kind, f.object))
+        .collect()
+}
+
+#[tokio::test]
+async fn status_is_applied_merged_retried_and_reported() {
+    let mut w = given_the_seed_and_their_entry().await;
+    let before = the_first_write_applies_every_object_of_ours_as_one_batch(&w).await;
+    then_class_and_gateway_status_are_as_planned(&w).await;
+    then_route_status_is_ours_beside_theirs(&w).await;
+    nothing_is_written_when_the_server_has_the_plan(&w, before).await;
+    a_stale_write_is_refused_instead_of_erasing_theirs(&w).await;
+    our_entry_goes_with_its_parent_ref(&w).await;
+    a_listener_leaving_the_spec_leaves_status(&w).await;
+    let store = an_outage_names_and_counts_every_failed_object(&mut w).await;
+    the_driver_retries_until_the_server_is_back(&mut w, store).await;
+}
+
+/// Returns the store it was computed from.
+async fn the_first_write_applies_every_object_of_ours_as_one_batch(w: &World) -> Store {
+    let before = load(&w.client).await;
+    let patches = w
+        .writer
+        .patches(&inputs(before.clone(), AckState::Acked), &now());
     assert_eq!(patches.len(), 4, "{patches:#?}");
-    let report = writer.write(&client, patches).await.expect("first batch");
+    let report = w
+        .writer
+        .write(&w.client, patches)
+        .await
+        .expect("first batch");
     let written: Vec<String> = report
         .written
         .iter()
@@ -224,8 +244,11 @@ async fn status_is_applied_merged_retried_and_reported() {
             "GRPCRoute apps/g"
         ]
     );
+    before
+}
 
-    let class = status_of(&Api::<GatewayClass>::all(client.clone()), "aether").await;
+async fn then_class_and_gateway_status_are_as_planned(w: &World) {
+    let class = status_of(&Api::<GatewayClass>::all(w.client.clone()), "aether").await;
     assert_eq!(
         class["supportedFeatures"],
         json!([{"name": "Gateway"}, {"name": "HTTPRoute"}])
@@ -234,7 +257,7 @@ async fn status_is_applied_merged_retried_and_reported() {
         condition(&class["conditions"], "Accepted")["status"],
         "True"
     );
-    let gw = status_of(&gateways, "web").await;
+    let gw = status_of(&w.gateways, "web").await;
     let programmed = condition(&gw["conditions"], "Programmed");
     assert_eq!(
         (&programmed["status"], &programmed["observedGeneration"]),
@@ -257,14 +280,17 @@ async fn status_is_applied_merged_retried_and_reported() {
         gw["listeners"][0]["supportedKinds"][0],
         json!({"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"})
     );
-    let grpc = status_of(&Api::<GrpcRoute>::namespaced(client.clone(), "apps"), "g").await;
+}
+
+async fn then_route_status_is_ours_beside_theirs(w: &World) {
+    let grpc = status_of(&Api::<GrpcRoute>::namespaced(w.client.clone(), "apps"), "g").await;
     assert_eq!(parent_controllers(&grpc), vec![(OURS.into(), "web".into())]);
     assert_eq!(grpc["parents"][0]["parentRef"]["sectionName"], "http");
     assert_eq!(
         condition(&grpc["parents"][0]["conditions"], "Accepted")["status"],
         "True"
     );
-    let route = status_of(&routes, "r").await;
+    let route = status_of(&w.routes, "r").await;
     assert_eq!(
         parent_controllers(&route),
         vec![
@@ -285,43 +311,38 @@ async fn status_is_applied_merged_retried_and_reported() {
         condition(&ours["conditions"], "Accepted")["observedGeneration"],
         1
     );
+}
 
-    // The server's copy is what we planned: nothing to write, whether the store
-    // still lags behind our writes or has caught up.
+/// The server's copy is what we planned: nothing to write, whether the store still
+/// lags behind our writes (`before`) or has caught up.
+async fn nothing_is_written_when_the_server_has_the_plan(w: &World, before: Store) {
     assert!(
-        writer
+        w.writer
             .patches(&inputs(before, AckState::Acked), &now())
             .is_empty()
     );
-    assert!(
-        writer
-            .patches(&inputs(load(&client).await, AckState::Acked), &now())
-            .is_empty()
-    );
+    assert!(patches_now(w, AckState::Acked).await.is_empty());
+}
 
-    // Another controller changes its entry after we read the route: our write,
-    // computed from the older copy, is refused instead of erasing theirs.
-    let stale = load(&client).await;
-    write_their_parent(&client, "theirs, updated").await;
-    let pending = writer.patches(&inputs(stale, AckState::Pending), &now());
-    let err = writer
-        .write(&client, pending)
+/// Another controller changes its entry after we read the route: our write,
+/// computed from the older copy, is refused; from fresh state it goes through.
+async fn a_stale_write_is_refused_instead_of_erasing_theirs(w: &World) {
+    let stale = load(&w.client).await;
+    write_their_parent(&w.client, "theirs, updated").await;
+    let pending = w.writer.patches(&inputs(stale, AckState::Pending), &now());
+    let err = w
+        .writer
+        .write(&w.client, pending)
         .await
         .expect_err("the route write must conflict");
-    let failed: Vec<String> = err
-        .failures
-        .iter()
-        .map(|f| format!("{} {}", f.kind, f.object))
-        .collect();
-    assert_eq!(failed, vec!["HTTPRoute apps/r"]);
+    assert_eq!(failed_objects(&err), vec!["HTTPRoute apps/r"]);
     assert!(err.to_string().contains("409"), "{err}");
-    // From fresh state it goes through, and their update survives.
-    let fresh = writer.patches(&inputs(load(&client).await, AckState::Pending), &now());
-    writer
-        .write(&client, fresh)
+    let fresh = patches_now(w, AckState::Pending).await;
+    w.writer
+        .write(&w.client, fresh)
         .await
         .expect("retry from fresh state");
-    let route = status_of(&routes, "r").await;
+    let route = status_of(&w.routes, "r").await;
     assert_eq!(
         route["parents"][0]["conditions"][0]["message"],
         "theirs, updated"
@@ -331,43 +352,39 @@ async fn status_is_applied_merged_retried_and_reported() {
         (&accepted["status"], &accepted["reason"]),
         (&json!("False"), &json!("Pending"))
     );
+}
 
-    // The route stops naming our Gateway: our entry goes, theirs stays.
-    routes
-        .patch(
-            "r",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"parentRefs": [{"name": "elsewhere", "namespace": "infra"}]}}),
-            ),
-        )
+/// The route stops naming our Gateway: our entry goes, theirs stays.
+async fn our_entry_goes_with_its_parent_ref(w: &World) {
+    let elsewhere = json!({"spec": {"parentRefs": [{"name": "elsewhere", "namespace": "infra"}]}});
+    w.routes
+        .patch("r", &PatchParams::default(), &Patch::Merge(elsewhere))
         .await
         .unwrap();
-    let patches = writer.patches(&inputs(load(&client).await, AckState::Pending), &now());
+    let patches = patches_now(w, AckState::Pending).await;
     // Only the route: the Gateway, still pending, already counts 0 routes.
     assert_eq!(patches.len(), 1, "{patches:#?}");
-    writer.write(&client, patches).await.expect("removal");
-    let route = status_of(&routes, "r").await;
+    w.writer.write(&w.client, patches).await.expect("removal");
+    let route = status_of(&w.routes, "r").await;
     assert_eq!(
         parent_controllers(&route),
         vec![(THEIRS.into(), "elsewhere".into())]
     );
+}
 
-    // A listener leaves the spec: the apply no longer names it, so the API server
-    // drops it from status (a map we own by key), leaving the other as it was.
-    gateways
+/// The apply no longer names a listener gone from the spec, so the API server drops
+/// it from status (a map we own by key), leaving the other as it was.
+async fn a_listener_leaving_the_spec_leaves_status(w: &World) {
+    let remove = json!([{"op": "remove", "path": "/spec/listeners/1"}]);
+    w.gateways
         .patch(
             "web",
             &PatchParams::default(),
-            &Patch::Json::<()>(
-                serde_json::from_value(json!([
-                {"op": "remove", "path": "/spec/listeners/1"}]))
-                .unwrap(),
-            ),
+            &Patch::Json::<()>(serde_json::from_value(remove).unwrap()),
         )
         .await
         .unwrap();
-    let patches = writer.patches(&inputs(load(&client).await, AckState::Pending), &now());
+    let patches = patches_now(w, AckState::Pending).await;
     let kinds: Vec<String> = patches
         .iter()
         .map(|p| format!("{} {}", p.kind, p.object))
@@ -376,11 +393,11 @@ async fn status_is_applied_merged_retried_and_reported() {
         kinds.contains(&"Gateway infra/web".to_string()),
         "{kinds:?}"
     );
-    writer
-        .write(&client, patches)
+    w.writer
+        .write(&w.client, patches)
         .await
         .expect("listener removal");
-    let gw = status_of(&gateways, "web").await;
+    let gw = status_of(&w.gateways, "web").await;
     let names: Vec<&str> = gw["listeners"]
         .as_array()
         .unwrap()
@@ -392,71 +409,59 @@ async fn status_is_applied_merged_retried_and_reported() {
         condition(&gw["conditions"], "Accepted")["observedGeneration"],
         2
     );
+}
 
-    // Outage: every failed object is named and counted, and the driver retries
-    // until the API server is back.
-    let store = load(&client).await;
-    server.stop_apiserver().await;
-    let failing = writer.patches(
+/// Every failed object is named and counted; returns the store of the failed plan.
+async fn an_outage_names_and_counts_every_failed_object(w: &mut World) -> Store {
+    let store = load(&w.client).await;
+    w.server.stop_apiserver().await;
+    let failing = w.writer.patches(
         &inputs(store.clone(), AckState::Nacked("bad cluster".into())),
         &now(),
     );
     assert!(!failing.is_empty());
-    let err = writer
-        .write(&client, failing)
+    let err = w
+        .writer
+        .write(&w.client, failing)
         .await
         .expect_err("API server down");
-    let named: Vec<String> = err
-        .failures
-        .iter()
-        .map(|f| format!("{} {}", f.kind, f.object))
-        .collect();
-    assert_eq!(named, vec!["Gateway infra/web"]);
+    assert_eq!(failed_objects(&err), vec!["Gateway infra/web"]);
     assert!(err.to_string().contains("Gateway infra/web"), "{err}");
-    let metrics = writer.render_metrics();
+    let metrics = w.writer.render_metrics();
+    assert!(gateway_writes(&metrics, "error") >= 1, "{metrics}");
     assert!(
-        metric_sum(
-            &metrics,
-            "aether_edge_status_writes_total",
-            &["kind=\"Gateway\"", "result=\"error\""],
-        ) >= 1
+        metric_sum(&metrics, "aether_edge_status_batches_failed_total", &[]) >= 2,
+        "{metrics}"
     );
-    assert!(metric_sum(&metrics, "aether_edge_status_batches_failed_total", &[]) >= 2);
+    store
+}
 
-    let (_tx, rx) = watch::channel(Arc::new(inputs(
-        store,
-        AckState::Nacked("bad cluster".into()),
-    )));
-    let writer = Arc::new(writer);
+/// The driver keeps retrying through the outage, and the write lands once the API
+/// server is back.
+async fn the_driver_retries_until_the_server_is_back(w: &mut World, store: Store) {
+    let inputs = inputs(store, AckState::Nacked("bad cluster".into()));
+    let (_tx, rx) = watch::channel(Arc::new(inputs));
     let driver = tokio::spawn(status::run(
-        client.clone(),
+        w.client.clone(),
         rx,
         always_leader(),
-        writer.clone(),
+        w.writer.clone(),
     ));
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let errors_during_outage = metric_sum(
-        &writer.render_metrics(),
-        "aether_edge_status_writes_total",
-        &["kind=\"Gateway\"", "result=\"error\""],
-    );
+    let errors_during_outage = gateway_writes(&w.writer.render_metrics(), "error");
     assert!(
         errors_during_outage >= 3,
         "the driver kept retrying: {errors_during_outage}"
     );
-    server.start_apiserver().await;
+    w.server.start_apiserver().await;
     let begin = Instant::now();
     loop {
-        if let Ok(gw) = gateways.get("web").await {
+        if let Ok(gw) = w.gateways.get("web").await {
             let gw = serde_json::to_value(gw).unwrap()["status"].clone();
             let programmed = condition(&gw["conditions"], "Programmed");
             if programmed["reason"] == "Invalid" {
-                assert!(
-                    programmed["message"]
-                        .as_str()
-                        .unwrap()
-                        .contains("bad cluster")
-                );
+                let message = programmed["message"].as_str().unwrap();
+                assert!(message.contains("bad cluster"), "{message}");
                 break;
             }
         }
@@ -467,13 +472,20 @@ async fn status_is_applied_merged_retried_and_reported() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     driver.abort();
-    let metrics = writer.render_metrics();
+    let metrics = w.writer.render_metrics();
+    assert!(gateway_writes(&metrics, "ok") >= 3, "{metrics}");
     assert!(
-        metric_sum(
-            &metrics,
-            "aether_edge_status_writes_total",
-            &["kind=\"Gateway\"", "result=\"ok\""],
-        ) >= 3
+        metric_sum(&metrics, "aether_edge_status_unchanged_total", &[]) >= 1,
+        "{metrics}"
     );
-    assert!(metric_sum(&metrics, "aether_edge_status_unchanged_total", &[]) >= 1);
+}
+
+/// Gateway status writes with `result` (`ok`, `error`), from the writer's metrics.
+fn gateway_writes(metrics: &str, result: &str) -> u64 {
+    let result = format!("result=\"{result}\"");
+    metric_sum(
+        metrics,
+        "aether_edge_status_writes_total",
+        &["kind=\"Gateway\"", &result],
+    )
 }

@@ -40,6 +40,7 @@ mod etcd;
 pub mod live;
 mod locate;
 mod manifests;
+mod objects;
 mod pki;
 mod process;
 mod run_dir;
@@ -48,6 +49,7 @@ mod service_account;
 pub use apiserver::ApiServer;
 pub use error::Error;
 pub use locate::{envoy_bin, gateway_api_crd_dir, gateway_api_crd_dir_at, kube_bin_dir, repo_root};
+pub use objects::{create, list_all};
 
 /// The sum of the samples of metric `name` in Prometheus text `text` whose
 /// line contains every one of `labels` (e.g. `r#"reason="wrong_node""#`); 0 when

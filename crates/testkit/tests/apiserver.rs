@@ -46,7 +46,14 @@ async fn gateway_round_trips_and_credentials_work() {
     let server = ApiServer::start().await;
     let client = server.client();
     create_namespace(&client, "edge").await;
+    let read = the_real_crd_defaults_and_validates_a_gateway(&client).await;
+    exactly_the_pinned_gateway_api_crds_are_installed(&client).await;
+    the_kubeconfig_file_alone_is_enough_for_a_child_process(&server, &read).await;
+    rbac_and_tokens_are_enforced(&server).await;
+}
 
+/// Returns the Gateway as read back.
+async fn the_real_crd_defaults_and_validates_a_gateway(client: &Client) -> Gateway {
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), "edge");
     gateways
         .create(&PostParams::default(), &gateway("edge", "gw"))
@@ -74,14 +81,17 @@ async fn gateway_round_trips_and_credentials_work() {
         .and_then(|n| n.from.as_ref())
         .map(|f| format!("{f:?}"));
     assert_eq!(from.as_deref(), Some("Same"));
-
     // The CRD schema's validation is live too: a listener port of 0 is refused.
     let mut bad = gateway("edge", "bad");
     bad.spec.listeners[0].port = 0;
     let err = gateways.create(&PostParams::default(), &bad).await;
     assert!(err.is_err(), "port 0 accepted: {err:?}");
+    read
+}
 
-    // Exactly the Gateway API CRDs, all carrying the pinned bundle version.
+/// All carrying the bundle version the conformance module pins (the CRDs come
+/// from its module dir, `.../gateway-api@<version>/config/crd/experimental`).
+async fn exactly_the_pinned_gateway_api_crds_are_installed(client: &Client) {
     let crds = Api::<CustomResourceDefinition>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -96,8 +106,6 @@ async fn gateway_round_trips_and_credentials_work() {
         names.iter().all(|n| n.contains(".gateway.networking.")),
         "{names:?}"
     );
-    // The version the conformance module pins (the CRDs come from its module dir,
-    // `.../gateway-api@<version>/config/crd/experimental`).
     let dir = aether_testkit::gateway_api_crd_dir().await.unwrap();
     let pinned = dir
         .to_string_lossy()
@@ -113,8 +121,13 @@ async fn gateway_round_trips_and_credentials_work() {
             .and_then(|a| a.get("gateway.networking.k8s.io/bundle-version"));
         assert_eq!(bundle.cloned(), pinned, "{}", dir.display());
     }
+}
 
-    // A child process's view: the kubeconfig file alone (server, CA, token) is enough.
+/// Server, CA and token: a client made from the file reads what was written.
+async fn the_kubeconfig_file_alone_is_enough_for_a_child_process(
+    server: &ApiServer,
+    read: &Gateway,
+) {
     let kubeconfig = Kubeconfig::read_from(server.kubeconfig_path()).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
@@ -129,8 +142,11 @@ async fn gateway_round_trips_and_credentials_work() {
         .await
         .unwrap();
     assert_eq!(seen.metadata.uid, read.metadata.uid);
+}
 
-    // RBAC is enforced: an identity without bindings is forbidden.
+/// An identity without bindings is forbidden; a wrong token is rejected (the CA
+/// and URL are right, so only the token is at fault).
+async fn rbac_and_tokens_are_enforced(server: &ApiServer) {
     let nobody = server.client_as("system:serviceaccount:edge:nobody", &[]);
     match Api::<Gateway>::namespaced(nobody, "edge")
         .list(&ListParams::default())
@@ -139,7 +155,6 @@ async fn gateway_round_trips_and_credentials_work() {
         Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
         other => panic!("expected 403, got {other:?}"),
     }
-    // A wrong token is rejected (the CA and URL are right, so only the token is at fault).
     let mut config = kube::Config::new(server.url().parse().unwrap());
     config.root_cert = None;
     config.accept_invalid_certs = true;
@@ -168,9 +183,25 @@ async fn api_server_outage_and_recovery_on_the_same_port() {
         .metadata
         .resource_version
         .unwrap();
+    let (mut seen, watch) = watch_namespace_names(&namespaces);
+    wait_for_name(&mut seen, "before").await;
+    a_stopped_api_server_answers_nothing_and_etcd_compacts(&mut server, &namespaces, &old_version)
+        .await;
+    it_restarts_on_the_same_port_with_the_data(&mut server, &client, &url).await;
+    a_watch_resumed_from_before_the_compaction_is_gone(&namespaces, &old_version).await;
+    // ...and the watcher, which went through all of it, sees what came after.
+    wait_for_name(&mut seen, "after").await;
+    watch.abort();
+}
 
-    // A kube-runtime watcher running across the outage, reporting the names it sees.
-    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+/// A kube-runtime watcher running across the outage, reporting the names it sees.
+fn watch_namespace_names(
+    namespaces: &Api<Namespace>,
+) -> (
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (seen_tx, seen) = tokio::sync::mpsc::unbounded_channel();
     let stream = watcher(namespaces.clone(), watcher::Config::default()).default_backoff();
     let watch = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -180,8 +211,14 @@ async fn api_server_outage_and_recovery_on_the_same_port() {
             }
         }
     });
-    wait_for_name(&mut seen, "before").await;
+    (seen, watch)
+}
 
+async fn a_stopped_api_server_answers_nothing_and_etcd_compacts(
+    server: &mut ApiServer,
+    namespaces: &Api<Namespace>,
+    old_version: &str,
+) {
     server.stop_apiserver().await;
     assert!(
         namespaces.get("before").await.is_err(),
@@ -191,23 +228,33 @@ async fn api_server_outage_and_recovery_on_the_same_port() {
     server.stop_apiserver().await; // idempotent
     let compacted = server.compact_etcd().await.unwrap();
     assert!(compacted > old_version.parse::<i64>().unwrap());
+}
 
+/// The same client object works again, and etcd kept the data (the CRDs too).
+async fn it_restarts_on_the_same_port_with_the_data(
+    server: &mut ApiServer,
+    client: &Client,
+    url: &str,
+) {
     server.start_apiserver().await;
     assert_eq!(server.url(), url);
-    // The same client object works again, and etcd kept the data.
-    namespaces.get("before").await.unwrap();
-    create_namespace(&client, "after").await;
-    // The CRDs survived too (they live in etcd).
-    Api::<Gateway>::namespaced(client, "after")
+    Api::<Namespace>::all(client.clone())
+        .get("before")
+        .await
+        .unwrap();
+    create_namespace(client, "after").await;
+    Api::<Gateway>::namespaced(client.clone(), "after")
         .create(&PostParams::default(), &gateway("after", "gw"))
         .await
         .unwrap();
+}
 
-    // Resuming from before the compaction is 410 Gone, as after a real watch expiry...
-    let expired = match namespaces
-        .watch(&WatchParams::default(), &old_version)
-        .await
-    {
+/// 410 Gone, as after a real watch expiry.
+async fn a_watch_resumed_from_before_the_compaction_is_gone(
+    namespaces: &Api<Namespace>,
+    old_version: &str,
+) {
+    let expired = match namespaces.watch(&WatchParams::default(), old_version).await {
         Err(kube::Error::Api(status)) => status.code,
         Ok(events) => match std::pin::pin!(events).next().await {
             Some(Ok(WatchEvent::Error(status))) => status.code,
@@ -216,9 +263,6 @@ async fn api_server_outage_and_recovery_on_the_same_port() {
         Err(other) => panic!("expected 410, got {other:?}"),
     };
     assert_eq!(expired, 410);
-    // ...and the watcher, which went through all of it, sees what came after.
-    wait_for_name(&mut seen, "after").await;
-    watch.abort();
 }
 
 async fn wait_for_name(seen: &mut tokio::sync::mpsc::UnboundedReceiver<String>, name: &str) {

@@ -72,6 +72,23 @@ async fn whoami(client: Client) -> (String, Vec<String>) {
 #[tokio::test]
 async fn manifests_apply_and_service_accounts_get_exactly_their_rbac() {
     let server = ApiServer::start().await;
+    manifests_apply_idempotently_under_the_kits_field_manager(&server).await;
+    a_refused_document_is_named(&server).await;
+    a_service_account_gets_exactly_its_rbac(&server).await;
+    its_kubeconfig_carries_the_same_identity(&server).await;
+    // A ServiceAccount nobody bound: authenticated, but granted nothing.
+    let stranger = server
+        .service_account_client("elsewhere", "nobody")
+        .await
+        .unwrap();
+    forbidden(
+        Api::<Gateway>::all(stranger)
+            .list(&ListParams::default())
+            .await,
+    );
+}
+
+async fn manifests_apply_idempotently_under_the_kits_field_manager(server: &ApiServer) {
     let applied = server.apply(RBAC).await.unwrap();
     assert_eq!(
         applied,
@@ -82,7 +99,6 @@ async fn manifests_apply_and_service_accounts_get_exactly_their_rbac() {
             "ClusterRoleBinding gateway-reader",
         ]
     );
-    // Idempotent, and owned by the kit's field manager.
     assert_eq!(server.apply(RBAC).await.unwrap(), applied);
     let role = Api::<ClusterRole>::all(server.client())
         .get("gateway-reader")
@@ -96,11 +112,14 @@ async fn manifests_apply_and_service_accounts_get_exactly_their_rbac() {
         .filter_map(|m| m.manager)
         .collect();
     assert_eq!(managers, ["aether-testkit"]);
-    // A document the API server does not know is an error naming nothing silently.
+}
+
+/// A document the API server does not know is an error naming nothing silently;
+/// an object the API server refuses names itself, not just the server's message.
+async fn a_refused_document_is_named(server: &ApiServer) {
     let unknown = "apiVersion: example.com/v1\nkind: Nothing\nmetadata: {name: x}\n";
     let err = server.apply(unknown).await.unwrap_err().to_string();
     assert!(err.starts_with("apply Nothing x (document 0)"), "{err}");
-    // An object the API server refuses names itself, not just the server's message.
     let invalid = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ok}\n---\n\
                    apiVersion: v1\nkind: Namespace\nmetadata: {name: Not_Valid}\n";
     let err = server.apply(invalid).await.unwrap_err().to_string();
@@ -108,7 +127,10 @@ async fn manifests_apply_and_service_accounts_get_exactly_their_rbac() {
         err.starts_with("apply Namespace Not_Valid (document 1)"),
         "{err}"
     );
+}
 
+/// It reads Gateways, and may neither read Secrets nor write Gateways.
+async fn a_service_account_gets_exactly_its_rbac(server: &ApiServer) {
     let agent = server
         .service_account_client("edge-system", "agent")
         .await
@@ -142,8 +164,10 @@ async fn manifests_apply_and_service_accounts_get_exactly_their_rbac() {
             .create(&PostParams::default(), &gateway)
             .await,
     );
+}
 
-    // The kubeconfig a child process would get: same identity, SA namespace as default.
+/// The kubeconfig a child process would get: same identity, SA namespace as default.
+async fn its_kubeconfig_carries_the_same_identity(server: &ApiServer) {
     let path = server
         .service_account_kubeconfig("edge-system", "agent")
         .await
@@ -157,15 +181,4 @@ async fn manifests_apply_and_service_accounts_get_exactly_their_rbac() {
     assert_eq!(config.default_namespace, "edge-system");
     let (user, _) = whoami(Client::try_from(config).unwrap()).await;
     assert_eq!(user, "system:serviceaccount:edge-system:agent");
-
-    // A ServiceAccount nobody bound: authenticated, but granted nothing.
-    let stranger = server
-        .service_account_client("elsewhere", "nobody")
-        .await
-        .unwrap();
-    forbidden(
-        Api::<Gateway>::all(stranger)
-            .list(&ListParams::default())
-            .await,
-    );
 }

@@ -7,44 +7,21 @@
 mod common;
 
 use aether_ir as ir;
-use common::live::{Envoy, free_port, get, spawn_echo_backend};
+use common::live::{
+    get, mk_cluster, mk_forward, mk_http_port, mk_ir, mk_route, mk_virtual_host, serve,
+    spawn_echo_backend,
+};
 use std::net::SocketAddr;
-
-fn route(name: &str, path: ir::PathMatch, action: ir::RouteAction) -> ir::Route {
-    ir::Route {
-        name: name.into(),
-        matcher: ir::RouteMatch {
-            path,
-            method: None,
-            headers: vec![],
-            query_params: vec![],
-        },
-        action,
-        request_headers: Default::default(),
-        response_headers: Default::default(),
-    }
-}
-
-fn forward(
-    backends: &[&str],
-    invalid_weight: u32,
-    rewrite: Option<ir::UrlRewrite>,
-) -> ir::RouteAction {
-    ir::RouteAction::Forward(ir::Forward {
-        backends: backends
-            .iter()
-            .map(|c| ir::WeightedBackend {
-                cluster: c.to_string(),
-                weight: 1,
-            })
-            .collect(),
-        invalid_weight,
-        rewrite,
-    })
-}
 
 fn prefix(p: &str) -> ir::PathMatch {
     ir::PathMatch::Prefix(p.into())
+}
+
+fn rewrite(hostname: Option<&str>, path: ir::PathRewrite) -> Option<ir::UrlRewrite> {
+    Some(ir::UrlRewrite {
+        hostname: hostname.map(Into::into),
+        path: Some(path),
+    })
 }
 
 fn redirect(
@@ -61,10 +38,10 @@ fn redirect(
     })
 }
 
-fn live_ir(port: u16, backend: SocketAddr) -> ir::Ir {
-    let cluster = ir::names::cluster("app", "echo", 80);
-    let c = cluster.as_str();
-    let mut root = route("root", prefix("/"), forward(&[c], 0, None));
+/// `/` to the echo backend, with a header set, one removed and one added to the
+/// response.
+fn mk_root(cluster: &str) -> ir::Route {
+    let mut root = mk_route("root", prefix("/"), mk_forward(&[cluster], 0, None));
     root.request_headers.set.push(ir::Header {
         name: "x-set".into(),
         value: "by-envoy".into(),
@@ -74,136 +51,96 @@ fn live_ir(port: u16, backend: SocketAddr) -> ir::Ir {
         name: "x-response".into(),
         value: "added".into(),
     });
+    root
+}
+
+fn live_ir(port: u16, backend: SocketAddr) -> ir::Ir {
+    let cluster = mk_cluster("echo", backend, ir::UpstreamProtocol::Http1);
+    let c = cluster.name.as_str();
+    let prefix_to = |to: &str| ir::PathRewrite::ReplacePrefixMatch(to.into());
     let star = vec![
-        route(
+        mk_route(
             "strip",
             prefix("/strip"),
-            forward(
-                &[c],
-                0,
-                Some(ir::UrlRewrite {
-                    hostname: None,
-                    path: Some(ir::PathRewrite::ReplacePrefixMatch("/".into())),
-                }),
-            ),
+            mk_forward(&[c], 0, rewrite(None, prefix_to("/"))),
         ),
-        route(
+        mk_route(
             "prefix-one",
             prefix("/prefix/one"),
-            forward(
+            mk_forward(
                 &[c],
                 0,
-                Some(ir::UrlRewrite {
-                    hostname: Some("rewritten.example".into()),
-                    path: Some(ir::PathRewrite::ReplacePrefixMatch("/one".into())),
-                }),
+                rewrite(Some("rewritten.example"), prefix_to("/one")),
             ),
         ),
-        route(
+        mk_route(
             "full",
             prefix("/full"),
-            forward(
+            mk_forward(
                 &[c],
                 0,
-                Some(ir::UrlRewrite {
-                    hostname: None,
-                    path: Some(ir::PathRewrite::ReplaceFullPath("/one".into())),
-                }),
+                rewrite(None, ir::PathRewrite::ReplaceFullPath("/one".into())),
             ),
         ),
-        route("all-invalid", prefix("/all-invalid"), forward(&[], 1, None)),
-        route(
+        mk_route(
+            "all-invalid",
+            prefix("/all-invalid"),
+            mk_forward(&[], 1, None),
+        ),
+        mk_route(
             "half-invalid",
             prefix("/half-invalid"),
-            forward(&[c], 1, None),
+            mk_forward(&[c], 1, None),
         ),
-        route(
+        mk_route(
             "scheme",
             prefix("/scheme"),
             redirect(Some("https"), None, None),
         ),
-        route(
+        mk_route(
             "redirect-prefix",
             prefix("/redirect-prefix"),
-            redirect(
-                None,
-                Some("example.org"),
-                Some(ir::PathRewrite::ReplacePrefixMatch("/".into())),
-            ),
+            redirect(None, Some("example.org"), Some(prefix_to("/"))),
         ),
-        root,
+        mk_root(c),
     ];
-    let exact = vec![route(
+    let exact = vec![mk_route(
         "exact-scheme",
         prefix("/"),
         redirect(Some("https"), None, None),
     )];
-    ir::Ir {
-        gateways: vec![ir::Gateway {
-            namespace: "infra".into(),
-            name: "live".into(),
-            addresses: vec!["127.0.0.1".into()],
-            ports: vec![ir::Port {
-                port,
-                protocol: ir::PortProtocol::Http,
-                listener_name: ir::names::listener("infra", "live", port),
-                route_table: Some(ir::RouteTable {
-                    name: ir::names::route_table("infra", "live", port, None),
-                    virtual_hosts: vec![
-                        ir::VirtualHost {
-                            name: "*".into(),
-                            domains: vec!["*".into()],
-                            routes: star,
-                        },
-                        ir::VirtualHost {
-                            name: "redirect.example".into(),
-                            domains: vec!["redirect.example".into()],
-                            routes: exact,
-                        },
-                    ],
-                }),
-                tls_chains: vec![],
-                forward: None,
-            }],
-        }],
-        clusters: vec![ir::Cluster {
-            name: cluster.clone(),
-            service: ir::ObjectRef::new("app", "echo"),
-            port: 80,
-            protocol: ir::UpstreamProtocol::Http1,
-            endpoints: vec![ir::Endpoint {
-                address: backend.ip().to_string(),
-                port: backend.port(),
-                weight: 0,
-            }],
-        }],
-    }
+    let hosts = vec![
+        mk_virtual_host("*", &["*"], star),
+        mk_virtual_host("redirect.example", &["redirect.example"], exact),
+    ];
+    mk_ir("live", mk_http_port("live", port, hosts), vec![cluster])
 }
 
 #[test]
 fn envoy_serves_rewrites_redirects_and_invalid_backends() {
     let backend = spawn_echo_backend();
-    let port = free_port();
-    let bootstrap = aether_xds::validation_bootstrap(&aether_xds::build(&live_ir(port, backend)))
-        .expect("rendering the bootstrap");
-    let file = common::scratch_file("live.yaml");
-    std::fs::write(&file, bootstrap).unwrap();
-    let _envoy = Envoy::start(
-        &file,
-        || matches!(get(port, "example.com", "/"), Ok(r) if r.status == 200),
-    );
+    let port = common::live::free_port();
+    let ready = || matches!(get(port, "example.com", "/"), Ok(r) if r.status == 200);
+    let _envoy = serve("live", &live_ir(port, backend), ready);
+    the_host_reaches_the_backend_as_sent_and_header_modifiers_apply(port);
+    rewrites_never_make_a_double_slash_and_keep_the_query(port);
+    invalid_backends_answer_500_all_or_their_share(port);
+    a_scheme_change_never_keeps_a_non_default_port(port);
+}
 
-    let ok = |host: &str, path: &str| {
-        let r = get(port, host, path).unwrap();
-        assert_eq!(r.status, 200, "{host}{path}: {}", r.body);
-        r
-    };
-    // Host reaches the backend as sent, port included; header modifiers apply.
-    let r = ok("example.com:8080", "/anything");
+/// A 200 for `host` `path`, its body the request the backend saw.
+fn ok(port: u16, host: &str, path: &str) -> common::live::Response {
+    let r = get(port, host, path).unwrap();
+    assert_eq!(r.status, 200, "{host}{path}: {}", r.body);
+    r
+}
+
+/// Port included; the edge takes the peer as the client (`use_remote_address`).
+fn the_host_reaches_the_backend_as_sent_and_header_modifiers_apply(port: u16) {
+    let r = ok(port, "example.com:8080", "/anything");
     assert!(r.body.starts_with("GET /anything HTTP/1.1\n"), "{}", r.body);
     assert!(r.body.contains("host: example.com:8080\n"), "{}", r.body);
     assert!(r.body.contains("x-set: by-envoy\n"), "{}", r.body);
-    // The edge takes the peer as the client (`use_remote_address`).
     assert!(
         r.body.contains("x-envoy-external-address: 127.0.0.1\n"),
         "{}",
@@ -211,8 +148,11 @@ fn envoy_serves_rewrites_redirects_and_invalid_backends() {
     );
     assert!(!r.body.contains("x-remove-me"), "{}", r.body);
     assert_eq!(r.header("x-response"), Some("added"));
+}
 
-    // ReplacePrefixMatch "/" never yields "//"; the query survives.
+/// ReplacePrefixMatch "/" never yields "//"; the query survives.
+fn rewrites_never_make_a_double_slash_and_keep_the_query(port: u16) {
+    let ok = |host, path| ok(port, host, path);
     assert!(
         ok("example.com", "/strip/bar?x=1")
             .body
@@ -228,8 +168,9 @@ fn envoy_serves_rewrites_redirects_and_invalid_backends() {
             .body
             .starts_with("GET /one?q=2 ")
     );
+}
 
-    // Invalid backends answer 500: all of them, or their share.
+fn invalid_backends_answer_500_all_or_their_share(port: u16) {
     assert_eq!(
         get(port, "example.com", "/all-invalid").unwrap().status,
         500
@@ -245,8 +186,9 @@ fn envoy_serves_rewrites_redirects_and_invalid_backends() {
         statuses.iter().all(|s| *s == 200 || *s == 500),
         "{statuses:?}"
     );
+}
 
-    // Redirects: a scheme change never keeps the request's non-default port.
+fn a_scheme_change_never_keeps_a_non_default_port(port: u16) {
     let location = |host: &str, path: &str| {
         let r = get(port, host, path).unwrap();
         assert_eq!(r.status, 302, "{host}{path}");
@@ -268,5 +210,4 @@ fn envoy_serves_rewrites_redirects_and_invalid_backends() {
         location("example.com:8080", "/redirect-prefix"),
         "http://example.org/"
     );
-    let _ = std::fs::remove_file(&file);
 }

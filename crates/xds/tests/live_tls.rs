@@ -7,7 +7,10 @@
 mod common;
 
 use aether_ir as ir;
-use common::live::{Envoy, Response, free_port, read_response, request_text, spawn_echo_backend};
+use common::live::{
+    Response, free_port, mk_cluster, mk_forward, mk_ir, mk_route, mk_virtual_host, read_response,
+    request_text, serve, spawn_echo_backend,
+};
 use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -48,25 +51,9 @@ fn chain(
     cert: &ir::Certificate,
     cluster: &str,
 ) -> ir::TlsChain {
-    let mut route = ir::Route {
-        name: format!("httproute/app/{listener}/rule/0/match/0"),
-        matcher: ir::RouteMatch {
-            path: ir::PathMatch::Prefix("/".into()),
-            method: None,
-            headers: vec![],
-            query_params: vec![],
-        },
-        action: ir::RouteAction::Forward(ir::Forward {
-            backends: vec![ir::WeightedBackend {
-                cluster: cluster.into(),
-                weight: 1,
-            }],
-            invalid_weight: 0,
-            rewrite: None,
-        }),
-        request_headers: Default::default(),
-        response_headers: Default::default(),
-    };
+    let name = format!("httproute/app/{listener}/rule/0/match/0");
+    let prefix = ir::PathMatch::Prefix("/".into());
+    let mut route = mk_route(&name, prefix, mk_forward(&[cluster], 0, None));
     // The backend echoes x- headers: this one says which chain served.
     route.request_headers.set.push(ir::Header {
         name: "x-chain".into(),
@@ -78,11 +65,7 @@ fn chain(
         certificates: vec![cert.clone()],
         route_table: Some(ir::RouteTable {
             name: format!("edge_rt_infra_tls_443_{listener}"),
-            virtual_hosts: vec![ir::VirtualHost {
-                name: "*".into(),
-                domains: vec!["*".into()],
-                routes: vec![route],
-            }],
+            virtual_hosts: vec![mk_virtual_host("*", &["*"], vec![route])],
         }),
         forward: None,
     }
@@ -98,50 +81,29 @@ fn tls_ir(port: u16, backend: SocketAddr) -> ir::Ir {
         .map(|c| c.certificates[0].clone())
         .next()
         .expect("the https-chains case has a certificate");
-    let cluster = ir::names::cluster("app", "echo", 80);
-    ir::Ir {
-        gateways: vec![ir::Gateway {
-            namespace: "infra".into(),
-            name: "tls".into(),
-            addresses: vec!["127.0.0.1".into()],
-            ports: vec![ir::Port {
-                port,
-                protocol: ir::PortProtocol::Https,
-                listener_name: ir::names::listener("infra", "tls", port),
-                route_table: None,
-                // Catch-all first, as the IR sorts by listener name; the builder
-                // must still let the SNI chain win for its name.
-                tls_chains: vec![
-                    chain("any", &[], &cert, &cluster),
-                    chain("sni", &["example.com"], &cert, &cluster),
-                ],
-                forward: None,
-            }],
-        }],
-        clusters: vec![ir::Cluster {
-            name: cluster,
-            service: ir::ObjectRef::new("app", "echo"),
-            port: 80,
-            protocol: ir::UpstreamProtocol::Http1,
-            endpoints: vec![ir::Endpoint {
-                address: backend.ip().to_string(),
-                port: backend.port(),
-                weight: 0,
-            }],
-        }],
-    }
+    let cluster = mk_cluster("echo", backend, ir::UpstreamProtocol::Http1);
+    let https = ir::Port {
+        port,
+        protocol: ir::PortProtocol::Https,
+        listener_name: ir::names::listener("infra", "tls", port),
+        route_table: None,
+        // Catch-all first, as the IR sorts by listener name; the builder
+        // must still let the SNI chain win for its name.
+        tls_chains: vec![
+            chain("any", &[], &cert, &cluster.name),
+            chain("sni", &["example.com"], &cert, &cluster.name),
+        ],
+        forward: None,
+    };
+    mk_ir("tls", https, vec![cluster])
 }
 
 #[test]
 fn sni_picks_its_chain_and_anything_else_gets_the_catch_all() {
     let backend = spawn_echo_backend();
     let port = free_port();
-    let bootstrap = aether_xds::validation_bootstrap(&aether_xds::build(&tls_ir(port, backend)))
-        .expect("rendering the bootstrap");
-    let file = common::scratch_file("live-tls.yaml");
-    std::fs::write(&file, bootstrap).unwrap();
-    let _envoy = Envoy::start(&file, || TcpStream::connect(("127.0.0.1", port)).is_ok());
-
+    let ready = || TcpStream::connect(("127.0.0.1", port)).is_ok();
+    let _envoy = serve("live-tls", &tls_ir(port, backend), ready);
     let served_by = |sni: Option<&str>| {
         let r = tls_get(port, sni, "example.com", "/hello");
         assert_eq!(r.status, 200, "SNI {sni:?}: {}", r.body);
@@ -155,5 +117,4 @@ fn sni_picks_its_chain_and_anything_else_gets_the_catch_all() {
     assert_eq!(served_by(Some("example.com")), "sni");
     assert_eq!(served_by(Some("unknown.test")), "any");
     assert_eq!(served_by(None), "any");
-    let _ = std::fs::remove_file(&file);
 }

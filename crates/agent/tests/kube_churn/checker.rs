@@ -84,11 +84,11 @@ impl Checker {
                 observed: observed
                     .filter_map(|c| c["observedGeneration"].as_i64())
                     .collect(),
-                accepted: accepted(route),
+                accepted: accepted_at(route),
             };
             self.writes.entry(name.clone()).or_default().push(write);
         }
-        let (ok, g) = match accepted(route) {
+        let (ok, g) = match accepted_at(route) {
             Some((false, g)) if wrote && self.accepted.contains_key(&(uid.clone(), g)) => {
                 let c = our_parent(route, "gw", None)
                     .and_then(|p| condition(&p["conditions"], "Accepted"));

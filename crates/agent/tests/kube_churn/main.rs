@@ -134,13 +134,13 @@ fn identity(v: &Value) -> (String, String, i64) {
 }
 
 /// Our parent's Accepted: `(is True, observedGeneration)`.
-fn accepted(route: &Value) -> Option<(bool, i64)> {
+fn accepted_at(route: &Value) -> Option<(bool, i64)> {
     let c = condition(&our_parent(route, "gw", None)?["conditions"], "Accepted")?;
     Some((c["status"] == "True", c["observedGeneration"].as_i64()?))
 }
 
 /// `Programmed` of the Gateway (or a listener): `(is True, observedGeneration)`.
-fn programmed(status: &Value) -> Option<(bool, i64)> {
+fn programmed_at(status: &Value) -> Option<(bool, i64)> {
     let c = condition(&status["conditions"], "Programmed")?;
     Some((c["status"] == "True", c["observedGeneration"].as_i64()?))
 }
@@ -154,7 +154,7 @@ fn listener<'a>(gw: &'a Value, name: &str) -> Option<&'a Value> {
 
 /// Programmed=True at the Gateway's current generation.
 fn gateway_programmed(gw: &Value) -> bool {
-    programmed(&gw["status"]) == Some((true, identity(gw).2))
+    programmed_at(&gw["status"]) == Some((true, identity(gw).2))
 }
 
 /// An API server, the agent, its Envoy and the backends; the Gateway Programmed.
@@ -177,9 +177,7 @@ async fn world(tag: &str) -> World {
     yaml.extend(backends.iter().map(|b| b.yaml(NS)));
     yaml.push(gateway(&[("http", 80)]).to_string());
     server.apply(&yaml.join("---\n")).await.unwrap();
-    let flags = ["--leader-elect=false", "--address-mode", "static"];
-    let flags = [&flags[..], &["--default-address", POD_IP]].concat();
-    let agent = kube_agent(server.kubeconfig_path(), &flags, &logs);
+    let agent = kube_agent(server.kubeconfig_path(), &STATIC_AT_POD_IP, &logs);
     let envoy = envoy("node-a", &agent.xds, true, &logs);
     let c = &client;
     eventually(
@@ -251,14 +249,41 @@ async fn churn() {
     let seed = knob("AETHER_CHURN_SEED", clock.unwrap().as_nanos() as u64 | 1);
     println!("churn: {routes} routes, {secs} s at {RATE} changes/s, AETHER_CHURN_SEED={seed}");
     let w = world("kube-churn").await;
-    let c = &w.client;
+    let (checker, watches) = given_a_checker_watching(&w.client).await;
+    let t0 = Instant::now();
+    let driver = changes_at_the_rate_for(&w.client, seed, routes, secs).await;
+    settled(&w.client, &driver).await;
+    for watch in watches {
+        watch.abort();
+    }
+    let requests = std::mem::take(&mut checker.lock().unwrap().requests);
+    let mut observations = Vec::new();
+    for r in requests {
+        observations.push(r.await.unwrap());
+    }
+    let checker = checker.lock().unwrap();
+    let tally = Tally::new(t0, &observations, &driver, &checker);
+    print_the_divergences(t0, &tally, &driver, &checker);
+    let applied = print_the_run(t0, &observations, &driver, &checker, &w.agent);
+    print_the_summary(&tally, &driver, &checker, seed);
+    then_every_claim_was_true_and_enough_were_judged(&tally, applied);
+}
+
+/// The checker, fed by a watch on the Gateways and one on the routes.
+async fn given_a_checker_watching(
+    c: &kube::Client,
+) -> (Arc<Mutex<Checker>>, [tokio::task::JoinHandle<()>; 2]) {
     let checker: Arc<Mutex<Checker>> = Arc::default();
     let on_gw = checker.clone();
     let gw_watch = watch::<Gateway>(c, move |at, gw| on_gw.lock().unwrap().gateway(at, &gw)).await;
     let on_route = checker.clone();
     let route_watch =
         watch::<HttpRoute>(c, move |at, r| on_route.lock().unwrap().route(at, &r)).await;
+    (checker, [route_watch, gw_watch])
+}
 
+/// `routes` routes created, then changed at [`RATE`] for `secs` seconds.
+async fn changes_at_the_rate_for(c: &kube::Client, seed: u64, routes: usize, secs: u64) -> Driver {
     let mut driver = Driver {
         api: kube::Api::namespaced(c.clone(), NS),
         rng: XorShift(seed.max(1)),
@@ -266,7 +291,6 @@ async fn churn() {
         backend: BTreeMap::new(),
         live: BTreeSet::new(),
     };
-    let t0 = Instant::now();
     for i in 0..routes {
         driver.apply(i, BACKENDS[i % BACKENDS.len()]).await;
     }
@@ -277,51 +301,28 @@ async fn churn() {
         tick.tick().await;
         driver.step(routes).await;
     }
-    settled(c, &driver).await;
-    route_watch.abort();
-    gw_watch.abort();
-    let requests = std::mem::take(&mut checker.lock().unwrap().requests);
-    let mut observations = Vec::new();
-    for r in requests {
-        observations.push(r.await.unwrap());
-    }
+    driver
+}
 
-    let checker = checker.lock().unwrap();
-    let tally = Tally::new(t0, &observations, &driver, &checker);
-    for (name, why) in tally.divergences.iter().take(10) {
-        let writes = checker.writes.get(name).map_or(&[][..], |w| &w[..]);
-        let changes = driver.history.get(name).map_or(&[][..], |c| &c[..]);
-        println!(
-            "DIVERGENCE {name}: {why}\n{}",
-            timeline(t0, changes, writes)
-        );
-    }
+/// The divergences' timelines and the counts; returns how many changes were applied.
+fn print_the_run(
+    t0: Instant,
+    observations: &[Observation],
+    driver: &Driver,
+    checker: &Checker,
+    agent: &KubeAgent,
+) -> usize {
     let changes: Vec<&Change> = driver.history.values().flatten().collect();
-    let applied: Vec<&Change> = changes
-        .iter()
-        .copied()
-        .filter(|c| c.made.is_some())
-        .collect();
-    let mut latencies: Vec<Duration> = applied
-        .iter()
-        .filter_map(|ch| {
-            let (uid, g, _) = ch.made.as_ref()?;
-            let at = checker.accepted.get(&(uid.clone(), *g))?;
-            Some(at.saturating_duration_since(ch.returned))
-        })
-        .collect();
-    let (p50, p99) = median_p99(&mut latencies);
-    let writes: usize = checker.writes.values().map(Vec::len).sum();
+    let applied = changes.iter().filter(|c| c.made.is_some()).count();
+    let seen_accepted = applied_latencies(driver, checker).len();
     println!(
-        "churn: {} changes ({} applies, {} of them seen Accepted), {} requests, {} Accepted while the Gateway was not Programmed, Gateway un-Programmed {} times, {} Accepted→not flips, agent wrote: {}",
+        "churn: {} changes ({applied} applies, {seen_accepted} of them seen Accepted), {} requests, {} Accepted while the Gateway was not Programmed, Gateway un-Programmed {} times, {} Accepted→not flips, agent wrote: {}",
         changes.len(),
-        applied.len(),
-        latencies.len(),
         observations.len(),
         checker.unprogrammed,
         checker.gateway_unprogrammed.len(),
         checker.flips.len(),
-        status_writes(&w.agent.metrics()),
+        status_writes(&agent.metrics()),
     );
     let gateway = checker
         .gateway_unprogrammed
@@ -332,6 +333,37 @@ async fn churn() {
         let ms = at.saturating_duration_since(t0).as_millis();
         println!("  {what} un-Programmed/un-Accepted at {ms} ms: {status}");
     }
+    applied
+}
+
+/// For each applied change seen Accepted: from the API server's answer to the
+/// first Accepted=True at its (uid, generation).
+fn applied_latencies(driver: &Driver, checker: &Checker) -> Vec<Duration> {
+    let changes = driver.history.values().flatten();
+    changes
+        .filter_map(|ch| {
+            let (uid, g, _) = ch.made.as_ref()?;
+            let at = checker.accepted.get(&(uid.clone(), *g))?;
+            Some(at.saturating_duration_since(ch.returned))
+        })
+        .collect()
+}
+
+/// Each divergent route's timeline (the first ten).
+fn print_the_divergences(t0: Instant, tally: &Tally, driver: &Driver, checker: &Checker) {
+    for (name, why) in tally.divergences.iter().take(10) {
+        let writes = checker.writes.get(name).map_or(&[][..], |w| &w[..]);
+        let changes = driver.history.get(name).map_or(&[][..], |c| &c[..]);
+        println!(
+            "DIVERGENCE {name}: {why}\n{}",
+            timeline(t0, changes, writes)
+        );
+    }
+}
+
+fn print_the_summary(tally: &Tally, driver: &Driver, checker: &Checker, seed: u64) {
+    let (p50, p99) = median_p99(&mut applied_latencies(driver, checker));
+    let writes: usize = checker.writes.values().map(Vec::len).sum();
     println!(
         "churn: observations={} divergences={} superseded={} writes={writes} apply->Accepted p50={}ms p99={}ms seed={seed}",
         tally.observed,
@@ -340,13 +372,16 @@ async fn churn() {
         p50.as_millis(),
         p99.as_millis()
     );
+}
+
+fn then_every_claim_was_true_and_enough_were_judged(tally: &Tally, applied: usize) {
     assert!(
         tally.divergences.is_empty(),
         "{} divergences (above)",
         tally.divergences.len()
     );
     // Meaningful: a good share of the applies was judged, not lost to supersession.
-    let minimum = (applied.len() / 3).max(20);
+    let minimum = (applied / 3).max(20);
     assert!(
         tally.observed >= minimum,
         "{} observations, {minimum} wanted",
@@ -371,7 +406,7 @@ async fn settled(c: &kube::Client, driver: &Driver) {
                 .into_iter()
                 .map(|r| serde_json::to_value(r).unwrap());
             let pending: Vec<String> = routes
-                .filter(|r| accepted(r) != Some((true, identity(r).2)))
+                .filter(|r| accepted_at(r) != Some((true, identity(r).2)))
                 .map(|r| identity(&r).0)
                 .collect();
             let gw = get_json::<Gateway>(c, Some(NS), "gw")

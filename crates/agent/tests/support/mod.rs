@@ -11,6 +11,15 @@ pub fn agent_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_aether-edge"))
 }
 
+/// One agent, leading without an election, its listeners on [`POD_IP`].
+pub const STATIC_AT_POD_IP: [&str; 5] = [
+    "--leader-elect=false",
+    "--address-mode",
+    "static",
+    "--default-address",
+    POD_IP,
+];
+
 /// A real Envoy for node `node_id` on ADS at `xds` (Delta when `delta`).
 pub fn envoy(node_id: &str, xds: &str, delta: bool, log_dir: &Path) -> Envoy {
     Envoy::start(agent_bin(), node_id, xds, delta, log_dir)

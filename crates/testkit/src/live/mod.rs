@@ -9,7 +9,8 @@
 //!    ├─ Backend::start / ::on(POD_IP) ◄── Envoy::start(bin, …) ◄─ADS─ Agent / KubeAgent (bin, …)
 //!    │     backend.rs, http.rs                envoy.rs              agent.rs, kube_agent.rs
 //!    │                                                               │ status
-//!    └─ eventually / wait_until (wait.rs) ◄── get_json, status_reason, programmed … (status.rs)
+//!    ├─ eventually / wait_until (wait.rs) ◄── get_json, until_object, programmed … (status.rs)
+//!    └─ mk_gateway, mk_route … (yaml.rs): the objects, as YAML
 //! ```
 //!
 //! Every child process is a [`Proc`]: SIGKILLed and reaped on drop, its output in a
@@ -24,6 +25,7 @@ mod netns;
 mod proc;
 mod status;
 mod wait;
+mod yaml;
 
 pub use agent::Agent;
 pub use backend::{Backend, tcp_echo, udp_echo};
@@ -33,7 +35,9 @@ pub use kube_agent::{KubeAgent, issue_report_token, snapshot_acked};
 pub use netns::{NETNS_MARKER, POD_IP, isolated, isolated_main, runtime};
 pub use proc::{Proc, free_port, temp_dir};
 pub use status::{
-    assign_load_balancer, base_yaml, condition, edge_service, edge_services, get_json, our_parent,
-    programmed, route_accepted, status_reason, until_programmed,
+    assign_load_balancer, base_yaml, cond, condition, edge_service, edge_services, get_json,
+    given_cluster, lease_holder, our_parent, parent_accepted, programmed, route_accepted,
+    service_ports, status_reason, until_leader, until_object, until_programmed,
 };
 pub use wait::{eventually, median_p99, wait_until};
+pub use yaml::{HTTP_80, mk_gateway, mk_gateway_of, mk_prefix_route, mk_route, mk_route_to};

@@ -4,12 +4,15 @@
 
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 use super::eventually;
+use crate::ApiServer;
 
 /// The edge namespace: the agents, their Lease and the edge Services.
 const EDGE: &str = "aether-ingress";
@@ -28,6 +31,17 @@ pub fn base_yaml(namespaces: &[&str]) -> String {
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: aether}}\nspec: {{controllerName: {CONTROLLER}}}\n"
     ));
     y
+}
+
+/// A test API server with `objects` (YAML documents) applied, as `kubectl apply
+/// --server-side` would; the YAML is in the panic message if the server refuses it.
+pub async fn given_cluster(objects: &[String]) -> ApiServer {
+    let server = ApiServer::start().await;
+    let yaml = objects.join("\n---\n");
+    if let Err(e) = server.apply(&yaml).await {
+        panic!("{e}\n{yaml}");
+    }
+    server
 }
 
 /// An object as JSON (`None` while it does not exist or cannot be read).
@@ -68,6 +82,47 @@ pub fn our_parent<'a>(route: &'a Value, gateway: &str, section: Option<&str>) ->
     })
 }
 
+/// `Some((status, reason))`, to compare with [`status_reason`]'s answer.
+pub fn cond(status: &str, reason: &str) -> Option<(String, String)> {
+    Some((status.to_string(), reason.to_string()))
+}
+
+/// `(status, reason)` of `Accepted` in our parent entry for `gateway` (and section).
+pub fn parent_accepted(
+    route: &Value,
+    gateway: &str,
+    section: Option<&str>,
+) -> Option<(String, String)> {
+    our_parent(route, gateway, section).and_then(|p| status_reason(&p["conditions"], "Accepted"))
+}
+
+/// Polls object `ns/name` of kind `K` (as JSON) until `check` takes it, and returns
+/// what `check` made of it; on the deadline, panics naming `what` and the last `Err`.
+pub async fn until_object<K, T>(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    check: impl Fn(&Value) -> Result<T, String>,
+) -> T
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    eventually(timeout, what, || async {
+        let obj = get_json::<K>(client, Some(ns), name)
+            .await
+            .ok_or(format!("no {ns}/{name}"))?;
+        check(&obj)
+    })
+    .await
+}
+
 /// `Ok` once route `ns/name` has our parent entry for Gateway `gateway` with
 /// Accepted=True/Accepted; otherwise what it has (for `eventually`'s message).
 pub async fn route_accepted(
@@ -79,8 +134,8 @@ pub async fn route_accepted(
     let r = get_json::<HttpRoute>(client, Some(ns), name)
         .await
         .ok_or("no such route")?;
-    let a = our_parent(&r, gateway, None).and_then(|p| status_reason(&p["conditions"], "Accepted"));
-    if a == Some(("True".into(), "Accepted".into())) {
+    let a = parent_accepted(&r, gateway, None);
+    if a == cond("True", "Accepted") {
         Ok(())
     } else {
         Err(format!("{a:?}"))
@@ -102,15 +157,34 @@ pub async fn until_programmed(
     what: &str,
     also: impl Fn(&Value) -> Result<(), String>,
 ) -> Value {
-    eventually(timeout, what, || async {
-        let gw = get_json::<Gateway>(client, Some(ns), name)
-            .await
-            .ok_or("no such Gateway")?;
-        let p = programmed(&gw);
-        if p != Some(("True".into(), "Programmed".into())) {
+    until_object::<Gateway, _>(client, ns, name, timeout, what, |gw| {
+        let p = programmed(gw);
+        if p != cond("True", "Programmed") {
             return Err(format!("Programmed {p:?}"));
         }
-        also(&gw).map(|()| gw)
+        also(gw).map(|()| gw.clone())
+    })
+    .await
+}
+
+/// The holder of the agents' Lease (`aether-ingress/aether-edge`), if any.
+pub async fn lease_holder(client: &kube::Client) -> Option<String> {
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), EDGE);
+    leases
+        .get_opt("aether-edge")
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+}
+
+/// Waits until agent `pod` holds the agents' Lease.
+pub async fn until_leader(client: &kube::Client, pod: &str, timeout: Duration) {
+    eventually(timeout, &format!("{pod} leads"), || async move {
+        let h = lease_holder(client).await;
+        (h.as_deref() == Some(pod))
+            .then_some(())
+            .ok_or(format!("{h:?}"))
     })
     .await
 }
@@ -138,6 +212,23 @@ pub async fn edge_services(client: &kube::Client, n: usize, timeout: Duration) -
 pub async fn edge_service(client: &kube::Client) -> Service {
     let mut one = edge_services(client, 1, Duration::from_secs(30)).await;
     one.remove(0)
+}
+
+/// `(name, port, protocol, targetPort)` of each port of `svc`, in order (a named
+/// targetPort panics: edge Services have numbers).
+pub fn service_ports(svc: &Service) -> Vec<(String, i32, String, i32)> {
+    let spec = svc.spec.as_ref().expect("a Service spec");
+    spec.ports
+        .iter()
+        .flatten()
+        .map(|p| {
+            let Some(IntOrString::Int(target)) = p.target_port.clone() else {
+                panic!("targetPort {:?}", p.target_port)
+            };
+            let name = p.name.clone().unwrap_or_default();
+            (name, p.port, p.protocol.clone().unwrap_or_default(), target)
+        })
+        .collect()
 }
 
 /// Plays the load balancer: writes `ip` as edge Service `svc`'s ingress address.

@@ -1,5 +1,5 @@
-//! A tiny echo backend and an Envoy process guard for the live tests (127.0.0.1
-//! only); the HTTP/1.1 client is the testkit's.
+//! A tiny echo backend, an Envoy process guard and `mk_*` builders of the IR the
+//! live tests serve (127.0.0.1 only); the HTTP/1.1 client is the testkit's.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use aether_ir as ir;
 
 pub use aether_testkit::live::{Response, free_port, http_get, read_response, request_text};
 
@@ -106,5 +108,111 @@ impl Envoy {
             std::thread::sleep(Duration::from_millis(100));
         }
         envoy
+    }
+}
+
+/// Writes the validation bootstrap of `ir`'s resources to a scratch file named
+/// after `tag`, and runs Envoy on it until `ready`; the file goes with the guard.
+pub fn serve(tag: &str, ir: &ir::Ir, ready: impl Fn() -> bool) -> (Envoy, Scratch) {
+    let bootstrap =
+        aether_xds::validation_bootstrap(&aether_xds::build(ir)).expect("rendering the bootstrap");
+    let file = Scratch(super::scratch_file(&format!("{tag}.yaml")));
+    std::fs::write(&file.0, bootstrap).unwrap();
+    (Envoy::start(&file.0, ready), file)
+}
+
+/// A scratch file removed on drop.
+pub struct Scratch(pub std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Route `name`: `path`, then `action`; no header changes.
+pub fn mk_route(name: &str, path: ir::PathMatch, action: ir::RouteAction) -> ir::Route {
+    ir::Route {
+        name: name.into(),
+        matcher: ir::RouteMatch {
+            path,
+            method: None,
+            headers: vec![],
+            query_params: vec![],
+        },
+        action,
+        request_headers: Default::default(),
+        response_headers: Default::default(),
+    }
+}
+
+/// Forward to each of `clusters` (weight 1), `invalid_weight` to no backend at all.
+pub fn mk_forward(
+    clusters: &[&str],
+    invalid_weight: u32,
+    rewrite: Option<ir::UrlRewrite>,
+) -> ir::RouteAction {
+    ir::RouteAction::Forward(ir::Forward {
+        backends: clusters
+            .iter()
+            .map(|c| ir::WeightedBackend {
+                cluster: c.to_string(),
+                weight: 1,
+            })
+            .collect(),
+        invalid_weight,
+        rewrite,
+    })
+}
+
+/// Cluster `app/<service>:80` speaking `protocol` to the one endpoint `addr`.
+pub fn mk_cluster(service: &str, addr: SocketAddr, protocol: ir::UpstreamProtocol) -> ir::Cluster {
+    ir::Cluster {
+        name: ir::names::cluster("app", service, 80),
+        service: ir::ObjectRef::new("app", service),
+        port: 80,
+        protocol,
+        endpoints: vec![ir::Endpoint {
+            address: addr.ip().to_string(),
+            port: addr.port(),
+            weight: 0,
+        }],
+    }
+}
+
+/// Gateway `infra/<gateway>` on 127.0.0.1 with `port`, and `clusters`.
+pub fn mk_ir(gateway: &str, port: ir::Port, clusters: Vec<ir::Cluster>) -> ir::Ir {
+    ir::Ir {
+        gateways: vec![ir::Gateway {
+            namespace: "infra".into(),
+            name: gateway.into(),
+            addresses: vec!["127.0.0.1".into()],
+            ports: vec![port],
+        }],
+        clusters,
+    }
+}
+
+/// Port `port` of Gateway `infra/<gateway>`: HTTP, with these virtual hosts.
+pub fn mk_http_port(gateway: &str, port: u16, virtual_hosts: Vec<ir::VirtualHost>) -> ir::Port {
+    ir::Port {
+        port,
+        protocol: ir::PortProtocol::Http,
+        listener_name: ir::names::listener("infra", gateway, port),
+        route_table: Some(ir::RouteTable {
+            name: ir::names::route_table("infra", gateway, port, None),
+            virtual_hosts,
+        }),
+        tls_chains: vec![],
+        forward: None,
+    }
+}
+
+/// A virtual host `name` for `domains`.
+pub fn mk_virtual_host(name: &str, domains: &[&str], routes: Vec<ir::Route>) -> ir::VirtualHost {
+    ir::VirtualHost {
+        name: name.into(),
+        domains: domains.iter().map(|d| d.to_string()).collect(),
+        routes,
     }
 }

@@ -1,13 +1,13 @@
-//! Shared pieces of the edge Service tests against a real kube-apiserver.
-#![allow(dead_code)]
+//! Shared pieces of the tests against a real kube-apiserver: objects in, the store
+//! the watches would have out, and the edge Service passes.
+#![allow(dead_code, unused_imports)] // each test binary uses a different part
 
-use aether_gateway::{AckState, Config, Served, StatusPlan, Store, assemble, translate};
+use aether_gateway::{AckState, Config, Served, StatusPlan, Store, StoreObject, assemble, translate};
 use aether_k8s::service::{self, ReconcileReport, ServiceConfig, desired_services, reconcile};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::{Namespace, Service};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{ListParams, PostParams};
+use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -27,12 +27,17 @@ pub fn addressed(
     assemble(plan, |_| Served::whole(AckState::Acked), &addresses)
 }
 
-pub async fn create<K>(api: &Api<K>, value: Value)
+pub use aether_testkit::create;
+
+/// Every `K` in the cluster, into `store` (as a fresh list of the watches would).
+pub async fn list_into<K>(client: &Client, store: &mut Store)
 where
-    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: StoreObject + kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
 {
-    let obj: K = serde_json::from_value(value).unwrap();
-    api.create(&PostParams::default(), &obj).await.unwrap();
+    for o in aether_testkit::list_all::<K>(client).await {
+        store.insert(o);
+    }
 }
 
 pub async fn seed(client: &Client, namespaces: &[&str]) {
@@ -74,20 +79,9 @@ pub fn mk_gateway(ns: &str, name: &str, listeners: &[(&str, &str, u16)]) -> Valu
 /// A fresh list of what the Service code reads (as the watches would have it).
 pub async fn load(client: &Client) -> Store {
     let mut store = Store::default();
-    let lp = ListParams::default();
-    for o in Api::<GatewayClass>::all(client.clone())
-        .list(&lp)
-        .await
-        .unwrap()
-    {
-        store.insert(o);
-    }
-    for o in Api::<Gateway>::all(client.clone()).list(&lp).await.unwrap() {
-        store.insert(o);
-    }
-    for o in Api::<Service>::all(client.clone()).list(&lp).await.unwrap() {
-        store.insert(o);
-    }
+    list_into::<GatewayClass>(client, &mut store).await;
+    list_into::<Gateway>(client, &mut store).await;
+    list_into::<Service>(client, &mut store).await;
     store
 }
 
@@ -116,24 +110,7 @@ pub async fn edge_services(client: &Client) -> BTreeMap<String, Service> {
 }
 
 /// (name, port, protocol, targetPort) of each Service port, in order.
-pub fn ports(svc: &Service) -> Vec<(String, i32, String, i32)> {
-    let spec = svc.spec.as_ref().unwrap();
-    spec.ports
-        .iter()
-        .flatten()
-        .map(|p| {
-            let IntOrString::Int(t) = p.target_port.clone().unwrap() else {
-                panic!("named targetPort")
-            };
-            (
-                p.name.clone().unwrap(),
-                p.port,
-                p.protocol.clone().unwrap(),
-                t,
-            )
-        })
-        .collect()
-}
+pub use aether_testkit::live::service_ports as ports;
 
 /// Creates every object of the deploy RBAC manifest (ServiceAccount, roles, bindings).
 pub async fn install_rbac(client: &Client) {
