@@ -1,6 +1,6 @@
 //! The agent's tests and benches on [`aether_testkit::live`]: the kit, with this
 //! crate's `aether-edge` binary passed in (only this crate's targets know its path).
-#![allow(dead_code, unused_imports)] // each test binary uses a different part
+#![allow(dead_code, unused_imports)] // the test binaries and the benches each use a part
 
 use std::path::Path;
 

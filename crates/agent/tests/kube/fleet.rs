@@ -1,0 +1,405 @@
+//! Kubernetes mode with two agents (a DaemonSet of two nodes), each with its own
+//! Envoy, electing a leader through the Lease: the leader joins the follower's
+//! ACK reports (gRPC) with its own, so a Gateway is `Programmed` only when every
+//! node that takes its traffic ACKed the content hash the leader computed; when
+//! the leader dies, the other agent takes the Lease and keeps status truthful.
+//!
+//! Who takes a Gateway's traffic is the Ready endpoints of its edge Service. The
+//! test API server runs no EndpointSlice controller, so the test plays it: it
+//! writes the Service's EndpointSlice, marking a node ready or not as that
+//! node's readiness probe would. That makes the fleet known before any report
+//! arrives, so nothing here waits on a race between reports.
+
+use crate::support::*;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+const NS: &str = "app";
+const WAIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn the_leader_joins_every_nodes_acks_and_a_new_leader_takes_over() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(async {
+        let mut f = given_agent_a_leading_and_both_nodes_taking_traffic().await;
+        a_node_that_never_reported_holds_the_gateway_back(&f).await;
+        a_node_serving_another_hash_holds_it_back(&mut f).await;
+        both_nodes_on_the_leaders_hash_program_it_and_only_the_leader_writes(&mut f).await;
+        the_other_agent_takes_over_when_the_leader_dies(&mut f).await;
+        a_returning_node_on_another_hash_holds_it_again(&mut f).await;
+    });
+}
+
+/// Static mode: every Ready edge pod takes every Gateway's traffic, so a node
+/// with a Ready edge pod must serve it, whether its agent reports or not.
+#[test]
+fn static_mode_waits_for_every_ready_edge_pod() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(async {
+        let f = given_a_static_agent_and_a_ready_pod_whose_agent_never_reports().await;
+        routes_stay_pending_while_the_silent_pod_is_ready(&f).await;
+        its_failing_probe_releases_the_gateway(&f).await;
+    });
+}
+
+/// The agents, their Envoys, the edge Service; fields drop in order, the API
+/// server last.
+struct Fleet {
+    client: kube::Client,
+    a: KubeAgent,
+    b: Option<KubeAgent>,
+    envoys: Vec<Envoy>,
+    svc: String,
+    logs: std::path::PathBuf,
+    _b0: Backend,
+    server: aether_testkit::ApiServer,
+}
+
+/// An API server with backend b0, Gateway gw and route r1 applied.
+async fn given_a_cluster() -> (aether_testkit::ApiServer, Backend) {
+    let b0 = Backend::on(POD_IP, "b0");
+    let yaml = [
+        base_yaml(&[NS]),
+        b0.yaml(NS),
+        mk_gateway(NS, "gw", &[HTTP_80]),
+        mk_prefix_route(NS, "r1", "b0"),
+    ];
+    (given_cluster(&yaml).await, b0)
+}
+
+const ELECTED: [&str; 3] = ["--leader-elect=true", "--address-mode", "service"];
+
+/// Agent a leads; both nodes are endpoints of the Gateway's Service, though node
+/// b's agent has not even started.
+async fn given_agent_a_leading_and_both_nodes_taking_traffic() -> Fleet {
+    let logs = temp_dir("kube-fleet");
+    let (server, b0) = given_a_cluster().await;
+    let client = server.client();
+    for (node, pod) in [("node-a", "agent-a"), ("node-b", "agent-b")] {
+        issue_report_token(&server, node, pod, &logs).await;
+    }
+    let a = kube_agent_as(
+        "node-a",
+        "agent-a",
+        server.kubeconfig_path(),
+        &ELECTED,
+        &logs,
+    );
+    until_leader(&client, "agent-a", WAIT).await;
+    let envoy_a = envoy("node-a", &a.xds, true, &logs);
+    let svc = edge_service(&client).await;
+    assign_load_balancer(&client, &svc, POD_IP).await;
+    let svc = svc.metadata.name.unwrap();
+    endpoints(&client, &svc, &[("node-a", true), ("node-b", true)]).await;
+    Fleet {
+        client,
+        a,
+        b: None,
+        envoys: vec![envoy_a],
+        svc,
+        logs,
+        _b0: b0,
+        server,
+    }
+}
+
+fn then_acked(agent: &KubeAgent, node: &str, what: &str) {
+    wait_until(WAIT, what, || agent.node_acked_all(node).then_some(()));
+}
+
+/// Waits until the Gateway is Programmed with `routes` attached to its listener.
+async fn then_programmed_with(c: &kube::Client, routes: i64, timeout: u64, what: &str) {
+    let timeout = Duration::from_secs(timeout);
+    until_programmed(c, NS, "gw", timeout, what, |gw| {
+        let attached = &gw["status"]["listeners"][0]["attachedRoutes"];
+        (*attached == routes)
+            .then_some(())
+            .ok_or(format!("attachedRoutes {attached}"))
+    })
+    .await;
+}
+
+async fn a_node_that_never_reported_holds_the_gateway_back(f: &Fleet) {
+    then_acked(&f.a, "node-a", "node-a ACKs");
+    pending_on(&f.client, "node-b").await;
+    let gw = get_json::<Gateway>(&f.client, Some(NS), "gw")
+        .await
+        .unwrap();
+    assert_eq!(
+        gw["status"]["listeners"][0]["attachedRoutes"], 0,
+        "{}",
+        gw["status"]
+    );
+}
+
+/// Node b binds Envoy elsewhere than the leader computes: a different content
+/// hash. Its report reaches the leader, but it is not the leader's hash: not
+/// programmed, not attached, not accepted.
+async fn a_node_serving_another_hash_holds_it_back(f: &mut Fleet) {
+    let b_flags = [&ELECTED[..], &["--bind-address", "127.0.0.1"]].concat();
+    let b = kube_agent_as(
+        "node-b",
+        "agent-b",
+        f.server.kubeconfig_path(),
+        &b_flags,
+        &f.logs,
+    );
+    f.envoys.push(envoy("node-b", &b.xds, true, &f.logs));
+    then_acked(&b, "node-b", "node-b ACKs");
+    f.b = Some(b);
+    let c = &f.client;
+    let what = "node b's report reaches the leader";
+    until_object::<Gateway, _>(c, NS, "gw", WAIT, what, |gw| {
+        let c = condition(&gw["status"]["conditions"], "Programmed").ok_or("none")?;
+        let message = c["message"].as_str().unwrap_or("");
+        let reported = c["reason"] == "Pending" && !message.contains("no report from");
+        reported.then_some(()).ok_or(c.to_string())
+    })
+    .await;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
+        assert!(
+            matches!(programmed(&gw), Some((s, r)) if s == "False" && (r == "Pending" || r == "AddressNotAssigned")),
+            "node b serves another hash, yet: {}",
+            gw["status"]
+        );
+        assert_eq!(gw["status"]["listeners"][0]["attachedRoutes"], 0);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let gw = get_json::<Gateway>(c, Some(NS), "gw").await.unwrap();
+    assert_eq!(
+        programmed(&gw).map(|p| p.1).as_deref(),
+        Some("Pending"),
+        "{}",
+        gw["status"]
+    );
+}
+
+async fn both_nodes_on_the_leaders_hash_program_it_and_only_the_leader_writes(f: &mut Fleet) {
+    let b = f.b.as_mut().unwrap();
+    b.restart_without(&["--bind-address"]);
+    then_programmed_with(&f.client, 1, 30, "Programmed with both nodes").await;
+    // The follower never wrote, and says it does not lead.
+    let follower = b.metrics();
+    assert!(follower.contains("aether_edge_leader 0\n"), "{follower}");
+    let writes = metric_sum(&follower, "aether_edge_status_writes_total", &[]);
+    assert_eq!(writes, 0, "a follower wrote status:\n{follower}");
+}
+
+/// The leader dies; agent-b takes the Lease and writes status from its own join.
+async fn the_other_agent_takes_over_when_the_leader_dies(f: &mut Fleet) {
+    let c = &f.client;
+    f.a.proc.kill();
+    let begin = Instant::now();
+    until_leader(c, "agent-b", Duration::from_secs(40)).await;
+    println!(
+        "leader failover: agent-b holds the Lease {} ms after agent-a died",
+        begin.elapsed().as_millis()
+    );
+    f.server
+        .apply(&mk_prefix_route(NS, "r2", "b0"))
+        .await
+        .unwrap();
+    // Node a is still an endpoint, and reports to nobody: the Gateway waits for it.
+    pending_on(c, "node-a").await;
+    let r2 = get_json::<HttpRoute>(c, Some(NS), "r2").await.unwrap();
+    let accepted = status_reason(&r2["status"]["parents"][0]["conditions"], "Accepted");
+    assert_ne!(
+        accepted.map(|a| a.0).as_deref(),
+        Some("True"),
+        "{}",
+        r2["status"]
+    );
+    // Its readiness probe fails: it leaves the endpoints, and holds nothing back.
+    endpoints(c, &f.svc, &[("node-a", false), ("node-b", true)]).await;
+    eventually(WAIT, "r2 Accepted by the new leader", || {
+        route_accepted(c, NS, "r2", "gw")
+    })
+    .await;
+    // The Gateway's status is another write of the same batch: it may land a
+    // moment after the route's.
+    then_programmed_with(c, 2, 10, "Programmed with r1 and r2 attached").await;
+}
+
+/// Agent-a returns as a follower serving another hash: its report reaches the new
+/// leader (found through the Lease), so the Gateway is held again, until it
+/// serves the leader's hash.
+async fn a_returning_node_on_another_hash_holds_it_again(f: &mut Fleet) {
+    let c = &f.client;
+    f.a.restart_with(&["--bind-address", "127.0.0.1"]);
+    then_acked(&f.a, "node-a", "node-a ACKs again");
+    // Its Envoy caught up with what its agent serves: its probe passes.
+    endpoints(c, &f.svc, &[("node-a", true), ("node-b", true)]).await;
+    let what = "Pending through node-a's report";
+    until_object::<Gateway, _>(c, NS, "gw", WAIT, what, |gw| {
+        let p = programmed(gw);
+        (p == cond("False", "Pending"))
+            .then_some(())
+            .ok_or(format!("{p:?}"))
+    })
+    .await;
+    f.a.restart_without(&["--bind-address"]);
+    then_programmed_with(c, 2, 30, "Programmed with both nodes again").await;
+}
+
+/// What the EndpointSlice controller would write for the edge Service `svc`:
+/// one endpoint per node, Ready as given.
+async fn endpoints(client: &kube::Client, svc: &str, nodes: &[(&str, bool)]) {
+    let endpoints: Vec<_> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (node, ready))| {
+            json!({"addresses": [format!("10.98.0.{}", i + 1)], "nodeName": node,
+                   "conditions": {"ready": ready}})
+        })
+        .collect();
+    let slice: EndpointSlice = serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("{svc}-slice"), "namespace": "aether-ingress",
+                     "labels": {"kubernetes.io/service-name": svc}},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{"name": "p-80", "port": 20000, "protocol": "TCP"}],
+    }))
+    .unwrap();
+    let api: kube::Api<EndpointSlice> = kube::Api::namespaced(client.clone(), "aether-ingress");
+    api.patch(
+        &format!("{svc}-slice"),
+        &PatchParams::apply("endpointslice-controller").force(),
+        &Patch::Apply(&slice),
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits until the Gateway's Programmed condition is `False/Pending` with a
+/// message that names `node` as not reporting.
+async fn pending_on(client: &kube::Client, node: &str) {
+    let needle = format!("(no report from node {node})");
+    eventually(
+        Duration::from_secs(30),
+        &format!("Pending, naming {node}"),
+        || {
+            let needle = needle.clone();
+            async move {
+                let gw = get_json::<Gateway>(client, Some(NS), "gw")
+                    .await
+                    .ok_or("none")?;
+                let c = condition(&gw["status"]["conditions"], "Programmed").ok_or("none")?;
+                if c["reason"] == "Pending"
+                    && c["message"].as_str().unwrap_or("").ends_with(&needle)
+                {
+                    Ok(())
+                } else {
+                    Err(c.to_string())
+                }
+            }
+        },
+    )
+    .await;
+}
+
+/// An edge pod as the DaemonSet (and a kubelet) would leave it: on `node`,
+/// Ready or not.
+async fn edge_pod(client: &kube::Client, name: &str, node: &str, ready: bool) {
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), "aether-ingress");
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "aether-ingress",
+                     "labels": {"app.kubernetes.io/name": "aether-edge"}},
+        "spec": {"nodeName": node, "containers": [{"name": "agent", "image": "aether-edge:dev"}]},
+    }))
+    .unwrap();
+    if pods.get_opt(name).await.unwrap().is_none() {
+        pods.create(&Default::default(), &pod).await.unwrap();
+    }
+    let status = if ready { "True" } else { "False" };
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": [
+            {"type": "Ready", "status": status, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Node b's edge pod is Ready; its agent never reports.
+async fn given_a_static_agent_and_a_ready_pod_whose_agent_never_reports() -> Fleet {
+    let logs = temp_dir("kube-fleet-static");
+    let (server, b0) = given_a_cluster().await;
+    let client = server.client();
+    edge_pod(&client, "edge-a", "node-a", true).await;
+    edge_pod(&client, "edge-b", "node-b", true).await;
+    let flags = ["--leader-elect=false", "--address-mode", "static"];
+    let a = kube_agent_as("node-a", "edge-a", server.kubeconfig_path(), &flags, &logs);
+    let envoy_a = envoy("node-a", &a.xds, true, &logs);
+    Fleet {
+        client,
+        a,
+        b: None,
+        envoys: vec![envoy_a],
+        svc: String::new(),
+        logs,
+        _b0: b0,
+        server,
+    }
+}
+
+fn r1_accepted(r1: &serde_json::Value) -> Option<(String, String)> {
+    status_reason(&r1["status"]["parents"][0]["conditions"], "Accepted")
+}
+
+async fn routes_stay_pending_while_the_silent_pod_is_ready(f: &Fleet) {
+    let c = &f.client;
+    then_acked(&f.a, "node-a", "node-a ACKs");
+    pending_on(c, "node-b").await;
+    // The route's status is another write of the batch that wrote the Gateway's.
+    let ten = Duration::from_secs(10);
+    until_object::<HttpRoute, _>(c, NS, "r1", ten, "r1 Pending", |r1| match r1_accepted(r1) {
+        Some((s, r)) if s == "False" && r == "Pending" => Ok(()),
+        other => Err(format!("{other:?}")),
+    })
+    .await;
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        let r1 = get_json::<HttpRoute>(c, Some(NS), "r1").await.unwrap();
+        assert_eq!(
+            r1_accepted(&r1),
+            cond("False", "Pending"),
+            "node b takes traffic and serves nothing: {}",
+            r1["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Node b's probe fails: it takes no traffic and holds nothing back.
+async fn its_failing_probe_releases_the_gateway(f: &Fleet) {
+    let c = &f.client;
+    edge_pod(c, "edge-b", "node-b", false).await;
+    until_programmed(
+        c,
+        NS,
+        "gw",
+        WAIT,
+        "Programmed with node a alone",
+        |_| Ok(()),
+    )
+    .await;
+    // Another write of the same batch.
+    eventually(Duration::from_secs(10), "r1 Accepted", || {
+        route_accepted(c, NS, "r1", "gw")
+    })
+    .await;
+}

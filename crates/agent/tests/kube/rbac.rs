@@ -1,0 +1,183 @@
+//! Kubernetes mode as deployed (issue point 5): the agent authenticates as the
+//! `aether-edge` ServiceAccount with exactly the RBAC of `deploy/` (a real token, a
+//! real authorizer), leader election on, and its Envoy reaches ADS over a Unix
+//! socket only. Everything the agent must do — watch, elect, create the Service,
+//! write every kind of status (TCPRoute and UDPRoute included) — works under
+//! those rights, and nothing is refused.
+
+use crate::support::*;
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::tcproutes::TcpRoute;
+use gateway_api::apis::standard::udproutes::UdpRoute;
+use k8s_openapi::api::core::v1::Service;
+use std::path::Path;
+use std::time::Duration;
+
+const NS: &str = "app";
+const WAIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn the_agent_works_with_the_deployed_rbac_and_a_unix_socket() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(async {
+        let mut w = given_the_deployed_rbac_and_an_agent_on_a_socket().await;
+        let svc = it_leads_and_writes_every_kinds_status(&w).await;
+        its_envoy_serves_the_service_port(&svc);
+        it_collects_a_deleted_gateways_service(&w).await;
+        nothing_was_refused(&mut w);
+    });
+}
+
+/// Fields drop in order: the API server last.
+struct World {
+    client: kube::Client,
+    agent: Proc,
+    _envoy: Envoy,
+    _b0: Backend,
+    _server: aether_testkit::ApiServer,
+}
+
+fn deploy(file: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy")
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn mk_app() -> String {
+    let gw = mk_gateway(
+        NS,
+        "gw",
+        &[
+            HTTP_80,
+            "{name: tcp, protocol: TCP, port: 9000}",
+            "{name: udp, protocol: UDP, port: 9053}",
+        ],
+    );
+    let to_b0 = |kind, name, parent| mk_route_to(kind, NS, name, parent, "b0");
+    [
+        format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NS}}}\n"),
+        gw,
+        to_b0("HTTPRoute", "r1", "{name: gw}"),
+        to_b0("TCPRoute", "t1", "{name: gw, sectionName: tcp}"),
+        to_b0("UDPRoute", "u1", "{name: gw, sectionName: udp}"),
+    ]
+    .join("---\n")
+}
+
+/// As in the DaemonSet: the deploy/ manifests, the agent's ServiceAccount token,
+/// ADS on a socket in a shared directory, leader election on.
+async fn given_the_deployed_rbac_and_an_agent_on_a_socket() -> World {
+    let logs = temp_dir("kube-rbac");
+    let server = aether_testkit::ApiServer::start().await;
+    let b0 = Backend::on(POD_IP, "b0");
+    for file in ["00-namespace.yaml", "10-rbac.yaml", "20-gatewayclass.yaml"] {
+        server.apply(&deploy(file)).await.unwrap();
+    }
+    server
+        .apply(&[mk_app(), b0.yaml(NS)].join("---\n"))
+        .await
+        .unwrap();
+    let kubeconfig = server
+        .service_account_kubeconfig("aether-ingress", "aether-edge")
+        .await
+        .unwrap();
+    let socket = format!("unix:{}", logs.join("run/ads.sock").display());
+    let admin = format!("127.0.0.1:{}", free_port());
+    let report = format!("127.0.0.1:{}", free_port());
+    let agent = Proc::spawn(
+        "agent-rbac",
+        std::process::Command::new(agent_bin())
+            .arg("agent")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--namespace", "aether-ingress", "--node-name", "node-a"])
+            .args(["--pod-name", "agent-a", "--advertise-address", "127.0.0.1"])
+            .args(["--xds-address", &socket, "--admin-address", &admin])
+            .args(["--report-address", &report]),
+        &logs,
+    );
+    let envoy = envoy("node-a", &socket, true, &logs);
+    World {
+        client: server.client(),
+        agent,
+        _envoy: envoy,
+        _b0: b0,
+        _server: server,
+    }
+}
+
+/// Elected, the Service created, and every kind's status written (TCPRoute and
+/// UDPRoute watched and written under the same rights); returns the Service.
+async fn it_leads_and_writes_every_kinds_status(w: &World) -> Service {
+    let c = &w.client;
+    until_leader(c, "agent-a", WAIT).await;
+    let svc = edge_service(c).await;
+    assign_load_balancer(c, &svc, POD_IP).await;
+    eventually(WAIT, "Gateway programmed, route accepted", || async move {
+        let gw = get_json::<Gateway>(c, Some(NS), "gw")
+            .await
+            .ok_or("no gw")?;
+        let r = get_json::<HttpRoute>(c, Some(NS), "r1")
+            .await
+            .ok_or("no route")?;
+        let (programmed, accepted) = (programmed(&gw), parent_accepted(&r, "gw", None));
+        let both = programmed == cond("True", "Programmed") && accepted == cond("True", "Accepted");
+        both.then_some(())
+            .ok_or(format!("{programmed:?} {accepted:?}"))
+    })
+    .await;
+    eventually(WAIT, "TCPRoute and UDPRoute status", || async move {
+        let t = get_json::<TcpRoute>(c, Some(NS), "t1")
+            .await
+            .ok_or("no t1")?;
+        let u = get_json::<UdpRoute>(c, Some(NS), "u1")
+            .await
+            .ok_or("no u1")?;
+        match (
+            our_parent(&t, "gw", Some("tcp")),
+            our_parent(&u, "gw", Some("udp")),
+        ) {
+            (Some(_), Some(_)) => Ok(()),
+            _ => Err(format!("{} {}", t["status"], u["status"])),
+        }
+    })
+    .await;
+    let classes: kube::Api<GatewayClass> = kube::Api::all(c.clone());
+    let class = serde_json::to_value(classes.get("aether").await.unwrap()).unwrap();
+    assert_eq!(
+        status_reason(&class["status"]["conditions"], "Accepted"),
+        cond("True", "Accepted")
+    );
+    svc
+}
+
+fn its_envoy_serves_the_service_port(svc: &Service) {
+    let target = service_ports(svc)[0].3;
+    let r = http_get(&format!("{POD_IP}:{target}"), "example.test", "/", &[]).unwrap();
+    assert_eq!(r.backend(), Some("b0"), "{r:?}");
+}
+
+/// GC of a deleted Gateway's Service is allowed too.
+async fn it_collects_a_deleted_gateways_service(w: &World) {
+    let gateways: kube::Api<Gateway> = kube::Api::namespaced(w.client.clone(), NS);
+    gateways.delete("gw", &Default::default()).await.unwrap();
+    edge_services(&w.client, 0, WAIT).await;
+}
+
+fn nothing_was_refused(w: &mut World) {
+    let log = w.agent.log_text();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("forbidden") || l.contains("Forbidden"))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "the deployed RBAC refused: {refused:#?}"
+    );
+    assert!(w.agent.is_running(), "agent exited:\n{log}");
+}

@@ -1,0 +1,167 @@
+//! Kubernetes mode, the watches (issue point 1): an object the API server accepts but
+//! our types cannot read (an HTTPRoute with the experimental-only `ExternalAuth`
+//! filter, read through the standard-channel types) is skipped with a warning that
+//! names it — in the initial list (which must still complete, or nothing would ever
+//! be published) and later on — while every other object keeps flowing. And
+//! only `kubernetes.io/tls` Secrets are read at all.
+
+use crate::support::*;
+use gateway_api::apis::standard::gateways::Gateway;
+use std::time::Duration;
+
+const NS: &str = "app";
+const WAIT: Duration = Duration::from_secs(30);
+
+const EXT_AUTH: &str = "[{type: ExternalAuth, externalAuth: {protocol: HTTP, backendRef: {name: b0, port: 80}, http: {}}}]";
+
+#[test]
+fn an_unreadable_object_is_skipped_and_named_and_the_watch_goes_on() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(async {
+        let w = given_an_unreadable_route_in_the_initial_list().await;
+        an_unreadable_route_arriving_later_stops_nothing(&w).await;
+        only_the_readable_routes_count_and_each_unreadable_one_is_named(&w).await;
+    });
+}
+
+#[test]
+fn only_tls_secrets_are_read() {
+    if !isolated() {
+        return;
+    }
+    runtime().block_on(an_opaque_secret_is_not_found_and_a_tls_one_is_read());
+}
+
+/// Fields drop in order: the API server last.
+struct World {
+    client: kube::Client,
+    agent: KubeAgent,
+    _envoy: Envoy,
+    _b0: Backend,
+    server: aether_testkit::ApiServer,
+}
+
+/// An HTTPRoute with `filters` (a YAML flow list): path prefix `/<name>` to b0.
+fn mk_filtered_route(name: &str, filters: &str) -> String {
+    let spec = format!(
+        "  parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /{name}}}}}]\n    filters: {filters}\n    backendRefs: [{{name: b0, port: 80}}]\n"
+    );
+    mk_route("HTTPRoute", NS, name, &spec)
+}
+
+/// The initial list, which must still complete (or nothing would ever be
+/// published), holds one: r1 is accepted despite it.
+async fn given_an_unreadable_route_in_the_initial_list() -> World {
+    let logs = temp_dir("kube-watch");
+    let b0 = Backend::on(POD_IP, "b0");
+    let yaml = [
+        base_yaml(&[NS]),
+        b0.yaml(NS),
+        mk_gateway(NS, "gw", &[HTTP_80]),
+        mk_filtered_route("r1", "[]"),
+        mk_filtered_route("early-bad", EXT_AUTH),
+    ];
+    let server = given_cluster(&yaml).await;
+    let agent = kube_agent(server.kubeconfig_path(), &STATIC_AT_POD_IP, &logs);
+    let envoy = envoy("node-a", &agent.xds, true, &logs);
+    let c = &server.client();
+    eventually(WAIT, "r1 accepted despite early-bad", || {
+        route_accepted(c, NS, "r1", "gw")
+    })
+    .await;
+    World {
+        client: server.client(),
+        agent,
+        _envoy: envoy,
+        _b0: b0,
+        server,
+    }
+}
+
+async fn an_unreadable_route_arriving_later_stops_nothing(w: &World) {
+    let late_bad = mk_filtered_route("late-bad", EXT_AUTH);
+    w.server.apply(&late_bad).await.unwrap();
+    w.server
+        .apply(&mk_filtered_route("r2", "[]"))
+        .await
+        .unwrap();
+    let c = &w.client;
+    eventually(WAIT, "r2 accepted after late-bad", || {
+        route_accepted(c, NS, "r2", "gw")
+    })
+    .await;
+    let r = http_get(&format!("{POD_IP}:80"), "example.test", "/r2", &[]).unwrap();
+    assert_eq!(r.backend(), Some("b0"), "{r:?}");
+}
+
+async fn only_the_readable_routes_count_and_each_unreadable_one_is_named(w: &World) {
+    let gw = get_json::<Gateway>(&w.client, Some(NS), "gw")
+        .await
+        .unwrap();
+    assert_eq!(
+        gw["status"]["listeners"][0]["attachedRoutes"], 2,
+        "only the readable routes count: {}",
+        gw["status"]
+    );
+    let log = w.agent.proc.log_text();
+    for bad in ["early-bad", "late-bad"] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains(&format!("{NS}/{bad}")) && l.contains("WARN")),
+            "a warning names {bad}:\n{log}"
+        );
+    }
+}
+
+/// A Gateway whose listeners name an Opaque Secret and a (garbled) TLS one:
+/// the TLS one is read (and refused for what it holds); the Opaque one is not
+/// even in the agent's memory, so it is "not found". Were every Secret watched,
+/// it would be "Secret type is not kubernetes.io/tls".
+async fn an_opaque_secret_is_not_found_and_a_tls_one_is_read() {
+    let logs = temp_dir("kube-secrets");
+    let secret = |name: &str, type_: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: {NS}}}\ntype: {type_}\nstringData: {{tls.crt: not-a-cert, tls.key: not-a-key}}\n"
+        )
+    };
+    let https = |l: &str| {
+        format!(
+            "{{name: {l}, protocol: HTTPS, port: 443, hostname: {l}.example.com, tls: {{certificateRefs: [{{name: {l}}}]}}}}"
+        )
+    };
+    let yaml = [
+        base_yaml(&[NS]),
+        secret("opaque", "Opaque"),
+        secret("garbled", "kubernetes.io/tls"),
+        mk_gateway(NS, "gw", &[&https("opaque"), &https("garbled")]),
+    ];
+    let server = given_cluster(&yaml).await;
+    let flags = ["--leader-elect=false", "--address-mode", "static"];
+    let _agent = kube_agent(server.kubeconfig_path(), &flags, &logs);
+    let c = &server.client();
+    let messages = until_object::<Gateway, _>(c, NS, "gw", WAIT, "listener status", |gw| {
+        let listeners = gw["status"]["listeners"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let message = |name: &str| {
+            listeners
+                .iter()
+                .find(|l| l["name"] == name)
+                .and_then(|l| condition(&l["conditions"], "ResolvedRefs"))
+                .and_then(|c| c["message"].as_str().map(str::to_string))
+        };
+        match (message("opaque"), message("garbled")) {
+            (Some(o), Some(g)) => Ok((o, g)),
+            _ => Err(gw["status"].to_string()),
+        }
+    })
+    .await;
+    assert!(messages.0.contains("Secret not found"), "{messages:?}");
+    assert!(
+        messages.1.contains("holds no PEM certificate"),
+        "{messages:?}"
+    );
+}

@@ -1,0 +1,171 @@
+//! The DaemonSet and RBAC of `deploy/`, read as the API server would: what the
+//! internet-facing Envoy container can reach, and what the agent is given.
+//! (That they run is shown by conformance/run, which deploys exactly these, and
+//! by the kube tests `rbac` and `report_auth`, which run the agent under this RBAC.)
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use serde::Deserialize;
+use std::path::Path;
+
+fn manifest(file: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy")
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn pod() -> PodSpec {
+    let ds: DaemonSet = serde_yaml::from_str(&manifest("30-daemonset.yaml")).unwrap();
+    ds.spec.unwrap().template.spec.unwrap()
+}
+
+fn container<'a>(pod: &'a PodSpec, name: &str) -> &'a Container {
+    pod.containers
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no container {name}"))
+}
+
+/// The volumes of `pod` that project a ServiceAccount token, with its audience.
+fn token_volumes(pod: &PodSpec) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    for v in pod.volumes.iter().flatten() {
+        for s in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(t) = &s.service_account_token {
+                out.push((v.name.clone(), t.audience.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn mounts(c: &Container) -> Vec<(&str, &str)> {
+    c.volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| (m.name.as_str(), m.mount_path.as_str()))
+        .collect()
+}
+
+fn flag<'a>(c: &'a Container, name: &str) -> Option<&'a str> {
+    let prefix = format!("{name}=");
+    c.args
+        .iter()
+        .flatten()
+        .find_map(|a| a.strip_prefix(&prefix))
+}
+
+#[test]
+fn only_the_agent_container_holds_a_token_and_envoy_none() {
+    let pod = pod();
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    let tokens = token_volumes(&pod);
+    let envoy = container(&pod, "envoy");
+    for (volume, _) in &tokens {
+        assert!(
+            !mounts(envoy).iter().any(|(name, _)| name == volume),
+            "Envoy mounts token volume {volume}"
+        );
+    }
+    let agent = container(&pod, "agent");
+    let agent_mounts = mounts(agent);
+    let mounted_at = |volume: &str| {
+        agent_mounts
+            .iter()
+            .find(|(name, _)| *name == volume)
+            .map(|(_, path)| *path)
+    };
+    let api = tokens
+        .iter()
+        .find(|(_, audience)| audience.is_none())
+        .expect("a token for the API server");
+    assert_eq!(
+        mounted_at(&api.0),
+        Some("/var/run/secrets/kubernetes.io/serviceaccount"),
+        "where in-cluster config reads it"
+    );
+    let report = tokens
+        .iter()
+        .find(|(_, audience)| audience.as_deref() == Some(aether_report::auth::AUDIENCE))
+        .expect("a token for the report port");
+    let dir = mounted_at(&report.0).expect("the report token mounted in the agent");
+    let file = flag(agent, "--report-token-file").expect("--report-token-file");
+    assert!(
+        Path::new(file).parent() == Some(Path::new(dir)),
+        "{file} is not in {dir}"
+    );
+}
+
+#[test]
+fn the_pod_runs_confined_and_ads_is_a_socket_the_two_containers_share() {
+    let pod = pod();
+    let security = pod.security_context.clone().unwrap();
+    assert_eq!(
+        security.seccomp_profile.map(|p| p.type_).as_deref(),
+        Some("RuntimeDefault")
+    );
+    assert_eq!(security.run_as_non_root, Some(true));
+    for c in &pod.containers {
+        let s = c.security_context.clone().unwrap_or_default();
+        assert_eq!(s.allow_privilege_escalation, Some(false), "{}", c.name);
+        assert_eq!(s.read_only_root_filesystem, Some(true), "{}", c.name);
+    }
+    let agent = container(&pod, "agent");
+    let socket = flag(agent, "--xds-address").expect("--xds-address");
+    let path = socket.strip_prefix("unix:").expect("ADS on a unix socket");
+    let dir = Path::new(path).parent().unwrap().to_str().unwrap();
+    let volume = mounts(agent)
+        .into_iter()
+        .find(|(_, at)| *at == dir)
+        .map(|(name, _)| name)
+        .expect("the socket's directory is a volume");
+    let sharing: Vec<&str> = pod
+        .containers
+        .iter()
+        .filter(|c| mounts(c).iter().any(|(name, _)| *name == volume))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(sharing, ["agent", "envoy"]);
+    let v = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == volume)
+        .unwrap();
+    assert!(v.empty_dir.is_some(), "a pod-private emptyDir");
+}
+
+#[test]
+fn the_leader_may_review_tokens_and_reads_nothing_it_does_not_watch() {
+    let text = manifest("10-rbac.yaml");
+    let role: ClusterRole = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+        .find_map(|v| (v["kind"] == "ClusterRole").then(|| serde_yaml::from_value(v).unwrap()))
+        .expect("a ClusterRole");
+    let rules = role.rules.unwrap_or_default();
+    let grants = |group: &str, resource: &str, verb: &str| {
+        rules.iter().any(|r| {
+            r.api_groups.iter().flatten().any(|g| g == group)
+                && r.resources.iter().flatten().any(|x| x == resource)
+                && r.verbs.iter().any(|v| v == verb)
+        })
+    };
+    assert!(grants("authentication.k8s.io", "tokenreviews", "create"));
+    for r in &rules {
+        for verb in &r.verbs {
+            assert!(
+                ["get", "list", "watch", "patch", "update", "create"].contains(&verb.as_str()),
+                "cluster-wide {verb}: {r:?}"
+            );
+        }
+        if r.verbs.iter().any(|v| v == "create") {
+            assert_eq!(
+                r.resources.as_deref(),
+                Some(&["tokenreviews".to_string()][..]),
+                "the only cluster-wide create is a TokenReview"
+            );
+        }
+    }
+}

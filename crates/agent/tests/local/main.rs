@@ -1,0 +1,14 @@
+//! No cluster: the command line, the deploy manifests, and standalone mode with a
+//! real Envoy (routing, L4, resilience). One binary: each module was its own
+//! before, and every one of them linked the whole agent.
+//!
+//! `cargo test -p aether-edge --test local <module>::` runs one module.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli;
+mod deploy;
+mod live_l4;
+mod live_resilience;
+mod live_routing;
