@@ -49,7 +49,7 @@ mod service_account;
 pub use apiserver::ApiServer;
 pub use error::Error;
 pub use locate::{envoy_bin, gateway_api_crd_dir, gateway_api_crd_dir_at, kube_bin_dir, repo_root};
-pub use objects::{create, list_all};
+pub use objects::{create, gateway_api_resource, list_all};
 
 /// The sum of the samples of metric `name` in Prometheus text `text` whose
 /// line contains every one of `labels` (e.g. `r#"reason="wrong_node""#`); 0 when
@@ -59,4 +59,16 @@ pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
         .filter(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
+}
+
+/// Status writes the status writer counted (`aether_edge_status_writes_total`)
+/// for objects of `kind` (e.g. `Gateway`) with `result` (`ok` or `error`).
+pub fn status_writes(metrics: &str, kind: &str, result: &str) -> u64 {
+    let kind = format!("kind=\"{kind}\"");
+    let result = format!("result=\"{result}\"");
+    metric_sum(
+        metrics,
+        "aether_edge_status_writes_total",
+        &[&kind, &result],
+    )
 }

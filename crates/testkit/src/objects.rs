@@ -1,7 +1,7 @@
 //! Objects in a test API server by the shortest road: created from JSON, listed whole.
 
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::{ApiResource, ListParams, PostParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -26,4 +26,17 @@ where
         .await
         .unwrap()
         .items
+}
+
+/// Gateway API kind `kind` (resource `plural`) as served at `version`, for a
+/// dynamic `Api` on a version no typed model has (e.g. TCPRoute at v1alpha2).
+pub fn gateway_api_resource(kind: &str, plural: &str, version: &str) -> ApiResource {
+    let group = "gateway.networking.k8s.io";
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
 }

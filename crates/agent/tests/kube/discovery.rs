@@ -5,7 +5,7 @@
 //! and writes its status at v1alpha2.
 
 use crate::support::*;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::DynamicObject;
 use std::time::Duration;
 
 const NS: &str = "app";
@@ -14,24 +14,14 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn older_and_missing_crds_are_watched_at_what_is_served() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let w = given_an_old_tcproute_crd_no_udproute_crd_and_an_agent().await;
         both_route_kinds_are_served_and_accepted(&w).await;
         the_missing_kind_is_reported_once(&w).await;
     });
 }
 
-/// Fields drop in order: the API server last.
-struct World {
-    client: kube::Client,
-    agent: KubeAgent,
-    _envoy: Envoy,
-    _b0: Backend,
-    _server: aether_testkit::ApiServer,
-}
+type World = OneNode;
 
 fn mk_app(b0: &Backend) -> String {
     let tcp = format!("{{name: tcp, protocol: TCP, port: {TCP_PORT}}}");
@@ -51,13 +41,7 @@ fn mk_app(b0: &Backend) -> String {
 
 /// The TCPRoute as the API server serves it at v1alpha2.
 async fn tcp_route_v1alpha2(client: &kube::Client) -> Result<serde_json::Value, String> {
-    let resource = ApiResource {
-        group: "gateway.networking.k8s.io".into(),
-        version: "v1alpha2".into(),
-        api_version: "gateway.networking.k8s.io/v1alpha2".into(),
-        kind: "TCPRoute".into(),
-        plural: "tcproutes".into(),
-    };
+    let resource = aether_testkit::gateway_api_resource("TCPRoute", "tcproutes", "v1alpha2");
     let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(client.clone(), NS, &resource);
     let obj = api.get("t1").await.map_err(|e| e.to_string())?;
     serde_json::to_value(obj).map_err(|e| e.to_string())
@@ -80,15 +64,7 @@ async fn given_an_old_tcproute_crd_no_udproute_crd_and_an_agent() -> World {
     let b0 = Backend::on(POD_IP, "b0");
     server.apply(&mk_app(&b0)).await.unwrap();
     let flags = [&STATIC_AT_POD_IP[..], &["--discovery-interval", "1"]].concat();
-    let agent = kube_agent(server.kubeconfig_path(), &flags, &logs);
-    let envoy = envoy("node-a", &agent.xds, true, &logs);
-    World {
-        client: server.client(),
-        agent,
-        _envoy: envoy,
-        _b0: b0,
-        _server: server,
-    }
+    OneNode::start(server, b0, &flags, &logs)
 }
 
 /// The v1alpha2 TCPRoute is served (bytes to the TCP listener reach b0) and its

@@ -24,10 +24,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn the_leader_joins_every_nodes_acks_and_a_new_leader_takes_over() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let mut f = given_agent_a_leading_and_both_nodes_taking_traffic().await;
         a_node_that_never_reported_holds_the_gateway_back(&f).await;
         a_node_serving_another_hash_holds_it_back(&mut f).await;
@@ -41,10 +38,7 @@ fn the_leader_joins_every_nodes_acks_and_a_new_leader_takes_over() {
 /// with a Ready edge pod must serve it, whether its agent reports or not.
 #[test]
 fn static_mode_waits_for_every_ready_edge_pod() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let f = given_a_static_agent_and_a_ready_pod_whose_agent_never_reports().await;
         routes_stay_pending_while_the_silent_pod_is_ready(&f).await;
         its_failing_probe_releases_the_gateway(&f).await;

@@ -17,10 +17,7 @@ const ROUTES: usize = 50;
 
 #[test]
 fn apply_to_accepted_through_the_ack_gate_over_50_routes() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let w = given_a_programmed_gateway().await;
         let watch = Acceptance::watch(&w.client);
         let p99 = routes_added_one_by_one_are_accepted_once_served(&w, &watch).await;
@@ -36,14 +33,7 @@ fn apply_to_accepted_through_the_ack_gate_over_50_routes() {
     });
 }
 
-/// Fields drop in order: the API server last.
-struct World {
-    client: kube::Client,
-    agent: KubeAgent,
-    _envoy: Envoy,
-    _b0: Backend,
-    server: aether_testkit::ApiServer,
-}
+type World = OneNode;
 
 async fn given_a_programmed_gateway() -> World {
     let logs = temp_dir("kube-latency");
@@ -54,18 +44,10 @@ async fn given_a_programmed_gateway() -> World {
         mk_gateway(NS, "gw", &[HTTP_80]),
     ])
     .await;
-    let agent = kube_agent(server.kubeconfig_path(), &STATIC_AT_POD_IP, &logs);
-    let envoy = envoy("node-a", &agent.xds, true, &logs);
-    let client = server.client();
+    let w = OneNode::start(server, b0, &STATIC_AT_POD_IP, &logs);
     let wait = Duration::from_secs(30);
-    until_programmed(&client, NS, "gw", wait, "Gateway Programmed", |_| Ok(())).await;
-    World {
-        client,
-        agent,
-        _envoy: envoy,
-        _b0: b0,
-        server,
-    }
+    until_programmed(&w.client, NS, "gw", wait, "Gateway Programmed", |_| Ok(())).await;
+    w
 }
 
 /// A watch recording when each route is first seen Accepted=True, and every route
@@ -166,11 +148,11 @@ async fn nothing_is_written_while_nothing_changes(w: &World) -> u64 {
         ROUTES as u64
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let writes = status_writes(&w.agent.metrics());
+    let writes = ok_writes(&w.agent.metrics());
     println!("status writes for 1 Gateway + {ROUTES} routes (incl. class and startup): {writes}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        status_writes(&w.agent.metrics()),
+        ok_writes(&w.agent.metrics()),
         writes,
         "writes while nothing changed"
     );
@@ -200,7 +182,7 @@ async fn a_burst_is_written_in_batches(w: &World, watch: &Acceptance, writes: u6
     let all = start.elapsed();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let metrics = w.agent.metrics();
-    let burst_writes = status_writes(&metrics) - writes;
+    let burst_writes = ok_writes(&metrics) - writes;
     for l in metrics
         .lines()
         .filter(|l| l.starts_with("aether_edge_status_writes_total"))
@@ -219,7 +201,7 @@ async fn a_burst_is_written_in_batches(w: &World, watch: &Acceptance, writes: u6
 }
 
 /// Successful status writes of every kind, from `/metrics`.
-fn status_writes(metrics: &str) -> u64 {
+fn ok_writes(metrics: &str) -> u64 {
     metric_sum(
         metrics,
         "aether_edge_status_writes_total",

@@ -20,10 +20,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn the_agent_works_with_the_deployed_rbac_and_a_unix_socket() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let mut w = given_the_deployed_rbac_and_an_agent_on_a_socket().await;
         let svc = it_leads_and_writes_every_kinds_status(&w).await;
         its_envoy_serves_the_service_port(&svc);
@@ -32,14 +29,7 @@ fn the_agent_works_with_the_deployed_rbac_and_a_unix_socket() {
     });
 }
 
-/// Fields drop in order: the API server last.
-struct World {
-    client: kube::Client,
-    agent: Proc,
-    _envoy: Envoy,
-    _b0: Backend,
-    _server: aether_testkit::ApiServer,
-}
+type World = OneNode<Proc>;
 
 fn deploy(file: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -101,14 +91,7 @@ async fn given_the_deployed_rbac_and_an_agent_on_a_socket() -> World {
             .args(["--report-address", &report]),
         &logs,
     );
-    let envoy = envoy("node-a", &socket, true, &logs);
-    World {
-        client: server.client(),
-        agent,
-        _envoy: envoy,
-        _b0: b0,
-        _server: server,
-    }
+    OneNode::with(server, b0, agent, &socket, &logs)
 }
 
 /// Elected, the Service created, and every kind's status written (TCPRoute and

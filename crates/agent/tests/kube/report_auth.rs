@@ -47,10 +47,7 @@ fn refused(metrics: &str, reason: &str) -> u64 {
 
 #[test]
 fn the_report_port_takes_only_edge_agents_each_for_its_own_node() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let w = given_a_leader_under_the_deployed_rbac().await;
         the_port_takes_only_an_agent_speaking_for_its_own_node(&w).await;
         every_refusal_is_counted_and_logged_but_no_token(&w);

@@ -18,10 +18,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn agent_restarts_under_traffic_fail_no_request() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let mut w = given_traffic_through_the_edge_service().await;
         three_restarts_under_traffic_fail_no_request_and_flip_no_status(&mut w).await;
         envoy_lost_no_config_and_the_allocations_survive(&w).await;

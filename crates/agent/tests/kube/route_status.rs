@@ -25,10 +25,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn every_route_status_case_gets_its_reason() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let w = given_routes_and_an_agent().await;
         each_failure_gets_its_reason(&w).await;
         another_controllers_entry_survives_our_rewrite(&w).await;

@@ -20,10 +20,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn service_mode_ports_allocations_and_load_balancer_addresses() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let w = given_a_gateway_and_an_agent(&["--address-mode", "service"], "kube-service").await;
         let (svc, ports) = the_service_has_one_port_per_listener_port(&w).await;
         no_load_balancer_means_no_address(&w).await;
@@ -35,11 +32,8 @@ fn service_mode_ports_allocations_and_load_balancer_addresses() {
 
 #[test]
 fn status_writes_failing_in_an_outage_are_retried_reported_and_land() {
-    if !isolated() {
-        return;
-    }
-    let at_pod_ip = ["--address-mode", "static", "--default-address", POD_IP];
-    runtime().block_on(async {
+    in_netns(async {
+        let at_pod_ip = ["--address-mode", "static", "--default-address", POD_IP];
         let mut w = given_a_gateway_and_an_agent(&at_pod_ip, "kube-outage").await;
         let ok_before = the_writes_before_the_outage_are_counted(&w).await;
         writes_failing_in_the_outage_are_counted_named_and_retried(&mut w).await;
@@ -227,15 +221,6 @@ async fn the_service_goes_with_its_gateway(w: &World) {
     edge_services(&w.client, 0, WAIT).await;
 }
 
-fn gateway_writes(metrics: &str, result: &str) -> u64 {
-    let result = format!("result=\"{result}\"");
-    metric_sum(
-        metrics,
-        "aether_edge_status_writes_total",
-        &["kind=\"Gateway\"", &result],
-    )
-}
-
 /// Programmed, its write counted, no write failed; returns the Gateway writes so far.
 async fn the_writes_before_the_outage_are_counted(w: &World) -> u64 {
     let any = |_: &Value| Ok(());
@@ -246,7 +231,7 @@ async fn the_writes_before_the_outage_are_counted(w: &World) -> u64 {
     let ok_before = eventually(Duration::from_secs(10), "the write counted", || {
         let m = w.agent.metrics();
         async move {
-            match gateway_writes(&m, "ok") {
+            match status_writes(&m, "Gateway", "ok") {
                 0 => Err(m),
                 n => Ok(n),
             }
@@ -269,7 +254,7 @@ async fn writes_failing_in_the_outage_are_counted_named_and_retried(w: &mut Worl
     let failed = eventually(WAIT, "failed writes on /metrics", || {
         let m = w.agent.metrics();
         async move {
-            let n = gateway_writes(&m, "error");
+            let n = status_writes(&m, "Gateway", "error");
             let batches = metric_sum(&m, "aether_edge_status_batches_failed_total", &[]);
             if n > 0 && batches > 0 {
                 Ok((n, batches))
@@ -314,7 +299,7 @@ async fn the_pending_write_lands_once_the_server_is_back(w: &mut World, ok_befor
     // already shows the write.
     let what = "a successful Gateway write after the outage counted";
     eventually(Duration::from_secs(10), what, || {
-        let ok = gateway_writes(&w.agent.metrics(), "ok");
+        let ok = status_writes(&w.agent.metrics(), "Gateway", "ok");
         async move {
             if ok > ok_before {
                 Ok(())

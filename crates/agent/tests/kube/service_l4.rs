@@ -14,10 +14,7 @@ const NS: &str = "app";
 
 #[test]
 fn tcp_and_udp_on_one_port_are_served_on_one_allocated_port() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let w = given_dns_echoes_behind_a_gateway_in_service_mode().await;
         let port = both_protocols_get_a_service_port_on_one_target_port(&w).await;
         both_routes_are_accepted(&w).await;

@@ -21,10 +21,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn twenty_gateways_at_once_and_one_whose_service_is_refused() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let w = given_twenty_gateways_in_service_mode().await;
         let by_gateway = every_gateway_gets_a_service_with_distinct_envoy_ports(&w).await;
         every_gateway_is_programmed_and_serves(&w, &by_gateway).await;

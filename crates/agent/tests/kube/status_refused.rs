@@ -13,10 +13,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn one_refused_status_write_does_not_stop_the_others_and_is_retried() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let w = given_a_policy_refusing_one_routes_status().await;
         the_other_routes_status_lands(&w).await;
         let first = the_refused_write_is_counted_and_logged(&w).await;
@@ -25,14 +22,7 @@ fn one_refused_status_write_does_not_stop_the_others_and_is_retried() {
     });
 }
 
-/// Fields drop in order: the API server last.
-struct World {
-    client: kube::Client,
-    agent: KubeAgent,
-    _envoy: Envoy,
-    _b0: Backend,
-    _server: aether_testkit::ApiServer,
-}
+type World = OneNode;
 
 /// Denies every status write to the HTTPRoute named `blocked`.
 const POLICY: &str = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: block-route-status}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - apiGroups: [gateway.networking.k8s.io]\n      apiVersions: [\"*\"]\n      operations: [CREATE, UPDATE]\n      resources: [httproutes/status]\n  validations:\n  - expression: \"object.metadata.name != 'blocked'\"\n    message: test policy refuses this status\n---\n\
@@ -47,23 +37,12 @@ async fn given_a_policy_refusing_one_routes_status() -> World {
     let routes = ["r1", "blocked", "r2"].map(|r| mk_prefix_route(NS, r, "b0"));
     let yaml = [&[mk_gateway(NS, "gw", &[HTTP_80])][..], &routes].concat();
     server.apply(&yaml.join("---\n")).await.unwrap();
-    let agent = kube_agent(server.kubeconfig_path(), &STATIC_AT_POD_IP, &logs);
-    let envoy = envoy("node-a", &agent.xds, true, &logs);
-    World {
-        client: server.client(),
-        agent,
-        _envoy: envoy,
-        _b0: b0,
-        _server: server,
-    }
+    OneNode::start(server, b0, &STATIC_AT_POD_IP, &logs)
 }
 
+/// HTTPRoute status writes the API server refused, from the agent's metrics.
 fn refused_writes(metrics: &str) -> u64 {
-    metric_sum(
-        metrics,
-        "aether_edge_status_writes_total",
-        &["kind=\"HTTPRoute\"", "result=\"error\""],
-    )
+    status_writes(metrics, "HTTPRoute", "error")
 }
 
 async fn the_other_routes_status_lands(w: &World) {

@@ -16,10 +16,7 @@ const EXT_AUTH: &str = "[{type: ExternalAuth, externalAuth: {protocol: HTTP, bac
 
 #[test]
 fn an_unreadable_object_is_skipped_and_named_and_the_watch_goes_on() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(async {
+    in_netns(async {
         let w = given_an_unreadable_route_in_the_initial_list().await;
         an_unreadable_route_arriving_later_stops_nothing(&w).await;
         only_the_readable_routes_count_and_each_unreadable_one_is_named(&w).await;
@@ -28,20 +25,10 @@ fn an_unreadable_object_is_skipped_and_named_and_the_watch_goes_on() {
 
 #[test]
 fn only_tls_secrets_are_read() {
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(an_opaque_secret_is_not_found_and_a_tls_one_is_read());
+    in_netns(an_opaque_secret_is_not_found_and_a_tls_one_is_read());
 }
 
-/// Fields drop in order: the API server last.
-struct World {
-    client: kube::Client,
-    agent: KubeAgent,
-    _envoy: Envoy,
-    _b0: Backend,
-    server: aether_testkit::ApiServer,
-}
+type World = OneNode;
 
 /// An HTTPRoute with `filters` (a YAML flow list): path prefix `/<name>` to b0.
 fn mk_filtered_route(name: &str, filters: &str) -> String {
@@ -64,20 +51,13 @@ async fn given_an_unreadable_route_in_the_initial_list() -> World {
         mk_filtered_route("early-bad", EXT_AUTH),
     ];
     let server = given_cluster(&yaml).await;
-    let agent = kube_agent(server.kubeconfig_path(), &STATIC_AT_POD_IP, &logs);
-    let envoy = envoy("node-a", &agent.xds, true, &logs);
-    let c = &server.client();
+    let w = OneNode::start(server, b0, &STATIC_AT_POD_IP, &logs);
+    let c = &w.client;
     eventually(WAIT, "r1 accepted despite early-bad", || {
         route_accepted(c, NS, "r1", "gw")
     })
     .await;
-    World {
-        client: server.client(),
-        agent,
-        _envoy: envoy,
-        _b0: b0,
-        server,
-    }
+    w
 }
 
 async fn an_unreadable_route_arriving_later_stops_nothing(w: &World) {

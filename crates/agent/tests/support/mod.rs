@@ -5,7 +5,7 @@
 use std::path::Path;
 
 pub use aether_testkit::live::*;
-pub use aether_testkit::{envoy_bin, metric_sum};
+pub use aether_testkit::{envoy_bin, metric_sum, status_writes};
 
 pub fn agent_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_aether-edge"))
@@ -23,6 +23,52 @@ pub const STATIC_AT_POD_IP: [&str; 5] = [
 /// A real Envoy for node `node_id` on ADS at `xds` (Delta when `delta`).
 pub fn envoy(node_id: &str, xds: &str, delta: bool, log_dir: &Path) -> Envoy {
     Envoy::start(agent_bin(), node_id, xds, delta, log_dir)
+}
+
+/// One edge node in Kubernetes mode: the API server, an agent (a [`KubeAgent`]
+/// unless a test runs its own), its Envoy and backend `b0`. Fields drop in order,
+/// the API server last.
+pub struct OneNode<A = KubeAgent> {
+    pub client: kube::Client,
+    pub agent: A,
+    pub envoy: Envoy,
+    pub b0: Backend,
+    pub server: aether_testkit::ApiServer,
+}
+
+impl OneNode {
+    /// `aether-edge agent` with `flags` on `server` (its objects already applied),
+    /// and a Delta Envoy on the agent's ADS.
+    pub fn start(
+        server: aether_testkit::ApiServer,
+        b0: Backend,
+        flags: &[&str],
+        logs: &Path,
+    ) -> Self {
+        let agent = kube_agent(server.kubeconfig_path(), flags, logs);
+        let xds = agent.xds.clone();
+        OneNode::with(server, b0, agent, &xds, logs)
+    }
+}
+
+impl<A> OneNode<A> {
+    /// `agent`, already running on `server`, and a Delta Envoy on its ADS at `xds`.
+    pub fn with(
+        server: aether_testkit::ApiServer,
+        b0: Backend,
+        agent: A,
+        xds: &str,
+        logs: &Path,
+    ) -> Self {
+        let envoy = envoy("node-a", xds, true, logs);
+        OneNode {
+            client: server.client(),
+            agent,
+            envoy,
+            b0,
+            server,
+        }
+    }
 }
 
 /// `aether-edge standalone` on `config_dir`, `flags` appended.

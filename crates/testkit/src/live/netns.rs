@@ -98,6 +98,14 @@ pub fn isolated() -> bool {
     false
 }
 
+/// The usual test body: `body` on a fresh [`runtime`], inside the test's own
+/// namespace ([`isolated`]); outside, only the re-run and its verdict.
+pub fn in_netns(body: impl std::future::Future<Output = ()>) {
+    if isolated() {
+        runtime().block_on(body);
+    }
+}
+
 /// [`isolated`] for a benchmark driver (no test harness): true inside its own
 /// namespace; outside, runs this binary again there, asserts it succeeded and
 /// returns false.

@@ -64,19 +64,13 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 #[test]
 fn churn_every_accepted_generation_is_what_envoy_serves() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(churn());
+    in_netns(churn());
 }
 
 #[test]
 fn a_paused_envoy_holds_back_every_new_claim_until_it_resumes_and_acks() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !isolated() {
-        return;
-    }
-    runtime().block_on(pause());
+    in_netns(pause());
 }
 
 fn knob(name: &str, default: u64) -> u64 {
