@@ -12,8 +12,9 @@
 //! empty or half-read source never reaches a running Envoy.
 
 use aether_gateway::{Config, StatusPlan, Store, Translation};
-use aether_ir::Ir;
+use aether_ir::{Ir, ObjectRef};
 use aether_xds::Snapshot;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -27,6 +28,10 @@ pub struct Published {
     pub status: StatusPlan,
     /// The IR as translated, before any mode-specific rewrite (port allocations).
     pub ir: Arc<Ir>,
+    /// Gateways the rewrite left (partly) out of the snapshot, and why. Published
+    /// with the snapshot it describes: status read from one publication can never
+    /// call a listener served that this snapshot lacks.
+    pub left_out: BTreeMap<ObjectRef, String>,
 }
 
 impl aether_k8s::duties::Translated for Published {
@@ -38,6 +43,9 @@ impl aether_k8s::duties::Translated for Published {
     }
     fn ir(&self) -> &Arc<Ir> {
         &self.ir
+    }
+    fn left_out(&self) -> &BTreeMap<ObjectRef, String> {
+        &self.left_out
     }
 }
 
@@ -102,21 +110,22 @@ impl Pipeline {
     /// Translates and builds `store`; publishes when the result differs from what
     /// is published. Returns whether it published.
     pub fn apply(&self, store: &Store) -> bool {
-        self.apply_with(store, |_, _| {})
+        self.apply_with(store, |_, _| BTreeMap::new())
     }
 
     /// [`Pipeline::apply`] with a mode-specific rewrite of the IR (and the plan)
-    /// between translation and building, e.g. Kubernetes port allocations.
+    /// between translation and building, e.g. Kubernetes port allocations; it
+    /// returns the Gateways it left out, and why ([`Published::left_out`]).
     pub fn apply_with(
         &self,
         store: &Store,
-        rewrite: impl FnOnce(&Store, &mut Translation),
+        rewrite: impl FnOnce(&Store, &mut Translation) -> BTreeMap<ObjectRef, String>,
     ) -> bool {
         let started = Instant::now();
         let translation = aether_gateway::translate(store, &self.config);
         let ir = Arc::new(translation.ir.clone());
         let mut served = translation;
-        rewrite(store, &mut served);
+        let left_out = rewrite(store, &mut served);
         let snapshot = aether_xds::build(&served.ir);
         self.stats
             .last_build_micros
@@ -125,12 +134,14 @@ impl Pipeline {
             snapshot: Arc::new(snapshot),
             status: served.status,
             ir,
+            left_out,
         };
         let changed = self.published.send_if_modified(|current| {
             let same = current.as_ref().is_some_and(|p| {
                 p.snapshot.version == next.snapshot.version
                     && p.status == next.status
                     && p.ir == next.ir
+                    && p.left_out == next.left_out
             });
             if !same {
                 *current = Some(Arc::new(next));

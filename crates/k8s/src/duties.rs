@@ -10,7 +10,7 @@
 //!  reports + members (Service endpoints | Ready pods) ─► Join ─► assemble(plan, served, addresses) ─► StatusInputs ─► status::run
 //! ```
 
-use crate::service::{self, AddressMode, RecentWrites, ServiceConfig, ServiceMetrics, Unallocated};
+use crate::service::{self, AddressMode, RecentWrites, ServiceConfig, ServiceMetrics};
 use crate::status::StatusInputs;
 use crate::{Index, ServedVersions};
 use aether_gateway::{AckState, Addresses, Served, StatusPlan, Store, assemble};
@@ -41,6 +41,12 @@ pub trait Translated: Send + Sync + 'static {
     fn plan(&self) -> &StatusPlan;
     /// The IR as translated, before port allocations.
     fn ir(&self) -> &Arc<Ir>;
+    /// Gateways left (partly) out of [`Translated::snapshot`], e.g. ports with no
+    /// Envoy port allocated yet ([`service::problems`] of the
+    /// [`service::apply_allocations`] result), and why. Part of the publication,
+    /// never a separate channel: status must be joined from the snapshot it
+    /// describes and what that snapshot lacks, read together.
+    fn left_out(&self) -> &BTreeMap<ObjectRef, String>;
 }
 
 type Published<P> = watch::Receiver<Option<Arc<P>>>;
@@ -122,25 +128,22 @@ async fn reconcile_once(
     }
 }
 
-/// Why Gateways lack addresses: Service writes that failed, ports not allocated yet.
-pub struct Problems {
-    pub services: watch::Receiver<BTreeMap<ObjectRef, String>>,
-    pub unallocated: watch::Receiver<Vec<Unallocated>>,
-}
-
-impl Problems {
-    fn current(&mut self) -> BTreeMap<ObjectRef, String> {
-        let mut all = service::problems(None, &self.unallocated.borrow_and_update());
-        for (gw, message) in self.services.borrow_and_update().iter() {
-            all.entry(gw.clone())
-                .and_modify(|m| {
-                    m.push_str("; ");
-                    m.push_str(message);
-                })
-                .or_insert_with(|| message.clone());
-        }
-        all
+/// Why Gateways lack addresses: what publication `p` left out (ports not
+/// allocated yet), then the Service writes that failed.
+fn problems<P: Translated>(
+    p: &P,
+    services: &mut watch::Receiver<BTreeMap<ObjectRef, String>>,
+) -> BTreeMap<ObjectRef, String> {
+    let mut all = p.left_out().clone();
+    for (gw, message) in services.borrow_and_update().iter() {
+        all.entry(gw.clone())
+            .and_modify(|m| {
+                m.push_str("; ");
+                m.push_str(message);
+            })
+            .or_insert_with(|| message.clone());
     }
+    all
 }
 
 /// The status inputs, recomputed on any change of what they are joined from.
@@ -152,7 +155,8 @@ pub struct Join<P> {
     /// Static mode's Ready edge pods (service mode reads each Service's
     /// endpoints from the store).
     pub ready_pods: Option<watch::Receiver<BTreeSet<String>>>,
-    pub problems: Problems,
+    /// Per-Gateway failures of the Service writes ([`reconcile_services`]).
+    pub service_problems: watch::Receiver<BTreeMap<ObjectRef, String>>,
     pub served: watch::Receiver<Option<ServedVersions>>,
     pub controller_name: String,
     /// What the GatewayClass claims in `status.supportedFeatures`.
@@ -190,8 +194,7 @@ impl<P: Translated> Join<P> {
                 r = self.published.changed() => if r.is_err() { return },
                 r = generation.changed() => if r.is_err() { return },
                 r = report_changes.changed() => if r.is_err() { return } else { report = true },
-                r = self.problems.services.changed() => if r.is_err() { return },
-                r = self.problems.unallocated.changed() => if r.is_err() { return },
+                r = self.service_problems.changed() => if r.is_err() { return },
                 r = self.served.changed() => if r.is_err() { return },
                 r = changed(&mut self.ready_pods), if self.ready_pods.is_some() => if r.is_err() { return },
                 _ = tokio::time::sleep_until(grace_ends), if !settled => {}
@@ -229,7 +232,7 @@ impl<P: Translated> Join<P> {
         // Read before the join: the plan covers at least this change.
         let served_at = self.reports.changed_at();
         let gating = std::time::Instant::now();
-        let problems = self.problems.current();
+        let problems = problems(p, &mut self.service_problems);
         let plan = gate(p, &self.reports, members, &store, &self.mode, &problems);
         // Under the status loop's target: the status latency bench reads it.
         tracing::debug!(target: "aether_k8s::status::inputs", gate_us = gating.elapsed().as_micros(), "status inputs joined");
@@ -277,3 +280,7 @@ fn gate<P: Translated>(
     };
     assemble(p.plan(), served, &addresses)
 }
+
+#[cfg(test)]
+#[path = "duties_tests.rs"]
+mod tests;

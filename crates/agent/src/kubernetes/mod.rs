@@ -24,7 +24,7 @@ use crate::serve;
 use aether_ads::Fleet;
 use aether_k8s::duties::{self, SETTLE};
 use aether_k8s::leader::{self, LeaderConfig, LeaderElector};
-use aether_k8s::service::{self, AddressMode, ServiceConfig, ServiceMetrics, Unallocated};
+use aether_k8s::service::{self, AddressMode, ServiceConfig, ServiceMetrics};
 use aether_k8s::status::StatusWriter;
 use aether_k8s::{Index, ServedVersions};
 use aether_report::Reports;
@@ -208,12 +208,10 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         served_tx,
         Duration::from_secs(args.discovery_interval),
     ));
-    let (unallocated_tx, unallocated_rx) = watch::channel(Vec::new());
     tokio::spawn(drive_pipeline(
         index.clone(),
         pipeline.clone(),
         mode.clone(),
-        unallocated_tx,
     ));
 
     // Leadership.
@@ -308,10 +306,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         reports: reports.clone(),
         mode: mode.clone(),
         ready_pods,
-        problems: duties::Problems {
-            services: problems_rx,
-            unallocated: unallocated_rx,
-        },
+        service_problems: problems_rx,
         served: served.clone(),
         controller_name: args.controller_name.clone(),
         supported_features: SUPPORTED_FEATURES.iter().map(|f| f.to_string()).collect(),
@@ -404,40 +399,29 @@ async fn wait_true(mut rx: watch::Receiver<bool>) {
 }
 
 /// Re-translates whenever the index changes, once every kind has listed.
-/// Ports taken out of the IR because they have no Envoy port yet go to
-/// `unallocated`, for the status.
-async fn drive_pipeline(
-    index: Arc<Index>,
-    pipeline: Arc<Pipeline>,
-    mode: AddressMode,
-    unallocated: watch::Sender<Vec<Unallocated>>,
-) {
+/// Ports taken out of the IR because they have no Envoy port yet are published
+/// with the snapshot that lacks them (`Published::left_out`), for the status.
+async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: AddressMode) {
     let mut generation = index.subscribe();
     let mut waiting_logged = false;
     loop {
         match index.store() {
             Some(store) => {
-                let mut left_out = Vec::new();
                 // Translating a big store takes a while: off the async workers,
                 // so health checks, ADS and the watches keep being served.
                 let published = tokio::task::block_in_place(|| {
                     pipeline.apply_with(&store, |store, translation| {
-                        if let AddressMode::Service(cfg) = &mode {
-                            let allocations = service::allocations(store, &cfg.namespace);
-                            left_out = service::apply_allocations(
-                                &mut translation.ir,
-                                &allocations,
-                                &cfg.bind_address,
-                            );
-                        }
+                        let AddressMode::Service(cfg) = &mode else {
+                            return BTreeMap::new();
+                        };
+                        let allocations = service::allocations(store, &cfg.namespace);
+                        let unallocated = service::apply_allocations(
+                            &mut translation.ir,
+                            &allocations,
+                            &cfg.bind_address,
+                        );
+                        service::problems(None, &unallocated)
                     })
-                });
-                unallocated.send_if_modified(|current| {
-                    let changed = *current != left_out;
-                    if changed {
-                        *current = std::mem::take(&mut left_out);
-                    }
-                    changed
                 });
                 if published {
                     info!(objects = store.len(), "configuration published");

@@ -30,9 +30,10 @@
 //!           reconcile(&client, desired, store.all::<Service>().values(), ns)
 //!             → recent.record(&result, &store); errors per Gateway
 //!  every agent:  unallocated = apply_allocations(&mut t.ir, &allocations(&store, ns), &cfg.bind_address)
-//!                then build the snapshot from t.ir (the leader does the same to hash it)
+//!                then build the snapshot from t.ir (the leader does the same to hash it),
+//!                published with problems(None, &unallocated), what it lacks
 //!  leader status:  addresses = assignments(t.status.gateways.keys(), &store, &cfg,
-//!                                          &problems(errors, &unallocated))
+//!                                          &(that publication's problems + errors))
 //!                  plan = assemble(&t.status, ack, &addresses)
 //! ```
 //!

@@ -46,7 +46,7 @@ const ADDRESSES_MAX: usize = 16;
 /// `watch` channel.
 #[derive(Debug, Clone, Default)]
 pub struct StatusInputs {
-    /// The plan after the ACK gate ([`StatusPlan::gated`]).
+    /// The plan after the ACK gate ([`aether_gateway::assemble`]).
     pub plan: StatusPlan,
     /// The objects as last seen, with the status they carry now.
     pub store: std::sync::Arc<Store>,
