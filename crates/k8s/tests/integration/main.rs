@@ -1,5 +1,5 @@
 //! This crate against real parts: a kube-apiserver + etcd (`aether_testkit`) for
-//! the Service reconciler, the status writer and loop, leader election and
+//! the Service reconciler, the status writer, leader election and
 //! version discovery, and Envoy for the Service-mode listeners. One binary, so
 //! the crate's dependencies are linked once; libtest runs the modules side by side.
 //!
@@ -9,7 +9,6 @@ mod service_apiserver;
 mod service_envoy;
 mod service_failures;
 mod status_leader;
-mod status_loop;
 mod status_write;
 mod support;
 mod watch_discovery;

@@ -17,6 +17,7 @@ const ROUTES: usize = 50;
 
 #[test]
 fn apply_to_accepted_through_the_ack_gate_over_50_routes() {
+    let _alone = crate::alone();
     in_netns(async {
         let w = given_a_programmed_gateway().await;
         let watch = Acceptance::watch(&w.client);

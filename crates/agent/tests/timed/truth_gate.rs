@@ -19,6 +19,7 @@ const NS: &str = "app";
 
 #[test]
 fn status_waits_for_envoys_ack_flips_within_a_second_and_shows_a_nack() {
+    let _alone = crate::alone();
     in_netns(async {
         let w = given_an_agent_whose_envoy_is_held_back().await;
         nothing_claims_the_route_is_served_before_the_ack(&w).await;

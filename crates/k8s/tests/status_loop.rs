@@ -1,7 +1,8 @@
 //! The whole loop against a real kube-apiserver, as the agent wires it: watches
-//! feed the index, every change recomputes the gated plan, the driver writes.
+//! feed the index, every change recomputes the assembled plan, the driver writes.
 //! It converges (our own writes echoing back through the watch cause no further
 //! writes) and an ACK turns into `Programmed=True` on the API server within 1 s.
+//! A binary of its own, so that no other test runs beside the one that times.
 
 use aether_gateway::{AckState, Addresses, Config, Served, assemble, translate};
 use aether_k8s::Index;
@@ -56,7 +57,7 @@ async fn seed(client: &Client, gateways: usize) {
     }
 }
 
-/// Recomputes the gated plan on every store change or ACK change, as the agent does.
+/// Recomputes the assembled plan on every store change or ACK change, as the agent does.
 fn publish_inputs(
     index: Arc<Index>,
     mut acked: watch::Receiver<bool>,
@@ -150,7 +151,7 @@ async fn the_loop_converges_and_an_ack_shows_within_a_second() {
     }
 }
 
-/// The watches feed the index; the gated plan follows it and the ACK switch
+/// The watches feed the index; the assembled plan follows it and the ACK switch
 /// (returned, off); the driver writes with the returned writer.
 fn given_the_loop_as_the_agent_wires_it(
     client: &Client,
