@@ -310,7 +310,8 @@ impl Run {
         done.unwrap_or_else(|_| panic!("{} test timed out", self.test))
     }
 
-    /// Removes the run's files; a failed run keeps them beside its log.
+    /// Removes the run's files. A failed run panics before this, so its files,
+    /// Envoy's log among them, stay to be read.
     fn clean_up(self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -395,13 +396,8 @@ async fn live(mode: &str, api_type: &'static str, xds: Xds) {
     let mut run = given_envoy_on("live", mode, api_type, xds, first).await;
     let nack = run
         .play(WAIT * 3, async |run| {
-            then_acked_and_serves(
-                run,
-                &first(run.web_port),
-                "Envoy to ACK the Gateway",
-                "rev 1",
-            )
-            .await;
+            let s1 = first(run.web_port);
+            then_acked_and_serves(run, &s1, "Envoy to ACK the Gateway", "rev 1").await;
             let nack = a_broken_route_table_is_nacked_and_not_resent(run).await;
             the_fix_is_acked_and_served(run).await;
             an_updated_cluster_warms_well_before_the_fetch_timeout(run).await;
