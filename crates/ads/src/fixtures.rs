@@ -1,7 +1,7 @@
 //! Small builders for tests: real Envoy messages, snapshots and requests.
 //!
 //! `rev` changes one field of a resource so tests can move a resource to a new
-//! version without changing its name.
+//! version without changing its name; [`BASE`] is the set most tests start from.
 
 use aether_ir::ObjectRef;
 use aether_xds::{Resource, ResourceType, Snapshot};
@@ -95,6 +95,45 @@ pub fn mk_snapshot(
         })
         .collect();
     Arc::new(Snapshot::new(by_type, members))
+}
+
+/// What the stream and fleet tests start from: clusters c1 and c2 with their
+/// endpoints, listener l80 and route table r80, all at rev 1.
+pub const BASE: [(ResourceType, &str, u32); 6] = [
+    (CDS, "c1", 1),
+    (CDS, "c2", 1),
+    (EDS, "c1", 1),
+    (EDS, "c2", 1),
+    (LDS, "l80", 1),
+    (RDS, "r80", 1),
+];
+
+/// What a stream asks for to hold all of [`BASE`]: CDS and LDS as wildcards,
+/// EDS and RDS by name.
+pub const OPEN_BASE: [(ResourceType, &[&str]); 4] = [
+    (CDS, &[]),
+    (EDS, &["c1", "c2"]),
+    (LDS, &[]),
+    (RDS, &["r80"]),
+];
+
+/// [`BASE`] with `changes`: a resource named there takes its rev, any other is
+/// added; and Gateways as [`mk_snapshot`] has them.
+pub fn mk_base_snapshot(
+    changes: &[(ResourceType, &str, u32)],
+    gateways: &[(&str, &[(ResourceType, &str)])],
+) -> Arc<Snapshot> {
+    let mut resources = BASE.to_vec();
+    for &(ty, name, rev) in changes {
+        match resources
+            .iter_mut()
+            .find(|(t, n, _)| (*t, *n) == (ty, name))
+        {
+            Some(held) => held.2 = rev,
+            None => resources.push((ty, name, rev)),
+        }
+    }
+    mk_snapshot(&resources, gateways)
 }
 
 pub fn gw(s: &str) -> ObjectRef {

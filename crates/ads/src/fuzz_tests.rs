@@ -8,9 +8,12 @@
 //! Bounded by `AETHER_FUZZ_SECONDS` (default 3), as the loader's fuzz test is.
 
 use crate::fixtures::{CDS, EDS, LDS, RDS, SDS, any_names, mk_delta, mk_request, mk_snapshot};
-use crate::{DeltaStream, SotwStream};
+use crate::{DeltaStream, Output, SotwStream};
 use aether_ir::fuzz::fuzz_for;
 use aether_xds::{ResourceType, Snapshot};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
 use envoy_types::pb::google::rpc::Status;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -139,46 +142,78 @@ fn status(message: &Option<String>) -> Option<Status> {
     })
 }
 
-fn sotw(steps: Vec<Step>) -> Result<(), TestCaseError> {
-    let mut current = snapshot(0);
-    let mut stream = SotwStream::new(current.clone());
-    let mut check = Checker {
-        asked: BTreeSet::new(),
-        last_nonce: 0,
-    };
-    for step in steps {
-        let out = match step {
-            Step::Request {
+/// What one step does to a stream: a request, or a new snapshot.
+enum Move<'a> {
+    /// A request of `ty` for `names` (Delta also drops `unsubscribe`) answering
+    /// `nonce`, a NACK if it carries `nack`.
+    Ask {
+        ty: ResourceType,
+        names: &'a [&'a str],
+        unsubscribe: &'a [&'a str],
+        nonce: &'a str,
+        nack: Option<Status>,
+    },
+    Publish(Arc<Snapshot>),
+}
+
+/// A stream state machine as the fuzzer drives it.
+trait Fuzzed {
+    type Response;
+    fn play(&mut self, step: Move<'_>) -> Output<Self::Response>;
+    /// A response's type URL, nonce and resource names.
+    fn sent(r: &Self::Response) -> (&str, &str, Vec<String>);
+}
+
+impl Fuzzed for SotwStream {
+    type Response = DiscoveryResponse;
+    fn play(&mut self, step: Move<'_>) -> Output<DiscoveryResponse> {
+        match step {
+            Move::Ask {
                 ty,
                 names,
                 nonce,
                 nack,
                 ..
-            } => {
-                check.asked.insert(TYPES[ty]);
-                let names = names_of(&names);
-                let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                let mut req = mk_request(TYPES[ty], &names, &nonce_for(&nonce, check.last_nonce));
-                req.error_detail = status(&nack);
-                stream.on_request(req)
-            }
-            Step::Snapshot(n) => {
-                current = snapshot(n);
-                stream.on_snapshot(current.clone())
-            }
-        };
-        for r in out.responses {
-            let ty = ResourceType::from_type_url(&r.type_url).unwrap_or(CDS);
-            let names = any_names(ty, &r.resources);
-            check.response(&current, &r.type_url, &r.nonce, names)?;
+            } => self.on_request(DiscoveryRequest {
+                error_detail: nack,
+                ..mk_request(ty, names, nonce)
+            }),
+            Move::Publish(snapshot) => self.on_snapshot(snapshot),
         }
     }
-    Ok(())
+    fn sent(r: &DiscoveryResponse) -> (&str, &str, Vec<String>) {
+        let ty = ResourceType::from_type_url(&r.type_url).unwrap_or(CDS);
+        (&r.type_url, &r.nonce, any_names(ty, &r.resources))
+    }
 }
 
-fn delta(steps: Vec<Step>) -> Result<(), TestCaseError> {
+impl Fuzzed for DeltaStream {
+    type Response = DeltaDiscoveryResponse;
+    fn play(&mut self, step: Move<'_>) -> Output<DeltaDiscoveryResponse> {
+        match step {
+            Move::Ask {
+                ty,
+                names,
+                unsubscribe,
+                nonce,
+                nack,
+            } => self.on_request(DeltaDiscoveryRequest {
+                error_detail: nack,
+                ..mk_delta(ty, names, unsubscribe, nonce)
+            }),
+            Move::Publish(snapshot) => self.on_snapshot(snapshot),
+        }
+    }
+    fn sent(r: &DeltaDiscoveryResponse) -> (&str, &str, Vec<String>) {
+        let names = r.resources.iter().map(|res| res.name.clone()).collect();
+        (&r.type_url, &r.nonce, names)
+    }
+}
+
+/// Plays `steps` on `stream`, which starts at `snapshot(0)`, checking every
+/// response.
+fn drive<S: Fuzzed>(mut stream: S, steps: Vec<Step>) -> Result<(), TestCaseError> {
     let mut current = snapshot(0);
-    let mut stream = DeltaStream::new(current.clone());
     let mut check = Checker {
         asked: BTreeSet::new(),
         last_nonce: 0,
@@ -196,19 +231,22 @@ fn delta(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let (sub, unsub) = (names_of(&names), names_of(&unsubscribe));
                 let sub: Vec<&str> = sub.iter().map(String::as_str).collect();
                 let unsub: Vec<&str> = unsub.iter().map(String::as_str).collect();
-                let nonce = nonce_for(&nonce, check.last_nonce);
-                let mut req = mk_delta(TYPES[ty], &sub, &unsub, &nonce);
-                req.error_detail = status(&nack);
-                stream.on_request(req)
+                stream.play(Move::Ask {
+                    ty: TYPES[ty],
+                    names: &sub,
+                    unsubscribe: &unsub,
+                    nonce: &nonce_for(&nonce, check.last_nonce),
+                    nack: status(&nack),
+                })
             }
             Step::Snapshot(n) => {
                 current = snapshot(n);
-                stream.on_snapshot(current.clone())
+                stream.play(Move::Publish(current.clone()))
             }
         };
-        for r in out.responses {
-            let names = r.resources.iter().map(|res| res.name.clone()).collect();
-            check.response(&current, &r.type_url, &r.nonce, names)?;
+        for r in &out.responses {
+            let (type_url, nonce, names) = S::sent(r);
+            check.response(&current, type_url, nonce, names)?;
         }
     }
     Ok(())
@@ -216,12 +254,16 @@ fn delta(steps: Vec<Step>) -> Result<(), TestCaseError> {
 
 #[test]
 fn sotw_streams_survive_any_client() {
-    let cases = fuzz_for(prop::collection::vec(step(), 1..40), sotw);
+    let cases = fuzz_for(prop::collection::vec(step(), 1..40), |steps| {
+        drive(SotwStream::new(snapshot(0)), steps)
+    });
     eprintln!("SotW: {cases} request sequences");
 }
 
 #[test]
 fn delta_streams_survive_any_client() {
-    let cases = fuzz_for(prop::collection::vec(step(), 1..40), delta);
+    let cases = fuzz_for(prop::collection::vec(step(), 1..40), |steps| {
+        drive(DeltaStream::new(snapshot(0)), steps)
+    });
     eprintln!("Delta: {cases} request sequences");
 }

@@ -5,8 +5,8 @@
 use crate::fixtures::{LDS, RDS, mk_request, mk_snapshot};
 use crate::{AdsServer, Fleet, Limits, bind, serve_on};
 use aether_xds::{Resource, Snapshot};
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,17 +47,14 @@ async fn start(limits: Limits, first: Arc<Snapshot>) -> Running {
     }
 }
 
-/// Opens a SotW stream and sends `first`; the requests sender keeps it open.
-async fn open(
-    running: &Running,
-    first: DiscoveryRequest,
-) -> Result<
-    (
-        mpsc::Sender<DiscoveryRequest>,
-        tonic::Streaming<envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse>,
-    ),
-    tonic::Status,
-> {
+/// A SotW stream: its requests sender, which keeps it open, and its responses.
+type Stream = (
+    mpsc::Sender<DiscoveryRequest>,
+    tonic::Streaming<DiscoveryResponse>,
+);
+
+/// Opens a SotW stream and sends `first`.
+async fn open(running: &Running, first: DiscoveryRequest) -> Result<Stream, tonic::Status> {
     let (tx, rx) = mpsc::channel(4);
     tx.send(first).await.expect("queue the request");
     let mut client = running.client.clone();
@@ -133,17 +130,25 @@ fn big_routes(rev: u8, size: usize) -> Arc<Snapshot> {
     Arc::new(Snapshot::new(by_type, Default::default()))
 }
 
-#[tokio::test]
-async fn a_peer_that_stops_reading_is_disconnected_not_buffered() {
+/// A server with `stall_timeout` serving [`big_routes`] at rev 1 (each response
+/// far bigger than an HTTP/2 window, so unread ones back up), and a stream
+/// subscribed to them.
+async fn given_a_stream_of_big_route_tables(stall_timeout: Duration) -> (Running, Stream) {
     let limits = Limits {
-        stall_timeout: Duration::from_millis(300),
+        stall_timeout,
         ..Limits::default()
     };
-    // Each response is far bigger than an HTTP/2 window, so unread ones back up.
     let running = start(limits, big_routes(1, 1 << 20)).await;
-    let (_tx, mut responses) = open(&running, mk_request(RDS, &["routes"], ""))
+    let stream = open(&running, mk_request(RDS, &["routes"], ""))
         .await
         .expect("stream");
+    (running, stream)
+}
+
+#[tokio::test]
+async fn a_peer_that_stops_reading_is_disconnected_not_buffered() {
+    let (running, (_tx, mut responses)) =
+        given_a_stream_of_big_route_tables(Duration::from_millis(300)).await;
     for rev in 2..40 {
         running.snapshots.send_replace(big_routes(rev, 1 << 20));
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -164,14 +169,8 @@ async fn a_peer_that_stops_reading_is_disconnected_not_buffered() {
 
 #[tokio::test]
 async fn a_peer_that_reads_slowly_but_keeps_up_is_not_disconnected() {
-    let limits = Limits {
-        stall_timeout: Duration::from_millis(500),
-        ..Limits::default()
-    };
-    let running = start(limits, big_routes(1, 1 << 20)).await;
-    let (_tx, mut responses) = open(&running, mk_request(RDS, &["routes"], ""))
-        .await
-        .expect("stream");
+    let (running, (_tx, mut responses)) =
+        given_a_stream_of_big_route_tables(Duration::from_millis(500)).await;
     let mut last = 0u8;
     for rev in 2..12u8 {
         running.snapshots.send_replace(big_routes(rev, 1 << 20));

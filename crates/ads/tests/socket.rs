@@ -3,7 +3,7 @@
 
 use aether_ads::{AckState, AdsServer, Fleet, bind, serve_on};
 use aether_ir::ObjectRef;
-use aether_xds::{Resource, ResourceType, Snapshot};
+use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
@@ -15,12 +15,14 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 };
 use envoy_types::pb::google::rpc::Status;
 use prost::Message;
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
+use support::{members_of, mk_resources};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
+
+mod support;
 
 const CDS: ResourceType = ResourceType::Cluster;
 const EDS: ResourceType = ResourceType::Endpoint;
@@ -31,58 +33,34 @@ const WAIT: Duration = Duration::from_secs(10);
 /// One Gateway `edge/web` made of a cluster, its endpoints, a listener and a route
 /// table; `route_rev` moves the route table to a new version.
 fn snapshot(route_rev: u32) -> Arc<Snapshot> {
-    let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
-    let mut add = |ty: ResourceType, name: &str, bytes: Vec<u8>| {
-        resources
-            .entry(ty)
-            .or_default()
-            .insert(name.to_string(), Resource::new(name, ty.type_url(), bytes));
+    let cluster = Cluster {
+        name: "backend".into(),
+        ..Default::default()
     };
-    add(
-        CDS,
-        "backend",
-        Cluster {
-            name: "backend".into(),
-            ..Default::default()
-        }
-        .encode_to_vec(),
-    );
-    add(
-        EDS,
-        "backend",
-        ClusterLoadAssignment {
-            cluster_name: "backend".into(),
-            ..Default::default()
-        }
-        .encode_to_vec(),
-    );
-    add(
-        LDS,
-        "http",
-        Listener {
-            name: "http".into(),
-            ..Default::default()
-        }
-        .encode_to_vec(),
-    );
-    add(
-        RDS,
-        "routes",
-        RouteConfiguration {
-            name: "routes".into(),
-            request_headers_to_remove: vec![format!("x-rev-{route_rev}")],
-            ..Default::default()
-        }
-        .encode_to_vec(),
-    );
-    let members: BTreeSet<(ResourceType, String)> = [
-        (CDS, "backend".to_string()),
-        (EDS, "backend".to_string()),
-        (LDS, "http".to_string()),
-        (RDS, "routes".to_string()),
-    ]
-    .into();
-    Arc::new(Snapshot::new(resources, [(web(), members)].into()))
+    let endpoints = ClusterLoadAssignment {
+        cluster_name: "backend".into(),
+        ..Default::default()
+    };
+    let listener = Listener {
+        name: "http".into(),
+        ..Default::default()
+    };
+    let routes = RouteConfiguration {
+        name: "routes".into(),
+        request_headers_to_remove: vec![format!("x-rev-{route_rev}")],
+        ..Default::default()
+    };
+    let resources = [
+        (CDS, "backend", cluster.encode_to_vec()),
+        (EDS, "backend", endpoints.encode_to_vec()),
+        (LDS, "http", listener.encode_to_vec()),
+        (RDS, "routes", routes.encode_to_vec()),
+    ];
+    let members = members_of(&resources);
+    Arc::new(Snapshot::new(
+        mk_resources(resources),
+        [(web(), members)].into(),
+    ))
 }
 
 fn web() -> ObjectRef {
@@ -304,12 +282,14 @@ async fn republishing_sends_nothing_and_the_fix_is_acked(
     s3
 }
 
+/// [`sotw`]'s request in Delta's terms, from node envoy-delta.
 fn delta(ty: ResourceType, subscribe: &[&str], nonce: &str) -> DeltaDiscoveryRequest {
+    let request = sotw(ty, subscribe, nonce);
     DeltaDiscoveryRequest {
         node: node("envoy-delta"),
-        type_url: ty.type_url().into(),
-        resource_names_subscribe: subscribe.iter().map(|s| s.to_string()).collect(),
-        response_nonce: nonce.into(),
+        type_url: request.type_url,
+        resource_names_subscribe: request.resource_names,
+        response_nonce: request.response_nonce,
         ..Default::default()
     }
 }

@@ -1,6 +1,7 @@
 //! The leader's join: per node, per Gateway, per route.
 
 use super::*;
+use crate::test_support::mk_report;
 use aether_xds::{Resource, ResourceType};
 
 fn mk_snapshot(route_body: &[u8]) -> Snapshot {
@@ -15,14 +16,6 @@ fn mk_snapshot(route_body: &[u8]) -> Snapshot {
         BTreeSet::from([(ResourceType::Route, "rt".to_string())]),
     )]);
     Snapshot::new(resources, members)
-}
-
-fn mk_report(node: &str, connected: bool) -> AckReport {
-    AckReport {
-        node: node.into(),
-        envoy_connected: connected,
-        ..Default::default()
-    }
 }
 
 fn state(reports: &Reports, snapshot: &Snapshot) -> AckState {

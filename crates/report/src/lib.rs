@@ -30,3 +30,5 @@ pub use pb::AckReport;
 
 #[cfg(test)]
 mod server_tests;
+#[cfg(test)]
+mod test_support;

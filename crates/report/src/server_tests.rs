@@ -3,7 +3,7 @@
 
 use crate::auth::{Authenticator, Refusal, Refusals, Verdict};
 use crate::pb::AckReport;
-use crate::{Reports, server::ReportService};
+use crate::{Reports, server::ReportService, test_support};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,56 +49,105 @@ async fn mk_leader() -> Leader {
     }
 }
 
+/// `node`'s report that its Envoy holds Gateway ns/gw at hash h1.
 fn mk_report(node: &str) -> AckReport {
-    AckReport {
-        node: node.into(),
-        envoy_connected: true,
-        acked: [("ns/gw".to_string(), "h1".to_string())].into(),
-        ..Default::default()
-    }
+    let mut report = test_support::mk_report(node, true);
+    report.acked.insert("ns/gw".into(), "h1".into());
+    report
 }
 
-/// Sends `reports` on one stream with `token` (if any); the stream's outcome.
-async fn send(leader: &Leader, token: Option<&str>, reports: Vec<AckReport>) -> Result<u64, Code> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", leader.address))
+/// One stream to `address` carrying `token` (if any) and `reports`: how many
+/// reports the leader took, or the code it ended the stream with.
+async fn report(
+    address: &str,
+    token: Option<&str>,
+    reports: impl tokio_stream::Stream<Item = AckReport> + Send + 'static,
+) -> Result<u64, Code> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
         .connect()
         .await
         .unwrap();
     let mut client = crate::client::with_token(channel, token).unwrap();
     client
-        .report(tokio_stream::iter(reports))
+        .report(reports)
         .await
         .map(|r| r.into_inner().reports)
         .map_err(|s| s.code())
 }
 
+/// Sends `reports` on one stream with `token` (if any); the stream's outcome.
+async fn send(leader: &Leader, token: Option<&str>, reports: Vec<AckReport>) -> Result<u64, Code> {
+    report(&leader.address, token, tokio_stream::iter(reports)).await
+}
+
+/// A stream with `token` that stays open while the returned sender lives; it
+/// ends with the stream's outcome.
+fn given_an_open_stream(
+    leader: &Leader,
+    token: &'static str,
+) -> (
+    tokio::sync::mpsc::Sender<AckReport>,
+    tokio::task::JoinHandle<Result<u64, Code>>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let address = leader.address.clone();
+    let reports = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let open = tokio::spawn(async move { report(&address, Some(token), reports).await });
+    (tx, open)
+}
+
+/// A stream with `token` reporting for `node` is refused with `code`, and the
+/// leader has counted `count` refusals for `reason`.
+async fn then_refused(
+    leader: &Leader,
+    token: Option<&str>,
+    node: &str,
+    code: Code,
+    (reason, count): (&str, u64),
+) {
+    assert_eq!(
+        send(leader, token, vec![mk_report(node)]).await,
+        Err(code),
+        "token {token:?} reporting for {node}"
+    );
+    assert_eq!(leader.refusals.get(reason), count, "refused as {reason}");
+}
+
+/// Waits a second at most for a report to be applied: it is [`mk_report`] of `node`.
+async fn then_reported(leader: &Leader, node: &str) {
+    for _ in 0..200 {
+        if !leader.reports.nodes().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(leader.reports.nodes()[node], mk_report(node));
+}
+
 #[tokio::test]
 async fn only_an_agent_with_a_token_reports_and_only_for_its_own_node() {
     let leader = mk_leader().await;
-    let refused = |reason| leader.refusals.get(reason);
-
-    assert_eq!(
-        send(&leader, None, vec![mk_report("node-a")]).await,
-        Err(Code::Unauthenticated)
-    );
-    assert_eq!(refused("no_token"), 1);
-    assert_eq!(
-        send(&leader, Some("forged"), vec![mk_report("node-a")]).await,
-        Err(Code::Unauthenticated)
-    );
-    assert_eq!(refused("not_an_agent"), 1);
-    assert_eq!(
-        send(&leader, Some("down"), vec![mk_report("node-a")]).await,
-        Err(Code::Unavailable)
-    );
-    assert_eq!(refused("unverified"), 1);
-    // A real agent's token, naming another node: the stream ends there.
-    assert_eq!(
-        send(&leader, Some("tok-a"), vec![mk_report("node-b")]).await,
-        Err(Code::PermissionDenied)
-    );
-    assert_eq!(refused("wrong_node"), 1);
+    // Each refused and counted, the last one a real agent's token naming
+    // another node: the stream ends there.
+    for (token, node, code, reason) in [
+        (None, "node-a", Code::Unauthenticated, "no_token"),
+        (
+            Some("forged"),
+            "node-a",
+            Code::Unauthenticated,
+            "not_an_agent",
+        ),
+        (Some("down"), "node-a", Code::Unavailable, "unverified"),
+        (
+            Some("tok-a"),
+            "node-b",
+            Code::PermissionDenied,
+            "wrong_node",
+        ),
+    ] {
+        then_refused(&leader, token, node, code, (reason, 1)).await;
+    }
     assert!(
         leader.reports.nodes().is_empty(),
         "nothing refused was applied"
@@ -106,8 +155,13 @@ async fn only_an_agent_with_a_token_reports_and_only_for_its_own_node() {
 
     // node-a's own agent is heard; its report stays while the stream is open
     // and goes when it ends.
+    a_closed_stream_leaves_no_report(&leader).await;
+    an_open_stream_is_heard_until_it_names_another_node(&leader).await;
+}
+
+async fn a_closed_stream_leaves_no_report(leader: &Leader) {
     assert_eq!(
-        send(&leader, Some("tok-a"), vec![mk_report("node-a")]).await,
+        send(leader, Some("tok-a"), vec![mk_report("node-a")]).await,
         Ok(1)
     );
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -115,33 +169,16 @@ async fn only_an_agent_with_a_token_reports_and_only_for_its_own_node() {
         leader.reports.nodes().is_empty(),
         "removed when its stream ended"
     );
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    let open = {
-        let address = leader.address.clone();
-        tokio::spawn(async move {
-            let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-                .unwrap()
-                .connect()
-                .await
-                .unwrap();
-            let mut client = crate::client::with_token(channel, Some("tok-a")).unwrap();
-            client
-                .report(tokio_stream::wrappers::ReceiverStream::new(rx))
-                .await
-        })
-    };
+}
+
+/// node-a's report on an open stream is applied; the same stream may not
+/// switch to another node's name.
+async fn an_open_stream_is_heard_until_it_names_another_node(leader: &Leader) {
+    let (tx, open) = given_an_open_stream(leader, "tok-a");
     tx.send(mk_report("node-a")).await.unwrap();
-    for _ in 0..200 {
-        if !leader.reports.nodes().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(leader.reports.nodes()["node-a"], mk_report("node-a"));
-    // The same stream may not switch to another node's name.
+    then_reported(leader, "node-a").await;
     tx.send(mk_report("node-b")).await.unwrap();
-    let ended = open.await.unwrap().map_err(|s| s.code());
-    assert_eq!(ended.err(), Some(Code::PermissionDenied));
-    assert_eq!(refused("wrong_node"), 2);
+    assert_eq!(open.await.unwrap().err(), Some(Code::PermissionDenied));
+    assert_eq!(leader.refusals.get("wrong_node"), 2);
     assert!(!leader.reports.nodes().contains_key("node-b"));
 }

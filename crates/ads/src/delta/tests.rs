@@ -22,17 +22,18 @@ fn short(r: &DeltaDiscoveryResponse) -> &'static str {
 }
 
 fn base() -> Arc<Snapshot> {
-    mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 1),
-            (RDS, "r80", 1),
-        ],
-        &[],
-    )
+    mk_base_snapshot(&[], &[])
+}
+
+/// Pushes `snap`: the responses must be of `types`, in that order.
+fn then_pushes(
+    s: &mut DeltaStream,
+    snap: Arc<Snapshot>,
+    types: &[&str],
+) -> Vec<DeltaDiscoveryResponse> {
+    let out = s.on_snapshot(snap);
+    assert_eq!(out.responses.iter().map(short).collect::<Vec<_>>(), types);
+    out.responses
 }
 
 /// ACKs the single response in `out` and returns the ACK's events.
@@ -149,57 +150,36 @@ fn removals_for_wildcard_and_explicit_names() {
     let rds = s.on_request(mk_delta(RDS, &["r80"], &[], "")).responses;
     ack(&mut s, RDS, &rds[0]);
 
-    let out = s.on_snapshot(mk_snapshot(&[(LDS, "l443", 1)], &[]));
-    assert_eq!(
-        out.responses.iter().map(short).collect::<Vec<_>>(),
-        ["LDS", "RDS"]
-    );
-    assert_eq!(sent_names(&out.responses[0]), ["l443"]);
-    assert_eq!(removed(&out.responses[0]), ["l80"]);
-    assert!(out.responses[1].resources.is_empty());
-    assert_eq!(removed(&out.responses[1]), ["r80"]);
-    ack(&mut s, LDS, &out.responses[0]);
-    ack(&mut s, RDS, &out.responses[1]);
+    let only_l443 = mk_snapshot(&[(LDS, "l443", 1)], &[]);
+    let pushed = then_pushes(&mut s, only_l443, &["LDS", "RDS"]);
+    assert_eq!(sent_names(&pushed[0]), ["l443"]);
+    assert_eq!(removed(&pushed[0]), ["l80"]);
+    assert!(pushed[1].resources.is_empty());
+    assert_eq!(removed(&pushed[1]), ["r80"]);
+    ack(&mut s, LDS, &pushed[0]);
+    ack(&mut s, RDS, &pushed[1]);
     assert_eq!(s.acked(LDS).unwrap().keys().collect::<Vec<_>>(), ["l443"]);
     assert!(s.acked(RDS).unwrap().is_empty());
 
     // The route table comes back: still subscribed, so it is sent again.
-    let out = s.on_snapshot(mk_snapshot(&[(LDS, "l443", 1), (RDS, "r80", 1)], &[]));
-    assert_eq!(out.responses.iter().map(short).collect::<Vec<_>>(), ["RDS"]);
-    assert_eq!(sent_names(&out.responses[0]), ["r80"]);
+    let routes_back = mk_snapshot(&[(LDS, "l443", 1), (RDS, "r80", 1)], &[]);
+    let pushed = then_pushes(&mut s, routes_back, &["RDS"]);
+    assert_eq!(sent_names(&pushed[0]), ["r80"]);
 }
 
 #[test]
 fn unchanged_snapshot_sends_nothing_and_changes_are_per_resource() {
     let mut s = DeltaStream::new(base());
-    for (ty, names) in [
-        (CDS, vec![]),
-        (EDS, vec!["c1", "c2"]),
-        (LDS, vec![]),
-        (RDS, vec!["r80"]),
-    ] {
-        let out = s.on_request(mk_delta(ty, &names, &[], ""));
+    for (ty, names) in OPEN_BASE {
+        let out = s.on_request(mk_delta(ty, names, &[], ""));
         ack(&mut s, ty, &out.responses[0]);
     }
     assert!(s.on_snapshot(base()).is_empty());
-    let out = s.on_snapshot(mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 2),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 1),
-            (RDS, "r80", 1),
-        ],
-        &[],
-    ));
     // c2 changed: it is sent alone, then its endpoints (unchanged) follow it.
-    assert_eq!(
-        out.responses.iter().map(short).collect::<Vec<_>>(),
-        ["CDS", "EDS"]
-    );
-    assert_eq!(sent_names(&out.responses[0]), ["c2"]);
-    assert_eq!(sent_names(&out.responses[1]), ["c2"]);
+    let c2_changed = mk_base_snapshot(&[(CDS, "c2", 2)], &[]);
+    let pushed = then_pushes(&mut s, c2_changed, &["CDS", "EDS"]);
+    assert_eq!(sent_names(&pushed[0]), ["c2"]);
+    assert_eq!(sent_names(&pushed[1]), ["c2"]);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Fleet scripts: streams connect, ACK, NACK and leave; the Gateway view follows.
 
-use super::{AckState, Fleet, Protocol};
+use super::{AckState, Fleet, FleetStream, Protocol};
 use crate::event::{Event, Nack};
 use crate::fixtures::*;
 use crate::subscription::Versions;
@@ -9,17 +9,8 @@ use std::sync::Arc;
 
 /// Two Gateways: a/one uses c1, l80, r80; b/two uses c2, l443, r443.
 fn snapshot(rev_r80: u32) -> Arc<Snapshot> {
-    mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 1),
-            (LDS, "l443", 1),
-            (RDS, "r80", rev_r80),
-            (RDS, "r443", 1),
-        ],
+    mk_base_snapshot(
+        &[(LDS, "l443", 1), (RDS, "r80", rev_r80), (RDS, "r443", 1)],
         &[
             (
                 "a/one",
@@ -42,7 +33,7 @@ fn ack_all(snap: &Snapshot, ty: ResourceType) -> Event {
     Event::Acked { ty, versions }
 }
 
-fn ack_everything(stream: &super::FleetStream, snap: &Snapshot) {
+fn ack_everything(stream: &FleetStream, snap: &Snapshot) {
     for ty in [CDS, EDS, LDS, RDS] {
         stream.record(&ack_all(snap, ty));
     }
@@ -203,6 +194,12 @@ fn streams_of_one_node_merge() {
     );
 }
 
+/// The fleet's metrics have `line`.
+fn then_metrics_read(fleet: &Fleet, line: &str) {
+    let text = fleet.render_metrics();
+    assert!(text.contains(line), "no {line:?} in:\n{text}");
+}
+
 #[test]
 fn debug_view_serializes_and_metrics_count() {
     let fleet = Fleet::new();
@@ -227,38 +224,26 @@ fn debug_view_serializes_and_metrics_count() {
         snap.version_of(LDS, "l80").unwrap()
     );
 
-    let text = fleet.render_metrics();
-    assert!(
-        text.contains("aether_ads_connected_streams{protocol=\"delta\"} 1\n"),
-        "{text}"
+    then_metrics_read(
+        &fleet,
+        "aether_ads_connected_streams{protocol=\"delta\"} 1\n",
     );
-    assert!(
-        text.contains("aether_ads_connected_streams{protocol=\"sotw\"} 0\n"),
-        "{text}"
+    then_metrics_read(
+        &fleet,
+        "aether_ads_connected_streams{protocol=\"sotw\"} 0\n",
     );
-    assert!(
-        text.contains("aether_ads_acks_total{type=\"LDS\"} 1\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("aether_ads_nacks_total{type=\"CDS\"} 1\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("aether_ads_pushes_total{type=\"LDS\",protocol=\"delta\"} 1\n"),
-        "{text}"
+    then_metrics_read(&fleet, "aether_ads_acks_total{type=\"LDS\"} 1\n");
+    then_metrics_read(&fleet, "aether_ads_nacks_total{type=\"CDS\"} 1\n");
+    then_metrics_read(
+        &fleet,
+        "aether_ads_pushes_total{type=\"LDS\",protocol=\"delta\"} 1\n",
     );
     drop(a);
-    assert!(
-        fleet
-            .render_metrics()
-            .contains("aether_ads_connected_streams{protocol=\"delta\"} 0\n")
+    then_metrics_read(
+        &fleet,
+        "aether_ads_connected_streams{protocol=\"delta\"} 0\n",
     );
-    assert!(
-        fleet
-            .render_metrics()
-            .contains("aether_ads_streams_total{protocol=\"delta\"} 1\n")
-    );
+    then_metrics_read(&fleet, "aether_ads_streams_total{protocol=\"delta\"} 1\n");
 }
 
 /// The status gate at the scale the design names: 1,000 Gateways × 100 nodes.
@@ -334,7 +319,22 @@ fn gateway_states_at_fleet_scale() {
 mod served {
     use super::*;
     use aether_ir as ir;
+    use aether_ir::ObjectRef;
     use std::collections::BTreeSet;
+
+    /// A fleet, Gateway infra/web and its snapshot v1 with routes a and b.
+    fn given_web_at_v1() -> (Fleet, ObjectRef, Arc<Snapshot>) {
+        let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
+        (Fleet::new(), gw("infra/web"), v1)
+    }
+
+    /// [`given_web_at_v1`], v1 remembered and node-a connected over SotW.
+    fn given_node_a_on_web_at_v1() -> (Fleet, ObjectRef, Arc<Snapshot>, FleetStream) {
+        let (fleet, web, v1) = given_web_at_v1();
+        let node = fleet.connect("node-a", Protocol::Sotw);
+        fleet.remember(&v1);
+        (fleet, web, v1, node)
+    }
 
     fn keys(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|n| format!("HTTPRoute/app/{n}")).collect()
@@ -356,12 +356,8 @@ mod served {
 
     #[test]
     fn a_new_route_leaves_the_others_served_until_it_is_acked() {
-        let fleet = Fleet::new();
-        let web = gw("infra/web");
-        let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
+        let (fleet, web, v1, node) = given_node_a_on_web_at_v1();
         let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("c", "/c")]);
-        let node = fleet.connect("node-a", Protocol::Sotw);
-        fleet.remember(&v1);
         assert_eq!(fleet.served(&v1)[&web].gateway, AckState::Pending);
         assert!(fleet.served(&v1)[&web].routes.is_empty());
         ack_everything(&node, &v1);
@@ -388,9 +384,7 @@ mod served {
 
     #[test]
     fn a_changed_route_waits_and_an_older_version_is_read_from_history() {
-        let fleet = Fleet::new();
-        let web = gw("infra/web");
-        let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
+        let (fleet, web, v1) = given_web_at_v1();
         let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("c", "/c")]);
         let v3 = mk_routes_snapshot(&[("a", "/a2"), ("b", "/b"), ("c", "/c")]);
         let slow = fleet.connect("node-slow", Protocol::Sotw);
@@ -412,12 +406,8 @@ mod served {
 
     #[test]
     fn a_nack_surfaces_on_the_gateway_while_the_routes_from_before_stay_served() {
-        let fleet = Fleet::new();
-        let web = gw("infra/web");
-        let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
+        let (fleet, web, v1, node) = given_node_a_on_web_at_v1();
         let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("bad", "/bad")]);
-        let node = fleet.connect("node-a", Protocol::Sotw);
-        fleet.remember(&v1);
         ack_everything(&node, &v1);
         fleet.remember(&v2);
         for ty in [CDS, EDS] {
@@ -434,9 +424,7 @@ mod served {
 
     #[test]
     fn a_route_table_version_never_seen_serves_nothing_but_what_is_current() {
-        let fleet = Fleet::new();
-        let web = gw("infra/web");
-        let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
+        let (fleet, web, v1) = given_web_at_v1();
         let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b2")]);
         let node = fleet.connect("node-a", Protocol::Sotw);
         // v1 was never remembered: its fragments are unknown, so only

@@ -19,33 +19,23 @@ fn types_of(responses: &[DiscoveryResponse]) -> Vec<&'static str> {
         .collect()
 }
 
-fn base() -> std::sync::Arc<aether_xds::Snapshot> {
-    mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 1),
-            (RDS, "r80", 1),
-            (RDS, "r443", 1),
-        ],
-        &[],
-    )
+/// [`BASE`] and route table r443, all at rev 1.
+fn base() -> Arc<Snapshot> {
+    base_with(&[])
 }
 
-/// Opens CDS, EDS (c1, c2), LDS and RDS (r80) and ACKs each; returns the stream.
+/// [`base`] with `changes` (see [`mk_base_snapshot`]).
+fn base_with(changes: &[(ResourceType, &str, u32)]) -> Arc<Snapshot> {
+    mk_base_snapshot(&[&[(RDS, "r443", 1)], changes].concat(), &[])
+}
+
+/// Opens [`OPEN_BASE`] and ACKs each; returns the stream.
 fn opened() -> SotwStream {
     let mut s = SotwStream::new(base());
-    for (ty, names) in [
-        (CDS, vec![]),
-        (EDS, vec!["c1", "c2"]),
-        (LDS, vec![]),
-        (RDS, vec!["r80"]),
-    ] {
-        let out = s.on_request(mk_request(ty, &names, ""));
+    for (ty, names) in OPEN_BASE {
+        let out = s.on_request(mk_request(ty, names, ""));
         let nonce = out.responses[0].nonce.clone();
-        let out = s.on_request(mk_request(ty, &names, &nonce));
+        let out = s.on_request(mk_request(ty, names, &nonce));
         assert!(
             out.responses.is_empty(),
             "ACK of {} answered",
@@ -54,6 +44,25 @@ fn opened() -> SotwStream {
         assert!(matches!(out.events[..], [Event::Acked { .. }]));
     }
     s
+}
+
+/// Pushes `snap`: the responses must be of `types`, in that order.
+fn then_pushes(s: &mut SotwStream, snap: Arc<Snapshot>, types: &[&str]) -> Vec<DiscoveryResponse> {
+    let out = s.on_snapshot(snap);
+    assert_eq!(types_of(&out.responses), types);
+    out.responses
+}
+
+/// ACKs `nonce` for `ty`: the stream records an ACK of `ty`.
+fn then_ack_is_recorded(
+    s: &mut SotwStream,
+    ty: ResourceType,
+    names: &[&str],
+    nonce: &str,
+) -> Output<DiscoveryResponse> {
+    let out = s.on_request(mk_request(ty, names, nonce));
+    assert!(matches!(&out.events[..], [Event::Acked { ty: t, .. }] if *t == ty));
+    out
 }
 
 #[test]
@@ -106,54 +115,20 @@ fn stale_nonce_is_ignored_entirely() {
     let mut s = opened();
     // A new snapshot pushes RDS with nonce n; a request with an older nonce that
     // also changes the names must neither ACK nor resubscribe.
-    let snap = mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 1),
-            (RDS, "r80", 2),
-            (RDS, "r443", 1),
-        ],
-        &[],
-    );
-    let pushed = s.on_snapshot(snap);
-    assert_eq!(types_of(&pushed.responses), ["RDS"]);
+    let pushed = then_pushes(&mut s, base_with(&[(RDS, "r80", 2)]), &["RDS"]);
     let before = s.acked(RDS).cloned();
     let out = s.on_request(mk_request(RDS, &["r80", "r443"], "1"));
     assert!(out.is_empty());
     assert_eq!(s.acked(RDS).cloned(), before);
     // The ACK of the latest nonce counts, and its names are the subscription.
-    let out = s.on_request(mk_request(
-        RDS,
-        &["r80", "r443"],
-        &pushed.responses[0].nonce,
-    ));
-    assert!(matches!(out.events[..], [Event::Acked { ty: RDS, .. }]));
+    let out = then_ack_is_recorded(&mut s, RDS, &["r80", "r443"], &pushed[0].nonce);
     assert_eq!(any_names(RDS, &out.responses[0].resources), ["r443", "r80"]);
 }
 
-#[test]
-fn nack_is_recorded_and_the_rejected_version_is_not_resent() {
-    let mut s = opened();
-    let acked_before = s.acked(LDS).cloned();
-    let bad = mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 2),
-            (RDS, "r80", 1),
-            (RDS, "r443", 1),
-        ],
-        &[],
-    );
-    let out = s.on_snapshot(bad.clone());
-    assert_eq!(types_of(&out.responses), ["LDS"]);
-    let rejected = out.responses[0].clone();
-
+/// Envoy rejects LDS response `rejected` as a "duplicate listener": nothing is
+/// resent, and the NACK is of that version and about `l80`, the listener it
+/// changed.
+fn then_the_duplicate_listener_is_nacked(s: &mut SotwStream, rejected: &DiscoveryResponse) {
     let out = s.on_request(mk_nack(LDS, &[], &rejected.nonce, "duplicate listener"));
     assert!(out.responses.is_empty(), "no resend of a rejected version");
     let Event::Nacked { ty, nack } = &out.events[0] else {
@@ -167,6 +142,15 @@ fn nack_is_recorded_and_the_rejected_version_is_not_resent() {
         ["l80"],
         "the rejection is about the changed listener"
     );
+}
+
+#[test]
+fn nack_is_recorded_and_the_rejected_version_is_not_resent() {
+    let mut s = opened();
+    let acked_before = s.acked(LDS).cloned();
+    let bad = base_with(&[(LDS, "l80", 2)]);
+    let rejected = then_pushes(&mut s, bad.clone(), &["LDS"]).remove(0);
+    then_the_duplicate_listener_is_nacked(&mut s, &rejected);
     assert_eq!(
         s.acked(LDS).cloned(),
         acked_before,
@@ -178,64 +162,32 @@ fn nack_is_recorded_and_the_rejected_version_is_not_resent() {
     );
 
     // The same snapshot again, or one that only changes another type: still parked.
-    assert!(s.on_snapshot(bad.clone()).responses.is_empty());
-    let other = mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 2),
-            (EDS, "c2", 1),
-            (LDS, "l80", 2),
-            (RDS, "r80", 1),
-            (RDS, "r443", 1),
-        ],
-        &[],
-    );
-    assert_eq!(types_of(&s.on_snapshot(other).responses), ["EDS"]);
+    assert!(s.on_snapshot(bad).responses.is_empty());
+    let other = base_with(&[(EDS, "c1", 2), (LDS, "l80", 2)]);
+    then_pushes(&mut s, other, &["EDS"]);
 
     // A fixed listener is sent and its ACK clears the NACK.
-    let fixed = mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 2),
-            (EDS, "c2", 1),
-            (LDS, "l80", 3),
-            (RDS, "r80", 1),
-            (RDS, "r443", 1),
-        ],
-        &[],
-    );
-    let out = s.on_snapshot(fixed);
-    assert_eq!(types_of(&out.responses), ["LDS"]);
-    let out = s.on_request(mk_request(LDS, &[], &out.responses[0].nonce));
-    assert!(matches!(out.events[..], [Event::Acked { ty: LDS, .. }]));
+    let fixed = base_with(&[(EDS, "c1", 2), (LDS, "l80", 3)]);
+    let sent = then_pushes(&mut s, fixed, &["LDS"]);
+    then_ack_is_recorded(&mut s, LDS, &[], &sent[0].nonce);
     assert!(s.nack(LDS).is_none());
 }
 
 #[test]
 fn wildcard_cds_and_lds_follow_additions_and_removals() {
     let mut s = opened();
-    let snap = mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c3", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 1),
-            (LDS, "l443", 1),
-            (RDS, "r80", 1),
-            (RDS, "r443", 1),
-        ],
-        &[],
-    );
-    let out = s.on_snapshot(snap);
+    // As `base`, but cluster c2 goes (its endpoints stay) and cluster c3 and
+    // listener l443 come.
+    let mut resources = BASE.to_vec();
+    resources.retain(|r| *r != (CDS, "c2", 1));
+    resources.extend([(CDS, "c3", 1), (LDS, "l443", 1), (RDS, "r443", 1)]);
+    let snap = mk_snapshot(&resources, &[]);
     // EDS content for (c1, c2) did not change, but follows CDS so that updated
     // clusters get their endpoints while warming.
-    assert_eq!(types_of(&out.responses), ["CDS", "EDS", "LDS"]);
-    assert_eq!(any_names(CDS, &out.responses[0].resources), ["c1", "c3"]);
-    assert_eq!(any_names(EDS, &out.responses[1].resources), ["c1", "c2"]);
-    assert_eq!(any_names(LDS, &out.responses[2].resources), ["l443", "l80"]);
+    let pushed = then_pushes(&mut s, snap, &["CDS", "EDS", "LDS"]);
+    assert_eq!(any_names(CDS, &pushed[0].resources), ["c1", "c3"]);
+    assert_eq!(any_names(EDS, &pushed[1].resources), ["c1", "c2"]);
+    assert_eq!(any_names(LDS, &pushed[2].resources), ["l443", "l80"]);
 }
 
 #[test]
@@ -254,34 +206,11 @@ fn unchanged_snapshot_pushes_nothing_and_only_changed_types_are_resent() {
     let mut s = opened();
     assert!(s.on_snapshot(base()).is_empty());
     // A change to a route table nobody subscribed to is not a change here.
-    let unrelated = mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 1),
-            (RDS, "r80", 1),
-            (RDS, "r443", 9),
-        ],
-        &[],
-    );
+    let unrelated = base_with(&[(RDS, "r443", 9)]);
     assert!(s.on_snapshot(unrelated).is_empty());
-    let routes = mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 1),
-            (RDS, "r80", 2),
-            (RDS, "r443", 9),
-        ],
-        &[],
-    );
-    let out = s.on_snapshot(routes);
-    assert_eq!(types_of(&out.responses), ["RDS"]);
-    assert_eq!(out.responses[0].nonce, "5");
+    let routes = base_with(&[(RDS, "r80", 2), (RDS, "r443", 9)]);
+    let pushed = then_pushes(&mut s, routes, &["RDS"]);
+    assert_eq!(pushed[0].nonce, "5");
 }
 
 #[test]
@@ -329,19 +258,7 @@ fn empty_snapshot_and_unknown_types_do_not_panic() {
 #[test]
 fn nack_blames_the_resource_envoy_names() {
     let mut s = opened();
-    let two_changed = mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 2),
-            (LDS, "l443", 1),
-            (RDS, "r80", 1),
-            (RDS, "r443", 1),
-        ],
-        &[],
-    );
+    let two_changed = base_with(&[(LDS, "l80", 2), (LDS, "l443", 1)]);
     let out = s.on_snapshot(two_changed.clone());
     let nonce = out.responses[0].nonce.clone();
     let out = s.on_request(mk_nack(
@@ -365,19 +282,12 @@ fn nack_blames_the_resource_envoy_names() {
     );
 
     // Route tables are all or nothing: a NACK naming one keeps none of the others.
-    let routes = mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 2),
-            (LDS, "l443", 1),
-            (RDS, "r80", 2),
-            (RDS, "r443", 2),
-        ],
-        &[],
-    );
+    let routes = base_with(&[
+        (LDS, "l80", 2),
+        (LDS, "l443", 1),
+        (RDS, "r80", 2),
+        (RDS, "r443", 2),
+    ]);
     let rds_before = s.acked(RDS).cloned();
     s.on_request(mk_request(RDS, &["r80", "r443"], "4"));
     let out = s.on_snapshot(routes);
@@ -391,18 +301,7 @@ fn nack_blames_the_resource_envoy_names() {
 fn requests_repeating_a_nacked_nonce_are_not_acks() {
     let mut s = opened();
     let acked_before = s.acked(RDS).cloned();
-    let bad = mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 1),
-            (RDS, "r80", 2),
-            (RDS, "r443", 1),
-        ],
-        &[],
-    );
+    let bad = base_with(&[(RDS, "r80", 2)]);
     let pushed = s.on_snapshot(bad).responses[0].nonce.clone();
     s.on_request(mk_nack(RDS, &["r80"], &pushed, "bad route"));
     // Envoy's next RDS request keeps the nonce and drops the error detail.
@@ -426,16 +325,8 @@ fn requests_repeating_a_nacked_nonce_are_not_acks() {
 
 /// Two route tables of different Gateways, each at `rev_a` / `rev_b`.
 fn two_tables(rev_a: u32, rev_b: u32) -> Arc<Snapshot> {
-    mk_snapshot(
-        &[
-            (CDS, "c1", 1),
-            (CDS, "c2", 1),
-            (EDS, "c1", 1),
-            (EDS, "c2", 1),
-            (LDS, "l80", 1),
-            (RDS, "r80", rev_a),
-            (RDS, "r443", rev_b),
-        ],
+    mk_base_snapshot(
+        &[(RDS, "r80", rev_a), (RDS, "r443", rev_b)],
         &[("infra/a", &[(RDS, "r80")]), ("infra/b", &[(RDS, "r443")])],
     )
 }

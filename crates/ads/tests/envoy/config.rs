@@ -1,7 +1,8 @@
 //! The config the live tests serve: one Gateway made of real Envoy resources.
 
+use crate::support::{add_resources, members_of, mk_resources};
 use aether_ir::ObjectRef;
-use aether_xds::{Resource, ResourceType, Snapshot};
+use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{
     Address, AggregatedConfigSource, ApiVersion, ConfigSource, DataSource, SocketAddress, address,
@@ -109,19 +110,54 @@ pub fn snapshot(listen_port: u16, rev: u32, broken: bool) -> Arc<Snapshot> {
     )
 }
 
+/// Gateway `edge/web` as `v` has it, and Gateway [`bad`] if `v` asks for it.
 pub fn snapshot_with(listen_port: u16, v: Variant) -> Arc<Snapshot> {
-    let Variant {
-        rev,
-        broken,
-        cluster_timeout_s,
-        listener_stat_prefix,
-        second_port,
-        bad_listener,
-    } = v;
-    let cluster = Cluster {
-        name: "backend".into(),
+    let listener = Listener {
+        stat_prefix: v.listener_stat_prefix.into(),
+        ..rds_listener("http", listen_port, "routes")
+    };
+    let routes = mk_route_table("routes", &format!("rev {}", v.rev), v.broken);
+    let mut resources = vec![
+        (
+            ResourceType::Cluster,
+            "backend",
+            mk_eds_cluster("backend", v.cluster_timeout_s).encode_to_vec(),
+        ),
+        (
+            ResourceType::Endpoint,
+            "backend",
+            mk_endpoints("backend").encode_to_vec(),
+        ),
+        (ResourceType::Listener, "http", listener.encode_to_vec()),
+        (ResourceType::Route, "routes", routes.encode_to_vec()),
+    ];
+    if let Some(port) = v.second_port {
+        let second = Listener {
+            name: "http2".into(),
+            address: socket(port),
+            ..listener.clone()
+        };
+        resources.push((ResourceType::Listener, "http2", second.encode_to_vec()));
+    }
+    let mut gateways = BTreeMap::from([(web(), members_of(&resources))]);
+    if v.bad_listener {
+        let bad_listener = [(
+            ResourceType::Listener,
+            "bad",
+            mk_twice_matching(&listener, "bad").encode_to_vec(),
+        )];
+        gateways.insert(bad(), members_of(&bad_listener));
+        resources.extend(bad_listener);
+    }
+    Arc::new(Snapshot::new(mk_resources(resources), gateways))
+}
+
+/// Cluster `name`, its endpoints from EDS.
+fn mk_eds_cluster(name: &str, connect_timeout_s: i64) -> Cluster {
+    Cluster {
+        name: name.into(),
         connect_timeout: Some(PbDuration {
-            seconds: cluster_timeout_s,
+            seconds: connect_timeout_s,
             nanos: 0,
         }),
         cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
@@ -132,9 +168,14 @@ pub fn snapshot_with(listen_port: u16, v: Variant) -> Arc<Snapshot> {
             ..Default::default()
         }),
         ..Default::default()
-    };
-    let endpoints = ClusterLoadAssignment {
-        cluster_name: "backend".into(),
+    }
+}
+
+/// Cluster `cluster`'s one endpoint, on the discard port: the routes answer
+/// directly, so it is never reached.
+fn mk_endpoints(cluster: &str) -> ClusterLoadAssignment {
+    ClusterLoadAssignment {
+        cluster_name: cluster.into(),
         endpoints: vec![LocalityLbEndpoints {
             lb_endpoints: vec![LbEndpoint {
                 host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
@@ -146,15 +187,16 @@ pub fn snapshot_with(listen_port: u16, v: Variant) -> Arc<Snapshot> {
             ..Default::default()
         }],
         ..Default::default()
-    };
-    let listener = Listener {
-        stat_prefix: listener_stat_prefix.into(),
-        ..rds_listener("http", listen_port, "routes")
-    };
+    }
+}
+
+/// Route table `name`, answering `body` to any host; `broken` adds a second `*`
+/// virtual host, which Envoy rejects.
+fn mk_route_table(name: &str, body: &str, broken: bool) -> RouteConfiguration {
     let mut virtual_hosts = vec![VirtualHost {
         name: "any".into(),
         domains: vec!["*".into()],
-        routes: vec![direct(&format!("rev {rev}"))],
+        routes: vec![direct(body)],
         ..Default::default()
     }];
     if broken {
@@ -165,54 +207,22 @@ pub fn snapshot_with(listen_port: u16, v: Variant) -> Arc<Snapshot> {
             ..Default::default()
         });
     }
-    let routes = RouteConfiguration {
-        name: "routes".into(),
+    RouteConfiguration {
+        name: name.into(),
         virtual_hosts,
         ..Default::default()
-    };
+    }
+}
 
-    let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
-    let mut add = |ty: ResourceType, name: &str, bytes: Vec<u8>| {
-        resources
-            .entry(ty)
-            .or_default()
-            .insert(name.into(), Resource::new(name, ty.type_url(), bytes));
-    };
-    add(ResourceType::Cluster, "backend", cluster.encode_to_vec());
-    add(ResourceType::Endpoint, "backend", endpoints.encode_to_vec());
-    add(ResourceType::Listener, "http", listener.encode_to_vec());
-    add(ResourceType::Route, "routes", routes.encode_to_vec());
-    let mut members: BTreeSet<(ResourceType, String)> = [
-        (ResourceType::Cluster, "backend".into()),
-        (ResourceType::Endpoint, "backend".into()),
-        (ResourceType::Listener, "http".into()),
-        (ResourceType::Route, "routes".into()),
-    ]
-    .into();
-    if let Some(port) = second_port {
-        let second = Listener {
-            name: "http2".into(),
-            address: socket(port),
-            ..listener.clone()
-        };
-        add(ResourceType::Listener, "http2", second.encode_to_vec());
-        members.insert((ResourceType::Listener, "http2".into()));
+/// Listener `name`: `like`, with its filter chain twice, so two chains have the
+/// same match, which Envoy rejects (by name).
+fn mk_twice_matching(like: &Listener, name: &str) -> Listener {
+    let chain = like.filter_chains[0].clone();
+    Listener {
+        name: name.into(),
+        filter_chains: vec![chain.clone(), chain],
+        ..like.clone()
     }
-    let mut gateways = BTreeMap::from([(web(), members)]);
-    if bad_listener {
-        let chain = listener.filter_chains[0].clone();
-        let bad = Listener {
-            name: "bad".into(),
-            filter_chains: vec![chain.clone(), chain],
-            ..listener.clone()
-        };
-        add(ResourceType::Listener, "bad", bad.encode_to_vec());
-        gateways.insert(
-            ObjectRef::new("edge", "bad"),
-            [(ResourceType::Listener, "bad".to_string())].into(),
-        );
-    }
-    Arc::new(Snapshot::new(resources, gateways))
 }
 
 pub fn web() -> ObjectRef {
@@ -257,41 +267,26 @@ pub fn other() -> ObjectRef {
     ObjectRef::new("edge", "other")
 }
 
+/// Gateway `edge/bad`: one listener Envoy rejects (see [`Variant::bad_listener`]).
+pub fn bad() -> ObjectRef {
+    ObjectRef::new("edge", "bad")
+}
+
 /// `base` with Gateway [`other`] added at `rev`.
 pub fn with_other(base: &Snapshot, port: u16, rev: u32) -> Arc<Snapshot> {
-    let mut resources = base.resources.clone();
-    let routes = RouteConfiguration {
-        name: "other-routes".into(),
-        virtual_hosts: vec![VirtualHost {
-            name: "any".into(),
-            domains: vec!["*".into()],
-            routes: vec![direct(&format!("other rev {rev}"))],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
     let listener = rds_listener("other", port, "other-routes");
-    for (ty, name, bytes) in [
+    let routes = mk_route_table("other-routes", &format!("other rev {rev}"), false);
+    let added = [
         (ResourceType::Listener, "other", listener.encode_to_vec()),
         (ResourceType::Route, "other-routes", routes.encode_to_vec()),
-    ] {
-        resources
-            .entry(ty)
-            .or_default()
-            .insert(name.into(), Resource::new(name, ty.type_url(), bytes));
-    }
+    ];
     let mut gateways: BTreeMap<ObjectRef, BTreeSet<(ResourceType, String)>> = base
         .gateways
         .iter()
         .map(|(gw, r)| (gw.clone(), r.members.clone()))
         .collect();
-    gateways.insert(
-        other(),
-        [
-            (ResourceType::Listener, "other".to_string()),
-            (ResourceType::Route, "other-routes".to_string()),
-        ]
-        .into(),
-    );
+    gateways.insert(other(), members_of(&added));
+    let mut resources = base.resources.clone();
+    add_resources(&mut resources, added);
     Arc::new(Snapshot::new(resources, gateways))
 }

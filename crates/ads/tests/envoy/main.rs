@@ -15,11 +15,13 @@
 //! (installed by `scripts/get-envoy`).
 
 mod config;
+#[path = "../support/mod.rs"]
+mod support;
 
 use aether_ads::{AckState, AdsServer, Fleet, bind, serve_on};
 use aether_ir::ObjectRef;
 use aether_xds::Snapshot;
-use config::{Variant, other, snapshot, snapshot_with, web, with_other};
+use config::{Variant, bad, other, snapshot, snapshot_with, web, with_other};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -163,9 +165,11 @@ fn describe(fleet: &Fleet, s: &Snapshot, gw: &ObjectRef) -> String {
     out
 }
 
-fn rds_pushes(fleet: &Fleet) -> u64 {
+/// How many responses of type `ty` (`"RDS"`, `"LDS"`) the fleet has pushed.
+fn pushes(fleet: &Fleet, ty: &str) -> u64 {
     let metrics = fleet.render_metrics();
-    aether_testkit::metric_sum(&metrics, "aether_ads_pushes_total", &["type=\"RDS\""])
+    let label = format!("type=\"{ty}\"");
+    aether_testkit::metric_sum(&metrics, "aether_ads_pushes_total", &[&label])
 }
 
 /// A running Envoy, killed when dropped. Dropped while the test panics (an
@@ -235,267 +239,325 @@ async fn start_xds(
     (stop, served)
 }
 
-async fn live(mode: &str, api_type: &str, unix: bool) {
-    let dir = std::env::temp_dir().join(format!("aether-ads-envoy-{mode}-{}", std::process::id()));
+/// How Envoy reaches our ADS server.
+#[derive(Clone, Copy)]
+enum Xds {
+    Tcp,
+    Unix,
+}
+
+/// One Envoy against one ADS server of ours, its files in a directory of its own.
+struct Run {
+    /// What a time-out names: `<kind> <mode>`.
+    test: String,
+    node: String,
+    api_type: &'static str,
+    dir: PathBuf,
+    /// Where the ADS server listens, again after a restart.
+    listen: String,
+    /// The port of Gateway edge/web's listener.
+    web_port: u16,
+    publish: watch::Sender<Arc<Snapshot>>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    fleet: Fleet,
+    /// Stops the ADS server; taken while it is down.
+    xds: Option<(oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
+    envoy: Envoy,
+}
+
+/// Envoy `<kind>-<mode>`, speaking ADS as `api_type`, against our ADS server on
+/// `xds`, which serves `first(web_port)`.
+async fn given_envoy_on(
+    kind: &str,
+    mode: &str,
+    api_type: &'static str,
+    xds: Xds,
+    first: impl FnOnce(u16) -> Arc<Snapshot>,
+) -> Run {
+    let node = format!("{kind}-{mode}");
+    let dir = std::env::temp_dir().join(format!("aether-ads-envoy-{node}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let listen_port = free_port();
-    let (publish, snapshots) = watch::channel(snapshot(listen_port, 1, false));
+    let web_port = free_port();
+    let (publish, snapshots) = watch::channel(first(web_port));
     let fleet = Fleet::new();
-    let listen = if unix {
-        format!("unix:{}", dir.join("xds.sock").display())
-    } else {
-        format!("127.0.0.1:{}", free_port())
+    let listen = match xds {
+        Xds::Unix => format!("unix:{}", dir.join("xds.sock").display()),
+        Xds::Tcp => format!("127.0.0.1:{}", free_port()),
     };
-    let (stop, served) = start_xds(&listen, snapshots.clone(), fleet.clone()).await;
-    let xds = listen.clone();
+    let xds = Some(start_xds(&listen, snapshots.clone(), fleet.clone()).await);
+    let envoy = spawn_envoy(&dir, &node, api_type, &listen);
+    Run {
+        test: format!("{kind} {mode}"),
+        node,
+        api_type,
+        dir,
+        listen,
+        web_port,
+        publish,
+        snapshots,
+        fleet,
+        xds,
+        envoy,
+    }
+}
 
-    let node = format!("live-{mode}");
-    let mut envoy = spawn_envoy(&dir, &node, api_type, &xds);
+impl Run {
+    /// Plays `script` within `limit`, then stops Envoy. A time-out fails the
+    /// test; Envoy's log follows, as on any panic while the run is held.
+    async fn play<T>(&mut self, limit: Duration, script: impl AsyncFnOnce(&mut Run) -> T) -> T {
+        let done = tokio::time::timeout(limit, script(self)).await;
+        let _ = self.envoy.child.kill().await;
+        done.unwrap_or_else(|_| panic!("{} test timed out", self.test))
+    }
 
-    let result = async {
-        let s1 = snapshot(listen_port, 1, false);
-        eventually("Envoy to ACK the Gateway", async || {
-            acked(&fleet, &s1, &web())
-        })
-        .await;
-        eventually("traffic from rev 1", async || {
-            answers(listen_port, "rev 1").await
-        })
-        .await;
+    /// Removes the run's files. A failed run panics before this, so its files,
+    /// Envoy's log among them, stay to be read.
+    fn clean_up(self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 
-        // A route table with two `*` virtual hosts: Envoy rejects it.
-        let s2 = snapshot(listen_port, 2, true);
-        publish.send(s2.clone()).unwrap();
-        let msg = eventually("a NACK", async || match fleet.gateway_state(&s2, &web()) {
-            AckState::Nacked(m) => Ok(m),
-            _ => Err(describe(&fleet, &s2, &web())),
-        })
-        .await;
-        assert!(msg.contains(&node), "{msg}");
-        assert!(msg.contains("RDS"), "{msg}");
-        let pushes = rds_pushes(&fleet);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(
-            rds_pushes(&fleet),
-            pushes,
-            "the rejected route table was resent"
-        );
-        assert_eq!(
-            get(listen_port).await.as_deref(),
-            Some("rev 1"),
-            "old config still served"
-        );
+    fn push(&self, s: &Arc<Snapshot>) {
+        self.publish.send(s.clone()).unwrap();
+    }
 
-        let s3 = snapshot(listen_port, 3, false);
-        publish.send(s3.clone()).unwrap();
-        eventually("Envoy to ACK the fix", async || acked(&fleet, &s3, &web())).await;
-        eventually("traffic from rev 3", async || {
-            answers(listen_port, "rev 3").await
-        })
-        .await;
+    /// Envoy's admin address, from the file it writes at start.
+    fn admin(&self) -> String {
+        let admin =
+            std::fs::read_to_string(self.dir.join("admin.txt")).expect("Envoy admin address");
+        admin.trim().to_string()
+    }
+}
 
-        // The cluster alone changes: Envoy warms the new one, which waits for its
-        // endpoints; they follow the CDS push, so warming ends well before Envoy's
-        // 15 s initial fetch timeout.
-        let s4 = snapshot_with(
-            listen_port,
-            Variant {
-                cluster_timeout_s: 2,
-                ..Variant::rev(3)
-            },
-        );
-        let pushed_at = tokio::time::Instant::now();
-        publish.send(s4.clone()).unwrap();
-        eventually("Envoy to ACK the updated cluster", async || {
-            acked(&fleet, &s4, &web())
-        })
-        .await;
-        let admin = std::fs::read_to_string(dir.join("admin.txt")).expect("Envoy admin address");
-        let admin = admin.trim().to_string();
-        eventually("the updated cluster to finish warming", async || {
-            let stats = get_from(&admin, "/stats?filter=cluster_manager").await;
-            let stats = stats.ok_or("no answer from Envoy's admin")?;
-            let modified = stats.contains("cluster_manager.cluster_modified: 1\n");
-            let warm = stats.contains("cluster_manager.warming_clusters: 0\n");
-            if modified && warm { Ok(()) } else { Err(stats) }
-        })
-        .await;
-        assert!(
-            pushed_at.elapsed() < Duration::from_secs(10),
-            "the updated cluster waited for its endpoints: {:?}",
-            pushed_at.elapsed()
-        );
+/// Waits until Envoy ACKed Gateway edge/web of `s`.
+async fn then_acked(run: &Run, s: &Snapshot, what: &str) {
+    eventually(what, async || acked(&run.fleet, s, &web())).await;
+}
 
-        // The listener alone changes: the new one warms on the route table it
-        // shares with the old one, so no RDS answer is needed.
-        let s5 = snapshot_with(
-            listen_port,
-            Variant {
-                cluster_timeout_s: 2,
-                listener_stat_prefix: "web2",
-                ..Variant::rev(3)
-            },
-        );
-        let pushed_at = tokio::time::Instant::now();
-        publish.send(s5.clone()).unwrap();
-        eventually("the updated listener to finish warming", async || {
-            let stats = get_from(&admin, "/stats?filter=listener_manager").await;
-            let stats = stats.ok_or("no answer from Envoy's admin")?;
-            let modified = stats.contains("listener_manager.listener_modified: 1\n");
-            let warm = stats.contains("listener_manager.total_listeners_warming: 0\n");
-            if modified && warm { Ok(()) } else { Err(stats) }
-        })
-        .await;
-        assert!(
-            pushed_at.elapsed() < Duration::from_secs(10),
-            "the updated listener waited: {:?}",
-            pushed_at.elapsed()
-        );
-        eventually("Envoy to ACK the updated listener", async || {
-            acked(&fleet, &s5, &web())
-        })
-        .await;
-        assert_eq!(get(listen_port).await.as_deref(), Some("rev 3"));
-        let s3 = s5;
+/// Waits until Envoy ACKed `s`, then until edge/web answers `body`.
+async fn then_acked_and_serves(run: &Run, s: &Snapshot, what: &str, body: &str) {
+    then_acked(run, s, what).await;
+    then_serves(run.web_port, body, &format!("traffic from {body}")).await;
+}
 
-        // The control plane restarts with no memory: Envoy keeps serving, then
-        // reconnects and ACKs again (in Delta, from what it reports holding).
-        stop.send(()).unwrap();
-        tokio::time::timeout(WAIT, served)
-            .await
-            .expect("shutdown with Envoy connected")
-            .unwrap();
-        assert_eq!(
-            get(listen_port).await.as_deref(),
-            Some("rev 3"),
-            "served while xDS is down"
-        );
-        let fleet = Fleet::new();
-        let (_stop, _served) = start_xds(&listen, snapshots.clone(), fleet.clone()).await;
-        eventually("Envoy to reconnect and ACK", async || {
-            acked(&fleet, &s3, &web())
-        })
-        .await;
-        if api_type == "DELTA_GRPC" {
-            assert_eq!(
-                rds_pushes(&fleet),
-                0,
-                "the route table Envoy holds is not resent"
-            );
+/// Waits until Gateway `gw` of `s` is NACKed; the NACK's text.
+async fn then_nacked(run: &Run, s: &Snapshot, gw: &ObjectRef, what: &str) -> String {
+    eventually(what, async || match run.fleet.gateway_state(s, gw) {
+        AckState::Nacked(m) => Ok(m),
+        _ => Err(describe(&run.fleet, s, gw)),
+    })
+    .await
+}
+
+/// Waits until GET / on `port` answers `body`.
+async fn then_serves(port: u16, body: &str, what: &str) {
+    eventually(what, async || answers(port, body).await).await;
+}
+
+/// GET / on `port` answers `body` at once.
+async fn then_still_serves(port: u16, body: &str, why: &str) {
+    assert_eq!(get(port).await.as_deref(), Some(body), "{why}");
+}
+
+/// No `ty` response goes out for a second; one would be `resent`.
+async fn then_not_resent(fleet: &Fleet, ty: &str, resent: &str) {
+    let before = pushes(fleet, ty);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(pushes(fleet, ty), before, "{resent}");
+}
+
+/// Waits until Envoy's `manager` stats count one `modified` and none `warming`.
+async fn then_warmed(admin: &str, manager: &str, (modified, warming): (&str, &str), what: &str) {
+    let path = format!("/stats?filter={manager}");
+    let modified = format!("{manager}.{modified}: 1\n");
+    let warm = format!("{manager}.{warming}: 0\n");
+    eventually(what, async || {
+        let stats = get_from(admin, &path).await;
+        let stats = stats.ok_or("no answer from Envoy's admin")?;
+        if stats.contains(&modified) && stats.contains(&warm) {
+            Ok(())
+        } else {
+            Err(stats)
         }
-        assert_eq!(get(listen_port).await.as_deref(), Some("rev 3"));
+    })
+    .await;
+}
 
-        // After the reconnect, listeners are still a wildcard subscription: a new
-        // one is pushed and serves.
-        let second_port = free_port();
-        let s6 = snapshot_with(
-            listen_port,
-            Variant {
-                cluster_timeout_s: 2,
-                listener_stat_prefix: "web2",
-                second_port: Some(second_port),
-                ..Variant::rev(3)
-            },
-        );
-        publish.send(s6.clone()).unwrap();
-        eventually("Envoy to ACK the new listener", async || {
-            acked(&fleet, &s6, &web())
-        })
-        .await;
-        eventually("traffic on the new listener", async || {
-            answers(second_port, "rev 3").await
-        })
-        .await;
-        msg
-    };
-    let msg = tokio::time::timeout(WAIT * 3, result).await;
-    let _ = envoy.child.kill().await;
-    let msg = msg.unwrap_or_else(|_| panic!("live {mode} test timed out"));
+/// Well before Envoy's 15 s initial fetch timeout since `pushed_at`; else `waited`.
+fn then_soon_after(pushed_at: tokio::time::Instant, waited: &str) {
     assert!(
-        msg.contains("wildcard"),
-        "Envoy's own reason reaches the fleet view: {msg}"
+        pushed_at.elapsed() < Duration::from_secs(10),
+        "{waited}: {:?}",
+        pushed_at.elapsed()
     );
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn live(mode: &str, api_type: &'static str, xds: Xds) {
+    let first = |port| snapshot(port, 1, false);
+    let mut run = given_envoy_on("live", mode, api_type, xds, first).await;
+    let nack = run
+        .play(WAIT * 3, async |run| {
+            let s1 = first(run.web_port);
+            then_acked_and_serves(run, &s1, "Envoy to ACK the Gateway", "rev 1").await;
+            let nack = a_broken_route_table_is_nacked_and_not_resent(run).await;
+            the_fix_is_acked_and_served(run).await;
+            an_updated_cluster_warms_well_before_the_fetch_timeout(run).await;
+            let current = an_updated_listener_warms_on_the_route_table_it_shares(run).await;
+            envoy_serves_through_a_control_plane_restart_and_acks_again(run, &current).await;
+            a_listener_added_after_the_reconnect_is_served(run).await;
+            nack
+        })
+        .await;
+    assert!(
+        nack.contains("wildcard"),
+        "Envoy's own reason reaches the fleet view: {nack}"
+    );
+    run.clean_up();
+}
+
+/// A route table with two `*` virtual hosts: Envoy rejects it, naming itself and
+/// RDS; it is not resent, and rev 1 still serves. Returns the NACK.
+async fn a_broken_route_table_is_nacked_and_not_resent(run: &Run) -> String {
+    let s2 = snapshot(run.web_port, 2, true);
+    run.push(&s2);
+    let nack = then_nacked(run, &s2, &web(), "a NACK").await;
+    assert!(nack.contains(&run.node), "{nack}");
+    assert!(nack.contains("RDS"), "{nack}");
+    then_not_resent(&run.fleet, "RDS", "the rejected route table was resent").await;
+    then_still_serves(run.web_port, "rev 1", "old config still served").await;
+    nack
+}
+
+async fn the_fix_is_acked_and_served(run: &Run) {
+    let s3 = snapshot(run.web_port, 3, false);
+    run.push(&s3);
+    then_acked_and_serves(run, &s3, "Envoy to ACK the fix", "rev 3").await;
+}
+
+/// The cluster alone changes: Envoy warms the new one, which waits for its
+/// endpoints; they follow the CDS push, so warming ends well before Envoy's
+/// 15 s initial fetch timeout.
+async fn an_updated_cluster_warms_well_before_the_fetch_timeout(run: &Run) {
+    let variant = Variant {
+        cluster_timeout_s: 2,
+        ..Variant::rev(3)
+    };
+    let s4 = snapshot_with(run.web_port, variant);
+    let pushed_at = tokio::time::Instant::now();
+    run.push(&s4);
+    then_acked(run, &s4, "Envoy to ACK the updated cluster").await;
+    let counts = ("cluster_modified", "warming_clusters");
+    let what = "the updated cluster to finish warming";
+    then_warmed(&run.admin(), "cluster_manager", counts, what).await;
+    then_soon_after(pushed_at, "the updated cluster waited for its endpoints");
+}
+
+/// The listener alone changes: the new one warms on the route table it shares
+/// with the old one, so no RDS answer is needed. Returns what Envoy then holds.
+async fn an_updated_listener_warms_on_the_route_table_it_shares(run: &Run) -> Arc<Snapshot> {
+    let variant = Variant {
+        cluster_timeout_s: 2,
+        listener_stat_prefix: "web2",
+        ..Variant::rev(3)
+    };
+    let s5 = snapshot_with(run.web_port, variant);
+    let pushed_at = tokio::time::Instant::now();
+    run.push(&s5);
+    let counts = ("listener_modified", "total_listeners_warming");
+    let what = "the updated listener to finish warming";
+    then_warmed(&run.admin(), "listener_manager", counts, what).await;
+    then_soon_after(pushed_at, "the updated listener waited");
+    then_acked(run, &s5, "Envoy to ACK the updated listener").await;
+    then_still_serves(run.web_port, "rev 3", "the updated listener serves").await;
+    s5
+}
+
+/// The control plane restarts with no memory: Envoy keeps serving, then
+/// reconnects and ACKs `current` again (in Delta, from what it reports holding,
+/// so the route table is not resent).
+async fn envoy_serves_through_a_control_plane_restart_and_acks_again(
+    run: &mut Run,
+    current: &Snapshot,
+) {
+    let (stop, served) = run.xds.take().expect("the ADS server runs");
+    stop.send(()).unwrap();
+    tokio::time::timeout(WAIT, served)
+        .await
+        .expect("shutdown with Envoy connected")
+        .unwrap();
+    then_still_serves(run.web_port, "rev 3", "served while xDS is down").await;
+    run.fleet = Fleet::new();
+    run.xds = Some(start_xds(&run.listen, run.snapshots.clone(), run.fleet.clone()).await);
+    then_acked(run, current, "Envoy to reconnect and ACK").await;
+    if run.api_type == "DELTA_GRPC" {
+        assert_eq!(
+            pushes(&run.fleet, "RDS"),
+            0,
+            "the route table Envoy holds is not resent"
+        );
+    }
+    then_still_serves(run.web_port, "rev 3", "served after the reconnect").await;
+}
+
+/// After the reconnect, listeners are still a wildcard subscription: a new one
+/// is pushed and serves.
+async fn a_listener_added_after_the_reconnect_is_served(run: &Run) {
+    let second_port = free_port();
+    let variant = Variant {
+        cluster_timeout_s: 2,
+        listener_stat_prefix: "web2",
+        second_port: Some(second_port),
+        ..Variant::rev(3)
+    };
+    let s6 = snapshot_with(run.web_port, variant);
+    run.push(&s6);
+    then_acked(run, &s6, "Envoy to ACK the new listener").await;
+    then_serves(second_port, "rev 3", "traffic on the new listener").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_envoy_acks_sotw_over_tcp() {
-    live("sotw", "GRPC", false).await;
+    live("sotw", "GRPC", Xds::Tcp).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_envoy_acks_delta_over_unix_socket() {
-    live("delta", "DELTA_GRPC", true).await;
-}
-
-fn lds_pushes(fleet: &Fleet) -> u64 {
-    let metrics = fleet.render_metrics();
-    aether_testkit::metric_sum(&metrics, "aether_ads_pushes_total", &["type=\"LDS\""])
+    live("delta", "DELTA_GRPC", Xds::Unix).await;
 }
 
 /// One push brings a good new listener (Gateway edge/web) and a bad one (Gateway
 /// edge/bad). Envoy keeps the good one and names the bad one: edge/web is ACKed,
 /// edge/bad is NACKed with Envoy's words, and nothing is resent.
-async fn partial(mode: &str, api_type: &str) {
-    let dir = std::env::temp_dir().join(format!(
-        "aether-ads-envoy-partial-{mode}-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let listen_port = free_port();
-    let s1 = snapshot(listen_port, 1, false);
-    let (publish, snapshots) = watch::channel(s1.clone());
-    let fleet = Fleet::new();
-    let listen = format!("127.0.0.1:{}", free_port());
-    let (_stop, _served) = start_xds(&listen, snapshots, fleet.clone()).await;
-    let node = format!("partial-{mode}");
-    let mut envoy = spawn_envoy(&dir, &node, api_type, &listen);
-
-    let checks = async {
-        eventually("Envoy to ACK the Gateway", async || {
-            acked(&fleet, &s1, &web())
-        })
-        .await;
+async fn partial(mode: &str, api_type: &'static str) {
+    let first = |port| snapshot(port, 1, false);
+    let mut run = given_envoy_on("partial", mode, api_type, Xds::Tcp, first).await;
+    run.play(WAIT * 2, async |run| {
+        then_acked(run, &first(run.web_port), "Envoy to ACK the Gateway").await;
         let second_port = free_port();
-        let s2 = snapshot_with(
-            listen_port,
-            Variant {
-                second_port: Some(second_port),
-                bad_listener: true,
-                ..Variant::rev(1)
-            },
-        );
-        publish.send(s2.clone()).unwrap();
-        let bad = aether_ir::ObjectRef::new("edge", "bad");
-        let msg = eventually("edge/bad NACKed", async || {
-            match fleet.gateway_state(&s2, &bad) {
-                AckState::Nacked(m) => Ok(m),
-                _ => Err(describe(&fleet, &s2, &bad)),
-            }
-        })
-        .await;
-        assert!(msg.contains(&node) && msg.contains("bad"), "{msg}");
-        assert_eq!(
-            fleet.gateway_state(&s2, &web()),
-            AckState::Acked,
-            "the good listener of the same push was taken"
-        );
-        eventually("traffic on the good new listener", async || {
-            answers(second_port, "rev 1").await
-        })
-        .await;
-        let pushes = lds_pushes(&fleet);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(
-            lds_pushes(&fleet),
-            pushes,
-            "the rejected listener was resent"
-        );
-    };
-    let done = tokio::time::timeout(WAIT * 2, checks).await;
-    let _ = envoy.child.kill().await;
-    done.unwrap_or_else(|_| panic!("partial {mode} test timed out"));
-    let _ = std::fs::remove_dir_all(&dir);
+        let variant = Variant {
+            second_port: Some(second_port),
+            bad_listener: true,
+            ..Variant::rev(1)
+        };
+        let s2 = snapshot_with(run.web_port, variant);
+        run.push(&s2);
+        then_only_the_bad_listener_is_nacked(run, &s2).await;
+        then_serves(second_port, "rev 1", "traffic on the good new listener").await;
+        then_not_resent(&run.fleet, "LDS", "the rejected listener was resent").await;
+    })
+    .await;
+    run.clean_up();
+}
+
+/// Waits until Gateway edge/bad of `s` is NACKed in Envoy's words; edge/web,
+/// pushed with it, is ACKed.
+async fn then_only_the_bad_listener_is_nacked(run: &Run, s: &Snapshot) {
+    let nack = then_nacked(run, s, &bad(), "edge/bad NACKed").await;
+    assert!(nack.contains(&run.node) && nack.contains("bad"), "{nack}");
+    assert_eq!(
+        run.fleet.gateway_state(s, &web()),
+        AckState::Acked,
+        "the good listener of the same push was taken"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -512,66 +574,19 @@ async fn real_envoy_keeps_good_listeners_of_a_rejected_delta_push() {
 /// another Gateway's changes; that one then changes 20 more times. Every change
 /// of the healthy Gateway reaches Envoy, its state is Acked and names nothing of
 /// the broken one's, and the broken one stays Nacked.
-async fn isolation(mode: &str, api_type: &str) {
-    let dir = std::env::temp_dir().join(format!(
-        "aether-ads-envoy-isolation-{mode}-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (web_port, other_port) = (free_port(), free_port());
-    let at = |broken: bool, rev: u32| with_other(&snapshot(web_port, 1, broken), other_port, rev);
-    let s1 = at(false, 1);
-    let (publish, snapshots) = watch::channel(s1.clone());
-    let fleet = Fleet::new();
-    let listen = format!("127.0.0.1:{}", free_port());
-    let (_stop, _served) = start_xds(&listen, snapshots, fleet.clone()).await;
-    let node = format!("isolation-{mode}");
-    let mut envoy = spawn_envoy(&dir, &node, api_type, &listen);
-
-    let checks = async {
-        eventually("both Gateways served", async || {
-            let other = answers(other_port, "other rev 1").await;
-            let web = acked(&fleet, &s1, &web());
-            match (other, web) {
-                (Ok(()), Ok(())) => Ok(()),
-                (other, web) => Err(format!("other: {}; web: {}", seen(other), seen(web))),
-            }
-        })
-        .await;
+async fn isolation(mode: &str, api_type: &'static str) {
+    let other_port = free_port();
+    let at = move |web_port, broken: bool, rev: u32| {
+        with_other(&snapshot(web_port, 1, broken), other_port, rev)
+    };
+    let first = |port| at(port, false, 1);
+    let mut run = given_envoy_on("isolation", mode, api_type, Xds::Tcp, first).await;
+    run.play(WAIT * 4, async |run| {
+        then_both_gateways_served(run, &first(run.web_port), other_port).await;
         let mut took = Vec::new();
         for rev in 2..23 {
-            let s = at(true, rev);
-            let started = std::time::Instant::now();
-            publish.send(s.clone()).unwrap();
-            let want = format!("other rev {rev}");
-            // Event-driven, so the time is Envoy's, not a poll interval's.
-            let mut changes = fleet.subscribe();
-            let acks = async {
-                while fleet.gateway_state(&s, &other()) != AckState::Acked {
-                    changes.changed().await.expect("fleet alive");
-                }
-            };
-            if tokio::time::timeout(WAIT, acks).await.is_err() {
-                panic!(
-                    "timed out waiting for {want} to be ACKed; last seen: {}",
-                    describe(&fleet, &s, &other())
-                );
-            }
-            took.push(started.elapsed());
-            eventually(&format!("{want} served"), async || {
-                answers(other_port, &want).await
-            })
-            .await;
-            let web_state = fleet.gateway_state(&s, &web());
-            assert!(
-                matches!(&web_state, AckState::Nacked(m) if m.contains(&node)),
-                "rev {rev}: the broken Gateway stays rejected: {web_state:?}"
-            );
-            assert_eq!(
-                get(web_port).await.as_deref(),
-                Some("rev 1"),
-                "web keeps its table"
-            );
+            let s = at(run.web_port, true, rev);
+            took.push(a_change_beside_the_refused_table_is_taken(run, &s, rev, other_port).await);
         }
         took.sort();
         eprintln!(
@@ -579,11 +594,59 @@ async fn isolation(mode: &str, api_type: &str) {
             took[took.len() / 2],
             took[took.len() - 1]
         );
+    })
+    .await;
+    run.clean_up();
+}
+
+/// Waits until edge/other answers its rev 1 on `other_port` and edge/web of `s`
+/// is ACKed.
+async fn then_both_gateways_served(run: &Run, s: &Snapshot, other_port: u16) {
+    eventually("both Gateways served", async || {
+        let other = answers(other_port, "other rev 1").await;
+        let web = acked(&run.fleet, s, &web());
+        match (other, web) {
+            (Ok(()), Ok(())) => Ok(()),
+            (other, web) => Err(format!("other: {}; web: {}", seen(other), seen(web))),
+        }
+    })
+    .await;
+}
+
+/// Pushes `s`, edge/other at `rev` beside edge/web's refused route table:
+/// edge/other is ACKed and serves it; edge/web stays rejected and keeps serving
+/// its rev 1. Returns how long the ACK took, event-driven so the time is
+/// Envoy's, not a poll interval's.
+async fn a_change_beside_the_refused_table_is_taken(
+    run: &Run,
+    s: &Arc<Snapshot>,
+    rev: u32,
+    other_port: u16,
+) -> Duration {
+    let started = std::time::Instant::now();
+    run.push(s);
+    let want = format!("other rev {rev}");
+    let mut changes = run.fleet.subscribe();
+    let acks = async {
+        while run.fleet.gateway_state(s, &other()) != AckState::Acked {
+            changes.changed().await.expect("fleet alive");
+        }
     };
-    let done = tokio::time::timeout(WAIT * 4, checks).await;
-    let _ = envoy.child.kill().await;
-    done.unwrap_or_else(|_| panic!("isolation {mode} test timed out"));
-    let _ = std::fs::remove_dir_all(&dir);
+    if tokio::time::timeout(WAIT, acks).await.is_err() {
+        panic!(
+            "timed out waiting for {want} to be ACKed; last seen: {}",
+            describe(&run.fleet, s, &other())
+        );
+    }
+    let took = started.elapsed();
+    then_serves(other_port, &want, &format!("{want} served")).await;
+    let web_state = run.fleet.gateway_state(s, &web());
+    assert!(
+        matches!(&web_state, AckState::Nacked(m) if m.contains(&run.node)),
+        "rev {rev}: the broken Gateway stays rejected: {web_state:?}"
+    );
+    then_still_serves(run.web_port, "rev 1", "web keeps its table").await;
+    took
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
