@@ -47,7 +47,7 @@ fn run(base: usize) {
     std::fs::write(dir.join("base.yaml"), existing).unwrap();
     let xds = format!("127.0.0.1:{}", free_port());
     let admin = format!("127.0.0.1:{}", free_port());
-    let _agent = standalone(&dir, &xds, &admin, &logs, &[]);
+    let _agent = Agent::start(agent_bin(), &dir, &xds, &admin, &logs, &[]);
     let _envoy = envoy("bench", &xds, false, &logs);
     let gateway = format!("127.0.0.1:{port}");
     wait_until(Duration::from_secs(30), "Envoy listening", || {

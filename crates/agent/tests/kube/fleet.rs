@@ -81,7 +81,8 @@ async fn given_agent_a_leading_and_both_nodes_taking_traffic() -> Fleet {
     for (node, pod) in [("node-a", "agent-a"), ("node-b", "agent-b")] {
         issue_report_token(&server, node, pod, &logs).await;
     }
-    let a = kube_agent_as(
+    let a = KubeAgent::start(
+        agent_bin(),
         "node-a",
         "agent-a",
         server.kubeconfig_path(),
@@ -140,7 +141,8 @@ async fn a_node_that_never_reported_holds_the_gateway_back(f: &Fleet) {
 /// programmed, not attached, not accepted.
 async fn a_node_serving_another_hash_holds_it_back(f: &mut Fleet) {
     let b_flags = [&ELECTED[..], &["--bind-address", "127.0.0.1"]].concat();
-    let b = kube_agent_as(
+    let b = KubeAgent::start(
+        agent_bin(),
         "node-b",
         "agent-b",
         f.server.kubeconfig_path(),
@@ -336,7 +338,14 @@ async fn given_a_static_agent_and_a_ready_pod_whose_agent_never_reports() -> Fle
     edge_pod(&client, "edge-a", "node-a", true).await;
     edge_pod(&client, "edge-b", "node-b", true).await;
     let flags = ["--leader-elect=false", "--address-mode", "static"];
-    let a = kube_agent_as("node-a", "edge-a", server.kubeconfig_path(), &flags, &logs);
+    let a = KubeAgent::start(
+        agent_bin(),
+        "node-a",
+        "edge-a",
+        server.kubeconfig_path(),
+        &flags,
+        &logs,
+    );
     let envoy_a = envoy("node-a", &a.xds, true, &logs);
     Fleet {
         client,

@@ -286,7 +286,7 @@ fn given_an_edge_of_every_l4_kind() -> World {
     std::fs::write(dir.join("edge.yaml"), objects.join("---\n")).unwrap();
     let xds = format!("127.0.0.1:{}", free_port());
     let admin = format!("127.0.0.1:{}", free_port());
-    let agent = standalone(&dir, &xds, &admin, &logs, &[]);
+    let agent = Agent::start(agent_bin(), &dir, &xds, &admin, &logs, &[]);
     let envoy = envoy("l4", &xds, false, &logs);
     World {
         agent,

@@ -340,7 +340,7 @@ fn given_four_gateways_and_26_routes() -> World {
     }
     let xds = format!("127.0.0.1:{}", free_port());
     let admin = format!("127.0.0.1:{}", free_port());
-    let agent = standalone(&dir, &xds, &admin, &logs, &[]);
+    let agent = Agent::start(agent_bin(), &dir, &xds, &admin, &logs, &[]);
     let envoy = envoy("routing", &xds, false, &logs);
     World {
         dir,

@@ -71,32 +71,10 @@ impl<A> OneNode<A> {
     }
 }
 
-/// `aether-edge standalone` on `config_dir`, `flags` appended.
-pub fn standalone(
-    config_dir: &Path,
-    xds: &str,
-    admin: &str,
-    log_dir: &Path,
-    flags: &[&str],
-) -> Agent {
-    Agent::start(agent_bin(), config_dir, xds, admin, log_dir, flags)
-}
-
 /// `aether-edge agent` as node `node-a`, pod `agent-a`; `extra` are further flags
 /// (e.g. `--address-mode static`).
 pub fn kube_agent(kubeconfig: &Path, extra: &[&str], log_dir: &Path) -> KubeAgent {
-    kube_agent_as("node-a", "agent-a", kubeconfig, extra, log_dir)
-}
-
-/// `aether-edge agent` for node `node` (its Envoy's node id) with leader identity `pod`.
-pub fn kube_agent_as(
-    node: &str,
-    pod: &str,
-    kubeconfig: &Path,
-    extra: &[&str],
-    log_dir: &Path,
-) -> KubeAgent {
-    KubeAgent::start(agent_bin(), node, pod, kubeconfig, extra, log_dir)
+    KubeAgent::start(agent_bin(), "node-a", "agent-a", kubeconfig, extra, log_dir)
 }
 
 /// [`aether_testkit::live::issue_report_token`] for the report port's audience.
