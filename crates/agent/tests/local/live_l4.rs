@@ -14,7 +14,7 @@
 
 use crate::support::*;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -47,11 +47,12 @@ fn make_cert(dir: &Path, cn: &str) -> (String, String) {
     )
 }
 
+/// A port free for TCP ([`free_port`]: outside the kernel's automatic range, never
+/// twice in this process) that is free for UDP too.
 fn free_udp_and_tcp_port() -> u16 {
     loop {
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = udp.local_addr().unwrap().port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        let port = free_port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }
