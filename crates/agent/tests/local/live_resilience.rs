@@ -29,6 +29,20 @@ struct Setup {
     _backends: Vec<Backend>,
 }
 
+impl Setup {
+    /// `aether-edge standalone` on this setup's directory and ports, `flags` appended.
+    fn standalone(&self, flags: &[&str]) -> Agent {
+        Agent::start(
+            agent_bin(),
+            &self.dir,
+            &self.xds,
+            &self.admin,
+            &self.logs,
+            flags,
+        )
+    }
+}
+
 fn setup(tag: &str) -> Setup {
     let dir = temp_dir(tag);
     let logs = temp_dir(&format!("{tag}-logs"));
@@ -98,7 +112,7 @@ fn wait_programmed(agent: &Agent) -> String {
 #[test]
 fn a_nacked_config_is_reported_and_the_previous_one_keeps_serving() {
     let s = setup("nack");
-    let agent = Agent::start(agent_bin(), &s.dir, &s.xds, &s.admin, &s.logs, &[]);
+    let agent = s.standalone(&[]);
     let _envoy = envoy("nack", &s.xds, true, &s.logs);
     then_served(&s, "/good", "b0", 30, "first route");
     wait_programmed(&agent);
@@ -147,7 +161,7 @@ fn a_nack_is_reported_and_the_previous_table_serves(s: &Setup, agent: &Agent) {
 #[test]
 fn envoy_restart_recovers_with_no_failed_requests() {
     let s = setup("envoy-restart");
-    let agent = Agent::start(agent_bin(), &s.dir, &s.xds, &s.admin, &s.logs, &[]);
+    let agent = s.standalone(&[]);
     let mut first = envoy("restart", &s.xds, false, &s.logs);
     then_served(&s, "/good", "b0", 30, "first route");
     first.proc.kill();
@@ -171,7 +185,7 @@ fn envoy_restart_recovers_with_no_failed_requests() {
 #[test]
 fn aether_edge_restart_under_traffic_fails_no_request() {
     let s = setup("agent-restart");
-    let mut agent = Agent::start(agent_bin(), &s.dir, &s.xds, &s.admin, &s.logs, &[]);
+    let mut agent = s.standalone(&[]);
     let _envoy = envoy("agent-restart", &s.xds, true, &s.logs);
     then_served(&s, "/good", "b0", 30, "first route");
     wait_programmed(&agent);
@@ -193,7 +207,7 @@ fn aether_edge_restart_under_traffic_fails_no_request() {
     std::thread::sleep(Duration::from_millis(500));
     agent.proc.kill();
     std::thread::sleep(Duration::from_secs(1));
-    let agent = Agent::start(agent_bin(), &s.dir, &s.xds, &s.admin, &s.logs, &[]);
+    let agent = s.standalone(&[]);
     wait_programmed(&agent);
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
@@ -213,14 +227,7 @@ fn log_of(agent: &Agent) -> String {
 fn edits_publish_neither_half_written_files_nor_an_emptied_directory() {
     let s = setup("edits");
     let settle = Duration::from_millis(400).as_millis().to_string();
-    let agent = Agent::start(
-        agent_bin(),
-        &s.dir,
-        &s.xds,
-        &s.admin,
-        &s.logs,
-        &["--settle-ms", &settle],
-    );
+    let agent = s.standalone(&["--settle-ms", &settle]);
     let _envoy = envoy("edits", &s.xds, false, &s.logs);
     then_served(&s, "/good", "b0", 30, "first route");
     a_file_written_in_two_steps_is_never_read_half_written(&s, &agent);
@@ -301,14 +308,7 @@ fn a_second_definition_leaves_the_live_one(s: &Setup, agent: &Agent) {
 fn health_and_readiness_answer_while_a_big_config_parses() {
     let s = setup("big");
     let max = (16u64 << 20).to_string();
-    let agent = Agent::start(
-        agent_bin(),
-        &s.dir,
-        &s.xds,
-        &s.admin,
-        &s.logs,
-        &["--max-file-bytes", &max],
-    );
+    let agent = s.standalone(&["--max-file-bytes", &max]);
     wait_until(Duration::from_secs(30), "ready", || {
         (agent.admin_get("/readyz")?.status == 200).then_some(())
     });
