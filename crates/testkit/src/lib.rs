@@ -60,3 +60,19 @@ pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
 }
+
+/// `(controllerName, parentRef.name)` of each entry of a route status's `parents`,
+/// in order: who says what about which parent, for terse assertions.
+pub fn parent_controllers(status: &serde_json::Value) -> Vec<(String, String)> {
+    status["parents"]
+        .as_array()
+        .expect("a route status with parents")
+        .iter()
+        .map(|p| {
+            (
+                p["controllerName"].as_str().unwrap().into(),
+                p["parentRef"]["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
