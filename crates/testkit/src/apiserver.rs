@@ -192,19 +192,6 @@ impl ApiServer {
         Ok(Client::try_from(config)?)
     }
 
-    /// A token of ServiceAccount `namespace/name` for `audience`, bound to Pod
-    /// `pod` on `node` (both created if missing), as a kubelet projects one.
-    pub async fn pod_token(
-        &self,
-        namespace: &str,
-        name: &str,
-        pod: &str,
-        node: &str,
-        audience: &str,
-    ) -> Result<String, Error> {
-        service_account::pod_token(&self.client(), namespace, name, pod, node, audience).await
-    }
-
     /// The admin bearer token.
     pub fn token(&self) -> &str {
         &self.credentials.token

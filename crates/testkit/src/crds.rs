@@ -65,17 +65,7 @@ pub(crate) async fn install(
         let api = api.clone();
         async move {
             let established = await_condition(api, name, conditions::is_crd_established());
-            match tokio::time::timeout(ESTABLISH_TIMEOUT, established).await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(e)) => Err(Error::CrdWait {
-                    name: name.clone(),
-                    reason: e.to_string(),
-                }),
-                Err(_) => Err(Error::CrdWait {
-                    name: name.clone(),
-                    reason: format!("not Established after {ESTABLISH_TIMEOUT:?}"),
-                }),
-            }
+            within_timeout(name, "Established", established).await
         }
     }))
     .await?;
@@ -95,21 +85,28 @@ pub(crate) async fn delete(client: &Client, names: &[&str]) -> Result<(), Error>
             api.delete(name, &Default::default()).await?;
             let uid = crd.metadata.uid.unwrap_or_default();
             let gone = await_condition(api, name, conditions::is_deleted(&uid));
-            match tokio::time::timeout(ESTABLISH_TIMEOUT, gone).await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(e)) => Err(Error::CrdWait {
-                    name: name.to_string(),
-                    reason: e.to_string(),
-                }),
-                Err(_) => Err(Error::CrdWait {
-                    name: name.to_string(),
-                    reason: format!("not deleted after {ESTABLISH_TIMEOUT:?}"),
-                }),
-            }
+            within_timeout(name, "deleted", gone).await
         }
     }))
     .await?;
     Ok(())
+}
+
+/// Waits for CRD `name` to be `state` (`wait`), for [`ESTABLISH_TIMEOUT`] at most.
+async fn within_timeout<T, E: std::fmt::Display>(
+    name: &str,
+    state: &str,
+    wait: impl Future<Output = Result<T, E>>,
+) -> Result<(), Error> {
+    let reason = match tokio::time::timeout(ESTABLISH_TIMEOUT, wait).await {
+        Ok(Ok(_)) => return Ok(()),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("not {state} after {ESTABLISH_TIMEOUT:?}"),
+    };
+    Err(Error::CrdWait {
+        name: name.to_string(),
+        reason,
+    })
 }
 
 #[cfg(test)]

@@ -72,3 +72,19 @@ pub fn status_writes(metrics: &str, kind: &str, result: &str) -> u64 {
         &[&kind, &result],
     )
 }
+
+/// `(controllerName, parentRef.name)` of each entry of a route status's `parents`,
+/// in order: who says what about which parent, for terse assertions.
+pub fn parent_controllers(status: &serde_json::Value) -> Vec<(String, String)> {
+    status["parents"]
+        .as_array()
+        .expect("a route status with parents")
+        .iter()
+        .map(|p| {
+            (
+                p["controllerName"].as_str().unwrap().into(),
+                p["parentRef"]["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}

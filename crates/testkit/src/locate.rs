@@ -78,16 +78,10 @@ async fn gateway_api_module(module: &str) -> Result<PathBuf, Error> {
     // `download` (not `list -m`) so a version missing from the module cache is
     // fetched rather than reported with an empty Dir; cached, it takes ~10 ms.
     let what = format!("go mod download -json {module} (in conformance/)");
-    let out = Command::new("go")
-        .args(["mod", "download", "-json", module])
-        .current_dir(repo_root().join("conformance"))
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .map_err(|e| Error::Spawn {
-            program: what.clone(),
-            source: e,
-        })?;
+    let mut go = Command::new("go");
+    go.args(["mod", "download", "-json", module])
+        .current_dir(repo_root().join("conformance"));
+    let out = output(&mut go, &what).await?;
     #[derive(serde::Deserialize)]
     struct Module {
         #[serde(rename = "Dir", default)]
@@ -107,17 +101,20 @@ async fn gateway_api_module(module: &str) -> Result<PathBuf, Error> {
     }
 }
 
-/// Runs `cmd` and returns the last non-empty line of its stdout (on success).
-async fn run_for_line(cmd: &mut Command, what: &str) -> Result<String, Error> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+/// Runs `cmd` with no input (`what` names it in the error) and returns what it did.
+async fn output(cmd: &mut Command, what: &str) -> Result<std::process::Output, Error> {
+    cmd.stdin(Stdio::null())
         .output()
         .await
         .map_err(|e| Error::Spawn {
             program: what.to_string(),
             source: e,
-        })?;
+        })
+}
+
+/// Runs `cmd` and returns the last non-empty line of its stdout (on success).
+async fn run_for_line(cmd: &mut Command, what: &str) -> Result<String, Error> {
+    let out = output(cmd.stdout(Stdio::piped()), what).await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     match stdout.lines().rev().find(|l| !l.trim().is_empty()) {
         Some(line) if out.status.success() => Ok(line.trim().to_string()),

@@ -35,25 +35,11 @@ pub(crate) fn generate(dir: &Path) -> Result<Credentials, Error> {
     std::fs::create_dir_all(&pki).map_err(|e| Error::io("create pki dir", &pki, e))?;
     let p = |name: &str| pki.join(name);
 
-    openssl(
+    issue(
         &pki,
+        ("ca.key", "ca.crt"),
+        "/CN=aether-testkit-ca",
         &[
-            "req",
-            "-x509",
-            "-new",
-            "-nodes",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=aether-testkit-ca",
             "-addext",
             "basicConstraints=critical,CA:TRUE",
             "-addext",
@@ -61,25 +47,11 @@ pub(crate) fn generate(dir: &Path) -> Result<Credentials, Error> {
         ],
     )?;
     // OpenSSL 3 `req -x509 -CA` issues the request's certificate signed by the CA directly.
-    openssl(
+    issue(
         &pki,
+        ("serving.key", "serving.crt"),
+        "/CN=kube-apiserver",
         &[
-            "req",
-            "-x509",
-            "-new",
-            "-nodes",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-keyout",
-            "serving.key",
-            "-out",
-            "serving.crt",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=kube-apiserver",
             "-CA",
             "ca.crt",
             "-CAkey",
@@ -125,6 +97,31 @@ pub(crate) fn generate(dir: &Path) -> Result<Credentials, Error> {
         token_file,
         token,
     })
+}
+
+/// A new P-256 key `key` and a certificate `cert` for it (2 days, `subject`), in
+/// `dir`: self-signed, or as `more` says (e.g. `-CA`, extensions).
+fn issue(dir: &Path, (key, cert): (&str, &str), subject: &str, more: &[&str]) -> Result<(), Error> {
+    let mut args = vec![
+        "req",
+        "-x509",
+        "-new",
+        "-nodes",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-days",
+        "2",
+        "-subj",
+        subject,
+    ];
+    args.extend_from_slice(more);
+    openssl(dir, &args)
 }
 
 fn openssl(dir: &Path, args: &[&str]) -> Result<(), Error> {

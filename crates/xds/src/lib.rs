@@ -256,20 +256,7 @@ mod tests {
     #[test]
     fn each_route_owns_its_fragment_and_clusters_and_the_gateway_its_listener() {
         let s = build(&sample());
-        let b = &s.gateways[&ir::ObjectRef::new("infra", "b")];
-        let parts = |p: &ObjectParts| -> Vec<String> {
-            p.parts
-                .iter()
-                .map(|((ty, name), part)| {
-                    let kind = match part {
-                        Part::Present => "present",
-                        Part::Fragment(_) => "fragment",
-                        Part::Whole => "whole",
-                    };
-                    format!("{}:{name}:{kind}", ty.short_name())
-                })
-                .collect()
-        };
+        let b = gateway_b(&s);
         assert_eq!(
             parts(&b.routes["httproute/app/own"]),
             vec![
@@ -286,40 +273,67 @@ mod tests {
                 "RDS:edge_rt_infra_b_80:present"
             ]
         );
+        then_one_more_route_moves_the_table_alone(&s);
+        then_a_moved_listener_holds_back_every_route(&s);
+    }
 
-        // One more route on b: the table's version moves, the other routes'
-        // fragments and the Gateway's own share do not.
+    /// Route table of Gateway `b`'s port 80.
+    const RDS_B: &str = "edge_rt_infra_b_80";
+
+    fn gateway_b(s: &Snapshot) -> &GatewayResources {
+        &s.gateways[&ir::ObjectRef::new("infra", "b")]
+    }
+
+    /// `"<type>:<name>:<how>"` of each resource an object has a part in.
+    fn parts(p: &ObjectParts) -> Vec<String> {
+        p.parts
+            .iter()
+            .map(|((ty, name), part)| {
+                let kind = match part {
+                    Part::Present => "present",
+                    Part::Fragment(_) => "fragment",
+                    Part::Whole => "whole",
+                };
+                format!("{}:{name}:{kind}", ty.short_name())
+            })
+            .collect()
+    }
+
+    /// One more route on b: the table's version moves, the other routes'
+    /// fragments and the Gateway's own share do not.
+    fn then_one_more_route_moves_the_table_alone(s: &Snapshot) {
         let mut more = sample();
         let extra = more.gateways[1].ports[0].route_table.as_mut().unwrap();
         let mut route = extra.virtual_hosts[0].routes[0].clone();
         route.name = "httproute/app/extra/rule/0/match/0".into();
         extra.virtual_hosts[0].routes.push(route);
         let t = build(&more);
-        let b2 = &t.gateways[&ir::ObjectRef::new("infra", "b")];
-        let rds = "edge_rt_infra_b_80";
+        let (b, b2) = (gateway_b(s), gateway_b(&t));
         assert_ne!(
-            s.version_of(ResourceType::Route, rds),
-            t.version_of(ResourceType::Route, rds)
+            s.version_of(ResourceType::Route, RDS_B),
+            t.version_of(ResourceType::Route, RDS_B)
         );
         for key in ["httproute/app/own", "httproute/app/shared"] {
             assert_eq!(
-                s.fragment(ResourceType::Route, rds, key),
-                t.fragment(ResourceType::Route, rds, key)
+                s.fragment(ResourceType::Route, RDS_B, key),
+                t.fragment(ResourceType::Route, RDS_B, key)
             );
             assert_eq!(b.routes[key].fingerprint, b2.routes[key].fingerprint);
         }
         assert_eq!(b.own.fingerprint, b2.own.fingerprint);
         assert!(b2.routes.contains_key("httproute/app/extra"));
+    }
 
-        // The listener bound elsewhere: the same route table, but no route is
-        // served as it is now until that listener is.
+    /// The listener bound elsewhere: the same route table, but no route is
+    /// served as it is now until that listener is.
+    fn then_a_moved_listener_holds_back_every_route(s: &Snapshot) {
         let mut moved = sample();
         moved.gateways[1].addresses = vec!["10.0.0.9".into()];
         let u = build(&moved);
-        let b3 = &u.gateways[&ir::ObjectRef::new("infra", "b")];
+        let (b, b3) = (gateway_b(s), gateway_b(&u));
         assert_eq!(
-            s.fragment(ResourceType::Route, rds, "httproute/app/own"),
-            u.fragment(ResourceType::Route, rds, "httproute/app/own")
+            s.fragment(ResourceType::Route, RDS_B, "httproute/app/own"),
+            u.fragment(ResourceType::Route, RDS_B, "httproute/app/own")
         );
         assert_ne!(b.own.fingerprint, b3.own.fingerprint);
         assert_ne!(

@@ -40,6 +40,16 @@ fn mk_store(gateways: Vec<Gateway>) -> Store {
     store
 }
 
+/// A store with our class (and another) and one Gateway `infra/name` of ours.
+fn mk_store_of(name: &str, listeners: &[(&str, &str, u16)]) -> Store {
+    mk_store(vec![mk_gateway(name, "aether", listeners)])
+}
+
+/// The Services `store` wants, with the default config and no IR.
+fn desired(store: &Store) -> Vec<Service> {
+    desired_services(store, &Ir::default(), &ServiceConfig::default())
+}
+
 fn ports_of(svc: &Service) -> Vec<(String, i32, String, IntOrString)> {
     let spec = svc.spec.as_ref().unwrap();
     spec.ports
@@ -58,18 +68,15 @@ fn ports_of(svc: &Service) -> Vec<(String, i32, String, IntOrString)> {
 
 #[test]
 fn listeners_sharing_a_port_share_one_service_port() {
-    let store = mk_store(vec![mk_gateway(
+    let got = desired(&mk_store_of(
         "web",
-        "aether",
         &[
             ("http-1", "HTTP", 80),
             ("http-2", "HTTP", 80),
             ("https-1", "HTTPS", 443),
             ("https-2", "HTTPS", 443),
         ],
-    )]);
-    let cfg = ServiceConfig::default();
-    let got = desired_services(&store, &Ir::default(), &cfg);
+    ));
     assert_eq!(got.len(), 1);
     let svc = &got[0];
     assert_eq!(
@@ -93,7 +100,10 @@ fn listeners_sharing_a_port_share_one_service_port() {
     );
     let spec = svc.spec.as_ref().unwrap();
     assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
-    assert_eq!(spec.selector.as_ref(), Some(&cfg.selector));
+    assert_eq!(
+        spec.selector.as_ref(),
+        Some(&ServiceConfig::default().selector)
+    );
 }
 
 #[test]
@@ -112,8 +122,7 @@ fn ports_are_unique_sorted_and_named_after_the_port() {
         .iter()
         .map(|(n, p, port)| (n.as_str(), *p, *port))
         .collect();
-    let store = mk_store(vec![mk_gateway("many", "aether", &refs)]);
-    let got = desired_services(&store, &Ir::default(), &ServiceConfig::default());
+    let got = desired(&mk_store_of("many", &refs));
     let ports = ports_of(&got[0]);
     assert_eq!(ports.len(), 13);
     let mut names: Vec<&String> = ports.iter().map(|p| &p.0).collect();
@@ -140,7 +149,7 @@ fn only_gateways_of_our_class_with_a_served_listener_get_a_service() {
         mk_gateway("unknown-only", "aether", &[("x", "example.com/x", 7)]),
         mk_gateway("no-class", "missing", &[("http", "HTTP", 80)]),
     ]);
-    let got = desired_services(&store, &Ir::default(), &ServiceConfig::default());
+    let got = desired(&store);
     let by_name: BTreeMap<String, &Service> = got
         .iter()
         .map(|s| (s.metadata.name.clone().unwrap(), s))
@@ -165,9 +174,8 @@ fn only_gateways_of_our_class_with_a_served_listener_get_a_service() {
 
 #[test]
 fn tcp_and_udp_on_one_port_are_two_service_ports_on_one_envoy_port() {
-    let store = mk_store(vec![mk_gateway(
+    let got = desired(&mk_store_of(
         "dns",
-        "aether",
         &[
             ("udp", "UDP", 53),
             ("tcp", "TCP", 53),
@@ -175,9 +183,7 @@ fn tcp_and_udp_on_one_port_are_two_service_ports_on_one_envoy_port() {
             ("udp-2", "UDP", 5353),
             ("http", "HTTP", 80),
         ],
-    )]);
-    let cfg = ServiceConfig::default();
-    let got = desired_services(&store, &Ir::default(), &cfg);
+    ));
     let int = IntOrString::Int;
     assert_eq!(
         ports_of(&got[0]),
@@ -260,13 +266,8 @@ fn a_udp_listener_joining_a_tcp_port_keeps_its_envoy_port_across_restarts() {
 
 #[test]
 fn a_protocol_change_on_a_port_is_not_up_to_date() {
-    let tcp = mk_store(vec![mk_gateway("a", "aether", &[("l", "TCP", 53)])]);
-    let udp = mk_store(vec![mk_gateway("a", "aether", &[("l", "UDP", 53)])]);
-    let cfg = ServiceConfig::default();
-    let (want_tcp, want_udp) = (
-        desired_services(&tcp, &Ir::default(), &cfg).remove(0),
-        desired_services(&udp, &Ir::default(), &cfg).remove(0),
-    );
+    let want_tcp = desired(&mk_store_of("a", &[("l", "TCP", 53)])).remove(0);
+    let want_udp = desired(&mk_store_of("a", &[("l", "UDP", 53)])).remove(0);
     assert!(!up_to_date(&want_udp, &want_tcp));
     assert!(!up_to_date(&want_tcp, &want_udp));
 }
@@ -303,11 +304,7 @@ fn infrastructure_labels_and_annotations_propagate_but_ours_win() {
         }))
         .unwrap(),
     );
-    let got = desired_services(
-        &mk_store(vec![gw]),
-        &Ir::default(),
-        &ServiceConfig::default(),
-    );
+    let got = desired(&mk_store(vec![gw]));
     let meta = &got[0].metadata;
     let (labels, ann) = (
         meta.labels.as_ref().unwrap(),
@@ -384,8 +381,7 @@ fn applied_services_are_up_to_date_and_gone_gateways_are_collected() {
 
 #[test]
 fn a_changed_port_or_selector_is_not_up_to_date() {
-    let store = mk_store(vec![mk_gateway("a", "aether", &[("http", "HTTP", 80)])]);
-    let want = desired_services(&store, &Ir::default(), &ServiceConfig::default()).remove(0);
+    let want = desired(&mk_store_of("a", &[("http", "HTTP", 80)])).remove(0);
     assert!(up_to_date(&want, &want));
     let mut moved = want.clone();
     moved.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].target_port = Some(IntOrString::Int(1));

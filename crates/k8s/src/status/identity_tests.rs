@@ -2,31 +2,23 @@
 //! generation, it was computed for; bodies carry the uid read.
 
 use super::patch::{StatusKind, compute};
-use super::tests::{at, mk_inputs, mk_store};
+use super::test_support::{at, mk_doc, mk_inputs, mk_store, mk_web_world};
 use aether_gateway::{AckState, Store};
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 
-const WORLD: &str = r#"
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: aether, generation: 1, uid: c-1, resourceVersion: "1"}
-spec: {controllerName: gateway.aether.io/edge}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: web, namespace: infra, generation: 2, uid: gw-1, resourceVersion: "2"}
-spec:
-  gatewayClassName: aether
-  listeners:
-  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: r, namespace: apps, generation: 3, uid: r-1, resourceVersion: "3"}
-spec:
-  parentRefs: [{name: web, namespace: infra}]
-"#;
+/// [`mk_web_world`] with HTTPRoute `apps/r` on `web`, each object with a uid.
+fn uid_world() -> String {
+    mk_web_world(
+        r#"{name: aether, generation: 1, uid: c-1, resourceVersion: "1"}"#,
+        r#"{name: web, namespace: infra, generation: 2, uid: gw-1, resourceVersion: "2"}"#,
+        &[mk_doc(
+            "HTTPRoute",
+            r#"{name: r, namespace: apps, generation: 3, uid: r-1, resourceVersion: "3"}"#,
+            "{parentRefs: [{name: web, namespace: infra}]}",
+        )],
+    )
+}
 
 fn written(store_now: Store, store_planned: Store) -> Vec<(StatusKind, String)> {
     let mut inputs = mk_inputs(store_planned, AckState::Acked);
@@ -40,7 +32,7 @@ fn written(store_now: Store, store_planned: Store) -> Vec<(StatusKind, String)> 
 
 #[test]
 fn bodies_carry_the_uid_they_were_computed_against() {
-    let inputs = mk_inputs(mk_store(WORLD), AckState::Acked);
+    let inputs = mk_inputs(mk_store(&uid_world()), AckState::Acked);
     let got = compute(&inputs, &at(100)).patches;
     let uid = |kind| {
         got.iter().find(|p| p.kind == kind).unwrap().body["metadata"]["uid"]
@@ -55,7 +47,7 @@ fn bodies_carry_the_uid_they_were_computed_against() {
 
 #[test]
 fn a_recreated_route_never_gets_the_deleted_ones_status() {
-    let planned = mk_store(WORLD);
+    let planned = mk_store(&uid_world());
     // Deleted and re-created under the same name: a new uid, generation 1.
     let mut now = planned.clone();
     let mut route = now.get::<HttpRoute>("apps", "r").unwrap().clone();
@@ -73,7 +65,7 @@ fn a_recreated_route_never_gets_the_deleted_ones_status() {
 
 #[test]
 fn a_plan_older_than_the_object_waits_for_the_next() {
-    let planned = mk_store(WORLD);
+    let planned = mk_store(&uid_world());
     let mut now = planned.clone();
     let mut route = now.get::<HttpRoute>("apps", "r").unwrap().clone();
     route.metadata.generation = Some(4);

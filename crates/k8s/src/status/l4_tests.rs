@@ -4,55 +4,58 @@
 //! The plan entries are given here rather than translated, so these scripts test
 //! the writer alone.
 
-use super::patch::{StatusKind, compute};
-use super::tests::{OURS, THEIRS, apply_all, at, find, mk_inputs, mk_store};
+use super::patch::{Computed, StatusInputs, StatusKind, StatusPatch, compute};
+use super::test_support::{
+    OURS, THEIRS, apply_all, at, find, mk_class, mk_doc, mk_gateway, mk_inputs, mk_listener,
+    mk_store, mk_world, over_store,
+};
 use crate::ServedVersions;
-use aether_gateway::AckState;
 use aether_gateway::status::{
     Condition, Identity, ParentReference, RouteParentStatus, RouteStatus,
 };
 use aether_gateway::vocabulary::route::{Reason, Type};
+use aether_gateway::{AckState, Store};
 use aether_ir::ObjectRef;
 use serde_json::{Value, json};
 
-const L4_WORLD: &str = r#"
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: aether, generation: 1, resourceVersion: "1"}
-spec: {controllerName: gateway.aether.io/edge}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: l4, namespace: infra, generation: 1, resourceVersion: "2"}
-spec:
-  gatewayClassName: aether
-  listeners:
-  - {name: tcp, port: 53, protocol: TCP, allowedRoutes: {namespaces: {from: All}}}
-  - {name: udp, port: 53, protocol: UDP, allowedRoutes: {namespaces: {from: All}}}
-  - {name: tls, port: 443, protocol: TLS, tls: {mode: Passthrough}, allowedRoutes: {namespaces: {from: All}}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: TCPRoute
-metadata: {name: dns-tcp, namespace: apps, generation: 2, resourceVersion: "3"}
-spec:
-  parentRefs: [{name: l4, namespace: infra, sectionName: tcp}]
-  rules: [{backendRefs: [{name: dns, port: 53}]}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: UDPRoute
-metadata: {name: dns-udp, namespace: apps, generation: 3, resourceVersion: "4"}
-spec:
-  parentRefs: [{name: l4, namespace: infra, sectionName: udp}]
-  rules: [{backendRefs: [{name: dns, port: 53}]}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: TLSRoute
-metadata: {name: pass, namespace: apps, generation: 4, resourceVersion: "5"}
-spec:
-  parentRefs: [{name: l4, namespace: infra, sectionName: tls}]
-  hostnames: [tls.example.com]
-  rules: [{backendRefs: [{name: tls, port: 443}]}]
-"#;
+/// Our class, Gateway `infra/l4` with a TCP, a UDP and a TLS passthrough listener,
+/// and a route in `apps` on each.
+fn l4_world() -> String {
+    mk_world(&[
+        mk_class(r#"{name: aether, generation: 1, resourceVersion: "1"}"#),
+        mk_gateway(
+            r#"{name: l4, namespace: infra, generation: 1, resourceVersion: "2"}"#,
+            &[
+                mk_listener("tcp", 53, "TCP", ""),
+                mk_listener("udp", 53, "UDP", ""),
+                mk_listener("tls", 443, "TLS", "tls: {mode: Passthrough}, "),
+            ],
+        ),
+        mk_dns_route("TCPRoute", "tcp", 2, "3"),
+        mk_dns_route("UDPRoute", "udp", 3, "4"),
+        mk_doc(
+            "TLSRoute",
+            r#"{name: pass, namespace: apps, generation: 4, resourceVersion: "5"}"#,
+            "{parentRefs: [{name: l4, namespace: infra, sectionName: tls}], \
+             hostnames: [tls.example.com], rules: [{backendRefs: [{name: tls, port: 443}]}]}",
+        ),
+    ])
+}
+
+/// Route `apps/dns-<section>` of `kind`, on listener `section` of Gateway l4, to
+/// Service `dns` port 53.
+fn mk_dns_route(kind: &str, section: &str, generation: i64, resource_version: &str) -> String {
+    mk_doc(
+        kind,
+        &format!(
+            r#"{{name: dns-{section}, namespace: apps, generation: {generation}, resourceVersion: "{resource_version}"}}"#
+        ),
+        &format!(
+            "{{parentRefs: [{{name: l4, namespace: infra, sectionName: {section}}}], \
+             rules: [{{backendRefs: [{{name: dns, port: 53}}]}}]}}"
+        ),
+    )
+}
 
 /// One parent entry of ours on Gateway infra/l4, Accepted.
 fn mk_planned(section: &str, generation: i64) -> RouteStatus {
@@ -103,30 +106,8 @@ fn parents(body: &Value) -> Vec<(String, String)> {
 
 #[test]
 fn l4_routes_get_status_at_their_served_version_once() {
-    let mut store = mk_store(L4_WORLD);
-    let mut inputs = mk_inputs(store.clone(), AckState::Acked);
-    let key = |name: &str| ObjectRef::new("apps", name);
-    inputs
-        .plan
-        .tcp_routes
-        .insert(key("dns-tcp"), mk_planned("tcp", 2));
-    inputs
-        .plan
-        .udp_routes
-        .insert(key("dns-udp"), mk_planned("udp", 3));
-    inputs
-        .plan
-        .tls_routes
-        .insert(key("pass"), mk_planned("tls", 4));
-    // An older cluster: TCPRoute served at v1alpha2 only, TLSRoute at v1alpha3.
-    inputs.served = ServedVersions::choose([
-        ("v1", "GatewayClass"),
-        ("v1", "Gateway"),
-        ("v1alpha2", "TCPRoute"),
-        ("v1", "UDPRoute"),
-        ("v1alpha3", "TLSRoute"),
-        ("v1alpha2", "TLSRoute"),
-    ]);
+    let mut store = mk_store(&l4_world());
+    let inputs = given_an_older_cluster_and_our_entry_planned_on_each(&store);
 
     let got = compute(&inputs, &at(100));
     for (kind, name, version, section, generation) in [
@@ -135,34 +116,65 @@ fn l4_routes_get_status_at_their_served_version_once() {
         (StatusKind::TlsRoute, "pass", "v1alpha3", "tls", 4),
     ] {
         let p = find(&got.patches, kind, name);
-        assert_eq!(p.version(), version, "{kind}");
-        assert_eq!(
-            p.body["apiVersion"],
-            json!(format!("gateway.networking.k8s.io/{version}"))
-        );
-        assert_eq!(p.body["kind"], json!(kind.as_str()));
-        assert!(
-            p.body["metadata"]["resourceVersion"].is_string(),
-            "precondition"
-        );
-        assert_eq!(
-            parents(&p.body),
-            vec![(OURS.to_string(), section.to_string())]
-        );
-        let accepted = &p.body["status"]["parents"][0]["conditions"][0];
-        assert_eq!(accepted["type"], "Accepted");
-        assert_eq!(accepted["observedGeneration"], generation);
+        then_written_at(p, version);
+        then_ours_alone_accepted(p, section, generation);
     }
 
     // Written: nothing more to write for any of them.
     apply_all(&mut store, &got.patches);
-    let again = compute(
-        &super::patch::StatusInputs {
-            store: store.into(),
-            ..inputs.clone()
-        },
-        &at(200),
+    then_no_route_is_written(&compute(&over_store(store, &inputs), &at(200)));
+}
+
+fn key(name: &str) -> ObjectRef {
+    ObjectRef::new("apps", name)
+}
+
+/// Our entry planned on each of the three routes, on an older cluster: TCPRoute
+/// served at v1alpha2 only, TLSRoute at v1alpha3.
+fn given_an_older_cluster_and_our_entry_planned_on_each(store: &Store) -> StatusInputs {
+    let mut inputs = mk_inputs(store.clone(), AckState::Acked);
+    let plan = &mut inputs.plan;
+    plan.tcp_routes.insert(key("dns-tcp"), mk_planned("tcp", 2));
+    plan.udp_routes.insert(key("dns-udp"), mk_planned("udp", 3));
+    plan.tls_routes.insert(key("pass"), mk_planned("tls", 4));
+    inputs.served = ServedVersions::choose([
+        ("v1", "GatewayClass"),
+        ("v1", "Gateway"),
+        ("v1alpha2", "TCPRoute"),
+        ("v1", "UDPRoute"),
+        ("v1alpha3", "TLSRoute"),
+        ("v1alpha2", "TLSRoute"),
+    ]);
+    inputs
+}
+
+/// An apply of `version`, with the resourceVersion precondition.
+fn then_written_at(p: &StatusPatch, version: &str) {
+    let kind = p.kind;
+    assert_eq!(p.version(), version, "{kind}");
+    assert_eq!(
+        p.body["apiVersion"],
+        json!(format!("gateway.networking.k8s.io/{version}"))
     );
+    assert_eq!(p.body["kind"], json!(kind.as_str()));
+    assert!(
+        p.body["metadata"]["resourceVersion"].is_string(),
+        "precondition"
+    );
+}
+
+/// Our entry alone, on `section`, Accepted at `generation`.
+fn then_ours_alone_accepted(p: &StatusPatch, section: &str, generation: i64) {
+    assert_eq!(
+        parents(&p.body),
+        vec![(OURS.to_string(), section.to_string())]
+    );
+    let accepted = &p.body["status"]["parents"][0]["conditions"][0];
+    assert_eq!(accepted["type"], "Accepted");
+    assert_eq!(accepted["observedGeneration"], generation);
+}
+
+fn then_no_route_is_written(again: &Computed) {
     let routes: Vec<_> = again
         .patches
         .iter()
@@ -174,13 +186,12 @@ fn l4_routes_get_status_at_their_served_version_once() {
 
 #[test]
 fn an_l4_route_the_plan_drops_loses_our_entry_and_keeps_theirs() {
-    let mut store = mk_store(L4_WORLD);
+    let mut store = mk_store(&l4_world());
     let mut inputs = mk_inputs(store.clone(), AckState::Acked);
-    let key = ObjectRef::new("apps", "dns-udp");
     inputs
         .plan
         .udp_routes
-        .insert(key.clone(), mk_planned("udp", 3));
+        .insert(key("dns-udp"), mk_planned("udp", 3));
     apply_all(&mut store, &compute(&inputs, &at(100)).patches);
     // Another controller's entry beside ours, then the route leaves Gateway l4.
     let mut route = store
@@ -193,15 +204,9 @@ fn an_l4_route_the_plan_drops_loses_our_entry_and_keeps_theirs() {
     route.status.as_mut().unwrap().parents.insert(0, theirs);
     route.spec.parent_refs = Some(vec![]);
     store.insert(route);
-    inputs.plan.udp_routes.remove(&key);
+    inputs.plan.udp_routes.remove(&key("dns-udp"));
 
-    let got = compute(
-        &super::patch::StatusInputs {
-            store: store.into(),
-            ..inputs.clone()
-        },
-        &at(200),
-    );
+    let got = compute(&over_store(store, &inputs), &at(200));
     let p = find(&got.patches, StatusKind::UdpRoute, "dns-udp");
     assert_eq!(
         parents(&p.body),

@@ -45,6 +45,8 @@ mod l4_tests;
 #[cfg(test)]
 mod settled_tests;
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;
 
 pub use driver::{BACKOFF_MAX, BACKOFF_MIN, DEBOUNCE, MAX_DELAY, run};

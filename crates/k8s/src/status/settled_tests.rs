@@ -3,8 +3,9 @@
 //! gives exactly what a fresh one does, and the cache is actually used.
 
 use super::patch::{Computed, Settled, StatusInputs, compute, compute_over};
-use super::tests::{WORLD, apply_all, at, mk_inputs, mk_store};
+use super::test_support::{apply_all, at, mk_inputs, mk_store, web_world};
 use aether_gateway::{AckState, Store};
+use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 
 /// Both computations agree; the cached one's result.
@@ -15,89 +16,94 @@ fn both(inputs: &StatusInputs, settled: &mut Settled, now: i64) -> Computed {
     cached
 }
 
-#[test]
-fn the_cache_changes_nothing_but_the_work() {
-    let mut settled = Settled::default();
-    let mut store = mk_store(WORLD);
+/// The store along the script and the cache the computations share.
+struct Script {
+    store: Store,
+    settled: Settled,
+}
 
-    let first = both(
-        &mk_inputs(store.clone(), AckState::Pending),
-        &mut settled,
-        100,
-    );
-    assert!(!first.patches.is_empty());
-    apply_all(&mut store, &first.patches);
-    // As planned: nothing to write, and what the cache holds is what is unchanged.
-    let again = both(
-        &mk_inputs(store.clone(), AckState::Pending),
-        &mut settled,
-        200,
-    );
-    assert!(again.patches.is_empty() && again.unchanged > 0);
-    assert_eq!(
-        settled.len(),
-        2,
-        "both routes remembered as needing nothing"
-    );
-    let hits = compute_over(
-        &mk_inputs(store.clone(), AckState::Pending),
-        None,
-        &mut settled,
-        &at(300),
-    );
-    assert_eq!(hits.unchanged, again.unchanged);
+impl Script {
+    fn given_the_web_world() -> Self {
+        Self {
+            store: mk_store(&web_world()),
+            settled: Settled::default(),
+        }
+    }
 
-    // The plan moves on (ACKed): the cache must not hide it.
-    let acked = both(
-        &mk_inputs(store.clone(), AckState::Acked),
-        &mut settled,
-        400,
-    );
-    assert!(
-        acked.patches.iter().any(|p| p.object.name == "r"),
-        "{acked:?}"
-    );
-    apply_all(&mut store, &acked.patches);
-    assert!(
-        both(
-            &mk_inputs(store.clone(), AckState::Acked),
-            &mut settled,
-            500
-        )
-        .patches
-        .is_empty()
-    );
+    /// [`both`] on the store as it is, with the plan in `ack`.
+    fn both(&mut self, ack: AckState, now: i64) -> Computed {
+        both(&mk_inputs(self.store.clone(), ack), &mut self.settled, now)
+    }
 
-    // Someone else rewrites the route's status (a new resourceVersion): ours is
-    // written again.
-    let mut theirs = store.get::<HttpRoute>("apps", "r").unwrap().clone();
-    theirs.status = None;
-    theirs.metadata.resource_version = Some("99".into());
-    store.insert(theirs);
-    let after = both(
-        &mk_inputs(store.clone(), AckState::Acked),
-        &mut settled,
-        600,
-    );
-    assert!(
-        after.patches.iter().any(|p| p.object.name == "r"),
-        "{after:?}"
-    );
-    apply_all(&mut store, &after.patches);
+    /// The cached computation alone.
+    fn cached(&mut self, ack: AckState, now: i64) -> Computed {
+        let inputs = mk_inputs(self.store.clone(), ack);
+        compute_over(&inputs, None, &mut self.settled, &at(now))
+    }
 
-    // The Gateway goes: what the routes say about it changes.
-    let mut gone = store.clone();
-    gone.remove::<gateway_api::apis::standard::gateways::Gateway>("infra", "web");
-    let without = both(&mk_inputs(gone, AckState::Acked), &mut settled, 700);
+    fn apply(&mut self, computed: &Computed) {
+        apply_all(&mut self.store, &computed.patches);
+    }
+
+    /// Someone else rewrites route `r`'s status (a new resourceVersion).
+    fn given_their_rewrite_of_the_route(&mut self) {
+        let mut theirs = self.store.get::<HttpRoute>("apps", "r").unwrap().clone();
+        theirs.status = None;
+        theirs.metadata.resource_version = Some("99".into());
+        self.store.insert(theirs);
+    }
+
+    /// [`both`] on the store without Gateway `web`.
+    fn both_without_the_gateway(&mut self, now: i64) -> Computed {
+        let mut gone = self.store.clone();
+        gone.remove::<Gateway>("infra", "web");
+        both(&mk_inputs(gone, AckState::Acked), &mut self.settled, now)
+    }
+}
+
+fn then_route_r_is_written(computed: &Computed) {
     assert!(
-        without.patches.iter().any(|p| p.object.name == "r"),
-        "{without:?}"
+        computed.patches.iter().any(|p| p.object.name == "r"),
+        "{computed:?}"
     );
 }
 
 #[test]
+fn the_cache_changes_nothing_but_the_work() {
+    let mut s = Script::given_the_web_world();
+    let first = s.both(AckState::Pending, 100);
+    assert!(!first.patches.is_empty());
+    s.apply(&first);
+    // As planned: nothing to write, and what the cache holds is what is unchanged.
+    let again = s.both(AckState::Pending, 200);
+    assert!(again.patches.is_empty() && again.unchanged > 0);
+    assert_eq!(
+        s.settled.len(),
+        2,
+        "both routes remembered as needing nothing"
+    );
+    let hits = s.cached(AckState::Pending, 300);
+    assert_eq!(hits.unchanged, again.unchanged);
+
+    // The plan moves on (ACKed): the cache must not hide it.
+    let acked = s.both(AckState::Acked, 400);
+    then_route_r_is_written(&acked);
+    s.apply(&acked);
+    assert!(s.both(AckState::Acked, 500).patches.is_empty());
+
+    // Someone else rewrites the route's status: ours is written again.
+    s.given_their_rewrite_of_the_route();
+    let after = s.both(AckState::Acked, 600);
+    then_route_r_is_written(&after);
+    s.apply(&after);
+
+    // The Gateway goes: what the routes say about it changes.
+    then_route_r_is_written(&s.both_without_the_gateway(700));
+}
+
+#[test]
 fn our_writes_laid_over_a_trailing_store_are_what_the_store_will_show() {
-    let store = mk_store(WORLD);
+    let store = mk_store(&web_world());
     let first = compute(&mk_inputs(store.clone(), AckState::Pending), &at(100));
     // What our writes returned; the watch has not delivered them yet.
     let mut caught_up = store.clone();

@@ -1,127 +1,16 @@
 //! Patch computation as event scripts: translate a small world, compute, apply the
 //! bodies the way the API server would, change something, compute again.
 
-use super::patch::{StatusInputs, StatusKind, StatusPatch, compute};
-use crate::ServedVersions;
-use aether_gateway::{
-    AckState, Addresses, Config, Served, Store, StoreObject, assemble, translate,
+use super::patch::{StatusInputs, StatusKind, compute};
+use super::test_support::{
+    OURS, THEIRS, apply_all, at, find, mk_class, mk_doc, mk_gateway, mk_inputs, mk_store, mk_world,
+    web_world,
 };
-use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use aether_gateway::{AckState, Store};
+use aether_testkit::parent_controllers;
 use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::httproutes::HttpRoute;
-use gateway_api::apis::standard::tcproutes::TcpRoute;
-use gateway_api::apis::standard::tlsroutes::TlsRoute;
-use gateway_api::apis::standard::udproutes::UdpRoute;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-
-pub(super) const OURS: &str = "gateway.aether.io/edge";
-pub(super) const THEIRS: &str = "example.com/other";
-
-pub(super) const WORLD: &str = r#"
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: aether, generation: 3, resourceVersion: "1"}
-spec: {controllerName: gateway.aether.io/edge}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: web, namespace: infra, generation: 2, resourceVersion: "2"}
-spec:
-  gatewayClassName: aether
-  listeners:
-  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: r, namespace: apps, generation: 5, resourceVersion: "3"}
-spec:
-  parentRefs:
-  - {name: web, namespace: infra}
-  - {name: elsewhere, namespace: infra}
-  hostnames: [www.example.com]
-  rules:
-  - backendRefs: [{name: missing, port: 80}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: GRPCRoute
-metadata: {name: g, namespace: apps, generation: 1, resourceVersion: "4"}
-spec:
-  parentRefs: [{name: web, namespace: infra}]
-  hostnames: [grpc.example.com]
-"#;
-
-pub(super) fn at(secs: i64) -> Time {
-    Time(Timestamp::from_second(secs).unwrap())
-}
-
-pub(super) fn mk_store(yaml: &str) -> Store {
-    let mut store = Store::default();
-    store.add_yaml("world.yaml", yaml).expect("world loads");
-    store
-}
-
-pub(super) fn mk_inputs(store: Store, ack: AckState) -> StatusInputs {
-    let config = Config::default();
-    let planned = translate(&store, &config).status;
-    StatusInputs {
-        plan: assemble(
-            &planned,
-            |_| Served::whole(ack.clone()),
-            &Addresses::Planned,
-        ),
-        store: store.into(),
-        supported_features: vec!["HTTPRoute".into(), "Gateway".into(), "GRPCRoute".into()],
-        controller_name: config.controller_name,
-        served: ServedVersions::all_v1(),
-        served_at: None,
-    }
-}
-
-/// What the API server does with our apply: the status becomes the body's, and
-/// the resourceVersion moves on.
-pub(super) fn apply_locally(store: &mut Store, patch: &StatusPatch) {
-    fn set<T: StoreObject + Serialize + DeserializeOwned>(store: &mut Store, patch: &StatusPatch) {
-        let (ns, name) = (&patch.object.namespace, &patch.object.name);
-        let mut o = serde_json::to_value(store.get::<T>(ns, name).unwrap()).unwrap();
-        o["status"] = patch.body["status"].clone();
-        let rv = o["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap_or_default();
-        o["metadata"]["resourceVersion"] = json!(format!("{rv}0"));
-        store.insert(serde_json::from_value::<T>(o).unwrap());
-    }
-    match patch.kind {
-        StatusKind::GatewayClass => set::<GatewayClass>(store, patch),
-        StatusKind::Gateway => set::<Gateway>(store, patch),
-        StatusKind::HttpRoute => set::<HttpRoute>(store, patch),
-        StatusKind::GrpcRoute => set::<GrpcRoute>(store, patch),
-        StatusKind::TlsRoute => set::<TlsRoute>(store, patch),
-        StatusKind::TcpRoute => set::<TcpRoute>(store, patch),
-        StatusKind::UdpRoute => set::<UdpRoute>(store, patch),
-    }
-}
-
-pub(super) fn apply_all(store: &mut Store, patches: &[StatusPatch]) {
-    for p in patches {
-        apply_locally(store, p);
-    }
-}
-
-pub(super) fn find<'a>(
-    patches: &'a [StatusPatch],
-    kind: StatusKind,
-    name: &str,
-) -> &'a StatusPatch {
-    patches
-        .iter()
-        .find(|p| p.kind == kind && p.object.name == name)
-        .unwrap_or_else(|| panic!("no patch for {kind} {name}"))
-}
 
 /// Every condition list anywhere in a JSON value.
 fn conditions(v: &Value, out: &mut Vec<Value>) {
@@ -150,7 +39,10 @@ fn condition<'a>(list: &'a Value, type_: &str) -> &'a Value {
 
 #[test]
 fn first_write_covers_every_object_with_observed_generation_everywhere() {
-    let got = compute(&mk_inputs(mk_store(WORLD), AckState::Acked), &at(100));
+    let got = compute(
+        &mk_inputs(mk_store(&web_world()), AckState::Acked),
+        &at(100),
+    );
     let kinds: Vec<(StatusKind, String)> = got
         .patches
         .iter()
@@ -195,7 +87,7 @@ fn first_write_covers_every_object_with_observed_generation_everywhere() {
 
 #[test]
 fn gateway_class_lists_supported_features_sorted_by_name() {
-    let mut inputs = mk_inputs(mk_store(WORLD), AckState::Acked);
+    let mut inputs = mk_inputs(mk_store(&web_world()), AckState::Acked);
     inputs.supported_features.push("Gateway".into());
     let got = compute(&inputs, &at(100));
     let class = find(&got.patches, StatusKind::GatewayClass, "aether");
@@ -226,7 +118,7 @@ fn gateway_class_lists_supported_features_sorted_by_name() {
 
 #[test]
 fn nothing_is_written_when_the_status_is_already_as_planned() {
-    let mut store = mk_store(WORLD);
+    let mut store = mk_store(&web_world());
     let first = compute(&mk_inputs(store.clone(), AckState::Pending), &at(100));
     apply_all(&mut store, &first.patches);
     let again = compute(&mk_inputs(store.clone(), AckState::Pending), &at(500));
@@ -252,7 +144,7 @@ fn nothing_is_written_when_the_status_is_already_as_planned() {
 
 #[test]
 fn transition_time_is_stamped_only_when_a_status_flips() {
-    let mut store = mk_store(WORLD);
+    let mut store = mk_store(&web_world());
     let pending = compute(&mk_inputs(store.clone(), AckState::Pending), &at(100));
     let gw = &find(&pending.patches, StatusKind::Gateway, "web").body["status"];
     assert_eq!(
@@ -299,30 +191,16 @@ fn with_their_parent(mut store: Store) -> Store {
     store
 }
 
-fn parents_by_controller(patch: &StatusPatch) -> Vec<(String, String)> {
-    patch.body["status"]["parents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["controllerName"].as_str().unwrap().to_string(),
-                p["parentRef"]["name"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn other_controllers_parent_entries_are_sent_back_untouched() {
-    let store = with_their_parent(mk_store(WORLD));
+    let store = with_their_parent(mk_store(&web_world()));
     let theirs = serde_json::to_value(&store.get::<HttpRoute>("apps", "r").unwrap().status)
         .unwrap()["parents"][0]
         .clone();
     let got = compute(&mk_inputs(store, AckState::Acked), &at(100));
     let route = find(&got.patches, StatusKind::HttpRoute, "r");
     assert_eq!(
-        parents_by_controller(route),
+        parent_controllers(&route.body["status"]),
         vec![
             (THEIRS.into(), "elsewhere".into()),
             (OURS.into(), "web".into())
@@ -342,7 +220,7 @@ fn other_controllers_parent_entries_are_sent_back_untouched() {
 
 #[test]
 fn a_parent_that_goes_away_loses_our_entry_and_keeps_theirs() {
-    let mut store = with_their_parent(mk_store(WORLD));
+    let mut store = with_their_parent(mk_store(&web_world()));
     let first = compute(&mk_inputs(store.clone(), AckState::Acked), &at(100));
     apply_all(&mut store, &first.patches);
 
@@ -361,7 +239,7 @@ fn a_parent_that_goes_away_loses_our_entry_and_keeps_theirs() {
     let got = compute(&inputs, &at(200));
     let route = find(&got.patches, StatusKind::HttpRoute, "r");
     assert_eq!(
-        parents_by_controller(route),
+        parent_controllers(&route.body["status"]),
         vec![(THEIRS.into(), "elsewhere".into())]
     );
     assert_eq!(route.body["metadata"]["resourceVersion"], "30");
@@ -381,7 +259,7 @@ fn a_parent_that_goes_away_loses_our_entry_and_keeps_theirs() {
 
 #[test]
 fn a_removed_listener_and_a_changed_generation_are_changes() {
-    let mut store = mk_store(WORLD);
+    let mut store = mk_store(&web_world());
     let first = compute(&mk_inputs(store.clone(), AckState::Acked), &at(100));
     apply_all(&mut store, &first.patches);
     let mut gw: Gateway = store.get::<Gateway>("infra", "web").unwrap().clone();
@@ -401,7 +279,7 @@ fn a_removed_listener_and_a_changed_generation_are_changes() {
 
 #[test]
 fn objects_not_in_the_store_and_routes_not_ours_get_no_patch() {
-    let mut inputs = mk_inputs(mk_store(WORLD), AckState::Acked);
+    let mut inputs = mk_inputs(mk_store(&web_world()), AckState::Acked);
     std::sync::Arc::make_mut(&mut inputs.store).remove::<Gateway>("infra", "web");
     let mut route: HttpRoute = inputs.store.get::<HttpRoute>("apps", "r").unwrap().clone();
     route.metadata.name = Some("unrelated".into());
@@ -414,7 +292,7 @@ fn objects_not_in_the_store_and_routes_not_ours_get_no_patch() {
 
 #[test]
 fn our_parents_fit_in_what_the_others_leave_of_the_32_entries() {
-    let mut store = mk_store(WORLD);
+    let mut store = mk_store(&web_world());
     let mut route: HttpRoute = store.get::<HttpRoute>("apps", "r").unwrap().clone();
     let theirs: Vec<Value> = (0..32)
         .map(|i| {
@@ -435,20 +313,22 @@ fn our_parents_fit_in_what_the_others_leave_of_the_32_entries() {
 
 #[test]
 fn a_thousand_gateways_converge_in_one_round() {
-    let mut yaml = String::from(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\n\
-         metadata: {name: aether}\nspec: {controllerName: gateway.aether.io/edge}\n",
-    );
+    let mut docs = vec![mk_class("{name: aether}")];
     for i in 0..1000 {
-        yaml.push_str(&format!(
-            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\n\
-             metadata: {{name: gw{i}, namespace: infra, resourceVersion: \"{i}\"}}\n\
-             spec: {{gatewayClassName: aether, listeners: [{{name: http, port: 80, protocol: HTTP}}]}}\n\
-             ---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
-             metadata: {{name: r{i}, namespace: infra, resourceVersion: \"{i}\"}}\n\
-             spec: {{parentRefs: [{{name: gw{i}}}]}}\n"
+        let metadata = |name: &str| {
+            format!(r#"{{name: {name}{i}, namespace: infra, resourceVersion: "{i}"}}"#)
+        };
+        docs.push(mk_gateway(
+            &metadata("gw"),
+            &["{name: http, port: 80, protocol: HTTP}".into()],
+        ));
+        docs.push(mk_doc(
+            "HTTPRoute",
+            &metadata("r"),
+            &format!("{{parentRefs: [{{name: gw{i}}}]}}"),
         ));
     }
+    let yaml = mk_world(&docs);
     let mut store = mk_store(&yaml);
     let begin = std::time::Instant::now();
     let first = compute(&mk_inputs(store.clone(), AckState::Acked), &at(100));
@@ -469,7 +349,7 @@ fn a_thousand_gateways_converge_in_one_round() {
 fn a_plan_older_than_the_route_keeps_our_entry_and_a_deleted_gateway_loses_it() {
     // Our entry on `r` exists (written from a newer view, e.g. by the previous
     // leader), but this plan was translated before `r` existed.
-    let mut store = mk_store(WORLD);
+    let mut store = mk_store(&web_world());
     let written = compute(&mk_inputs(store.clone(), AckState::Acked), &at(100));
     apply_all(&mut store, &written.patches);
     let mut older = store.clone();
@@ -489,5 +369,5 @@ fn a_plan_older_than_the_route_keeps_our_entry_and_a_deleted_gateway_loses_it() 
     store.remove::<Gateway>("infra", "web");
     let got = compute(&mk_inputs(store, AckState::Acked), &at(300));
     let route = find(&got.patches, StatusKind::HttpRoute, "r");
-    assert!(parents_by_controller(route).is_empty());
+    assert!(parent_controllers(&route.body["status"]).is_empty());
 }

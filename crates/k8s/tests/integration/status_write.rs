@@ -6,11 +6,11 @@
 //! One API server: the scenarios run in order, each on the objects the one before
 //! left (its writes, their entry, a route moved away, a listener removed).
 
-use crate::support::{create, list_into};
+use crate::support::{create, create_class, create_namespaces, list_into};
 use aether_gateway::{AckState, Addresses, Config, Served, Store, assemble, translate};
 use aether_k8s::leader::always_leader;
 use aether_k8s::status::{self, StatusInputs, StatusWriter};
-use aether_testkit::{ApiServer, metric_sum};
+use aether_testkit::{ApiServer, metric_sum, parent_controllers};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -30,18 +30,8 @@ const OURS: &str = "gateway.aether.io/edge";
 const THEIRS: &str = "example.com/other";
 
 async fn seed(client: &Client) {
-    for ns in ["infra", "apps"] {
-        create(
-            &Api::<Namespace>::all(client.clone()),
-            json!({"metadata": {"name": ns}}),
-        )
-        .await;
-    }
-    create(
-        &Api::<GatewayClass>::all(client.clone()),
-        json!({"metadata": {"name": "aether"}, "spec": {"controllerName": OURS}}),
-    )
-    .await;
+    create_namespaces(client, &["infra", "apps"]).await;
+    create_class(client).await;
     create(
         &Api::<Gateway>::namespaced(client.clone(), "infra"),
         json!({"metadata": {"name": "web", "namespace": "infra"}, "spec": {
@@ -150,20 +140,6 @@ where
     serde_json::to_value(api.get(name).await.unwrap()).unwrap()["status"].clone()
 }
 
-fn parent_controllers(status: &Value) -> Vec<(String, String)> {
-    status["parents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["controllerName"].as_str().unwrap().into(),
-                p["parentRef"]["name"].as_str().unwrap().into(),
-            )
-        })
-        .collect()
-}
-
 /// The API server with the seed and their entry, and one writer for every scenario
 /// (its counters add up across them).
 struct World {
@@ -194,12 +170,23 @@ async fn patches_now(w: &World, ack: AckState) -> Vec<aether_k8s::status::Status
         .patches(&inputs(load(&w.client).await, ack), &now())
 }
 
-/// `"<kind> <object>"` of each failure of a batch.
-fn failed_objects(err: &aether_k8s::status::WriteErrors) -> Vec<String> {
-    err.failures
+/// Writing `patches` fails (`why` it must), with `object` (`"<kind> <ns>/<name>"`)
+/// the one failure, and an error that says `says`.
+async fn then_the_batch_fails(
+    w: &World,
+    patches: Vec<aether_k8s::status::StatusPatch>,
+    why: &str,
+    object: &str,
+    says: &str,
+) {
+    let err = w.writer.write(&w.client, patches).await.expect_err(why);
+    let failed: Vec<String> = err
+        .failures
         .iter()
         .map(|f| format!("{} {}", f.kind, f.object))
-        .collect()
+        .collect();
+    assert_eq!(failed, vec![object]);
+    assert!(err.to_string().contains(says), "{err}");
 }
 
 #[tokio::test]
@@ -328,13 +315,14 @@ async fn a_stale_write_is_refused_instead_of_erasing_theirs(w: &World) {
     let stale = load(&w.client).await;
     write_their_parent(&w.client, "theirs, updated").await;
     let pending = w.writer.patches(&inputs(stale, AckState::Pending), &now());
-    let err = w
-        .writer
-        .write(&w.client, pending)
-        .await
-        .expect_err("the route write must conflict");
-    assert_eq!(failed_objects(&err), vec!["HTTPRoute apps/r"]);
-    assert!(err.to_string().contains("409"), "{err}");
+    then_the_batch_fails(
+        w,
+        pending,
+        "the route write must conflict",
+        "HTTPRoute apps/r",
+        "409",
+    )
+    .await;
     let fresh = patches_now(w, AckState::Pending).await;
     w.writer
         .write(&w.client, fresh)
@@ -418,13 +406,8 @@ async fn an_outage_names_and_counts_every_failed_object(w: &mut World) -> Store 
         &now(),
     );
     assert!(!failing.is_empty());
-    let err = w
-        .writer
-        .write(&w.client, failing)
-        .await
-        .expect_err("API server down");
-    assert_eq!(failed_objects(&err), vec!["Gateway infra/web"]);
-    assert!(err.to_string().contains("Gateway infra/web"), "{err}");
+    let failed = "Gateway infra/web";
+    then_the_batch_fails(w, failing, "API server down", failed, failed).await;
     let metrics = w.writer.render_metrics();
     assert!(gateway_writes(&metrics, "error") >= 1, "{metrics}");
     assert!(
@@ -480,10 +463,5 @@ async fn the_driver_retries_until_the_server_is_back(w: &mut World, store: Store
 
 /// Gateway status writes with `result` (`ok`, `error`), from the writer's metrics.
 fn gateway_writes(metrics: &str, result: &str) -> u64 {
-    let result = format!("result=\"{result}\"");
-    metric_sum(
-        metrics,
-        "aether_edge_status_writes_total",
-        &["kind=\"Gateway\"", &result],
-    )
+    aether_testkit::status_writes(metrics, "Gateway", result)
 }

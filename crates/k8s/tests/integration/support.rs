@@ -41,14 +41,24 @@ where
     }
 }
 
+/// `namespaces` and the edge namespace, and our GatewayClass `aether`.
 pub async fn seed(client: &Client, namespaces: &[&str]) {
-    for ns in namespaces.iter().chain(&[EDGE]) {
+    create_namespaces(client, &[namespaces, &[EDGE]].concat()).await;
+    create_class(client).await;
+}
+
+pub async fn create_namespaces(client: &Client, names: &[&str]) {
+    for ns in names {
         create(
             &Api::<Namespace>::all(client.clone()),
             json!({"metadata": {"name": ns}}),
         )
         .await;
     }
+}
+
+/// GatewayClass `aether`, ours.
+pub async fn create_class(client: &Client) {
     create(
         &Api::<GatewayClass>::all(client.clone()),
         json!({"metadata": {"name": "aether"}, "spec": {"controllerName": "gateway.aether.io/edge"}}),

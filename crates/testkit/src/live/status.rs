@@ -44,16 +44,31 @@ pub async fn given_cluster(objects: &[String]) -> ApiServer {
     server
 }
 
-/// An object as JSON (`None` while it does not exist or cannot be read).
-pub async fn get_json<K>(client: &kube::Client, ns: Option<&str>, name: &str) -> Option<Value>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+/// A namespaced kind the readers here take: read through `kube::Api`, seen as JSON.
+pub trait NamespacedKind:
+    kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType: Default>
+    + Clone
+    + serde::de::DeserializeOwned
+    + serde::Serialize
+    + std::fmt::Debug
+{
+}
+
+impl<K> NamespacedKind for K where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType: Default>
         + Clone
         + serde::de::DeserializeOwned
         + serde::Serialize
-        + std::fmt::Debug,
-    K::DynamicType: Default,
+        + std::fmt::Debug
 {
+}
+
+/// An object as JSON (`None` while it does not exist or cannot be read).
+pub async fn get_json<K: NamespacedKind>(
+    client: &kube::Client,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<Value> {
     let api: kube::Api<K> = kube::Api::namespaced(client.clone(), ns.unwrap_or("default"));
     let obj = api.get_opt(name).await.ok()??;
     serde_json::to_value(obj).ok()
@@ -98,22 +113,14 @@ pub fn parent_accepted(
 
 /// Polls object `ns/name` of kind `K` (as JSON) until `check` takes it, and returns
 /// what `check` made of it; on the deadline, panics naming `what` and the last `Err`.
-pub async fn until_object<K, T>(
+pub async fn until_object<K: NamespacedKind, T>(
     client: &kube::Client,
     ns: &str,
     name: &str,
     timeout: Duration,
     what: &str,
     check: impl Fn(&Value) -> Result<T, String>,
-) -> T
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
+) -> T {
     eventually(timeout, what, || async {
         let obj = get_json::<K>(client, Some(ns), name)
             .await

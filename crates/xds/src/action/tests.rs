@@ -109,29 +109,42 @@ fn prefix_rewrite(prefix: &str, replacement: &str, path: &str) -> String {
     apply(&rw, path)
 }
 
+/// Paths and what a rule makes of them.
+type Rewritten = &'static [(&'static str, &'static str)];
+
 #[test]
 fn replacing_a_prefix_never_doubles_slashes() {
-    let cases = [
-        ("/foo", "/", "/foo", "/"),
-        ("/foo", "/", "/foo/", "/"),
-        ("/foo", "/", "/foo/bar", "/bar"),
-        ("/foo", "/", "/foo/bar?x=1", "/bar?x=1"),
-        ("/foo", "/x", "/foo", "/x"),
-        ("/foo", "/x", "/foo/", "/x/"),
-        ("/foo", "/x", "/foo/bar", "/x/bar"),
-        ("/foo", "/x/", "/foo", "/x/"),
-        ("/foo", "/x/", "/foo/bar", "/x/bar"),
-        ("/prefix/one", "/one", "/prefix/one/two", "/one/two"),
-        ("/", "/root", "/a/b", "/root/a/b"),
-        ("/", "/", "/a/b", "/a/b"),
-        ("/a.b", "/c", "/a.b/d", "/c/d"),
+    // Per rule (the matched prefix and its replacement): paths and what they become.
+    let rules: [(&str, &str, Rewritten); 7] = [
+        (
+            "/foo",
+            "/",
+            &[
+                ("/foo", "/"),
+                ("/foo/", "/"),
+                ("/foo/bar", "/bar"),
+                ("/foo/bar?x=1", "/bar?x=1"),
+            ],
+        ),
+        (
+            "/foo",
+            "/x",
+            &[("/foo", "/x"), ("/foo/", "/x/"), ("/foo/bar", "/x/bar")],
+        ),
+        ("/foo", "/x/", &[("/foo", "/x/"), ("/foo/bar", "/x/bar")]),
+        ("/prefix/one", "/one", &[("/prefix/one/two", "/one/two")]),
+        ("/", "/root", &[("/a/b", "/root/a/b")]),
+        ("/", "/", &[("/a/b", "/a/b")]),
+        ("/a.b", "/c", &[("/a.b/d", "/c/d")]),
     ];
-    for (prefix, replacement, path, want) in cases {
-        assert_eq!(
-            prefix_rewrite(prefix, replacement, path),
-            want,
-            "prefix {prefix} → {replacement} on {path}"
-        );
+    for (prefix, replacement, paths) in rules {
+        for &(path, want) in paths {
+            assert_eq!(
+                prefix_rewrite(prefix, replacement, path),
+                want,
+                "prefix {prefix} → {replacement} on {path}"
+            );
+        }
     }
     // A regex-escaped prefix does not match other characters.
     assert_eq!(prefix_rewrite("/a.b", "/c", "/axb/d"), "/axb/d");
@@ -225,14 +238,11 @@ fn redirect_fields_and_the_port_rules() {
 #[test]
 fn redirect_paths() {
     let any = vhost(&["*"]);
+    let old_prefix = ir::PathMatch::Prefix("/old".into());
+    let from_old = |r: &ir::Redirect| redirect(r, &old_prefix, &any, Scheme::Http);
     let mut r = rd(None, Some("h"), None);
     r.path = Some(ir::PathRewrite::ReplaceFullPath("/new".into()));
-    let got = redirect(
-        &r,
-        &ir::PathMatch::Prefix("/old".into()),
-        &any,
-        Scheme::Http,
-    );
+    let got = from_old(&r);
     assert_eq!(
         got.path_rewrite_specifier,
         Some(redirect_action::PathRewriteSpecifier::PathRedirect(
@@ -240,12 +250,7 @@ fn redirect_paths() {
         ))
     );
     r.path = Some(ir::PathRewrite::ReplacePrefixMatch("/".into()));
-    let got = redirect(
-        &r,
-        &ir::PathMatch::Prefix("/old".into()),
-        &any,
-        Scheme::Http,
-    );
+    let got = from_old(&r);
     match got.path_rewrite_specifier {
         Some(redirect_action::PathRewriteSpecifier::RegexRewrite(rw)) => {
             assert_eq!(apply(&rw, "/old/x?y=1"), "/x?y=1");

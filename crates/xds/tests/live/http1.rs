@@ -52,11 +52,13 @@ fn mk_root(cluster: &str) -> ir::Route {
     root
 }
 
-fn live_ir(port: u16, backend: SocketAddr) -> ir::Ir {
-    let cluster = mk_cluster("echo", backend, ir::UpstreamProtocol::Http1);
-    let c = cluster.name.as_str();
-    let prefix_to = |to: &str| ir::PathRewrite::ReplacePrefixMatch(to.into());
-    let star = vec![
+fn prefix_to(to: &str) -> ir::PathRewrite {
+    ir::PathRewrite::ReplacePrefixMatch(to.into())
+}
+
+/// `/strip`, `/prefix/one` (and the host) and `/full` rewritten on the way to cluster `c`.
+fn mk_rewrites(c: &str) -> Vec<ir::Route> {
+    vec![
         mk_route(
             "strip",
             prefix("/strip"),
@@ -80,6 +82,12 @@ fn live_ir(port: u16, backend: SocketAddr) -> ir::Ir {
                 rewrite(None, ir::PathRewrite::ReplaceFullPath("/one".into())),
             ),
         ),
+    ]
+}
+
+/// `/all-invalid`: only an invalid backend; `/half-invalid`: one beside `cluster`.
+fn mk_invalid_backends(cluster: &str) -> Vec<ir::Route> {
+    vec![
         mk_route(
             "all-invalid",
             prefix("/all-invalid"),
@@ -88,8 +96,14 @@ fn live_ir(port: u16, backend: SocketAddr) -> ir::Ir {
         mk_route(
             "half-invalid",
             prefix("/half-invalid"),
-            mk_forward(&[c], 1, None),
+            mk_forward(&[cluster], 1, None),
         ),
+    ]
+}
+
+/// `/scheme` to https, `/redirect-prefix` to example.org with the prefix stripped.
+fn mk_redirects() -> Vec<ir::Route> {
+    vec![
         mk_route(
             "scheme",
             prefix("/scheme"),
@@ -100,8 +114,20 @@ fn live_ir(port: u16, backend: SocketAddr) -> ir::Ir {
             prefix("/redirect-prefix"),
             redirect(None, Some("example.org"), Some(prefix_to("/"))),
         ),
-        mk_root(c),
-    ];
+    ]
+}
+
+fn live_ir(port: u16, backend: SocketAddr) -> ir::Ir {
+    let cluster = mk_cluster("echo", backend, ir::UpstreamProtocol::Http1);
+    let c = cluster.name.as_str();
+    // In this order: Envoy takes the first route that matches, `/` last.
+    let star = [
+        mk_rewrites(c),
+        mk_invalid_backends(c),
+        mk_redirects(),
+        vec![mk_root(c)],
+    ]
+    .concat();
     let exact = vec![mk_route(
         "exact-scheme",
         prefix("/"),
