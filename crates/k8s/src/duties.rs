@@ -130,7 +130,7 @@ async fn reconcile_once(
 
 /// Why Gateways lack addresses: what publication `p` left out (ports not
 /// allocated yet), then the Service writes that failed.
-fn problems<P: Translated>(
+fn why_unaddressed<P: Translated>(
     p: &P,
     services: &mut watch::Receiver<BTreeMap<ObjectRef, String>>,
 ) -> BTreeMap<ObjectRef, String> {
@@ -232,7 +232,7 @@ impl<P: Translated> Join<P> {
         // Read before the join: the plan covers at least this change.
         let served_at = self.reports.changed_at();
         let gating = std::time::Instant::now();
-        let problems = problems(p, &mut self.service_problems);
+        let problems = why_unaddressed(p, &mut self.service_problems);
         let plan = gate(p, &self.reports, members, &store, &self.mode, &problems);
         // Under the status loop's target: the status latency bench reads it.
         tracing::debug!(target: "aether_k8s::status::inputs", gate_us = gating.elapsed().as_micros(), "status inputs joined");
