@@ -243,12 +243,13 @@ pub fn mk_routes_snapshot(routes: &[(&str, &str)]) -> Arc<Snapshot> {
             query_params: vec![],
         },
         action: ir::RouteAction::Forward(ir::Forward {
-            backends: vec![ir::WeightedBackend {
-                cluster: ir::names::cluster("app", name, 80),
-                weight: 1,
-            }],
+            backends: vec![ir::WeightedBackend::new(
+                ir::names::cluster("app", name, 80),
+                1,
+            )],
             invalid_weight: 0,
             rewrite: None,
+            ..Default::default()
         }),
         request_headers: Default::default(),
         response_headers: Default::default(),

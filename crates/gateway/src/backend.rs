@@ -163,6 +163,7 @@ impl<'a> Backends<'a> {
             _ if upstream == Upstream::Grpc => UpstreamProtocol::H2c,
             _ if matches!(upstream, Upstream::Tcp | Upstream::Udp) => UpstreamProtocol::Http1,
             Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
+            // WebSocket: HTTP/1.1, upgrades let through by every HTTP connection manager.
             None | Some("http" | "HTTP" | "kubernetes.io/ws") => UpstreamProtocol::Http1,
             Some(other) if other.starts_with("kubernetes.io/") => {
                 return Err(BackendError::UnsupportedProtocol(shown, other.to_string()));

@@ -14,7 +14,7 @@
 
 use crate::backend::{Backends, Upstream};
 use crate::header::{check_path, header_matches, modify_headers};
-use crate::route::{self, RouteModel, Rule, RuleAction, enum_name};
+use crate::route::{self, ForwardSpec, RouteModel, Rule, RuleAction, enum_name};
 use aether_ir::{HeaderModifier, ObjectRef, PathMatch, RouteMatch};
 use gateway_api::apis::standard::grpcroutes::{
     GrpcRoute, GrpcRouteRules, GrpcRouteRulesFiltersType, GrpcRouteRulesMatches,
@@ -103,11 +103,11 @@ fn rule(
         matches,
         request_headers,
         response_headers,
-        action: RuleAction::Forward {
+        action: RuleAction::Forward(ForwardSpec {
             backends,
             invalid_weight,
-            rewrite: None,
-        },
+            ..ForwardSpec::default()
+        }),
     })
 }
 

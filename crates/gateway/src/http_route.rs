@@ -1,24 +1,23 @@
 //! HTTPRoute → [`RouteModel`]: matches, filters and backends of each rule.
 //!
-//! Filters: RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect and
-//! URLRewrite are served; any other filter (RequestMirror, CORS, ExtensionRef, or
-//! a filter on a backendRef) makes its rule invalid rather than silently ignored.
+//! Filters are read in `http_filters.rs`; one we do not serve (ExtensionRef)
+//! makes its rule invalid rather than silently ignored. `timeouts` are Gateway
+//! API durations (`duration.rs`).
 //! Paths, header names and values, and hostnames in them are checked as Envoy
 //! would (see `header.rs`, `hostname.rs`): a bad one drops the rule.
 
 use crate::backend::{Backends, Upstream};
-use crate::header::{check_path, header_matches, modify_headers};
-use crate::hostname::{self, Wildcard};
+use crate::duration;
+use crate::header::{check_path, header_matches};
+use crate::http_filters::{RuleFilters, backend_filters};
 use crate::route::{
-    self, RedirectSpec, RouteModel, Rule, RuleAction, check_prefix_rewrite, enum_name,
+    self, ForwardSpec, RouteModel, Rule, RuleAction, check_prefix_rewrite, enum_name,
     query_param_matches,
 };
-use aether_ir::{HeaderModifier, ObjectRef, PathMatch, PathRewrite, RouteMatch, UrlRewrite};
+use aether_ir::{ObjectRef, PathMatch, RouteMatch, Timeouts, UrlRewrite};
 use gateway_api::apis::standard::httproutes::{
-    HttpRoute, HttpRouteRules, HttpRouteRulesFilters, HttpRouteRulesFiltersRequestRedirectPathType,
-    HttpRouteRulesFiltersType, HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
-    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
-    HttpRouteRulesMatchesQueryParamsType,
+    HttpRoute, HttpRouteRules, HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType,
+    HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType, HttpRouteRulesTimeouts,
 };
 
 pub const KIND: &str = "HTTPRoute";
@@ -43,26 +42,19 @@ fn rule(
         None | Some([]) => vec![catch_all()],
         Some(ms) => ms.iter().map(route_match).collect::<Result<_, _>>()?,
     };
-    let mut request_headers = HeaderModifier::default();
-    let mut response_headers = HeaderModifier::default();
-    let mut redirect = None;
-    let mut rewrite = None;
+    let mut filters = RuleFilters::default();
     for f in spec.filters.iter().flatten() {
-        apply_filter(
-            f,
-            &mut request_headers,
-            &mut response_headers,
-            &mut redirect,
-            &mut rewrite,
-        )?;
+        filters.apply(f, backends, ns, errors)?;
     }
+    let RuleFilters {
+        request_headers,
+        response_headers,
+        redirect,
+        rewrite,
+        mirrors,
+        cors,
+    } = filters;
     let refs = spec.backend_refs.as_deref().unwrap_or_default();
-    if refs
-        .iter()
-        .any(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty()))
-    {
-        return Err("filters on backendRefs are not supported".into());
-    }
     let action = match (redirect, rewrite) {
         (Some(_), Some(_)) => {
             return Err("RequestRedirect and URLRewrite cannot be combined".into());
@@ -76,14 +68,35 @@ fn rule(
                 &matches,
                 rewrite.as_ref().and_then(|r: &UrlRewrite| r.path.as_ref()),
             )?;
-            let refs = route::backend_refs!(refs);
-            let (backends, invalid_weight) =
-                route::resolve_backends(backends, KIND, ns, refs, Upstream::Http, errors)?;
-            RuleAction::Forward {
-                backends,
+            let with_filters = refs
+                .iter()
+                .enumerate()
+                .map(|(i, b)| Ok((b, backend_filters(i, b)?)))
+                .collect::<Result<Vec<_>, String>>()?;
+            let refs = with_filters.iter().map(|(b, headers)| {
+                let (r, weight) = route::backend_ref!(b);
+                (r, weight, headers.clone())
+            });
+            let (valid, invalid_weight) =
+                route::resolve_backends_with(backends, KIND, ns, refs, Upstream::Http, errors)?;
+            let any_headers = valid
+                .iter()
+                .any(|(_, _, (rq, rs))| !rq.is_empty() || !rs.is_empty());
+            let mut forward = ForwardSpec {
                 invalid_weight,
                 rewrite,
+                timeouts: timeouts(spec.timeouts.as_ref())?,
+                mirrors,
+                cors,
+                ..ForwardSpec::default()
+            };
+            for (cluster, weight, headers) in valid {
+                forward.backends.push((cluster, weight));
+                if any_headers {
+                    forward.backend_headers.push(headers);
+                }
             }
+            RuleAction::Forward(forward)
         }
     };
     Ok(Rule {
@@ -93,6 +106,33 @@ fn rule(
         response_headers,
         action,
     })
+}
+
+/// `timeouts`: each a Gateway API duration; a backend request may not outlast
+/// the request it serves.
+fn timeouts(spec: Option<&HttpRouteRulesTimeouts>) -> Result<Timeouts, String> {
+    let Some(spec) = spec else {
+        return Ok(Timeouts::default());
+    };
+    let parse = |what: &str, v: Option<&String>| {
+        v.map(|v| duration::parse_ms(v).map_err(|e| format!("timeouts.{what} {e}")))
+            .transpose()
+    };
+    let t = Timeouts {
+        request_ms: parse("request", spec.request.as_ref())?,
+        backend_request_ms: parse("backendRequest", spec.backend_request.as_ref())?,
+    };
+    if let (Some(request), Some(backend)) = (t.request_ms, t.backend_request_ms)
+        && request > 0
+        && backend > request
+    {
+        return Err(format!(
+            "timeouts.backendRequest ({}) must not be longer than timeouts.request ({})",
+            spec.backend_request.as_deref().unwrap_or_default(),
+            spec.request.as_deref().unwrap_or_default(),
+        ));
+    }
+    Ok(t)
 }
 
 fn catch_all() -> RouteMatch {
@@ -145,117 +185,4 @@ fn route_match(m: &HttpRouteRulesMatches) -> Result<RouteMatch, String> {
         headers,
         query_params,
     })
-}
-
-fn apply_filter(
-    f: &HttpRouteRulesFilters,
-    request_headers: &mut HeaderModifier,
-    response_headers: &mut HeaderModifier,
-    redirect: &mut Option<RedirectSpec>,
-    rewrite: &mut Option<UrlRewrite>,
-) -> Result<(), String> {
-    let missing = || format!("filter {} has no configuration", enum_name(&f.r#type));
-    match f.r#type {
-        HttpRouteRulesFiltersType::RequestHeaderModifier => {
-            let m = f.request_header_modifier.as_ref().ok_or_else(missing)?;
-            modify_headers(
-                "RequestHeaderModifier",
-                request_headers,
-                m.set
-                    .iter()
-                    .flatten()
-                    .map(|h| (h.name.as_str(), h.value.as_str())),
-                m.add
-                    .iter()
-                    .flatten()
-                    .map(|h| (h.name.as_str(), h.value.as_str())),
-                m.remove.as_deref().unwrap_or_default(),
-            )?;
-        }
-        HttpRouteRulesFiltersType::ResponseHeaderModifier => {
-            let m = f.response_header_modifier.as_ref().ok_or_else(missing)?;
-            modify_headers(
-                "ResponseHeaderModifier",
-                response_headers,
-                m.set
-                    .iter()
-                    .flatten()
-                    .map(|h| (h.name.as_str(), h.value.as_str())),
-                m.add
-                    .iter()
-                    .flatten()
-                    .map(|h| (h.name.as_str(), h.value.as_str())),
-                m.remove.as_deref().unwrap_or_default(),
-            )?;
-        }
-        HttpRouteRulesFiltersType::RequestRedirect => {
-            let r = f.request_redirect.as_ref().ok_or_else(missing)?;
-            let status_code = match r.status_code.unwrap_or(302) {
-                c @ (301 | 302) => c as u16,
-                other => {
-                    return Err(format!(
-                        "redirect statusCode {other} is not supported (301 or 302)"
-                    ));
-                }
-            };
-            let path = r.path.as_ref().map(|p| match p.r#type {
-                HttpRouteRulesFiltersRequestRedirectPathType::ReplaceFullPath => {
-                    PathRewrite::ReplaceFullPath(p.replace_full_path.clone().unwrap_or_default())
-                }
-                HttpRouteRulesFiltersRequestRedirectPathType::ReplacePrefixMatch => {
-                    PathRewrite::ReplacePrefixMatch(
-                        p.replace_prefix_match.clone().unwrap_or_default(),
-                    )
-                }
-            });
-            if let Some(h) = &r.hostname {
-                hostname::checked("RequestRedirect hostname", h, Wildcard::Refused)?;
-            }
-            if let Some(PathRewrite::ReplaceFullPath(v) | PathRewrite::ReplacePrefixMatch(v)) =
-                &path
-            {
-                check_path("RequestRedirect path", v, false)?;
-            }
-            let port = match r.port {
-                None => None,
-                Some(p) => Some(
-                    u16::try_from(p).map_err(|_| format!("redirect port {p} is out of range"))?,
-                ),
-            };
-            *redirect = Some(RedirectSpec {
-                scheme: r.scheme.as_ref().map(enum_name),
-                hostname: r.hostname.clone(),
-                port,
-                path,
-                status_code,
-            });
-        }
-        HttpRouteRulesFiltersType::UrlRewrite => {
-            let r = f.url_rewrite.as_ref().ok_or_else(missing)?;
-            let path = r.path.as_ref().map(|p| match p.r#type {
-                HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath => {
-                    PathRewrite::ReplaceFullPath(p.replace_full_path.clone().unwrap_or_default())
-                }
-                HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch => {
-                    PathRewrite::ReplacePrefixMatch(
-                        p.replace_prefix_match.clone().unwrap_or_default(),
-                    )
-                }
-            });
-            if let Some(h) = &r.hostname {
-                hostname::checked("URLRewrite hostname", h, Wildcard::Refused)?;
-            }
-            if let Some(PathRewrite::ReplaceFullPath(v) | PathRewrite::ReplacePrefixMatch(v)) =
-                &path
-            {
-                check_path("URLRewrite path", v, false)?;
-            }
-            *rewrite = Some(UrlRewrite {
-                hostname: r.hostname.clone(),
-                path,
-            });
-        }
-        _ => return Err(format!("filter {} is not supported", enum_name(&f.r#type))),
-    }
-    Ok(())
 }

@@ -11,7 +11,7 @@
 //! are closed (status says why in ResolvedRefs).
 
 use crate::backend::{BackendError, BackendRef, Backends, Upstream};
-use crate::route::{self, RouteModel, Rule, RuleAction};
+use crate::route::{self, ForwardSpec, RouteModel, Rule, RuleAction};
 use aether_ir::ObjectRef;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
@@ -63,11 +63,11 @@ fn read<'a>(
             matches: vec![],
             request_headers: Default::default(),
             response_headers: Default::default(),
-            action: RuleAction::Forward {
+            action: RuleAction::Forward(ForwardSpec {
                 backends: valid,
                 invalid_weight,
-                rewrite: None,
-            },
+                ..ForwardSpec::default()
+            }),
         }),
         Err(why) => m.invalid_rules.push(format!("rule 0: {why}")),
     }

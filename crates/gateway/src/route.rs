@@ -18,8 +18,8 @@ use crate::hostname::{self, Wildcard};
 use crate::status::{Condition, Identity, ParentReference, RouteCondition, set_condition};
 use crate::vocabulary::route::{Reason, Type};
 use aether_ir::{
-    Cluster, HeaderModifier, ObjectRef, PathMatch, PathRewrite, QueryParamMatch, RouteMatch,
-    StringMatch, UrlRewrite,
+    Cluster, Cors, HeaderModifier, ObjectRef, PathMatch, PathRewrite, QueryParamMatch, RouteMatch,
+    StringMatch, Timeouts, UrlRewrite,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::BTreeMap;
@@ -63,12 +63,24 @@ pub struct Rule {
 pub enum RuleAction {
     /// Forward to the valid backends; an empty list with no invalid weight (no
     /// backendRefs, or all weights 0) answers 500 like all-invalid.
-    Forward {
-        backends: Vec<(Cluster, u32)>,
-        invalid_weight: u32,
-        rewrite: Option<UrlRewrite>,
-    },
+    Forward(ForwardSpec),
     Redirect(RedirectSpec),
+}
+
+/// A forwarding rule: its valid backends and what happens on the way to them.
+#[derive(Debug, Clone, Default)]
+pub struct ForwardSpec {
+    pub backends: Vec<(Cluster, u32)>,
+    pub invalid_weight: u32,
+    /// The header filters of each entry of `backends`, in the same order;
+    /// empty when no backendRef has any.
+    pub backend_headers: Vec<(HeaderModifier, HeaderModifier)>,
+    pub rewrite: Option<UrlRewrite>,
+    pub timeouts: Timeouts,
+    /// RequestMirror filters whose backend resolved: the cluster and the
+    /// mirrored share (numerator, denominator).
+    pub mirrors: Vec<(Cluster, Option<(u32, u32)>)>,
+    pub cors: Option<Cors>,
 }
 
 /// A RequestRedirect filter before the port rules (which need the listener).
@@ -108,21 +120,27 @@ pub use crate::parent_references;
 /// generated backendRef type has these fields.
 macro_rules! backend_refs {
     ($refs:expr) => {
-        $refs.iter().map(|b| {
-            (
-                $crate::backend::BackendRef {
-                    group: b.group.as_deref(),
-                    kind: b.kind.as_deref(),
-                    name: &b.name,
-                    namespace: b.namespace.as_deref(),
-                    port: b.port,
-                },
-                b.weight,
-            )
-        })
+        $refs.iter().map(|b| $crate::route::backend_ref!(b))
     };
 }
 pub(crate) use backend_refs;
+
+/// One backendRef (of any route kind's generated type) as ([`BackendRef`], weight).
+macro_rules! backend_ref {
+    ($b:expr) => {
+        (
+            $crate::backend::BackendRef {
+                group: $b.group.as_deref(),
+                kind: $b.kind.as_deref(),
+                name: &$b.name,
+                namespace: $b.namespace.as_deref(),
+                port: $b.port,
+            },
+            $b.weight,
+        )
+    };
+}
+pub(crate) use backend_ref;
 
 impl RouteModel {
     /// A route with no rules read yet.
@@ -246,6 +264,9 @@ impl RouteModel {
 /// the summed weight of the invalid ones.
 pub type ResolvedBackends = (Vec<(Cluster, u32)>, u32);
 
+/// [`ResolvedBackends`], each valid backend with its backendRef's payload.
+pub type ResolvedWith<P> = (Vec<(Cluster, u32, P)>, u32);
+
 /// Resolves a rule's backendRefs, errors appended to `errors`. `Err`: the rule
 /// is invalid, a weight is negative or the weights sum past `u32::MAX` (Envoy
 /// refuses the route table).
@@ -257,16 +278,35 @@ pub fn resolve_backends<'a>(
     upstream: Upstream,
     errors: &mut Vec<BackendError>,
 ) -> Result<ResolvedBackends, String> {
-    let refs: Vec<(BackendRef<'a>, u32)> = refs
+    let refs = refs.map(|(r, w)| (r, w, ()));
+    let (valid, invalid_weight) =
+        resolve_backends_with(backends, kind, route_ns, refs, upstream, errors)?;
+    Ok((
+        valid.into_iter().map(|(c, w, ())| (c, w)).collect(),
+        invalid_weight,
+    ))
+}
+
+/// [`resolve_backends`], each backendRef carrying a payload (its filters) that
+/// stays with it when it resolves.
+pub fn resolve_backends_with<'a, P>(
+    backends: &Backends<'_>,
+    kind: &str,
+    route_ns: &str,
+    refs: impl Iterator<Item = (BackendRef<'a>, Option<i32>, P)>,
+    upstream: Upstream,
+    errors: &mut Vec<BackendError>,
+) -> Result<ResolvedWith<P>, String> {
+    let refs: Vec<(BackendRef<'a>, u32, P)> = refs
         .enumerate()
-        .map(|(i, (r, weight))| {
+        .map(|(i, (r, weight, payload))| {
             let weight = weight.unwrap_or(1);
             u32::try_from(weight)
-                .map(|w| (r, w))
+                .map(|w| (r, w, payload))
                 .map_err(|_| format!("backendRefs[{i}] weight {weight} is negative"))
         })
         .collect::<Result<_, _>>()?;
-    let total: u64 = refs.iter().map(|(_, w)| u64::from(*w)).sum();
+    let total: u64 = refs.iter().map(|(_, w, _)| u64::from(*w)).sum();
     if total > u64::from(u32::MAX) {
         return Err(format!(
             "backendRefs weights sum to {total}, more than {}",
@@ -275,9 +315,9 @@ pub fn resolve_backends<'a>(
     }
     let mut valid = Vec::new();
     let mut invalid_weight = 0u32;
-    for (r, weight) in refs {
+    for (r, weight, payload) in refs {
         match backends.resolve(kind, route_ns, r, upstream) {
-            Ok(cluster) if weight > 0 => valid.push((cluster, weight)),
+            Ok(cluster) if weight > 0 => valid.push((cluster, weight, payload)),
             Ok(_) => {}
             Err(e) => {
                 invalid_weight += weight;

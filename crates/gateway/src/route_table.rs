@@ -18,10 +18,11 @@
 use crate::hostname;
 use crate::listener::{GatewayModel, ListenerProtocol};
 use crate::precedence::{Precedence, RouteOrigin};
-use crate::route::{RedirectSpec, RouteModel, RuleAction};
+use crate::route::{ForwardSpec, RedirectSpec, RouteModel, RuleAction};
 use aether_ir::{
-    Cluster, Endpoint, Forward, L4Forward, ObjectRef, Port, PortProtocol, Redirect, Route,
-    RouteAction, RouteTable, TlsChain, UpstreamProtocol, VirtualHost, WeightedBackend, names,
+    Cluster, Endpoint, Forward, HeaderModifier, L4Forward, Mirror, ObjectRef, Port, PortProtocol,
+    Redirect, Route, RouteAction, RouteTable, TlsChain, UpstreamProtocol, VirtualHost,
+    WeightedBackend, names,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::{BTreeMap, BTreeSet};
@@ -290,11 +291,11 @@ impl TableContext<'_> {
     /// weighted: Envoy's UDP proxy sends a session to one cluster.
     fn forward(&self, ri: usize, clusters: &mut BTreeMap<String, Cluster>) -> Option<L4Forward> {
         let r = &self.routes[ri];
-        let RuleAction::Forward {
+        let RuleAction::Forward(ForwardSpec {
             backends,
             invalid_weight,
             ..
-        } = &r.rules.first()?.action
+        }) = &r.rules.first()?.action
         else {
             return None;
         };
@@ -303,10 +304,7 @@ impl TableContext<'_> {
             let folded = udp_weighted_cluster(r, backends);
             let forward = L4Forward {
                 route,
-                backends: vec![WeightedBackend {
-                    cluster: folded.name.clone(),
-                    weight: 1,
-                }],
+                backends: vec![WeightedBackend::new(&folded.name, 1)],
                 invalid_weight: 0,
             };
             clusters.insert(folded.name.clone(), folded);
@@ -321,10 +319,7 @@ impl TableContext<'_> {
             route,
             backends: backends
                 .iter()
-                .map(|(c, w)| WeightedBackend {
-                    cluster: c.name.clone(),
-                    weight: *w,
-                })
+                .map(|(c, w)| WeightedBackend::new(&c.name, *w))
                 .collect(),
             invalid_weight: *invalid_weight,
         })
@@ -335,37 +330,57 @@ impl TableContext<'_> {
             RuleAction::Redirect(spec) => {
                 RouteAction::Redirect(redirect(spec, self.protocol, self.port))
             }
-            RuleAction::Forward { backends, .. } if backends.is_empty() => {
+            RuleAction::Forward(f) if f.backends.is_empty() => {
                 RouteAction::DirectResponse { status: 500 }
             }
-            RuleAction::Forward {
-                backends,
-                invalid_weight,
-                rewrite,
-            } => {
-                for (cluster, _) in backends {
-                    clusters
-                        .entry(cluster.name.clone())
-                        .and_modify(|c| {
-                            if cluster.protocol == UpstreamProtocol::H2c {
-                                c.protocol = UpstreamProtocol::H2c;
-                            }
-                        })
-                        .or_insert_with(|| cluster.clone());
+            RuleAction::Forward(f) => {
+                let mirrors = f.mirrors.iter().map(|(c, _)| c);
+                for cluster in f.backends.iter().map(|(c, _)| c).chain(mirrors) {
+                    add_cluster(clusters, cluster);
                 }
-                RouteAction::Forward(Forward {
-                    backends: backends
-                        .iter()
-                        .map(|(c, w)| WeightedBackend {
-                            cluster: c.name.clone(),
-                            weight: *w,
-                        })
-                        .collect(),
-                    invalid_weight: *invalid_weight,
-                    rewrite: rewrite.clone(),
-                })
+                RouteAction::Forward(forward(f))
             }
         }
+    }
+}
+
+/// Puts a cluster into the IR; a Service port named by a gRPC route and by an
+/// HTTP one is served as h2c (what gRPC needs, and what the port advertises).
+fn add_cluster(clusters: &mut BTreeMap<String, Cluster>, cluster: &Cluster) {
+    clusters
+        .entry(cluster.name.clone())
+        .and_modify(|c| {
+            if cluster.protocol == UpstreamProtocol::H2c {
+                c.protocol = UpstreamProtocol::H2c;
+            }
+        })
+        .or_insert_with(|| cluster.clone());
+}
+
+fn forward(f: &ForwardSpec) -> Forward {
+    let no_headers = (HeaderModifier::default(), HeaderModifier::default());
+    let backends = f.backends.iter().enumerate().map(|(i, (c, w))| {
+        let (request, response) = f.backend_headers.get(i).unwrap_or(&no_headers);
+        WeightedBackend {
+            request_headers: request.clone(),
+            response_headers: response.clone(),
+            ..WeightedBackend::new(&c.name, *w)
+        }
+    });
+    Forward {
+        backends: backends.collect(),
+        invalid_weight: f.invalid_weight,
+        rewrite: f.rewrite.clone(),
+        timeouts: f.timeouts.clone(),
+        mirrors: f
+            .mirrors
+            .iter()
+            .map(|(c, fraction)| Mirror {
+                cluster: c.name.clone(),
+                fraction: *fraction,
+            })
+            .collect(),
+        cors: f.cors.clone(),
     }
 }
 

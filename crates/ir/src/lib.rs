@@ -283,7 +283,7 @@ pub enum RouteAction {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub struct Forward {
     /// Valid backends with their weights, in backendRefs order. May be empty only
     /// when `invalid_weight > 0`.
@@ -293,6 +293,63 @@ pub struct Forward {
     pub invalid_weight: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite: Option<UrlRewrite>,
+    #[serde(default, skip_serializing_if = "Timeouts::is_empty")]
+    pub timeouts: Timeouts,
+    /// Copies of each request sent to these clusters (answers discarded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<Mirror>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+/// HTTPRoute rule `timeouts`, in milliseconds; `Some(0)` disables that timeout.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct Timeouts {
+    /// The whole request, client to answer (Envoy's route timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_ms: Option<u64>,
+    /// One request from the Gateway to a backend (Envoy's per-try timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_request_ms: Option<u64>,
+}
+
+impl Timeouts {
+    pub fn is_empty(&self) -> bool {
+        self.request_ms.is_none() && self.backend_request_ms.is_none()
+    }
+}
+
+/// A RequestMirror filter: a cluster, and the share of requests copied to it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Mirror {
+    pub cluster: String,
+    /// Mirrored share as numerator / denominator; `None`: every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<(u32, u32)>,
+}
+
+/// A CORS filter: what the Gateway answers to a preflight and adds to the
+/// answers of cross-origin requests.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct Cors {
+    /// Origins as given: `*`, `scheme://host[:port]`, or with a `*` label
+    /// wildcard in the host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_origins: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_credentials: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_methods: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expose_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_seconds: Option<u32>,
 }
 
 fn is_zero(v: &u32) -> bool {
@@ -304,6 +361,22 @@ pub struct WeightedBackend {
     /// A [`Cluster::name`] present in [`Ir::clusters`].
     pub cluster: String,
     pub weight: u32,
+    /// The backendRef's own RequestHeaderModifier / ResponseHeaderModifier.
+    #[serde(default, skip_serializing_if = "HeaderModifier::is_empty")]
+    pub request_headers: HeaderModifier,
+    #[serde(default, skip_serializing_if = "HeaderModifier::is_empty")]
+    pub response_headers: HeaderModifier,
+}
+
+impl WeightedBackend {
+    pub fn new(cluster: impl Into<String>, weight: u32) -> Self {
+        Self {
+            cluster: cluster.into(),
+            weight,
+            request_headers: HeaderModifier::default(),
+            response_headers: HeaderModifier::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -335,7 +408,7 @@ pub struct Redirect {
     pub port: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathRewrite>,
-    /// 301 or 302.
+    /// 301, 302, 303, 307 or 308.
     pub status_code: u16,
 }
 

@@ -17,12 +17,15 @@
 //! `prefix_rewrite` gives `//bar`.
 
 use aether_ir as ir;
+use envoy_types::pb::envoy::config::core::v3::RuntimeFractionalPercent;
 use envoy_types::pb::envoy::config::route::v3::{
-    DirectResponseAction, RedirectAction, RouteAction, WeightedCluster, redirect_action,
-    route::Action, route_action, weighted_cluster::ClusterWeight,
+    DirectResponseAction, RedirectAction, RetryPolicy, RouteAction, WeightedCluster,
+    redirect_action, route::Action, route_action, route_action::RequestMirrorPolicy,
+    weighted_cluster::ClusterWeight,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatchAndSubstitute;
-use envoy_types::pb::google::protobuf::UInt32Value;
+use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent::DenominatorType};
+use envoy_types::pb::google::protobuf::{Duration, UInt32Value};
 
 /// The cluster that invalid backendRefs route to; it never exists, so Envoy answers
 /// with the route's `cluster_not_found_response_code` (500).
@@ -74,14 +77,23 @@ pub(crate) fn forward(f: &ir::Forward, path: &ir::PathMatch) -> RouteAction {
     let valid: Vec<&ir::WeightedBackend> = f.backends.iter().filter(|b| b.weight > 0).collect();
     let mut action = RouteAction::default();
     action.cluster_specifier = Some(match (valid.as_slice(), f.invalid_weight) {
-        ([only], 0) => route_action::ClusterSpecifier::Cluster(only.cluster.clone()),
+        // One backend with filters of its own keeps them on a weighted cluster.
+        ([only], 0) if only.request_headers.is_empty() && only.response_headers.is_empty() => {
+            route_action::ClusterSpecifier::Cluster(only.cluster.clone())
+        }
         // Only invalid backends, every weight zero, or nothing at all: no request
         // may reach a backend, so all of them answer 500.
         ([], _) => invalid_backend(&mut action),
         _ => {
             let mut clusters: Vec<ClusterWeight> = valid
                 .iter()
-                .map(|b| cluster_weight(&b.cluster, b.weight))
+                .map(|b| ClusterWeight {
+                    request_headers_to_add: crate::route::headers_to_add(&b.request_headers),
+                    request_headers_to_remove: b.request_headers.remove.clone(),
+                    response_headers_to_add: crate::route::headers_to_add(&b.response_headers),
+                    response_headers_to_remove: b.response_headers.remove.clone(),
+                    ..cluster_weight(&b.cluster, b.weight)
+                })
                 .collect();
             if f.invalid_weight > 0 {
                 invalid_backend(&mut action);
@@ -101,7 +113,55 @@ pub(crate) fn forward(f: &ir::Forward, path: &ir::PathMatch) -> RouteAction {
         }
         action.regex_rewrite = rewrite.path.as_ref().and_then(|p| path_rewrite(p, path));
     }
+    timeouts(&mut action, &f.timeouts);
+    action.request_mirror_policies = f.mirrors.iter().map(mirror).collect();
     action
+}
+
+/// `request` is the route timeout (0 disables it). `backendRequest` bounds each
+/// try (Envoy answers 504 when it passes); with no `request` timeout set, the
+/// route timeout is disabled rather than left at Envoy's 15 s, so that a longer
+/// backend timeout holds.
+fn timeouts(action: &mut RouteAction, t: &ir::Timeouts) {
+    let request = match (t.request_ms, t.backend_request_ms) {
+        (Some(ms), _) => Some(ms),
+        (None, Some(_)) => Some(0),
+        (None, None) => None,
+    };
+    action.timeout = request.map(duration);
+    if let Some(ms) = t.backend_request_ms.filter(|ms| *ms > 0) {
+        action.retry_policy = Some(RetryPolicy {
+            per_try_timeout: Some(duration(ms)),
+            ..Default::default()
+        });
+    }
+}
+
+fn duration(ms: u64) -> Duration {
+    Duration {
+        seconds: i64::try_from(ms / 1000).unwrap_or(i64::MAX),
+        nanos: i32::try_from(ms % 1000).unwrap_or(0) * 1_000_000,
+    }
+}
+
+/// A mirror: copies of the requests (all, or the given share) go to the
+/// cluster, whose answers Envoy discards.
+fn mirror(m: &ir::Mirror) -> RequestMirrorPolicy {
+    RequestMirrorPolicy {
+        cluster: m.cluster.clone(),
+        runtime_fraction: m.fraction.map(|(numerator, denominator)| {
+            // Per million: the finest denominator Envoy has.
+            let per_million = u64::from(numerator) * 1_000_000 / u64::from(denominator.max(1));
+            RuntimeFractionalPercent {
+                default_value: Some(FractionalPercent {
+                    numerator: u32::try_from(per_million).unwrap_or(1_000_000),
+                    denominator: DenominatorType::Million as i32,
+                }),
+                runtime_key: String::new(),
+            }
+        }),
+        ..Default::default()
+    }
 }
 
 /// Sends the route to [`INVALID_BACKEND`] and makes "no such cluster" a 500.

@@ -160,7 +160,7 @@ fn header_matcher(name: &str, value: &ir::StringMatch) -> HeaderMatcher {
 
 /// `set` overwrites (or adds), `add` appends to what is there: the Gateway API
 /// header modifier semantics.
-fn headers_to_add(m: &ir::HeaderModifier) -> Vec<HeaderValueOption> {
+pub(crate) fn headers_to_add(m: &ir::HeaderModifier) -> Vec<HeaderValueOption> {
     let option = |h: &ir::Header, action: HeaderAppendAction| HeaderValueOption {
         header: Some(HeaderValue {
             key: h.name.clone(),

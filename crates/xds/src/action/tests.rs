@@ -4,10 +4,7 @@ use super::*;
 use route_action::ClusterSpecifier;
 
 fn backend(cluster: &str, weight: u32) -> ir::WeightedBackend {
-    ir::WeightedBackend {
-        cluster: cluster.into(),
-        weight,
-    }
+    ir::WeightedBackend::new(cluster, weight)
 }
 
 fn fwd(backends: Vec<ir::WeightedBackend>, invalid_weight: u32) -> RouteAction {
@@ -16,6 +13,7 @@ fn fwd(backends: Vec<ir::WeightedBackend>, invalid_weight: u32) -> RouteAction {
             backends,
             invalid_weight,
             rewrite: None,
+            ..Default::default()
         },
         &ir::PathMatch::Prefix("/".into()),
     )
@@ -269,4 +267,131 @@ fn direct_responses_carry_the_status() {
             ..Default::default()
         })
     );
+}
+
+fn with(f: ir::Forward) -> RouteAction {
+    forward(&f, &ir::PathMatch::Prefix("/".into()))
+}
+
+fn timeouts(request_ms: Option<u64>, backend_request_ms: Option<u64>) -> RouteAction {
+    with(ir::Forward {
+        backends: vec![backend("edge_cl_a", 1)],
+        timeouts: ir::Timeouts {
+            request_ms,
+            backend_request_ms,
+        },
+        ..Default::default()
+    })
+}
+
+/// (seconds, nanos) of a protobuf Duration.
+type Secs = Option<(i64, i32)>;
+
+/// The route timeout and the per-try timeout.
+fn secs(a: &RouteAction) -> (Secs, Secs) {
+    let d = |d: &Duration| (d.seconds, d.nanos);
+    let per_try = a
+        .retry_policy
+        .as_ref()
+        .and_then(|p| p.per_try_timeout.as_ref());
+    (a.timeout.as_ref().map(d), per_try.map(d))
+}
+
+#[test]
+fn timeouts_are_the_route_timeout_and_the_per_try_timeout() {
+    // Unset: Envoy's own default route timeout, no retry policy.
+    assert_eq!(secs(&timeouts(None, None)), (None, None));
+    assert_eq!(
+        secs(&timeouts(Some(1_500), None)),
+        (Some((1, 500_000_000)), None)
+    );
+    // 0s disables the route timeout.
+    assert_eq!(secs(&timeouts(Some(0), None)), (Some((0, 0)), None));
+    // A backend timeout alone: each try bounded, the whole request not cut at 15 s.
+    assert_eq!(
+        secs(&timeouts(None, Some(90_000))),
+        (Some((0, 0)), Some((90, 0)))
+    );
+    assert_eq!(
+        secs(&timeouts(Some(10_000), Some(2_000))),
+        (Some((10, 0)), Some((2, 0)))
+    );
+    // backendRequest 0s: no per-try bound.
+    assert_eq!(
+        secs(&timeouts(Some(10_000), Some(0))),
+        (Some((10, 0)), None)
+    );
+    let retry = timeouts(None, Some(500)).retry_policy.unwrap();
+    assert_eq!(retry.retry_on, "", "a timeout alone retries nothing");
+}
+
+#[test]
+fn mirrors_copy_all_or_a_share_per_million() {
+    let a = with(ir::Forward {
+        backends: vec![backend("edge_cl_a", 1)],
+        mirrors: vec![
+            ir::Mirror {
+                cluster: "edge_cl_m".into(),
+                fraction: None,
+            },
+            ir::Mirror {
+                cluster: "edge_cl_n".into(),
+                fraction: Some((1, 3)),
+            },
+            ir::Mirror {
+                cluster: "edge_cl_o".into(),
+                fraction: Some((20, 100)),
+            },
+        ],
+        ..Default::default()
+    });
+    let shares: Vec<(&str, Option<u32>)> = a
+        .request_mirror_policies
+        .iter()
+        .map(|m| {
+            let share = m.runtime_fraction.as_ref().map(|f| {
+                let p = f.default_value.as_ref().unwrap();
+                assert_eq!(p.denominator, DenominatorType::Million as i32);
+                p.numerator
+            });
+            (m.cluster.as_str(), share)
+        })
+        .collect();
+    assert_eq!(
+        shares,
+        vec![
+            ("edge_cl_m", None),
+            ("edge_cl_n", Some(333_333)),
+            ("edge_cl_o", Some(200_000))
+        ]
+    );
+}
+
+#[test]
+fn a_backend_with_its_own_headers_is_a_weighted_cluster_even_alone() {
+    let mut b = backend("edge_cl_a", 1);
+    b.request_headers.set.push(ir::Header {
+        name: "backend".into(),
+        value: "a".into(),
+    });
+    b.response_headers.remove.push("server".into());
+    let a = with(ir::Forward {
+        backends: vec![b],
+        ..Default::default()
+    });
+    let Some(ClusterSpecifier::WeightedClusters(w)) = &a.cluster_specifier else {
+        panic!("expected weighted clusters, got {:?}", a.cluster_specifier);
+    };
+    let c = &w.clusters[0];
+    assert_eq!(c.name, "edge_cl_a");
+    let added: Vec<(&str, &str)> = c
+        .request_headers_to_add
+        .iter()
+        .map(|h| {
+            let h = h.header.as_ref().unwrap();
+            (h.key.as_str(), h.value.as_str())
+        })
+        .collect();
+    assert_eq!(added, vec![("backend", "a")]);
+    assert_eq!(c.response_headers_to_remove, vec!["server".to_string()]);
 }

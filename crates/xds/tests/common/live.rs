@@ -155,13 +155,11 @@ pub fn mk_forward(
     ir::RouteAction::Forward(ir::Forward {
         backends: clusters
             .iter()
-            .map(|c| ir::WeightedBackend {
-                cluster: c.to_string(),
-                weight: 1,
-            })
+            .map(|c| ir::WeightedBackend::new(c.to_string(), 1))
             .collect(),
         invalid_weight,
         rewrite,
+        ..Default::default()
     })
 }
 
