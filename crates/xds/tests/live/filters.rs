@@ -1,0 +1,215 @@
+//! Live check of the HTTPRoute features beyond matching, through a real Envoy:
+//! a request timeout answers 504 after the configured time (and not long
+//! after), a mirror sees a copy of the request, a backendRef's own header filter
+//! reaches only that backend, and a WebSocket upgrade round-trips bytes.
+
+use crate::common::live::{
+    get, mk_cluster, mk_forward, mk_http_port, mk_ir, mk_route, mk_virtual_host, serve,
+    spawn_echo_backend, spawn_recording_backend,
+};
+use aether_ir as ir;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const TIMEOUT_MS: u64 = 400;
+
+/// Accepts connections and never answers.
+fn spawn_silent_backend() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    addr
+}
+
+/// Answers an upgrade with 101, then echoes every byte back.
+fn spawn_upgrade_echo_backend() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                read_head(&mut conn);
+                let _ = conn.write_all(
+                    b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\r\n",
+                );
+                let mut buf = [0u8; 256];
+                while let Ok(n @ 1..) = conn.read(&mut buf) {
+                    if conn.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn read_head(conn: &mut impl Read) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+struct Backends {
+    echo: ir::Cluster,
+    silent: ir::Cluster,
+    upgrade: ir::Cluster,
+    mirror: ir::Cluster,
+    mirrored: Arc<Mutex<Vec<String>>>,
+}
+
+fn given_backends() -> Backends {
+    let (mirror_addr, mirrored) = spawn_recording_backend();
+    let http1 = ir::UpstreamProtocol::Http1;
+    Backends {
+        echo: mk_cluster("echo", spawn_echo_backend(), http1),
+        silent: mk_cluster("silent", spawn_silent_backend(), http1),
+        upgrade: mk_cluster("upgrade", spawn_upgrade_echo_backend(), http1),
+        mirror: mk_cluster("mirror", mirror_addr, http1),
+        mirrored,
+    }
+}
+
+fn forward_with(cluster: &str, change: impl FnOnce(&mut ir::Forward)) -> ir::RouteAction {
+    let mut action = mk_forward(&[cluster], 0, None);
+    if let ir::RouteAction::Forward(f) = &mut action {
+        change(f);
+    }
+    action
+}
+
+fn live_ir(port: u16, b: &Backends) -> ir::Ir {
+    let prefix = |p: &str| ir::PathMatch::Prefix(p.into());
+    let routes = vec![
+        mk_route(
+            "timeout",
+            prefix("/timeout"),
+            forward_with(&b.silent.name, |f| {
+                f.timeouts.request_ms = Some(TIMEOUT_MS);
+            }),
+        ),
+        mk_route(
+            "backend-timeout",
+            prefix("/backend-timeout"),
+            forward_with(&b.silent.name, |f| {
+                f.timeouts.backend_request_ms = Some(TIMEOUT_MS);
+            }),
+        ),
+        mk_route(
+            "mirrored",
+            prefix("/mirrored"),
+            forward_with(&b.echo.name, |f| {
+                f.mirrors.push(ir::Mirror {
+                    cluster: b.mirror.name.clone(),
+                    fraction: None,
+                });
+            }),
+        ),
+        mk_route(
+            "backend-headers",
+            prefix("/backend-headers"),
+            forward_with(&b.echo.name, |f| {
+                f.backends[0].request_headers.set.push(ir::Header {
+                    name: "x-backend".into(),
+                    value: "echo".into(),
+                });
+            }),
+        ),
+        mk_route("ws", prefix("/ws"), mk_forward(&[&b.upgrade.name], 0, None)),
+        mk_route("root", prefix("/"), mk_forward(&[&b.echo.name], 0, None)),
+    ];
+    let clusters = vec![
+        b.echo.clone(),
+        b.mirror.clone(),
+        b.silent.clone(),
+        b.upgrade.clone(),
+    ];
+    let hosts = vec![mk_virtual_host("*", &["*"], routes)];
+    mk_ir("filters", mk_http_port("filters", port, hosts), clusters)
+}
+
+#[test]
+fn envoy_serves_timeouts_mirrors_backend_headers_and_websocket() {
+    let b = given_backends();
+    let port = crate::common::live::free_port();
+    let ready = || matches!(get(port, "example.com", "/"), Ok(r) if r.status == 200);
+    let _envoy = serve("filters", &live_ir(port, &b), ready);
+    a_silent_backend_gets_504_after_the_timeout(port, "/timeout");
+    a_silent_backend_gets_504_after_the_timeout(port, "/backend-timeout");
+    a_mirror_sees_a_copy_and_the_client_the_answer(port, &b.mirrored);
+    a_backends_own_header_reaches_it(port);
+    a_websocket_upgrade_round_trips_bytes(port);
+}
+
+fn a_silent_backend_gets_504_after_the_timeout(port: u16, path: &str) {
+    let started = Instant::now();
+    let r = get(port, "example.com", path).unwrap();
+    let took = started.elapsed();
+    assert_eq!(r.status, 504, "{path}: {}", r.body);
+    assert!(
+        took >= Duration::from_millis(TIMEOUT_MS),
+        "{path}: 504 after {took:?}, before the {TIMEOUT_MS} ms timeout"
+    );
+    // Envoy's own default (15 s) would be far later.
+    assert!(took < Duration::from_secs(10), "{path}: 504 after {took:?}");
+}
+
+fn a_mirror_sees_a_copy_and_the_client_the_answer(port: u16, mirrored: &Mutex<Vec<String>>) {
+    let r = get(port, "example.com", "/mirrored/one").unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.starts_with("GET /mirrored/one "), "{}", r.body);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let seen = mirrored.lock().unwrap().clone();
+        if seen.iter().any(|l| l.starts_with("GET /mirrored/one ")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the mirror saw no copy: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Only the mirrored route copies.
+    get(port, "example.com", "/not-mirrored").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let seen = mirrored.lock().unwrap().clone();
+    assert!(
+        !seen.iter().any(|l| l.contains("/not-mirrored")),
+        "{seen:?}"
+    );
+}
+
+fn a_backends_own_header_reaches_it(port: u16) {
+    let r = get(port, "example.com", "/backend-headers").unwrap();
+    assert!(r.body.contains("x-backend: echo\n"), "{}", r.body);
+    let r = get(port, "example.com", "/elsewhere").unwrap();
+    assert!(!r.body.contains("x-backend"), "{}", r.body);
+}
+
+fn a_websocket_upgrade_round_trips_bytes(port: u16) {
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    conn.write_all(
+        b"GET /ws HTTP/1.1\r\nhost: example.com\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\
+          sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n",
+    )
+    .unwrap();
+    let head = read_head(&mut conn);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let frame = [0x81u8, 0x02, b'h', b'i'];
+    conn.write_all(&frame).unwrap();
+    let mut back = [0u8; 4];
+    conn.read_exact(&mut back).unwrap();
+    assert_eq!(back, frame);
+}
