@@ -5,6 +5,8 @@
 //! (`https://*.bar.com` matches `https://a.b.bar.com`). Methods are RFC 9110
 //! methods or `*` alone; header names are tokens or `*` alone. `maxAge`
 //! defaults to 5 seconds, as the spec says the Gateway then answers.
+//! `exposeHeaders: ["*"]` with credentials exposes only the safelisted headers:
+//! the spec forbids answering `*` then, and response headers cannot be echoed.
 
 use crate::header::check_name;
 use crate::hostname::{self, Wildcard};
@@ -32,7 +34,13 @@ pub fn checked(c: &HttpRouteRulesFiltersCors) -> Result<Cors, String> {
     }
     alone("allowMethods", &allow_methods)?;
     let allow_headers = header_names("allowHeaders", c.allow_headers.as_ref())?;
-    let expose_headers = header_names("exposeHeaders", c.expose_headers.as_ref())?;
+    let mut expose_headers = header_names("exposeHeaders", c.expose_headers.as_ref())?;
+    let allow_credentials = c.allow_credentials.unwrap_or(false);
+    // With credentials `*` may not be answered, and response headers cannot be
+    // echoed: only the safelisted ones stay exposed.
+    if allow_credentials && expose_headers == ["*"] {
+        expose_headers.clear();
+    }
     let max_age_seconds = match c.max_age {
         None => DEFAULT_MAX_AGE,
         Some(s) => u32::try_from(s)
@@ -42,7 +50,7 @@ pub fn checked(c: &HttpRouteRulesFiltersCors) -> Result<Cors, String> {
     };
     Ok(Cors {
         allow_origins,
-        allow_credentials: c.allow_credentials.unwrap_or(false),
+        allow_credentials,
         allow_methods,
         allow_headers,
         expose_headers,

@@ -20,9 +20,9 @@ use crate::listener::{GatewayModel, ListenerProtocol};
 use crate::precedence::{Precedence, RouteOrigin};
 use crate::route::{ForwardSpec, RedirectSpec, RouteModel, RuleAction};
 use aether_ir::{
-    Cluster, Endpoint, Forward, HeaderModifier, L4Forward, Mirror, ObjectRef, Port, PortProtocol,
-    Redirect, Route, RouteAction, RouteTable, TlsChain, UpstreamProtocol, VirtualHost,
-    WeightedBackend, names,
+    Cluster, Endpoint, Forward, HeaderModifier, L4Forward, Mirror, ObjectRef, PathMatch, Port,
+    PortProtocol, Redirect, Route, RouteAction, RouteMatch, RouteTable, TlsChain, UpstreamProtocol,
+    VirtualHost, WeightedBackend, names,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::{BTreeMap, BTreeSet};
@@ -83,7 +83,7 @@ pub fn gateway(
         match protocol {
             PortProtocol::Http => {
                 let table_name = names::route_table(ns, name, port, None);
-                p.route_table = Some(ctx.table(table_name, &listeners, clusters));
+                p.route_table = Some(ctx.table(table_name, &listeners, &listeners, clusters));
             }
             PortProtocol::Https | PortProtocol::Tls => {
                 p.tls_chains = ctx.tls_chains(&listeners, clusters);
@@ -112,10 +112,14 @@ struct TableContext<'a> {
 }
 
 impl TableContext<'_> {
+    /// The route table of `listeners` (sharing a port, or one HTTPS listener);
+    /// `rivals` are every listener on the port, whose more specific hostnames
+    /// take their requests away (listener isolation).
     fn table(
         &self,
         name: String,
         listeners: &[usize],
+        rivals: &[usize],
         clusters: &mut BTreeMap<String, Cluster>,
     ) -> RouteTable {
         let mut vhosts: BTreeMap<String, BTreeMap<String, (Precedence, Route)>> = BTreeMap::new();
@@ -126,7 +130,7 @@ impl TableContext<'_> {
             for ri in on_listener {
                 let r = &self.routes[ri];
                 let served = hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames);
-                let siblings = listeners
+                let siblings = rivals
                     .iter()
                     .filter(|&&other| other != li)
                     .map(|&other| self.gw.listeners[other].hostname.as_deref());
@@ -198,11 +202,13 @@ impl TableContext<'_> {
             let l = &self.gw.listeners[li];
             if l.protocol == Some(ListenerProtocol::Https) {
                 let table_name = names::route_table(ns, name, self.port, Some(&l.name));
+                let mut table = self.table(table_name, &[li], listeners, clusters);
+                self.misdirected(&mut table, li, listeners);
                 chains.push(TlsChain {
                     listener: l.name.clone(),
                     server_names: l.hostname.iter().cloned().collect(),
                     certificates: l.certificates.clone(),
-                    route_table: Some(self.table(table_name, &[li], clusters)),
+                    route_table: Some(table),
                     forward: None,
                 });
                 claimed.insert(l.hostname.clone().unwrap_or_else(|| "*".into()));
@@ -259,6 +265,52 @@ impl TableContext<'_> {
             });
         }
         chains
+    }
+
+    /// An HTTPS listener's table answers 421 Misdirected Request for the hosts
+    /// that belong to another listener on the port: the connection's SNI chose
+    /// this listener, the Host names another. Those are the hostnames of more
+    /// specific rivals this listener would otherwise cover, and, when the
+    /// listener has a hostname, every host outside it (the `*` virtual host).
+    fn misdirected(&self, table: &mut RouteTable, li: usize, rivals: &[usize]) {
+        let own = self.gw.listeners[li].hostname.as_deref();
+        let answer = |host: &str| Route {
+            name: format!("misdirected/{host}"),
+            matcher: RouteMatch {
+                path: PathMatch::Prefix("/".into()),
+                method: None,
+                headers: vec![],
+                query_params: vec![],
+            },
+            action: RouteAction::DirectResponse { status: 421 },
+            request_headers: HeaderModifier::default(),
+            response_headers: HeaderModifier::default(),
+        };
+        let taken = rivals
+            .iter()
+            .filter(|&&other| other != li)
+            .filter_map(|&other| self.gw.listeners[other].hostname.as_deref())
+            .filter(|h| hostname::specificity(Some(h)) > hostname::specificity(own))
+            .filter(|h| hostname::listener_claims(own, h))
+            .map(str::to_ascii_lowercase);
+        for host in taken {
+            if !table.virtual_hosts.iter().any(|v| v.name == host) {
+                table.virtual_hosts.push(VirtualHost {
+                    name: host.clone(),
+                    domains: vec![host.clone()],
+                    routes: vec![answer(&host)],
+                });
+            }
+        }
+        if own.is_some()
+            && let Some(any) = table
+                .virtual_hosts
+                .iter_mut()
+                .find(|v| v.name == names::CATCH_ALL_VHOST)
+        {
+            any.routes.push(answer(names::CATCH_ALL_VHOST));
+        }
+        table.virtual_hosts.sort_by(|a, b| a.name.cmp(&b.name));
     }
 
     /// The routes attached to a listener, oldest first (then by namespace/name).

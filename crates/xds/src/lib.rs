@@ -18,6 +18,7 @@ mod action;
 mod any;
 pub mod bootstrap;
 pub mod cluster;
+mod cors;
 pub mod endpoint;
 pub mod listener;
 pub mod parts;

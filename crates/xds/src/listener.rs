@@ -326,7 +326,7 @@ fn inline(pem: &str) -> DataSource {
 
 /// The HTTP connection manager: codec AUTO (HTTP/1.1, and h2c with prior
 /// knowledge, which gRPC clients send to plain-text ports), websocket upgrades,
-/// routes from RDS. We are the edge, so the peer's address is the client's
+/// the CORS filter (policies are per route, see `cors.rs`), routes from RDS. We are the edge, so the peer's address is the client's
 /// (`use_remote_address`): it is appended to `x-forwarded-for`, and `x-envoy-*`
 /// headers from outside are dropped instead of steering Envoy.
 pub fn http_connection_manager(stat_prefix: &str, route_table: &str) -> HttpConnectionManager {
@@ -338,13 +338,24 @@ pub fn http_connection_manager(stat_prefix: &str, route_table: &str) -> HttpConn
             config_source: Some(ads_config_source()),
             route_config_name: route_table.to_string(),
         })),
-        http_filters: vec![HttpFilter {
-            name: ROUTER.to_string(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(pack(
-                &Router::default(),
-            ))),
-            ..Default::default()
-        }],
+        // CORS first: it answers preflights for routes with a CORS policy and
+        // does nothing on the others.
+        http_filters: vec![
+            HttpFilter {
+                name: crate::cors::FILTER.to_string(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(
+                    crate::cors::filter_config(),
+                )),
+                ..Default::default()
+            },
+            HttpFilter {
+                name: ROUTER.to_string(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(pack(
+                    &Router::default(),
+                ))),
+                ..Default::default()
+            },
+        ],
         upgrade_configs: vec![UpgradeConfig {
             upgrade_type: "websocket".to_string(),
             ..Default::default()
@@ -442,7 +453,12 @@ mod tests {
         assert_eq!(h.codec_type, CodecType::Auto as i32);
         assert_eq!(h.use_remote_address, Some(BoolValue { value: true }));
         assert_eq!(h.upgrade_configs[0].upgrade_type, "websocket");
-        assert_eq!(h.http_filters[0].name, ROUTER);
+        let filters: Vec<&str> = h.http_filters.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            filters,
+            vec![crate::cors::FILTER, ROUTER],
+            "the router last"
+        );
         assert!(l.listener_filters.is_empty());
     }
 

@@ -76,7 +76,15 @@ fn virtual_host(vh: &ir::VirtualHost, scheme: Scheme) -> VirtualHost {
 }
 
 fn route(r: &ir::Route, vh: &ir::VirtualHost, scheme: Scheme) -> Route {
+    let cors = match &r.action {
+        ir::RouteAction::Forward(ir::Forward { cors: Some(c), .. }) => Some(c),
+        _ => None,
+    };
     Route {
+        typed_per_filter_config: cors
+            .map(|c| (crate::cors::FILTER.to_string(), crate::cors::policy(c)))
+            .into_iter()
+            .collect(),
         name: r.name.clone(),
         r#match: Some(route_match(&r.matcher)),
         action: Some(action::action(r, vh, scheme)),
