@@ -1,7 +1,7 @@
 // Package lb is the harness's stand-in for a cloud load balancer and kube-proxy.
 //
-// LoadBalancer Services get an address from the pool, written to
-// status.loadBalancer.ingress; every Service's ClusterIP and load-balancer address is
+// LoadBalancer Services get an address from the pool (or the pool addresses they
+// ask for in RequestedIPsAnnotation), written to status.loadBalancer.ingress; every Service's ClusterIP and load-balancer address is
 // added (as a /32) to an interface of the node network namespace (its loopback), and a
 // forwarder listens on each address:port and relays to the Service's ready endpoints
 // (from EndpointSlices) at their target port, round robin:
@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,12 +106,11 @@ func (b *Balancer) Sync(ctx context.Context, ns, name string, svc *corev1.Servic
 			}
 		}
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-			lbip, err := b.lbAddress(ctx, svc)
+			lbips, err := b.lbAddresses(ctx, svc)
 			if err != nil {
 				log.Printf("service %s: %v", k, err)
-			} else {
-				ips = append(ips, lbip)
 			}
+			ips = append(ips, lbips...)
 		}
 		for _, ip := range ips {
 			for _, p := range svc.Spec.Ports {
@@ -155,20 +155,40 @@ func (b *Balancer) Sync(ctx context.Context, ns, name string, svc *corev1.Servic
 	}
 }
 
-// lbAddress keeps the address already in status (if it is ours and free) or assigns
-// the lowest free one, and writes it to status.loadBalancer.ingress.
-func (b *Balancer) lbAddress(ctx context.Context, svc *corev1.Service) (netip.Addr, error) {
+// RequestedIPsAnnotation lists the addresses a Service asks for, comma-separated
+// (MetalLB's annotation, which aether-edge sets from a Gateway's spec.addresses).
+const RequestedIPsAnnotation = "metallb.io/loadBalancerIPs"
+
+// lbAddresses writes the Service's load-balancer addresses to
+// status.loadBalancer.ingress and returns them. Requested addresses are given
+// when they are in the pool and free (or already this Service's); the others are
+// not usable and left out, so a Service may get only some of what it asked for.
+// Without a request it keeps the address already in status (if it is ours and
+// free) or gets the lowest free one.
+func (b *Balancer) lbAddresses(ctx context.Context, svc *corev1.Service) ([]netip.Addr, error) {
 	k := key(svc.Namespace, svc.Name)
+	if v := svc.Annotations[RequestedIPsAnnotation]; v != "" {
+		got := b.requested(k, strings.Split(v, ","))
+		return got, b.writeStatus(ctx, svc, got)
+	}
+	var owned []netip.Addr
 	for a, owner := range b.assigned {
 		if owner == k {
-			return a, b.writeStatus(ctx, svc, a)
+			owned = append(owned, a)
 		}
+	}
+	if len(owned) > 0 {
+		slices.SortFunc(owned, func(x, y netip.Addr) int { return x.Compare(y) })
+		for _, a := range owned[1:] {
+			delete(b.assigned, a)
+		}
+		return owned[:1], b.writeStatus(ctx, svc, owned[:1])
 	}
 	for _, ing := range svc.Status.LoadBalancer.Ingress {
 		if a, err := netip.ParseAddr(ing.IP); err == nil && b.Pool.Contains(a) {
 			if _, taken := b.assigned[a]; !taken {
 				b.assigned[a] = k
-				return a, nil
+				return []netip.Addr{a}, b.writeStatus(ctx, svc, []netip.Addr{a})
 			}
 		}
 	}
@@ -177,28 +197,65 @@ func (b *Balancer) lbAddress(ctx context.Context, svc *corev1.Service) (netip.Ad
 			continue // skip taken and the broadcast address
 		}
 		b.assigned[a] = k
-		return a, b.writeStatus(ctx, svc, a)
+		return []netip.Addr{a}, b.writeStatus(ctx, svc, []netip.Addr{a})
 	}
-	return netip.Addr{}, fmt.Errorf("load-balancer pool %s exhausted", b.Pool)
+	return nil, fmt.Errorf("load-balancer pool %s exhausted", b.Pool)
 }
 
-func (b *Balancer) writeStatus(ctx context.Context, svc *corev1.Service, a netip.Addr) error {
-	ing := svc.Status.LoadBalancer.Ingress
-	if len(ing) == 1 && ing[0].IP == a.String() {
+// requested gives service k the requested addresses it can have, releasing
+// the ones it held and no longer asks for.
+func (b *Balancer) requested(k string, values []string) []netip.Addr {
+	want := map[netip.Addr]bool{}
+	var got []netip.Addr
+	for _, v := range values {
+		a, err := netip.ParseAddr(strings.TrimSpace(v))
+		switch {
+		case err != nil:
+			log.Printf("service %s: requested address %q is not an IP", k, v)
+		case !b.Pool.Contains(a):
+			log.Printf("service %s: requested address %s is outside the pool %s", k, a, b.Pool)
+		case b.assigned[a] != "" && b.assigned[a] != k:
+			log.Printf("service %s: requested address %s is taken by %s", k, a, b.assigned[a])
+		case !want[a]:
+			want[a] = true
+			got = append(got, a)
+		}
+	}
+	for a, owner := range b.assigned {
+		if owner == k && !want[a] {
+			delete(b.assigned, a)
+		}
+	}
+	for _, a := range got {
+		b.assigned[a] = k
+	}
+	return got
+}
+
+func (b *Balancer) writeStatus(ctx context.Context, svc *corev1.Service, addrs []netip.Addr) error {
+	mode := corev1.LoadBalancerIPModeVIP
+	ingress := []corev1.LoadBalancerIngress{}
+	for _, a := range addrs {
+		ingress = append(ingress, corev1.LoadBalancerIngress{IP: a.String(), IPMode: &mode})
+	}
+	current := svc.Status.LoadBalancer.Ingress
+	same := len(current) == len(ingress)
+	for i := 0; same && i < len(ingress); i++ {
+		same = current[i].IP == ingress[i].IP
+	}
+	if same {
 		return nil
 	}
 	cp := svc.DeepCopy()
-	mode := corev1.LoadBalancerIPModeVIP
-	cp.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: a.String(), IPMode: &mode}}
+	cp.Status.LoadBalancer.Ingress = ingress
 	_, err := b.CS.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("write load-balancer status: %w", err)
 	}
-	log.Printf("service %s/%s: load-balancer address %s", svc.Namespace, svc.Name, a)
+	log.Printf("service %s/%s: load-balancer addresses %v", svc.Namespace, svc.Name, addrs)
 	return nil
 }
 
-// listenerKey is "tcp/ip:port" or "udp/ip:port" ("" for protocols not forwarded, SCTP).
 func listenerKey(proto corev1.Protocol, ip netip.Addr, port int32) string {
 	var network string
 	switch proto {

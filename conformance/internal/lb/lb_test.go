@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -248,5 +249,29 @@ func TestTCPAndUDPOnTheSamePortAreSeparateListeners(t *testing.T) {
 	}
 	if lk := listenerKey(corev1.ProtocolSCTP, lo, 1); lk != "" {
 		t.Errorf("SCTP listener key %q, want none", lk)
+	}
+}
+
+func TestRequestedAddressesAreGivenWhenInThePoolAndFree(t *testing.T) {
+	b := &Balancer{Pool: netip.MustParsePrefix("10.250.0.0/24")}
+	b.init()
+	addrs := func(s ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, v := range s {
+			out = append(out, netip.MustParseAddr(v))
+		}
+		return out
+	}
+	if got := b.requested("ns/a", []string{"10.251.0.1", " 10.250.0.9", "bogus", "10.250.0.9"}); !slices.Equal(got, addrs("10.250.0.9")) {
+		t.Fatalf("a got %v, want only the pool address, once", got)
+	}
+	if got := b.requested("ns/b", []string{"10.250.0.9"}); len(got) != 0 {
+		t.Fatalf("b got %v, but a holds it", got)
+	}
+	if got := b.requested("ns/a", []string{"10.250.0.10"}); !slices.Equal(got, addrs("10.250.0.10")) {
+		t.Fatalf("a got %v after changing its request", got)
+	}
+	if got := b.requested("ns/b", []string{"10.250.0.9"}); !slices.Equal(got, addrs("10.250.0.9")) {
+		t.Fatalf("b got %v once a let it go", got)
 	}
 }

@@ -8,7 +8,8 @@
 //!  Gateway Programmed, strongest reason first:
 //!    1. planned False (Invalid, AddressNotUsable): as planned, nothing gated
 //!    2. an Envoy NACKed its config               False/Invalid, Envoy's message
-//!    3. no load-balancer address (service mode)  False/AddressNotAssigned
+//!    3. no load-balancer address (service mode)  False/AddressNotAssigned, or
+//!       AddressNotUsable when a requested address was not given
 //!    4. not every Envoy has ACKed it yet         False/Pending
 //!    5. otherwise                                True/Programmed
 //!  Listener Programmed: 1, 2, 4, 5 (an address is the Gateway's).
@@ -89,6 +90,9 @@ pub struct Assignment {
     /// Why the Gateway cannot be reached yet (no Service, no address, a failed
     /// write); `None` when it can.
     pub missing: Option<String>,
+    /// `missing` is about addresses the Gateway asked for and did not get
+    /// (AddressNotUsable), rather than about no address at all (AddressNotAssigned).
+    pub unusable: bool,
 }
 
 /// Why a Gateway planned `Programmed=True` is not, for its Gateway condition
@@ -100,7 +104,7 @@ struct Held {
 
 impl Held {
     /// The override order (see the module docs), for one Gateway.
-    fn of(served: &Served, no_address: Option<&str>) -> Held {
+    fn of(served: &Served, no_address: Option<(gateway::Reason, &str)>) -> Held {
         let fleet = match &served.gateway {
             AckState::Acked => None,
             AckState::Nacked(msg) => Some((
@@ -121,7 +125,7 @@ impl Held {
             (Some((gateway::Reason::Invalid, _, m)), _) => {
                 Some((gateway::Reason::Invalid, m.clone()))
             }
-            (_, Some(why)) => Some((gateway::Reason::AddressNotAssigned, why.to_string())),
+            (_, Some((reason, why))) => Some((reason, why.to_string())),
             (Some((r, _, m)), None) => Some((*r, m.clone())),
             (None, None) => None,
         };
@@ -158,8 +162,18 @@ pub fn assemble(
         let s = served(gw);
         let no_address = match assignment {
             None => None,
-            Some(None) => Some("no load balancer address is known"),
-            Some(Some(a)) => a.missing.as_deref(),
+            Some(None) => Some((
+                gateway::Reason::AddressNotAssigned,
+                "no load balancer address is known",
+            )),
+            Some(Some(a)) => a.missing.as_deref().map(|m| {
+                let reason = if a.unusable {
+                    gateway::Reason::AddressNotUsable
+                } else {
+                    gateway::Reason::AddressNotAssigned
+                };
+                (reason, m)
+            }),
         };
         hold_gateway(status, &s, &Held::of(&s, no_address));
         gated.insert(gw.clone(), s);

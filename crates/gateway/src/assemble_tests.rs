@@ -27,8 +27,18 @@ fn given_addresses(missing: Option<&str>) -> Addresses {
             value: "10.0.0.7".into(),
         }],
         missing: missing.map(str::to_string),
+        unusable: false,
     };
     Addresses::LoadBalancer(BTreeMap::from([(web(), a)]))
+}
+
+/// The load balancer gave 10.0.0.7, not the requested address.
+fn given_unusable_address() -> Addresses {
+    let Addresses::LoadBalancer(mut by_gateway) = given_addresses(Some("not 10.9.9.9")) else {
+        unreachable!()
+    };
+    by_gateway.get_mut(&web()).unwrap().unusable = true;
+    Addresses::LoadBalancer(by_gateway)
 }
 
 /// (Gateway Programmed reason, listener Programmed reason, route Accepted reason)
@@ -57,6 +67,7 @@ fn the_override_order_for_a_served_gateway() {
     let none = Addresses::Planned;
     let assigned = given_addresses(None);
     let missing = given_addresses(Some("waiting for a load balancer"));
+    let unusable = given_unusable_address();
     let table = [
         (
             AckState::Acked,
@@ -91,6 +102,17 @@ fn the_override_order_for_a_served_gateway() {
         (nacked(), &none, (G::Invalid, L::Invalid, R::Pending)),
         (nacked(), &assigned, (G::Invalid, L::Invalid, R::Pending)),
         (nacked(), &missing, (G::Invalid, L::Invalid, R::Pending)),
+        (
+            AckState::Acked,
+            &unusable,
+            (G::AddressNotUsable, L::Programmed, R::Accepted),
+        ),
+        (
+            AckState::Pending,
+            &unusable,
+            (G::AddressNotUsable, L::Pending, R::Pending),
+        ),
+        (nacked(), &unusable, (G::Invalid, L::Invalid, R::Pending)),
     ];
     for (ack, addresses, want) in table {
         assert_eq!(

@@ -434,24 +434,29 @@ impl Listener {
 }
 
 /// spec.addresses of type IPAddress (or no type), else the configured default.
+/// An IPAddress without a value asks for any address (GatewayAddressEmpty):
+/// the configured default here, the load balancer's in service mode.
 fn addresses(gw: &Gateway, config: &Config) -> Result<Vec<String>, String> {
     let spec = gw.spec.addresses.as_deref().unwrap_or_default();
-    if spec.is_empty() {
-        return Ok(vec![config.default_address.clone()]);
-    }
     let mut out = Vec::new();
     for a in spec {
         let ty = a.r#type.as_deref().unwrap_or("IPAddress");
-        let value = a.value.as_deref().unwrap_or_default();
         if ty != "IPAddress" {
             return Err(format!(
                 "address type {ty} is not supported (only IPAddress)"
             ));
         }
+        let Some(value) = a.value.as_deref().filter(|v| !v.is_empty()) else {
+            out.push(config.default_address.clone());
+            continue;
+        };
         let ip: IpAddr = value
             .parse()
             .map_err(|_| format!("address {value:?} is not an IP address"))?;
         out.push(ip.to_string());
+    }
+    if out.is_empty() {
+        out.push(config.default_address.clone());
     }
     out.sort();
     out.dedup();

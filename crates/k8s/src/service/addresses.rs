@@ -17,6 +17,7 @@ use aether_gateway::Store;
 use aether_gateway::status::GatewayStatusAddress;
 use aether_gateway::{Addresses, Assignment};
 use aether_ir::ObjectRef;
+use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
 use std::collections::BTreeMap;
 
@@ -51,10 +52,29 @@ fn assignment(
         .filter(|s| is_edge_service(s, &cfg.namespace) && gateway_of(s).as_ref() == Some(gw));
     let addresses = svc.map(ingress_addresses).unwrap_or_default();
     let service = format!("Service {}/{name}", cfg.namespace);
+    let requested = store
+        .get::<Gateway>(&gw.namespace, &gw.name)
+        .map(super::requested_ips)
+        .unwrap_or_default();
+    let not_given: Vec<&str> = requested
+        .iter()
+        .filter(|ip| !addresses.iter().any(|a| &a.value == *ip))
+        .map(String::as_str)
+        .collect();
+    let mut unusable = false;
     let missing = if let Some(problem) = problem {
         Some(format!("{service} could not be put in place: {problem}"))
     } else if svc.is_none() {
         Some(format!("waiting for {service} to be created"))
+    } else if !not_given.is_empty() {
+        // The load balancer cannot be told apart from a slow one: an address
+        // asked for and not given is reported as not usable, naming it.
+        unusable = true;
+        Some(format!(
+            "the load balancer has not assigned the requested address{} {} to {service}",
+            if not_given.len() > 1 { "es" } else { "" },
+            not_given.join(", ")
+        ))
     } else if addresses.is_empty() {
         Some(format!(
             "waiting for a load balancer to assign an address to {service}"
@@ -62,7 +82,11 @@ fn assignment(
     } else {
         None
     };
-    Assignment { addresses, missing }
+    Assignment {
+        addresses,
+        missing,
+        unusable,
+    }
 }
 
 /// Why each Gateway's Service or Envoy ports are not in place, for
@@ -254,6 +278,38 @@ mod tests {
         assert_eq!(m.reason, gateway::Reason::AddressNotAssigned);
         assert!(m.message.contains(&service_name(&missing)), "{}", m.message);
         assert!(plan.gateways[&missing].addresses.is_empty());
+    }
+
+    fn mk_gateway_asking(gw: &ObjectRef, ips: &[&str]) -> Gateway {
+        let addresses: Vec<serde_json::Value> = ips
+            .iter()
+            .map(|ip| serde_json::json!({"type": "IPAddress", "value": ip}))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": gw.name, "namespace": gw.namespace},
+            "spec": {"gatewayClassName": "aether", "addresses": addresses, "listeners": []},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_requested_address_not_given_is_address_not_usable_and_named() {
+        let gw = ObjectRef::new("infra", "static");
+        let mut store = Store::default();
+        store.insert(mk_svc(&gw, vec![(Some("10.250.0.9"), None)]));
+        store.insert(mk_gateway_asking(&gw, &["10.251.0.1", "10.250.0.9"]));
+        let plan = mk_plan(&[(&gw, true, gateway::Reason::Programmed)]);
+        let out = assembled(&plan, &store, &BTreeMap::new(), &[]);
+        let p = programmed(&out, &gw);
+        assert_eq!((p.ok, p.reason), (false, gateway::Reason::AddressNotUsable));
+        assert!(p.message.contains("10.251.0.1"), "{}", p.message);
+        assert!(!p.message.contains("10.250.0.9"), "{}", p.message);
+        // What the load balancer did give is reported.
+        assert_eq!(out.gateways[&gw].addresses[0].value, "10.250.0.9");
+
+        store.insert(mk_gateway_asking(&gw, &["10.250.0.9"]));
+        let out = assembled(&plan, &store, &BTreeMap::new(), &[]);
+        assert!(programmed(&out, &gw).is_true());
     }
 
     #[test]

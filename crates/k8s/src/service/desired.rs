@@ -138,6 +138,12 @@ fn service(
     annotations.insert(GATEWAY_NAMESPACE_ANNOTATION.into(), gw.namespace.clone());
     annotations.insert(GATEWAY_NAME_ANNOTATION.into(), gw.name.clone());
     annotations.insert(ALLOCATIONS_ANNOTATION.into(), format(allocated));
+    let requested = spec.map(super::requested_ips).unwrap_or_default();
+    if requested.is_empty() {
+        annotations.remove(super::REQUESTED_IPS_ANNOTATION);
+    } else {
+        annotations.insert(super::REQUESTED_IPS_ANNOTATION.into(), requested.join(","));
+    }
     let ports = wanted
         .iter()
         .filter_map(|(port, l4)| {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::service::REQUESTED_IPS_ANNOTATION;
 use crate::service::allocate::parse;
 use crate::service::reconcile::{diff, up_to_date};
 use serde_json::json;
@@ -314,6 +315,32 @@ fn infrastructure_labels_and_annotations_propagate_but_ours_win() {
     assert_eq!(labels[GATEWAY_LABEL], "infra.web");
     assert_eq!(ann["note"], "hi");
     assert_eq!(ann[ALLOCATIONS_ANNOTATION], "80=20000");
+}
+
+#[test]
+fn requested_addresses_ask_the_load_balancer_and_nobody_else_sets_them() {
+    let mut gw = mk_gateway("web", "aether", &[("http", "HTTP", 80)]);
+    gw.spec.addresses = Some(
+        serde_json::from_value(json!([
+            {"type": "IPAddress", "value": "10.250.0.9"},
+            {"value": "2001:db8::1"},
+            {"type": "IPAddress"},
+            {"type": "IPAddress", "value": "10.250.0.9"},
+        ]))
+        .unwrap(),
+    );
+    let got = desired(&mk_store(vec![gw.clone()]));
+    let ann = got[0].metadata.annotations.as_ref().unwrap();
+    assert_eq!(ann[REQUESTED_IPS_ANNOTATION], "10.250.0.9,2001:db8::1");
+    // An infrastructure annotation cannot ask for addresses the spec does not.
+    gw.spec.addresses = None;
+    gw.spec.infrastructure = Some(
+        serde_json::from_value(json!({"annotations": {REQUESTED_IPS_ANNOTATION: "10.250.0.1"}}))
+            .unwrap(),
+    );
+    let got = desired(&mk_store(vec![gw]));
+    let ann = got[0].metadata.annotations.as_ref().unwrap();
+    assert!(!ann.contains_key(REQUESTED_IPS_ANNOTATION), "{ann:?}");
 }
 
 #[test]

@@ -72,6 +72,31 @@ pub const GATEWAY_NAMESPACE_ANNOTATION: &str = "aether.io/gateway-namespace";
 pub const GATEWAY_NAME_ANNOTATION: &str = "aether.io/gateway-name";
 /// The allocation record: `"<listener port>=<envoy port>,..."`, sorted by listener port.
 pub const ALLOCATIONS_ANNOTATION: &str = "aether.io/port-allocations";
+/// The addresses a Gateway asks for (`spec.addresses`), for the load balancer:
+/// MetalLB's annotation (comma-separated IPs), which the conformance harness's
+/// load balancer reads too. `spec.loadBalancerIP` is deprecated and takes one.
+pub const REQUESTED_IPS_ANNOTATION: &str = "metallb.io/loadBalancerIPs";
+
+/// The IP addresses a Gateway's `spec.addresses` name (type IPAddress or none,
+/// with a value that is an IP), in spec order, once each.
+pub fn requested_ips(gw: &gateway_api::apis::standard::gateways::Gateway) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for a in gw.spec.addresses.iter().flatten() {
+        if a.r#type.as_deref().is_some_and(|t| t != "IPAddress") {
+            continue;
+        }
+        let ip = a
+            .value
+            .as_deref()
+            .and_then(|v| v.parse::<std::net::IpAddr>().ok());
+        if let Some(ip) = ip.map(|ip| ip.to_string())
+            && !out.contains(&ip)
+        {
+            out.push(ip);
+        }
+    }
+    out
+}
 /// The field manager of every write we make.
 pub const FIELD_MANAGER: &str = "aether-edge";
 
