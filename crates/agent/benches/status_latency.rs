@@ -21,7 +21,7 @@ mod support;
 
 use aether_gateway::vocabulary::{Word, route};
 use futures::StreamExt;
-use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;

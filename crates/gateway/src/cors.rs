@@ -11,7 +11,7 @@
 use crate::header::check_name;
 use crate::hostname::{self, Wildcard};
 use aether_ir::Cors;
-use gateway_api::apis::standard::httproutes::HttpRouteRulesFiltersCors;
+use gateway_api::apis::experimental::httproutes::HttpRouteRulesFiltersCors;
 
 /// `Access-Control-Max-Age` when `maxAge` is left out.
 const DEFAULT_MAX_AGE: u32 = 5;

@@ -2,7 +2,8 @@
 //! URLRewrite, RequestMirror and CORS on the rule; RequestHeaderModifier and
 //! ResponseHeaderModifier on a backendRef.
 //!
-//! A filter we do not serve (ExtensionRef, or any other filter on a backendRef)
+//! A filter we do not serve (ExtensionRef, ExternalAuth, or any other filter on
+//! a backendRef)
 //! makes its rule invalid rather than silently ignored. A mirror whose backend
 //! does not resolve is left out, its error reported in ResolvedRefs like any
 //! backendRef's.
@@ -12,7 +13,7 @@ use crate::header::{check_path, modify_headers};
 use crate::hostname::{self, Wildcard};
 use crate::route::{RedirectSpec, enum_name};
 use aether_ir::{Cluster, Cors, HeaderModifier, PathRewrite, UrlRewrite};
-use gateway_api::apis::standard::httproutes::{
+use gateway_api::apis::experimental::httproutes::{
     HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFiltersType, HttpRouteRulesFilters,
     HttpRouteRulesFiltersCors, HttpRouteRulesFiltersRequestMirror,
     HttpRouteRulesFiltersRequestRedirect, HttpRouteRulesFiltersRequestRedirectPathType,
@@ -100,7 +101,7 @@ impl RuleFilters {
                 }
                 self.cors = Some(cors(c)?);
             }
-            HttpRouteRulesFiltersType::ExtensionRef => {
+            HttpRouteRulesFiltersType::ExtensionRef | HttpRouteRulesFiltersType::ExternalAuth => {
                 return Err(format!("filter {} is not supported", enum_name(&f.r#type)));
             }
         }

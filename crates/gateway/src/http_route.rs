@@ -1,8 +1,9 @@
 //! HTTPRoute → [`RouteModel`]: matches, filters and backends of each rule.
 //!
 //! Filters are read in `http_filters.rs`; one we do not serve (ExtensionRef)
-//! makes its rule invalid rather than silently ignored. `timeouts` are Gateway
-//! API durations (`duration.rs`).
+//! makes its rule invalid rather than silently ignored, as does
+//! `sessionPersistence`. `timeouts` and `retry.backoff` are Gateway API
+//! durations (`duration.rs`).
 //! Paths, header names and values, and hostnames in them are checked as Envoy
 //! would (see `header.rs`, `hostname.rs`): a bad one drops the rule.
 
@@ -14,10 +15,11 @@ use crate::route::{
     self, ForwardSpec, RouteModel, Rule, RuleAction, check_prefix_rewrite, enum_name,
     query_param_matches,
 };
-use aether_ir::{ObjectRef, PathMatch, RouteMatch, Timeouts, UrlRewrite};
-use gateway_api::apis::standard::httproutes::{
+use aether_ir::{ObjectRef, PathMatch, Retry, RouteMatch, Timeouts, UrlRewrite};
+use gateway_api::apis::experimental::httproutes::{
     HttpRoute, HttpRouteRules, HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType,
-    HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType, HttpRouteRulesTimeouts,
+    HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType, HttpRouteRulesRetry,
+    HttpRouteRulesTimeouts,
 };
 
 pub const KIND: &str = "HTTPRoute";
@@ -42,6 +44,9 @@ fn rule(
         None | Some([]) => vec![catch_all()],
         Some(ms) => ms.iter().map(route_match).collect::<Result<_, _>>()?,
     };
+    if spec.session_persistence.is_some() {
+        return Err("sessionPersistence is not supported".into());
+    }
     let mut filters = RuleFilters::default();
     for f in spec.filters.iter().flatten() {
         filters.apply(f, backends, ns, errors)?;
@@ -86,8 +91,9 @@ fn rule(
                 invalid_weight,
                 rewrite,
                 timeouts: timeouts(spec.timeouts.as_ref())?,
+                retry: spec.retry.as_ref().map(retry).transpose()?,
                 mirrors,
-                cors,
+                cors: cors.map(Box::new),
                 ..ForwardSpec::default()
             };
             for (cluster, weight, headers) in valid {
@@ -105,6 +111,43 @@ fn rule(
         request_headers,
         response_headers,
         action,
+    })
+}
+
+/// Envoy takes at most this many retries per request (a bound of ours: the API
+/// sets none, and a huge count turns one request into a storm).
+const MAX_RETRY_ATTEMPTS: i64 = 10;
+
+/// `retry`: codes among the 4xx/5xx the spec allows, attempts 1 to
+/// [`MAX_RETRY_ATTEMPTS`], backoff a Gateway API duration.
+fn retry(spec: &HttpRouteRulesRetry) -> Result<Retry, String> {
+    let attempts = match spec.attempts {
+        None => None,
+        Some(n @ 1..=MAX_RETRY_ATTEMPTS) => Some(n as u32),
+        Some(n) => {
+            return Err(format!(
+                "retry.attempts {n} is not between 1 and {MAX_RETRY_ATTEMPTS}"
+            ));
+        }
+    };
+    let mut codes = Vec::new();
+    for &c in spec.codes.iter().flatten() {
+        match u32::try_from(c) {
+            Ok(c @ 400..=599) => codes.push(c),
+            _ => return Err(format!("retry.codes {c} is not an HTTP error status")),
+        }
+    }
+    codes.sort_unstable();
+    codes.dedup();
+    let backoff_ms = spec
+        .backoff
+        .as_deref()
+        .map(|b| duration::parse_ms(b).map_err(|e| format!("retry.backoff {e}")))
+        .transpose()?;
+    Ok(Retry {
+        attempts,
+        backoff_ms,
+        codes,
     })
 }
 

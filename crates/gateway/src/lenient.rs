@@ -1,6 +1,6 @@
 //! Lenient decoding of routes: a rule carrying a value we do not know (an enum
 //! value or filter type a newer CRD adds, e.g. redirect scheme `ftp`, path type
-//! `ReplacePrefixMatches`, filter `ExternalAuth`) is dropped, not the route.
+//! `ReplacePrefixMatches`, filter `RateLimit`) is dropped, not the route.
 //!
 //! ```text
 //!  value ──decode──► ok ──────────────────────────────────────► route
@@ -142,7 +142,7 @@ fn without_position(msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gateway_api::apis::standard::httproutes::HttpRoute;
+    use gateway_api::apis::experimental::httproutes::HttpRoute;
 
     fn mk(yaml: &str) -> Value {
         serde_yaml::from_str(yaml).unwrap()
@@ -160,7 +160,7 @@ spec:
   - backendRefs: [{name: web, port: 80}]
   - filters: [{type: RequestRedirect, requestRedirect: {scheme: ftp}}]
   - matches: [{path: {type: ReplacePrefixMatches, value: /x}}]
-  - filters: [{type: ExternalAuth}]
+  - filters: [{type: RateLimit}]
 "#;
 
     #[test]
@@ -184,7 +184,7 @@ spec:
             "{}",
             dropped[&2]
         );
-        assert!(dropped[&3].contains("ExternalAuth"), "{}", dropped[&3]);
+        assert!(dropped[&3].contains("RateLimit"), "{}", dropped[&3]);
         assert_eq!(r.spec.rules.as_ref().unwrap().len(), 4, "indices kept");
     }
 

@@ -49,10 +49,10 @@ pub use status::StatusPlan;
 pub use store::{Store, StoreObject};
 
 use aether_ir::{Ir, ObjectRef};
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;

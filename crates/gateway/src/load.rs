@@ -14,10 +14,10 @@
 
 use crate::store::{DEFAULT_NAMESPACE, Store, StoreObject};
 use aether_ir::ObjectRef;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;

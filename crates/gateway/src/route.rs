@@ -18,8 +18,8 @@ use crate::hostname::{self, Wildcard};
 use crate::status::{Condition, Identity, ParentReference, RouteCondition, set_condition};
 use crate::vocabulary::route::{Reason, Type};
 use aether_ir::{
-    Cluster, Cors, HeaderModifier, ObjectRef, PathMatch, PathRewrite, QueryParamMatch, RouteMatch,
-    StringMatch, Timeouts, UrlRewrite,
+    Cluster, Cors, HeaderModifier, ObjectRef, PathMatch, PathRewrite, QueryParamMatch, Retry,
+    RouteMatch, StringMatch, Timeouts, UrlRewrite,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::BTreeMap;
@@ -77,10 +77,11 @@ pub struct ForwardSpec {
     pub backend_headers: Vec<(HeaderModifier, HeaderModifier)>,
     pub rewrite: Option<UrlRewrite>,
     pub timeouts: Timeouts,
+    pub retry: Option<Retry>,
     /// RequestMirror filters whose backend resolved: the cluster and the
     /// mirrored share (numerator, denominator).
     pub mirrors: Vec<(Cluster, Option<(u32, u32)>)>,
-    pub cors: Option<Cors>,
+    pub cors: Option<Box<Cors>>,
 }
 
 /// A RequestRedirect filter before the port rules (which need the listener).

@@ -424,6 +424,7 @@ fn forward(f: &ForwardSpec) -> Forward {
         invalid_weight: f.invalid_weight,
         rewrite: f.rewrite.clone(),
         timeouts: f.timeouts.clone(),
+        retry: f.retry.clone(),
         mirrors: f
             .mirrors
             .iter()

@@ -295,11 +295,13 @@ pub struct Forward {
     pub rewrite: Option<UrlRewrite>,
     #[serde(default, skip_serializing_if = "Timeouts::is_empty")]
     pub timeouts: Timeouts,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Retry>,
     /// Copies of each request sent to these clusters (answers discarded).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<Mirror>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cors: Option<Cors>,
+    pub cors: Option<Box<Cors>>,
 }
 
 fn is_false(v: &bool) -> bool {
@@ -321,6 +323,21 @@ impl Timeouts {
     pub fn is_empty(&self) -> bool {
         self.request_ms.is_none() && self.backend_request_ms.is_none()
     }
+}
+
+/// HTTPRoute rule `retry`: a backend request that answers one of `codes`, fails
+/// to connect or is reset (or passes the backend timeout) is sent again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct Retry {
+    /// Retries after the first try; `None`: Envoy's default (1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// The least wait before a retry, in milliseconds; `None`: Envoy's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_ms: Option<u64>,
+    /// Sorted, deduplicated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codes: Vec<u32>,
 }
 
 /// A RequestMirror filter: a cluster, and the share of requests copied to it.

@@ -27,10 +27,10 @@ use aether_gateway::lenient;
 use aether_gateway::load::default_older_versions_json;
 use aether_ir::ObjectRef;
 use futures::StreamExt;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
@@ -370,7 +370,7 @@ mod tests {
 
     #[test]
     fn a_rule_with_an_unknown_value_is_dropped_and_a_forged_drop_is_not() {
-        use gateway_api::apis::standard::httproutes::HttpRoute;
+        use gateway_api::apis::experimental::httproutes::HttpRoute;
         let obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "gateway.networking.k8s.io/v1",
             "kind": "HTTPRoute",

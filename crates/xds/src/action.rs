@@ -20,8 +20,8 @@ use aether_ir as ir;
 use envoy_types::pb::envoy::config::core::v3::RuntimeFractionalPercent;
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, RedirectAction, RetryPolicy, RouteAction, WeightedCluster,
-    redirect_action, route::Action, route_action, route_action::RequestMirrorPolicy,
-    weighted_cluster::ClusterWeight,
+    redirect_action, retry_policy::RetryBackOff, route::Action, route_action,
+    route_action::RequestMirrorPolicy, weighted_cluster::ClusterWeight,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatchAndSubstitute;
 use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent::DenominatorType};
@@ -114,6 +114,9 @@ pub(crate) fn forward(f: &ir::Forward, path: &ir::PathMatch) -> RouteAction {
         action.regex_rewrite = rewrite.path.as_ref().and_then(|p| path_rewrite(p, path));
     }
     timeouts(&mut action, &f.timeouts);
+    if let Some(r) = &f.retry {
+        retry(&mut action, r);
+    }
     action.request_mirror_policies = f.mirrors.iter().map(mirror).collect();
     action
 }
@@ -135,6 +138,25 @@ fn timeouts(action: &mut RouteAction, t: &ir::Timeouts) {
             ..Default::default()
         });
     }
+}
+
+/// A rule's retries: on the configured codes, and always on a failed connect,
+/// a refused stream or a reset (which includes a try passing the backend
+/// timeout), at most `attempts` times, waiting `backoff` at least (Envoy backs
+/// off exponentially up to ten times that, with jitter).
+fn retry(action: &mut RouteAction, r: &ir::Retry) {
+    let mut on = vec!["connect-failure", "refused-stream", "reset"];
+    if !r.codes.is_empty() {
+        on.insert(0, "retriable-status-codes");
+    }
+    let policy = action.retry_policy.get_or_insert_with(RetryPolicy::default);
+    policy.retry_on = on.join(",");
+    policy.retriable_status_codes = r.codes.clone();
+    policy.num_retries = r.attempts.map(|n| UInt32Value { value: n });
+    policy.retry_back_off = r.backoff_ms.filter(|ms| *ms > 0).map(|ms| RetryBackOff {
+        base_interval: Some(duration(ms)),
+        max_interval: None,
+    });
 }
 
 fn duration(ms: u64) -> Duration {

@@ -7,10 +7,10 @@
 //! routes the one before left (the Gateway's attachedRoutes count them all).
 
 use crate::support::*;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! and writes it once the policy is gone.
 
 use crate::support::*;
-use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use std::time::Duration;
 
 const NS: &str = "app";

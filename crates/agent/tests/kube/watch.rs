@@ -1,18 +1,22 @@
 //! Kubernetes mode, the watches (issue point 1): an object the API server accepts but
-//! our types cannot read (an HTTPRoute with the experimental-only `ExternalAuth`
-//! filter, read through the standard-channel types) is skipped with a warning that
-//! names it — in the initial list (which must still complete, or nothing would ever
-//! be published) and later on — while every other object keeps flowing. And
-//! only `kubernetes.io/tls` Secrets are read at all.
+//! our types cannot read fully (an HTTPRoute whose filter type only a newer CRD
+//! has: the test adds `RateLimit` to the installed CRD's enum, as upgrading the
+//! CRDs before the controller does) is named in a warning — in the initial list
+//! (which must still complete, or nothing would ever be published) and later on
+//! — while every other object keeps flowing. And only `kubernetes.io/tls`
+//! Secrets are read at all.
 
 use crate::support::*;
 use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
 use std::time::Duration;
 
 const NS: &str = "app";
 const WAIT: Duration = Duration::from_secs(30);
 
-const EXT_AUTH: &str = "[{type: ExternalAuth, externalAuth: {protocol: HTTP, backendRef: {name: b0, port: 80}, http: {}}}]";
+/// A filter type no Gateway API release has (yet).
+const NEWER_FILTER: &str = "[{type: RateLimit}]";
 
 #[test]
 fn an_unreadable_object_is_skipped_and_named_and_the_watch_goes_on() {
@@ -48,9 +52,16 @@ async fn given_an_unreadable_route_in_the_initial_list() -> World {
         b0.yaml(NS),
         mk_gateway(NS, "gw", &[HTTP_80]),
         mk_filtered_route("r1", "[]"),
-        mk_filtered_route("early-bad", EXT_AUTH),
+        mk_filtered_route("early-bad", NEWER_FILTER),
     ];
-    let server = given_cluster(&yaml).await;
+    let server = given_cluster(&yaml[..3]).await;
+    given_a_newer_crd_with_filter_type(&server.client(), "RateLimit").await;
+    // The API server validates against the new schema once it has read it.
+    let rest = yaml[3..].join("\n---\n");
+    eventually(WAIT, "the routes accepted by the newer CRD", || async {
+        server.apply(&rest).await.map_err(|e| e.to_string())
+    })
+    .await;
     let w = OneNode::start(server, b0, &STATIC_AT_POD_IP, &logs);
     let c = &w.client;
     eventually(WAIT, "r1 accepted despite early-bad", || {
@@ -60,8 +71,33 @@ async fn given_an_unreadable_route_in_the_initial_list() -> World {
     w
 }
 
+/// The installed HTTPRoute CRD, as a newer release could have it: `filter`
+/// is one more value of every version's rule filter `type` enum.
+async fn given_a_newer_crd_with_filter_type(c: &kube::Client, filter: &str) {
+    let api: Api<CustomResourceDefinition> = Api::all(c.clone());
+    let crd = api
+        .get("httproutes.gateway.networking.k8s.io")
+        .await
+        .unwrap();
+    let mut v = serde_json::to_value(&crd).unwrap();
+    let versions = v["spec"]["versions"].as_array_mut().unwrap();
+    for version in versions {
+        let path = "/schema/openAPIV3Schema/properties/spec/properties/rules/items/properties/filters/items/properties/type/enum";
+        let values = version.pointer_mut(path).and_then(|e| e.as_array_mut());
+        values.expect("the filter type enum").push(filter.into());
+    }
+    let crd: CustomResourceDefinition = serde_json::from_value(v).unwrap();
+    api.replace(
+        &crd.metadata.name.clone().unwrap(),
+        &PostParams::default(),
+        &crd,
+    )
+    .await
+    .unwrap();
+}
+
 async fn an_unreadable_route_arriving_later_stops_nothing(w: &World) {
-    let late_bad = mk_filtered_route("late-bad", EXT_AUTH);
+    let late_bad = mk_filtered_route("late-bad", NEWER_FILTER);
     w.server.apply(&late_bad).await.unwrap();
     w.server
         .apply(&mk_filtered_route("r2", "[]"))

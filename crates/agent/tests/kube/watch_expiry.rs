@@ -64,7 +64,7 @@ fn a_compacted_watch_history_is_survived_by_relisting() {
         // is compacted away.
         agent.proc.signal("STOP");
         server.apply(&route_yaml("r2")).await.unwrap();
-        let routes: kube::Api<gateway_api::apis::standard::httproutes::HttpRoute> =
+        let routes: kube::Api<gateway_api::apis::experimental::httproutes::HttpRoute> =
             kube::Api::namespaced(server.client(), NS);
         routes.delete("r1", &Default::default()).await.unwrap();
         server.stop_apiserver().await;

@@ -6,7 +6,7 @@
 
 use crate::support::*;
 use futures::StreamExt;
-use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use kube::runtime::{WatchStreamExt, watcher};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -18,10 +18,10 @@ use super::patch::{Precondition, StatusKind, StatusPatch, body};
 use aether_gateway::status::{GROUP, ParentReference, RouteStatus as Planned};
 use aether_gateway::{Store, StoreObject};
 use aether_ir::ObjectRef;
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::httproutes::{
+use gateway_api::apis::experimental::httproutes::{
     HttpRoute, HttpRouteStatusParents as Entry, HttpRouteStatusParentsParentRef as EntryRef,
 };
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;

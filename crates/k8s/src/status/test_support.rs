@@ -7,10 +7,10 @@ use crate::ServedVersions;
 use aether_gateway::{
     AckState, Addresses, Config, Served, Store, StoreObject, assemble, translate,
 };
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;

@@ -395,3 +395,41 @@ fn a_backend_with_its_own_headers_is_a_weighted_cluster_even_alone() {
     assert_eq!(added, vec![("backend", "a")]);
     assert_eq!(c.response_headers_to_remove, vec!["server".to_string()]);
 }
+
+#[test]
+fn retries_name_codes_attempts_and_backoff_and_keep_the_per_try_timeout() {
+    let a = with(ir::Forward {
+        backends: vec![backend("edge_cl_a", 1)],
+        timeouts: ir::Timeouts {
+            request_ms: None,
+            backend_request_ms: Some(250),
+        },
+        retry: Some(ir::Retry {
+            attempts: Some(3),
+            backoff_ms: Some(100),
+            codes: vec![500, 503],
+        }),
+        ..Default::default()
+    });
+    let p = a.retry_policy.unwrap();
+    assert_eq!(
+        p.retry_on,
+        "retriable-status-codes,connect-failure,refused-stream,reset"
+    );
+    assert_eq!(p.retriable_status_codes, vec![500, 503]);
+    assert_eq!(p.num_retries, Some(UInt32Value { value: 3 }));
+    let base = p.retry_back_off.unwrap().base_interval.unwrap();
+    assert_eq!((base.seconds, base.nanos), (0, 100_000_000));
+    let per_try = p.per_try_timeout.unwrap();
+    assert_eq!((per_try.seconds, per_try.nanos), (0, 250_000_000));
+
+    // No codes: connection errors and resets only; defaults left to Envoy.
+    let a = with(ir::Forward {
+        backends: vec![backend("edge_cl_a", 1)],
+        retry: Some(ir::Retry::default()),
+        ..Default::default()
+    });
+    let p = a.retry_policy.unwrap();
+    assert_eq!(p.retry_on, "connect-failure,refused-stream,reset");
+    assert_eq!((p.num_retries, p.retry_back_off), (None, None));
+}

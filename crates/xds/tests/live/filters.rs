@@ -1,6 +1,7 @@
 //! Live check of the HTTPRoute features beyond matching, through a real Envoy:
 //! a request timeout answers 504 after the configured time (and not long
-//! after), a mirror sees a copy of the request, a backendRef's own header filter
+//! after), a retried 503 succeeds on the second try, a mirror sees a copy of
+//! the request, a backendRef's own header filter
 //! reaches only that backend, a WebSocket upgrade round-trips bytes, and a CORS
 //! preflight is answered by Envoy with the policy's headers.
 
@@ -11,6 +12,7 @@ use crate::common::live::{
 use aether_ir as ir;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,32 @@ fn spawn_silent_backend() -> SocketAddr {
         }
     });
     addr
+}
+
+/// Answers its first request 503 and every later one 200; counts them.
+fn spawn_flaky_backend() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                while !read_head(&mut conn).is_empty() {
+                    let status = match seen.fetch_add(1, Ordering::SeqCst) {
+                        0 => "503 Service Unavailable",
+                        _ => "200 OK",
+                    };
+                    let answer = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n");
+                    if conn.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, count)
 }
 
 /// Answers an upgrade with 101, then echoes every byte back.
@@ -67,6 +95,8 @@ struct Backends {
     upgrade: ir::Cluster,
     mirror: ir::Cluster,
     mirrored: Arc<Mutex<Vec<String>>>,
+    /// Two flaky backends: one behind a route that retries 503, one not.
+    flaky: [(ir::Cluster, Arc<AtomicUsize>); 2],
 }
 
 fn given_backends() -> Backends {
@@ -78,6 +108,10 @@ fn given_backends() -> Backends {
         upgrade: mk_cluster("upgrade", spawn_upgrade_echo_backend(), http1),
         mirror: mk_cluster("mirror", mirror_addr, http1),
         mirrored,
+        flaky: ["flaky-retried", "flaky"].map(|name| {
+            let (addr, count) = spawn_flaky_backend();
+            (mk_cluster(name, addr, http1), count)
+        }),
     }
 }
 
@@ -128,23 +162,41 @@ fn live_ir(port: u16, b: &Backends) -> ir::Ir {
         ),
         mk_route("ws", prefix("/ws"), mk_forward(&[&b.upgrade.name], 0, None)),
         mk_route(
+            "retried",
+            prefix("/retried"),
+            forward_with(&b.flaky[0].0.name, |f| {
+                f.retry = Some(ir::Retry {
+                    attempts: Some(1),
+                    backoff_ms: Some(10),
+                    codes: vec![503],
+                });
+            }),
+        ),
+        mk_route(
+            "not-retried",
+            prefix("/not-retried"),
+            mk_forward(&[&b.flaky[1].0.name], 0, None),
+        ),
+        mk_route(
             "cors",
             prefix("/cors"),
             forward_with(&b.mirror.name, |f| {
-                f.cors = Some(ir::Cors {
+                f.cors = Some(Box::new(ir::Cors {
                     allow_origins: vec!["https://*.bar.com".into()],
                     allow_credentials: true,
                     allow_methods: vec!["GET".into(), "PUT".into()],
                     allow_headers: vec!["x-one".into()],
                     expose_headers: vec!["x-two".into()],
                     max_age_seconds: Some(60),
-                });
+                }));
             }),
         ),
         mk_route("root", prefix("/"), mk_forward(&[&b.echo.name], 0, None)),
     ];
     let clusters = vec![
         b.echo.clone(),
+        b.flaky[1].0.clone(),
+        b.flaky[0].0.clone(),
         b.mirror.clone(),
         b.silent.clone(),
         b.upgrade.clone(),
@@ -154,13 +206,14 @@ fn live_ir(port: u16, b: &Backends) -> ir::Ir {
 }
 
 #[test]
-fn envoy_serves_timeouts_mirrors_backend_headers_and_websocket() {
+fn envoy_serves_timeouts_retries_mirrors_backend_headers_websocket_and_cors() {
     let b = given_backends();
     let port = crate::common::live::free_port();
     let ready = || matches!(get(port, "example.com", "/"), Ok(r) if r.status == 200);
     let _envoy = serve("filters", &live_ir(port, &b), ready);
     a_silent_backend_gets_504_after_the_timeout(port, "/timeout");
     a_silent_backend_gets_504_after_the_timeout(port, "/backend-timeout");
+    a_retried_503_succeeds_on_the_second_try(port, &b.flaky);
     a_mirror_sees_a_copy_and_the_client_the_answer(port, &b.mirrored);
     a_backends_own_header_reaches_it(port);
     a_websocket_upgrade_round_trips_bytes(port);
@@ -180,6 +233,19 @@ fn a_silent_backend_gets_504_after_the_timeout(port: u16, path: &str) {
     );
     // Envoy's own default (15 s) would be far later.
     assert!(took < Duration::from_secs(10), "{path}: 504 after {took:?}");
+}
+
+fn a_retried_503_succeeds_on_the_second_try(
+    port: u16,
+    flaky: &[(ir::Cluster, Arc<AtomicUsize>); 2],
+) {
+    let r = get(port, "example.com", "/retried").unwrap();
+    assert_eq!(r.status, 200, "the retry did not reach the backend again");
+    assert_eq!(flaky[0].1.load(Ordering::SeqCst), 2, "one try, one retry");
+    // The same backend behind a route without retries: the 503 is the answer.
+    let r = get(port, "example.com", "/not-retried").unwrap();
+    assert_eq!(r.status, 503);
+    assert_eq!(flaky[1].1.load(Ordering::SeqCst), 1);
 }
 
 fn a_mirror_sees_a_copy_and_the_client_the_answer(port: u16, mirrored: &Mutex<Vec<String>>) {
