@@ -18,6 +18,7 @@ pub mod assemble;
 pub mod attach;
 pub mod backend;
 pub mod certificate;
+pub mod client_validation;
 pub mod cors;
 pub mod duration;
 pub mod grpc_route;

@@ -8,6 +8,8 @@
 //!                       │   and TCP cannot share a port → ProtocolConflict;
 //!                       │   same hostname (or none) on one port → HostnameConflict
 //!                       ├─ HTTPS / TLS Terminate certificateRefs → certificates (ResolvedRefs)
+//!                       ├─ HTTPS: the Gateway's frontend validation for the port
+//!                       │   (client_validation.rs: CA refs → ResolvedRefs, none → NoValidCACertificate)
 //!                       └─ allowedRoutes (namespaces, kinds the protocol carries)
 //! ```
 //!
@@ -20,6 +22,7 @@ use crate::Config;
 use crate::allowed_routes::{self, AllowedNamespaces};
 use crate::certificate;
 use crate::certificate::CertificateError;
+use crate::client_validation::{self, CaRefError};
 use crate::hostname::{self, Wildcard};
 use crate::status::{
     Condition, GatewayCondition, GatewayStatus, GatewayStatusAddress, Identity, ListenerCondition,
@@ -27,7 +30,7 @@ use crate::status::{
 };
 use crate::store::Store;
 use crate::vocabulary::{gateway, listener};
-use aether_ir::{Certificate, ObjectRef, PortProtocol, names};
+use aether_ir::{Certificate, ClientValidation, ObjectRef, PortProtocol, names};
 use gateway_api::apis::standard::gateways::GatewayListenersTlsMode;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners};
 use std::collections::{BTreeMap, BTreeSet};
@@ -105,6 +108,8 @@ pub struct Listener {
     pub allowed_namespaces: AllowedNamespaces,
     pub supported_kinds: Vec<RouteGroupKind>,
     pub certificates: Vec<Certificate>,
+    /// HTTPS: the Gateway's frontend validation for this port.
+    pub client_validation: Option<ClientValidation>,
     /// Accepted, Conflicted and ResolvedRefs are decided here; Programmed derives.
     not_accepted: Option<NotAccepted>,
     conflicted: Option<Conflict>,
@@ -125,6 +130,8 @@ pub enum NotAccepted {
     PortUnavailable(i32),
     /// The hostname is not a valid (wildcard) DNS name: why.
     InvalidHostname(String),
+    /// Frontend validation asked for, and no caCertificateRef resolves.
+    NoValidCaCertificate,
 }
 
 impl NotAccepted {
@@ -139,6 +146,11 @@ impl NotAccepted {
                 format!("port {port} is out of range"),
             ),
             NotAccepted::InvalidHostname(why) => (listener::Reason::UnsupportedValue, why.clone()),
+            NotAccepted::NoValidCaCertificate => (
+                listener::Reason::NoValidCACertificate,
+                "no caCertificateRef of the Gateway's frontend validation for this port resolves"
+                    .into(),
+            ),
         };
         Condition::new(listener::Type::Accepted, false, reason, message, g)
     }
@@ -168,6 +180,7 @@ pub enum Unresolved {
     /// allowedRoutes.kinds the listener cannot carry.
     RouteKinds(Vec<String>),
     Certificate(CertificateError),
+    CaCertificate(CaRefError),
 }
 
 impl Unresolved {
@@ -175,6 +188,7 @@ impl Unresolved {
         match self {
             Unresolved::RouteKinds(_) => listener::Reason::InvalidRouteKinds,
             Unresolved::Certificate(e) => e.reason(),
+            Unresolved::CaCertificate(e) => e.reason(),
         }
     }
 
@@ -184,6 +198,7 @@ impl Unresolved {
                 format!("unsupported route kinds: {}", kinds.join(", "))
             }
             Unresolved::Certificate(e) => e.to_string(),
+            Unresolved::CaCertificate(e) => e.to_string(),
         }
     }
 }
@@ -202,11 +217,12 @@ impl Listener {
     }
 
     /// Certificates resolved; unsupported route kinds alone do not block serving
-    /// the supported ones.
+    /// the supported ones, nor do CA refs beside one that resolves (none
+    /// resolving is `NoValidCACertificate`: not accepted).
     fn resolved_refs_ok(&self) -> bool {
         self.unresolved
             .iter()
-            .all(|u| matches!(u, Unresolved::RouteKinds(_)))
+            .all(|u| matches!(u, Unresolved::RouteKinds(_) | Unresolved::CaCertificate(_)))
     }
 
     pub fn supports_kind(&self, kind: &str) -> bool {
@@ -226,6 +242,8 @@ pub struct GatewayModel {
     /// parameters kind, so any reference is invalid (the Gateway is not accepted).
     pub invalid_parameters: Option<String>,
     pub listeners: Vec<Listener>,
+    /// `spec.tls.frontend` lets clients in without a valid certificate somewhere.
+    pub insecure_frontend_validation: bool,
 }
 
 impl GatewayModel {
@@ -235,7 +253,11 @@ impl GatewayModel {
             .spec
             .listeners
             .iter()
-            .map(|l| listener(store, &key.namespace, l))
+            .map(|l| {
+                let mut listener = listener(store, &key.namespace, l);
+                frontend_validation(&mut listener, store, gw);
+                listener
+            })
             .collect();
         mark_conflicts(&mut listeners);
         crate::tls_overlap::mark(&mut listeners);
@@ -256,6 +278,7 @@ impl GatewayModel {
             addresses,
             invalid_parameters,
             listeners,
+            insecure_frontend_validation: client_validation::insecure_fallback(gw),
         }
     }
 
@@ -314,6 +337,16 @@ impl GatewayModel {
             &mut conditions,
             Condition::new(Type::Programmed, ok, reason, message, g),
         );
+        if self.insecure_frontend_validation {
+            let insecure = Condition::new(
+                Type::InsecureFrontendValidationMode,
+                true,
+                Reason::ConfigurationChanged,
+                "spec.tls.frontend allows clients without a valid certificate (AllowInsecureFallback)",
+                g,
+            );
+            set_condition(&mut conditions, insecure);
+        }
         let addresses = match (&self.addresses, served) {
             (Ok(a), true) => a
                 .iter()
@@ -525,11 +558,33 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
         allowed_namespaces: AllowedNamespaces::from_spec(allowed),
         supported_kinds,
         certificates,
+        client_validation: None,
         not_accepted,
         conflicted: None,
         unresolved,
         attached: BTreeSet::new(),
         overlapping_tls: None,
+    }
+}
+
+/// An HTTPS listener's frontend validation (`spec.tls.frontend` for its port):
+/// refs that do not resolve go to ResolvedRefs; none resolving is
+/// `NoValidCACertificate`.
+fn frontend_validation(l: &mut Listener, store: &Store, gw: &Gateway) {
+    if l.protocol != Some(ListenerProtocol::Https) || l.port == 0 {
+        return;
+    }
+    let Some(v) = client_validation::for_port(store, gw, l.port) else {
+        return;
+    };
+    l.unresolved
+        .extend(v.errors.into_iter().map(Unresolved::CaCertificate));
+    match v.validation {
+        Some(validation) => l.client_validation = Some(validation),
+        None if l.not_accepted.is_none() => {
+            l.not_accepted = Some(NotAccepted::NoValidCaCertificate)
+        }
+        None => {}
     }
 }
 

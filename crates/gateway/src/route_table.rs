@@ -208,6 +208,7 @@ impl TableContext<'_> {
                     listener: l.name.clone(),
                     server_names: l.hostname.iter().cloned().collect(),
                     certificates: l.certificates.clone(),
+                    client_validation: l.client_validation.clone(),
                     route_table: Some(table),
                     forward: None,
                 });
@@ -243,6 +244,7 @@ impl TableContext<'_> {
                     ),
                     server_names: if catch_all { vec![] } else { hosts },
                     certificates: l.certificates.clone(),
+                    client_validation: None,
                     route_table: None,
                     forward: self.forward(ri, clusters),
                 });
@@ -256,6 +258,7 @@ impl TableContext<'_> {
                 listener: "no-route".into(),
                 server_names: vec![],
                 certificates: vec![],
+                client_validation: None,
                 route_table: None,
                 forward: Some(L4Forward {
                     route: String::new(),

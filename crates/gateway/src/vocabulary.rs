@@ -57,10 +57,14 @@ pub mod gateway_class {
 pub mod gateway {
     words!(Type {
         Accepted,
-        Programmed
+        Programmed,
+        /// A frontend validation lets clients in without a valid certificate.
+        InsecureFrontendValidationMode,
     });
     words!(Reason {
         Accepted,
+        /// InsecureFrontendValidationMode is True.
+        ConfigurationChanged,
         /// Some listeners are invalid (Accepted True while any listener is).
         ListenersNotValid,
         InvalidParameters,
@@ -96,6 +100,10 @@ pub mod listener {
         OverlappingHostnames,
         ResolvedRefs,
         InvalidCertificateRef,
+        InvalidCACertificateRef,
+        InvalidCACertificateKind,
+        /// No caCertificateRef of the listener's frontend validation resolves.
+        NoValidCACertificate,
         InvalidRouteKinds,
         RefNotPermitted,
         Programmed,
@@ -142,7 +150,14 @@ mod tests {
 
     #[test]
     fn words_are_the_api_strings() {
-        assert_eq!(spelled(gateway::Type::ALL), ["Accepted", "Programmed"]);
+        assert_eq!(
+            spelled(gateway::Type::ALL),
+            ["Accepted", "Programmed", "InsecureFrontendValidationMode"]
+        );
+        assert_eq!(
+            listener::Reason::NoValidCACertificate.as_str(),
+            "NoValidCACertificate"
+        );
         assert_eq!(
             listener::Type::OverlappingTLSConfig.as_str(),
             "OverlappingTLSConfig"

@@ -156,12 +156,26 @@ pub struct TlsChain {
     /// Certificates in listener certificateRefs order; empty for passthrough.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub certificates: Vec<Certificate>,
+    /// HTTPS: the client certificates this chain asks for (Gateway `spec.tls.frontend`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_validation: Option<ClientValidation>,
     /// HTTPS: the route table behind the TLS terminator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_table: Option<RouteTable>,
     /// TLS: the TCP proxy behind (or instead of) the TLS terminator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward: Option<L4Forward>,
+}
+
+/// Frontend client certificate validation of one HTTPS chain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ClientValidation {
+    /// PEM CA certificates a client certificate must chain to.
+    pub trusted_ca: String,
+    /// AllowInsecureFallback: a certificate is asked for, but a client without
+    /// one (or with one that does not verify) is let in.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_insecure_fallback: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

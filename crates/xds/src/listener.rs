@@ -43,7 +43,9 @@ use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3::{
     Route as UdpRoute, UdpProxyConfig, udp_proxy_config,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CommonTlsContext, DownstreamTlsContext, TlsCertificate,
+    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, TlsCertificate,
+    certificate_validation_context::TrustChainVerification,
+    common_tls_context::ValidationContextType,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 use envoy_types::pb::xds::core::v3::TypedExtensionConfig;
@@ -200,7 +202,11 @@ fn tls_filter_chain(chain: &ir::TlsChain) -> Option<FilterChain> {
                     })
                     .collect(),
                 alpn_protocols: alpn,
+                validation_context_type: chain.client_validation.as_ref().map(client_validation),
                 ..Default::default()
+            }),
+            require_client_certificate: chain.client_validation.as_ref().map(|v| BoolValue {
+                value: !v.allow_insecure_fallback,
             }),
             ..Default::default()
         };
@@ -317,6 +323,21 @@ fn udp_listener(listener: &mut Listener, forward: &ir::L4Forward) {
     }];
 }
 
+/// Client certificates verified against the CAs. AllowInsecureFallback: the
+/// certificate is still asked for (Envoy sends a CertificateRequest whenever it
+/// has CAs), but one that does not verify is let through, as is none.
+fn client_validation(v: &ir::ClientValidation) -> ValidationContextType {
+    ValidationContextType::ValidationContext(CertificateValidationContext {
+        trusted_ca: Some(inline(&v.trusted_ca)),
+        trust_chain_verification: if v.allow_insecure_fallback {
+            TrustChainVerification::AcceptUntrusted as i32
+        } else {
+            TrustChainVerification::VerifyTrustChain as i32
+        },
+        ..Default::default()
+    })
+}
+
 fn inline(pem: &str) -> DataSource {
     DataSource {
         specifier: Some(data_source::Specifier::InlineString(pem.to_string())),
@@ -395,6 +416,7 @@ mod tests {
                 certificate_chain: "CERT".into(),
                 private_key: "KEY".into(),
             }],
+            client_validation: None,
             route_table: Some(table(&format!("edge_rt_infra_gw_443_{listener}"))),
             forward: None,
         }

@@ -16,11 +16,31 @@ use std::process::{Command, Stdio};
 
 /// An HTTPS GET through `openssl s_client`, with `sni` as the server name (or none).
 fn tls_get(port: u16, sni: Option<&str>, host: &str, path: &str) -> Response {
+    tls_request(port, sni, host, path, None)
+        .unwrap_or_else(|e| panic!("TLS request with SNI {sni:?}: {e}"))
+}
+
+/// [`tls_get`] presenting a client certificate (PEM files: certificate, key)
+/// or none; `Err` when no HTTP answer comes (the handshake failed).
+pub(crate) fn tls_request(
+    port: u16,
+    sni: Option<&str>,
+    host: &str,
+    path: &str,
+    client: Option<(&Path, &Path)>,
+) -> std::io::Result<Response> {
     let mut cmd = Command::new("openssl");
-    cmd.args([
-        "s_client", "-quiet", "-ign_eof", "-alpn", "http/1.1", "-connect",
-    ])
-    .arg(format!("127.0.0.1:{port}"));
+    if let Some((cert, key)) = client {
+        cmd.arg("s_client")
+            .arg("-cert")
+            .arg(cert)
+            .arg("-key")
+            .arg(key);
+    } else {
+        cmd.arg("s_client");
+    }
+    cmd.args(["-quiet", "-ign_eof", "-alpn", "http/1.1", "-connect"])
+        .arg(format!("127.0.0.1:{port}"));
     match sni {
         Some(name) => cmd.args(["-servername", name]),
         None => cmd.arg("-noservername"),
@@ -40,10 +60,10 @@ fn tls_get(port: u16, sni: Option<&str>, host: &str, path: &str) -> Response {
     let response = read_response(&mut BufReader::new(child.stdout.as_mut().unwrap()));
     let _ = child.kill();
     let _ = child.wait();
-    response.unwrap_or_else(|e| panic!("TLS request with SNI {sni:?}: {e}"))
+    response
 }
 
-fn chain(
+pub(crate) fn chain(
     listener: &str,
     server_names: &[&str],
     cert: &ir::Certificate,
@@ -61,6 +81,7 @@ fn chain(
         listener: listener.into(),
         server_names: server_names.iter().map(|s| s.to_string()).collect(),
         certificates: vec![cert.clone()],
+        client_validation: None,
         route_table: Some(ir::RouteTable {
             name: format!("edge_rt_infra_tls_443_{listener}"),
             virtual_hosts: vec![mk_virtual_host("*", &["*"], vec![route])],
@@ -69,17 +90,22 @@ fn chain(
     }
 }
 
-fn tls_ir(port: u16, backend: SocketAddr) -> ir::Ir {
+/// The server certificate of the `https-chains` golden case.
+pub(crate) fn server_certificate() -> ir::Certificate {
     let golden = crate::common::load_ir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/https-chains"),
     );
-    let cert = golden.gateways[0]
+    golden.gateways[0]
         .ports
         .iter()
         .flat_map(|p| &p.tls_chains)
         .map(|c| c.certificates[0].clone())
         .next()
-        .expect("the https-chains case has a certificate");
+        .expect("the https-chains case has a certificate")
+}
+
+fn tls_ir(port: u16, backend: SocketAddr) -> ir::Ir {
+    let cert = server_certificate();
     let cluster = mk_cluster("echo", backend, ir::UpstreamProtocol::Http1);
     let https = ir::Port {
         port,
