@@ -1,0 +1,289 @@
+//! BackendTLSPolicy: TLS from the Gateway to a Service's port.
+//!
+//! ```text
+//!  BackendTLSPolicy ── targetRefs* (core Service, sectionName = a port's name)
+//!                   └─ validation ── caCertificateRefs* (ConfigMap ca.crt) | wellKnownCACertificates: System
+//!                                 ├─ hostname (the SNI; the name verified when no SANs)
+//!                                 └─ subjectAltNames* (Hostname → DNS, URI → URI; any of them)
+//! ```
+//!
+//! Several policies on one target (same Service, same sectionName or both
+//! none): the oldest wins (creationTimestamp, then namespace/name), the others
+//! are `Accepted=False/Conflicted`. A policy naming a port wins over one for
+//! the whole Service on that port. A policy whose CAs all fail
+//! (`NoValidCACertificate`) makes its backends invalid: their share of
+//! requests answers 500, never plain text or TLS that trusts anyone.
+//!
+//! A policy's ancestors are the Gateways of our class that a route attached to
+//! them sends to the Service: each gets the policy's conditions.
+
+use crate::client_validation::check_bundle;
+use crate::status::{Condition, GROUP, Identity, ParentReference};
+use crate::store::Store;
+use crate::vocabulary::policy::{Reason, Type};
+use aether_ir::{ObjectRef, SubjectAltName, TrustedCa, UpstreamTls};
+use gateway_api::apis::standard::backendtlspolicies::{
+    BackendTlsPolicy, BackendTlsPolicyValidationSubjectAltNamesType as SanType,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub type PolicyCondition = Condition<Type, Reason>;
+
+/// What one policy comes to.
+#[derive(Debug, Clone)]
+pub struct PolicyModel {
+    pub key: ObjectRef,
+    pub of: Identity,
+    created: Option<Time>,
+    /// (Service, sectionName) it targets.
+    targets: Vec<(ObjectRef, Option<String>)>,
+    /// The TLS to speak, or why the policy cannot be met.
+    pub tls: Result<UpstreamTls, String>,
+    /// CA refs that did not resolve: (reason, message).
+    unresolved: Vec<(Reason, String)>,
+    /// `wellKnownCACertificates` we do not know.
+    invalid: Option<String>,
+    /// The policy that wins its target, when it is not this one.
+    conflicted_by: Option<ObjectRef>,
+}
+
+/// Every BackendTLSPolicy, conflicts decided.
+#[derive(Debug, Default)]
+pub struct Policies {
+    models: Vec<PolicyModel>,
+    /// (Service, sectionName) → the winning policy.
+    winners: BTreeMap<(ObjectRef, Option<String>), usize>,
+}
+
+/// The system's CA bundle (Debian and most distributions), for
+/// `wellKnownCACertificates: System`.
+pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+impl Policies {
+    pub fn new(store: &Store) -> Policies {
+        let mut models: Vec<PolicyModel> = store
+            .all::<BackendTlsPolicy>()
+            .iter()
+            .map(|(key, p)| model(store, key, p))
+            .collect();
+        let mut order: Vec<usize> = (0..models.len()).collect();
+        order.sort_by_key(|&i| {
+            let m = &models[i];
+            (m.created.is_none(), m.created.clone(), m.key.clone())
+        });
+        let mut winners = BTreeMap::new();
+        for i in order {
+            for target in models[i].targets.clone() {
+                match winners.get(&target) {
+                    None => {
+                        winners.insert(target, i);
+                    }
+                    Some(&w) if w != i => {
+                        models[i].conflicted_by = Some(models[w].key.clone());
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Policies { models, winners }
+    }
+
+    /// The policy for a Service port (by its name): the one naming the port,
+    /// else the one for the whole Service.
+    pub fn lookup(&self, service: &ObjectRef, port_name: &str) -> Option<&PolicyModel> {
+        let named = (!port_name.is_empty())
+            .then(|| self.winners.get(&(service.clone(), Some(port_name.to_string()))))
+            .flatten();
+        named
+            .or_else(|| self.winners.get(&(service.clone(), None)))
+            .map(|&i| &self.models[i])
+    }
+
+    /// Each policy's status on its ancestors: the Gateways (of ours) that
+    /// `routes_to` says send to one of its target Services.
+    pub fn status(
+        &self,
+        gateways_sending_to: impl Fn(&ObjectRef) -> BTreeSet<ObjectRef>,
+        controller_name: &str,
+    ) -> BTreeMap<ObjectRef, PolicyStatus> {
+        let mut out = BTreeMap::new();
+        for m in &self.models {
+            let ancestors: BTreeSet<ObjectRef> = m
+                .targets
+                .iter()
+                .flat_map(|(svc, _)| gateways_sending_to(svc))
+                .collect();
+            if ancestors.is_empty() {
+                continue;
+            }
+            let conditions = m.conditions();
+            let ancestors = ancestors
+                .into_iter()
+                .map(|gw| PolicyAncestorStatus {
+                    ancestor_ref: ParentReference::defaulted(
+                        Some(GROUP),
+                        Some("Gateway"),
+                        Some(&gw.namespace),
+                        &gw.name,
+                        None,
+                        None,
+                    ),
+                    controller_name: controller_name.to_string(),
+                    conditions: conditions.clone(),
+                })
+                .collect();
+            out.insert(
+                m.key.clone(),
+                PolicyStatus {
+                    ancestors,
+                    of: m.of.clone(),
+                },
+            );
+        }
+        out
+    }
+}
+
+impl PolicyModel {
+    fn conditions(&self) -> Vec<PolicyCondition> {
+        let g = self.of.generation;
+        let accepted = if let Some(winner) = &self.conflicted_by {
+            let m = format!("the older policy {winner} targets the same backend");
+            Condition::new(Type::Accepted, false, Reason::Conflicted, m, g)
+        } else if let Some(why) = &self.invalid {
+            Condition::new(Type::Accepted, false, Reason::Invalid, why.clone(), g)
+        } else if let Err(why) = &self.tls {
+            Condition::new(Type::Accepted, false, Reason::NoValidCACertificate, why.clone(), g)
+        } else {
+            Condition::new(Type::Accepted, true, Reason::Accepted, "policy is accepted", g)
+        };
+        let resolved = match self.unresolved.first() {
+            None => Condition::new(
+                Type::ResolvedRefs,
+                true,
+                Reason::ResolvedRefs,
+                "all references resolved",
+                g,
+            ),
+            Some((reason, _)) => {
+                let all: Vec<&str> = self.unresolved.iter().map(|(_, m)| m.as_str()).collect();
+                Condition::new(Type::ResolvedRefs, false, *reason, all.join("; "), g)
+            }
+        };
+        vec![accepted, resolved]
+    }
+}
+
+fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
+    let targets = p
+        .spec
+        .target_refs
+        .iter()
+        .filter(|t| t.group.is_empty() && t.kind == "Service")
+        .map(|t| (ObjectRef::new(&key.namespace, &t.name), t.section_name.clone()))
+        .collect();
+    let v = &p.spec.validation;
+    let mut unresolved = Vec::new();
+    let mut invalid = None;
+    let mut pem = String::new();
+    let mut system = false;
+    match v.well_known_ca_certificates.as_deref() {
+        Some("System") => system = true,
+        Some(other) => invalid = Some(format!("wellKnownCACertificates {other:?} is not supported (only System)")),
+        None => {}
+    }
+    for r in v.ca_certificate_refs.iter().flatten() {
+        let shown = format!("{}/{}", key.namespace, r.name);
+        if !r.group.is_empty() || r.kind != "ConfigMap" {
+            let gk = if r.group.is_empty() { r.kind.clone() } else { format!("{}/{}", r.group, r.kind) };
+            unresolved.push((Reason::InvalidKind, format!("caCertificateRef {shown}: kind {gk} is not supported (only core ConfigMaps)")));
+            continue;
+        }
+        let bundle = store
+            .get::<ConfigMap>(&key.namespace, &r.name)
+            .ok_or("ConfigMap not found".to_string())
+            .and_then(|cm| {
+                cm.data
+                    .as_ref()
+                    .and_then(|d| d.get("ca.crt"))
+                    .cloned()
+                    .ok_or("no ca.crt key".to_string())
+            })
+            .and_then(|b| check_bundle(&b).map(|()| b));
+        match bundle {
+            Ok(b) => {
+                pem.push_str(b.trim_end());
+                pem.push('\n');
+            }
+            Err(why) => unresolved.push((
+                Reason::InvalidCACertificateRef,
+                format!("caCertificateRef {shown}: {why}"),
+            )),
+        }
+    }
+    let trusted_ca = if system {
+        Some(TrustedCa::File(SYSTEM_CA_BUNDLE.into()))
+    } else if !pem.is_empty() {
+        Some(TrustedCa::Pem(pem))
+    } else {
+        None
+    };
+    let tls = match (trusted_ca, &invalid) {
+        (_, Some(why)) => Err(why.clone()),
+        (None, None) => Err("no caCertificateRef resolves to a CA certificate".into()),
+        (Some(trusted_ca), None) => Ok(UpstreamTls {
+            sni: v.hostname.to_ascii_lowercase(),
+            trusted_ca,
+            subject_alt_names: subject_alt_names(p),
+        }),
+    };
+    PolicyModel {
+        key: key.clone(),
+        of: Identity::of(&p.metadata),
+        created: p.metadata.creation_timestamp.clone(),
+        targets,
+        tls,
+        unresolved,
+        invalid,
+        conflicted_by: None,
+    }
+}
+
+/// The names the backend's certificate must carry one of: the listed SANs, or
+/// else the hostname (which then is not the only name, but the one verified).
+fn subject_alt_names(p: &BackendTlsPolicy) -> Vec<SubjectAltName> {
+    let v = &p.spec.validation;
+    let listed: Vec<SubjectAltName> = v
+        .subject_alt_names
+        .iter()
+        .flatten()
+        .filter_map(|s| match s.r#type {
+            SanType::Hostname => s.hostname.clone().map(SubjectAltName::Dns),
+            SanType::Uri => s.uri.clone().map(SubjectAltName::Uri),
+        })
+        .collect();
+    if listed.is_empty() {
+        vec![SubjectAltName::Dns(v.hostname.to_ascii_lowercase())]
+    } else {
+        listed
+    }
+}
+
+/// A policy's status: one entry per ancestor Gateway.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PolicyStatus {
+    pub ancestors: Vec<PolicyAncestorStatus>,
+    /// Not part of the written status.
+    #[serde(skip)]
+    pub of: Identity,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyAncestorStatus {
+    pub ancestor_ref: ParentReference,
+    pub controller_name: String,
+    pub conditions: Vec<PolicyCondition>,
+}
