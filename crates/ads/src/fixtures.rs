@@ -264,6 +264,7 @@ pub fn mk_routes_snapshot(routes: &[(&str, &str)]) -> Arc<Snapshot> {
             port: 8080,
             weight: 0,
         }],
+        tls: None,
     };
     let gateway = ir::Gateway {
         namespace: "infra".into(),

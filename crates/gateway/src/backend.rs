@@ -14,6 +14,7 @@
 //! Slices are indexed by Service once per translation ([`Backends::new`]), so
 //! resolving stays cheap with thousands of Services.
 
+use crate::backend_tls::Policies;
 use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
 use crate::store::Store;
@@ -36,6 +37,10 @@ pub enum BackendError {
     RefNotPermitted(String),
     #[error("backendRef {0}: appProtocol {1} is not supported")]
     UnsupportedProtocol(String, String),
+    /// The BackendTLSPolicy of the Service port cannot be met: requests that
+    /// would go there answer 500 (never plain text, never unverified TLS).
+    #[error("backendRef {0}: BackendTLSPolicy {1} cannot be met: {2}")]
+    TlsPolicy(String, String, String),
 }
 
 impl BackendError {
@@ -46,6 +51,7 @@ impl BackendError {
             BackendError::NotFound(..) => route::Reason::BackendNotFound,
             BackendError::RefNotPermitted(_) => route::Reason::RefNotPermitted,
             BackendError::UnsupportedProtocol(..) => route::Reason::UnsupportedProtocol,
+            BackendError::TlsPolicy(..) => route::Reason::InvalidBackendTLSPolicy,
         }
     }
 }
@@ -77,6 +83,8 @@ pub struct BackendRef<'a> {
 pub struct Backends<'a> {
     store: &'a Store,
     slices: BTreeMap<ObjectRef, Vec<&'a EndpointSlice>>,
+    /// BackendTLSPolicies, conflicts decided.
+    pub tls: Policies,
 }
 
 impl<'a> Backends<'a> {
@@ -95,7 +103,11 @@ impl<'a> Backends<'a> {
                     .push(slice);
             }
         }
-        Backends { store, slices }
+        Backends {
+            store,
+            slices,
+            tls: Policies::new(store),
+        }
     }
 
     /// Resolves one backendRef of a route (`route_kind` in `route_ns`). gRPC
@@ -172,16 +184,28 @@ impl<'a> Backends<'a> {
             Some(_) => UpstreamProtocol::Http1,
         };
         let port_name = svc_port.name.as_deref().unwrap_or("");
+        let service = ObjectRef::new(ns, r.name);
+        let tls = match self.tls.lookup(&service, port_name) {
+            // TLS is for HTTP and gRPC backends; L4 routes carry the stream as is.
+            Some(p) if matches!(upstream, Upstream::Http | Upstream::Grpc) => {
+                let tls = p.tls.as_ref().map_err(|why| {
+                    BackendError::TlsPolicy(shown.clone(), p.key.to_string(), why.clone())
+                })?;
+                Some(tls.clone())
+            }
+            _ => None,
+        };
         Ok(Cluster {
             name: if upstream == Upstream::Udp {
                 names::udp_cluster(ns, r.name, port)
             } else {
                 names::cluster(ns, r.name, port)
             },
-            service: ObjectRef::new(ns, r.name),
+            service,
             port,
             protocol,
             endpoints: self.endpoints(ns, r.name, port_name),
+            tls,
         })
     }
 

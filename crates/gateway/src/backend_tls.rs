@@ -94,7 +94,10 @@ impl Policies {
     /// else the one for the whole Service.
     pub fn lookup(&self, service: &ObjectRef, port_name: &str) -> Option<&PolicyModel> {
         let named = (!port_name.is_empty())
-            .then(|| self.winners.get(&(service.clone(), Some(port_name.to_string()))))
+            .then(|| {
+                self.winners
+                    .get(&(service.clone(), Some(port_name.to_string())))
+            })
             .flatten();
         named
             .or_else(|| self.winners.get(&(service.clone(), None)))
@@ -155,9 +158,21 @@ impl PolicyModel {
         } else if let Some(why) = &self.invalid {
             Condition::new(Type::Accepted, false, Reason::Invalid, why.clone(), g)
         } else if let Err(why) = &self.tls {
-            Condition::new(Type::Accepted, false, Reason::NoValidCACertificate, why.clone(), g)
+            Condition::new(
+                Type::Accepted,
+                false,
+                Reason::NoValidCACertificate,
+                why.clone(),
+                g,
+            )
         } else {
-            Condition::new(Type::Accepted, true, Reason::Accepted, "policy is accepted", g)
+            Condition::new(
+                Type::Accepted,
+                true,
+                Reason::Accepted,
+                "policy is accepted",
+                g,
+            )
         };
         let resolved = match self.unresolved.first() {
             None => Condition::new(
@@ -182,7 +197,12 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
         .target_refs
         .iter()
         .filter(|t| t.group.is_empty() && t.kind == "Service")
-        .map(|t| (ObjectRef::new(&key.namespace, &t.name), t.section_name.clone()))
+        .map(|t| {
+            (
+                ObjectRef::new(&key.namespace, &t.name),
+                t.section_name.clone(),
+            )
+        })
         .collect();
     let v = &p.spec.validation;
     let mut unresolved = Vec::new();
@@ -191,14 +211,27 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
     let mut system = false;
     match v.well_known_ca_certificates.as_deref() {
         Some("System") => system = true,
-        Some(other) => invalid = Some(format!("wellKnownCACertificates {other:?} is not supported (only System)")),
+        Some(other) => {
+            invalid = Some(format!(
+                "wellKnownCACertificates {other:?} is not supported (only System)"
+            ))
+        }
         None => {}
     }
     for r in v.ca_certificate_refs.iter().flatten() {
         let shown = format!("{}/{}", key.namespace, r.name);
         if !r.group.is_empty() || r.kind != "ConfigMap" {
-            let gk = if r.group.is_empty() { r.kind.clone() } else { format!("{}/{}", r.group, r.kind) };
-            unresolved.push((Reason::InvalidKind, format!("caCertificateRef {shown}: kind {gk} is not supported (only core ConfigMaps)")));
+            let gk = if r.group.is_empty() {
+                r.kind.clone()
+            } else {
+                format!("{}/{}", r.group, r.kind)
+            };
+            unresolved.push((
+                Reason::InvalidKind,
+                format!(
+                    "caCertificateRef {shown}: kind {gk} is not supported (only core ConfigMaps)"
+                ),
+            ));
             continue;
         }
         let bundle = store

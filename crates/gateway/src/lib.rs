@@ -17,6 +17,7 @@ pub mod allowed_routes;
 pub mod assemble;
 pub mod attach;
 pub mod backend;
+pub mod backend_tls;
 pub mod certificate;
 pub mod client_validation;
 pub mod cors;
@@ -194,5 +195,61 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
         }
     }
     ir.clusters = clusters.into_values().collect();
+    let by_service = gateways_by_service(store, &gateways);
+    status.backend_tls_policies = backends.tls.status(
+        |svc| by_service.get(svc).cloned().unwrap_or_default(),
+        &config.controller_name,
+    );
     Translation { ir, status }
+}
+
+/// Per Service, the Gateways of ours that an HTTPRoute or GRPCRoute naming
+/// the Service in a backendRef has as a parentRef: a BackendTLSPolicy's
+/// ancestors.
+fn gateways_by_service(
+    store: &Store,
+    gateways: &BTreeMap<ObjectRef, GatewayModel>,
+) -> BTreeMap<ObjectRef, BTreeSet<ObjectRef>> {
+    let mut out: BTreeMap<ObjectRef, BTreeSet<ObjectRef>> = BTreeMap::new();
+    macro_rules! collect {
+        ($ty:ty) => {
+            for (key, r) in store.all::<$ty>() {
+                let parents: Vec<ObjectRef> = r
+                    .spec
+                    .parent_refs
+                    .iter()
+                    .flatten()
+                    .filter(|p| {
+                        p.group.as_deref().unwrap_or(status::GROUP) == status::GROUP
+                            && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+                    })
+                    .map(|p| {
+                        ObjectRef::new(p.namespace.as_deref().unwrap_or(&key.namespace), &p.name)
+                    })
+                    .filter(|gw| gateways.contains_key(gw))
+                    .collect();
+                let services = r.spec.rules.iter().flatten().flat_map(|rule| {
+                    rule.backend_refs
+                        .iter()
+                        .flatten()
+                        .filter(|b| {
+                            b.group.as_deref().unwrap_or("").is_empty()
+                                && b.kind.as_deref().unwrap_or("Service") == "Service"
+                        })
+                        .map(|b| {
+                            ObjectRef::new(
+                                b.namespace.as_deref().unwrap_or(&key.namespace),
+                                &b.name,
+                            )
+                        })
+                });
+                for svc in services {
+                    out.entry(svc).or_default().extend(parents.iter().cloned());
+                }
+            }
+        };
+    }
+    collect!(HttpRoute);
+    collect!(GrpcRoute);
+    out
 }

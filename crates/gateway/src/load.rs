@@ -15,6 +15,7 @@
 use crate::store::{DEFAULT_NAMESPACE, Store, StoreObject};
 use aether_ir::ObjectRef;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -252,6 +253,7 @@ fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError
         ("TCPRoute", _, Some("v1" | "v1alpha2")) => ctx.load::<TcpRoute>(value),
         ("UDPRoute", _, Some("v1" | "v1alpha2")) => ctx.load::<UdpRoute>(value),
         ("ReferenceGrant", _, Some("v1" | "v1beta1")) => ctx.load::<ReferenceGrant>(value),
+        ("BackendTLSPolicy", _, Some("v1" | "v1alpha3")) => ctx.load::<BackendTlsPolicy>(value),
         ("Service", "v1", _) => ctx.load::<Service>(value),
         ("Secret", "v1", _) => ctx.load::<Secret>(value),
         ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(value),

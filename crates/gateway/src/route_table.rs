@@ -472,6 +472,7 @@ fn udp_weighted_cluster(r: &RouteModel, backends: &[(Cluster, u32)]) -> Cluster 
                 weight: u32::try_from(w).unwrap_or(u32::MAX),
             })
             .collect(),
+        tls: None,
     }
 }
 

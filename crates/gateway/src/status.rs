@@ -281,6 +281,8 @@ pub struct StatusPlan {
     pub tls_routes: BTreeMap<ObjectRef, RouteStatus>,
     pub tcp_routes: BTreeMap<ObjectRef, RouteStatus>,
     pub udp_routes: BTreeMap<ObjectRef, RouteStatus>,
+    /// Not gated on the fleet: a policy's conditions are about the policy.
+    pub backend_tls_policies: BTreeMap<ObjectRef, crate::backend_tls::PolicyStatus>,
 }
 
 #[derive(Serialize)]
@@ -324,6 +326,9 @@ impl StatusPlan {
     /// object, sorted by kind, then namespace/name. Deterministic.
     pub fn to_yaml(&self) -> String {
         let mut out = String::new();
+        for (r, s) in &self.backend_tls_policies {
+            push_doc(&mut out, "BackendTLSPolicy", Some(&r.namespace), &r.name, s);
+        }
         for (name, s) in &self.gateway_classes {
             push_doc(&mut out, "GatewayClass", None, name, s);
         }

@@ -13,6 +13,7 @@
 
 use aether_ir::ObjectRef;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -44,6 +45,7 @@ pub struct Store {
     secrets: BTreeMap<ObjectRef, Secret>,
     config_maps: BTreeMap<ObjectRef, ConfigMap>,
     namespaces: BTreeMap<ObjectRef, Namespace>,
+    backend_tls_policies: BTreeMap<ObjectRef, BackendTlsPolicy>,
 }
 
 /// A kind the store holds.
@@ -91,6 +93,12 @@ store_object!(Service, "Service", services, false);
 store_object!(EndpointSlice, "EndpointSlice", endpoint_slices, false);
 store_object!(Secret, "Secret", secrets, false);
 store_object!(ConfigMap, "ConfigMap", config_maps, false);
+store_object!(
+    BackendTlsPolicy,
+    "BackendTLSPolicy",
+    backend_tls_policies,
+    false
+);
 store_object!(Namespace, "Namespace", namespaces, true);
 
 /// The store key of an object: namespace defaulted (or emptied for cluster-scoped
@@ -154,6 +162,7 @@ impl Store {
             + self.secrets.len()
             + self.config_maps.len()
             + self.namespaces.len()
+            + self.backend_tls_policies.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -185,6 +194,7 @@ impl Store {
             .chain(of::<Secret>(self))
             .chain(of::<ConfigMap>(self))
             .chain(of::<Namespace>(self))
+            .chain(of::<BackendTlsPolicy>(self))
             .collect();
         keys.sort();
         keys
@@ -211,7 +221,8 @@ impl Store {
             endpoint_slices,
             secrets,
             config_maps,
-            namespaces
+            namespaces,
+            backend_tls_policies
         );
     }
 }

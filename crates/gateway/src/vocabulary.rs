@@ -6,6 +6,7 @@
 //!  gateway::{Type, Reason}         Gateway conditions
 //!  listener::{Type, Reason}        a Gateway listener's conditions
 //!  route::{Type, Reason}           a route's conditions on one parentRef (every route kind)
+//!  policy::{Type, Reason}          a policy's conditions on one ancestor (BackendTlsPolicy)
 //! ```
 //!
 //! Every status stage works with these enums; [`Word::as_str`] is called only
@@ -112,6 +113,25 @@ pub mod listener {
     });
 }
 
+/// A policy's conditions on one ancestor (BackendTlsPolicy).
+pub mod policy {
+    words!(Type {
+        Accepted,
+        ResolvedRefs
+    });
+    words!(Reason {
+        Accepted,
+        /// An older policy targets the same backend.
+        Conflicted,
+        Invalid,
+        /// No CA certificate reference resolves.
+        NoValidCACertificate,
+        ResolvedRefs,
+        InvalidCACertificateRef,
+        InvalidKind,
+    });
+}
+
 /// A route's conditions on one parentRef (HTTPRoute, GRPCRoute, TLSRoute,
 /// TCPRoute, UDPRoute).
 pub mod route {
@@ -136,6 +156,9 @@ pub mod route {
         RefNotPermitted,
         InvalidKind,
         BackendNotFound,
+        /// The backend's BackendTLSPolicy cannot be met (the API names no
+        /// reason for this invalid backendRef).
+        InvalidBackendTLSPolicy,
         UnsupportedProtocol,
     });
 }

@@ -454,6 +454,33 @@ pub struct Cluster {
     pub protocol: UpstreamProtocol,
     /// Ready endpoints, sorted by (address, port), deduplicated.
     pub endpoints: Vec<Endpoint>,
+    /// TLS to the endpoints (a BackendTLSPolicy); `None`: plain text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<UpstreamTls>,
+}
+
+/// TLS from Envoy to a backend, verified.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct UpstreamTls {
+    /// The server name sent (SNI).
+    pub sni: String,
+    pub trusted_ca: TrustedCa,
+    /// The backend certificate must carry one of these.
+    pub subject_alt_names: Vec<SubjectAltName>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TrustedCa {
+    /// PEM CA certificates.
+    Pem(String),
+    /// A CA bundle file on the Envoy host (the system's).
+    File(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum SubjectAltName {
+    Dns(String),
+    Uri(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

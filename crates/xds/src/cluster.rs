@@ -2,7 +2,8 @@
 //!
 //! h2c upstreams (`appProtocol: kubernetes.io/h2c`, gRPC) speak HTTP/2 with prior
 //! knowledge, set through the upstream `HttpProtocolOptions` extension; everything
-//! else speaks HTTP/1.1 (websocket upgrades ride on it).
+//! else speaks HTTP/1.1 (websocket upgrades ride on it). A BackendTLSPolicy adds
+//! TLS (`UpstreamTlsContext`) on top of either.
 
 use crate::any::{ads_config_source, pack};
 use aether_ir as ir;
@@ -10,14 +11,23 @@ use envoy_types::pb::envoy::config::cluster::v3::{
     Cluster, cluster::ClusterDiscoveryType, cluster::DiscoveryType, cluster::EdsClusterConfig,
     cluster::LbPolicy,
 };
-use envoy_types::pb::envoy::config::core::v3::Http2ProtocolOptions;
+use envoy_types::pb::envoy::config::core::v3::{
+    DataSource, Http2ProtocolOptions, TransportSocket, data_source, transport_socket,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CertificateValidationContext, CommonTlsContext, SubjectAltNameMatcher, UpstreamTlsContext,
+    common_tls_context::ValidationContextType, subject_alt_name_matcher::SanType,
+};
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
     HttpProtocolOptions, http_protocol_options::ExplicitHttpConfig,
     http_protocol_options::UpstreamProtocolOptions,
     http_protocol_options::explicit_http_config::ProtocolConfig,
 };
+use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
 use envoy_types::pb::google::protobuf::Duration;
 use std::collections::HashMap;
+
+const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
 
 /// The key Envoy looks up upstream HTTP options under.
 pub const HTTP_PROTOCOL_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
@@ -42,7 +52,61 @@ pub fn cluster(c: &ir::Cluster) -> Cluster {
             ir::UpstreamProtocol::Http1 => HashMap::new(),
             ir::UpstreamProtocol::H2c => http2_protocol_options(),
         },
+        transport_socket: c.tls.as_ref().map(|t| upstream_tls(t, c.protocol)),
         ..Default::default()
+    }
+}
+
+/// TLS to the endpoints (a BackendTLSPolicy): the policy's hostname as SNI,
+/// the certificate verified against its CAs and required to carry one of the
+/// names (exact matches). HTTP/2 over TLS asks for `h2` by ALPN.
+fn upstream_tls(t: &ir::UpstreamTls, protocol: ir::UpstreamProtocol) -> TransportSocket {
+    let trusted_ca = match &t.trusted_ca {
+        ir::TrustedCa::Pem(pem) => data_source::Specifier::InlineString(pem.clone()),
+        ir::TrustedCa::File(path) => data_source::Specifier::Filename(path.clone()),
+    };
+    let sans = t
+        .subject_alt_names
+        .iter()
+        .map(|san| {
+            let (san_type, value) = match san {
+                ir::SubjectAltName::Dns(v) => (SanType::Dns, v),
+                ir::SubjectAltName::Uri(v) => (SanType::Uri, v),
+            };
+            SubjectAltNameMatcher {
+                san_type: san_type as i32,
+                matcher: Some(StringMatcher {
+                    match_pattern: Some(MatchPattern::Exact(value.clone())),
+                    ignore_case: false,
+                }),
+                oid: String::new(),
+            }
+        })
+        .collect();
+    let tls = UpstreamTlsContext {
+        sni: t.sni.clone(),
+        common_tls_context: Some(CommonTlsContext {
+            validation_context_type: Some(ValidationContextType::ValidationContext(
+                CertificateValidationContext {
+                    trusted_ca: Some(DataSource {
+                        specifier: Some(trusted_ca),
+                        ..Default::default()
+                    }),
+                    match_typed_subject_alt_names: sans,
+                    ..Default::default()
+                },
+            )),
+            alpn_protocols: match protocol {
+                ir::UpstreamProtocol::H2c => vec!["h2".into()],
+                ir::UpstreamProtocol::Http1 => vec![],
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    TransportSocket {
+        name: TLS_TRANSPORT_SOCKET.to_string(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(pack(&tls))),
     }
 }
 
@@ -74,6 +138,7 @@ mod tests {
             port: 8081,
             protocol,
             endpoints: vec![],
+            tls: None,
         }
     }
 

@@ -70,6 +70,7 @@ mod tests {
                     weight: 0,
                 })
                 .collect(),
+            tls: None,
         }
     }
 

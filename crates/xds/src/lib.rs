@@ -236,6 +236,7 @@ mod tests {
                 port: 8080,
                 weight: 0,
             }],
+            tls: None,
         };
         ir::Ir {
             gateways: vec![gateway("a", &["shared"]), gateway("b", &["shared", "own"])],

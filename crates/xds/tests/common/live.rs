@@ -175,6 +175,7 @@ pub fn mk_cluster(service: &str, addr: SocketAddr, protocol: ir::UpstreamProtoco
             port: addr.port(),
             weight: 0,
         }],
+        tls: None,
     }
 }
 
