@@ -29,7 +29,8 @@ pub const GROUP: &str = "gateway.networking.k8s.io";
 pub const PREFERENCE: [&str; 4] = ["v1", "v1beta1", "v1alpha3", "v1alpha2"];
 
 /// Every Gateway API kind the store holds, sorted.
-pub const KINDS: [&str; 8] = [
+pub const KINDS: [&str; 9] = [
+    "BackendTLSPolicy",
     "GRPCRoute",
     "Gateway",
     "GatewayClass",
@@ -175,7 +176,7 @@ mod tests {
         );
         assert_eq!(
             served.missing(),
-            vec!["GRPCRoute", "GatewayClass", "UDPRoute"]
+            vec!["BackendTLSPolicy", "GRPCRoute", "GatewayClass", "UDPRoute"]
         );
         assert_eq!(
             served.api_version("TCPRoute"),

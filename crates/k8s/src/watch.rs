@@ -28,6 +28,7 @@ use aether_gateway::load::default_older_versions_json;
 use aether_ir::ObjectRef;
 use futures::StreamExt;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -50,7 +51,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tracing::{info, warn};
 
 /// Every kind the store holds; all must list before anything is published.
-pub const KINDS: [&str; 13] = [
+pub const KINDS: [&str; 14] = [
     GatewayClass::KIND,
     Gateway::KIND,
     HttpRoute::KIND,
@@ -59,6 +60,7 @@ pub const KINDS: [&str; 13] = [
     TcpRoute::KIND,
     UdpRoute::KIND,
     ReferenceGrant::KIND,
+    BackendTlsPolicy::KIND,
     Service::KIND,
     EndpointSlice::KIND,
     Secret::KIND,
@@ -112,6 +114,7 @@ macro_rules! by_kind {
             "TCPRoute" => $f::<TcpRoute>($($arg),*),
             "UDPRoute" => $f::<UdpRoute>($($arg),*),
             "ReferenceGrant" => $f::<ReferenceGrant>($($arg),*),
+            "BackendTLSPolicy" => $f::<BackendTlsPolicy>($($arg),*),
             other => unreachable!("{other} is not a Gateway API kind we read"),
         }
     };

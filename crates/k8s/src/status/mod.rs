@@ -20,8 +20,9 @@
 //! `writer.render_metrics()` to `/metrics`. `is_leader` comes from
 //! [`crate::leader::LeaderElector::is_leader`] or [`crate::leader::always_leader`].
 //!
-//! Kinds: GatewayClass, Gateway and every route kind the plan has (HTTPRoute,
-//! GRPCRoute, TLSRoute, TCPRoute, UDPRoute), each at the version its CRD serves
+//! Kinds: GatewayClass, Gateway, every route kind the plan has (HTTPRoute,
+//! GRPCRoute, TLSRoute, TCPRoute, UDPRoute) and BackendTLSPolicy (`policy.rs`:
+//! `status.ancestors`, shared like a route's parents), each at the version its CRD serves
 //! ([`StatusInputs::served`], from [`crate::discovery`]).
 //!
 //! Ownership under server-side apply: a Gateway's and a GatewayClass's status are
@@ -35,6 +36,7 @@
 mod condition;
 mod driver;
 pub mod patch;
+mod policy;
 mod route;
 mod writer;
 

@@ -72,10 +72,11 @@ pub enum StatusKind {
     TlsRoute,
     TcpRoute,
     UdpRoute,
+    BackendTlsPolicy,
 }
 
 impl StatusKind {
-    pub const ALL: [StatusKind; 7] = [
+    pub const ALL: [StatusKind; 8] = [
         StatusKind::GatewayClass,
         StatusKind::Gateway,
         StatusKind::HttpRoute,
@@ -83,6 +84,7 @@ impl StatusKind {
         StatusKind::TlsRoute,
         StatusKind::TcpRoute,
         StatusKind::UdpRoute,
+        StatusKind::BackendTlsPolicy,
     ];
 
     /// The route kinds: a shared `status.parents` list each.
@@ -104,6 +106,7 @@ impl StatusKind {
             StatusKind::TlsRoute => "TLSRoute",
             StatusKind::TcpRoute => "TCPRoute",
             StatusKind::UdpRoute => "UDPRoute",
+            StatusKind::BackendTlsPolicy => "BackendTLSPolicy",
         }
     }
 
@@ -117,13 +120,14 @@ impl StatusKind {
             StatusKind::TlsRoute => "tlsroutes",
             StatusKind::TcpRoute => "tcproutes",
             StatusKind::UdpRoute => "udproutes",
+            StatusKind::BackendTlsPolicy => "backendtlspolicies",
         }
     }
 
     /// The planned statuses of a route kind (`None` for GatewayClass, Gateway).
     pub fn planned(self, plan: &StatusPlan) -> Option<&BTreeMap<ObjectRef, PlannedRoute>> {
         match self {
-            StatusKind::GatewayClass | StatusKind::Gateway => None,
+            StatusKind::GatewayClass | StatusKind::Gateway | StatusKind::BackendTlsPolicy => None,
             StatusKind::HttpRoute => Some(&plan.http_routes),
             StatusKind::GrpcRoute => Some(&plan.grpc_routes),
             StatusKind::TlsRoute => Some(&plan.tls_routes),
@@ -270,6 +274,19 @@ pub fn compute_over(
         push_routes(&mut out, &mut still, kind, inputs, top, settled, now);
     }
     settled.routes = still;
+    let api_version = inputs
+        .served
+        .api_version(StatusKind::BackendTlsPolicy.as_str());
+    for patch in super::policy::patches(
+        &inputs.store,
+        top,
+        &inputs.plan.backend_tls_policies,
+        &inputs.controller_name,
+        &api_version,
+        now,
+    ) {
+        out.push(patch);
+    }
     out.patches
         .sort_by(|a, b| (a.kind, &a.object).cmp(&(b.kind, &b.object)));
     out

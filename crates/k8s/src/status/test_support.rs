@@ -8,6 +8,7 @@ use aether_gateway::{
     AckState, Addresses, Config, Served, Store, StoreObject, assemble, translate,
 };
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -150,6 +151,7 @@ pub(super) fn apply_locally(store: &mut Store, patch: &StatusPatch) {
         StatusKind::TlsRoute => set::<TlsRoute>(store, patch),
         StatusKind::TcpRoute => set::<TcpRoute>(store, patch),
         StatusKind::UdpRoute => set::<UdpRoute>(store, patch),
+        StatusKind::BackendTlsPolicy => set::<BackendTlsPolicy>(store, patch),
     }
 }
 

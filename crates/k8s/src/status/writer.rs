@@ -26,6 +26,7 @@ use aether_gateway::{Store, StoreObject};
 use aether_ir::ObjectRef;
 use futures::StreamExt;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -292,6 +293,7 @@ impl StatusWriter {
                 StatusKind::TlsRoute => keep::<TlsRoute>(&mut store, obj),
                 StatusKind::TcpRoute => keep::<TcpRoute>(&mut store, obj),
                 StatusKind::UdpRoute => keep::<UdpRoute>(&mut store, obj),
+                StatusKind::BackendTlsPolicy => keep::<BackendTlsPolicy>(&mut store, obj),
             }
             Ok(Some(store))
         };
@@ -393,6 +395,7 @@ fn seen(kind: StatusKind, store: &Store, key: &ObjectRef) -> Option<Option<Strin
         StatusKind::TlsRoute => version::<TlsRoute>(store, key),
         StatusKind::TcpRoute => version::<TcpRoute>(store, key),
         StatusKind::UdpRoute => version::<UdpRoute>(store, key),
+        StatusKind::BackendTlsPolicy => version::<BackendTlsPolicy>(store, key),
     }
 }
 

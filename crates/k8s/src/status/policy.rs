@@ -1,0 +1,235 @@
+//! BackendTLSPolicy status: our `PolicyAncestorStatus` entries merged into the
+//! `status.ancestors` list every controller shares.
+//!
+//! As for routes (`route.rs`), the list is atomic: the apply sends every other
+//! controller's entry as read, then ours in plan order, with the policy's
+//! `resourceVersion` and `uid` as preconditions. A policy's conditions are
+//! about the policy (its refs, its conflicts), not about what Envoy serves, so
+//! they are written at once, ungated. At most [`ANCESTORS_MAX`] entries.
+
+use super::condition;
+use super::patch::{Precondition, StatusKind, StatusPatch, body};
+use aether_gateway::backend_tls::PolicyStatus;
+use aether_gateway::status::ParentReference;
+use aether_gateway::{Store, StoreObject};
+use aether_ir::ObjectRef;
+use gateway_api::apis::standard::backendtlspolicies::{
+    BackendTlsPolicy, BackendTlsPolicyStatusAncestors as Entry,
+    BackendTlsPolicyStatusAncestorsAncestorRef as EntryRef,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// `status.ancestors` maxItems.
+const ANCESTORS_MAX: usize = 16;
+
+fn entry_ref(p: &ParentReference) -> EntryRef {
+    EntryRef {
+        group: Some(p.group.clone()),
+        kind: Some(p.kind.clone()),
+        name: p.name.clone(),
+        namespace: p.namespace.clone(),
+        port: p.port,
+        section_name: p.section_name.clone(),
+    }
+}
+
+/// The patches that bring every policy's entries of ours to `plan` (a
+/// policy the plan lacks: no entries of ours).
+pub(crate) fn patches(
+    store: &Store,
+    top: Option<&Store>,
+    plan: &BTreeMap<ObjectRef, PolicyStatus>,
+    controller_name: &str,
+    api_version: &str,
+    now: &Time,
+) -> Vec<Option<StatusPatch>> {
+    store
+        .all::<BackendTlsPolicy>()
+        .iter()
+        .map(|(key, p)| {
+            let p = top
+                .and_then(|t| t.get::<BackendTlsPolicy>(&key.namespace, &key.name))
+                .unwrap_or(p);
+            let planned = plan.get(key).filter(|s| s.of.describes(p.metadata()));
+            patch(key, p, planned, controller_name, api_version, now)
+        })
+        .collect()
+}
+
+fn patch(
+    key: &ObjectRef,
+    p: &BackendTlsPolicy,
+    planned: Option<&PolicyStatus>,
+    controller_name: &str,
+    api_version: &str,
+    now: &Time,
+) -> Option<StatusPatch> {
+    let current: Vec<Entry> = p
+        .status
+        .as_ref()
+        .map(|s| s.ancestors.clone())
+        .unwrap_or_default();
+    let (ours, others): (Vec<Entry>, Vec<Entry>) = current
+        .into_iter()
+        .partition(|e| e.controller_name == controller_name);
+    let room = ANCESTORS_MAX.saturating_sub(others.len());
+    let desired: Vec<Entry> = planned
+        .map(|s| s.ancestors.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .take(room)
+        .map(|a| {
+            let ancestor_ref = entry_ref(&a.ancestor_ref);
+            let was = ours
+                .iter()
+                .find(|o| o.ancestor_ref == ancestor_ref)
+                .map(|o| o.conditions.as_slice())
+                .unwrap_or_default();
+            Entry {
+                ancestor_ref,
+                conditions: condition::from_plan(&a.conditions, was, now),
+                controller_name: controller_name.to_string(),
+            }
+        })
+        .collect();
+    let unchanged = ours.len() == desired.len()
+        && ours.iter().zip(&desired).all(|(o, d)| {
+            o.ancestor_ref == d.ancestor_ref && condition::same(&o.conditions, &d.conditions)
+        });
+    if unchanged {
+        return None;
+    }
+    let list: Vec<Value> = others
+        .iter()
+        .chain(&desired)
+        .map(|e| serde_json::to_value(e).expect("an ancestor status serializes"))
+        .collect();
+    let meta = p.metadata();
+    Some(StatusPatch {
+        kind: StatusKind::BackendTlsPolicy,
+        object: key.clone(),
+        based_on: meta.resource_version.clone(),
+        body: body(
+            StatusKind::BackendTlsPolicy,
+            api_version,
+            key,
+            Precondition {
+                resource_version: meta.resource_version.as_deref(),
+                uid: meta.uid.as_deref(),
+            },
+            json!({ "ancestors": list }),
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aether_gateway::backend_tls::PolicyAncestorStatus;
+    use aether_gateway::status::{Condition, GROUP, Identity};
+    use aether_gateway::vocabulary::policy::{Reason, Type};
+
+    const OURS: &str = "gateway.aether.io/edge";
+
+    fn mk_policy(ancestors: serde_json::Value) -> BackendTlsPolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "BackendTLSPolicy",
+            "metadata": {"name": "p", "namespace": "apps", "uid": "u1", "generation": 2,
+                         "resourceVersion": "7"},
+            "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "s"}],
+                     "validation": {"hostname": "abc.example.com",
+                                    "wellKnownCACertificates": "System"}},
+            "status": {"ancestors": ancestors},
+        }))
+        .unwrap()
+    }
+
+    fn mk_plan(accepted: bool) -> BTreeMap<ObjectRef, PolicyStatus> {
+        let reason = if accepted {
+            Reason::Accepted
+        } else {
+            Reason::Conflicted
+        };
+        let status = PolicyStatus {
+            ancestors: vec![PolicyAncestorStatus {
+                ancestor_ref: ParentReference::defaulted(
+                    Some(GROUP),
+                    Some("Gateway"),
+                    Some("infra"),
+                    "web",
+                    None,
+                    None,
+                ),
+                controller_name: OURS.into(),
+                conditions: vec![Condition::new(Type::Accepted, accepted, reason, "m", 2)],
+            }],
+            of: Identity {
+                uid: Some("u1".into()),
+                generation: 2,
+            },
+        };
+        BTreeMap::from([(ObjectRef::new("apps", "p"), status)])
+    }
+
+    fn computed(store: &Store, plan: &BTreeMap<ObjectRef, PolicyStatus>) -> Vec<StatusPatch> {
+        let now = super::super::test_support::at(1);
+        patches(
+            store,
+            None,
+            plan,
+            OURS,
+            "gateway.networking.k8s.io/v1",
+            &now,
+        )
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    #[test]
+    fn ours_join_the_others_entries_and_a_written_plan_needs_no_patch() {
+        let theirs = json!({"ancestorRef": {"name": "other", "group": GROUP, "kind": "Gateway"},
+                            "controllerName": "example.com/other", "conditions": []});
+        let mut store = Store::default();
+        store.insert(mk_policy(json!([theirs])));
+        let plan = mk_plan(true);
+        let got = computed(&store, &plan);
+        assert_eq!(got.len(), 1);
+        let list = got[0].body["status"]["ancestors"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(
+            list[0]["controllerName"], "example.com/other",
+            "theirs first, as read"
+        );
+        assert_eq!(list[1]["controllerName"], OURS);
+        assert_eq!(list[1]["ancestorRef"]["name"], "web");
+        assert_eq!(list[1]["conditions"][0]["observedGeneration"], 2);
+        assert_eq!(got[0].body["metadata"]["resourceVersion"], "7");
+        super::super::test_support::apply_all(&mut store, &got);
+        assert!(
+            computed(&store, &plan).is_empty(),
+            "as planned: nothing to write"
+        );
+        // A changed condition is written again; a policy left out of the plan
+        // loses our entry and keeps theirs.
+        assert_eq!(computed(&store, &mk_plan(false)).len(), 1);
+        let got = computed(&store, &BTreeMap::new());
+        let list = got[0].body["status"]["ancestors"].as_array().unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0]["controllerName"], "example.com/other");
+    }
+
+    #[test]
+    fn a_plan_about_another_generation_or_object_is_not_written() {
+        let mut store = Store::default();
+        store.insert(mk_policy(json!([])));
+        let mut plan = mk_plan(true);
+        plan.values_mut().next().unwrap().of.generation = 1;
+        assert!(computed(&store, &plan).is_empty());
+    }
+}
