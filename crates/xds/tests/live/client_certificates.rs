@@ -11,11 +11,11 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A CA and a client certificate it signed, as files in `dir`.
-struct Issued {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
+/// A CA and a certificate it signed, as files in `dir`.
+pub(crate) struct Issued {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -32,6 +32,12 @@ fn openssl(dir: &Path, args: &[&str]) {
 }
 
 fn given_a_ca_and_a_client(dir: &Path, name: &str) -> Issued {
+    given_a_ca_and_a_leaf(dir, name, None)
+}
+
+/// A CA `<name>-ca` and a leaf certificate `<name>` it signed, with `san` as
+/// its subjectAltName extension (e.g. `DNS:abc.example.com`) if given.
+pub(crate) fn given_a_ca_and_a_leaf(dir: &Path, name: &str, san: Option<&str>) -> Issued {
     let ec = [
         "-newkey",
         "ec",
@@ -63,24 +69,27 @@ fn given_a_ca_and_a_client(dir: &Path, name: &str) -> Issued {
     args.extend(ec);
     args.extend(["-keyout", &key, "-out", &csr, "-subj", "/CN=client"]);
     openssl(dir, &args);
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &ca,
-            "-CAkey",
-            &ca_key,
-            "-CAcreateserial",
-            "-out",
-            &cert,
-            "-days",
-            "2",
-        ],
-    );
+    let mut args = vec![
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-out",
+        &cert,
+        "-days",
+        "2",
+    ];
+    let ext = format!("{name}.ext");
+    if let Some(san) = san {
+        std::fs::write(dir.join(&ext), format!("subjectAltName={san}\n")).unwrap();
+        args.extend(["-extfile", &ext]);
+    }
+    openssl(dir, &args);
     Issued {
         ca: dir.join(ca),
         cert: dir.join(cert),
