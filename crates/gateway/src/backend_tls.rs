@@ -270,6 +270,7 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
             sni: v.hostname.to_ascii_lowercase(),
             trusted_ca,
             subject_alt_names: subject_alt_names(p),
+            client_certificate: None,
         }),
     };
     PolicyModel {

@@ -56,7 +56,9 @@ pub fn resolve(
         .collect()
 }
 
-fn resolve_one(
+/// One certificate ref of a Gateway (a listener's, or `spec.tls.backend`'s
+/// clientCertificateRef: the same fields).
+pub fn resolve_one(
     store: &Store,
     gateway_ns: &str,
     r: &GatewayListenersTlsCertificateRefs,

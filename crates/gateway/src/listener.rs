@@ -244,6 +244,9 @@ pub struct GatewayModel {
     pub listeners: Vec<Listener>,
     /// `spec.tls.frontend` lets clients in without a valid certificate somewhere.
     pub insecure_frontend_validation: bool,
+    /// `spec.tls.backend.clientCertificateRef`: `None` when not set; else the
+    /// certificate presented on TLS to backends, or why it cannot be used.
+    pub backend_client_certificate: Option<Result<Certificate, CertificateError>>,
 }
 
 impl GatewayModel {
@@ -272,6 +275,7 @@ impl GatewayModel {
                     p.group, p.kind, p.name
                 )
             });
+        let backend_client_certificate = backend_client_certificate(store, &key.namespace, gw);
         GatewayModel {
             of: Identity::of(&gw.metadata),
             key,
@@ -279,6 +283,7 @@ impl GatewayModel {
             invalid_parameters,
             listeners,
             insecure_frontend_validation: client_validation::insecure_fallback(gw),
+            backend_client_certificate,
         }
     }
 
@@ -337,6 +342,26 @@ impl GatewayModel {
             &mut conditions,
             Condition::new(Type::Programmed, ok, reason, message, g),
         );
+        if let Some(c) = &self.backend_client_certificate {
+            let resolved = match c {
+                Ok(_) => Condition::new(
+                    Type::ResolvedRefs,
+                    true,
+                    Reason::ResolvedRefs,
+                    "all references resolved",
+                    g,
+                ),
+                Err(e) => {
+                    let reason = match e {
+                        CertificateError::RefNotPermitted(_) => Reason::RefNotPermitted,
+                        CertificateError::Invalid(..) => Reason::InvalidClientCertificateRef,
+                    };
+                    let message = format!("spec.tls.backend.clientCertificateRef: {e}");
+                    Condition::new(Type::ResolvedRefs, false, reason, message, g)
+                }
+            };
+            set_condition(&mut conditions, resolved);
+        }
         if self.insecure_frontend_validation {
             let insecure = Condition::new(
                 Type::InsecureFrontendValidationMode,
@@ -565,6 +590,35 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
         attached: BTreeSet::new(),
         overlapping_tls: None,
     }
+}
+
+/// The Gateway's backend client certificate (`spec.tls.backend`), resolved
+/// as a listener's certificateRef is (a core Secret with tls.crt and tls.key).
+fn backend_client_certificate(
+    store: &Store,
+    gateway_ns: &str,
+    gw: &Gateway,
+) -> Option<Result<Certificate, CertificateError>> {
+    let r = gw
+        .spec
+        .tls
+        .as_ref()?
+        .backend
+        .as_ref()?
+        .client_certificate_ref
+        .as_ref()?;
+    let as_listener_ref =
+        gateway_api::apis::standard::gateways::GatewayListenersTlsCertificateRefs {
+            group: r.group.clone(),
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+            namespace: r.namespace.clone(),
+        };
+    Some(certificate::resolve_one(
+        store,
+        gateway_ns,
+        &as_listener_ref,
+    ))
 }
 
 /// An HTTPS listener's frontend validation (`spec.tls.frontend` for its port):

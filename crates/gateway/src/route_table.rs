@@ -270,6 +270,34 @@ impl TableContext<'_> {
         chains
     }
 
+    /// The rule as this Gateway sends it: with a backend client certificate
+    /// (`spec.tls.backend`), each TLS cluster becomes this Gateway's own
+    /// variant presenting it (clusters are shared across Gateways otherwise).
+    fn with_client_certificate(&self, f: &ForwardSpec) -> ForwardSpec {
+        let Some(Ok(cert)) = &self.gw.backend_client_certificate else {
+            return f.clone();
+        };
+        let (ns, gw) = (&self.gw.key.namespace, &self.gw.key.name);
+        let variant = |c: &Cluster| {
+            let Some(tls) = &c.tls else {
+                return c.clone();
+            };
+            let mut tls = tls.clone();
+            tls.client_certificate = Some(cert.clone());
+            Cluster {
+                name: names::cluster_of_gateway(&c.name, ns, gw),
+                tls: Some(tls),
+                ..c.clone()
+            }
+        };
+        let mut f = f.clone();
+        let mirrors = f.mirrors.iter_mut().map(|(c, _)| c);
+        for c in f.backends.iter_mut().map(|(c, _)| c).chain(mirrors) {
+            *c = variant(c);
+        }
+        f
+    }
+
     /// An HTTPS listener's table answers 421 Misdirected Request for the hosts
     /// that belong to another listener on the port: the connection's SNI chose
     /// this listener, the Host names another. Those are the hostnames of more
@@ -389,6 +417,7 @@ impl TableContext<'_> {
                 RouteAction::DirectResponse { status: 500 }
             }
             RuleAction::Forward(f) => {
+                let f = &self.with_client_certificate(f);
                 let mirrors = f.mirrors.iter().map(|(c, _)| c);
                 for cluster in f.backends.iter().map(|(c, _)| c).chain(mirrors) {
                     add_cluster(clusters, cluster);

@@ -61,6 +61,8 @@ pub mod gateway {
         Programmed,
         /// A frontend validation lets clients in without a valid certificate.
         InsecureFrontendValidationMode,
+        /// Written when `spec.tls.backend.clientCertificateRef` is set.
+        ResolvedRefs,
     });
     words!(Reason {
         Accepted,
@@ -78,6 +80,9 @@ pub mod gateway {
         /// No load balancer address (service mode).
         AddressNotAssigned,
         AddressNotUsable,
+        ResolvedRefs,
+        InvalidClientCertificateRef,
+        RefNotPermitted,
     });
 }
 
@@ -175,7 +180,12 @@ mod tests {
     fn words_are_the_api_strings() {
         assert_eq!(
             spelled(gateway::Type::ALL),
-            ["Accepted", "Programmed", "InsecureFrontendValidationMode"]
+            [
+                "Accepted",
+                "Programmed",
+                "InsecureFrontendValidationMode",
+                "ResolvedRefs"
+            ]
         );
         assert_eq!(
             listener::Reason::NoValidCACertificate.as_str(),

@@ -467,6 +467,9 @@ pub struct UpstreamTls {
     pub trusted_ca: TrustedCa,
     /// The backend certificate must carry one of these.
     pub subject_alt_names: Vec<SubjectAltName>,
+    /// Presented to the backend (the Gateway's `spec.tls.backend`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<Certificate>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

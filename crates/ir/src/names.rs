@@ -38,6 +38,12 @@ pub fn cluster(namespace: &str, service: &str, port: u16) -> String {
     format!("edge_cl_{namespace}_{service}_{port}")
 }
 
+/// A TLS cluster as one Gateway uses it, presenting that Gateway's backend
+/// client certificate.
+pub fn cluster_of_gateway(cluster: &str, gateway_ns: &str, gateway: &str) -> String {
+    format!("{cluster}_for_{gateway_ns}_{gateway}")
+}
+
 /// The key of one route object in what is served: `<kind>/<namespace>/<name>`.
 /// Envoy route names, L4 forwards and TLS chains of that route start with it.
 pub fn route_key(kind: &str, namespace: &str, name: &str) -> String {

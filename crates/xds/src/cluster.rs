@@ -15,8 +15,9 @@ use envoy_types::pb::envoy::config::core::v3::{
     DataSource, Http2ProtocolOptions, TransportSocket, data_source, transport_socket,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, CommonTlsContext, SubjectAltNameMatcher, UpstreamTlsContext,
-    common_tls_context::ValidationContextType, subject_alt_name_matcher::SanType,
+    CertificateValidationContext, CommonTlsContext, SubjectAltNameMatcher, TlsCertificate,
+    UpstreamTlsContext, common_tls_context::ValidationContextType,
+    subject_alt_name_matcher::SanType,
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
     HttpProtocolOptions, http_protocol_options::ExplicitHttpConfig,
@@ -57,9 +58,17 @@ pub fn cluster(c: &ir::Cluster) -> Cluster {
     }
 }
 
+fn inline(pem: &str) -> DataSource {
+    DataSource {
+        specifier: Some(data_source::Specifier::InlineString(pem.to_string())),
+        ..Default::default()
+    }
+}
+
 /// TLS to the endpoints (a BackendTLSPolicy): the policy's hostname as SNI,
 /// the certificate verified against its CAs and required to carry one of the
-/// names (exact matches). HTTP/2 over TLS asks for `h2` by ALPN.
+/// names (exact matches); the Gateway's client certificate presented, if it has
+/// one. HTTP/2 over TLS asks for `h2` by ALPN.
 fn upstream_tls(t: &ir::UpstreamTls, protocol: ir::UpstreamProtocol) -> TransportSocket {
     let trusted_ca = match &t.trusted_ca {
         ir::TrustedCa::Pem(pem) => data_source::Specifier::InlineString(pem.clone()),
@@ -96,6 +105,15 @@ fn upstream_tls(t: &ir::UpstreamTls, protocol: ir::UpstreamProtocol) -> Transpor
                     ..Default::default()
                 },
             )),
+            tls_certificates: t
+                .client_certificate
+                .iter()
+                .map(|c| TlsCertificate {
+                    certificate_chain: Some(inline(&c.certificate_chain)),
+                    private_key: Some(inline(&c.private_key)),
+                    ..Default::default()
+                })
+                .collect(),
             alpn_protocols: match protocol {
                 ir::UpstreamProtocol::H2c => vec!["h2".into()],
                 ir::UpstreamProtocol::Http1 => vec![],

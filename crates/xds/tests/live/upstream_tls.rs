@@ -51,6 +51,7 @@ fn tls_cluster(name: &str, backend: SocketAddr, ca: &str, san: &str) -> ir::Clus
         sni: "abc.example.com".into(),
         trusted_ca: ir::TrustedCa::Pem(ca.to_string()),
         subject_alt_names: vec![ir::SubjectAltName::Dns(san.into())],
+        client_certificate: None,
     });
     c
 }
