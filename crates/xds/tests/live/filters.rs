@@ -1,6 +1,7 @@
 //! Live check of the HTTPRoute features beyond matching, through a real Envoy:
 //! a request timeout answers 504 after the configured time (and not long
-//! after), a retried 503 succeeds on the second try, a mirror sees a copy of
+//! after), a retried 503 succeeds on the second try, a refused connection is
+//! retried on another endpoint, a mirror sees a copy of
 //! the request, a backendRef's own header filter
 //! reaches only that backend, a WebSocket upgrade round-trips bytes, and a CORS
 //! preflight is answered by Envoy with the policy's headers.
@@ -97,13 +98,24 @@ struct Backends {
     mirrored: Arc<Mutex<Vec<String>>>,
     /// Two flaky backends: one behind a route that retries 503, one not.
     flaky: [(ir::Cluster, Arc<AtomicUsize>); 2],
+    /// The echo backend and a port nobody listens on, round robin.
+    half_dead: ir::Cluster,
 }
 
 fn given_backends() -> Backends {
     let (mirror_addr, mirrored) = spawn_recording_backend();
     let http1 = ir::UpstreamProtocol::Http1;
+    let echo = mk_cluster("echo", spawn_echo_backend(), http1);
+    let mut half_dead = mk_cluster("half-dead", spawn_echo_backend(), http1);
+    half_dead.endpoints.push(ir::Endpoint {
+        address: "127.0.0.1".into(),
+        port: crate::common::live::free_port(),
+        weight: 0,
+    });
+    half_dead.endpoints.sort();
     Backends {
-        echo: mk_cluster("echo", spawn_echo_backend(), http1),
+        echo,
+        half_dead,
         silent: mk_cluster("silent", spawn_silent_backend(), http1),
         upgrade: mk_cluster("upgrade", spawn_upgrade_echo_backend(), http1),
         mirror: mk_cluster("mirror", mirror_addr, http1),
@@ -178,6 +190,21 @@ fn live_ir(port: u16, b: &Backends) -> ir::Ir {
             mk_forward(&[&b.flaky[1].0.name], 0, None),
         ),
         mk_route(
+            "connect-retried",
+            prefix("/connect-retried"),
+            forward_with(&b.half_dead.name, |f| {
+                f.retry = Some(ir::Retry {
+                    attempts: Some(3),
+                    ..Default::default()
+                });
+            }),
+        ),
+        mk_route(
+            "connect-not-retried",
+            prefix("/connect-not-retried"),
+            mk_forward(&[&b.half_dead.name], 0, None),
+        ),
+        mk_route(
             "cors",
             prefix("/cors"),
             forward_with(&b.mirror.name, |f| {
@@ -197,6 +224,7 @@ fn live_ir(port: u16, b: &Backends) -> ir::Ir {
         b.echo.clone(),
         b.flaky[1].0.clone(),
         b.flaky[0].0.clone(),
+        b.half_dead.clone(),
         b.mirror.clone(),
         b.silent.clone(),
         b.upgrade.clone(),
@@ -214,6 +242,7 @@ fn envoy_serves_timeouts_retries_mirrors_backend_headers_websocket_and_cors() {
     a_silent_backend_gets_504_after_the_timeout(port, "/timeout");
     a_silent_backend_gets_504_after_the_timeout(port, "/backend-timeout");
     a_retried_503_succeeds_on_the_second_try(port, &b.flaky);
+    a_refused_connection_is_retried_on_another_endpoint(port);
     a_mirror_sees_a_copy_and_the_client_the_answer(port, &b.mirrored);
     a_backends_own_header_reaches_it(port);
     a_websocket_upgrade_round_trips_bytes(port);
@@ -246,6 +275,23 @@ fn a_retried_503_succeeds_on_the_second_try(
     let r = get(port, "example.com", "/not-retried").unwrap();
     assert_eq!(r.status, 503);
     assert_eq!(flaky[1].1.load(Ordering::SeqCst), 1);
+}
+
+/// Half the endpoints refuse connections: with retries every request is
+/// answered (connect-failure is always retried); without, some get 503.
+fn a_refused_connection_is_retried_on_another_endpoint(port: u16) {
+    let statuses = |path: &str| -> Vec<u16> {
+        (0..10)
+            .map(|_| get(port, "example.com", path).unwrap().status)
+            .collect()
+    };
+    let retried = statuses("/connect-retried");
+    assert!(retried.iter().all(|s| *s == 200), "{retried:?}");
+    let not_retried = statuses("/connect-not-retried");
+    assert!(
+        not_retried.contains(&503),
+        "round robin reaches the dead endpoint: {not_retried:?}"
+    );
 }
 
 fn a_mirror_sees_a_copy_and_the_client_the_answer(port: u16, mirrored: &Mutex<Vec<String>>) {
