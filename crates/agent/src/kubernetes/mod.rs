@@ -42,10 +42,13 @@ use tracing::info;
 /// extended ones listed, GATEWAY-GRPC, -TLS, -TCP and -UDP core, TLS extended).
 /// Claim a feature only with a run that passes it.
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "BackendTLSPolicy",
+    "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
     "Gateway",
     "GatewayAddressEmpty",
+    "GatewayBackendClientCertificate",
     "GatewayFrontendClientCertificateValidation",
     "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
