@@ -125,11 +125,7 @@ impl<'a> Backends<'a> {
         let kind = r.kind.unwrap_or("Service");
         let shown = format!("{ns}/{}", r.name);
         if !group.is_empty() || kind != "Service" {
-            let gk = if group.is_empty() {
-                kind.to_string()
-            } else {
-                format!("{group}/{kind}")
-            };
+            let gk = crate::status::group_kind(group, kind);
             return Err(BackendError::InvalidKind(shown, gk));
         }
         let from = Referent {

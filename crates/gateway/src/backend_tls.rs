@@ -221,11 +221,7 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
     for r in v.ca_certificate_refs.iter().flatten() {
         let shown = format!("{}/{}", key.namespace, r.name);
         if !r.group.is_empty() || r.kind != "ConfigMap" {
-            let gk = if r.group.is_empty() {
-                r.kind.clone()
-            } else {
-                format!("{}/{}", r.group, r.kind)
-            };
+            let gk = crate::status::group_kind(&r.group, &r.kind);
             unresolved.push((
                 Reason::InvalidKind,
                 format!(

@@ -120,40 +120,29 @@ fn spec_for_port(gw: &Gateway, port: u16) -> Option<Spec<'_>> {
         .iter()
         .flatten()
         .find(|p| p.port == i32::from(port));
-    if let Some(p) = per_port {
-        let v = p.tls.validation.as_ref()?;
-        return Some(Spec {
-            refs: v
-                .ca_certificate_refs
-                .iter()
-                .map(|r| {
-                    (
-                        r.group.as_str(),
-                        r.kind.as_str(),
-                        r.name.as_str(),
-                        r.namespace.as_deref(),
-                    )
-                })
-                .collect(),
-            insecure: matches!(v.mode, Some(PortMode::AllowInsecureFallback)),
-        });
-    }
-    let v = frontend.default.validation.as_ref()?;
-    Some(Spec {
-        refs: v
-            .ca_certificate_refs
-            .iter()
-            .map(|r| {
-                (
-                    r.group.as_str(),
-                    r.kind.as_str(),
-                    r.name.as_str(),
-                    r.namespace.as_deref(),
-                )
+    // The default and perPort blocks have distinct generated types, same fields.
+    macro_rules! spec {
+        ($v:expr, $fallback:path) => {
+            Some(Spec {
+                refs: $v
+                    .ca_certificate_refs
+                    .iter()
+                    .map(|r| {
+                        let ns = r.namespace.as_deref();
+                        (r.group.as_str(), r.kind.as_str(), r.name.as_str(), ns)
+                    })
+                    .collect(),
+                insecure: matches!($v.mode, Some($fallback)),
             })
-            .collect(),
-        insecure: matches!(v.mode, Some(DefaultMode::AllowInsecureFallback)),
-    })
+        };
+    }
+    match per_port {
+        Some(p) => spec!(p.tls.validation.as_ref()?, PortMode::AllowInsecureFallback),
+        None => spec!(
+            frontend.default.validation.as_ref()?,
+            DefaultMode::AllowInsecureFallback
+        ),
+    }
 }
 
 /// One ref's `ca.crt`, every PEM certificate in it parsed.
@@ -168,12 +157,10 @@ fn resolve(
     let ns = namespace.unwrap_or(gateway_ns);
     let shown = format!("{ns}/{name}");
     if !group.is_empty() || kind != "ConfigMap" {
-        let gk = if group.is_empty() {
-            kind.to_string()
-        } else {
-            format!("{group}/{kind}")
-        };
-        return Err(CaRefError::Kind(shown, gk));
+        return Err(CaRefError::Kind(
+            shown,
+            crate::status::group_kind(group, kind),
+        ));
     }
     let from = Referent {
         group: GROUP,

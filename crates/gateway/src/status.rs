@@ -207,6 +207,16 @@ pub struct RouteParentStatus {
     pub conditions: Vec<RouteCondition>,
 }
 
+/// How a reference's group and kind read in messages: `Kind` for the core
+/// group, `group/Kind` otherwise.
+pub fn group_kind(group: &str, kind: &str) -> String {
+    if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{group}/{kind}")
+    }
+}
+
 /// A route's parentRef echoed back, with group and kind defaulted.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]

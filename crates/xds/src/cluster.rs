@@ -58,13 +58,6 @@ pub fn cluster(c: &ir::Cluster) -> Cluster {
     }
 }
 
-fn inline(pem: &str) -> DataSource {
-    DataSource {
-        specifier: Some(data_source::Specifier::InlineString(pem.to_string())),
-        ..Default::default()
-    }
-}
-
 /// TLS to the endpoints (a BackendTLSPolicy): the policy's hostname as SNI,
 /// the certificate verified against its CAs and required to carry one of the
 /// names (exact matches); the Gateway's client certificate presented, if it has
@@ -109,8 +102,8 @@ fn upstream_tls(t: &ir::UpstreamTls, protocol: ir::UpstreamProtocol) -> Transpor
                 .client_certificate
                 .iter()
                 .map(|c| TlsCertificate {
-                    certificate_chain: Some(inline(&c.certificate_chain)),
-                    private_key: Some(inline(&c.private_key)),
+                    certificate_chain: Some(crate::listener::inline(&c.certificate_chain)),
+                    private_key: Some(crate::listener::inline(&c.private_key)),
                     ..Default::default()
                 })
                 .collect(),

@@ -338,7 +338,8 @@ fn client_validation(v: &ir::ClientValidation) -> ValidationContextType {
     })
 }
 
-fn inline(pem: &str) -> DataSource {
+/// PEM text carried in the resource itself.
+pub(crate) fn inline(pem: &str) -> DataSource {
     DataSource {
         specifier: Some(data_source::Specifier::InlineString(pem.to_string())),
         ..Default::default()
