@@ -54,6 +54,13 @@ impl AllowedNamespaces {
     }
 }
 
+/// Does a label selector (as JSON: any generated selector type has this
+/// shape) select namespace `ns`? One that does not read selects nothing.
+pub fn selects_namespace(store: &Store, selector: &serde_json::Value, ns: &str) -> bool {
+    serde_json::from_value::<GatewayListenersAllowedRoutesNamespacesSelector>(selector.clone())
+        .is_ok_and(|sel| selects(&sel, &namespace_labels(store, ns)))
+}
+
 fn namespace_labels(store: &Store, ns: &str) -> BTreeMap<String, String> {
     let mut labels = store
         .get::<Namespace>("", ns)

@@ -22,8 +22,10 @@
 //! Gateway changes, and the Gateway stays `Programmed` while its listeners are
 //! served. Only what is new or changed and not served yet is `Pending`.
 
-use crate::status::{GatewayStatus, GatewayStatusAddress, StatusPlan, condition, condition_mut};
-use crate::vocabulary::{gateway, listener, route};
+use crate::status::{
+    GatewayStatus, GatewayStatusAddress, ListenerStatus, StatusPlan, condition, condition_mut,
+};
+use crate::vocabulary::{gateway, listener, listener_set, route};
 pub use aether_ir::AckState;
 use aether_ir::{ObjectRef, names};
 use std::collections::{BTreeMap, BTreeSet};
@@ -146,6 +148,7 @@ pub fn assemble(
 ) -> StatusPlan {
     let mut out = plan.clone();
     let mut gated: BTreeMap<ObjectRef, Served> = BTreeMap::new();
+    let mut held_sets: BTreeMap<ObjectRef, Held> = BTreeMap::new();
     for (gw, status) in &mut out.gateways {
         // `None`: as planned; `Some(None)`: the load balancer knows no address.
         let assignment = match addresses {
@@ -175,11 +178,36 @@ pub fn assemble(
                 (reason, m)
             }),
         };
-        hold_gateway(status, &s, &Held::of(&s, no_address));
+        let held = Held::of(&s, no_address);
+        hold_gateway(status, &s, &held);
+        held_sets.insert(gw.clone(), held);
         gated.insert(gw.clone(), s);
     }
+    hold_listener_sets(&mut out, &gated, &held_sets);
     hold_routes(&mut out, &gated);
     out
+}
+
+/// A ListenerSet's listeners are its Gateway's config: they are held as the
+/// Gateway's are, and the set is Programmed only when its Gateway is.
+fn hold_listener_sets(
+    out: &mut StatusPlan,
+    gated: &BTreeMap<ObjectRef, Served>,
+    held: &BTreeMap<ObjectRef, Held>,
+) {
+    for set in out.listener_sets.values_mut() {
+        let (Some(s), Some(h)) = (gated.get(&set.gateway), held.get(&set.gateway)) else {
+            continue;
+        };
+        for l in &mut set.listeners {
+            hold_listener(l, s, h);
+        }
+        if let Some((_, message)) = &h.gateway
+            && let Some(c) = condition_mut(&mut set.conditions, listener_set::Type::Programmed)
+        {
+            c.hold(listener_set::Reason::Pending, message);
+        }
+    }
 }
 
 /// A served Gateway's conditions and listener counts, given what holds it.
@@ -190,13 +218,19 @@ fn hold_gateway(status: &mut GatewayStatus, served: &Served, held: &Held) {
         c.hold(*reason, message);
     }
     for l in &mut status.listeners {
-        let served_routes = l.attached.iter().filter(|k| served.serves_route(k)).count();
-        l.attached_routes = i32::try_from(served_routes).unwrap_or(i32::MAX);
-        if let Some((reason, message)) = &held.listeners
-            && let Some(c) = condition_mut(&mut l.conditions, listener::Type::Programmed)
-        {
-            c.hold(*reason, message);
-        }
+        hold_listener(l, served, held);
+    }
+}
+
+/// A listener counts only the routes the fleet serves, and is Programmed
+/// only as far as its Gateway's config is served.
+fn hold_listener(l: &mut ListenerStatus, served: &Served, held: &Held) {
+    let served_routes = l.attached.iter().filter(|k| served.serves_route(k)).count();
+    l.attached_routes = i32::try_from(served_routes).unwrap_or(i32::MAX);
+    if let Some((reason, message)) = &held.listeners
+        && let Some(c) = condition_mut(&mut l.conditions, listener::Type::Programmed)
+    {
+        c.hold(*reason, message);
     }
 }
 
@@ -207,7 +241,7 @@ fn hold_routes(out: &mut StatusPlan, gated: &BTreeMap<ObjectRef, Served>) {
         for (r, status) in routes.iter_mut() {
             let key = names::route_key(kind, &r.namespace, &r.name);
             for parent in &mut status.parents {
-                let Some(s) = gated.get(&parent.parent_ref.gateway(&r.namespace)) else {
+                let Some(s) = gated.get(&parent.gateway) else {
                     continue;
                 };
                 if s.serves_route(&key) {

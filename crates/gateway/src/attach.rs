@@ -20,6 +20,7 @@ use crate::status::{Condition, ParentReference, RouteParentStatus, condition_mut
 use crate::store::Store;
 use crate::vocabulary::route::{Reason, Type};
 use crate::{grpc_route, hostname, http_route};
+use aether_ir::ObjectRef;
 use std::collections::BTreeSet;
 
 /// Decides the route's status on one parentRef of `gw`, and records the route on
@@ -32,7 +33,12 @@ pub fn attach(
     controller_name: &str,
 ) -> (RouteParentStatus, Vec<usize>) {
     let g = route.of.generation;
-    let (conditions, attached) = match hosting_listeners(store, gw, route, parent_ref) {
+    // A Gateway parentRef reaches the Gateway's own listeners; a ListenerSet
+    // one, that set's.
+    let origin =
+        (parent_ref.kind == "ListenerSet").then(|| parent_ref.gateway(&route.key.namespace));
+    let hosting = hosting_listeners(store, gw, route, parent_ref, origin.as_ref());
+    let (conditions, attached) = match hosting {
         Err((reason, message)) => {
             let mut c = Vec::new();
             set_condition(
@@ -61,6 +67,7 @@ pub fn attach(
             parent_ref: parent_ref.clone(),
             controller_name: controller_name.to_string(),
             conditions,
+            gateway: gw.key.clone(),
         },
         attached,
     )
@@ -73,11 +80,13 @@ fn hosting_listeners(
     gw: &GatewayModel,
     route: &RouteModel,
     parent_ref: &ParentReference,
+    origin: Option<&ObjectRef>,
 ) -> Result<Vec<usize>, (Reason, &'static str)> {
     let candidates: Vec<usize> = gw
         .listeners
         .iter()
         .enumerate()
+        .filter(|(_, l)| l.origin.as_ref() == origin)
         .filter(|(_, l)| {
             parent_ref
                 .section_name
@@ -99,7 +108,7 @@ fn hosting_listeners(
             let l = &gw.listeners[i];
             l.supports_kind(route.kind)
                 && l.allowed_namespaces
-                    .allows(store, &gw.key.namespace, &route.key.namespace)
+                    .allows(store, &l.namespace, &route.key.namespace)
         })
         .collect();
     if allowed.is_empty() {
@@ -161,9 +170,7 @@ pub fn reject_mixed_kinds(
         for l in &mut gw.listeners {
             l.attached.remove(&(r.kind, r.key.clone()));
         }
-        let on_this_gateway = parents[loser]
-            .iter_mut()
-            .filter(|p| p.parent_ref.gateway(&r.key.namespace) == gw.key);
+        let on_this_gateway = parents[loser].iter_mut().filter(|p| p.gateway == gw.key);
         for p in on_this_gateway {
             if let Some(c) = condition_mut(&mut p.conditions, Type::Accepted) {
                 c.hold(

@@ -39,10 +39,27 @@ impl CertificateError {
     }
 }
 
+/// Who holds the certificateRefs: a Gateway or a ListenerSet, in its namespace
+/// (the default namespace of a ref, and the `from` of a ReferenceGrant).
+#[derive(Debug, Clone, Copy)]
+pub struct Holder<'a> {
+    pub kind: &'a str,
+    pub namespace: &'a str,
+}
+
+impl<'a> Holder<'a> {
+    pub fn gateway(namespace: &'a str) -> Self {
+        Holder {
+            kind: "Gateway",
+            namespace,
+        }
+    }
+}
+
 /// Resolves every ref of one listener, in order. No refs at all is invalid too.
 pub fn resolve(
     store: &Store,
-    gateway_ns: &str,
+    from: Holder<'_>,
     refs: &[GatewayListenersTlsCertificateRefs],
 ) -> Result<Vec<Certificate>, CertificateError> {
     if refs.is_empty() {
@@ -51,19 +68,17 @@ pub fn resolve(
             "an HTTPS listener needs at least one certificateRef".into(),
         ));
     }
-    refs.iter()
-        .map(|r| resolve_one(store, gateway_ns, r))
-        .collect()
+    refs.iter().map(|r| resolve_one(store, from, r)).collect()
 }
 
 /// One certificate ref of a Gateway (a listener's, or `spec.tls.backend`'s
 /// clientCertificateRef: the same fields).
 pub fn resolve_one(
     store: &Store,
-    gateway_ns: &str,
+    holder: Holder<'_>,
     r: &GatewayListenersTlsCertificateRefs,
 ) -> Result<Certificate, CertificateError> {
-    let ns = r.namespace.as_deref().unwrap_or(gateway_ns);
+    let ns = r.namespace.as_deref().unwrap_or(holder.namespace);
     let group = r.group.as_deref().unwrap_or("");
     let kind = r.kind.as_deref().unwrap_or("Secret");
     let shown = format!("{ns}/{}", r.name);
@@ -75,8 +90,8 @@ pub fn resolve_one(
     }
     let from = Referent {
         group: GROUP,
-        kind: "Gateway",
-        namespace: gateway_ns,
+        kind: holder.kind,
+        namespace: holder.namespace,
         name: "",
     };
     let to = Referent {

@@ -30,6 +30,7 @@ pub mod http_route;
 pub mod l4_route;
 pub mod lenient;
 pub mod listener;
+pub mod listener_set;
 pub mod load;
 pub mod precedence;
 pub mod re2;
@@ -128,6 +129,15 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
         })
         .collect();
 
+    // The Gateway of ours each ListenerSet names.
+    let set_gateway: BTreeMap<ObjectRef, ObjectRef> = gateways
+        .iter()
+        .flat_map(|(gw, m)| {
+            m.listener_sets
+                .iter()
+                .map(move |s| (s.key.clone(), gw.clone()))
+        })
+        .collect();
     let backends = backend::Backends::new(store);
     let mut routes: Vec<RouteModel> = Vec::new();
     for (key, r) in store.all::<GrpcRoute>() {
@@ -151,10 +161,18 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
     let mut parents: Vec<Vec<status::RouteParentStatus>> = vec![Vec::new(); routes.len()];
     for (ri, route) in routes.iter().enumerate() {
         for parent_ref in &route.parent_refs {
-            if parent_ref.group != status::GROUP || parent_ref.kind != "Gateway" {
+            if parent_ref.group != status::GROUP {
                 continue;
             }
-            let gw_key = parent_ref.gateway(&route.key.namespace);
+            let named = parent_ref.gateway(&route.key.namespace);
+            let gw_key = match parent_ref.kind.as_str() {
+                "Gateway" => named,
+                "ListenerSet" => match set_gateway.get(&named) {
+                    Some(gw) => gw.clone(),
+                    None => continue,
+                },
+                _ => continue,
+            };
             let Some(gw) = gateways.get_mut(&gw_key) else {
                 continue;
             };
@@ -188,6 +206,9 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
     let none = BTreeSet::new();
     for (key, gw) in &gateways {
         status.gateways.insert(key.clone(), gw.status());
+        for set in &gw.listener_sets {
+            status.listener_sets.insert(set.key.clone(), set.status(gw));
+        }
         if gw.is_served() {
             let on_gw = attached.get(key).unwrap_or(&none);
             ir.gateways

@@ -100,6 +100,11 @@ impl ListenerProtocol {
 #[derive(Debug, Clone)]
 pub struct Listener {
     pub name: String,
+    /// The ListenerSet it comes from; `None`: the Gateway's own.
+    pub origin: Option<ObjectRef>,
+    /// Its holder's namespace (the Gateway's or the ListenerSet's): what
+    /// allowedRoutes `Same` means.
+    pub namespace: String,
     pub port: u16,
     /// `None`: a protocol we do not serve.
     pub protocol: Option<ListenerProtocol>,
@@ -244,6 +249,10 @@ pub struct GatewayModel {
     pub listeners: Vec<Listener>,
     /// `spec.tls.frontend` lets clients in without a valid certificate somewhere.
     pub insecure_frontend_validation: bool,
+    /// The ListenerSets naming this Gateway, in precedence order.
+    pub listener_sets: Vec<crate::listener_set::ListenerSetModel>,
+    /// `spec.allowedListeners` admits some namespace.
+    pub allows_listener_sets: bool,
     /// `spec.tls.backend.clientCertificateRef`: `None` when not set; else the
     /// certificate presented on TLS to backends, or why it cannot be used.
     pub backend_client_certificate: Option<Result<Certificate, CertificateError>>,
@@ -257,12 +266,23 @@ impl GatewayModel {
             .listeners
             .iter()
             .map(|l| {
-                let mut listener = listener(store, &key.namespace, l);
+                let holder = certificate::Holder::gateway(&key.namespace);
+                let mut listener = listener(store, holder, None, l);
                 frontend_validation(&mut listener, store, gw);
                 listener
             })
             .collect();
         mark_conflicts(&mut listeners);
+        let listener_sets =
+            crate::listener_set::attach(store, &key, gw, &mut listeners, |ls_ns, ls, l| {
+                let holder = certificate::Holder {
+                    kind: "ListenerSet",
+                    namespace: ls_ns,
+                };
+                let mut listener = listener(store, holder, Some(ls), l);
+                frontend_validation(&mut listener, store, gw);
+                listener
+            });
         crate::tls_overlap::mark(&mut listeners);
         let invalid_parameters = gw
             .spec
@@ -284,6 +304,8 @@ impl GatewayModel {
             listeners,
             insecure_frontend_validation: client_validation::insecure_fallback(gw),
             backend_client_certificate,
+            listener_sets,
+            allows_listener_sets: crate::listener_set::allows_any(gw),
         }
     }
 
@@ -299,10 +321,9 @@ impl GatewayModel {
         let g = self.of.generation;
         let served = self.is_served();
         let mut conditions = Vec::new();
-        let accepted_count = self.listeners.iter().filter(|l| l.is_accepted()).count();
-        let invalid: Vec<&str> = self
-            .listeners
-            .iter()
+        let own = || self.listeners.iter().filter(|l| l.origin.is_none());
+        let accepted_count = own().filter(|l| l.is_accepted()).count();
+        let invalid: Vec<&str> = own()
             .filter(|l| !l.is_accepted())
             .map(|l| l.name.as_str())
             .collect();
@@ -382,20 +403,23 @@ impl GatewayModel {
                 .collect(),
             _ => vec![],
         };
+        let attached_sets = self
+            .listener_sets
+            .iter()
+            .filter(|s| s.is_attached(self))
+            .count();
         GatewayStatus {
             addresses,
             conditions,
-            listeners: self
-                .listeners
-                .iter()
-                .map(|l| listener_status(l, served, g))
-                .collect(),
+            listeners: own().map(|l| listener_status(l, served, g)).collect(),
+            attached_listener_sets: (!self.listener_sets.is_empty() || self.allows_listener_sets)
+                .then(|| i32::try_from(attached_sets).unwrap_or(i32::MAX)),
             of: self.of.clone(),
         }
     }
 }
 
-fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus {
+pub(crate) fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus {
     let mut c = Vec::new();
     for condition in l.acceptance(g) {
         set_condition(&mut c, condition);
@@ -521,7 +545,12 @@ fn addresses(gw: &Gateway, config: &Config) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listener {
+fn listener(
+    store: &Store,
+    holder: certificate::Holder<'_>,
+    origin: Option<&ObjectRef>,
+    spec: &GatewayListeners,
+) -> Listener {
     let tls_mode = spec.tls.as_ref().and_then(|t| t.mode.clone());
     let protocol = match spec.protocol.as_str() {
         "HTTP" => Some(ListenerProtocol::Http),
@@ -566,13 +595,15 @@ fn listener(store: &Store, gateway_ns: &str, spec: &GatewayListeners) -> Listene
             .as_ref()
             .and_then(|t| t.certificate_refs.clone())
             .unwrap_or_default();
-        match certificate::resolve(store, gateway_ns, &refs) {
+        match certificate::resolve(store, holder, &refs) {
             Ok(c) => certificates = c,
             Err(e) => unresolved.push(Unresolved::Certificate(e)),
         }
     }
     Listener {
         name: spec.name.clone(),
+        origin: origin.cloned(),
+        namespace: holder.namespace.to_string(),
         port: port.unwrap_or(0),
         protocol,
         hostname: spec
@@ -614,11 +645,8 @@ fn backend_client_certificate(
             name: r.name.clone(),
             namespace: r.namespace.clone(),
         };
-    Some(certificate::resolve_one(
-        store,
-        gateway_ns,
-        &as_listener_ref,
-    ))
+    let holder = certificate::Holder::gateway(gateway_ns);
+    Some(certificate::resolve_one(store, holder, &as_listener_ref))
 }
 
 /// An HTTPS listener's frontend validation (`spec.tls.frontend` for its port):
@@ -695,6 +723,67 @@ fn mark_conflicts(listeners: &mut [Listener]) {
                 listeners[i].conflicted = Some(Conflict::Hostname(msg.clone()));
             }
         }
+    }
+}
+
+/// ListenerSets: listeners from `from` on are checked, in order, against every
+/// accepted listener before them, and lose to it (the first in precedence
+/// wins, unlike listeners of one Gateway).
+pub(crate) fn mark_later_conflicts(listeners: &mut [Listener], from: usize) {
+    for i in from..listeners.len() {
+        let (earlier, rest) = listeners.split_at_mut(i);
+        let l = &mut rest[0];
+        let Some(p) = l.protocol.filter(|_| l.not_accepted.is_none()) else {
+            continue;
+        };
+        let same_port = |e: &&Listener| {
+            e.is_accepted()
+                && e.port == l.port
+                && e.protocol.is_some_and(|q| q.is_udp() == p.is_udp())
+        };
+        for e in earlier.iter().filter(same_port) {
+            let q = e.protocol.expect("filtered on a protocol");
+            if q.port_class() != p.port_class() {
+                l.conflicted = Some(Conflict::Protocol(format!(
+                    "port {} is served as {} by listener {}, which comes first",
+                    l.port,
+                    protocol_name(q),
+                    e.name
+                )));
+                break;
+            }
+            if e.hostname == l.hostname {
+                l.conflicted = Some(Conflict::Hostname(format!(
+                    "listener {} comes first with port {} and hostname {}",
+                    e.name,
+                    l.port,
+                    l.hostname.as_deref().unwrap_or("(none)")
+                )));
+                break;
+            }
+        }
+    }
+}
+
+impl ListenerProtocol {
+    fn is_udp(self) -> bool {
+        self == ListenerProtocol::Udp
+    }
+}
+
+impl Listener {
+    /// Unique among a Gateway's listeners: a ListenerSet's listener names may
+    /// repeat the Gateway's or another set's (`<namespace>/<set>/<name>`).
+    pub fn ir_name(&self) -> String {
+        match &self.origin {
+            None => self.name.clone(),
+            Some(set) => format!("{}/{}/{}", set.namespace, set.name, self.name),
+        }
+    }
+
+    /// Accepted, and its certificates resolve: it counts for its ListenerSet.
+    pub fn is_valid(&self) -> bool {
+        self.is_accepted() && self.resolved_refs_ok()
     }
 }
 

@@ -19,6 +19,7 @@ use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
@@ -254,6 +255,7 @@ fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError
         ("UDPRoute", _, Some("v1" | "v1alpha2")) => ctx.load::<UdpRoute>(value),
         ("ReferenceGrant", _, Some("v1" | "v1beta1")) => ctx.load::<ReferenceGrant>(value),
         ("BackendTLSPolicy", _, Some("v1" | "v1alpha3")) => ctx.load::<BackendTlsPolicy>(value),
+        ("ListenerSet", _, Some("v1")) => ctx.load::<ListenerSet>(value),
         ("Service", "v1", _) => ctx.load::<Service>(value),
         ("Secret", "v1", _) => ctx.load::<Secret>(value),
         ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(value),

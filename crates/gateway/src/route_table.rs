@@ -201,11 +201,11 @@ impl TableContext<'_> {
         for &li in listeners {
             let l = &self.gw.listeners[li];
             if l.protocol == Some(ListenerProtocol::Https) {
-                let table_name = names::route_table(ns, name, self.port, Some(&l.name));
+                let table_name = names::route_table(ns, name, self.port, Some(&l.ir_name()));
                 let mut table = self.table(table_name, &[li], listeners, clusters);
                 self.misdirected(&mut table, li, listeners);
                 chains.push(TlsChain {
-                    listener: l.name.clone(),
+                    listener: l.ir_name(),
                     server_names: l.hostname.iter().cloned().collect(),
                     certificates: l.certificates.clone(),
                     client_validation: l.client_validation.clone(),
@@ -239,7 +239,7 @@ impl TableContext<'_> {
                 chains.push(TlsChain {
                     listener: format!(
                         "{}/{}",
-                        l.name,
+                        l.ir_name(),
                         names::route_key(r.kind, &r.key.namespace, &r.key.name)
                     ),
                     server_names: if catch_all { vec![] } else { hosts },

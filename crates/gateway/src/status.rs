@@ -157,6 +157,10 @@ pub struct GatewayStatus {
     pub addresses: Vec<GatewayStatusAddress>,
     pub conditions: Vec<GatewayCondition>,
     pub listeners: Vec<ListenerStatus>,
+    /// ListenerSets attached (allowed, and with a valid listener); `None` when
+    /// the Gateway allows none and none names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached_listener_sets: Option<i32>,
     /// Not part of the written status.
     #[serde(skip)]
     pub of: Identity,
@@ -205,6 +209,10 @@ pub struct RouteParentStatus {
     pub parent_ref: ParentReference,
     pub controller_name: String,
     pub conditions: Vec<RouteCondition>,
+    /// The Gateway whose config serves the route on this parent (the
+    /// parent itself, or a ListenerSet's Gateway). Not part of the written status.
+    #[serde(skip)]
+    pub gateway: ObjectRef,
 }
 
 /// How a reference's group and kind read in messages: `Kind` for the core
@@ -293,6 +301,7 @@ pub struct StatusPlan {
     pub udp_routes: BTreeMap<ObjectRef, RouteStatus>,
     /// Not gated on the fleet: a policy's conditions are about the policy.
     pub backend_tls_policies: BTreeMap<ObjectRef, crate::backend_tls::PolicyStatus>,
+    pub listener_sets: BTreeMap<ObjectRef, crate::listener_set::ListenerSetStatus>,
 }
 
 #[derive(Serialize)]
@@ -344,6 +353,9 @@ impl StatusPlan {
         }
         for (r, s) in &self.gateways {
             push_doc(&mut out, "Gateway", Some(&r.namespace), &r.name, s);
+        }
+        for (r, s) in &self.listener_sets {
+            push_doc(&mut out, "ListenerSet", Some(&r.namespace), &r.name, s);
         }
         for (r, s) in &self.grpc_routes {
             push_doc(&mut out, "GRPCRoute", Some(&r.namespace), &r.name, s);
@@ -442,10 +454,12 @@ pub(crate) mod tests {
                         .map(String::from)
                         .into(),
                 }],
+                attached_listener_sets: None,
                 of: Default::default(),
             },
         );
         let parent = |name: &str| RouteParentStatus {
+            gateway: ObjectRef::new("infra", name),
             parent_ref: ParentReference {
                 group: GROUP.into(),
                 kind: "Gateway".into(),

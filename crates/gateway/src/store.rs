@@ -17,6 +17,7 @@ use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
@@ -46,6 +47,7 @@ pub struct Store {
     config_maps: BTreeMap<ObjectRef, ConfigMap>,
     namespaces: BTreeMap<ObjectRef, Namespace>,
     backend_tls_policies: BTreeMap<ObjectRef, BackendTlsPolicy>,
+    listener_sets: BTreeMap<ObjectRef, ListenerSet>,
 }
 
 /// A kind the store holds.
@@ -93,6 +95,7 @@ store_object!(Service, "Service", services, false);
 store_object!(EndpointSlice, "EndpointSlice", endpoint_slices, false);
 store_object!(Secret, "Secret", secrets, false);
 store_object!(ConfigMap, "ConfigMap", config_maps, false);
+store_object!(ListenerSet, "ListenerSet", listener_sets, false);
 store_object!(
     BackendTlsPolicy,
     "BackendTLSPolicy",
@@ -163,6 +166,7 @@ impl Store {
             + self.config_maps.len()
             + self.namespaces.len()
             + self.backend_tls_policies.len()
+            + self.listener_sets.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -195,6 +199,7 @@ impl Store {
             .chain(of::<ConfigMap>(self))
             .chain(of::<Namespace>(self))
             .chain(of::<BackendTlsPolicy>(self))
+            .chain(of::<ListenerSet>(self))
             .collect();
         keys.sort();
         keys
@@ -222,7 +227,8 @@ impl Store {
             secrets,
             config_maps,
             namespaces,
-            backend_tls_policies
+            backend_tls_policies,
+            listener_sets
         );
     }
 }

@@ -6,7 +6,7 @@
 //!  gateway::{Type, Reason}         Gateway conditions
 //!  listener::{Type, Reason}        a Gateway listener's conditions
 //!  route::{Type, Reason}           a route's conditions on one parentRef (every route kind)
-//!  policy::{Type, Reason}          a policy's conditions on one ancestor (BackendTlsPolicy)
+//!  policy::{Type, Reason}          a policy's conditions on one ancestor (BackendTLSPolicy)
 //! ```
 //!
 //! Every status stage works with these enums; [`Word::as_str`] is called only
@@ -118,7 +118,26 @@ pub mod listener {
     });
 }
 
-/// A policy's conditions on one ancestor (BackendTlsPolicy).
+/// A ListenerSet's conditions (its listeners' are [`listener`]'s).
+pub mod listener_set {
+    words!(Type {
+        Accepted,
+        Programmed
+    });
+    words!(Reason {
+        Accepted,
+        /// The Gateway's allowedListeners does not admit the set's namespace.
+        NotAllowed,
+        /// No listener of the set is valid.
+        ListenersNotValid,
+        Programmed,
+        Invalid,
+        /// Waiting for every Envoy that serves the Gateway to ACK its config.
+        Pending,
+    });
+}
+
+/// A policy's conditions on one ancestor (BackendTLSPolicy).
 pub mod policy {
     words!(Type {
         Accepted,

@@ -29,12 +29,13 @@ pub const GROUP: &str = "gateway.networking.k8s.io";
 pub const PREFERENCE: [&str; 4] = ["v1", "v1beta1", "v1alpha3", "v1alpha2"];
 
 /// Every Gateway API kind the store holds, sorted.
-pub const KINDS: [&str; 9] = [
+pub const KINDS: [&str; 10] = [
     "BackendTLSPolicy",
     "GRPCRoute",
     "Gateway",
     "GatewayClass",
     "HTTPRoute",
+    "ListenerSet",
     "ReferenceGrant",
     "TCPRoute",
     "TLSRoute",
@@ -176,7 +177,13 @@ mod tests {
         );
         assert_eq!(
             served.missing(),
-            vec!["BackendTLSPolicy", "GRPCRoute", "GatewayClass", "UDPRoute"]
+            vec![
+                "BackendTLSPolicy",
+                "GRPCRoute",
+                "GatewayClass",
+                "ListenerSet",
+                "UDPRoute"
+            ]
         );
         assert_eq!(
             served.api_version("TCPRoute"),

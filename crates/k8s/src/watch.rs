@@ -32,6 +32,7 @@ use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
@@ -51,7 +52,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tracing::{info, warn};
 
 /// Every kind the store holds; all must list before anything is published.
-pub const KINDS: [&str; 14] = [
+pub const KINDS: [&str; 15] = [
     GatewayClass::KIND,
     Gateway::KIND,
     HttpRoute::KIND,
@@ -61,6 +62,7 @@ pub const KINDS: [&str; 14] = [
     UdpRoute::KIND,
     ReferenceGrant::KIND,
     BackendTlsPolicy::KIND,
+    ListenerSet::KIND,
     Service::KIND,
     EndpointSlice::KIND,
     Secret::KIND,
@@ -115,6 +117,7 @@ macro_rules! by_kind {
             "UDPRoute" => $f::<UdpRoute>($($arg),*),
             "ReferenceGrant" => $f::<ReferenceGrant>($($arg),*),
             "BackendTLSPolicy" => $f::<BackendTlsPolicy>($($arg),*),
+            "ListenerSet" => $f::<ListenerSet>($($arg),*),
             other => unreachable!("{other} is not a Gateway API kind we read"),
         }
     };

@@ -192,6 +192,7 @@ mod tests {
                     addresses: vec![],
                     conditions: vec![accepted, programmed],
                     listeners: vec![],
+                    attached_listener_sets: None,
                     of: Default::default(),
                 },
             );

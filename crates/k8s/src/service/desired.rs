@@ -24,6 +24,7 @@ use aether_gateway::Store;
 use aether_ir::{Ir, ObjectRef};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::listenersets::ListenerSet;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -114,6 +115,19 @@ pub(crate) fn wanted_ports(
             Some((port, L4::of_listener(&l.protocol)?))
         });
         wanted.entry(key.clone()).or_default().extend(ports);
+    }
+    // A ListenerSet's listeners are its Gateway's ports too (whether the
+    // Gateway allows the set decides what Envoy serves there, not the Service).
+    for (key, set) in store.all::<ListenerSet>() {
+        let p = &set.spec.parent_ref;
+        let gw = ObjectRef::new(p.namespace.as_deref().unwrap_or(&key.namespace), &p.name);
+        let Some(ports) = wanted.get_mut(&gw) else {
+            continue;
+        };
+        ports.extend(set.spec.listeners.iter().filter_map(|l| {
+            let port = u16::try_from(l.port).ok().filter(|p| *p > 0)?;
+            Some((port, L4::of_listener(&l.protocol)?))
+        }));
     }
     wanted.retain(|_, ports| !ports.is_empty());
     wanted

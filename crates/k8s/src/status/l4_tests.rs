@@ -61,6 +61,7 @@ fn mk_dns_route(kind: &str, section: &str, generation: i64, resource_version: &s
 fn mk_planned(section: &str, generation: i64) -> RouteStatus {
     RouteStatus {
         parents: vec![RouteParentStatus {
+            gateway: ObjectRef::new("infra", "l4"),
             parent_ref: ParentReference {
                 group: "gateway.networking.k8s.io".into(),
                 kind: "Gateway".into(),

@@ -21,7 +21,8 @@
 //! [`crate::leader::LeaderElector::is_leader`] or [`crate::leader::always_leader`].
 //!
 //! Kinds: GatewayClass, Gateway, every route kind the plan has (HTTPRoute,
-//! GRPCRoute, TLSRoute, TCPRoute, UDPRoute) and BackendTLSPolicy (`policy.rs`:
+//! GRPCRoute, TLSRoute, TCPRoute, UDPRoute), ListenerSet (`listener_set.rs`) and
+//! BackendTLSPolicy (`policy.rs`:
 //! `status.ancestors`, shared like a route's parents), each at the version its CRD serves
 //! ([`StatusInputs::served`], from [`crate::discovery`]).
 //!
@@ -35,6 +36,7 @@
 
 mod condition;
 mod driver;
+mod listener_set;
 pub mod patch;
 mod policy;
 mod route;

@@ -34,6 +34,7 @@ use gateway_api::apis::standard::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
+use gateway_api::apis::standard::listenersets::ListenerSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -73,10 +74,11 @@ pub enum StatusKind {
     TcpRoute,
     UdpRoute,
     BackendTlsPolicy,
+    ListenerSet,
 }
 
 impl StatusKind {
-    pub const ALL: [StatusKind; 8] = [
+    pub const ALL: [StatusKind; 9] = [
         StatusKind::GatewayClass,
         StatusKind::Gateway,
         StatusKind::HttpRoute,
@@ -85,6 +87,7 @@ impl StatusKind {
         StatusKind::TcpRoute,
         StatusKind::UdpRoute,
         StatusKind::BackendTlsPolicy,
+        StatusKind::ListenerSet,
     ];
 
     /// The route kinds: a shared `status.parents` list each.
@@ -107,6 +110,7 @@ impl StatusKind {
             StatusKind::TcpRoute => "TCPRoute",
             StatusKind::UdpRoute => "UDPRoute",
             StatusKind::BackendTlsPolicy => "BackendTLSPolicy",
+            StatusKind::ListenerSet => "ListenerSet",
         }
     }
 
@@ -121,13 +125,17 @@ impl StatusKind {
             StatusKind::TcpRoute => "tcproutes",
             StatusKind::UdpRoute => "udproutes",
             StatusKind::BackendTlsPolicy => "backendtlspolicies",
+            StatusKind::ListenerSet => "listenersets",
         }
     }
 
     /// The planned statuses of a route kind (`None` for GatewayClass, Gateway).
     pub fn planned(self, plan: &StatusPlan) -> Option<&BTreeMap<ObjectRef, PlannedRoute>> {
         match self {
-            StatusKind::GatewayClass | StatusKind::Gateway | StatusKind::BackendTlsPolicy => None,
+            StatusKind::GatewayClass
+            | StatusKind::Gateway
+            | StatusKind::BackendTlsPolicy
+            | StatusKind::ListenerSet => None,
             StatusKind::HttpRoute => Some(&plan.http_routes),
             StatusKind::GrpcRoute => Some(&plan.grpc_routes),
             StatusKind::TlsRoute => Some(&plan.tls_routes),
@@ -312,6 +320,14 @@ fn push_classes_and_gateways(
             ));
         }
     }
+    for (key, planned) in &inputs.plan.listener_sets {
+        if let Some(set) =
+            layered::<ListenerSet>(store, top, key).filter(|s| planned.of.describes(&s.metadata))
+        {
+            let api_version = inputs.served.api_version(StatusKind::ListenerSet.as_str());
+            out.push(super::listener_set::patch(set, planned, &api_version, now));
+        }
+    }
     for (key, planned) in &inputs.plan.gateways {
         // The plan is about this Gateway as it is now, or it waits for the next.
         if let Some(gw) =
@@ -458,7 +474,7 @@ fn gateway_class(
 }
 
 /// A planned listener status as the API's, timestamps kept from `current`.
-fn listener(
+pub(crate) fn listener(
     l: &aether_gateway::status::ListenerStatus,
     current: Option<&GatewayStatusListeners>,
     now: &Time,
@@ -517,12 +533,13 @@ fn gateway(gw: &Gateway, planned: &Planned, api_version: &str, now: &Time) -> Op
     if same_listeners
         && condition::same(&conditions, &current_conditions)
         && addresses == current.addresses.clone().unwrap_or_default()
+        && planned.attached_listener_sets == current.attached_listener_sets
     {
         return None;
     }
     let status = GatewayStatus {
         addresses: Some(addresses),
-        attached_listener_sets: None,
+        attached_listener_sets: planned.attached_listener_sets,
         conditions: Some(conditions),
         listeners: Some(listeners),
     };

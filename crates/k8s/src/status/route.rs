@@ -146,7 +146,10 @@ pub(crate) fn routes<'a>(
         StatusKind::TlsRoute => views::<TlsRoute>(store, top, kind, skip),
         StatusKind::TcpRoute => views::<TcpRoute>(store, top, kind, skip),
         StatusKind::UdpRoute => views::<UdpRoute>(store, top, kind, skip),
-        StatusKind::GatewayClass | StatusKind::Gateway | StatusKind::BackendTlsPolicy => Vec::new(),
+        StatusKind::GatewayClass
+        | StatusKind::Gateway
+        | StatusKind::BackendTlsPolicy
+        | StatusKind::ListenerSet => Vec::new(),
     }
 }
 

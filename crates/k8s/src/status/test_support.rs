@@ -12,6 +12,7 @@ use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
@@ -152,6 +153,7 @@ pub(super) fn apply_locally(store: &mut Store, patch: &StatusPatch) {
         StatusKind::TcpRoute => set::<TcpRoute>(store, patch),
         StatusKind::UdpRoute => set::<UdpRoute>(store, patch),
         StatusKind::BackendTlsPolicy => set::<BackendTlsPolicy>(store, patch),
+        StatusKind::ListenerSet => set::<ListenerSet>(store, patch),
     }
 }
 

@@ -30,6 +30,7 @@ use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
@@ -294,6 +295,7 @@ impl StatusWriter {
                 StatusKind::TcpRoute => keep::<TcpRoute>(&mut store, obj),
                 StatusKind::UdpRoute => keep::<UdpRoute>(&mut store, obj),
                 StatusKind::BackendTlsPolicy => keep::<BackendTlsPolicy>(&mut store, obj),
+                StatusKind::ListenerSet => keep::<ListenerSet>(&mut store, obj),
             }
             Ok(Some(store))
         };
@@ -396,6 +398,7 @@ fn seen(kind: StatusKind, store: &Store, key: &ObjectRef) -> Option<Option<Strin
         StatusKind::TcpRoute => version::<TcpRoute>(store, key),
         StatusKind::UdpRoute => version::<UdpRoute>(store, key),
         StatusKind::BackendTlsPolicy => version::<BackendTlsPolicy>(store, key),
+        StatusKind::ListenerSet => version::<ListenerSet>(store, key),
     }
 }
 

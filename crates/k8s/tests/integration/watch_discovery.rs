@@ -98,6 +98,7 @@ async fn a_missing_crd_is_listed_empty_and_watched_once_installed() {
 fn planned_on_gw() -> RouteStatus {
     RouteStatus {
         parents: vec![RouteParentStatus {
+            gateway: aether_ir::ObjectRef::new("app", "gw"),
             parent_ref: ParentReference {
                 group: "gateway.networking.k8s.io".into(),
                 kind: "Gateway".into(),
