@@ -509,7 +509,12 @@ impl Listener {
         };
         let (ok, reason, message) = match not_programmed {
             None => (true, Reason::Programmed, "listener is programmed"),
-            Some(why) => (false, Reason::Invalid, why),
+            // A ListenerSet's listener that loses a conflict says which (the
+            // conformance suite asks for the conflict reason there).
+            Some(why) => match (&self.origin, &self.conflicted) {
+                (Some(_), Some(conflict)) => (false, conflict.reason_message().0, why),
+                _ => (false, Reason::Invalid, why),
+            },
         };
         Condition::new(Type::Programmed, ok, reason, message, g)
     }

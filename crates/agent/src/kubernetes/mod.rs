@@ -82,6 +82,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteRetryBackendTimeout",
     "HTTPRouteRetryConnectionError",
     "HTTPRouteSchemeRedirect",
+    "ListenerSet",
     "ReferenceGrant",
     "TCPRoute",
     "TLSRoute",
