@@ -67,3 +67,82 @@ pub(crate) fn patch(
         based_on: set.metadata.resource_version.clone(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aether_gateway::status::{Condition, Identity, ListenerStatus};
+    use aether_gateway::vocabulary::{listener, listener_set};
+
+    fn mk_set(status: serde_json::Value) -> ListenerSet {
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "ListenerSet",
+            "metadata": {"name": "ls", "namespace": "apps", "uid": "u", "generation": 3},
+            "spec": {"parentRef": {"name": "gw"},
+                     "listeners": [{"name": "l", "port": 80, "protocol": "HTTP"}]},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn mk_planned(programmed: bool) -> Planned {
+        let reason = if programmed {
+            listener_set::Reason::Programmed
+        } else {
+            listener_set::Reason::Pending
+        };
+        Planned {
+            conditions: vec![
+                Condition::new(
+                    listener_set::Type::Accepted,
+                    true,
+                    listener_set::Reason::Accepted,
+                    "ok",
+                    3,
+                ),
+                Condition::new(listener_set::Type::Programmed, programmed, reason, "m", 3),
+            ],
+            listeners: vec![ListenerStatus {
+                name: "l".into(),
+                supported_kinds: vec![],
+                attached_routes: 2,
+                conditions: vec![Condition::new(
+                    listener::Type::Accepted,
+                    true,
+                    listener::Reason::Accepted,
+                    "ok",
+                    3,
+                )],
+                attached: Default::default(),
+            }],
+            of: Identity {
+                uid: Some("u".into()),
+                generation: 3,
+            },
+            gateway: ObjectRef::new("apps", "gw"),
+        }
+    }
+
+    #[test]
+    fn the_plan_is_written_once_and_a_change_again() {
+        let now = super::super::test_support::at(5);
+        let v1 = "gateway.networking.k8s.io/v1";
+        // The CRD's default status (Pending, no observedGeneration) is replaced.
+        let fresh = mk_set(json!({"conditions": [
+            {"type": "Accepted", "status": "Unknown", "reason": "Pending", "message": "Waiting for controller",
+             "lastTransitionTime": "1970-01-01T00:00:00Z"}]}));
+        let p = patch(&fresh, &mk_planned(true), v1, &now).expect("a first write");
+        let status = &p.body["status"];
+        assert_eq!(status["conditions"][0]["observedGeneration"], 3);
+        assert_eq!(status["listeners"][0]["attachedRoutes"], 2);
+        assert_eq!(p.body["kind"], "ListenerSet");
+        let written = mk_set(status.clone());
+        assert_eq!(
+            patch(&written, &mk_planned(true), v1, &now),
+            None,
+            "as planned"
+        );
+        assert!(patch(&written, &mk_planned(false), v1, &now).is_some());
+    }
+}
