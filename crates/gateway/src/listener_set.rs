@@ -61,50 +61,31 @@ impl ListenerSetModel {
     pub fn status(&self, gw: &GatewayModel) -> ListenerSetStatus {
         let g = self.of.generation;
         let served = gw.is_served();
-        let c = |t: Type, ok: bool, r: Reason, m: &str| Condition::new(t, ok, r, m, g);
-        let conditions = if !self.allowed {
+        let accepted = (true, Reason::Accepted, "ListenerSet is accepted");
+        let (accepted, programmed) = if !self.allowed {
             let m = "the Gateway's allowedListeners does not admit this namespace";
-            vec![
-                c(Type::Accepted, false, Reason::NotAllowed, m),
-                c(Type::Programmed, false, Reason::NotAllowed, m),
-            ]
+            (
+                (false, Reason::NotAllowed, m),
+                (false, Reason::NotAllowed, m),
+            )
         } else if !self.is_attached(gw) {
             let m = "no listener of the set is valid";
-            vec![
-                c(Type::Accepted, false, Reason::ListenersNotValid, m),
-                c(Type::Programmed, false, Reason::ListenersNotValid, m),
-            ]
+            let invalid = (false, Reason::ListenersNotValid, m);
+            (invalid, invalid)
         } else if !served {
-            vec![
-                c(
-                    Type::Accepted,
-                    true,
-                    Reason::Accepted,
-                    "ListenerSet is accepted",
-                ),
-                c(
-                    Type::Programmed,
-                    false,
-                    Reason::Invalid,
-                    "the Gateway is not served",
-                ),
-            ]
+            (
+                accepted,
+                (false, Reason::Invalid, "the Gateway is not served"),
+            )
         } else {
-            vec![
-                c(
-                    Type::Accepted,
-                    true,
-                    Reason::Accepted,
-                    "ListenerSet is accepted",
-                ),
-                c(
-                    Type::Programmed,
-                    true,
-                    Reason::Programmed,
-                    "ListenerSet is programmed",
-                ),
-            ]
+            (
+                accepted,
+                (true, Reason::Programmed, "ListenerSet is programmed"),
+            )
         };
+        let conditions = [(Type::Accepted, accepted), (Type::Programmed, programmed)]
+            .map(|(t, (ok, reason, message))| Condition::new(t, ok, reason, message, g))
+            .into();
         ListenerSetStatus {
             conditions,
             listeners: self

@@ -25,14 +25,8 @@ use std::collections::BTreeMap;
 const ANCESTORS_MAX: usize = 16;
 
 fn entry_ref(p: &ParentReference) -> EntryRef {
-    EntryRef {
-        group: Some(p.group.clone()),
-        kind: Some(p.kind.clone()),
-        name: p.name.clone(),
-        namespace: p.namespace.clone(),
-        port: p.port,
-        section_name: p.section_name.clone(),
-    }
+    use super::route::FromParentRef;
+    EntryRef::from_parent_ref(p)
 }
 
 /// The patches that bring every policy's entries of ours to `plan` (a

@@ -58,15 +58,36 @@ fn parent_reference(r: &EntryRef) -> ParentReference {
     )
 }
 
+/// A planned parent (or ancestor) reference as a status entry's generated
+/// reference type (a route's parentRef, a BackendTLSPolicy's ancestorRef: the
+/// same fields).
+pub(crate) trait FromParentRef {
+    fn from_parent_ref(p: &ParentReference) -> Self;
+}
+
+macro_rules! from_parent_ref {
+    ($($ty:ty),*) => {$(
+        impl FromParentRef for $ty {
+            fn from_parent_ref(p: &ParentReference) -> Self {
+                Self {
+                    group: Some(p.group.clone()),
+                    kind: Some(p.kind.clone()),
+                    name: p.name.clone(),
+                    namespace: p.namespace.clone(),
+                    port: p.port,
+                    section_name: p.section_name.clone(),
+                }
+            }
+        }
+    )*};
+}
+from_parent_ref!(
+    EntryRef,
+    gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicyStatusAncestorsAncestorRef
+);
+
 fn entry_ref(p: &ParentReference) -> EntryRef {
-    EntryRef {
-        group: Some(p.group.clone()),
-        kind: Some(p.kind.clone()),
-        name: p.name.clone(),
-        namespace: p.namespace.clone(),
-        port: p.port,
-        section_name: p.section_name.clone(),
-    }
+    EntryRef::from_parent_ref(p)
 }
 
 fn status_parents<S: serde::Serialize>(parents: Option<&S>) -> Vec<Value> {
