@@ -100,6 +100,8 @@ struct Backends {
     flaky: [(ir::Cluster, Arc<AtomicUsize>); 2],
     /// The echo backend and a port nobody listens on, round robin.
     half_dead: ir::Cluster,
+    /// The echo backend and one that never answers, round robin.
+    half_silent: ir::Cluster,
 }
 
 fn given_backends() -> Backends {
@@ -113,9 +115,18 @@ fn given_backends() -> Backends {
         weight: 0,
     });
     half_dead.endpoints.sort();
+    let mut half_silent = mk_cluster("half-silent", spawn_echo_backend(), http1);
+    let silent = spawn_silent_backend();
+    half_silent.endpoints.push(ir::Endpoint {
+        address: silent.ip().to_string(),
+        port: silent.port(),
+        weight: 0,
+    });
+    half_silent.endpoints.sort();
     Backends {
         echo,
         half_dead,
+        half_silent,
         silent: mk_cluster("silent", spawn_silent_backend(), http1),
         upgrade: mk_cluster("upgrade", spawn_upgrade_echo_backend(), http1),
         mirror: mk_cluster("mirror", mirror_addr, http1),
@@ -200,6 +211,17 @@ fn live_ir(port: u16, b: &Backends) -> ir::Ir {
             }),
         ),
         mk_route(
+            "timeout-retried",
+            prefix("/timeout-retried"),
+            forward_with(&b.half_silent.name, |f| {
+                f.timeouts.backend_request_ms = Some(TIMEOUT_MS);
+                f.retry = Some(ir::Retry {
+                    attempts: Some(3),
+                    ..Default::default()
+                });
+            }),
+        ),
+        mk_route(
             "connect-not-retried",
             prefix("/connect-not-retried"),
             mk_forward(&[&b.half_dead.name], 0, None),
@@ -225,6 +247,7 @@ fn live_ir(port: u16, b: &Backends) -> ir::Ir {
         b.flaky[1].0.clone(),
         b.flaky[0].0.clone(),
         b.half_dead.clone(),
+        b.half_silent.clone(),
         b.mirror.clone(),
         b.silent.clone(),
         b.upgrade.clone(),
@@ -292,6 +315,12 @@ fn a_refused_connection_is_retried_on_another_endpoint(port: u16) {
         not_retried.contains(&503),
         "round robin reaches the dead endpoint: {not_retried:?}"
     );
+    // A try passing the backend timeout is retried too (HTTPRouteRetryBackendTimeout);
+    // the 504 of a backend timeout without retries is checked above.
+    let retried = (0..4)
+        .map(|_| get(port, "example.com", "/timeout-retried").unwrap().status)
+        .collect::<Vec<_>>();
+    assert!(retried.iter().all(|s| *s == 200), "{retried:?}");
 }
 
 fn a_mirror_sees_a_copy_and_the_client_the_answer(port: u16, mirrored: &Mutex<Vec<String>>) {
