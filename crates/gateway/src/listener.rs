@@ -24,17 +24,19 @@ use crate::certificate;
 use crate::certificate::CertificateError;
 use crate::client_validation::{self, CaRefError};
 use crate::hostname::{self, Wildcard};
-use crate::status::{
-    Condition, GatewayCondition, GatewayStatus, GatewayStatusAddress, Identity, ListenerCondition,
-    ListenerStatus, RouteGroupKind, set_condition,
-};
+use crate::status::{Condition, Identity, ListenerCondition, RouteGroupKind};
 use crate::store::Store;
-use crate::vocabulary::{gateway, listener};
-use aether_ir::{Certificate, ClientValidation, ObjectRef, PortProtocol, names};
+use crate::vocabulary::listener;
+use aether_ir::{Certificate, ClientValidation, ObjectRef, PortProtocol};
 use gateway_api::apis::standard::gateways::GatewayListenersTlsMode;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::IpAddr;
+
+mod conflicts;
+mod status;
+pub(crate) use conflicts::mark_later_conflicts;
+pub(crate) use status::listener_status;
 
 /// A listener protocol we serve (TLS split by its mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -272,7 +274,7 @@ impl GatewayModel {
                 listener
             })
             .collect();
-        mark_conflicts(&mut listeners);
+        conflicts::mark(&mut listeners);
         let listener_sets =
             crate::listener_set::attach(store, &key, gw, &mut listeners, |ls_ns, ls, l| {
                 let holder = certificate::Holder {
@@ -315,208 +317,6 @@ impl GatewayModel {
         self.invalid_parameters.is_none()
             && self.addresses.is_ok()
             && self.listeners.iter().any(Listener::is_programmable)
-    }
-
-    pub fn status(&self) -> GatewayStatus {
-        let g = self.of.generation;
-        let served = self.is_served();
-        let mut conditions = Vec::new();
-        let own = || self.listeners.iter().filter(|l| l.origin.is_none());
-        let accepted_count = own().filter(|l| l.is_accepted()).count();
-        let invalid: Vec<&str> = own()
-            .filter(|l| !l.is_accepted())
-            .map(|l| l.name.as_str())
-            .collect();
-        use gateway::{Reason, Type};
-        let accepted = |ok: bool, reason: Reason, message: String| {
-            GatewayCondition::new(Type::Accepted, ok, reason, message, g)
-        };
-        let accepted = match &self.addresses {
-            _ if let Some(why) = &self.invalid_parameters => {
-                accepted(false, Reason::InvalidParameters, why.clone())
-            }
-            Err(why) => accepted(false, Reason::UnsupportedAddress, why.clone()),
-            Ok(_) if invalid.is_empty() => {
-                accepted(true, Reason::Accepted, "Gateway is accepted".into())
-            }
-            Ok(_) => accepted(
-                accepted_count > 0,
-                Reason::ListenersNotValid,
-                format!("invalid listeners: {}", invalid.join(", ")),
-            ),
-        };
-        set_condition(&mut conditions, accepted);
-        let (ok, reason, message) = if served {
-            (true, Reason::Programmed, "Gateway is programmed")
-        } else if self.invalid_parameters.is_some() {
-            (
-                false,
-                Reason::Invalid,
-                "the Gateway is not accepted: invalid parametersRef",
-            )
-        } else if self.addresses.is_err() {
-            (false, Reason::AddressNotUsable, "no usable address")
-        } else {
-            (false, Reason::Invalid, "no listener can be programmed")
-        };
-        set_condition(
-            &mut conditions,
-            Condition::new(Type::Programmed, ok, reason, message, g),
-        );
-        if let Some(c) = &self.backend_client_certificate {
-            let resolved = match c {
-                Ok(_) => Condition::new(
-                    Type::ResolvedRefs,
-                    true,
-                    Reason::ResolvedRefs,
-                    "all references resolved",
-                    g,
-                ),
-                Err(e) => {
-                    let reason = match e {
-                        CertificateError::RefNotPermitted(_) => Reason::RefNotPermitted,
-                        CertificateError::Invalid(..) => Reason::InvalidClientCertificateRef,
-                    };
-                    let message = format!("spec.tls.backend.clientCertificateRef: {e}");
-                    Condition::new(Type::ResolvedRefs, false, reason, message, g)
-                }
-            };
-            set_condition(&mut conditions, resolved);
-        }
-        if self.insecure_frontend_validation {
-            let insecure = Condition::new(
-                Type::InsecureFrontendValidationMode,
-                true,
-                Reason::ConfigurationChanged,
-                "spec.tls.frontend allows clients without a valid certificate (AllowInsecureFallback)",
-                g,
-            );
-            set_condition(&mut conditions, insecure);
-        }
-        let addresses = match (&self.addresses, served) {
-            (Ok(a), true) => a
-                .iter()
-                .map(|v| GatewayStatusAddress {
-                    type_: "IPAddress".into(),
-                    value: v.clone(),
-                })
-                .collect(),
-            _ => vec![],
-        };
-        let attached_sets = self
-            .listener_sets
-            .iter()
-            .filter(|s| s.is_attached(self))
-            .count();
-        GatewayStatus {
-            addresses,
-            conditions,
-            listeners: own().map(|l| listener_status(l, served, g)).collect(),
-            attached_listener_sets: (!self.listener_sets.is_empty() || self.allows_listener_sets)
-                .then(|| i32::try_from(attached_sets).unwrap_or(i32::MAX)),
-            of: self.of.clone(),
-        }
-    }
-}
-
-pub(crate) fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus {
-    let mut c = Vec::new();
-    for condition in l.acceptance(g) {
-        set_condition(&mut c, condition);
-    }
-    set_condition(&mut c, l.resolved_refs(g));
-    if let Some(why) = &l.overlapping_tls {
-        let reason = listener::Reason::OverlappingHostnames;
-        let overlap = Condition::new(
-            listener::Type::OverlappingTLSConfig,
-            true,
-            reason,
-            why.clone(),
-            g,
-        );
-        set_condition(&mut c, overlap);
-    }
-    set_condition(&mut c, l.programmed(gateway_served, g));
-    ListenerStatus {
-        name: l.name.clone(),
-        supported_kinds: l.supported_kinds.clone(),
-        attached_routes: i32::try_from(l.attached.len()).unwrap_or(i32::MAX),
-        conditions: c,
-        attached: l
-            .attached
-            .iter()
-            .map(|(kind, r)| names::route_key(kind, &r.namespace, &r.name))
-            .collect(),
-    }
-}
-
-impl Listener {
-    /// Accepted and Conflicted: a conflict names its reason on both.
-    fn acceptance(&self, g: i64) -> [ListenerCondition; 2] {
-        use listener::{Reason, Type};
-        if let Some(conflict) = &self.conflicted {
-            let (reason, message) = conflict.reason_message();
-            return [
-                Condition::new(Type::Accepted, false, reason, message, g),
-                Condition::new(Type::Conflicted, true, reason, message, g),
-            ];
-        }
-        let accepted = match &self.not_accepted {
-            Some(problem) => problem.condition(g),
-            None => Condition::new(
-                Type::Accepted,
-                true,
-                Reason::Accepted,
-                "listener is accepted",
-                g,
-            ),
-        };
-        let none = Condition::new(
-            Type::Conflicted,
-            false,
-            Reason::NoConflicts,
-            "no conflicts",
-            g,
-        );
-        [accepted, none]
-    }
-
-    /// ResolvedRefs: the first unresolved reference's reason, every one in the message.
-    fn resolved_refs(&self, g: i64) -> ListenerCondition {
-        let kind = (listener::Type::ResolvedRefs, listener::Reason::ResolvedRefs);
-        crate::status::resolved_refs(
-            kind,
-            &self.unresolved,
-            Unresolved::reason,
-            Unresolved::message,
-            g,
-        )
-    }
-
-    /// Programmed, as planned (the fleet's ACKs come later, in `assemble`).
-    fn programmed(&self, gateway_served: bool, g: i64) -> ListenerCondition {
-        use listener::{Reason, Type};
-        let not_programmed = if !self.is_accepted() {
-            Some("the listener is not accepted")
-        } else if !self.resolved_refs_ok() {
-            Some("the listener's references do not resolve")
-        } else if self.supported_kinds.is_empty() {
-            Some("the listener supports no route kind")
-        } else if !gateway_served {
-            Some("the Gateway is not served")
-        } else {
-            None
-        };
-        let (ok, reason, message) = match not_programmed {
-            None => (true, Reason::Programmed, "listener is programmed"),
-            // A ListenerSet's listener that loses a conflict says which (the
-            // conformance suite asks for the conflict reason there).
-            Some(why) => match (&self.origin, &self.conflicted) {
-                (Some(_), Some(conflict)) => (false, conflict.reason_message().0, why),
-                _ => (false, Reason::Invalid, why),
-            },
-        };
-        Condition::new(Type::Programmed, ok, reason, message, g)
     }
 }
 
@@ -675,107 +475,6 @@ fn frontend_validation(l: &mut Listener, store: &Store, gw: &Gateway) {
     }
 }
 
-/// Marks indistinct listeners. Among listeners on one port that we serve: HTTP
-/// and HTTPS together conflict on protocol (all of them); otherwise listeners
-/// sharing a hostname (or both without) conflict on hostname. No winner is picked.
-fn mark_conflicts(listeners: &mut [Listener]) {
-    let mut by_port: BTreeMap<(bool, u16), Vec<usize>> = BTreeMap::new();
-    for (i, l) in listeners.iter().enumerate() {
-        if let Some(p) = l.protocol
-            && l.not_accepted.is_none()
-        {
-            by_port
-                .entry((p == ListenerProtocol::Udp, l.port))
-                .or_default()
-                .push(i);
-        }
-    }
-    for ((_, port), idx) in by_port {
-        let classes: BTreeSet<u8> = idx
-            .iter()
-            .filter_map(|&i| listeners[i].protocol.map(ListenerProtocol::port_class))
-            .collect();
-        if classes.len() > 1 {
-            let mut protocols: Vec<&str> = idx
-                .iter()
-                .filter_map(|&i| listeners[i].protocol.map(protocol_name))
-                .collect();
-            protocols.sort_unstable();
-            protocols.dedup();
-            for &i in &idx {
-                listeners[i].conflicted = Some(Conflict::Protocol(format!(
-                    "{} listeners share port {port}",
-                    protocols.join(" and ")
-                )));
-            }
-            continue;
-        }
-        let mut by_host: BTreeMap<Option<String>, Vec<usize>> = BTreeMap::new();
-        for &i in &idx {
-            by_host
-                .entry(listeners[i].hostname.clone())
-                .or_default()
-                .push(i);
-        }
-        for (host, same) in by_host.into_iter().filter(|(_, v)| v.len() > 1) {
-            let names: Vec<&str> = same.iter().map(|&i| listeners[i].name.as_str()).collect();
-            let msg = format!(
-                "listeners {} share port {port} and hostname {}",
-                names.join(", "),
-                host.as_deref().unwrap_or("(none)")
-            );
-            for &i in &same {
-                listeners[i].conflicted = Some(Conflict::Hostname(msg.clone()));
-            }
-        }
-    }
-}
-
-/// ListenerSets: listeners from `from` on are checked, in order, against every
-/// accepted listener before them, and lose to it (the first in precedence
-/// wins, unlike listeners of one Gateway).
-pub(crate) fn mark_later_conflicts(listeners: &mut [Listener], from: usize) {
-    for i in from..listeners.len() {
-        let (earlier, rest) = listeners.split_at_mut(i);
-        let l = &mut rest[0];
-        let Some(p) = l.protocol.filter(|_| l.not_accepted.is_none()) else {
-            continue;
-        };
-        let same_port = |e: &&Listener| {
-            e.is_accepted()
-                && e.port == l.port
-                && e.protocol.is_some_and(|q| q.is_udp() == p.is_udp())
-        };
-        for e in earlier.iter().filter(same_port) {
-            let q = e.protocol.expect("filtered on a protocol");
-            if q.port_class() != p.port_class() {
-                l.conflicted = Some(Conflict::Protocol(format!(
-                    "port {} is served as {} by listener {}, which comes first",
-                    l.port,
-                    protocol_name(q),
-                    e.name
-                )));
-                break;
-            }
-            if e.hostname == l.hostname {
-                l.conflicted = Some(Conflict::Hostname(format!(
-                    "listener {} comes first with port {} and hostname {}",
-                    e.name,
-                    l.port,
-                    l.hostname.as_deref().unwrap_or("(none)")
-                )));
-                break;
-            }
-        }
-    }
-}
-
-impl ListenerProtocol {
-    fn is_udp(self) -> bool {
-        self == ListenerProtocol::Udp
-    }
-}
-
 impl Listener {
     /// Unique among a Gateway's listeners: a ListenerSet's listener names may
     /// repeat the Gateway's or another set's (`<namespace>/<set>/<name>`).
@@ -789,15 +488,5 @@ impl Listener {
     /// Accepted, and its certificates resolve: it counts for its ListenerSet.
     pub fn is_valid(&self) -> bool {
         self.is_accepted() && self.resolved_refs_ok()
-    }
-}
-
-fn protocol_name(p: ListenerProtocol) -> &'static str {
-    match p {
-        ListenerProtocol::Http => "HTTP",
-        ListenerProtocol::Https => "HTTPS",
-        ListenerProtocol::TlsPassthrough | ListenerProtocol::TlsTerminate => "TLS",
-        ListenerProtocol::Tcp => "TCP",
-        ListenerProtocol::Udp => "UDP",
     }
 }

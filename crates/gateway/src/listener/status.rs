@@ -1,0 +1,215 @@
+//! Gateway and listener status, as planned: Accepted, Programmed, the
+//! listeners' conditions and counts (the fleet's ACKs come later, in
+//! `assemble`).
+
+use super::{CertificateError, GatewayModel, Listener, Unresolved};
+use crate::status::{
+    Condition, GatewayCondition, GatewayStatus, GatewayStatusAddress, ListenerCondition,
+    ListenerStatus, set_condition,
+};
+use crate::vocabulary::{gateway, listener};
+use aether_ir::names;
+
+impl GatewayModel {
+    pub fn status(&self) -> GatewayStatus {
+        let g = self.of.generation;
+        let served = self.is_served();
+        let mut conditions = Vec::new();
+        let own = || self.listeners.iter().filter(|l| l.origin.is_none());
+        let accepted_count = own().filter(|l| l.is_accepted()).count();
+        let invalid: Vec<&str> = own()
+            .filter(|l| !l.is_accepted())
+            .map(|l| l.name.as_str())
+            .collect();
+        use gateway::{Reason, Type};
+        let accepted = |ok: bool, reason: Reason, message: String| {
+            GatewayCondition::new(Type::Accepted, ok, reason, message, g)
+        };
+        let accepted = match &self.addresses {
+            _ if let Some(why) = &self.invalid_parameters => {
+                accepted(false, Reason::InvalidParameters, why.clone())
+            }
+            Err(why) => accepted(false, Reason::UnsupportedAddress, why.clone()),
+            Ok(_) if invalid.is_empty() => {
+                accepted(true, Reason::Accepted, "Gateway is accepted".into())
+            }
+            Ok(_) => accepted(
+                accepted_count > 0,
+                Reason::ListenersNotValid,
+                format!("invalid listeners: {}", invalid.join(", ")),
+            ),
+        };
+        set_condition(&mut conditions, accepted);
+        let (ok, reason, message) = if served {
+            (true, Reason::Programmed, "Gateway is programmed")
+        } else if self.invalid_parameters.is_some() {
+            (
+                false,
+                Reason::Invalid,
+                "the Gateway is not accepted: invalid parametersRef",
+            )
+        } else if self.addresses.is_err() {
+            (false, Reason::AddressNotUsable, "no usable address")
+        } else {
+            (false, Reason::Invalid, "no listener can be programmed")
+        };
+        set_condition(
+            &mut conditions,
+            Condition::new(Type::Programmed, ok, reason, message, g),
+        );
+        if let Some(c) = &self.backend_client_certificate {
+            let resolved = match c {
+                Ok(_) => Condition::new(
+                    Type::ResolvedRefs,
+                    true,
+                    Reason::ResolvedRefs,
+                    "all references resolved",
+                    g,
+                ),
+                Err(e) => {
+                    let reason = match e {
+                        CertificateError::RefNotPermitted(_) => Reason::RefNotPermitted,
+                        CertificateError::Invalid(..) => Reason::InvalidClientCertificateRef,
+                    };
+                    let message = format!("spec.tls.backend.clientCertificateRef: {e}");
+                    Condition::new(Type::ResolvedRefs, false, reason, message, g)
+                }
+            };
+            set_condition(&mut conditions, resolved);
+        }
+        if self.insecure_frontend_validation {
+            let insecure = Condition::new(
+                Type::InsecureFrontendValidationMode,
+                true,
+                Reason::ConfigurationChanged,
+                "spec.tls.frontend allows clients without a valid certificate (AllowInsecureFallback)",
+                g,
+            );
+            set_condition(&mut conditions, insecure);
+        }
+        let addresses = match (&self.addresses, served) {
+            (Ok(a), true) => a
+                .iter()
+                .map(|v| GatewayStatusAddress {
+                    type_: "IPAddress".into(),
+                    value: v.clone(),
+                })
+                .collect(),
+            _ => vec![],
+        };
+        let attached_sets = self
+            .listener_sets
+            .iter()
+            .filter(|s| s.is_attached(self))
+            .count();
+        GatewayStatus {
+            addresses,
+            conditions,
+            listeners: own().map(|l| listener_status(l, served, g)).collect(),
+            attached_listener_sets: (!self.listener_sets.is_empty() || self.allows_listener_sets)
+                .then(|| i32::try_from(attached_sets).unwrap_or(i32::MAX)),
+            of: self.of.clone(),
+        }
+    }
+}
+
+pub(crate) fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus {
+    let mut c = Vec::new();
+    for condition in l.acceptance(g) {
+        set_condition(&mut c, condition);
+    }
+    set_condition(&mut c, l.resolved_refs(g));
+    if let Some(why) = &l.overlapping_tls {
+        let reason = listener::Reason::OverlappingHostnames;
+        let overlap = Condition::new(
+            listener::Type::OverlappingTLSConfig,
+            true,
+            reason,
+            why.clone(),
+            g,
+        );
+        set_condition(&mut c, overlap);
+    }
+    set_condition(&mut c, l.programmed(gateway_served, g));
+    ListenerStatus {
+        name: l.name.clone(),
+        supported_kinds: l.supported_kinds.clone(),
+        attached_routes: i32::try_from(l.attached.len()).unwrap_or(i32::MAX),
+        conditions: c,
+        attached: l
+            .attached
+            .iter()
+            .map(|(kind, r)| names::route_key(kind, &r.namespace, &r.name))
+            .collect(),
+    }
+}
+
+impl Listener {
+    /// Accepted and Conflicted: a conflict names its reason on both.
+    fn acceptance(&self, g: i64) -> [ListenerCondition; 2] {
+        use listener::{Reason, Type};
+        if let Some(conflict) = &self.conflicted {
+            let (reason, message) = conflict.reason_message();
+            return [
+                Condition::new(Type::Accepted, false, reason, message, g),
+                Condition::new(Type::Conflicted, true, reason, message, g),
+            ];
+        }
+        let accepted = match &self.not_accepted {
+            Some(problem) => problem.condition(g),
+            None => Condition::new(
+                Type::Accepted,
+                true,
+                Reason::Accepted,
+                "listener is accepted",
+                g,
+            ),
+        };
+        let none = Condition::new(
+            Type::Conflicted,
+            false,
+            Reason::NoConflicts,
+            "no conflicts",
+            g,
+        );
+        [accepted, none]
+    }
+
+    /// ResolvedRefs: the first unresolved reference's reason, every one in the message.
+    fn resolved_refs(&self, g: i64) -> ListenerCondition {
+        let kind = (listener::Type::ResolvedRefs, listener::Reason::ResolvedRefs);
+        crate::status::resolved_refs(
+            kind,
+            &self.unresolved,
+            Unresolved::reason,
+            Unresolved::message,
+            g,
+        )
+    }
+
+    /// Programmed, as planned (the fleet's ACKs come later, in `assemble`).
+    fn programmed(&self, gateway_served: bool, g: i64) -> ListenerCondition {
+        use listener::{Reason, Type};
+        let not_programmed = if !self.is_accepted() {
+            Some("the listener is not accepted")
+        } else if !self.resolved_refs_ok() {
+            Some("the listener's references do not resolve")
+        } else if self.supported_kinds.is_empty() {
+            Some("the listener supports no route kind")
+        } else if !gateway_served {
+            Some("the Gateway is not served")
+        } else {
+            None
+        };
+        let (ok, reason, message) = match not_programmed {
+            None => (true, Reason::Programmed, "listener is programmed"),
+            // A ListenerSet's listener that loses a conflict says which (the
+            // conformance suite asks for the conflict reason there).
+            Some(why) => match (&self.origin, &self.conflicted) {
+                (Some(_), Some(conflict)) => (false, conflict.reason_message().0, why),
+                _ => (false, Reason::Invalid, why),
+            },
+        };
+        Condition::new(Type::Programmed, ok, reason, message, g)
+    }
+}
