@@ -116,16 +116,29 @@ async fn reconcile_once(
         .filter(|s| service::is_edge_service(s, &cfg.namespace))
         .cloned()
         .collect();
+    let public = service::desired_public(store, &desired, cfg);
     let result = service::reconcile(client, desired, existing.iter(), &cfg.namespace).await;
     recent.record(&result, store);
     metrics.observe(&result);
-    match result {
-        Ok(_) => BTreeMap::new(),
-        Err(errors) => {
-            warn!(error = %errors, "reconciling edge Services failed; retrying");
-            errors.by_gateway()
+    // The public Services copy the records' ports and endpoints: from the store
+    // (a record written just now is copied on the next pass, which its watch
+    // event starts).
+    let public = service::reconcile_public(client, &public, store).await;
+    metrics.observe(&public);
+    let mut failed = BTreeMap::new();
+    for errors in [result.err(), public.err()].into_iter().flatten() {
+        warn!(error = %errors, "reconciling edge Services failed; retrying");
+        for (gw, why) in errors.by_gateway() {
+            failed
+                .entry(gw)
+                .and_modify(|m: &mut String| {
+                    m.push_str("; ");
+                    m.push_str(&why);
+                })
+                .or_insert(why);
         }
     }
+    failed
 }
 
 /// Why Gateways lack addresses: what publication `p` left out (ports not
@@ -273,9 +286,7 @@ fn gate<P: Translated>(
             .unwrap_or_else(|| Served::whole(AckState::Pending))
     };
     let addresses = match mode {
-        AddressMode::Service(cfg) => {
-            service::assignments(p.plan().gateways.keys(), store, cfg, problems)
-        }
+        AddressMode::Service(_) => service::assignments(p.plan().gateways.keys(), store, problems),
         AddressMode::Static => Addresses::Planned,
     };
     assemble(p.plan(), served, &addresses)

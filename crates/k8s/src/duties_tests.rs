@@ -50,7 +50,12 @@ fn mk_store(cfg: &ServiceConfig) -> Store {
     store.insert(class);
     store.insert(gateway);
     let ir = translate(&store, &Config::default()).ir;
-    for mut svc in service::desired_services(&store, &ir, cfg) {
+    let records = service::desired_services(&store, &ir, cfg);
+    let public = service::desired_public(&store, &records, cfg).services;
+    for svc in records {
+        store.insert(svc);
+    }
+    for mut svc in public {
         svc.status = Some(
             serde_json::from_value(json!({
             "loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}))

@@ -92,7 +92,7 @@ async fn given_agent_a_leading_and_both_nodes_taking_traffic() -> Fleet {
     until_leader(&client, "agent-a", WAIT).await;
     let envoy_a = envoy("node-a", &a.xds, true, &logs);
     let svc = edge_service(&client).await;
-    assign_load_balancer(&client, &svc, POD_IP).await;
+    assign_load_balancer(&client, &public_service(&client).await, POD_IP).await;
     let svc = svc.metadata.name.unwrap();
     endpoints(&client, &svc, &[("node-a", true), ("node-b", true)]).await;
     Fleet {

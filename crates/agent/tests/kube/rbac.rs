@@ -100,7 +100,7 @@ async fn it_leads_and_writes_every_kinds_status(w: &World) -> Service {
     let c = &w.client;
     until_leader(c, "agent-a", WAIT).await;
     let svc = edge_service(c).await;
-    assign_load_balancer(c, &svc, POD_IP).await;
+    assign_load_balancer(c, &public_service(c).await, POD_IP).await;
     eventually(WAIT, "Gateway programmed, route accepted", || async move {
         let gw = get_json::<Gateway>(c, Some(NS), "gw")
             .await
@@ -150,6 +150,7 @@ async fn it_collects_a_deleted_gateways_service(w: &World) {
     let gateways: kube::Api<Gateway> = kube::Api::namespaced(w.client.clone(), NS);
     gateways.delete("gw", &Default::default()).await.unwrap();
     edge_services(&w.client, 0, WAIT).await;
+    public_services(&w.client, 0, WAIT).await;
 }
 
 fn nothing_was_refused(w: &mut World) {

@@ -63,7 +63,7 @@ async fn given_traffic_through_the_edge_service() -> World {
     let recorded = allocations(&svc);
     let target = recorded.strip_prefix("80=").expect("80=<port>");
     let gateway = format!("{POD_IP}:{target}");
-    assign_load_balancer(&client, &svc, POD_IP).await;
+    assign_load_balancer(&client, &public_service(&client).await, POD_IP).await;
     wait_until(WAIT, "traffic through Envoy", || {
         http_get(&gateway, "example.test", "/", &[])
             .ok()?

@@ -1,10 +1,12 @@
 //! Kubernetes mode, addresses and status-write failures (issue points 2 and 4) with
 //! the real `aether-edge agent`, a real kube-apiserver and a real Envoy:
 //!
-//! - service mode: a Gateway gets one LoadBalancer Service with one port per distinct
-//!   listener port whose targetPort is its allocation; the test plays the load
-//!   balancer (patches `status.loadBalancer.ingress`, then dials the targetPort) and
-//!   the Gateway's `status.addresses` follow; the Service goes with the Gateway.
+//! - service mode: a Gateway gets a record Service (edge namespace) with one port
+//!   per distinct listener port whose targetPort is its allocation, and a public
+//!   LoadBalancer Service with those ports beside it; the test plays the load
+//!   balancer (patches the public Service's `status.loadBalancer.ingress`, then
+//!   dials the targetPort) and the Gateway's `status.addresses` follow; both
+//!   Services go with the Gateway.
 //! - an API server outage while status must change: the failed writes are counted
 //!   on `/metrics`, logged with the object named, retried, and land once it is back.
 
@@ -107,13 +109,15 @@ async fn given_a_gateway_and_an_agent(flags: &[&str], tag: &str) -> World {
     }
 }
 
-/// One LoadBalancer Service, one port per distinct listener port, whose
-/// targetPort is its allocation, recorded on the Service.
+/// A record Service in the edge namespace, one port per distinct listener port,
+/// whose targetPort is its allocation, recorded on it; and the public
+/// LoadBalancer Service beside the Gateway, with the same ports, labelled with
+/// the Gateway's name. Returns the public one.
 async fn the_service_has_one_port_per_listener_port(w: &World) -> (Service, BTreeMap<i32, i32>) {
     let svc = edge_service(&w.client).await;
     let name = svc.metadata.name.clone().unwrap();
     let spec = svc.spec.clone().unwrap();
-    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
     let ports = tcp_ports(&svc);
     assert_eq!(
         ports.keys().copied().collect::<Vec<_>>(),
@@ -132,7 +136,15 @@ async fn the_service_has_one_port_per_listener_port(w: &World) -> (Service, BTre
         "{ports:?}"
     );
     println!("Service aether-ingress/{name}: ports {ports:?}");
-    (svc, ports)
+    let public = public_service(&w.client).await;
+    assert_eq!(public.metadata.namespace.as_deref(), Some(NS));
+    let spec = public.spec.clone().unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    assert_eq!(spec.selector, None);
+    assert_eq!(tcp_ports(&public), ports, "the record's ports");
+    let labels = public.metadata.labels.clone().unwrap();
+    assert_eq!(labels["gateway.networking.k8s.io/gateway-name"], "gw");
+    (public, ports)
 }
 
 /// Not programmed, and the message says why.
@@ -219,6 +231,7 @@ async fn the_service_goes_with_its_gateway(w: &World) {
     let gateways: kube::Api<Gateway> = kube::Api::namespaced(w.client.clone(), NS);
     gateways.delete("gw", &Default::default()).await.unwrap();
     edge_services(&w.client, 0, WAIT).await;
+    public_services(&w.client, 0, WAIT).await;
 }
 
 /// Programmed, its write counted, no write failed; returns the Gateway writes so far.

@@ -142,6 +142,8 @@ async fn every_gateway_gets_a_service_with_distinct_envoy_ports(
         }
         let gw = svc.metadata.annotations.as_ref().unwrap()["aether.io/gateway-name"].clone();
         by_gateway.insert(gw, p);
+    }
+    for svc in &public_services(&w.client, GATEWAYS, Duration::from_secs(60)).await {
         assign_load_balancer(&w.client, svc, POD_IP).await;
     }
     assert_eq!(
@@ -174,14 +176,14 @@ async fn every_gateway_is_programmed_and_serves(
     println!("{GATEWAYS} Gateways: all programmed and serving");
 }
 
-/// The API server refuses the next LoadBalancer Service (a ResourceQuota): the
-/// Gateway says so, without disturbing the others.
+/// The API server refuses the next LoadBalancer Service (a ResourceQuota in the
+/// Gateways' namespace, where the public Services are): the Gateway says so,
+/// without disturbing the others.
 async fn a_refused_service_is_reported_for_its_gateway_alone(w: &World) {
-    let quota = "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: no-lb, namespace: aether-ingress}\nspec:\n  hard: {services.loadbalancers: \"0\"}\n";
+    let quota = "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: no-lb, namespace: app}\nspec:\n  hard: {services.loadbalancers: \"0\"}\n";
     w.server.apply(quota).await.unwrap();
     // No quota controller runs here: the test sets the usage admission checks against.
-    let quotas: kube::Api<ResourceQuota> =
-        kube::Api::namespaced(w.client.clone(), "aether-ingress");
+    let quotas: kube::Api<ResourceQuota> = kube::Api::namespaced(w.client.clone(), NS);
     let usage = json!({"services.loadbalancers": GATEWAYS.to_string()});
     let status = json!({"status": {"hard": {"services.loadbalancers": "0"}, "used": usage}});
     quotas
@@ -226,8 +228,7 @@ async fn a_refused_service_is_reported_for_its_gateway_alone(w: &World) {
 }
 
 async fn allowed_again_the_retry_creates_it(w: &World) {
-    let quotas: kube::Api<ResourceQuota> =
-        kube::Api::namespaced(w.client.clone(), "aether-ingress");
+    let quotas: kube::Api<ResourceQuota> = kube::Api::namespaced(w.client.clone(), NS);
     quotas.delete("no-lb", &Default::default()).await.unwrap();
-    edge_services(&w.client, GATEWAYS + 1, WAIT).await;
+    public_services(&w.client, GATEWAYS + 1, WAIT).await;
 }

@@ -10,9 +10,7 @@
 //! stronger reason holds it): a Gateway nobody can reach is not programmed,
 //! whatever Envoy ACKed.
 
-use super::{
-    ReconcileErrors, ServiceConfig, Unallocated, gateway_of, is_edge_service, service_name,
-};
+use super::{ReconcileErrors, Unallocated, gateway_of, is_public_service, public_name};
 use aether_gateway::Store;
 use aether_gateway::status::GatewayStatusAddress;
 use aether_gateway::{Addresses, Assignment};
@@ -30,28 +28,23 @@ pub const HOSTNAME: &str = "Hostname";
 pub fn assignments<'a>(
     gateways: impl IntoIterator<Item = &'a ObjectRef>,
     store: &Store,
-    cfg: &ServiceConfig,
     problems: &BTreeMap<ObjectRef, String>,
 ) -> Addresses {
     let by_gateway = gateways
         .into_iter()
-        .map(|gw| (gw.clone(), assignment(gw, store, cfg, problems.get(gw))))
+        .map(|gw| (gw.clone(), assignment(gw, store, problems.get(gw))))
         .collect();
     Addresses::LoadBalancer(by_gateway)
 }
 
-fn assignment(
-    gw: &ObjectRef,
-    store: &Store,
-    cfg: &ServiceConfig,
-    problem: Option<&String>,
-) -> Assignment {
-    let name = service_name(gw);
+fn assignment(gw: &ObjectRef, store: &Store, problem: Option<&String>) -> Assignment {
+    // The public Service, beside the Gateway, is the one the load balancer serves.
+    let name = public_name(gw);
     let svc = store
-        .get::<Service>(&cfg.namespace, &name)
-        .filter(|s| is_edge_service(s, &cfg.namespace) && gateway_of(s).as_ref() == Some(gw));
+        .get::<Service>(&gw.namespace, &name)
+        .filter(|s| is_public_service(s) && gateway_of(s).as_ref() == Some(gw));
     let addresses = svc.map(ingress_addresses).unwrap_or_default();
-    let service = format!("Service {}/{name}", cfg.namespace);
+    let service = format!("Service {}/{name}", gw.namespace);
     let requested = store
         .get::<Gateway>(&gw.namespace, &gw.name)
         .map(super::requested_ips)
@@ -137,7 +130,7 @@ fn ingress_addresses(svc: &Service) -> Vec<GatewayStatusAddress> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::{GATEWAY_LABEL, GATEWAY_NAME_ANNOTATION, GATEWAY_NAMESPACE_ANNOTATION};
+    use crate::service::{GATEWAY_NAME_ANNOTATION, GATEWAY_NAMESPACE_ANNOTATION, PUBLIC_LABEL};
     use aether_gateway::status::{Condition, GatewayCondition, GatewayStatus, condition};
     use aether_gateway::vocabulary::gateway::{self, Type};
     use aether_gateway::{AckState, Served, StatusPlan, assemble};
@@ -147,9 +140,9 @@ mod tests {
     fn mk_svc(gw: &ObjectRef, ingress: Vec<(Option<&str>, Option<&str>)>) -> Service {
         Service {
             metadata: ObjectMeta {
-                name: Some(service_name(gw)),
-                namespace: Some("aether-ingress".into()),
-                labels: Some([(GATEWAY_LABEL.to_string(), "x".to_string())].into()),
+                name: Some(public_name(gw)),
+                namespace: Some(gw.namespace.clone()),
+                labels: Some([(PUBLIC_LABEL.to_string(), "x".to_string())].into()),
                 annotations: Some(
                     [
                         (
@@ -208,8 +201,7 @@ mod tests {
         problems: &BTreeMap<ObjectRef, String>,
         pending: &[&ObjectRef],
     ) -> StatusPlan {
-        let cfg = ServiceConfig::default();
-        let addresses = assignments(plan.gateways.keys(), store, &cfg, problems);
+        let addresses = assignments(plan.gateways.keys(), store, problems);
         let served = |gw: &ObjectRef| {
             let ack = if pending.contains(&gw) {
                 AckState::Pending
@@ -277,7 +269,7 @@ mod tests {
         assert_eq!(w.observed_generation, 3);
         let m = programmed(&plan, &missing);
         assert_eq!(m.reason, gateway::Reason::AddressNotAssigned);
-        assert!(m.message.contains(&service_name(&missing)), "{}", m.message);
+        assert!(m.message.contains(&public_name(&missing)), "{}", m.message);
         assert!(plan.gateways[&missing].addresses.is_empty());
     }
 
@@ -371,7 +363,7 @@ mod tests {
             &ObjectRef::new("infra", "other"),
             vec![(Some("192.0.2.9"), None)],
         );
-        svc.metadata.name = Some(service_name(&gw));
+        svc.metadata.name = Some(public_name(&gw));
         let mut store = Store::default();
         store.insert(svc);
         let plan = assembled(

@@ -66,8 +66,8 @@ pub fn port_name(port: u16, l4: L4) -> String {
     }
 }
 
-/// One Service per Gateway of our class that has at least one listener we serve,
-/// sorted by Service name, with new ports allocated as needed.
+/// One record Service per Gateway of our class that has at least one listener we
+/// serve, sorted by Service name, with new ports allocated as needed.
 ///
 /// `ir` may be taken before or after [`super::apply_allocations`]: its Gateways
 /// count as ours, but ports always come from the Gateways' listeners in the store,
@@ -83,8 +83,7 @@ pub fn desired_services(store: &Store, ir: &Ir, cfg: &ServiceConfig) -> Vec<Serv
         .iter()
         .filter_map(|(gw, ports)| {
             let envoy = allocated.get(gw)?;
-            let spec = store.get::<Gateway>(&gw.namespace, &gw.name);
-            Some(service(gw, spec, ports, envoy, cfg))
+            Some(service(gw, ports, envoy, cfg))
         })
         .collect();
     out.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -133,31 +132,27 @@ pub(crate) fn wanted_ports(
     wanted
 }
 
-/// The Service of one Gateway: a port per wanted (port, L4) that has an Envoy port.
+/// The record Service of one Gateway, in the edge namespace: a port per wanted
+/// (port, L4) that has an Envoy port, targeting it, and the allocations. It
+/// selects the edge pods, so its EndpointSlices say which nodes serve the
+/// Gateway ([`super::members`]); clients reach the Gateway through its public
+/// Service ([`super::public`]). Tenants cannot write the edge namespace, so
+/// what it records is ours alone.
 fn service(
     gw: &ObjectRef,
-    spec: Option<&Gateway>,
     wanted: &BTreeSet<(u16, L4)>,
     allocated: &BTreeMap<u16, u16>,
     cfg: &ServiceConfig,
 ) -> Service {
-    // Gateway API: infrastructure labels and annotations SHOULD go on the
-    // resources made for the Gateway. Ours win on a clash.
-    let infra = spec.and_then(|g| g.spec.infrastructure.as_ref());
-    let mut labels = infra.and_then(|i| i.labels.clone()).unwrap_or_default();
-    labels.insert(GATEWAY_LABEL.into(), label_value(gw));
-    let mut annotations = infra
-        .and_then(|i| i.annotations.clone())
-        .unwrap_or_default();
-    annotations.insert(GATEWAY_NAMESPACE_ANNOTATION.into(), gw.namespace.clone());
-    annotations.insert(GATEWAY_NAME_ANNOTATION.into(), gw.name.clone());
-    annotations.insert(ALLOCATIONS_ANNOTATION.into(), format(allocated));
-    let requested = spec.map(super::requested_ips).unwrap_or_default();
-    if requested.is_empty() {
-        annotations.remove(super::REQUESTED_IPS_ANNOTATION);
-    } else {
-        annotations.insert(super::REQUESTED_IPS_ANNOTATION.into(), requested.join(","));
-    }
+    let labels = BTreeMap::from([(GATEWAY_LABEL.to_string(), label_value(gw))]);
+    let annotations = BTreeMap::from([
+        (
+            GATEWAY_NAMESPACE_ANNOTATION.to_string(),
+            gw.namespace.clone(),
+        ),
+        (GATEWAY_NAME_ANNOTATION.to_string(), gw.name.clone()),
+        (ALLOCATIONS_ANNOTATION.to_string(), format(allocated)),
+    ]);
     let ports = wanted
         .iter()
         .filter_map(|(port, l4)| {
@@ -180,11 +175,9 @@ fn service(
             ..Default::default()
         },
         spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
+            type_: Some("ClusterIP".into()),
             selector: Some(cfg.selector.clone()),
             ports: Some(ports),
-            load_balancer_class: cfg.load_balancer_class.clone(),
-            allocate_load_balancer_node_ports: cfg.allocate_node_ports,
             ..Default::default()
         }),
         status: None,

@@ -100,7 +100,7 @@ fn listeners_sharing_a_port_share_one_service_port() {
         Some(BTreeMap::from([(80, 20000), (443, 20001)]))
     );
     let spec = svc.spec.as_ref().unwrap();
-    assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
     assert_eq!(
         spec.selector.as_ref(),
         Some(&ServiceConfig::default().selector)
@@ -296,7 +296,7 @@ fn ports_come_from_listeners_even_with_an_allocated_ir() {
 }
 
 #[test]
-fn infrastructure_labels_and_annotations_propagate_but_ours_win() {
+fn the_record_carries_only_what_we_decide() {
     let mut gw = mk_gateway("web", "aether", &[("http", "HTTP", 80)]);
     gw.spec.infrastructure = Some(
         serde_json::from_value(json!({
@@ -305,42 +305,18 @@ fn infrastructure_labels_and_annotations_propagate_but_ours_win() {
         }))
         .unwrap(),
     );
+    gw.spec.addresses = Some(serde_json::from_value(json!([{"value": "10.250.0.9"}])).unwrap());
     let got = desired(&mk_store(vec![gw]));
     let meta = &got[0].metadata;
-    let (labels, ann) = (
-        meta.labels.as_ref().unwrap(),
-        meta.annotations.as_ref().unwrap(),
-    );
-    assert_eq!(labels["team"], "edge");
+    let labels = meta.labels.as_ref().unwrap();
+    let ann = meta.annotations.as_ref().unwrap();
+    assert_eq!(labels.keys().collect::<Vec<_>>(), vec![GATEWAY_LABEL]);
     assert_eq!(labels[GATEWAY_LABEL], "infra.web");
-    assert_eq!(ann["note"], "hi");
     assert_eq!(ann[ALLOCATIONS_ANNOTATION], "80=20000");
-}
-
-#[test]
-fn requested_addresses_ask_the_load_balancer_and_nobody_else_sets_them() {
-    let mut gw = mk_gateway("web", "aether", &[("http", "HTTP", 80)]);
-    gw.spec.addresses = Some(
-        serde_json::from_value(json!([
-            {"type": "IPAddress", "value": "10.250.0.9"},
-            {"value": "2001:db8::1"},
-            {"type": "IPAddress"},
-            {"type": "IPAddress", "value": "10.250.0.9"},
-        ]))
-        .unwrap(),
-    );
-    let got = desired(&mk_store(vec![gw.clone()]));
-    let ann = got[0].metadata.annotations.as_ref().unwrap();
-    assert_eq!(ann[REQUESTED_IPS_ANNOTATION], "10.250.0.9,2001:db8::1");
-    // An infrastructure annotation cannot ask for addresses the spec does not.
-    gw.spec.addresses = None;
-    gw.spec.infrastructure = Some(
-        serde_json::from_value(json!({"annotations": {REQUESTED_IPS_ANNOTATION: "10.250.0.1"}}))
-            .unwrap(),
-    );
-    let got = desired(&mk_store(vec![gw]));
-    let ann = got[0].metadata.annotations.as_ref().unwrap();
-    assert!(!ann.contains_key(REQUESTED_IPS_ANNOTATION), "{ann:?}");
+    assert!(!ann.contains_key("note") && !ann.contains_key(REQUESTED_IPS_ANNOTATION));
+    // Not what clients reach: the public Service is (see public.rs).
+    let spec = got[0].spec.as_ref().unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
 }
 
 #[test]

@@ -88,6 +88,7 @@ mod tests {
             ..Default::default()
         }));
         let failure = ServiceError::Apply {
+            kind: "Service",
             namespace: "aether-ingress".into(),
             name: "d".into(),
             gateway: None,

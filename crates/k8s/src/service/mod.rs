@@ -32,7 +32,7 @@
 //!  every agent:  unallocated = apply_allocations(&mut t.ir, &allocations(&store, ns), &cfg.bind_address)
 //!                then build the snapshot from t.ir (the leader does the same to hash it),
 //!                published with problems(None, &unallocated), what it lacks
-//!  leader status:  addresses = assignments(t.status.gateways.keys(), &store, &cfg,
+//!  leader status:  addresses = assignments(t.status.gateways.keys(), &store,
 //!                                          &(that publication's problems + errors))
 //!                  plan = assemble(&t.status, ack, &addresses)
 //! ```
@@ -49,16 +49,20 @@ pub mod allocate;
 pub mod desired;
 pub mod members;
 pub mod metrics;
+pub mod public;
 pub mod recent;
 pub mod reconcile;
+pub mod reconcile_public;
 
 pub use addresses::{assignments, problems};
 pub use allocate::{Allocations, Unallocated, allocations, apply_allocations};
 pub use desired::{L4, desired_services, port_name};
 pub use members::members;
 pub use metrics::ServiceMetrics;
+pub use public::{Public, desired_public};
 pub use recent::RecentWrites;
 pub use reconcile::{ReconcileErrors, ReconcileReport, reconcile};
+pub use reconcile_public::reconcile_public;
 
 use aether_ir::ObjectRef;
 use std::collections::BTreeMap;
@@ -97,6 +101,18 @@ pub fn requested_ips(gw: &gateway_api::apis::standard::gateways::Gateway) -> Vec
     }
     out
 }
+/// The label a Gateway's public Service carries instead of [`GATEWAY_LABEL`]
+/// (same value), so the record and the public Service of a Gateway in the edge
+/// namespace itself are never taken for one another.
+pub const PUBLIC_LABEL: &str = "aether.io/edge-gateway-public";
+/// Gateway API's label for what an implementation makes for a Gateway: the
+/// Gateway's name (set when the name fits in a label value).
+pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
+/// `endpointslice.kubernetes.io/managed-by` on the public Services' slices: not
+/// the EndpointSlice controller's value, so it leaves them to us.
+pub const SLICE_MANAGER_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+pub const SLICE_MANAGER: &str = "edge.gateway.aether.io";
+
 /// The field manager of every write we make.
 pub const FIELD_MANAGER: &str = "aether-edge";
 
@@ -166,6 +182,36 @@ pub fn service_name(gateway: &ObjectRef) -> String {
     let keep = MAX_NAME - hash.len() - 1;
     let readable = truncate(&readable, keep);
     format!("{readable}-{hash}")
+}
+
+/// The public Service of a Gateway, in the Gateway's namespace:
+/// `<name>-edge-<hash>`, a valid DNS-1035 label (a name that does not start
+/// with a letter gets `gw-` in front). Never the record's name: that one starts
+/// with `edge-` and carries the namespace.
+pub fn public_name(gateway: &ObjectRef) -> String {
+    let hash = short_hash(gateway);
+    let mut readable = sanitize(&gateway.name);
+    if !readable.starts_with(|c: char| c.is_ascii_lowercase()) {
+        readable = format!("gw-{readable}");
+    }
+    let readable = truncate(&readable, MAX_NAME - hash.len() - "-edge-".len());
+    format!("{readable}-edge-{hash}")
+}
+
+/// Whether a Service is the public Service of the Gateway its annotations name:
+/// it carries [`PUBLIC_LABEL`], lives in that Gateway's namespace and has the
+/// Gateway's public name.
+pub fn is_public_service(svc: &k8s_openapi::api::core::v1::Service) -> bool {
+    let labelled = svc
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(PUBLIC_LABEL));
+    labelled
+        && gateway_of(svc).is_some_and(|gw| {
+            svc.metadata.namespace.as_deref() == Some(gw.namespace.as_str())
+                && svc.metadata.name.as_deref() == Some(public_name(&gw).as_str())
+        })
 }
 
 /// The [`GATEWAY_LABEL`] value: `<ns>.<name>` when it fits in 63 characters,
@@ -283,6 +329,27 @@ mod tests {
         assert_ne!(service_name(&b), service_name(&c));
         assert_ne!(label_value(&b), label_value(&c));
         assert!(service_name(&a).starts_with("edge-gateway-conformance-infra-same-"));
+    }
+
+    #[test]
+    fn public_names_are_valid_distinct_and_never_the_records() {
+        let web = ObjectRef::new("infra", "web");
+        assert_eq!(public_name(&web), "web-edge-2e38ad17c7");
+        assert_ne!(public_name(&web), service_name(&web));
+        let digit = ObjectRef::new("infra", "1st.gateway");
+        assert!(public_name(&digit).starts_with("gw-1st-gateway-edge-"));
+        let long = "x".repeat(253);
+        let (b, c) = (
+            ObjectRef::new("n", format!("{long}-1")),
+            ObjectRef::new("n", format!("{long}-2")),
+        );
+        for g in [&web, &digit, &b, &c] {
+            assert!(is_dns1035_label(&public_name(g)), "{}", public_name(g));
+        }
+        assert_ne!(public_name(&b), public_name(&c));
+        // A Gateway named like another's record still gets a name of its own.
+        let tricky = ObjectRef::new("infra", service_name(&web));
+        assert_ne!(public_name(&tricky), service_name(&web));
     }
 
     #[test]

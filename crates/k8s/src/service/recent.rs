@@ -219,6 +219,7 @@ mod tests {
         // Next pass: a's apply failed (kept: it may still be in flight), b's
         // Gateway is gone (forgotten, whether or not its delete went through).
         let failure = crate::service::reconcile::ServiceError::Apply {
+            kind: "Service",
             namespace: cfg.namespace.clone(),
             name: names[0].clone(),
             gateway: None,

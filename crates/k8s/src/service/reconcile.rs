@@ -39,16 +39,18 @@ pub struct ReconcileReport {
 /// One Service that could not be put in place or removed.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
-    #[error("applying Service {namespace}/{name}: {source}")]
+    #[error("applying {kind} {namespace}/{name}: {source}")]
     Apply {
+        kind: &'static str,
         namespace: String,
         name: String,
         gateway: Option<ObjectRef>,
         #[source]
         source: kube::Error,
     },
-    #[error("deleting Service {namespace}/{name}: {source}")]
+    #[error("deleting {kind} {namespace}/{name}: {source}")]
     Delete {
+        kind: &'static str,
         namespace: String,
         name: String,
         gateway: Option<ObjectRef>,
@@ -150,6 +152,7 @@ pub async fn reconcile<'a>(
                 let gateway = gateway_of(&svc);
                 let namespace = namespace.to_string();
                 let e = ServiceError::Apply {
+                    kind: "Service",
                     namespace,
                     name: name.clone(),
                     gateway,
@@ -190,6 +193,7 @@ pub async fn reconcile<'a>(
                 let gateway = gateway_of(&svc);
                 let namespace = namespace.to_string();
                 let e = ServiceError::Delete {
+                    kind: "Service",
                     namespace,
                     name: name.clone(),
                     gateway,

@@ -6,13 +6,17 @@
 //! by the test acting as the load balancer, garbage collection, and allocations
 //! kept across a restart.
 
-use crate::support::{EDGE, addressed, create, edge_services, load, mk_gateway, pass, ports, seed};
+use crate::support::{
+    EDGE, addressed, create, edge_services, load, mk_gateway, pass, ports, public_pass,
+    public_services, seed,
+};
 use aether_gateway::status::condition;
 use aether_gateway::vocabulary::gateway::{Reason, Type};
 use aether_gateway::{Config, translate};
 use aether_ir::ObjectRef;
 use aether_k8s::service::{
-    self, ALLOCATIONS_ANNOTATION, ServiceConfig, allocations, apply_allocations, service_name,
+    self, ALLOCATIONS_ANNOTATION, ServiceConfig, allocations, apply_allocations, public_name,
+    service_name,
 };
 use aether_testkit::ApiServer;
 use gateway_api::apis::standard::gateways::Gateway;
@@ -43,6 +47,10 @@ async fn given_gateways(ns: &str, gateways: &[(&str, &[Listener])]) -> (ApiServe
 
 fn edge_name(ns: &str, gateway: &str) -> String {
     service_name(&ObjectRef::new(ns, gateway))
+}
+
+fn public(ns: &str, gateway: &str) -> String {
+    public_name(&ObjectRef::new(ns, gateway))
 }
 
 /// Every port of `svc`'s spec has a node port: the API server took the
@@ -85,7 +93,18 @@ async fn the_first_pass_writes_one_port_per_listener_port(client: &kube::Client)
             ("p-443".into(), 443, "TCP".into(), 20001),
         ]
     );
-    then_a_load_balancer_with_node_ports(svc, "");
+    assert_eq!(
+        svc.spec.as_ref().unwrap().type_.as_deref(),
+        Some("ClusterIP")
+    );
+    let report = public_pass(client, &ServiceConfig::default())
+        .await
+        .expect("the API server accepts the public Service and its slice");
+    assert_eq!(report.applied.len(), 2, "{report:?}");
+    let outside = &public_services(client).await[&public("infra", "web")];
+    assert_eq!(outside.metadata.namespace.as_deref(), Some("infra"));
+    assert_eq!(ports(outside), ports(svc), "the record's ports");
+    then_a_load_balancer_with_node_ports(outside, "");
     let ann = svc.metadata.annotations.as_ref().unwrap();
     assert_eq!(ann[ALLOCATIONS_ANNOTATION], "80=20000,443=20001");
     let managers: Vec<_> = svc
@@ -106,11 +125,17 @@ async fn nothing_changed_means_no_write(client: &kube::Client, version: Option<S
     assert_eq!(report.unchanged, vec![name.clone()]);
     let again = &edge_services(client).await[&name];
     assert_eq!(again.metadata.resource_version, version);
+    let report = public_pass(client, &ServiceConfig::default())
+        .await
+        .unwrap();
+    assert!(report.applied.is_empty(), "{report:?}");
+    assert_eq!(report.unchanged.len(), 2, "{report:?}");
 }
 
-/// Infrastructure labels propagate, and go away when the Gateway drops them.
+/// Infrastructure labels propagate to the public Service, and go away when the
+/// Gateway drops them.
 async fn infrastructure_labels_go_in_and_out(client: &kube::Client) {
-    let (name, cfg) = (edge_name("infra", "web"), ServiceConfig::default());
+    let (name, cfg) = (public("infra", "web"), ServiceConfig::default());
     let gateways = Api::<Gateway>::namespaced(client.clone(), "infra");
     let gateways = &gateways;
     let set_labels = |v: Value| async move {
@@ -120,21 +145,26 @@ async fn infrastructure_labels_go_in_and_out(client: &kube::Client) {
             .await
             .unwrap();
     };
+    let applied = |r: service::ReconcileReport| r.applied;
     set_labels(json!({"team": "edge"})).await;
     assert_eq!(
-        pass(client, &cfg).await.unwrap().applied,
-        vec![name.clone()]
+        applied(public_pass(client, &cfg).await.unwrap()),
+        vec![format!("Service infra/{name}")]
     );
-    let svc = &edge_services(client).await[&name];
+    let svc = &public_services(client).await[&name];
     assert_eq!(svc.metadata.labels.as_ref().unwrap()["team"], "edge");
     set_labels(json!({"team": null})).await;
     assert_eq!(
-        pass(client, &cfg).await.unwrap().applied,
-        vec![name.clone()]
+        applied(public_pass(client, &cfg).await.unwrap()),
+        vec![format!("Service infra/{name}")]
     );
-    let svc = &edge_services(client).await[&name];
+    let svc = &public_services(client).await[&name];
     assert!(!svc.metadata.labels.as_ref().unwrap().contains_key("team"));
-    assert!(pass(client, &cfg).await.unwrap().applied.is_empty());
+    assert!(public_pass(client, &cfg).await.unwrap().applied.is_empty());
+    assert!(
+        pass(client, &cfg).await.unwrap().applied.is_empty(),
+        "the record keeps none"
+    );
 }
 
 #[tokio::test]
@@ -166,7 +196,11 @@ async fn one_pass_puts_both_protocols_of_a_port_on_one_service(client: &kube::Cl
             ("p-80".into(), 80, "TCP".into(), 20001),
         ]
     );
-    then_a_load_balancer_with_node_ports(dns, " for both protocols");
+    public_pass(client, &ServiceConfig::default())
+        .await
+        .expect("the API server accepts TCP 53 + UDP 53 on one LoadBalancer Service");
+    let outside = &public_services(client).await[&public("infra", "dns")];
+    then_a_load_balancer_with_node_ports(outside, " for both protocols");
     let udp_only = &services[&edge_name("infra", "udp-only")];
     assert_eq!(
         ports(udp_only),
@@ -228,7 +262,11 @@ async fn twenty_gateways_get_services_addresses_gc_and_keep_allocations() {
     let services = twenty_services_with_distinct_ports_from_the_start_of_the_range(&client).await;
     every_agent_binds_the_allocations_it_reads_back(&client).await;
     no_load_balancer_means_no_address_and_not_programmed(&client).await;
-    load_balancer_addresses_program_each_gateway(&client, &services).await;
+    let report = public_pass(&client, &ServiceConfig::default())
+        .await
+        .unwrap();
+    assert_eq!(report.applied.len(), 40, "a Service and a slice each");
+    load_balancer_addresses_program_each_gateway(&client, &public_services(&client).await).await;
     let before = a_restart_keeps_every_allocation_and_writes_nothing(&client, &services).await;
     a_deleted_gateways_ports_go_to_a_new_listener_elsewhere(&client, &before).await;
 }
@@ -277,12 +315,7 @@ async fn every_agent_binds_the_allocations_it_reads_back(client: &kube::Client) 
 async fn plan_with_addresses(client: &kube::Client) -> aether_gateway::status::StatusPlan {
     let store = load(client).await;
     let planned = translate(&store, &Config::default()).status;
-    addressed(
-        &planned,
-        &store,
-        &ServiceConfig::default(),
-        &BTreeMap::new(),
-    )
+    addressed(&planned, &store, &BTreeMap::new())
 }
 
 async fn no_load_balancer_means_no_address_and_not_programmed(client: &kube::Client) {
@@ -298,7 +331,7 @@ async fn load_balancer_addresses_program_each_gateway(
     client: &kube::Client,
     services: &BTreeMap<String, Service>,
 ) {
-    let api: Api<Service> = Api::namespaced(client.clone(), EDGE);
+    let api: Api<Service> = Api::namespaced(client.clone(), CONFORMANCE);
     let mut assigned = BTreeMap::new();
     for (i, (name, svc)) in services.iter().enumerate() {
         let ip = format!("127.0.10.{}", i + 1);
@@ -372,6 +405,15 @@ async fn a_deleted_gateways_ports_go_to_a_new_listener_elsewhere(
     let freed: BTreeSet<i32> = before[&gone].iter().map(|p| p.3).collect();
     let report = pass(client, &cfg).await.unwrap();
     assert_eq!(report.deleted, vec![gone.clone()]);
+    let report = public_pass(client, &cfg).await.unwrap();
+    let gone_public = public(CONFORMANCE, "gw-00");
+    assert_eq!(
+        report.deleted,
+        vec![
+            format!("EndpointSlice {CONFORMANCE}/{gone_public}-ipv4"),
+            format!("Service {CONFORMANCE}/{gone_public}"),
+        ]
+    );
     let services = edge_services(client).await;
     assert_eq!(services.len(), 19);
     assert!(!services.contains_key(&gone));
@@ -394,4 +436,62 @@ async fn a_deleted_gateways_ports_go_to_a_new_listener_elsewhere(
         *freed.first().unwrap(),
         "lowest free port, freed by gw-00"
     );
+}
+
+/// An edge Service as earlier versions wrote it (a LoadBalancer in the edge
+/// namespace, with node ports) becomes the record in one apply, keeping its
+/// allocations; the public Service takes over the load balancer.
+#[tokio::test]
+async fn an_old_load_balancer_record_is_turned_into_a_cluster_ip_one() {
+    let listeners: &[Listener] = &[("http", "HTTP", 80), ("dns", "UDP", 53)];
+    let (_server, client) = given_gateways("infra", &[("web", listeners)]).await;
+    let name = edge_name("infra", "web");
+    let old = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": EDGE,
+            "labels": {service::GATEWAY_LABEL: "infra.web", "team": "edge"},
+            "annotations": {service::GATEWAY_NAMESPACE_ANNOTATION: "infra",
+                service::GATEWAY_NAME_ANNOTATION: "web", ALLOCATIONS_ANNOTATION: "53=20007,80=20003",
+                service::REQUESTED_IPS_ANNOTATION: "10.250.0.9"}},
+        "spec": {"type": "LoadBalancer", "selector": {"app.kubernetes.io/name": "aether-edge"},
+            "allocateLoadBalancerNodePorts": true,
+            "ports": [{"name": "p-53-udp", "port": 53, "protocol": "UDP", "targetPort": 20007},
+                      {"name": "p-80", "port": 80, "protocol": "TCP", "targetPort": 20003}]},
+    });
+    Api::<Service>::namespaced(client.clone(), EDGE)
+        .patch(
+            &name,
+            &PatchParams::apply(service::FIELD_MANAGER),
+            &Patch::Apply(&old),
+        )
+        .await
+        .expect("the old form");
+    let report = pass(&client, &ServiceConfig::default())
+        .await
+        .expect("the API server takes LoadBalancer → ClusterIP in one apply");
+    assert_eq!(report.applied, vec![name.clone()]);
+    let record = &edge_services(&client).await[&name];
+    let spec = record.spec.as_ref().unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+    assert!(spec.ports.iter().flatten().all(|p| p.node_port.is_none()));
+    let ann = record.metadata.annotations.as_ref().unwrap();
+    assert_eq!(
+        ann[ALLOCATIONS_ANNOTATION], "53=20007,80=20003",
+        "allocations kept"
+    );
+    assert!(!ann.contains_key(service::REQUESTED_IPS_ANNOTATION));
+    assert!(
+        !record
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .contains_key("team")
+    );
+    public_pass(&client, &ServiceConfig::default())
+        .await
+        .unwrap();
+    let outside = &public_services(&client).await[&public("infra", "web")];
+    assert_eq!(ports(outside), ports(record));
+    then_a_load_balancer_with_node_ports(outside, " on the public Service");
 }

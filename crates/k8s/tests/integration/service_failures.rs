@@ -3,13 +3,13 @@
 //! reported and healed, and everything works under the deploy RBAC (and no more).
 
 use crate::support::{
-    EDGE, addressed, create, edge_services, install_rbac, load, mk_gateway, pass, seed,
+    EDGE, addressed, create, edge_services, install_rbac, load, mk_gateway, pass, public_pass, seed,
 };
 use aether_gateway::status::condition;
 use aether_gateway::vocabulary::gateway::{Reason, Type};
 use aether_gateway::{Config, translate};
 use aether_ir::ObjectRef;
-use aether_k8s::service::{self, ServiceConfig, desired_services, reconcile, service_name};
+use aether_k8s::service::{ServiceConfig, desired_services, public_name, reconcile, service_name};
 use aether_testkit::ApiServer;
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
@@ -71,7 +71,7 @@ async fn a_rejected_service_is_reported_for_its_gateway_alone(
 
     let store = load(client).await;
     let planned = translate(&store, &Config::default()).status;
-    let plan = addressed(&planned, &store, &cfg, &problems);
+    let plan = addressed(&planned, &store, &problems);
     let programmed = condition(&plan.gateways[&b].conditions, Type::Programmed).unwrap();
     assert_eq!(programmed.reason, Reason::AddressNotAssigned);
     assert!(
@@ -154,17 +154,25 @@ async fn the_deploy_rbac_is_enough_to_create_update_and_collect_services() {
         vec![service_name(&ObjectRef::new("infra", "b"))]
     );
 
-    // And nothing beyond: the agent cannot make Services outside the edge namespace.
-    let mut elsewhere = desired_services(&load(&admin).await, &Default::default(), &cfg).remove(0);
-    elsewhere.metadata.namespace = Some("infra".into());
-    let name = elsewhere.metadata.name.clone().unwrap();
-    let refused = Api::<Service>::namespaced(agent.clone(), "infra")
-        .patch(
-            &name,
-            &PatchParams::apply(service::FIELD_MANAGER),
-            &Patch::Apply(&elsewhere),
-        )
+    // The public Services beside the Gateways: made, then collected with b.
+    let report = public_pass(&agent, &cfg)
         .await
-        .expect_err("no Service writes outside the edge namespace");
+        .expect("public Services and slices under the deploy RBAC");
+    let a_public = public_name(&ObjectRef::new("infra", "a"));
+    assert_eq!(
+        report.applied,
+        vec![
+            format!("EndpointSlice infra/{a_public}-ipv4"),
+            format!("Service infra/{a_public}"),
+        ]
+    );
+
+    // And nothing beyond: the agent cannot give a Service a load-balancer
+    // address (that is the load balancer's to write).
+    let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.66"}]}}});
+    let refused = Api::<Service>::namespaced(agent.clone(), "infra")
+        .patch_status(&a_public, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .expect_err("no Service status writes");
     assert!(matches!(refused, kube::Error::Api(s) if s.code == 403));
 }

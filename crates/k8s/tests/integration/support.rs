@@ -21,10 +21,9 @@ pub const EDGE: &str = "aether-ingress";
 pub fn addressed(
     plan: &StatusPlan,
     store: &Store,
-    cfg: &ServiceConfig,
     problems: &BTreeMap<aether_ir::ObjectRef, String>,
 ) -> StatusPlan {
-    let addresses = service::assignments(plan.gateways.keys(), store, cfg, problems);
+    let addresses = service::assignments(plan.gateways.keys(), store, problems);
     assemble(plan, |_| Served::whole(AckState::Acked), &addresses)
 }
 
@@ -93,6 +92,7 @@ pub async fn load(client: &Client) -> Store {
     list_into::<GatewayClass>(client, &mut store).await;
     list_into::<Gateway>(client, &mut store).await;
     list_into::<Service>(client, &mut store).await;
+    list_into::<k8s_openapi::api::discovery::v1::EndpointSlice>(client, &mut store).await;
     store
 }
 
@@ -109,9 +109,34 @@ pub async fn pass(
     reconcile(client, desired, existing, &cfg.namespace).await
 }
 
+/// One public pass as the leader makes it, after [`pass`]: the public Services
+/// and slices from the cluster as it is now.
+pub async fn public_pass(
+    client: &Client,
+    cfg: &ServiceConfig,
+) -> Result<ReconcileReport, service::ReconcileErrors> {
+    let store = load(client).await;
+    let translation = translate(&store, &Config::default());
+    let records = desired_services(&store, &translation.ir, cfg);
+    let public = service::desired_public(&store, &records, cfg);
+    service::reconcile_public(client, &public, &store).await
+}
+
 pub async fn edge_services(client: &Client) -> BTreeMap<String, Service> {
     Api::<Service>::namespaced(client.clone(), EDGE)
         .list(&ListParams::default().labels(service::GATEWAY_LABEL))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|s| (s.metadata.name.clone().unwrap(), s))
+        .collect()
+}
+
+/// Every public Service (any namespace), by name.
+pub async fn public_services(client: &Client) -> BTreeMap<String, Service> {
+    Api::<Service>::all(client.clone())
+        .list(&ListParams::default().labels(service::PUBLIC_LABEL))
         .await
         .unwrap()
         .items

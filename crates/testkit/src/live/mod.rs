@@ -36,8 +36,9 @@ pub use netns::{NETNS_MARKER, POD_IP, in_netns, isolated, isolated_main, runtime
 pub use proc::{Proc, free_port, temp_dir};
 pub use status::{
     assign_load_balancer, base_yaml, cond, condition, edge_service, edge_services, get_json,
-    given_cluster, lease_holder, our_parent, parent_accepted, programmed, route_accepted,
-    service_ports, status_reason, until_leader, until_object, until_programmed,
+    given_cluster, lease_holder, our_parent, parent_accepted, programmed, public_service,
+    public_services, route_accepted, service_ports, status_reason, until_leader, until_object,
+    until_programmed,
 };
 pub use wait::{eventually, median_p99, wait_until};
 pub use yaml::{HTTP_80, mk_gateway, mk_gateway_of, mk_prefix_route, mk_route, mk_route_to};

@@ -221,6 +221,31 @@ pub async fn edge_service(client: &kube::Client) -> Service {
     one.remove(0)
 }
 
+/// Waits until exactly `n` public Services exist (labelled
+/// `aether.io/edge-gateway-public`, beside their Gateways) and returns them.
+pub async fn public_services(client: &kube::Client, n: usize, timeout: Duration) -> Vec<Service> {
+    let services: kube::Api<Service> = kube::Api::all(client.clone());
+    let lp = ListParams::default().labels("aether.io/edge-gateway-public");
+    eventually(timeout, &format!("{n} public Services"), || {
+        let (services, lp) = (services.clone(), lp.clone());
+        async move {
+            let items = services.list(&lp).await.map_err(|e| e.to_string())?.items;
+            if items.len() == n {
+                Ok(items)
+            } else {
+                Err(format!("{} Services", items.len()))
+            }
+        }
+    })
+    .await
+}
+
+/// The one public Service (the load balancer's), once it exists (30 s).
+pub async fn public_service(client: &kube::Client) -> Service {
+    let mut one = public_services(client, 1, Duration::from_secs(30)).await;
+    one.remove(0)
+}
+
 /// `(name, port, protocol, targetPort)` of each port of `svc`, in order (a named
 /// targetPort panics: edge Services have numbers).
 pub fn service_ports(svc: &Service) -> Vec<(String, i32, String, i32)> {
@@ -238,9 +263,10 @@ pub fn service_ports(svc: &Service) -> Vec<(String, i32, String, i32)> {
         .collect()
 }
 
-/// Plays the load balancer: writes `ip` as edge Service `svc`'s ingress address.
+/// Plays the load balancer: writes `ip` as (public) Service `svc`'s ingress address.
 pub async fn assign_load_balancer(client: &kube::Client, svc: &Service, ip: &str) {
-    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), EDGE);
+    let ns = svc.metadata.namespace.as_deref().unwrap_or(EDGE);
+    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), ns);
     let ingress = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
     services
         .patch_status(
