@@ -53,6 +53,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
     "GatewayHTTPSListenerDetectMisdirectedRequests",
+    "GatewayInfrastructurePropagation",
     "GatewayPort8080",
     "GatewayStaticAddresses",
     "HTTPRoute",
