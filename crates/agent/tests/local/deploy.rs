@@ -153,18 +153,45 @@ fn the_leader_may_review_tokens_and_reads_nothing_it_does_not_watch() {
         })
     };
     assert!(grants("authentication.k8s.io", "tokenreviews", "create"));
+    // The public Services beside the Gateways and their slices: the only
+    // objects made or deleted cluster-wide, besides a TokenReview.
+    for (group, resource) in [("", "services"), ("discovery.k8s.io", "endpointslices")] {
+        for verb in ["create", "patch", "delete"] {
+            assert!(grants(group, resource, verb), "{verb} {resource}");
+        }
+    }
+    let writable = [
+        ("authentication.k8s.io", "tokenreviews"),
+        ("", "services"),
+        ("discovery.k8s.io", "endpointslices"),
+    ];
     for r in &rules {
         for verb in &r.verbs {
             assert!(
-                ["get", "list", "watch", "patch", "update", "create"].contains(&verb.as_str()),
+                [
+                    "get", "list", "watch", "patch", "update", "create", "delete"
+                ]
+                .contains(&verb.as_str()),
                 "cluster-wide {verb}: {r:?}"
             );
         }
-        if r.verbs.iter().any(|v| v == "create") {
-            assert_eq!(
-                r.resources.as_deref(),
-                Some(&["tokenreviews".to_string()][..]),
-                "the only cluster-wide create is a TokenReview"
+        if r.verbs.iter().any(|v| v == "create" || v == "delete") {
+            let groups = r.api_groups.iter().flatten();
+            for (g, res) in groups.flat_map(|g| r.resources.iter().flatten().map(move |x| (g, x))) {
+                assert!(
+                    writable.contains(&(g.as_str(), res.as_str())),
+                    "cluster-wide create/delete of {res}: {r:?}"
+                );
+            }
+        }
+        // Status subresources (and services/status, the load balancer's) are
+        // never created or deleted, and no Secret is ever written.
+        if r.resources.iter().flatten().any(|x| x == "secrets") {
+            assert!(
+                r.verbs
+                    .iter()
+                    .all(|v| ["get", "list", "watch"].contains(&v.as_str())),
+                "Secrets are only read: {r:?}"
             );
         }
     }
