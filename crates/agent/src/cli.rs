@@ -5,6 +5,7 @@
 //! aether-edge status     --config-dir DIR      # computed status as Kubernetes YAML
 //! aether-edge translate  --config-dir DIR      # Envoy resources as YAML
 //! aether-edge bootstrap  --node-id ID --xds-address H:P [--admin-address H:P]
+//! aether-edge explain    [METHOD] URL [-H 'k: v'] [--sni N] (--config-dir DIR | --admin H:P)
 //! aether-edge agent      --node-name NODE [--namespace NS] ...   # Kubernetes mode
 //! ```
 
@@ -46,6 +47,9 @@ enum Command {
     Translate(ConfigArgs),
     /// Print an Envoy bootstrap that connects to an aether-edge ADS server.
     Bootstrap(BootstrapArgs),
+    /// Say what the edge does with one request, and why (offline on a directory,
+    /// or live against a running aether-edge's admin address).
+    Explain(crate::explain::ExplainArgs),
     /// Kubernetes mode: the edge agent beside Envoy and the GatewayClass controller.
     Agent(Box<crate::kubernetes::AgentArgs>),
 }
@@ -185,6 +189,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             print!("{yaml}");
             Ok(())
         }
+        Command::Explain(args) => crate::explain::run(args),
         Command::Bootstrap(args) => {
             let yaml = aether_xds::try_bootstrap(&aether_xds::BootstrapOptions {
                 node_id: args.node_id,

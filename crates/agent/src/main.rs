@@ -4,6 +4,7 @@
 
 mod admin;
 mod cli;
+mod explain;
 mod kubernetes;
 mod logging;
 mod pipeline;
