@@ -7,13 +7,14 @@
 //! | `/metrics`        | Prometheus text: config loads, publishes, ADS counters          |
 //! | `/debug/snapshot` | JSON: the resources pushed (private keys `[redacted]`), per Envoy node what it ACKed/NACKed |
 //! | `/debug/status`   | YAML: status as it stands given what Envoy has ACKed            |
+//! | `/debug/explain`  | what the edge does with one request (`?method=&url=&header=&sni=&output=text\|json`), and whether each Envoy serves it |
 
 use crate::pipeline::Published;
 use aether_ads::Fleet;
 use aether_gateway::StatusPlan;
 use anyhow::Context;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -48,6 +49,7 @@ pub async fn spawn(
         .route("/metrics", get(metrics))
         .route("/debug/snapshot", get(debug_snapshot))
         .route("/debug/status", get(debug_status))
+        .route("/debug/explain", get(debug_explain))
         .with_state(state);
     bind_and_serve(address, app, shutdown, "admin").await
 }
@@ -183,4 +185,121 @@ async fn debug_status(State(state): State<Shared>) -> Response {
         (state.status_view)(&p).to_yaml(),
     )
         .into_response()
+}
+
+/// `aether-edge explain --admin`: the explanation against what this process
+/// serves (the status as it stands, so a load balancer's addresses count), then,
+/// per Envoy node connected here, whether it ACKed the Gateway's current config.
+async fn debug_explain(State(state): State<Shared>, RawQuery(query): RawQuery) -> Response {
+    let Some(p) = current(&state) else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "no configuration yet\n").into_response();
+    };
+    let mut params: Vec<(String, String)> = Vec::new();
+    for pair in query
+        .as_deref()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|s| !s.is_empty())
+    {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        params.push((percent_decode(k), percent_decode(v)));
+    }
+    let one = |key: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let headers: Vec<String> = params
+        .iter()
+        .filter(|(k, _)| k == "header")
+        .map(|(_, v)| v.clone())
+        .collect();
+    let (Some(url), method) = (one("url"), one("method").unwrap_or("GET")) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "give url= (and method=, header=, sni=)\n",
+        )
+            .into_response();
+    };
+    let request = match aether_explain::Request::parse(method, url, &headers, one("sni")) {
+        Ok(r) => r,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    };
+    let plan = (state.status_view)(&p);
+    let mut e = aether_explain::explain(&p.store, &p.ir, &plan, &request);
+    if let Some(gw) = e.gateway.clone() {
+        let computed = p.snapshot.gateways.get(&gw).map(|g| g.hash.clone());
+        let view = state.fleet.debug_view();
+        let nodes: Vec<aether_explain::NodeAck> = state
+            .fleet
+            .gateway_acks(&p.snapshot)
+            .into_iter()
+            .map(|(node, per_gateway)| {
+                let nack = view
+                    .nodes
+                    .get(&node)
+                    .and_then(|n| n.last_nack.as_ref())
+                    .map(|n| {
+                        (
+                            n.resource_type.clone(),
+                            n.version.clone(),
+                            n.message.clone(),
+                        )
+                    });
+                aether_explain::NodeAck {
+                    acked: per_gateway.get(&gw).cloned().flatten(),
+                    node,
+                    nack,
+                }
+            })
+            .collect();
+        e.served_by(&p.snapshot.version, computed.as_deref(), &nodes);
+    }
+    if one("output") == Some("json") {
+        let body = serde_json::to_string_pretty(&e).unwrap_or_default() + "\n";
+        ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            e.to_text(),
+        )
+            .into_response()
+    }
+}
+
+/// `%XX` and `+` decoded (bytes that are not UTF-8 are replaced).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+            (b'+', _) => out.push(b' '),
+            (b, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_decode;
+
+    #[test]
+    fn queries_decode() {
+        assert_eq!(percent_decode("Host%3A%20a+b%2Fc"), "Host: a b/c");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz"), "%zz");
+    }
 }

@@ -70,7 +70,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             };
             let store = config.load_once()?;
             let translation = aether_gateway::translate(&store, &config.translate_config());
-            let e = aether_explain::explain(&store, &translation, &request);
+            let e = aether_explain::explain(&store, &translation.ir, &translation.status, &request);
             match args.output {
                 Output::Text => e.to_text(),
                 Output::Json => format!("{}\n", serde_json::to_string_pretty(&e)?),

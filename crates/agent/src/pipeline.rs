@@ -32,6 +32,8 @@ pub struct Published {
     /// with the snapshot it describes: status read from one publication can never
     /// call a listener served that this snapshot lacks.
     pub left_out: BTreeMap<ObjectRef, String>,
+    /// The store this was translated from (shared, not copied), for `explain`.
+    pub store: Arc<Store>,
 }
 
 impl aether_k8s::duties::Translated for Published {
@@ -109,7 +111,7 @@ impl Pipeline {
 
     /// Translates and builds `store`; publishes when the result differs from what
     /// is published. Returns whether it published.
-    pub fn apply(&self, store: &Store) -> bool {
+    pub fn apply(&self, store: Arc<Store>) -> bool {
         self.apply_with(store, |_, _| BTreeMap::new())
     }
 
@@ -118,14 +120,14 @@ impl Pipeline {
     /// returns the Gateways it left out, and why ([`Published::left_out`]).
     pub fn apply_with(
         &self,
-        store: &Store,
+        store: Arc<Store>,
         rewrite: impl FnOnce(&Store, &mut Translation) -> BTreeMap<ObjectRef, String>,
     ) -> bool {
         let started = Instant::now();
-        let translation = aether_gateway::translate(store, &self.config);
+        let translation = aether_gateway::translate(&store, &self.config);
         let ir = Arc::new(translation.ir.clone());
         let mut served = translation;
-        let left_out = rewrite(store, &mut served);
+        let left_out = rewrite(&store, &mut served);
         let snapshot = aether_xds::build(&served.ir);
         self.stats
             .last_build_micros
@@ -135,6 +137,7 @@ impl Pipeline {
             status: served.status,
             ir,
             left_out,
+            store,
         };
         let changed = self.published.send_if_modified(|current| {
             let same = current.as_ref().is_some_and(|p| {

@@ -273,7 +273,7 @@ impl Source {
             );
             return;
         }
-        if self.pipeline.apply(&store) {
+        if self.pipeline.apply(Arc::new(store)) {
             info!(dir = %dir.display(), "configuration loaded and published");
         }
     }

@@ -23,14 +23,16 @@ pub mod matching;
 mod render;
 pub mod request;
 mod route;
+mod served;
 
 pub use request::{Request, RequestError, Scheme};
+pub use served::NodeAck;
 
-use aether_gateway::Translation;
+use aether_gateway::StatusPlan;
 use aether_gateway::status::{Condition, condition};
 use aether_gateway::store::Store;
 use aether_gateway::vocabulary::{Word, gateway as gw_words};
-use aether_ir::{ObjectRef, PortProtocol};
+use aether_ir::{Ir, ObjectRef, PortProtocol};
 use gateway_api::apis::standard::gateways::Gateway;
 use matching::HostMatch;
 use serde::Serialize;
@@ -39,8 +41,15 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Explanation {
     pub request: String,
+    /// The Gateway that takes the request, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<ObjectRef>,
     pub steps: Vec<Step>,
     pub answer: Answer,
+    /// Live: where an Envoy does not serve what the answer describes (behind,
+    /// NACKed, not connected). Empty offline, and when every Envoy serves it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caveats: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,7 +61,7 @@ pub struct Step {
 }
 
 impl Step {
-    fn new(stage: &'static str, text: impl Into<String>) -> Self {
+    pub(crate) fn new(stage: &'static str, text: impl Into<String>) -> Self {
         Step {
             stage,
             text: text.into(),
@@ -96,23 +105,41 @@ impl Explanation {
     }
 }
 
-/// Explains `request` against what `translation` (of `store`) serves.
-pub fn explain(store: &Store, translation: &Translation, request: &Request) -> Explanation {
+/// Explains `request` against what the translation (`ir`, `plan`) of `store`
+/// serves. A Gateway takes the request when the address is one it binds or one
+/// of its status addresses (a load balancer's) in `plan`.
+pub fn explain(store: &Store, ir: &Ir, plan: &StatusPlan, request: &Request) -> Explanation {
     let mut steps = Vec::new();
-    let answer = walk(store, translation, request, &mut steps);
+    let mut gateway = None;
+    let answer = walk(&View { store, ir, plan }, request, &mut steps, &mut gateway);
     Explanation {
         request: request.summary(),
+        gateway,
         steps,
         answer,
+        caveats: Vec::new(),
     }
 }
 
-fn walk(store: &Store, t: &Translation, r: &Request, steps: &mut Vec<Step>) -> Answer {
+/// What the explanation reads.
+pub(crate) struct View<'a> {
+    pub store: &'a Store,
+    pub ir: &'a Ir,
+    pub plan: &'a StatusPlan,
+}
+
+fn walk(
+    t: &View<'_>,
+    r: &Request,
+    steps: &mut Vec<Step>,
+    gateway: &mut Option<ObjectRef>,
+) -> Answer {
+    let store = t.store;
     let udp = false;
     let served: Vec<(&aether_ir::Gateway, &aether_ir::Port)> =
         t.ir.gateways
             .iter()
-            .filter(|g| binds(g, &r.address))
+            .filter(|g| binds(g, t.plan, &r.address))
             .filter_map(|g| {
                 let p = g
                     .ports
@@ -125,6 +152,7 @@ fn walk(store: &Store, t: &Translation, r: &Request, steps: &mut Vec<Step>) -> A
         return not_served(store, t, r, steps);
     };
     let key = gw.object_ref();
+    *gateway = Some(key.clone());
     let mut step = Step::new(
         "listener",
         format!(
@@ -148,7 +176,7 @@ fn walk(store: &Store, t: &Translation, r: &Request, steps: &mut Vec<Step>) -> A
             r.port
         ));
     }
-    if let Some(s) = t.status.gateways.get(&key)
+    if let Some(s) = t.plan.gateways.get(&key)
         && let Some(c) = condition(&s.conditions, gw_words::Type::Programmed)
         && !c.ok
     {
@@ -158,7 +186,7 @@ fn walk(store: &Store, t: &Translation, r: &Request, steps: &mut Vec<Step>) -> A
     steps.push(step);
     match (port.protocol, r.scheme) {
         (PortProtocol::Http, Scheme::Http) => match &port.route_table {
-            Some(table) => route::http(store, t, &key, table, r, steps),
+            Some(table) => route::http(t, &key, table, r, steps),
             None => Answer::Respond {
                 status: 404,
                 why: "the port has no route table".into(),
@@ -185,7 +213,7 @@ fn walk(store: &Store, t: &Translation, r: &Request, steps: &mut Vec<Step>) -> A
                 ),
             ));
             match (&chain.route_table, &chain.forward, r.scheme) {
-                (Some(table), _, Scheme::Https) => route::http(store, t, &key, table, r, steps),
+                (Some(table), _, Scheme::Https) => route::http(t, &key, table, r, steps),
                 (Some(_), _, _) => Answer::Closed {
                     why: "TLS is terminated and HTTP expected: give an https:// URL".into(),
                 },
@@ -215,24 +243,29 @@ fn walk(store: &Store, t: &Translation, r: &Request, steps: &mut Vec<Step>) -> A
     }
 }
 
-/// Whether Gateway `g` listens on `address` (a name cannot be checked: yes).
-fn binds(g: &aether_ir::Gateway, address: &str) -> bool {
+/// Whether Gateway `g` listens on `address` (a name cannot be checked: yes),
+/// bound there or given it by a load balancer (its status addresses).
+fn binds(g: &aether_ir::Gateway, plan: &StatusPlan, address: &str) -> bool {
     let Ok(ip) = address.parse::<std::net::IpAddr>() else {
         return true;
     };
-    g.addresses.iter().any(|a| {
+    let status = plan.gateways.get(&g.object_ref());
+    let given = status
+        .into_iter()
+        .flat_map(|s| s.addresses.iter().map(|a| &a.value));
+    g.addresses.iter().chain(given).any(|a| {
         a.parse::<std::net::IpAddr>()
             .is_ok_and(|have| have == ip || have.is_unspecified())
     })
 }
 
 /// No Gateway in the IR takes address:port: which planned ones would, and why not.
-fn not_served(store: &Store, t: &Translation, r: &Request, steps: &mut Vec<Step>) -> Answer {
+fn not_served(store: &Store, t: &View<'_>, r: &Request, steps: &mut Vec<Step>) -> Answer {
     let mut step = Step::new(
         "listener",
         format!("no Gateway serves {}:{}", r.address, r.port),
     );
-    for (key, status) in &t.status.gateways {
+    for (key, status) in &t.plan.gateways {
         let Some(spec) = store.get::<Gateway>(&key.namespace, &key.name) else {
             continue;
         };

@@ -38,5 +38,8 @@ pub(crate) fn text(e: &Explanation) -> String {
         Answer::Closed { why } => format!("no answer: {why}"),
     };
     out.push_str(&format!("  → {answer}\n"));
+    for caveat in &e.caveats {
+        out.push_str(&format!("  ! {caveat}\n"));
+    }
     out
 }

@@ -3,10 +3,8 @@
 
 use crate::matching::{self, HostMatch};
 use crate::request::{Request, Scheme};
-use crate::{Answer, Share, Step, how_text, said};
-use aether_gateway::Translation;
+use crate::{Answer, Share, Step, View, how_text, said};
 use aether_gateway::status::{RouteStatus, condition};
-use aether_gateway::store::Store;
 use aether_gateway::vocabulary::route;
 use aether_ir::{
     Forward, HeaderModifier, L4Forward, ObjectRef, PathMatch, PathRewrite, Redirect, Route,
@@ -20,8 +18,7 @@ use std::collections::BTreeMap;
 const LISTED: usize = 10;
 
 pub(crate) fn http(
-    store: &Store,
-    t: &Translation,
+    t: &View<'_>,
     gw: &ObjectRef,
     table: &RouteTable,
     r: &Request,
@@ -57,7 +54,7 @@ pub(crate) fn http(
         .map(|route| (route, matching::route_matches(&route.matcher, r)))
         .collect();
     let winner = verdicts.iter().position(|(_, v)| v.is_ok());
-    let refused = not_attached(store, t, gw, r);
+    let refused = not_attached(t, gw, r);
     let refused_reason = refused.first().map(|(_, reason)| reason.clone());
     let Some(w) = winner else {
         let mut step = Step::new(
@@ -106,7 +103,7 @@ pub(crate) fn http(
 }
 
 /// What the winning route does.
-fn action(t: &Translation, route: &Route, r: &Request, steps: &mut Vec<Step>) -> Answer {
+fn action(t: &View<'_>, route: &Route, r: &Request, steps: &mut Vec<Step>) -> Answer {
     let mut filters = Vec::new();
     modifier("request header", &route.request_headers, &mut filters);
     modifier("response header", &route.response_headers, &mut filters);
@@ -207,7 +204,7 @@ fn forward_filters(f: &Forward, out: &mut Vec<String>) {
 
 /// The backends and their shares; the answer when none can take the request.
 fn shares(
-    t: &Translation,
+    t: &View<'_>,
     backends: &[WeightedBackend],
     invalid: u32,
     steps: &mut Vec<Step>,
@@ -267,7 +264,7 @@ fn shares(
     Answer::Forwarded { backends: list }
 }
 
-pub(crate) fn l4(t: &Translation, forward: &L4Forward, steps: &mut Vec<Step>) -> Answer {
+pub(crate) fn l4(t: &View<'_>, forward: &L4Forward, steps: &mut Vec<Step>) -> Answer {
     steps.push(Step::new(
         "route",
         format!("{} takes the connection", spaced(&forward.route)),
@@ -374,24 +371,21 @@ fn listed(items: impl Iterator<Item = String>) -> Vec<String> {
 
 /// Routes with a parentRef to this Gateway that are not attached there, and
 /// whose hostnames would take the request's Host: (route text, reason).
-fn not_attached(
-    store: &Store,
-    t: &Translation,
-    gw: &ObjectRef,
-    r: &Request,
-) -> Vec<(String, String)> {
+fn not_attached(t: &View<'_>, gw: &ObjectRef, r: &Request) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let kinds: [(&str, &BTreeMap<ObjectRef, RouteStatus>); 2] = [
-        ("HTTPRoute", &t.status.http_routes),
-        ("GRPCRoute", &t.status.grpc_routes),
+        ("HTTPRoute", &t.plan.http_routes),
+        ("GRPCRoute", &t.plan.grpc_routes),
     ];
     for (kind, routes) in kinds {
         for (key, status) in routes {
             let hostnames = match kind {
-                "HTTPRoute" => store
+                "HTTPRoute" => t
+                    .store
                     .get::<HttpRoute>(&key.namespace, &key.name)
                     .and_then(|h| h.spec.hostnames.clone()),
-                _ => store
+                _ => t
+                    .store
                     .get::<GrpcRoute>(&key.namespace, &key.name)
                     .and_then(|g| g.spec.hostnames.clone()),
             }
@@ -407,7 +401,9 @@ fn not_attached(
                 let Some(c) = condition(&parent.conditions, route::Type::Accepted) else {
                     continue;
                 };
-                if c.ok {
+                // Pending is the ACK gate's (live status), not a refusal: the
+                // envoy step says who serves what.
+                if c.ok || c.reason == route::Reason::Pending {
                     continue;
                 }
                 let section = parent

@@ -70,8 +70,12 @@ fn render(requests: &str) -> String {
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
     {
         let r = request(line);
-        let e = explain(&store, &t, &r);
-        assert_eq!(e, explain(&store, &t, &r), "{line}: not deterministic");
+        let e = explain(&store, &t.ir, &t.status, &r);
+        assert_eq!(
+            e,
+            explain(&store, &t.ir, &t.status, &r),
+            "{line}: not deterministic"
+        );
         out.push(e.to_text());
     }
     out.join("\n")

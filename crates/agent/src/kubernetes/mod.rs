@@ -439,7 +439,7 @@ async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: Addres
                 // Translating a big store takes a while: off the async workers,
                 // so health checks, ADS and the watches keep being served.
                 let published = tokio::task::block_in_place(|| {
-                    pipeline.apply_with(&store, |store, translation| {
+                    pipeline.apply_with(store.clone(), |store, translation| {
                         let AddressMode::Service(cfg) = &mode else {
                             return BTreeMap::new();
                         };
