@@ -1,5 +1,5 @@
 # aether-edge — the two commands a newcomer runs: `make demo` and `make test`.
-.PHONY: all build demo test envoy kube-bins go-check lint bench fuzz
+.PHONY: all build demo test envoy kube-bins go-check lint bench fuzz image
 
 all: build
 
@@ -8,6 +8,12 @@ build:
 
 envoy:
 	scripts/get-envoy
+
+# The container image without a container engine (the Dockerfile's layout, on Debian
+# packages): an OCI image layout in target/image/aether-edge, tag dev (aether-edge:dev),
+# which conformance/run then runs the aether-edge pods from. Needs root.
+image:
+	scripts/build-image
 
 # etcd + kube-apiserver (only those) for the Kubernetes-mode tests (crates/testkit),
 # built once into ~/.cache/aether-edge from Go modules, then reused.
