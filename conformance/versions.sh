@@ -8,6 +8,9 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 GATEWAY_API_VERSION="${GATEWAY_API_VERSION:-v1.6.1}"
 # The DNS server behind the suite's UDPRoute tests (its coredns/coredns image).
 COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
+# Helm (helm.sh/helm/v4, cmd/helm): renders and installs deploy/helm/aether-edge (the
+# chart test in conformance/internal/chart, `conformance/run --install chart`).
+HELM_VERSION="${HELM_VERSION:-v4.3.2}"
 # The older CRDs the Rust discovery tests install (what a cluster that has not
 # upgraded serves); fetched with the kube binaries, since those tests run in a
 # network namespace of their own and cannot reach the module proxy.

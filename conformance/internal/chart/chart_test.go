@@ -1,0 +1,310 @@
+package chart
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// From conformance/internal/chart.
+var (
+	conformanceDir = filepath.Join("..", "..")
+	repoDir        = filepath.Join("..", "..", "..")
+	chartDir       = filepath.Join(repoDir, "deploy", "helm", "aether-edge")
+	deployDir      = filepath.Join(repoDir, "deploy")
+)
+
+// helm is the helm binary; a missing one fails the test (it never skips), naming
+// how to build it.
+func helm(t *testing.T) string {
+	t.Helper()
+	bin, err := FindHelm(conformanceDir)
+	if err != nil {
+		t.Fatalf("no helm: %v", err)
+	}
+	return bin
+}
+
+// render runs `helm template aether-edge deploy/helm/aether-edge --namespace NS` with
+// more args, and parses what it prints.
+func render(t *testing.T, ns string, args ...string) map[string]Object {
+	t.Helper()
+	full := append([]string{"template", "aether-edge", chartDir, "--namespace", ns}, args...)
+	out, err := Helm(helm(t), full...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := map[string]Object{}
+	if err := Parse(out, objs, "helm template"); err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// valuesFile writes values YAML to a file for `helm template -f`.
+func valuesFile(t *testing.T, values string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// compare reports every object missing on one side and every differing field.
+func compare(want, got map[string]Object) []string {
+	var out []string
+	keys := map[string]any{}
+	for k := range want {
+		keys[k] = nil
+	}
+	for k := range got {
+		keys[k] = nil
+	}
+	for _, k := range unionKeys(keys, nil) {
+		w, win := want[k]
+		g, gin := got[k]
+		switch {
+		case !gin:
+			out = append(out, k+": in deploy/, not rendered by the chart")
+		case !win:
+			out = append(out, k+": rendered by the chart, not in deploy/")
+		default:
+			for _, d := range Diff("", w, g) {
+				out = append(out, k+": "+d)
+			}
+		}
+	}
+	return out
+}
+
+func TestDefaultValuesRenderDeploy(t *testing.T) {
+	want, err := ParseDir(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := render(t, "aether-ingress")
+	if diffs := compare(want, got); len(diffs) > 0 {
+		t.Errorf("helm template with default values differs from deploy/*.yaml (%d differences; deploy/ is what conformance/run applies: change the chart to match it):\n  %s",
+			len(diffs), strings.Join(diffs, "\n  "))
+	}
+	// What the comparison is about, so a vacuous pass shows.
+	kinds := map[string]int{}
+	for _, o := range want {
+		kinds[o["kind"].(string)]++
+	}
+	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "GatewayClass", "DaemonSet"} {
+		if kinds[k] != 1 {
+			t.Errorf("deploy/ has %d %s objects, want 1 (the test compares nothing if deploy/ is not read)", kinds[k], k)
+		}
+	}
+	t.Logf("compared %d objects", len(want))
+}
+
+// The comparison itself: a changed field, a missing object and a reordered
+// container are each reported, by path.
+func TestCompareFindsDifferences(t *testing.T) {
+	want, err := ParseDir(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A deep copy through a second parse.
+	got, err := ParseDir(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := compare(want, got); len(d) != 0 {
+		t.Fatalf("deploy/ differs from itself: %v", d)
+	}
+	ds := find(t, got, "DaemonSet", "aether-edge")
+	agent := container(t, ds, "agent")
+	args := agent["args"].([]any)
+	args[1] = "--namespace=elsewhere"
+	ds["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["hostNetwork"] = false
+	var gwc string
+	for k, o := range got {
+		if o["kind"] == "GatewayClass" {
+			gwc = k
+		}
+	}
+	delete(got, gwc)
+	diffs := strings.Join(compare(want, got), "\n")
+	for _, sub := range []string{
+		`spec.template.spec.containers[name=agent].args[1]: want "--namespace=$(POD_NAMESPACE)", got "--namespace=elsewhere"`,
+		"spec.template.spec.hostNetwork: want true, got false",
+		"GatewayClass//aether: in deploy/, not rendered by the chart",
+	} {
+		if !strings.Contains(diffs, sub) {
+			t.Errorf("the diff does not say %q; it says:\n%s", sub, diffs)
+		}
+	}
+	// Containers in another order (and nothing else changed): the order is reported.
+	again, err := ParseDir(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podSpec := func(o Object) map[string]any {
+		return o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	}
+	reordered := podSpec(find(t, again, "DaemonSet", "aether-edge"))
+	slices.Reverse(reordered["containers"].([]any))
+	d := Diff("containers", podSpec(want[Key(ds)])["containers"], reordered["containers"])
+	if len(d) != 1 || !strings.Contains(d[0], "containers: order: want [agent envoy], got [envoy agent]") {
+		t.Errorf("reordered containers: got %q", d)
+	}
+}
+
+func TestValuesTakeEffect(t *testing.T) {
+	values := valuesFile(t, `
+namespace:
+  name: edge-system
+gatewayClass:
+  name: edge-public
+  controllerName: example.com/edge
+addressMode: static
+logFormat: json
+logLevel: debug
+image:
+  repository: registry.example/aether-edge
+  tag: "1.2.3"
+  pullPolicy: Always
+envoy:
+  image:
+    tag: v1.41.0
+  logLevel: info
+agent:
+  resources:
+    limits: {memory: 1Gi}
+  extraArgs: [--port-range=30000-30999]
+nodeSelector:
+  node-role.kubernetes.io/edge: ""
+tolerations:
+  - {key: node-role.kubernetes.io/edge, operator: Exists, effect: NoSchedule}
+podAnnotations:
+  example.com/scrape: "true"
+`)
+	objs := render(t, "aether-ingress", "-f", values)
+
+	for k, o := range objs {
+		meta := o["metadata"].(map[string]any)
+		if ns, ok := meta["namespace"]; ok && ns != "edge-system" {
+			t.Errorf("%s: namespace %v, want edge-system (namespace.name)", k, ns)
+		}
+	}
+	find(t, objs, "Namespace", "edge-system")
+	crb := find(t, objs, "ClusterRoleBinding", "aether-edge")
+	if ns := crb["subjects"].([]any)[0].(map[string]any)["namespace"]; ns != "edge-system" {
+		t.Errorf("ClusterRoleBinding subject in %v, want edge-system", ns)
+	}
+	gwc := find(t, objs, "GatewayClass", "edge-public")
+	if c := gwc["spec"].(map[string]any)["controllerName"]; c != "example.com/edge" {
+		t.Errorf("GatewayClass controllerName %v", c)
+	}
+
+	ds := find(t, objs, "DaemonSet", "aether-edge")
+	pod := ds["spec"].(map[string]any)["template"].(map[string]any)
+	spec := pod["spec"].(map[string]any)
+	expect(t, "nodeSelector", spec["nodeSelector"], map[string]any{"node-role.kubernetes.io/edge": ""})
+	expect(t, "tolerations", spec["tolerations"], []any{map[string]any{"key": "node-role.kubernetes.io/edge", "operator": "Exists", "effect": "NoSchedule"}})
+	expect(t, "pod annotations", pod["metadata"].(map[string]any)["annotations"], map[string]any{"example.com/scrape": "true"})
+
+	agent := container(t, ds, "agent")
+	args := agent["args"].([]any)
+	for _, a := range []string{"--controller-name=example.com/edge", "--address-mode=static", "--log-format=json", "--log-level=debug", "--port-range=30000-30999"} {
+		if !slices.Contains(args, any(a)) {
+			t.Errorf("agent args lack %s: %v", a, args)
+		}
+	}
+	if args[0] != "agent" {
+		t.Errorf("agent args[0] = %v, want the subcommand agent", args[0])
+	}
+	expect(t, "agent image", agent["image"], "registry.example/aether-edge:1.2.3")
+	expect(t, "agent imagePullPolicy", agent["imagePullPolicy"], "Always")
+	expect(t, "agent resources", agent["resources"], map[string]any{
+		"requests": map[string]any{"cpu": "50m", "memory": "64Mi"}, "limits": map[string]any{"memory": "1Gi"}})
+	boot := initContainer(t, ds, "bootstrap")
+	expect(t, "bootstrap image", boot["image"], "registry.example/aether-edge:1.2.3")
+	envoy := container(t, ds, "envoy")
+	expect(t, "envoy image", envoy["image"], "envoyproxy/envoy:v1.41.0")
+	expect(t, "envoy args", envoy["args"], []any{"-c", "/etc/envoy/bootstrap.yaml", "--log-level", "info", "--drain-time-s", "5"})
+}
+
+// Objects a value turns off are not rendered.
+func TestCreateToggles(t *testing.T) {
+	objs := render(t, "aether-ingress", "--set", "namespace.create=false", "--set", "gatewayClass.create=false")
+	for k, o := range objs {
+		if o["kind"] == "Namespace" || o["kind"] == "GatewayClass" {
+			t.Errorf("%s rendered although turned off", k)
+		}
+	}
+	find(t, objs, "DaemonSet", "aether-edge")
+}
+
+// Values the agent would refuse, and owning namespace default, fail at render time.
+func TestBadValuesFail(t *testing.T) {
+	bin := helm(t)
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--namespace", "aether-ingress", "--set", "addressMode=dynamic"}, "addressMode must be service or static"},
+		{[]string{"--namespace", "aether-ingress", "--set", "logFormat=yaml"}, "logFormat must be text or json"},
+		{[]string{"--namespace", "default"}, `would make the chart own namespace "default"`},
+	} {
+		out, err := Helm(bin, append([]string{"template", "aether-edge", chartDir}, c.args...)...)
+		if err == nil {
+			t.Errorf("helm template %v succeeded, want an error saying %q; it rendered:\n%s", c.args, c.says, out)
+		} else if !strings.Contains(err.Error(), c.says) {
+			t.Errorf("helm template %v: error does not say %q: %v", c.args, c.says, err)
+		}
+	}
+}
+
+// helm lint: the chart is well-formed (Chart.yaml, templates, values).
+func TestLint(t *testing.T) {
+	if out, err := Helm(helm(t), "lint", chartDir, "--namespace", "aether-ingress", "--strict"); err != nil {
+		t.Errorf("helm lint: %v\n%s", err, out)
+	}
+}
+
+func find(t *testing.T, objs map[string]Object, kind, name string) Object {
+	t.Helper()
+	for _, o := range objs {
+		if o["kind"] == kind && o["metadata"].(map[string]any)["name"] == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+	return nil
+}
+
+func container(t *testing.T, ds Object, name string) map[string]any {
+	t.Helper()
+	return named(t, ds, "containers", name)
+}
+
+func initContainer(t *testing.T, ds Object, name string) map[string]any {
+	t.Helper()
+	return named(t, ds, "initContainers", name)
+}
+
+func named(t *testing.T, ds Object, field, name string) map[string]any {
+	t.Helper()
+	spec := ds["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	for _, c := range spec[field].([]any) {
+		if c.(map[string]any)["name"] == name {
+			return c.(map[string]any)
+		}
+	}
+	t.Fatalf("no %s %s", field, name)
+	return nil
+}
+
+func expect(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if d := Diff(what, want, got); len(d) > 0 {
+		t.Errorf("%s", strings.Join(d, "\n"))
+	}
+}
