@@ -143,6 +143,11 @@ func run(args []string) error {
 	coredns := fs.String("coredns", os.Getenv("COREDNS_BIN"), "coredns binary")
 	envoy := fs.String("envoy", os.Getenv("ENVOY_BIN"), "envoy binary")
 	aether := fs.String("aether-edge", os.Getenv("AETHER_EDGE_BIN"), "aether-edge binary")
+	var ociImages []string
+	fs.Func("oci-image", "IMAGE=LAYOUT-DIR: run containers of IMAGE (e.g. aether-edge:dev) from this OCI image layout, tag IMAGE's tag (repeatable)", func(v string) error {
+		ociImages = append(ociImages, v)
+		return nil
+	})
 	_ = fs.Parse(args)
 	if *stateDir == "" {
 		return fmt.Errorf("--state-dir is required")
@@ -187,6 +192,23 @@ func run(args []string) error {
 	}
 	if err := os.MkdirAll(filepath.Join(*stateDir, "pods"), 0o755); err != nil {
 		return err
+	}
+	for _, v := range ociImages {
+		ref, dir, err := node.ParseImageFlag(v)
+		if err != nil {
+			return err
+		}
+		img, err := node.OpenImage(ref, dir)
+		if err != nil {
+			return err
+		}
+		// Unpacked now, once: a broken image stops the node before any pod waits on it.
+		rootfs, err := img.Rootfs(filepath.Join(*stateDir, "images"))
+		if err != nil {
+			return err
+		}
+		log.Printf("image %s: OCI image %s from %s, unpacked in %s (user %q, entrypoint %q)", ref, img.Digest, dir, rootfs, img.Config.User, img.Config.Entrypoint)
+		agent.Images = append(agent.Images, img)
 	}
 	if err := agent.Programs.LinkPrograms(filepath.Join(*stateDir, "bin")); err != nil {
 		return err
@@ -252,8 +274,11 @@ func run(args []string) error {
 	shared.Discovery().V1().EndpointSlices().Informer()
 	podInformers.Start(ctx.Done())
 	shared.Start(ctx.Done())
-	log.Printf("running pods and load balancers; images: %s", strings.Join([]string{
-		"echo-basic=" + *echoBasic, "coredns=" + *coredns, "envoy=" + *envoy, "aether-edge=" + *aether}, " "))
+	images := []string{"echo-basic=" + *echoBasic, "coredns=" + *coredns, "envoy=" + *envoy, "aether-edge=" + *aether}
+	for _, img := range agent.Images {
+		images = append(images, img.Ref+"=OCI image "+img.Digest)
+	}
+	log.Printf("running pods and load balancers; images: %s", strings.Join(images, " "))
 	<-ctx.Done()
 	log.Printf("shutting down: stopping pods")
 	balancer.Close()

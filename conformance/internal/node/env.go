@@ -34,18 +34,26 @@ func envList(env []envVar) []string {
 	return out
 }
 
-// containerEnv builds a container's environment as the kubelet would: a base PATH,
-// the API server's KUBERNETES_SERVICE_* variables, envFrom, then env (with fieldRef,
-// secretKeyRef, configMapKeyRef and $(VAR) expansion).
-func containerEnv(pod *corev1.Pod, c corev1.Container, binDir, apiHost, apiPort string, cs kubernetes.Interface, ctx context.Context) ([]envVar, error) {
-	env := []envVar{
+// programEnv is the base environment of a container run as a host program: the
+// programs' bin directory first on PATH (images.go), HOME /root.
+func programEnv(binDir string) []envVar {
+	return []envVar{
 		{"PATH", binDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		{"HOME", "/root"},
+	}
+}
+
+// containerEnv builds a container's environment as the kubelet would: the base (the
+// image's Env, or programEnv), HOSTNAME and the API server's KUBERNETES_SERVICE_*
+// variables, envFrom, then env (with fieldRef, secretKeyRef, configMapKeyRef and
+// $(VAR) expansion).
+func containerEnv(pod *corev1.Pod, c corev1.Container, base []envVar, apiHost, apiPort string, cs kubernetes.Interface, ctx context.Context) ([]envVar, error) {
+	env := append(append([]envVar{}, base...), []envVar{
 		{"HOSTNAME", pod.Name},
 		{"KUBERNETES_SERVICE_HOST", apiHost},
 		{"KUBERNETES_SERVICE_PORT", apiPort},
 		{"KUBERNETES_SERVICE_PORT_HTTPS", apiPort},
-	}
+	}...)
 	for _, from := range c.EnvFrom {
 		switch {
 		case from.ConfigMapRef != nil:

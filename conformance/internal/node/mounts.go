@@ -12,9 +12,24 @@ import (
 	"aether-edge/conformance/internal/podexec"
 )
 
-// mounts turns volumeMounts into bind mounts; podexec makes missing targets inside the
-// container's private mount namespace.
+// mounts turns volumeMounts into bind mounts for a host program; podexec makes missing
+// targets inside the container's private mount namespace.
 func (a *Agent) mounts(c corev1.Container, vols map[string]string) ([]podexec.Mount, error) {
+	out, err := volumeMounts(c, vols)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range out {
+		if err := a.ensureTopLevel(m.Target); err != nil {
+			return nil, fmt.Errorf("volumeMount on %s: %w", m.Target, err)
+		}
+	}
+	return out, nil
+}
+
+// volumeMounts are a container's volumeMounts as bind mounts of the materialized
+// volumes (targets as the container sees them).
+func volumeMounts(c corev1.Container, vols map[string]string) ([]podexec.Mount, error) {
 	var out []podexec.Mount
 	for _, vm := range c.VolumeMounts {
 		src, ok := vols[vm.Name]
@@ -23,9 +38,6 @@ func (a *Agent) mounts(c corev1.Container, vols map[string]string) ([]podexec.Mo
 		}
 		if vm.SubPath != "" {
 			src = filepath.Join(src, filepath.Clean("/"+vm.SubPath))
-		}
-		if err := a.ensureTopLevel(vm.MountPath); err != nil {
-			return nil, fmt.Errorf("volumeMount %q: %w", vm.Name, err)
 		}
 		out = append(out, podexec.Mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
 	}

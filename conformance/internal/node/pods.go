@@ -7,6 +7,8 @@
 //	  ├─ volumes: materialized as files under <state>/pods/<uid>/volumes
 //	  └─ containers: image → program (images.go), started through `container-exec`
 //	     (private mount namespace with the volumes bind-mounted, then the pod netns),
+//	     or, for an image given as an OCI layout, from the image's own root file
+//	     system as its user (oci*.go, podexec/root.go);
 //	     output to <state>/pods/<uid>/<container>.log, restarted per restartPolicy
 package node
 
@@ -38,6 +40,8 @@ type Agent struct {
 	NodeIP   netip.Addr
 	Net      *Network
 	Programs Programs
+	// Images are run from their own root file system (ocipod.go), not as Programs.
+	Images   []*OCIImage
 	StateDir string
 	// APIServer is host:port of the API server as pods reach it (KUBERNETES_SERVICE_*).
 	APIServerHost, APIServerPort string
@@ -298,25 +302,17 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 		pr.changed()
 		return 1, false
 	}
-	program, progName, err := a.Programs.forImage(cr.spec.Image)
-	if err != nil {
-		return setWaiting("ErrImagePull", err.Error())
+	var l launch
+	var err error
+	if img := a.imageFor(cr.spec.Image); img != nil {
+		var reason string
+		if l, reason, err = pr.imageLaunch(pod, cr.spec, img, vols); err != nil {
+			return setWaiting(reason, err.Error())
+		}
+	} else if l, err = pr.programLaunch(pod, cr.spec, vols); err != nil {
+		return setWaiting(waitingReason(err), err.Error())
 	}
-	if _, err := os.Stat(program); err != nil {
-		return setWaiting("ErrImagePull", fmt.Sprintf("program for image %q: %v", cr.spec.Image, err))
-	}
-	env, err := containerEnv(pod, cr.spec, filepath.Join(a.StateDir, "bin"), a.APIServerHost, a.APIServerPort, a.CS, pr.ctx)
-	if err != nil {
-		return setWaiting("CreateContainerConfigError", err.Error())
-	}
-	argv := commandLine(program, progName, expandAll(cr.spec.Command, env), expandAll(cr.spec.Args, env))
-	if progName == "pause" && len(cr.spec.Command) == 0 {
-		argv = []string{program, "pause"}
-	}
-	mounts, err := a.mounts(cr.spec, vols)
-	if err != nil {
-		return setWaiting("CreateContainerConfigError", err.Error())
-	}
+	argv := l.argv
 	netns := ""
 	if pr.net != nil {
 		netns = "/run/netns/" + pr.net.netns
@@ -336,8 +332,12 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 	defer lw.Close()
 	outR, outW, _ := os.Pipe()
 	errR, errW, _ := os.Pipe()
-	cmd := exec.Command(a.Programs.Self, append([]string{"container-exec"}, podexec.Args(netns, cr.spec.WorkingDir, mounts, argv)...)...)
-	cmd.Env = envList(env)
+	execArgs := []string{"container-exec"}
+	if l.root != nil {
+		execArgs = append(execArgs, l.root.Args()...)
+	}
+	cmd := exec.Command(a.Programs.Self, append(execArgs, podexec.Args(netns, l.workdir, l.mounts, argv)...)...)
+	cmd.Env = envList(l.env)
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -355,7 +355,11 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 	cr.proc, cr.running, cr.started, cr.waiting, cr.message = cmd.Process, true, metav1.Now(), "", ""
 	cr.ready = cr.spec.ReadinessProbe == nil
 	cr.mu.Unlock()
-	pr.logf("container %s: started %v (pid %d)", cr.spec.Name, argv, cmd.Process.Pid)
+	from := ""
+	if l.image != nil {
+		from = fmt.Sprintf(" from OCI image %s %s as %d:%d", l.image.Ref, l.image.Digest, l.root.UID, l.root.GID)
+	}
+	pr.logf("container %s: started %v%s (pid %d)", cr.spec.Name, argv, from, cmd.Process.Pid)
 	pr.changed()
 	werr := cmd.Wait()
 	copying.Wait()
@@ -376,6 +380,47 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 	}
 	pr.changed()
 	return code, true
+}
+
+// waitingError carries the reason a container stays Waiting.
+type waitingError struct {
+	reason string
+	err    error
+}
+
+func (e waitingError) Error() string { return e.err.Error() }
+
+func waitingReason(err error) string {
+	if we, ok := err.(waitingError); ok {
+		return we.reason
+	}
+	return "CreateContainerError"
+}
+
+// programLaunch prepares a container run as the host program its image stands for
+// (images.go).
+func (pr *podRun) programLaunch(pod *corev1.Pod, c corev1.Container, vols map[string]string) (launch, error) {
+	a := pr.agent
+	program, progName, err := a.Programs.forImage(c.Image)
+	if err != nil {
+		return launch{}, waitingError{"ErrImagePull", err}
+	}
+	if _, err := os.Stat(program); err != nil {
+		return launch{}, waitingError{"ErrImagePull", fmt.Errorf("program for image %q: %v", c.Image, err)}
+	}
+	env, err := containerEnv(pod, c, programEnv(filepath.Join(a.StateDir, "bin")), a.APIServerHost, a.APIServerPort, a.CS, pr.ctx)
+	if err != nil {
+		return launch{}, waitingError{"CreateContainerConfigError", err}
+	}
+	argv := commandLine(program, progName, expandAll(c.Command, env), expandAll(c.Args, env))
+	if progName == "pause" && len(c.Command) == 0 {
+		argv = []string{program, "pause"}
+	}
+	mounts, err := a.mounts(c, vols)
+	if err != nil {
+		return launch{}, waitingError{"CreateContainerConfigError", err}
+	}
+	return launch{argv: argv, env: env, mounts: mounts, workdir: c.WorkingDir}, nil
 }
 
 // stop ends a pod's processes (SIGTERM, then SIGKILL after the grace period, capped),

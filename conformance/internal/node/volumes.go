@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 //
 // Supported: secret, configMap, emptyDir, downwardAPI, projected (serviceAccountToken,
 // secret, configMap, downwardAPI: the API server's kube-api-access volume), hostPath.
+// emptyDir is mode 0777; with the pod's fsGroup, all but hostPath belong to that group.
 // Later changes to Secrets and ConfigMaps are not propagated.
 
 type volumeSource struct {
@@ -41,6 +43,9 @@ func (v volumeSource) materialize(ctx context.Context, dir string) (map[string]s
 		var err error
 		switch {
 		case vol.EmptyDir != nil:
+			// World-writable, as the kubelet makes it: a container running as a
+			// non-root user writes there (the aether-edge agent's ADS socket).
+			err = os.Chmod(d, 0o777)
 		case vol.Secret != nil:
 			err = v.secret(ctx, d, vol.Secret.SecretName, vol.Secret.Items, vol.Secret.Optional)
 		case vol.ConfigMap != nil:
@@ -66,11 +71,39 @@ func (v volumeSource) materialize(ctx context.Context, dir string) (map[string]s
 		default:
 			err = fmt.Errorf("volume %q: unsupported volume type on this node", vol.Name)
 		}
+		if err == nil {
+			err = applyFSGroup(d, v.pod.Spec.SecurityContext)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
 		}
 	}
 	return paths, nil
+}
+
+// applyFSGroup gives a volume to the pod's fsGroup as the kubelet does: every file and
+// directory group-owned by it, directories set-group-ID so new files inherit it.
+func applyFSGroup(dir string, sc *corev1.PodSecurityContext) error {
+	if sc == nil || sc.FSGroup == nil {
+		return nil
+	}
+	gid := int(*sc.FSGroup)
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, -1, gid); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			st, err := os.Stat(p)
+			if err != nil {
+				return err
+			}
+			return os.Chmod(p, st.Mode().Perm()|os.ModeSetgid)
+		}
+		return nil
+	})
 }
 
 func writeFile(dir, rel string, data []byte) error {

@@ -6,6 +6,9 @@
 //	node agent ──exec(CLONE_NEWNS)──► nodeagent container-exec --mount SRC:DST … -- argv
 //	                                   bind mounts → setns(net) → chdir → execve(argv)
 //
+// A container run from an OCI image (--rootfs) gets its own root file system instead,
+// with the volumes mounted inside it, and runs as the image's user: see root.go.
+//
 // A mount target that does not exist is made inside the private mount namespace only:
 // its nearest existing ancestor directory (say /etc for /etc/envoy) is covered by a
 // tmpfs that mirrors it — each original entry bind-mounted back, symlinks copied — and
@@ -73,12 +76,32 @@ func Main(args []string) error {
 	workdir := fs.String("workdir", "", "working directory")
 	var mounts mountFlags
 	fs.Var(&mounts, "mount", "SRC:DST[:ro] bind mount (repeatable)")
+	var root Root
+	fs.StringVar(&root.Rootfs, "rootfs", "", "run from this image root file system (see root.go); mount targets are inside it")
+	fs.StringVar(&root.Scratch, "scratch", "", "with --rootfs: empty directory for the container's writable layer")
+	uid := fs.Uint("uid", 0, "with --rootfs: user id")
+	gid := fs.Uint("gid", 0, "with --rootfs: group id")
+	groups := fs.String("groups", "", "with --rootfs: supplementary group ids, comma-separated")
+	fs.BoolVar(&root.ReadOnly, "readonly-root", false, "with --rootfs: mount the root read-only")
+	fs.BoolVar(&root.NoNewPrivs, "no-new-privs", false, "with --rootfs: set no_new_privs")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
 		return fmt.Errorf("container-exec: no program")
+	}
+	// Namespaces and no_new_privs belong to a thread: everything below, up to execve,
+	// runs on this one.
+	runtime.LockOSThread()
+	if root.Rootfs != "" {
+		root.UID, root.GID = uint32(*uid), uint32(*gid)
+		gs, err := parseGroups(*groups)
+		if err != nil {
+			return err
+		}
+		root.Groups = gs
+		return execInRoot(root, *netns, *workdir, mounts, argv)
 	}
 	// Open the program before mounting: a volume may cover its directory (the suite's
 	// coredns mounts a ConfigMap at /root, where a build cache may live).
@@ -128,16 +151,8 @@ func Main(args []string) error {
 			}
 		}
 	}
-	runtime.LockOSThread()
-	if *netns != "" {
-		fd, err := unix.Open(*netns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open netns: %w", err)
-		}
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			return fmt.Errorf("setns %s: %w", *netns, err)
-		}
-		unix.Close(fd)
+	if err := enterNetns(*netns); err != nil {
+		return err
 	}
 	if *workdir != "" {
 		if err := os.Chdir(*workdir); err != nil {
@@ -152,6 +167,52 @@ func Main(args []string) error {
 	err = syscall.Exec(prog, argv, os.Environ())
 	runtime.KeepAlive(progFile)
 	return err
+}
+
+// execInRoot runs argv from an image: the pod's network namespace first (the sysfs
+// mounted in the new root shows it), then the root file system (root.go), the working
+// directory, the program looked up on the container's PATH inside the image, the
+// user, execve.
+func execInRoot(root Root, netns, workdir string, mounts []Mount, argv []string) error {
+	if err := enterNetns(netns); err != nil {
+		return err
+	}
+	if err := enterRoot(root, mounts); err != nil {
+		return err
+	}
+	if workdir == "" {
+		workdir = "/"
+	}
+	if err := os.Chdir(workdir); err != nil {
+		return fmt.Errorf("chdir %s: %w", workdir, err)
+	}
+	prog := argv[0]
+	if !strings.Contains(prog, "/") {
+		p, err := exec.LookPath(prog)
+		if err != nil {
+			return fmt.Errorf("%s: not found on PATH %s in the image", prog, os.Getenv("PATH"))
+		}
+		prog = p
+	}
+	if err := becomeUser(root); err != nil {
+		return err
+	}
+	return syscall.Exec(prog, argv, os.Environ())
+}
+
+func enterNetns(netns string) error {
+	if netns == "" {
+		return nil
+	}
+	fd, err := unix.Open(netns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open netns: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("setns %s: %w", netns, err)
+	}
+	return nil
 }
 
 // ensureTarget makes target exist in this (private) mount namespace; see the package doc.
