@@ -12,7 +12,9 @@
 # the run's prefix (aecf<id>-), so `down` finds all of them, even after a crash.
 #
 # Expects: RUN_DIR, RUN_PREFIX, KUBE_BIN_DIR, ETCD_BIN_DIR, ECHO_BASIC_BIN_DIR,
-# COREDNS_BIN_DIR, HARNESS_BIN_DIR, ENVOY_BIN, AETHER_EDGE_BIN.
+# COREDNS_BIN_DIR, HARNESS_BIN_DIR, ENVOY_BIN, AETHER_EDGE_BIN; optional
+# AETHER_EDGE_OCI_IMAGE (IMAGE=LAYOUT-DIR: the node agent runs IMAGE's containers from
+# that OCI image layout instead of the host binary).
 
 NODE_IP=10.244.0.1
 POD_CIDR=10.244.0.0/16
@@ -153,7 +155,8 @@ cluster_up() {
     --node-name=node-1 --node-ip="$NODE_IP" --pod-cidr="$POD_CIDR" --bridge=br0 \
     --netns-prefix="$RUN_PREFIX" --state-dir="$RUN_DIR/node" --lb-pool="$LB_POOL" --lb-interface=lo \
     --apiserver="$NODE_IP:6443" --echo-basic="$ECHO_BASIC_BIN_DIR/echo-basic" \
-    --coredns="$COREDNS_BIN_DIR/coredns" --envoy="$ENVOY_BIN" --aether-edge="$AETHER_EDGE_BIN"
+    --coredns="$COREDNS_BIN_DIR/coredns" --envoy="$ENVOY_BIN" --aether-edge="$AETHER_EDGE_BIN" \
+    ${AETHER_EDGE_OCI_IMAGE:+--oci-image="$AETHER_EDGE_OCI_IMAGE"}
   wait_for "node-1 Ready" 60 node_ready
   wait_for "default ServiceAccount" 60 kc get serviceaccount default -n default
   say "cluster up: kubeconfig $RUN_DIR/admin.kubeconfig (use it inside the node netns: nsenter --net=/run/netns/$ns)"
