@@ -50,6 +50,9 @@ enum Command {
     /// Say what the edge does with one request, and why (offline on a directory,
     /// or live against a running aether-edge's admin address).
     Explain(crate::explain::ExplainArgs),
+    /// Kubernetes mode, like kubectl: per Gateway and per node, whether each Envoy
+    /// serves the leader's config (the hash it ACKed, NACK text, how long behind).
+    Fleet(crate::fleet_cmd::FleetArgs),
     /// Kubernetes mode: the edge agent beside Envoy and the GatewayClass controller.
     Agent(Box<crate::kubernetes::AgentArgs>),
 }
@@ -162,24 +165,33 @@ struct BootstrapArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init(cli.log_format, &cli.log_level);
+    // `fleet` says "late" with 1, so its own failures are 2.
+    let failure = match cli.command {
+        Command::Fleet(_) => ExitCode::from(2),
+        _ => ExitCode::FAILURE,
+    };
     match run(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            failure
         }
     }
 }
 
-fn run(command: Command) -> anyhow::Result<()> {
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    let ok = |()| ExitCode::SUCCESS;
     match command {
-        Command::Standalone(args) => standalone::run(args),
-        Command::Agent(args) => crate::kubernetes::run(*args),
+        Command::Fleet(args) => crate::fleet_cmd::run(args),
+        Command::Bootstrap(args) => bootstrap(args).map(ok),
+        Command::Standalone(args) => standalone::run(args).map(ok),
+        Command::Agent(args) => crate::kubernetes::run(*args).map(ok),
+        Command::Explain(args) => crate::explain::run(args).map(ok),
         Command::Status(args) => {
             let store = args.load_once()?;
             let translation = aether_gateway::translate(&store, &args.translate_config());
             print!("{}", translation.status.to_yaml());
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         Command::Translate(args) => {
             let store = args.load_once()?;
@@ -187,23 +199,24 @@ fn run(command: Command) -> anyhow::Result<()> {
             let snapshot = aether_xds::build(&translation.ir);
             let yaml = aether_xds::to_yaml(&snapshot).context("rendering Envoy resources")?;
             print!("{yaml}");
-            Ok(())
-        }
-        Command::Explain(args) => crate::explain::run(args),
-        Command::Bootstrap(args) => {
-            let yaml = aether_xds::try_bootstrap(&aether_xds::BootstrapOptions {
-                node_id: args.node_id,
-                cluster: args.node_cluster,
-                xds_address: args.xds_address,
-                admin_address: args.admin_address,
-                delta: args.delta,
-            })?;
-            match args.output {
-                Some(path) => std::fs::write(&path, yaml)
-                    .with_context(|| format!("writing {}", path.display()))?,
-                None => print!("{yaml}"),
-            }
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn bootstrap(args: BootstrapArgs) -> anyhow::Result<()> {
+    let yaml = aether_xds::try_bootstrap(&aether_xds::BootstrapOptions {
+        node_id: args.node_id,
+        cluster: args.node_cluster,
+        xds_address: args.xds_address,
+        admin_address: args.admin_address,
+        delta: args.delta,
+    })?;
+    match args.output {
+        Some(path) => {
+            std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => print!("{yaml}"),
+    }
+    Ok(())
 }

@@ -5,6 +5,7 @@
 mod admin;
 mod cli;
 mod explain;
+mod fleet_cmd;
 mod kubernetes;
 mod logging;
 mod pipeline;

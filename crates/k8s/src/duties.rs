@@ -174,6 +174,9 @@ pub struct Join<P> {
     pub controller_name: String,
     /// What the GatewayClass claims in `status.supportedFeatures`.
     pub supported_features: Vec<String>,
+    /// Where the same join, node by node, goes for `aether-edge fleet`
+    /// ([`crate::fleet_doc::publish`]), if anywhere.
+    pub fleet: Option<watch::Sender<Arc<crate::fleet_doc::FleetJoin>>>,
 }
 
 impl<P: Translated> Join<P> {
@@ -247,6 +250,12 @@ impl<P: Translated> Join<P> {
         let gating = std::time::Instant::now();
         let problems = why_unaddressed(p, &mut self.service_problems);
         let plan = gate(p, &self.reports, members, &store, &self.mode, &problems);
+        if let Some(fleet) = &self.fleet {
+            fleet.send_replace(Arc::new(crate::fleet_doc::FleetJoin {
+                version: p.snapshot().version.clone(),
+                per_node: self.reports.per_node(p.snapshot(), members),
+            }));
+        }
         // Under the status loop's target: the status latency bench reads it.
         tracing::debug!(target: "aether_k8s::status::inputs", gate_us = gating.elapsed().as_micros(), "status inputs joined");
         StatusInputs {

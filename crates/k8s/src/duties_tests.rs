@@ -113,6 +113,7 @@ fn given_a_join(store: Store, cfg: ServiceConfig) -> Given {
         served,
         controller_name: "gateway.aether.io/edge".into(),
         supported_features: Vec::new(),
+        fleet: None,
     }
     .spawn();
     Given {

@@ -11,6 +11,7 @@
 pub mod agent_token;
 pub mod discovery;
 pub mod duties;
+pub mod fleet_doc;
 pub mod index;
 pub mod leader;
 pub mod pods;

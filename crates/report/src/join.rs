@@ -17,9 +17,9 @@ use tokio::time::Instant;
 /// status gate.
 #[derive(Clone)]
 pub struct Reports {
-    nodes: Arc<Mutex<BTreeMap<String, AckReport>>>,
+    pub(crate) nodes: Arc<Mutex<BTreeMap<String, AckReport>>>,
     changes: Arc<watch::Sender<u64>>,
-    recent: Arc<Mutex<Recent>>,
+    pub(crate) recent: Arc<Mutex<Recent>>,
     /// When a report last changed what a node serves.
     changed_at: Arc<Mutex<Option<Instant>>>,
 }
@@ -205,7 +205,7 @@ impl Members {
     /// whose Envoy has not connected yet (or went away) serves nothing, and a
     /// Gateway claimed programmed before it connects would be a lie the moment
     /// it takes traffic.
-    fn required<'a>(
+    pub(crate) fn required<'a>(
         &self,
         gw: &ObjectRef,
         nodes: &'a BTreeMap<String, AckReport>,
@@ -229,11 +229,11 @@ impl Members {
 }
 
 /// One Gateway of the leader's current snapshot.
-struct Current<'a> {
-    snapshot: &'a Snapshot,
-    gw: &'a ObjectRef,
-    resources: &'a GatewayResources,
-    key: String,
+pub(crate) struct Current<'a> {
+    pub(crate) snapshot: &'a Snapshot,
+    pub(crate) gw: &'a ObjectRef,
+    pub(crate) resources: &'a GatewayResources,
+    pub(crate) key: String,
 }
 
 /// What one node's report says it serves of the current Gateway.
@@ -272,7 +272,11 @@ impl NodeServes<'_> {
 /// when it reports the whole snapshot or the Gateway's hash, when the part is
 /// unchanged since the snapshot (or Gateway hash) it reports, or when it
 /// reports the part's fingerprint.
-fn join(required: &[Option<&AckReport>], current: &Current<'_>, recent: &Recent) -> Served {
+pub(crate) fn join(
+    required: &[Option<&AckReport>],
+    current: &Current<'_>,
+    recent: &Recent,
+) -> Served {
     let ready: Vec<&AckReport> = required.iter().flatten().copied().collect();
     if ready.is_empty() {
         return Served::whole(AckState::Pending);

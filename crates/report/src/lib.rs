@@ -16,6 +16,7 @@ pub mod auth;
 pub mod client;
 pub mod join;
 pub mod local;
+pub mod per_node;
 mod recent;
 pub mod server;
 
@@ -27,6 +28,7 @@ pub mod pb {
 pub use join::{Members, Reports};
 pub use local::local_report;
 pub use pb::AckReport;
+pub use per_node::{GatewayNodes, NodeState};
 
 #[cfg(test)]
 mod server_tests;

@@ -192,7 +192,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<()> {
     runtime.block_on(serve(args))
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+pub(crate) async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -329,6 +329,15 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             .join(",");
         aether_k8s::pods::ready_nodes(client.clone(), &args.namespace, selector)
     });
+    // The same join, node by node, for `aether-edge fleet` (leader only).
+    let (fleet_tx, fleet_rx) = watch::channel(Arc::default());
+    tokio::spawn(aether_k8s::fleet_doc::publish(
+        client.clone(),
+        args.namespace.clone(),
+        identity.clone(),
+        fleet_rx,
+        is_leader.clone(),
+    ));
     let status_inputs = duties::Join {
         index: index.clone(),
         published: pipeline.subscribe(),
@@ -339,6 +348,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         served: served.clone(),
         controller_name: args.controller_name.clone(),
         supported_features: SUPPORTED_FEATURES.iter().map(|f| f.to_string()).collect(),
+        fleet: Some(fleet_tx),
     }
     .spawn();
     let writer = Arc::new(StatusWriter::default());

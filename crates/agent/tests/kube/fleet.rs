@@ -179,6 +179,71 @@ async fn a_node_serving_another_hash_holds_it_back(f: &mut Fleet) {
         "{}",
         gw["status"]
     );
+
+    // `aether-edge fleet` says it node by node: b is behind, on a config of its
+    // own, for longer than a second (the loop above took three): exit 1.
+    let (code, out, err) = fleet_until(f, &["--max-behind", "1s"], |code, out| {
+        code == 1 && out.contains("node node-b: behind")
+    });
+    assert!(
+        out.contains(&format!("{NS}/gw")) && out.contains("1/2 nodes"),
+        "{out}"
+    );
+    assert!(out.contains("ACKed its own snapshot"), "{out}");
+    assert!(
+        err.contains(&format!("Gateway {NS}/gw on node node-b")),
+        "{code} {err}"
+    );
+    let (code, out, _) = fleet(f, &["--max-behind", "1h", "--output", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(code, 0, "not behind for an hour: {out}");
+    assert_eq!(v["leader"], "agent-a", "{out}");
+    let b = &v["gateways"][format!("{NS}/gw")]["behind"]["node-b"];
+    assert_eq!(b["state"], "behind", "{out}");
+    assert!(
+        b["ackedSnapshot"].is_string() && b["ackedSnapshot"] != v["snapshot"],
+        "{out}"
+    );
+    assert!(v["late"].as_array().unwrap().is_empty(), "{out}");
+}
+
+/// `aether-edge fleet --kubeconfig <the test API server's> ARGS`: (exit code,
+/// stdout, stderr).
+fn fleet(f: &Fleet, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(agent_bin())
+        .arg("fleet")
+        .arg("--kubeconfig")
+        .arg(f.server.kubeconfig_path())
+        .args(args)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
+}
+
+/// [`fleet`] until `done(code, stdout)`: the leader writes its view at most
+/// once a second.
+fn fleet_until(
+    f: &Fleet,
+    args: &[&str],
+    done: impl Fn(i32, &str) -> bool,
+) -> (i32, String, String) {
+    let until = Instant::now() + WAIT;
+    loop {
+        let (code, out, err) = fleet(f, args);
+        if done(code, &out) {
+            return (code, out, err);
+        }
+        assert!(
+            Instant::now() < until,
+            "fleet {args:?}: exit {code}\n{out}{err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 async fn both_nodes_on_the_leaders_hash_program_it_and_only_the_leader_writes(f: &mut Fleet) {
@@ -190,6 +255,11 @@ async fn both_nodes_on_the_leaders_hash_program_it_and_only_the_leader_writes(f:
     assert!(follower.contains("aether_edge_leader 0\n"), "{follower}");
     let writes = metric_sum(&follower, "aether_edge_status_writes_total", &[]);
     assert_eq!(writes, 0, "a follower wrote status:\n{follower}");
+    // Every node serves it: nothing is behind, even by a second.
+    let (_, out, _) = fleet_until(f, &["--max-behind", "0s"], |code, out| {
+        code == 0 && out.contains("2/2 nodes")
+    });
+    assert!(!out.contains("node node-"), "{out}");
 }
 
 /// The leader dies; agent-b takes the Lease and writes status from its own join.
@@ -208,6 +278,12 @@ async fn the_other_agent_takes_over_when_the_leader_dies(f: &mut Fleet) {
         .unwrap();
     // Node a is still an endpoint, and reports to nobody: the Gateway waits for it.
     pending_on(c, "node-a").await;
+    // The new leader publishes the fleet view: node a is not reporting.
+    fleet_until(f, &["--output", "json"], |_, out| {
+        let v: serde_json::Value = serde_json::from_str(out).unwrap_or_default();
+        v["leader"] == "agent-b"
+            && v["gateways"][format!("{NS}/gw")]["behind"]["node-a"]["state"] == "unreported"
+    });
     let r2 = get_json::<HttpRoute>(c, Some(NS), "r2").await.unwrap();
     let accepted = status_reason(&r2["status"]["parents"][0]["conditions"], "Accepted");
     assert_ne!(

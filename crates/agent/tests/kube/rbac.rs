@@ -11,7 +11,7 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use std::path::Path;
 use std::time::Duration;
 
@@ -25,6 +25,7 @@ fn the_agent_works_with_the_deployed_rbac_and_a_unix_socket() {
         let svc = it_leads_and_writes_every_kinds_status(&w).await;
         its_envoy_serves_the_service_port(&svc);
         it_collects_a_deleted_gateways_service(&w).await;
+        it_publishes_the_fleet_view(&w).await;
         nothing_was_refused(&mut w);
     });
 }
@@ -151,6 +152,36 @@ async fn it_collects_a_deleted_gateways_service(w: &World) {
     gateways.delete("gw", &Default::default()).await.unwrap();
     edge_services(&w.client, 0, WAIT).await;
     public_services(&w.client, 0, WAIT).await;
+}
+
+/// The leader's fleet view for `aether-edge fleet`: created, then patched
+/// (the Role names that one ConfigMap for patch).
+async fn it_publishes_the_fleet_view(w: &World) {
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(w.client.clone(), "aether-ingress");
+    eventually(
+        WAIT,
+        "the fleet ConfigMap, without the deleted Gateway",
+        || {
+            let api = api.clone();
+            async move {
+                let cm = api
+                    .get_opt("aether-edge-fleet")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let text = cm
+                    .and_then(|c| c.data)
+                    .and_then(|d| d.get("fleet.json").cloned())
+                    .ok_or("no fleet.json yet")?;
+                let doc: serde_json::Value =
+                    serde_json::from_str(&text).map_err(|e| e.to_string())?;
+                (doc["leader"].is_string()
+                    && doc["gateways"].as_object().is_some_and(|g| g.is_empty()))
+                .then_some(())
+                .ok_or(text)
+            }
+        },
+    )
+    .await;
 }
 
 fn nothing_was_refused(w: &mut World) {

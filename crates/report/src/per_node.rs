@@ -1,0 +1,201 @@
+//! The status gate's join, one node at a time: per Gateway of the leader's
+//! snapshot, what each node that must serve it serves (for `aether-edge fleet`).
+//!
+//! ```text
+//!  Reports (last report per node) + Members (who takes each Gateway's traffic)
+//!    ──join([that node's report])──► Served | Behind { pending } | Nacked | Unreported
+//! ```
+//!
+//! The same [`join`](crate::join) the status gate runs over all of a
+//! Gateway's nodes, so a node shown served here is one the gate counts.
+
+use crate::AckReport;
+use crate::join::{Current, Members, Reports, join};
+use crate::recent::Recent;
+use aether_gateway::AckState;
+use aether_gateway::assemble::Pending;
+use aether_ir::ObjectRef;
+use aether_xds::Snapshot;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What one node serves of one Gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "camelCase")]
+pub enum NodeState {
+    /// Everything of the Gateway, at the leader's config.
+    Served,
+    /// Not yet: these parts (`Gateway` for its own listeners, or route keys;
+    /// empty means everything) are not at the leader's config.
+    Behind { pending: Vec<String> },
+    /// Envoy rejected the Gateway's config: its message.
+    Nacked { message: String },
+    /// The node takes the Gateway's traffic but its agent has not reported.
+    Unreported,
+}
+
+/// One Gateway: the leader's content hash and each member node's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayNodes {
+    pub hash: String,
+    pub nodes: BTreeMap<String, NodeState>,
+    /// Per node, the content hash of the Gateway its Envoy ACKed, where its
+    /// report says (the Gateway's hash, or a whole snapshot the leader still
+    /// remembers); a node that reports only parts has none here.
+    pub acked: BTreeMap<String, String>,
+    /// Per node, the snapshot version its Envoy ACKed whole, where it reports
+    /// one (a node on another config than the leader's names its own).
+    pub acked_snapshot: BTreeMap<String, String>,
+}
+
+/// The Gateway's content hash `report` says its Envoy ACKed, if it says.
+fn acked_hash(report: &AckReport, current: &Current<'_>, recent: &Recent) -> Option<String> {
+    if report.acked_snapshot == current.snapshot.version {
+        return Some(current.resources.hash.clone());
+    }
+    if let Some(hash) = report.acked.get(&current.key) {
+        return Some(hash.clone());
+    }
+    (!report.acked_snapshot.is_empty())
+        .then(|| recent.in_snapshot(&report.acked_snapshot, current.gw))
+        .flatten()
+        .map(|prints| prints.hash.clone())
+}
+
+impl Reports {
+    /// Per Gateway of `snapshot`, per node that must serve it, what it serves.
+    pub fn per_node(
+        &self,
+        snapshot: &Snapshot,
+        members: &Members,
+    ) -> BTreeMap<ObjectRef, GatewayNodes> {
+        let recent = self.recent.lock().expect("recent snapshots lock");
+        let nodes = self.nodes.lock().expect("reports lock");
+        snapshot
+            .gateways
+            .iter()
+            .map(|(gw, resources)| {
+                let current = Current {
+                    snapshot,
+                    gw,
+                    resources,
+                    key: gw.to_string(),
+                };
+                let (reporting, unreported) = members.required(gw, &nodes);
+                let mut acked = BTreeMap::new();
+                let mut acked_snapshot = BTreeMap::new();
+                let mut states: BTreeMap<String, NodeState> = unreported
+                    .into_iter()
+                    .map(|n| (n, NodeState::Unreported))
+                    .collect();
+                for report in reporting.into_iter().flatten() {
+                    if let Some(hash) = acked_hash(report, &current, &recent) {
+                        acked.insert(report.node.clone(), hash);
+                    }
+                    if !report.acked_snapshot.is_empty() {
+                        acked_snapshot.insert(report.node.clone(), report.acked_snapshot.clone());
+                    }
+                    let served = join(&[Some(report)], &current, &recent);
+                    let state = match (&served.gateway, &served.pending) {
+                        // Envoy's own words (the joined message names the node).
+                        (AckState::Nacked(joined), _) => NodeState::Nacked {
+                            message: report.nacked.get(&current.key).unwrap_or(joined).clone(),
+                        },
+                        (AckState::Acked, Pending::Only(p)) if p.is_empty() => NodeState::Served,
+                        (AckState::Acked, Pending::Only(p)) => NodeState::Behind {
+                            pending: p.iter().cloned().collect(),
+                        },
+                        (AckState::Pending, Pending::Only(p)) => NodeState::Behind {
+                            pending: std::iter::once("Gateway".to_string())
+                                .chain(p.iter().cloned())
+                                .collect(),
+                        },
+                        (_, _) => NodeState::Behind { pending: vec![] },
+                    };
+                    states.insert(report.node.clone(), state);
+                }
+                (
+                    gw.clone(),
+                    GatewayNodes {
+                        hash: resources.hash.clone(),
+                        nodes: states,
+                        acked,
+                        acked_snapshot,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::mk_report;
+    use aether_xds::{Resource, ResourceType};
+    use std::collections::BTreeSet;
+
+    fn mk_snapshot(route_body: &[u8]) -> Snapshot {
+        let route = Resource::new("rt", ResourceType::Route.type_url(), route_body.to_vec());
+        let resources = BTreeMap::from([(
+            ResourceType::Route,
+            BTreeMap::from([("rt".to_string(), route)]),
+        )]);
+        let members = BTreeMap::from([(
+            ObjectRef::new("ns", "gw"),
+            BTreeSet::from([(ResourceType::Route, "rt".to_string())]),
+        )]);
+        Snapshot::new(resources, members)
+    }
+
+    #[test]
+    fn each_member_node_is_served_behind_nacked_or_unreported_with_what_it_acked() {
+        let old = mk_snapshot(b"v1");
+        let snapshot = mk_snapshot(b"v2");
+        let gw = ObjectRef::new("ns", "gw");
+        let reports = Reports::default();
+        reports.remember(&old);
+        reports.remember(&snapshot);
+
+        let mut a = mk_report("a", true);
+        a.acked_snapshot = snapshot.version.clone();
+        reports.update(a);
+        let mut b = mk_report("b", true);
+        b.acked_snapshot = old.version.clone();
+        reports.update(b);
+        let mut c = mk_report("c", true);
+        c.nacked
+            .insert("ns/gw".into(), "rejected: bad regex".into());
+        reports.update(c);
+        let members = Members {
+            per_gateway: BTreeMap::from([(
+                gw.clone(),
+                ["a", "b", "c", "d"].map(String::from).into(),
+            )]),
+            ..Default::default()
+        };
+
+        let view = &reports.per_node(&snapshot, &members)[&gw];
+        assert_eq!(view.hash, snapshot.gateways[&gw].hash);
+        assert_eq!(view.nodes["a"], NodeState::Served);
+        assert!(
+            matches!(&view.nodes["b"], NodeState::Behind { .. }),
+            "{:?}",
+            view.nodes["b"]
+        );
+        assert_eq!(
+            view.nodes["c"],
+            NodeState::Nacked {
+                message: "rejected: bad regex".into()
+            }
+        );
+        assert_eq!(view.nodes["d"], NodeState::Unreported);
+        // a ACKed the leader's hash, b the Gateway as of the older snapshot.
+        assert_eq!(view.acked["a"], view.hash);
+        assert_eq!(view.acked["b"], old.gateways[&gw].hash);
+        assert_ne!(view.acked["b"], view.hash);
+        assert!(!view.acked.contains_key("c") && !view.acked.contains_key("d"));
+        assert_eq!(view.acked_snapshot["b"], old.version);
+        assert_eq!(view.acked_snapshot.len(), 2, "{:?}", view.acked_snapshot);
+    }
+}
