@@ -9,9 +9,11 @@
 //! ```
 
 pub mod agent_token;
+pub mod convergence;
 pub mod discovery;
 pub mod duties;
 pub mod fleet_doc;
+pub mod histogram;
 pub mod index;
 pub mod leader;
 pub mod pods;

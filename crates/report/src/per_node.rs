@@ -128,6 +128,24 @@ impl Reports {
     }
 }
 
+impl Reports {
+    /// Prometheus text exposition: per node that reports, whether its Envoy
+    /// has an ADS stream open (the leader's view of the fleet).
+    pub fn render_metrics(&self) -> String {
+        let mut out = String::from(
+            "# HELP aether_edge_fleet_envoy_connected Per reporting node, whether its Envoy has an ADS stream open to its agent (leader).\n\
+             # TYPE aether_edge_fleet_envoy_connected gauge\n",
+        );
+        for (node, report) in self.nodes.lock().expect("reports lock").iter() {
+            out.push_str(&format!(
+                "aether_edge_fleet_envoy_connected{{node=\"{node}\"}} {}\n",
+                u8::from(report.envoy_connected)
+            ));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +215,14 @@ mod tests {
         assert!(!view.acked.contains_key("c") && !view.acked.contains_key("d"));
         assert_eq!(view.acked_snapshot["b"], old.version);
         assert_eq!(view.acked_snapshot.len(), 2, "{:?}", view.acked_snapshot);
+        let metrics = reports.render_metrics();
+        assert!(
+            metrics.contains("aether_edge_fleet_envoy_connected{node=\"a\"} 1\n"),
+            "{metrics}"
+        );
+        assert!(
+            !metrics.contains("node=\"d\""),
+            "d never reported: {metrics}"
+        );
     }
 }

@@ -335,9 +335,19 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         client.clone(),
         args.namespace.clone(),
         identity.clone(),
-        fleet_rx,
+        fleet_rx.clone(),
         is_leader.clone(),
     ));
+    let convergence = Arc::new(aether_k8s::convergence::Convergence::default());
+    tokio::spawn({
+        let (convergence, mut joins) = (convergence.clone(), fleet_rx.clone());
+        async move {
+            while joins.changed().await.is_ok() {
+                let join = joins.borrow_and_update().clone();
+                convergence.observe(&join, std::time::Instant::now());
+            }
+        }
+    });
     let status_inputs = duties::Join {
         index: index.clone(),
         published: pipeline.subscribe(),
@@ -371,6 +381,18 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             Box::new(move || writer.render_metrics()),
             Box::new(move || service_metrics.render()),
             Box::new(move || report_refusals.render()),
+            // The fleet as the leader joins it; a follower's would be its own node only.
+            Box::new({
+                let (is_leader, reports) = (is_leader.clone(), reports.clone());
+                move || {
+                    if !*is_leader.borrow() {
+                        return String::new();
+                    }
+                    let mut out = convergence.render(std::time::Instant::now());
+                    out.push_str(&reports.render_metrics());
+                    out
+                }
+            }),
             Box::new({
                 let served = served.clone();
                 // Nothing before the first discovery: no kind is known missing yet.

@@ -205,6 +205,26 @@ async fn a_node_serving_another_hash_holds_it_back(f: &mut Fleet) {
         "{out}"
     );
     assert!(v["late"].as_array().unwrap().is_empty(), "{out}");
+
+    // The leader's metrics say it too: the Gateway has waited more than a
+    // second, with one node behind, and both Envoys are connected.
+    let m = f.a.metrics();
+    let gw = format!("{{gateway=\"{NS}/gw\"}}");
+    let lag = metric_sum(
+        &m,
+        &format!("aether_edge_gateway_convergence_lag_seconds{gw}"),
+        &[],
+    );
+    assert!(lag >= 1, "lag {lag}:\n{m}");
+    assert_eq!(
+        metric_sum(&m, &format!("aether_edge_gateway_nodes_behind{gw}"), &[]),
+        1,
+        "{m}"
+    );
+    for node in ["node-a", "node-b"] {
+        let connected = format!("aether_edge_fleet_envoy_connected{{node=\"{node}\"}} 1\n");
+        assert!(m.contains(&connected), "{connected}{m}");
+    }
 }
 
 /// `aether-edge fleet --kubeconfig <the test API server's> ARGS`: (exit code,
@@ -260,6 +280,66 @@ async fn both_nodes_on_the_leaders_hash_program_it_and_only_the_leader_writes(f:
         code == 0 && out.contains("2/2 nodes")
     });
     assert!(!out.contains("node node-"), "{out}");
+
+    // Converged: no lag, one convergence observed; and what the README
+    // documents is what the leader serves, and all the dashboard uses.
+    let m = f.a.metrics();
+    let gw = format!("{{gateway=\"{NS}/gw\"}}");
+    let lag = format!("aether_edge_gateway_convergence_lag_seconds{gw} 0.000\n");
+    assert!(m.contains(&lag), "{lag}{m}");
+    assert!(
+        metric_sum(&m, "aether_edge_gateway_convergence_seconds_count", &[]) >= 1,
+        "{m}"
+    );
+    the_documented_metrics_are_served_and_the_dashboard_uses_only_those(&m);
+}
+
+/// The README's metrics table against the leader's `/metrics` (every series
+/// family it serves is documented, every documented one is served) and the
+/// Grafana dashboard's queries (only documented metrics).
+fn the_documented_metrics_are_served_and_the_dashboard_uses_only_those(metrics: &str) {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let documented: std::collections::BTreeSet<String> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .filter(|name| name.starts_with("aether_"))
+        .map(String::from)
+        .collect();
+    let served: std::collections::BTreeSet<String> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        documented, served,
+        "README metrics table vs the leader's /metrics"
+    );
+    let dashboard =
+        std::fs::read_to_string(format!("{root}/deploy/grafana/aether-edge.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
+    let mut used = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (at, _) in expr.match_indices("aether_") {
+                let name: String = expr[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let family = name.strip_suffix("_bucket").unwrap_or(&name);
+                assert!(
+                    documented.contains(family),
+                    "dashboard panel {}: {name} is not documented",
+                    panel["title"]
+                );
+                used += 1;
+            }
+        }
+    }
+    assert!(used >= 10, "the dashboard queries {used} metrics");
 }
 
 /// The leader dies; agent-b takes the Lease and writes status from its own join.

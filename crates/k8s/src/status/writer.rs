@@ -20,6 +20,7 @@
 
 use super::patch::{Settled, StatusInputs, StatusKind, StatusPatch, compute_over};
 use crate::discovery::GROUP;
+use crate::histogram::Histogram;
 use crate::recent::RecentWrites;
 use crate::watch::convert;
 use aether_gateway::{Store, StoreObject};
@@ -138,14 +139,6 @@ pub struct StatusWriter {
     follow: Mutex<Histogram>,
 }
 
-/// A Prometheus histogram of seconds.
-#[derive(Debug, Default)]
-struct Histogram {
-    /// Per bucket of [`FOLLOW_BUCKETS`] (cumulative when rendered), then +Inf.
-    counts: [u64; FOLLOW_BUCKETS.len() + 1],
-    sum: f64,
-}
-
 const FOLLOW_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5];
 
 impl Default for StatusWriter {
@@ -170,20 +163,14 @@ impl StatusWriter {
             batches_failed: AtomicU64::new(0),
             written: Mutex::default(),
             settled: Mutex::default(),
-            follow: Mutex::default(),
+            follow: Mutex::new(Histogram::new(&FOLLOW_BUCKETS)),
         }
     }
 
     /// A batch written `lag` after the fleet report it follows.
     pub fn observe_follow(&self, lag: Duration) {
-        let secs = lag.as_secs_f64();
         let mut h = self.follow.lock().expect("follow histogram lock");
-        let bucket = FOLLOW_BUCKETS
-            .iter()
-            .position(|b| secs <= *b)
-            .unwrap_or(FOLLOW_BUCKETS.len());
-        h.counts[bucket] += 1;
-        h.sum += secs;
+        h.observe(lag);
     }
 
     /// The patches for `inputs`, computed against the store with our own recent
@@ -328,25 +315,11 @@ impl StatusWriter {
             self.unchanged.load(Ordering::Relaxed),
             self.batches_failed.load(Ordering::Relaxed),
         ));
-        let h = self.follow.lock().expect("follow histogram lock");
-        out.push_str(
-            "# HELP aether_edge_status_follow_seconds From a fleet report changing what is served to the status batch that follows it being written.\n\
-             # TYPE aether_edge_status_follow_seconds histogram\n",
+        self.follow.lock().expect("follow histogram lock").render(
+            "aether_edge_status_follow_seconds",
+            "From a fleet report changing what is served to the status batch that follows it being written.",
+            &mut out,
         );
-        let mut cumulative = 0;
-        for (le, n) in FOLLOW_BUCKETS.iter().zip(h.counts) {
-            cumulative += n;
-            out.push_str(&format!(
-                "aether_edge_status_follow_seconds_bucket{{le=\"{le}\"}} {cumulative}\n"
-            ));
-        }
-        cumulative += h.counts[FOLLOW_BUCKETS.len()];
-        out.push_str(&format!(
-            "aether_edge_status_follow_seconds_bucket{{le=\"+Inf\"}} {cumulative}\n\
-             aether_edge_status_follow_seconds_sum {}\n\
-             aether_edge_status_follow_seconds_count {cumulative}\n",
-            h.sum
-        ));
         out
     }
 }
