@@ -218,6 +218,14 @@ func becomeUser(r Root) error {
 	if err := syscall.Setresuid(int(r.UID), int(r.UID), int(r.UID)); err != nil {
 		return fmt.Errorf("setuid %d: %w", r.UID, err)
 	}
+	// A change of credentials clears the parent-death signal the node agent asked for
+	// (SIGKILL: a container does not outlive the agent); ask again.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("pdeathsig: %w", err)
+	}
+	if os.Getppid() == 1 {
+		return fmt.Errorf("the node agent is gone")
+	}
 	if r.NoNewPrivs {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return fmt.Errorf("no_new_privs: %w", err)

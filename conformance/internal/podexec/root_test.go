@@ -9,6 +9,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // The test binary plays two more parts: container-exec (PODEXEC_TEST_ROLE=exec) and,
@@ -49,6 +52,9 @@ func probe() {
 	_, err = os.Stat("/sys/class/net/lo")
 	say("sys", err == nil)
 	say("env", os.Getenv("AE"))
+	var sig int
+	_ = unix.Prctl(unix.PR_GET_PDEATHSIG, uintptr(unsafe.Pointer(&sig)), 0, 0, 0)
+	say("pdeathsig", syscall.Signal(sig))
 }
 
 func TestContainerFromRootfs(t *testing.T) {
@@ -98,7 +104,7 @@ func TestContainerFromRootfs(t *testing.T) {
 		mounts := []Mount{{Source: vol, Target: "/var/run/vol"}, {Source: hostname, Target: "/etc/hostname", ReadOnly: true}}
 		cmd := exec.Command("/proc/self/exe", append(root.Args(), Args("", "/tmp", mounts, []string{"probe"})...)...)
 		cmd.Env = []string{"PODEXEC_TEST_ROLE=exec", "PATH=/usr/bin:/bin", "AE=from-env", "HOST_ONLY=" + dir}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("container-exec: %v\n%s", err, out)
@@ -113,6 +119,7 @@ func TestContainerFromRootfs(t *testing.T) {
 	want := map[string]string{
 		"uid": "65532", "gid": "65532", "groups": "[4242 65532]", "cwd": "/tmp", "image-marker": "true", "host-visible": "false",
 		"write-etc": "true", "write-volume": "true", "hostname": "pod-1", "nnp": "true", "devnull": "true", "sys": "true", "env": "from-env",
+		"pdeathsig": "killed", // kept across the change to uid 65532
 	}
 	// uid 65532 may not write /etc of the image (root's, 0755) even when writable:
 	// make it the user's in the image to see the overlay take the write.
