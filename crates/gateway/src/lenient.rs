@@ -30,17 +30,31 @@ const MAX_DROPPED: usize = 64;
 /// as decoded (placeholders and annotations included). `Err`: the message of
 /// an error outside any rule, with its field path.
 pub fn decode<T: DeserializeOwned>(value: &mut Value) -> Result<T, String> {
+    decode_noting_unknown(value).map(|(typed, _)| typed)
+}
+
+/// [`decode`], and in the same pass the fields of `value` that `T` has no
+/// place for (`spec.listeners[0].listner`), in document order. A field whose
+/// value is null is not one: it means absent.
+pub fn decode_noting_unknown<T: DeserializeOwned>(
+    value: &mut Value,
+) -> Result<(T, Vec<String>), String> {
     strip_own_annotations(value);
     let mut dropped = 0;
     loop {
-        let first = serde_yaml::from_value::<T>(value.clone());
-        let Err(_) = first else {
-            return first.map_err(|e| e.to_string());
-        };
+        let mut ignored = Vec::new();
+        let first = serde_ignored::deserialize(&*value, |path| ignored.push(segments(&path)));
+        if let Ok(typed) = first {
+            return Ok((typed, unknown_paths(value, ignored)));
+        }
         // Through text, for an error that names its field path.
         let text = serde_yaml::to_string(value).map_err(|e| e.to_string())?;
-        let message = match serde_yaml::from_str::<T>(&text) {
-            Ok(t) => return Ok(t),
+        let mut ignored = Vec::new();
+        let again = serde_ignored::deserialize(serde_yaml::Deserializer::from_str(&text), |path| {
+            ignored.push(segments(&path))
+        });
+        let message = match again {
+            Ok(typed) => return Ok((typed, unknown_paths(value, ignored))),
             Err(e) => without_position(&e.to_string()),
         };
         let Some(index) = rule_of(&message) else {
@@ -54,10 +68,82 @@ pub fn decode<T: DeserializeOwned>(value: &mut Value) -> Result<T, String> {
     }
 }
 
-/// [`decode`] of a JSON value (a watched object).
+/// [`decode`] of a JSON value (a watched object): read as it is when it
+/// decodes (the API server has validated it), through YAML to drop rules
+/// when it does not.
 pub fn decode_json<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, String> {
+    let own_notes = value["metadata"]["annotations"]
+        .as_object()
+        .is_some_and(|notes| notes.keys().any(|k| k.starts_with(DROPPED_RULE)));
+    if !own_notes && let Ok(typed) = T::deserialize(value) {
+        return Ok(typed);
+    }
     let mut v = serde_yaml::to_value(value).map_err(|e| e.to_string())?;
     decode(&mut v)
+}
+
+/// One step of a field path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+fn segments(path: &serde_ignored::Path<'_>) -> Vec<Segment> {
+    use serde_ignored::Path;
+    let mut out = Vec::new();
+    let mut at = path;
+    loop {
+        at = match at {
+            Path::Root => break,
+            Path::Seq { parent, index } => {
+                out.push(Segment::Index(*index));
+                parent
+            }
+            Path::Map { parent, key } => {
+                out.push(Segment::Key(key.clone()));
+                parent
+            }
+            Path::Some { parent }
+            | Path::NewtypeStruct { parent }
+            | Path::NewtypeVariant { parent } => parent,
+        };
+    }
+    out.reverse();
+    out
+}
+
+/// The ignored paths whose value in `value` is not null, as `a.b[0].c`. The
+/// top-level `apiVersion` and `kind` are known (the caller chose `T` by them),
+/// though some types skip them.
+fn unknown_paths(value: &Value, ignored: Vec<Vec<Segment>>) -> Vec<String> {
+    let type_meta =
+        |path: &[Segment]| matches!(path, [Segment::Key(k)] if k == "apiVersion" || k == "kind");
+    ignored
+        .into_iter()
+        .filter(|path| !type_meta(path))
+        .filter(|path| {
+            let found = path.iter().try_fold(value, |v, s| match s {
+                Segment::Key(k) => v.get(k.as_str()),
+                Segment::Index(i) => v.get(*i),
+            });
+            !found.is_some_and(Value::is_null)
+        })
+        .map(|path| {
+            let mut text = String::new();
+            for s in path {
+                match s {
+                    Segment::Key(k) if text.is_empty() => text.push_str(&k),
+                    Segment::Key(k) => {
+                        text.push('.');
+                        text.push_str(&k);
+                    }
+                    Segment::Index(i) => text.push_str(&format!("[{i}]")),
+                }
+            }
+            text
+        })
+        .collect()
 }
 
 /// The rules dropped while decoding, by index, from an object's annotations.

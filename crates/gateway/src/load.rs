@@ -292,22 +292,21 @@ impl Context<'_> {
             m.remove("status");
         }
         // Rules with values we do not know are dropped, not the object.
-        let typed: T = crate::lenient::decode(&mut value).map_err(|reason| {
-            // The text again, for the line the error is on.
-            let line = serde_yaml::from_str::<T>(&self.doc.text)
-                .err()
-                .and_then(|e| e.location())
-                .map_or_else(|| first_content_line(&self.doc.text), |l| l.line());
-            LoadError::InvalidField {
-                file: self.file.to_string(),
-                line: self.line(line),
-                object: self.object.to_string(),
-                reason,
-            }
-        })?;
-        let round_trip = serde_yaml::to_value(&typed).unwrap_or(Value::Null);
-        let mut unknown = Vec::new();
-        unknown_fields(&value, &round_trip, "", &mut unknown);
+        // One pass: the typed object and the fields it has no place for.
+        let (typed, unknown) =
+            crate::lenient::decode_noting_unknown::<T>(&mut value).map_err(|reason| {
+                // The text again, for the line the error is on.
+                let line = serde_yaml::from_str::<T>(&self.doc.text)
+                    .err()
+                    .and_then(|e| e.location())
+                    .map_or_else(|| first_content_line(&self.doc.text), |l| l.line());
+                LoadError::InvalidField {
+                    file: self.file.to_string(),
+                    line: self.line(line),
+                    object: self.object.to_string(),
+                    reason,
+                }
+            })?;
         if let Some(field) = unknown.into_iter().next() {
             let leaf = field.rsplit('.').next().unwrap_or(&field);
             let leaf = leaf.split('[').next().unwrap_or(leaf);
@@ -376,43 +375,6 @@ pub fn default_older_versions_json(kind: &str, value: &mut serde_json::Value) {
             rule.entry("backendRefs")
                 .or_insert_with(|| J::Array(vec![]));
         }
-    }
-}
-
-/// Paths (`spec.listeners[0].listner`) present in `input` but dropped by the
-/// typed round trip. Null values are ignored: they serialize as absent.
-fn unknown_fields(input: &Value, typed: &Value, path: &str, out: &mut Vec<String>) {
-    match (input, typed) {
-        (Value::Mapping(inp), Value::Mapping(out_map)) => {
-            for (k, v) in inp {
-                if v.is_null() {
-                    continue;
-                }
-                let key = match k {
-                    Value::String(s) => s.clone(),
-                    other => serde_yaml::to_string(other)
-                        .unwrap_or_default()
-                        .trim()
-                        .to_string(),
-                };
-                let sub = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                match out_map.get(k) {
-                    Some(t) => unknown_fields(v, t, &sub, out),
-                    None => out.push(sub),
-                }
-            }
-        }
-        (Value::Sequence(inp), Value::Sequence(out_seq)) => {
-            for (i, (v, t)) in inp.iter().zip(out_seq).enumerate() {
-                unknown_fields(v, t, &format!("{path}[{i}]"), out);
-            }
-        }
-        (Value::Tagged(t), other) => unknown_fields(&t.value, other, path, out),
-        _ => {}
     }
 }
 
@@ -609,5 +571,180 @@ stringData: {}
 ";
         let mut store = Store::default();
         assert_eq!(store.add_yaml("e.yaml", text), Ok(3));
+    }
+}
+
+/// Unknown fields in one pass ([`crate::lenient::decode_noting_unknown`])
+/// against the slow way it replaced: decode, serialize back, and compare.
+#[cfg(test)]
+mod one_pass {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Paths (`spec.listeners[0].listner`) present in `input` but dropped by the
+    /// typed round trip. Null values are ignored: they serialize as absent.
+    fn round_trip_unknown(input: &Value, typed: &Value, path: &str, out: &mut Vec<String>) {
+        match (input, typed) {
+            (Value::Mapping(inp), Value::Mapping(out_map)) => {
+                for (k, v) in inp {
+                    if v.is_null() {
+                        continue;
+                    }
+                    let key = match k {
+                        Value::String(s) => s.clone(),
+                        other => serde_yaml::to_string(other)
+                            .unwrap_or_default()
+                            .trim()
+                            .to_string(),
+                    };
+                    let sub = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    match out_map.get(k) {
+                        Some(t) => round_trip_unknown(v, t, &sub, out),
+                        None => out.push(sub),
+                    }
+                }
+            }
+            (Value::Sequence(inp), Value::Sequence(out_seq)) => {
+                for (i, (v, t)) in inp.iter().zip(out_seq).enumerate() {
+                    round_trip_unknown(v, t, &format!("{path}[{i}]"), out);
+                }
+            }
+            (Value::Tagged(t), other) => round_trip_unknown(&t.value, other, path, out),
+            _ => {}
+        }
+    }
+
+    fn both<T: DeserializeOwned + Serialize>(value: &Value) -> (Vec<String>, Vec<String>) {
+        let mut fast = value.clone();
+        let Ok((_, one_pass)) = crate::lenient::decode_noting_unknown::<T>(&mut fast) else {
+            return (vec![], vec![]);
+        };
+        let mut slow = value.clone();
+        let typed: T = crate::lenient::decode(&mut slow).unwrap();
+        let mut old = Vec::new();
+        round_trip_unknown(&slow, &serde_yaml::to_value(&typed).unwrap(), "", &mut old);
+        (one_pass, old)
+    }
+
+    /// Both ways over one document, by its kind; `None` for kinds not read here.
+    fn compare(value: &Value) -> Option<(Vec<String>, Vec<String>)> {
+        let kind = value.get("kind")?.as_str()?.to_string();
+        let mut value = value.clone();
+        default_older_versions(&kind, &mut value);
+        if let Some(m) = value.as_mapping_mut() {
+            m.remove("status");
+        }
+        Some(match kind.as_str() {
+            "GatewayClass" => both::<GatewayClass>(&value),
+            "Gateway" => both::<Gateway>(&value),
+            "HTTPRoute" => both::<HttpRoute>(&value),
+            "GRPCRoute" => both::<GrpcRoute>(&value),
+            "TLSRoute" => both::<TlsRoute>(&value),
+            "TCPRoute" => both::<TcpRoute>(&value),
+            "UDPRoute" => both::<UdpRoute>(&value),
+            "ReferenceGrant" => both::<ReferenceGrant>(&value),
+            "BackendTLSPolicy" => both::<BackendTlsPolicy>(&value),
+            "ListenerSet" => both::<ListenerSet>(&value),
+            "Service" => both::<Service>(&value),
+            "Secret" => both::<Secret>(&value),
+            "ConfigMap" => both::<ConfigMap>(&value),
+            "Namespace" => both::<Namespace>(&value),
+            "EndpointSlice" => both::<EndpointSlice>(&value),
+            _ => return None,
+        })
+    }
+
+    /// Every document of every golden case.
+    fn golden_documents() -> &'static [Value] {
+        static DOCS: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+        DOCS.get_or_init(read_golden_documents)
+    }
+
+    fn read_golden_documents() -> Vec<Value> {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata");
+        let mut dirs: Vec<_> = std::fs::read_dir(root)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        dirs.sort();
+        dirs.iter()
+            .filter_map(|d| std::fs::read_to_string(d.join("in.yaml")).ok())
+            .flat_map(|text| {
+                split_documents(&text)
+                    .into_iter()
+                    .filter_map(|d| serde_yaml::from_str::<Value>(&d.text).ok())
+                    .filter(|v| !v.is_null())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The mapping nodes of `value`, as paths of keys and indices.
+    fn mappings(value: &Value, at: Vec<Value>, out: &mut Vec<Vec<Value>>) {
+        match value {
+            Value::Mapping(m) => {
+                out.push(at.clone());
+                for (k, v) in m {
+                    let mut next = at.clone();
+                    next.push(k.clone());
+                    mappings(v, next, out);
+                }
+            }
+            Value::Sequence(s) => {
+                for (i, v) in s.iter().enumerate() {
+                    let mut next = at.clone();
+                    next.push(Value::from(i as u64));
+                    mappings(v, next, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn node_mut<'a>(value: &'a mut Value, path: &[Value]) -> &'a mut Value {
+        path.iter().fold(value, |v, step| match step {
+            Value::Number(n) => &mut v[n.as_u64().unwrap() as usize],
+            key => v.get_mut(key).unwrap(),
+        })
+    }
+
+    #[test]
+    fn the_golden_inputs_have_the_same_unknown_fields_both_ways() {
+        let docs = golden_documents();
+        assert!(docs.len() > 300, "{} documents", docs.len());
+        for doc in docs {
+            if let Some((one_pass, old)) = compare(doc) {
+                assert_eq!(one_pass, old, "{}", serde_yaml::to_string(doc).unwrap());
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+        /// A field nobody knows, added anywhere in a golden object (or null
+        /// there, which is absent), is found the same both ways, by its path.
+        #[test]
+        fn an_added_field_is_found_by_both(pick in any::<prop::sample::Index>(),
+                                           at in any::<prop::sample::Index>(),
+                                           null in any::<bool>()) {
+            let docs = golden_documents();
+            let mut doc = docs[pick.index(docs.len())].clone();
+            let mut nodes = Vec::new();
+            mappings(&doc, vec![], &mut nodes);
+            let path = nodes[at.index(nodes.len())].clone();
+            let added = if null { Value::Null } else { Value::from("x") };
+            node_mut(&mut doc, &path).as_mapping_mut().unwrap().insert("zzUnknown".into(), added);
+            if let Some((one_pass, old)) = compare(&doc) {
+                prop_assert_eq!(&one_pass, &old);
+                let found = one_pass.iter().any(|p| p.ends_with("zzUnknown"));
+                // Some maps take any key (labels, annotations, Secret data).
+                prop_assert!(!found || !null, "a null field is absent: {:?}", one_pass);
+            }
+        }
     }
 }
