@@ -142,7 +142,7 @@ fn state_words(n: &NodeDoc) -> String {
         NodeState::Served => "served".into(),
         NodeState::Behind { pending } if pending.is_empty() => "behind".into(),
         NodeState::Behind { pending } => format!("behind on {}", pending.join(", ")),
-        NodeState::Nacked { message } => format!("NACKed: {message}"),
+        NodeState::Nacked { .. } => "NACKed".into(),
         NodeState::Unreported => "not reporting (its agent or Envoy is not connected)".into(),
     }
 }
@@ -188,7 +188,7 @@ fn render_text(doc: &FleetDoc, now: u64, max: u64) -> String {
                 (None, Some(v)) if *v != doc.snapshot => {
                     format!("its own snapshot {}, not the leader's", short(v))
                 }
-                _ => "a hash its report does not name".into(),
+                _ => "only parts of it (route by route), no whole hash".into(),
             };
             let _ = writeln!(
                 out,
@@ -196,6 +196,9 @@ fn render_text(doc: &FleetDoc, now: u64, max: u64) -> String {
                 state_words(n),
                 ago(for_s),
             );
+            if let NodeState::Nacked { message } = &n.state {
+                let _ = writeln!(out, "    NACK: {message}");
+            }
         }
     }
     out
@@ -303,7 +306,8 @@ mod tests {
              apps/api  beef          3/3 nodes\n\
              apps/web  f00d          1/3 nodes\n  \
              node node-b: behind on HTTPRoute/apps/r for 1m40s, ACKed 0badc0ffee01  (over --max-behind)\n  \
-             node node-c: NACKed: invalid regex for 10s, ACKed its own snapshot v3, not the leader's\n"
+             node node-c: NACKed for 10s, ACKed its own snapshot v3, not the leader's\n    \
+             NACK: invalid regex\n"
         );
     }
 
