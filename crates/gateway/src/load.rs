@@ -1,10 +1,12 @@
 //! Loading objects from YAML text into the [`Store`].
 //!
-//! A file may hold many documents (`---`). Each document is read twice: once as a
-//! plain YAML value (to learn apiVersion, kind and name for error messages), once
-//! into its typed struct. The typed object is then serialized back and compared
-//! with the input, so a misspelt field (`listner:`) is an error instead of being
-//! silently dropped — the generated API types do not deny unknown fields.
+//! A file may hold many documents (`---`). One pass of a linear parser guards
+//! the file and builds each document's YAML value ([`crate::yaml_guard::read`];
+//! what it leaves, `serde_yaml` reads); the value gives apiVersion, kind and name
+//! for error messages, then decodes into its typed struct, noting in the same
+//! pass every field the type has no place for, so a misspelt field (`listner:`)
+//! is an error instead of being silently dropped — the generated API types do
+//! not deny unknown fields.
 //!
 //! Errors name the file, the 1-based line, the object and the reason:
 //! `gateways.yaml:11: Gateway default/web: unknown field `spec.listner``.
@@ -97,18 +99,19 @@ impl Store {
     /// Empty documents are skipped. Returns how many objects were added. On error
     /// nothing from this file is added.
     pub fn add_yaml(&mut self, file: &str, text: &str) -> Result<usize, LoadError> {
-        crate::yaml_guard::check(text).map_err(|r| LoadError::Refused {
-            file: file.to_string(),
-            line: r.line,
-            reason: r.reason,
-        })?;
         let mut staged: Vec<Staged> = Vec::new();
         let mut seen: BTreeMap<(&'static str, ObjectRef), usize> = BTreeMap::new();
-        for doc in split_documents(text) {
-            let Some(object) = load_document(file, &doc)? else {
+        // One pass of a linear parser guards the file and builds its values.
+        for doc in crate::yaml_guard::read(text) {
+            let mut doc = doc.map_err(|r| LoadError::Refused {
+                file: file.to_string(),
+                line: r.line,
+                reason: r.reason,
+            })?;
+            let Some(object) = load_document(file, &mut doc)? else {
                 continue;
             };
-            let line = doc.first_line + first_content_line(&doc.text) - 1;
+            let line = doc.first_line + first_content_line(doc.text) - 1;
             if let Some(first) = seen.insert((object.kind, object.key.clone()), line) {
                 return Err(LoadError::Duplicate {
                     file: file.to_string(),
@@ -144,49 +147,18 @@ impl Staged {
     }
 }
 
-/// One YAML document and the 1-based line its text starts on.
-struct Document {
-    first_line: usize,
-    text: String,
-}
-
-/// Splits on `---` lines. A line starting with `---` at column 0 can only be a
-/// document marker in YAML (block scalars are indented), so this is exact.
-fn split_documents(text: &str) -> Vec<Document> {
-    let mut docs = Vec::new();
-    let mut current = String::new();
-    let mut first_line = 1;
-    for (i, line) in text.lines().enumerate() {
-        let is_marker = line.starts_with("---")
-            && line[3..]
-                .chars()
-                .next()
-                .is_none_or(|c| c.is_whitespace() || c == '#');
-        if is_marker {
-            docs.push(Document {
-                first_line,
-                text: std::mem::take(&mut current),
-            });
-            first_line = i + 1;
-            // Content after the marker on the same line (`--- {a: 1}`) stays here.
-            current.push_str(&line[3..]);
-            current.push('\n');
-        } else {
-            current.push_str(line);
-            current.push('\n');
-        }
-    }
-    docs.push(Document {
-        first_line,
-        text: current,
-    });
-    docs
-}
+use crate::yaml_guard::Document;
 
 /// Parses one document; `Ok(None)` when it is empty.
-fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError> {
+fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, LoadError> {
     let at = |line: usize| doc.first_line + line.saturating_sub(1);
-    let mut value: Value = serde_yaml::from_str(&doc.text).map_err(|e| LoadError::Syntax {
+    // What the one-pass reader left: `serde_yaml` reads it, in its own words.
+    let parsed = match doc.value.take() {
+        Some(value) => Ok(value),
+        None => serde_yaml::from_str(doc.text),
+    };
+    let doc = &*doc;
+    let mut value: Value = parsed.map_err(|e| LoadError::Syntax {
         file: file.to_string(),
         line: at(e.location().map_or(1, |l| l.line())),
         reason: strip_location(&e.to_string()),
@@ -194,7 +166,7 @@ fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError
     if value.is_null() {
         return Ok(None);
     }
-    let text_line = first_content_line(&doc.text);
+    let text_line = first_content_line(doc.text);
     let Value::Mapping(map) = &value else {
         return Err(LoadError::NotAnObject {
             file: file.to_string(),
@@ -274,7 +246,7 @@ fn load_document(file: &str, doc: &Document) -> Result<Option<Staged>, LoadError
 
 struct Context<'a> {
     file: &'a str,
-    doc: &'a Document,
+    doc: &'a Document<'a>,
     object: &'a str,
 }
 
@@ -296,10 +268,10 @@ impl Context<'_> {
         let (typed, unknown) =
             crate::lenient::decode_noting_unknown::<T>(&mut value).map_err(|reason| {
                 // The text again, for the line the error is on.
-                let line = serde_yaml::from_str::<T>(&self.doc.text)
+                let line = serde_yaml::from_str::<T>(self.doc.text)
                     .err()
                     .and_then(|e| e.location())
-                    .map_or_else(|| first_content_line(&self.doc.text), |l| l.line());
+                    .map_or_else(|| first_content_line(self.doc.text), |l| l.line());
                 LoadError::InvalidField {
                     file: self.file.to_string(),
                     line: self.line(line),
@@ -312,7 +284,7 @@ impl Context<'_> {
             let leaf = leaf.split('[').next().unwrap_or(leaf);
             return Err(LoadError::UnknownField {
                 file: self.file.to_string(),
-                line: self.line(key_line(&self.doc.text, leaf)),
+                line: self.line(key_line(self.doc.text, leaf)),
                 object: self.object.to_string(),
                 field,
             });
@@ -675,9 +647,9 @@ mod one_pass {
         dirs.iter()
             .filter_map(|d| std::fs::read_to_string(d.join("in.yaml")).ok())
             .flat_map(|text| {
-                split_documents(&text)
-                    .into_iter()
-                    .filter_map(|d| serde_yaml::from_str::<Value>(&d.text).ok())
+                crate::yaml_guard::read(&text)
+                    .map(Result::unwrap)
+                    .filter_map(|d| serde_yaml::from_str::<Value>(d.text).ok())
                     .filter(|v| !v.is_null())
                     .collect::<Vec<_>>()
             })
