@@ -45,6 +45,7 @@ lint:
 # Scale and propagation benchmarks (release build); prints medians and peak memory.
 bench: envoy kube-bins
 	cargo bench -p aether-benches --bench scale
+	cargo bench -p aether-benches --bench parse
 	cargo bench -p aether-benches --bench fleet
 	cargo bench -p aether-edge --bench propagation
 	cargo bench -p aether-edge --bench status_latency
