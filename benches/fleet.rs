@@ -58,20 +58,31 @@ fn members(snapshot: &Snapshot) -> Members {
     }
 }
 
-fn time_join(reports: &Reports, snapshot: &Snapshot) -> (f64, usize) {
+/// The gate's join (median ms, Gateways ACKed) and the same join node by node
+/// for `aether-edge fleet` (median ms, Gateways every node serves).
+fn time_join(reports: &Reports, snapshot: &Snapshot) -> (f64, usize, f64, usize) {
     let members = members(snapshot);
-    let mut samples = Vec::with_capacity(RUNS);
-    let mut acked = 0;
+    let (mut gate, mut per_node) = (Vec::with_capacity(RUNS), Vec::with_capacity(RUNS));
+    let (mut acked, mut served_by_all) = (0, 0);
     for _ in 0..RUNS {
         let t = Instant::now();
         let served = reports.served(snapshot, &members);
-        samples.push(t.elapsed().as_secs_f64() * 1e3);
+        gate.push(t.elapsed().as_secs_f64() * 1e3);
         acked = served
             .values()
             .filter(|s| s.gateway == aether_gateway::AckState::Acked)
             .count();
+        let t = Instant::now();
+        let view = reports.per_node(snapshot, &members);
+        per_node.push(t.elapsed().as_secs_f64() * 1e3);
+        served_by_all = view
+            .values()
+            .filter(|g| g.served == NODES && g.others.is_empty())
+            .count();
     }
-    (median_p99(&mut samples).0, acked)
+    let (gate, _) = median_p99(&mut gate);
+    let (per_node, _) = median_p99(&mut per_node);
+    (gate, acked, per_node, served_by_all)
 }
 
 fn main() {
@@ -88,10 +99,10 @@ fn main() {
         });
     }
     let compact = caught_up.nodes()["node-0"].encoded_len();
-    let (ms, acked) = time_join(&caught_up, &snapshot);
-    assert_eq!(acked, GATEWAYS);
+    let (ms, acked, view_ms, all) = time_join(&caught_up, &snapshot);
+    assert_eq!((acked, all), (GATEWAYS, GATEWAYS));
     println!(
-        "  caught up (compact reports, {compact} B each):   {ms:.2} ms, {acked} Gateways ACKed"
+        "  caught up (compact reports, {compact} B each):   {ms:.2} ms, {acked} Gateways ACKed; node by node (fleet view) {view_ms:.2} ms"
     );
 
     let mid_change = Reports::default();
@@ -109,10 +120,10 @@ fn main() {
         });
     }
     let whole = mid_change.nodes()["node-0"].clone();
-    let (ms, acked) = time_join(&mid_change, &snapshot);
-    assert_eq!(acked, GATEWAYS);
+    let (ms, acked, view_ms, all) = time_join(&mid_change, &snapshot);
+    assert_eq!((acked, all), (GATEWAYS, GATEWAYS));
     println!(
-        "  mid-change (a hash per Gateway, {} B whole):  {ms:.2} ms, {acked} Gateways ACKed",
+        "  mid-change (a hash per Gateway, {} B whole):  {ms:.2} ms, {acked} Gateways ACKed; node by node (fleet view) {view_ms:.2} ms",
         whole.encoded_len()
     );
     // What travels after the first report of a stream: one Gateway's change.

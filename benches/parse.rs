@@ -46,6 +46,8 @@ fn main() {
     });
     stage("load (reader + typed decode + store)", &|| {
         let mut store = aether_gateway::Store::default();
-        store.add_yaml("scale.yaml", &yaml).expect("scale input parses")
+        store
+            .add_yaml("scale.yaml", &yaml)
+            .expect("scale input parses")
     });
 }

@@ -11,12 +11,13 @@
 //! ```
 //!
 //! A change begins when the leader's join first sees the Gateway's new hash
-//! (right after its snapshot is published); a Gateway that is never served by
-//! every node keeps a growing lag, which is what an alert wants to see.
+//! (right after its snapshot is published), or sees a Gateway every node
+//! served no longer served by one (a node joined, or fell behind); a Gateway
+//! that is never served by every node keeps a growing lag, which is what an
+//! alert wants to see.
 
 use crate::fleet_doc::FleetJoin;
 use crate::histogram::Histogram;
-use aether_report::NodeState;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -55,11 +56,7 @@ impl Convergence {
         let mut next = BTreeMap::new();
         for (gw, nodes) in &join.per_node {
             let key = gw.to_string();
-            let behind = nodes
-                .nodes
-                .values()
-                .filter(|s| **s != NodeState::Served)
-                .count();
+            let behind = nodes.others.len();
             let mut g = match gateways.remove(&key) {
                 Some(g) if g.hash == nodes.hash => g,
                 _ => Gateway {
@@ -70,7 +67,13 @@ impl Convergence {
                 },
             };
             g.behind = behind;
-            if !g.converged && behind == 0 && !nodes.nodes.is_empty() {
+            // Served by every node, then not (a node joins, or falls behind):
+            // a change of the fleet, waiting from now.
+            if g.converged && behind > 0 {
+                g.converged = false;
+                g.since = now;
+            }
+            if !g.converged && behind == 0 && nodes.total() > 0 {
                 g.converged = true;
                 histogram.observe(now - g.since);
             }
@@ -86,7 +89,7 @@ impl Convergence {
         let mut out = String::new();
         histogram.render(
             "aether_edge_gateway_convergence_seconds",
-            "From a Gateway's new content hash to every node that takes its traffic serving it (leader).",
+            "From a Gateway's new content hash (or a node no longer serving it) to every node that takes its traffic serving it (leader).",
             &mut out,
         );
         out.push_str(
@@ -123,25 +126,19 @@ impl Convergence {
 mod tests {
     use super::*;
     use aether_ir::ObjectRef;
-    use aether_report::GatewayNodes;
+    use aether_report::{GatewayNodes, NodeState};
     use std::time::Duration;
 
     fn join(hash: &str, states: &[NodeState]) -> FleetJoin {
-        let nodes = states
+        let states = states
             .iter()
             .enumerate()
-            .map(|(i, s)| (format!("node-{i}"), s.clone()))
-            .collect();
+            .map(|(i, s)| (format!("node-{i}"), s.clone()));
         FleetJoin {
             version: hash.into(),
             per_node: BTreeMap::from([(
                 ObjectRef::new("apps", "web"),
-                GatewayNodes {
-                    hash: hash.into(),
-                    nodes,
-                    acked: BTreeMap::new(),
-                    acked_snapshot: BTreeMap::new(),
-                },
+                GatewayNodes::from_states(hash, states),
             )]),
         }
     }
@@ -206,6 +203,23 @@ mod tests {
                 "aether_edge_gateway_convergence_seconds_bucket{le=\"2.5\"}"
             ),
             "0"
+        );
+
+        // A node falling behind on the same hash starts a wait of its own.
+        c.observe(
+            &join("h1", &[NodeState::Served, NodeState::Unreported]),
+            t0 + Duration::from_secs(11),
+        );
+        let text = c.render(t0 + Duration::from_secs(13));
+        assert_eq!(
+            series(&text, "aether_edge_gateway_convergence_lag_seconds{"),
+            "2.000"
+        );
+        c.observe(&join("h1", &served), t0 + Duration::from_secs(14));
+        let text = c.render(t0 + Duration::from_secs(14));
+        assert_eq!(
+            series(&text, "aether_edge_gateway_convergence_seconds_count"),
+            "2"
         );
 
         // A new hash starts a new change; a Gateway that is gone leaves no series.

@@ -203,6 +203,13 @@ impl<P: Translated> Join<P> {
                 // Nothing is written from a picture that is still forming.
                 if settled {
                     tx.send_replace(Arc::new(self.inputs(&members, &p, store)));
+                    // After status has its inputs: the same join, node by node.
+                    if let Some(fleet) = &self.fleet {
+                        fleet.send_replace(Arc::new(crate::fleet_doc::FleetJoin {
+                            version: p.snapshot().version.clone(),
+                            per_node: self.reports.per_node(p.snapshot(), &members),
+                        }));
+                    }
                 }
             }
             let mut report = false;
@@ -250,12 +257,6 @@ impl<P: Translated> Join<P> {
         let gating = std::time::Instant::now();
         let problems = why_unaddressed(p, &mut self.service_problems);
         let plan = gate(p, &self.reports, members, &store, &self.mode, &problems);
-        if let Some(fleet) = &self.fleet {
-            fleet.send_replace(Arc::new(crate::fleet_doc::FleetJoin {
-                version: p.snapshot().version.clone(),
-                per_node: self.reports.per_node(p.snapshot(), members),
-            }));
-        }
         // Under the status loop's target: the status latency bench reads it.
         tracing::debug!(target: "aether_k8s::status::inputs", gate_us = gating.elapsed().as_micros(), "status inputs joined");
         StatusInputs {

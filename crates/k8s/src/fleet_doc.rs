@@ -97,10 +97,7 @@ impl Tracker {
             .map(|(gw, g)| {
                 let key = gw.to_string();
                 let mut behind = BTreeMap::new();
-                for (node, state) in &g.nodes {
-                    if *state == NodeState::Served {
-                        continue;
-                    }
+                for (node, state) in &g.others {
                     let pair = (key.clone(), node.clone());
                     let since = *self.since.get(&pair).unwrap_or(&now);
                     seen.insert(pair, since);
@@ -116,8 +113,8 @@ impl Tracker {
                 }
                 let doc = GatewayDoc {
                     hash: g.hash.clone(),
-                    nodes: g.nodes.len(),
-                    served: g.nodes.len() - behind.len(),
+                    nodes: g.total(),
+                    served: g.served,
                     behind,
                 };
                 (key, doc)
@@ -203,21 +200,14 @@ mod tests {
     use super::*;
 
     fn join(version: &str, states: &[(&str, NodeState)]) -> FleetJoin {
-        let nodes = states
-            .iter()
-            .map(|(n, s)| (n.to_string(), s.clone()))
-            .collect();
+        let states = states.iter().map(|(n, s)| (n.to_string(), s.clone()));
+        let mut view = GatewayNodes::from_states(&format!("hash-{version}"), states);
+        if view.others.contains_key("b") {
+            view.acked.insert("b".into(), "hash-v0".into());
+        }
         FleetJoin {
             version: version.into(),
-            per_node: BTreeMap::from([(
-                ObjectRef::new("apps", "web"),
-                GatewayNodes {
-                    hash: format!("hash-{version}"),
-                    acked: BTreeMap::from([("b".to_string(), "hash-v0".to_string())]),
-                    acked_snapshot: BTreeMap::new(),
-                    nodes,
-                },
-            )]),
+            per_node: BTreeMap::from([(ObjectRef::new("apps", "web"), view)]),
         }
     }
 

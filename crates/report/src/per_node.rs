@@ -34,18 +34,50 @@ pub enum NodeState {
     Unreported,
 }
 
-/// One Gateway: the leader's content hash and each member node's state.
+/// One Gateway: the leader's content hash, how many member nodes serve it,
+/// and the state of each one that does not. Served nodes are a count only: at
+/// a thousand Gateways and a hundred nodes, a map of them per Gateway would
+/// cost more than the join itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GatewayNodes {
     pub hash: String,
-    pub nodes: BTreeMap<String, NodeState>,
-    /// Per node, the content hash of the Gateway its Envoy ACKed, where its
-    /// report says (the Gateway's hash, or a whole snapshot the leader still
-    /// remembers); a node that reports only parts has none here.
+    /// Member nodes that serve the Gateway at the leader's config.
+    pub served: usize,
+    /// The others (behind, NACKed or not reporting), by node.
+    pub others: BTreeMap<String, NodeState>,
+    /// Of the others, the content hash of the Gateway their Envoy ACKed, where
+    /// their report says (the Gateway's hash, or a whole snapshot the leader
+    /// still remembers); a node that reports only parts has none here.
     pub acked: BTreeMap<String, String>,
-    /// Per node, the snapshot version its Envoy ACKed whole, where it reports
-    /// one (a node on another config than the leader's names its own).
+    /// Of the others, the snapshot version their Envoy ACKed whole, where they
+    /// report one (a node on another config than the leader's names its own).
     pub acked_snapshot: BTreeMap<String, String>,
+}
+
+impl GatewayNodes {
+    /// Every member node.
+    pub fn total(&self) -> usize {
+        self.served + self.others.len()
+    }
+
+    /// From each member node's state (no ACKed hashes known).
+    pub fn from_states(hash: &str, states: impl IntoIterator<Item = (String, NodeState)>) -> Self {
+        let mut view = GatewayNodes {
+            hash: hash.to_string(),
+            served: 0,
+            others: BTreeMap::new(),
+            acked: BTreeMap::new(),
+            acked_snapshot: BTreeMap::new(),
+        };
+        for (node, state) in states {
+            if state == NodeState::Served {
+                view.served += 1;
+            } else {
+                view.others.insert(node, state);
+            }
+        }
+        view
+    }
 }
 
 /// The Gateway's content hash `report` says its Envoy ACKed, if it says.
@@ -82,18 +114,24 @@ impl Reports {
                     key: gw.to_string(),
                 };
                 let (reporting, unreported) = members.required(gw, &nodes);
-                let mut acked = BTreeMap::new();
-                let mut acked_snapshot = BTreeMap::new();
-                let mut states: BTreeMap<String, NodeState> = unreported
-                    .into_iter()
-                    .map(|n| (n, NodeState::Unreported))
-                    .collect();
+                let mut view = GatewayNodes {
+                    hash: resources.hash.clone(),
+                    served: 0,
+                    others: unreported
+                        .into_iter()
+                        .map(|n| (n, NodeState::Unreported))
+                        .collect(),
+                    acked: BTreeMap::new(),
+                    acked_snapshot: BTreeMap::new(),
+                };
                 for report in reporting.into_iter().flatten() {
-                    if let Some(hash) = acked_hash(report, &current, &recent) {
-                        acked.insert(report.node.clone(), hash);
-                    }
-                    if !report.acked_snapshot.is_empty() {
-                        acked_snapshot.insert(report.node.clone(), report.acked_snapshot.clone());
+                    // The common case, without a join: the report covers the
+                    // Gateway whole (what the join's `whole` says) and no NACK.
+                    let whole = report.acked_snapshot == snapshot.version
+                        || report.acked.get(&current.key) == Some(&resources.hash);
+                    if whole && !report.nacked.contains_key(&current.key) {
+                        view.served += 1;
+                        continue;
                     }
                     let served = join(&[Some(report)], &current, &recent);
                     let state = match (&served.gateway, &served.pending) {
@@ -112,17 +150,20 @@ impl Reports {
                         },
                         (_, _) => NodeState::Behind { pending: vec![] },
                     };
-                    states.insert(report.node.clone(), state);
+                    if state == NodeState::Served {
+                        view.served += 1;
+                        continue;
+                    }
+                    if let Some(hash) = acked_hash(report, &current, &recent) {
+                        view.acked.insert(report.node.clone(), hash);
+                    }
+                    if !report.acked_snapshot.is_empty() {
+                        view.acked_snapshot
+                            .insert(report.node.clone(), report.acked_snapshot.clone());
+                    }
+                    view.others.insert(report.node.clone(), state);
                 }
-                (
-                    gw.clone(),
-                    GatewayNodes {
-                        hash: resources.hash.clone(),
-                        nodes: states,
-                        acked,
-                        acked_snapshot,
-                    },
-                )
+                (gw.clone(), view)
             })
             .collect()
     }
@@ -195,26 +236,26 @@ mod tests {
 
         let view = &reports.per_node(&snapshot, &members)[&gw];
         assert_eq!(view.hash, snapshot.gateways[&gw].hash);
-        assert_eq!(view.nodes["a"], NodeState::Served);
+        assert_eq!((view.served, view.total()), (1, 4), "a serves it");
+        assert!(!view.others.contains_key("a"));
         assert!(
-            matches!(&view.nodes["b"], NodeState::Behind { .. }),
+            matches!(&view.others["b"], NodeState::Behind { .. }),
             "{:?}",
-            view.nodes["b"]
+            view.others["b"]
         );
         assert_eq!(
-            view.nodes["c"],
+            view.others["c"],
             NodeState::Nacked {
                 message: "rejected: bad regex".into()
             }
         );
-        assert_eq!(view.nodes["d"], NodeState::Unreported);
-        // a ACKed the leader's hash, b the Gateway as of the older snapshot.
-        assert_eq!(view.acked["a"], view.hash);
+        assert_eq!(view.others["d"], NodeState::Unreported);
+        // b ACKed the Gateway as of the older snapshot.
         assert_eq!(view.acked["b"], old.gateways[&gw].hash);
         assert_ne!(view.acked["b"], view.hash);
         assert!(!view.acked.contains_key("c") && !view.acked.contains_key("d"));
         assert_eq!(view.acked_snapshot["b"], old.version);
-        assert_eq!(view.acked_snapshot.len(), 2, "{:?}", view.acked_snapshot);
+        assert_eq!(view.acked_snapshot.len(), 1, "{:?}", view.acked_snapshot);
         let metrics = reports.render_metrics();
         assert!(
             metrics.contains("aether_edge_fleet_envoy_connected{node=\"a\"} 1\n"),
