@@ -30,7 +30,7 @@ import (
 // Root says how to make a container's root file system from an image.
 type Root struct {
 	Rootfs     string // the unpacked image (overlay lower dir; never written)
-	Scratch    string // an empty directory for the tmpfs holding upper/work/root
+	Scratch    string // an empty directory for the tmpfs holding the overlay upper, work and root dirs
 	ReadOnly   bool   // readOnlyRootFilesystem
 	NoNewPrivs bool   // allowPrivilegeEscalation: false
 	UID, GID   uint32

@@ -1,22 +1,8 @@
 //! The leader's join: per node, per Gateway, per route.
 
 use super::*;
-use crate::test_support::mk_report;
-use aether_xds::{Resource, ResourceType};
-
-fn mk_snapshot(route_body: &[u8]) -> Snapshot {
-    let mut resources = BTreeMap::new();
-    let route = Resource::new("rt", ResourceType::Route.type_url(), route_body.to_vec());
-    resources.insert(
-        ResourceType::Route,
-        BTreeMap::from([("rt".to_string(), route)]),
-    );
-    let members = BTreeMap::from([(
-        ObjectRef::new("ns", "gw"),
-        BTreeSet::from([(ResourceType::Route, "rt".to_string())]),
-    )]);
-    Snapshot::new(resources, members)
-}
+use crate::test_support::{mk_report, mk_snapshot};
+use aether_xds::ResourceType;
 
 fn state(reports: &Reports, snapshot: &Snapshot) -> AckState {
     reports.served(snapshot, &Members::default())[&ObjectRef::new("ns", "gw")]

@@ -190,22 +190,7 @@ impl Reports {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::mk_report;
-    use aether_xds::{Resource, ResourceType};
-    use std::collections::BTreeSet;
-
-    fn mk_snapshot(route_body: &[u8]) -> Snapshot {
-        let route = Resource::new("rt", ResourceType::Route.type_url(), route_body.to_vec());
-        let resources = BTreeMap::from([(
-            ResourceType::Route,
-            BTreeMap::from([("rt".to_string(), route)]),
-        )]);
-        let members = BTreeMap::from([(
-            ObjectRef::new("ns", "gw"),
-            BTreeSet::from([(ResourceType::Route, "rt".to_string())]),
-        )]);
-        Snapshot::new(resources, members)
-    }
+    use crate::test_support::{mk_report, mk_snapshot};
 
     #[test]
     fn each_member_node_is_served_behind_nacked_or_unreported_with_what_it_acked() {
