@@ -2,7 +2,8 @@
 //!
 //! Each size runs in a child process of its own so that its peak RSS (VmHWM) is
 //! that size's alone. Prints, per size: parse, translate and build medians over
-//! the runs, resources produced, and the process's peak memory.
+//! the runs, resources produced, and the process's peak memory; then one route
+//! changed through warm caches (the incremental translate and build).
 //!
 //! `cargo bench -p aether-benches --bench scale` (add `-- 1000` for one size).
 
@@ -27,8 +28,16 @@ fn main() {
     };
     println!("translate + build, {GATEWAYS} Gateways, median of {RUNS} runs (release build)");
     println!(
-        "{:>8} {:>10} {:>12} {:>10} {:>10} {:>10} {:>12}",
-        "routes", "parse ms", "translate ms", "build ms", "total ms", "resources", "peak RSS MiB"
+        "{:>8} {:>10} {:>12} {:>10} {:>10} {:>10} {:>12} {:>16} {:>12}",
+        "routes",
+        "parse ms",
+        "translate ms",
+        "build ms",
+        "total ms",
+        "resources",
+        "peak RSS MiB",
+        "1-route trans ms",
+        "1-route b ms"
     );
     for n in sizes {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
@@ -61,12 +70,51 @@ fn child(routes: usize) {
         resources = snapshot.resources.values().map(|m| m.len()).sum::<usize>();
         assert_eq!(snapshot.gateways.len(), GATEWAYS, "every Gateway is served");
     }
+    // One route changed (its path), through warm caches: what a reload costs.
+    let mut store = aether_gateway::Store::default();
+    store
+        .add_yaml("scale.yaml", &yaml)
+        .expect("scale input parses");
+    let mut translator = aether_gateway::incremental::Translator::new(config.clone());
+    let mut builder = aether_xds::Builder::default();
+    builder.build(&translator.translate(&store).ir);
+    let (mut one_translate, mut one_build) = (vec![], vec![]);
+    for run in 0..RUNS {
+        let r = run * 7 % routes;
+        let mut one = aether_gateway::Store::default();
+        one.add_yaml("one.yaml", &one_route(r, GATEWAYS, run))
+            .expect("the changed route parses");
+        store.merge(&one);
+        let t = Instant::now();
+        let translation = translator.translate(&store);
+        one_translate.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let snapshot = builder.build(&translation.ir);
+        one_build.push(t.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(
+            translator.last.gateways_translated, 1,
+            "one Gateway retranslated"
+        );
+        assert_eq!(builder.last.gateways_encoded, 1, "one Gateway re-encoded");
+        assert_eq!(snapshot.gateways.len(), GATEWAYS);
+    }
+    let (ot, _) = median_p99(&mut one_translate);
+    let (ob, _) = median_p99(&mut one_build);
     let (p, _) = median_p99(&mut parse);
     let (t, _) = median_p99(&mut translate);
     let (b, _) = median_p99(&mut build);
     let rss = peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
     println!(
-        "{routes:>8} {p:>10.1} {t:>12.1} {b:>10.1} {:>10.1} {resources:>10} {rss:>12.1}",
+        "{routes:>8} {p:>10.1} {t:>12.1} {b:>10.1} {:>10.1} {resources:>10} {rss:>12.1} {ot:>16.2} {ob:>12.2}",
         t + b
     );
+}
+
+/// Route `r` of [`scale_yaml`] with its first rule's path moved (`/moved-<run>/`).
+fn one_route(r: usize, gateways: usize, run: usize) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: route-{r}, namespace: default}}\nspec:\n  parentRefs: [{{name: gw-{g}}}]\n  hostnames: [\"host-{h}.example.com\"]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /moved-{run}/r{r}}}}}]\n    backendRefs: [{{name: svc-{r}, port: 80}}]\n",
+        g = r % gateways,
+        h = r % 50
+    )
 }

@@ -6,17 +6,21 @@
 //!                            watch<Option<Arc<Published>>> ◄── only when it changed ─┘
 //! ```
 //!
-//! Every change recomputes from the whole store (translation is cheap); the ADS
-//! server's per-resource versions keep unchanged resources from being re-sent.
+//! Every change translates and builds the whole store, through caches keyed by
+//! their inputs (`aether_gateway::incremental`, `aether_xds::Builder`): what an
+//! edit did not touch is reused, already encoded, and the output is exactly a
+//! full recompute's. The ADS server's per-resource versions keep unchanged
+//! resources from being re-sent.
 //! Nothing is published before the first store that loaded completely, so an
 //! empty or half-read source never reaches a running Envoy.
 
+use aether_gateway::incremental::Translator;
 use aether_gateway::{Config, StatusPlan, Store, Translation};
 use aether_ir::{Ir, ObjectRef};
-use aether_xds::Snapshot;
+use aether_xds::{Builder, Snapshot};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::watch;
 
@@ -49,6 +53,11 @@ impl aether_k8s::duties::Translated for Published {
     fn left_out(&self) -> &BTreeMap<ObjectRef, String> {
         &self.left_out
     }
+}
+
+struct Engine {
+    translator: Translator,
+    builder: Builder,
 }
 
 /// Counters exposed on `/metrics`.
@@ -90,7 +99,8 @@ impl Stats {
 }
 
 pub struct Pipeline {
-    config: Config,
+    /// The translate and build caches; one apply at a time.
+    engine: Mutex<Engine>,
     published: watch::Sender<Option<Arc<Published>>>,
     pub stats: Arc<Stats>,
 }
@@ -99,7 +109,10 @@ impl Pipeline {
     pub fn new(config: Config) -> Self {
         let (published, _) = watch::channel(None);
         Pipeline {
-            config,
+            engine: Mutex::new(Engine {
+                translator: Translator::new(config),
+                builder: Builder::default(),
+            }),
             published,
             stats: Arc::default(),
         }
@@ -124,11 +137,13 @@ impl Pipeline {
         rewrite: impl FnOnce(&Store, &mut Translation) -> BTreeMap<ObjectRef, String>,
     ) -> bool {
         let started = Instant::now();
-        let translation = aether_gateway::translate(&store, &self.config);
+        let mut engine = self.engine.lock().expect("pipeline engine");
+        let translation = engine.translator.translate(&store);
         let ir = Arc::new(translation.ir.clone());
         let mut served = translation;
         let left_out = rewrite(&store, &mut served);
-        let snapshot = aether_xds::build(&served.ir);
+        let snapshot = engine.builder.build(&served.ir);
+        drop(engine);
         self.stats
             .last_build_micros
             .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);

@@ -145,6 +145,7 @@ fn naming<'a>(store: &'a Store, gw_key: &ObjectRef) -> Vec<(&'a ObjectRef, &'a L
                 && p.name == gw_key.name
                 && p.namespace.as_deref().unwrap_or(&key.namespace) == gw_key.namespace
         })
+        .map(|(key, ls)| (key, &**ls))
         .collect();
     let age = |ls: &ListenerSet| -> (bool, Option<Time>) {
         let t = ls.metadata.creation_timestamp.clone();

@@ -26,6 +26,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The namespace an object without one lands in.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -33,21 +34,21 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 /// Every object translation looks at, by kind.
 #[derive(Default, Clone, Debug)]
 pub struct Store {
-    gateway_classes: BTreeMap<ObjectRef, GatewayClass>,
-    gateways: BTreeMap<ObjectRef, Gateway>,
-    http_routes: BTreeMap<ObjectRef, HttpRoute>,
-    grpc_routes: BTreeMap<ObjectRef, GrpcRoute>,
-    tls_routes: BTreeMap<ObjectRef, TlsRoute>,
-    tcp_routes: BTreeMap<ObjectRef, TcpRoute>,
-    udp_routes: BTreeMap<ObjectRef, UdpRoute>,
-    reference_grants: BTreeMap<ObjectRef, ReferenceGrant>,
-    services: BTreeMap<ObjectRef, Service>,
-    endpoint_slices: BTreeMap<ObjectRef, EndpointSlice>,
-    secrets: BTreeMap<ObjectRef, Secret>,
-    config_maps: BTreeMap<ObjectRef, ConfigMap>,
-    namespaces: BTreeMap<ObjectRef, Namespace>,
-    backend_tls_policies: BTreeMap<ObjectRef, BackendTlsPolicy>,
-    listener_sets: BTreeMap<ObjectRef, ListenerSet>,
+    gateway_classes: BTreeMap<ObjectRef, Arc<GatewayClass>>,
+    gateways: BTreeMap<ObjectRef, Arc<Gateway>>,
+    http_routes: BTreeMap<ObjectRef, Arc<HttpRoute>>,
+    grpc_routes: BTreeMap<ObjectRef, Arc<GrpcRoute>>,
+    tls_routes: BTreeMap<ObjectRef, Arc<TlsRoute>>,
+    tcp_routes: BTreeMap<ObjectRef, Arc<TcpRoute>>,
+    udp_routes: BTreeMap<ObjectRef, Arc<UdpRoute>>,
+    reference_grants: BTreeMap<ObjectRef, Arc<ReferenceGrant>>,
+    services: BTreeMap<ObjectRef, Arc<Service>>,
+    endpoint_slices: BTreeMap<ObjectRef, Arc<EndpointSlice>>,
+    secrets: BTreeMap<ObjectRef, Arc<Secret>>,
+    config_maps: BTreeMap<ObjectRef, Arc<ConfigMap>>,
+    namespaces: BTreeMap<ObjectRef, Arc<Namespace>>,
+    backend_tls_policies: BTreeMap<ObjectRef, Arc<BackendTlsPolicy>>,
+    listener_sets: BTreeMap<ObjectRef, Arc<ListenerSet>>,
 }
 
 /// A kind the store holds.
@@ -58,8 +59,8 @@ pub trait StoreObject: Clone + Sized {
     const CLUSTER_SCOPED: bool;
     fn metadata(&self) -> &ObjectMeta;
     fn metadata_mut(&mut self) -> &mut ObjectMeta;
-    fn objects(store: &Store) -> &BTreeMap<ObjectRef, Self>;
-    fn objects_mut(store: &mut Store) -> &mut BTreeMap<ObjectRef, Self>;
+    fn objects(store: &Store) -> &BTreeMap<ObjectRef, Arc<Self>>;
+    fn objects_mut(store: &mut Store) -> &mut BTreeMap<ObjectRef, Arc<Self>>;
 }
 
 macro_rules! store_object {
@@ -73,10 +74,10 @@ macro_rules! store_object {
             fn metadata_mut(&mut self) -> &mut ObjectMeta {
                 &mut self.metadata
             }
-            fn objects(store: &Store) -> &BTreeMap<ObjectRef, Self> {
+            fn objects(store: &Store) -> &BTreeMap<ObjectRef, Arc<Self>> {
                 &store.$field
             }
-            fn objects_mut(store: &mut Store) -> &mut BTreeMap<ObjectRef, Self> {
+            fn objects_mut(store: &mut Store) -> &mut BTreeMap<ObjectRef, Arc<Self>> {
                 &mut store.$field
             }
         }
@@ -129,12 +130,22 @@ impl Store {
         if !T::CLUSTER_SCOPED {
             obj.metadata_mut().namespace = Some(key.namespace.clone());
         }
+        T::objects_mut(self).insert(key, Arc::new(obj));
+    }
+
+    /// [`Store::insert`] of an object another store already holds: shared, not
+    /// copied (unless its namespace has to be filled in).
+    pub fn insert_shared<T: StoreObject>(&mut self, mut obj: Arc<T>) {
+        let key = key_of(&*obj);
+        if !T::CLUSTER_SCOPED && obj.metadata().namespace.as_deref() != Some(&key.namespace) {
+            Arc::make_mut(&mut obj).metadata_mut().namespace = Some(key.namespace.clone());
+        }
         T::objects_mut(self).insert(key, obj);
     }
 
     /// Removes an object; `namespace` is ignored for cluster-scoped kinds.
     /// Returns the removed object, if any.
-    pub fn remove<T: StoreObject>(&mut self, namespace: &str, name: &str) -> Option<T> {
+    pub fn remove<T: StoreObject>(&mut self, namespace: &str, name: &str) -> Option<Arc<T>> {
         let ns = if T::CLUSTER_SCOPED { "" } else { namespace };
         T::objects_mut(self).remove(&ObjectRef::new(ns, name))
     }
@@ -142,11 +153,13 @@ impl Store {
     /// Looks up one object (`namespace` is ignored for cluster-scoped kinds).
     pub fn get<T: StoreObject>(&self, namespace: &str, name: &str) -> Option<&T> {
         let ns = if T::CLUSTER_SCOPED { "" } else { namespace };
-        T::objects(self).get(&ObjectRef::new(ns, name))
+        T::objects(self)
+            .get(&ObjectRef::new(ns, name))
+            .map(|o| &**o)
     }
 
     /// Every object of one kind, sorted by (namespace, name).
-    pub fn all<T: StoreObject>(&self) -> &BTreeMap<ObjectRef, T> {
+    pub fn all<T: StoreObject>(&self) -> &BTreeMap<ObjectRef, Arc<T>> {
         T::objects(self)
     }
 
@@ -203,6 +216,39 @@ impl Store {
             .collect();
         keys.sort();
         keys
+    }
+
+    /// Removes the object of kind `kind` (as [`StoreObject::KIND`] spells it)
+    /// under `key`. Returns whether there was one.
+    pub fn remove_kind(&mut self, kind: &str, key: &ObjectRef) -> bool {
+        macro_rules! by_kind {
+            ($($ty:ty),*) => {
+                $(if kind == <$ty>::KIND {
+                    return remove_of::<$ty>(self, key);
+                })*
+            };
+        }
+        fn remove_of<T: StoreObject>(store: &mut Store, key: &ObjectRef) -> bool {
+            T::objects_mut(store).remove(key).is_some()
+        }
+        by_kind!(
+            GatewayClass,
+            Gateway,
+            HttpRoute,
+            GrpcRoute,
+            TlsRoute,
+            TcpRoute,
+            UdpRoute,
+            ReferenceGrant,
+            Service,
+            EndpointSlice,
+            Secret,
+            ConfigMap,
+            Namespace,
+            BackendTlsPolicy,
+            ListenerSet
+        );
+        false
     }
 
     /// Adds every object of `other`, replacing objects with the same key (as

@@ -114,7 +114,7 @@ async fn reconcile_once(
         .all::<Service>()
         .values()
         .filter(|s| service::is_edge_service(s, &cfg.namespace))
-        .cloned()
+        .map(|s| (**s).clone())
         .collect();
     let public = service::desired_public(store, &desired, cfg);
     let result = service::reconcile(client, desired, existing.iter(), &cfg.namespace).await;

@@ -92,13 +92,13 @@ struct Given {
 fn given_a_join(store: Store, cfg: ServiceConfig) -> Given {
     let index = Arc::new(Index::new([]));
     for obj in store.all::<GatewayClass>().values() {
-        index.apply(crate::index::Event::Apply(obj.clone()));
+        index.apply(crate::index::Event::Apply((**obj).clone()));
     }
     for obj in store.all::<Gateway>().values() {
-        index.apply(crate::index::Event::Apply(obj.clone()));
+        index.apply(crate::index::Event::Apply((**obj).clone()));
     }
     for obj in store.all::<Service>().values() {
-        index.apply(crate::index::Event::Apply(obj.clone()));
+        index.apply(crate::index::Event::Apply((**obj).clone()));
     }
     let (published_tx, published) = watch::channel(Some(mk_publication(&store, &[])));
     let (problems_tx, service_problems) = watch::channel(BTreeMap::new());

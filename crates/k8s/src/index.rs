@@ -94,14 +94,14 @@ impl Index {
             }
             Event::InitDone => {
                 let fresh = state.relisting.remove(T::KIND).unwrap_or_default();
-                let objects: BTreeMap<ObjectRef, T> = fresh.all::<T>().clone();
+                let objects: BTreeMap<ObjectRef, Arc<T>> = fresh.all::<T>().clone();
                 state.listed.insert(T::KIND);
                 let current = state.store.all::<T>().keys().cloned().collect::<Vec<_>>();
                 for key in current {
                     Arc::make_mut(&mut state.store).remove::<T>(&key.namespace, &key.name);
                 }
                 for (_, obj) in objects {
-                    Arc::make_mut(&mut state.store).insert(obj);
+                    Arc::make_mut(&mut state.store).insert_shared(obj);
                 }
                 true
             }

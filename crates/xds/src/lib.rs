@@ -20,6 +20,7 @@ pub mod bootstrap;
 pub mod cluster;
 mod cors;
 pub mod endpoint;
+mod incremental;
 pub mod listener;
 pub mod parts;
 pub mod render;
@@ -30,6 +31,7 @@ mod yaml;
 
 pub use action::{INVALID_BACKEND, Scheme};
 pub use bootstrap::{BootstrapError, BootstrapOptions, bootstrap, try_bootstrap};
+pub use incremental::Builder;
 pub use parts::{ObjectParts, Part};
 pub use render::{RenderError, to_yaml, to_yaml_redacted};
 pub use snapshot::{GatewayResources, Resource, ResourceType, Snapshot};
@@ -42,125 +44,143 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Every Envoy resource the IR describes, versioned, with each Gateway's members
 /// (its listeners, route tables, and the clusters and endpoints its routes use).
-/// Pure and deterministic: the same IR gives an equal snapshot.
+/// Pure and deterministic: the same IR gives an equal snapshot. The full
+/// rebuild: a [`Builder`] with nothing cached.
 pub fn build(ir: &ir::Ir) -> Snapshot {
-    let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
-    let mut add = |ty: ResourceType, name: &str, encoded: Vec<u8>| {
-        resources.entry(ty).or_default().insert(
-            name.to_string(),
-            Resource::new(name, ty.type_url(), encoded),
-        );
-    };
+    Builder::default().build(ir)
+}
 
-    for c in &ir.clusters {
-        add(
-            ResourceType::Cluster,
+/// A cluster's CDS and EDS resources.
+fn build_cluster(c: &ir::Cluster) -> [Resource; 2] {
+    [
+        Resource::new(
             &c.name,
+            ResourceType::Cluster.type_url(),
             cluster::cluster(c).encode_to_vec(),
-        );
-        add(
-            ResourceType::Endpoint,
+        ),
+        Resource::new(
             &c.name,
+            ResourceType::Endpoint.type_url(),
             endpoint::load_assignment(c).encode_to_vec(),
-        );
-    }
-    let known_clusters: BTreeSet<&str> = ir.clusters.iter().map(|c| c.name.as_str()).collect();
+        ),
+    ]
+}
 
-    let mut members: BTreeMap<ir::ObjectRef, BTreeSet<(ResourceType, String)>> = BTreeMap::new();
-    let mut parts: BTreeMap<ir::ObjectRef, (ObjectParts, BTreeMap<String, ObjectParts>)> =
-        BTreeMap::new();
-    let mut fragments: BTreeMap<(ResourceType, String), BTreeMap<String, String>> = BTreeMap::new();
-    for gw in &ir.gateways {
-        let mine = members.entry(gw.object_ref()).or_default();
-        let (own, routes) = parts.entry(gw.object_ref()).or_default();
-        // A route's clusters: the cluster as built, its endpoints as they come.
-        let uses = |mine: &mut BTreeSet<(ResourceType, String)>,
+/// What one Gateway adds to a snapshot: its listeners and route tables, its
+/// members, its and its routes' parts (not yet fingerprinted), the fragments
+/// of its shared resources.
+#[derive(Debug, Default)]
+struct GatewayBuild {
+    resources: Vec<(ResourceType, Resource)>,
+    members: BTreeSet<(ResourceType, String)>,
+    own: ObjectParts,
+    routes: BTreeMap<String, ObjectParts>,
+    fragments: Vec<((ResourceType, String), BTreeMap<String, String>)>,
+    /// Every cluster name its routes forward to, and whether the IR defined it.
+    clusters_named: BTreeMap<String, bool>,
+}
+
+/// One Gateway's resources; `known` says which clusters the IR defines.
+fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild {
+    let mut out = GatewayBuild::default();
+    let GatewayBuild {
+        resources,
+        members: mine,
+        own,
+        routes,
+        fragments,
+        clusters_named,
+    } = &mut out;
+    let mut add = |ty: ResourceType, name: &str, encoded: Vec<u8>| {
+        resources.push((ty, Resource::new(name, ty.type_url(), encoded)));
+    };
+    // A route's clusters: the cluster as built, its endpoints as they come.
+    let mut uses = |mine: &mut BTreeSet<(ResourceType, String)>,
                     routes: &mut BTreeMap<String, ObjectParts>,
                     key: &str,
                     cluster: &str| {
-            if known_clusters.contains(cluster) {
-                mine.insert((ResourceType::Cluster, cluster.to_string()));
-                mine.insert((ResourceType::Endpoint, cluster.to_string()));
-                let r = routes.entry(key.to_string()).or_default();
-                r.require(ResourceType::Cluster, cluster, Part::Whole);
-                r.require(ResourceType::Endpoint, cluster, Part::Present);
-            }
-        };
-        for port in &gw.ports {
-            let listener = listener::listener(gw, port);
-            // Envoy rejects a listener without filter chains, and a rejected LDS
-            // update takes every other listener down with it. A port with nothing
-            // to serve (say, every HTTPS listener lost its certificate, which the
-            // status says) is simply not bound.
-            if listener.filter_chains.is_empty() && listener.udp_listener_config.is_none() {
-                continue;
-            }
-            let lds = (ResourceType::Listener, port.listener_name.clone());
-            let mut of_listener = listener::fragments(port, &listener);
-            let own_share = of_listener.get(OWN).cloned().unwrap_or_default();
-            for (key, hash) in &of_listener {
-                let part = Part::Fragment(hash.clone());
-                if key == OWN {
-                    own.require(lds.0, &lds.1, part);
-                } else {
-                    routes
-                        .entry(key.clone())
-                        .or_default()
-                        .require(lds.0, &lds.1, part);
-                }
-            }
-            add(lds.0, &lds.1, listener.encode_to_vec());
-            mine.insert(lds.clone());
-            // Exactly the route tables the listener's connection managers name.
-            let tables: Vec<(&ir::RouteTable, Scheme)> = match port.protocol {
-                ir::PortProtocol::Http => {
-                    port.route_table.iter().map(|t| (t, Scheme::Http)).collect()
-                }
-                ir::PortProtocol::Https | ir::PortProtocol::Tls => port
-                    .tls_chains
-                    .iter()
-                    .filter_map(|c| c.route_table.as_ref())
-                    .map(|t| (t, Scheme::Https))
-                    .collect(),
-                ir::PortProtocol::Tcp | ir::PortProtocol::Udp => vec![],
-            };
-            let forwards = port
-                .forward
-                .iter()
-                .chain(port.tls_chains.iter().filter_map(|c| c.forward.as_ref()));
-            for f in forwards {
-                for b in &f.backends {
-                    if !f.route.is_empty() {
-                        uses(mine, routes, &f.route, &b.cluster);
-                    }
-                }
-            }
-            for (table, scheme) in tables {
-                let rc = route::route_configuration(table, scheme);
-                let rds = (ResourceType::Route, table.name.clone());
-                own.require(rds.0, &rds.1, Part::Present);
-                let of_table = route::fragments(&rc);
-                for (key, hash) in &of_table {
-                    let r = routes.entry(key.clone()).or_default();
-                    r.require(rds.0, &rds.1, Part::Fragment(hash.clone()));
-                    // Served on the listener as it is now (its address, its
-                    // certificates): the Gateway's share of it, under this key.
-                    r.require(lds.0, &lds.1, Part::Fragment(own_share.clone()));
-                    of_listener.insert(key.clone(), own_share.clone());
-                }
-                fragments.insert(rds.clone(), of_table);
-                add(rds.0, &rds.1, rc.encode_to_vec());
-                mine.insert(rds);
-                for (key, cluster) in referenced_clusters(table) {
-                    // A backend naming a cluster the IR does not define would be a
-                    // translator bug; it simply is not a member then.
-                    uses(mine, routes, key, cluster);
-                }
-            }
-            fragments.insert(lds, of_listener);
+        let defined = known(cluster);
+        clusters_named.insert(cluster.to_string(), defined);
+        if defined {
+            mine.insert((ResourceType::Cluster, cluster.to_string()));
+            mine.insert((ResourceType::Endpoint, cluster.to_string()));
+            let r = routes.entry(key.to_string()).or_default();
+            r.require(ResourceType::Cluster, cluster, Part::Whole);
+            r.require(ResourceType::Endpoint, cluster, Part::Present);
         }
+    };
+    for port in &gw.ports {
+        let listener = listener::listener(gw, port);
+        // Envoy rejects a listener without filter chains, and a rejected LDS
+        // update takes every other listener down with it. A port with nothing
+        // to serve (say, every HTTPS listener lost its certificate, which the
+        // status says) is simply not bound.
+        if listener.filter_chains.is_empty() && listener.udp_listener_config.is_none() {
+            continue;
+        }
+        let lds = (ResourceType::Listener, port.listener_name.clone());
+        let mut of_listener = listener::fragments(port, &listener);
+        let own_share = of_listener.get(OWN).cloned().unwrap_or_default();
+        for (key, hash) in &of_listener {
+            let part = Part::Fragment(hash.clone());
+            if key == OWN {
+                own.require(lds.0, &lds.1, part);
+            } else {
+                routes
+                    .entry(key.clone())
+                    .or_default()
+                    .require(lds.0, &lds.1, part);
+            }
+        }
+        add(lds.0, &lds.1, listener.encode_to_vec());
+        mine.insert(lds.clone());
+        // Exactly the route tables the listener's connection managers name.
+        let tables: Vec<(&ir::RouteTable, Scheme)> = match port.protocol {
+            ir::PortProtocol::Http => port.route_table.iter().map(|t| (t, Scheme::Http)).collect(),
+            ir::PortProtocol::Https | ir::PortProtocol::Tls => port
+                .tls_chains
+                .iter()
+                .filter_map(|c| c.route_table.as_ref())
+                .map(|t| (t, Scheme::Https))
+                .collect(),
+            ir::PortProtocol::Tcp | ir::PortProtocol::Udp => vec![],
+        };
+        let forwards = port
+            .forward
+            .iter()
+            .chain(port.tls_chains.iter().filter_map(|c| c.forward.as_ref()));
+        for f in forwards {
+            for b in &f.backends {
+                if !f.route.is_empty() {
+                    uses(mine, routes, &f.route, &b.cluster);
+                }
+            }
+        }
+        for (table, scheme) in tables {
+            let rc = route::route_configuration(table, scheme);
+            let rds = (ResourceType::Route, table.name.clone());
+            own.require(rds.0, &rds.1, Part::Present);
+            let of_table = route::fragments(&rc);
+            for (key, hash) in &of_table {
+                let r = routes.entry(key.clone()).or_default();
+                r.require(rds.0, &rds.1, Part::Fragment(hash.clone()));
+                // Served on the listener as it is now (its address, its
+                // certificates): the Gateway's share of it, under this key.
+                r.require(lds.0, &lds.1, Part::Fragment(own_share.clone()));
+                of_listener.insert(key.clone(), own_share.clone());
+            }
+            fragments.push((rds.clone(), of_table));
+            add(rds.0, &rds.1, rc.encode_to_vec());
+            mine.insert(rds);
+            for (key, cluster) in referenced_clusters(table) {
+                // A backend naming a cluster the IR does not define would be a
+                // translator bug; it simply is not a member then.
+                uses(mine, routes, key, cluster);
+            }
+        }
+        fragments.push((lds, of_listener));
     }
-    Snapshot::new(resources, members).with_parts(parts, fragments)
+    out
 }
 
 /// The clusters a route table forwards to, by the route key that forwards there.

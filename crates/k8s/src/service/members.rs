@@ -42,7 +42,7 @@ pub fn members(store: &Store, namespace: &str) -> BTreeMap<ObjectRef, BTreeSet<S
         let Some(gw) = services
             .get(&ObjectRef::new(namespace, service))
             .filter(|s| is_edge_service(s, namespace))
-            .and_then(gateway_of)
+            .and_then(|s| gateway_of(s))
         else {
             continue;
         };

@@ -239,7 +239,7 @@ fn a_name_held_by_someone_else_is_not_written_and_stale_ones_of_ours_go() {
     );
     let public = public_of(&store, &records);
     assert_eq!(public.services.len(), 2, "sorted: api, web");
-    let mut existing: BTreeMap<ObjectRef, Service> = BTreeMap::new();
+    let mut existing: BTreeMap<ObjectRef, std::sync::Arc<Service>> = BTreeMap::new();
     let key = |s: &Service| {
         ObjectRef::new(
             s.metadata.namespace.as_deref().unwrap(),
@@ -256,7 +256,7 @@ fn a_name_held_by_someone_else_is_not_written_and_stale_ones_of_ours_go() {
     let mut unrelated = users.clone();
     unrelated.metadata.name = Some("unrelated".into());
     for s in [&users, &api, &gone, &unrelated] {
-        existing.insert(key(s), s.clone());
+        existing.insert(key(s), std::sync::Arc::new(s.clone()));
     }
     let p = plan(&public.services, &existing, is_public_service, |d, c| {
         crate::service::reconcile::up_to_date(d, c)

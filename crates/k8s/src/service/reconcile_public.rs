@@ -76,7 +76,7 @@ pub struct Plan<K> {
 /// our objects from anyone else's.
 pub fn plan<K: Resource + Clone>(
     desired: &[K],
-    existing: &BTreeMap<ObjectRef, K>,
+    existing: &BTreeMap<ObjectRef, std::sync::Arc<K>>,
     ours: impl Fn(&K) -> bool,
     same: impl Fn(&K, &K) -> bool,
 ) -> Plan<K> {
@@ -105,7 +105,7 @@ pub fn plan<K: Resource + Clone>(
     out.delete = existing
         .iter()
         .filter(|(k, have)| ours(have) && !wanted.contains(*k))
-        .map(|(_, have)| have.clone())
+        .map(|(_, have)| (**have).clone())
         .collect();
     out
 }

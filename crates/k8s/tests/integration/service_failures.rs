@@ -95,7 +95,11 @@ async fn an_outage_fails_every_write_reported_then_heals(
     let translation = translate(&store, &Config::default());
     let desired = desired_services(&store, &translation.ir, &ServiceConfig::default());
     server.stop_apiserver().await;
-    let existing: Vec<Service> = store.all::<Service>().values().cloned().collect();
+    let existing: Vec<Service> = store
+        .all::<Service>()
+        .values()
+        .map(|s| (**s).clone())
+        .collect();
     let err = reconcile(client, desired.clone(), &existing, EDGE)
         .await
         .expect_err("the API server is down");

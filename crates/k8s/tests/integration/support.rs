@@ -105,7 +105,7 @@ pub async fn pass(
     let store = load(client).await;
     let translation = translate(&store, &Config::default());
     let desired = desired_services(&store, &translation.ir, cfg);
-    let existing = store.all::<Service>().values();
+    let existing = store.all::<Service>().values().map(|s| &**s);
     reconcile(client, desired, existing, &cfg.namespace).await
 }
 

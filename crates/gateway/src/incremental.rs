@@ -1,0 +1,438 @@
+//! Incremental translation: [`translate`](crate::translate) as a cache keyed by
+//! its inputs.
+//!
+//! ```text
+//!  Store ─┬─ shared objects (Services, EndpointSlices, Secrets, ConfigMaps,
+//!         │   Namespaces, ReferenceGrants, BackendTLSPolicies, ListenerSets,
+//!         │   GatewayClasses) ── any of them changed? ──► forget everything
+//!         ├─ each route ──────────────► RouteModel      (same object: reused)
+//!         └─ each Gateway of ours ──┐
+//!              its parentRefs' routes┴► GatewayUnit     (same Gateway object and
+//!                                       model, status,   same route models in the
+//!                                       IR, clusters     same order: reused)
+//! ```
+//!
+//! "Same object" is pointer identity of the store's `Arc`s: a store built from
+//! another shares every object it did not replace. The cache holds the objects
+//! it keyed on, so an address is never reused under it. What is cached is
+//! only ever the output of the pure functions on exactly those inputs: a
+//! [`Translator`] with an empty cache is the full recompute, and a warm one
+//! gives the same bytes (the property test in `incremental_tests.rs` edits
+//! stores at random and compares the two after every edit).
+
+use crate::backend::Backends;
+use crate::listener::GatewayModel;
+use crate::listener_set::ListenerSetModel;
+use crate::route::RouteModel;
+use crate::status::{
+    self, Condition, GatewayClassStatus, GatewayStatus, RouteParentStatus, RouteStatus, StatusPlan,
+    set_condition,
+};
+use crate::store::{Store, StoreObject};
+use crate::vocabulary::gateway_class;
+use crate::{Config, Translation, attach, grpc_route, http_route, l4_route, route_table};
+use aether_ir::{Cluster, Ir, ObjectRef, UpstreamProtocol};
+use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::listenersets::ListenerSet;
+use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+use gateway_api::apis::standard::tcproutes::TcpRoute;
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
+use gateway_api::apis::standard::udproutes::UdpRoute;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use std::any::Any;
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+type Shared = Arc<dyn Any + Send + Sync>;
+
+/// Translates stores one after another, reusing what an edit did not touch.
+#[derive(Default)]
+pub struct Translator {
+    config: Config,
+    /// The shared objects the cache was filled under, in store order.
+    world: Vec<Shared>,
+    routes: BTreeMap<(&'static str, ObjectRef), RouteEntry>,
+    gateways: BTreeMap<ObjectRef, GatewayEntry>,
+    /// What the last translation reused and recomputed.
+    pub last: Reuse,
+}
+
+/// How much of the last translation came from the cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reuse {
+    pub routes_reused: usize,
+    pub routes_modeled: usize,
+    pub gateways_reused: usize,
+    pub gateways_translated: usize,
+}
+
+struct RouteEntry {
+    source: Shared,
+    model: Arc<RouteModel>,
+}
+
+struct GatewayEntry {
+    source: Arc<Gateway>,
+    /// (route model, parentRef index), in route order.
+    inputs: Vec<(Arc<RouteModel>, usize)>,
+    unit: Arc<GatewayUnit>,
+}
+
+/// Everything one Gateway contributes to a translation.
+struct GatewayUnit {
+    status: GatewayStatus,
+    listener_sets: Vec<(ObjectRef, crate::listener_set::ListenerSetStatus)>,
+    /// Per input, in input order: the parent status it gives its route.
+    parents: Vec<RouteParentStatus>,
+    ir: Option<aether_ir::Gateway>,
+    clusters: BTreeMap<String, Cluster>,
+    /// The ListenerSets this Gateway holds (their parentRefs reach it).
+    set_keys: Vec<ObjectRef>,
+}
+
+impl Translator {
+    pub fn new(config: Config) -> Self {
+        Translator {
+            config,
+            ..Translator::default()
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Translates the whole store. Same store, same output, byte for byte,
+    /// whatever the cache holds.
+    pub fn translate(&mut self, store: &Store) -> Translation {
+        if !self.same_world(store) {
+            self.world = world(store);
+            self.routes.clear();
+            self.gateways.clear();
+        }
+        let config = self.config.clone();
+        let mut reuse = Reuse::default();
+        let mut status = StatusPlan::default();
+        let ours = classes(store, &config, &mut status);
+
+        // Route models, in route order (GRPC, HTTP, TCP, TLS, UDP; by key).
+        let backends = OnceCell::new();
+        let mut routes: Vec<Arc<RouteModel>> = Vec::new();
+        let mut seen = BTreeSet::new();
+        macro_rules! models {
+            ($ty:ty, $model:path) => {
+                for (key, r) in store.all::<$ty>() {
+                    let id = (<$ty as StoreObject>::KIND, key.clone());
+                    let source: Shared = r.clone();
+                    let model = match self.routes.get(&id) {
+                        Some(e) if same(&e.source, &source) => {
+                            reuse.routes_reused += 1;
+                            e.model.clone()
+                        }
+                        _ => {
+                            reuse.routes_modeled += 1;
+                            let b = backends.get_or_init(|| Backends::new(store));
+                            let model = Arc::new($model(b, key.clone(), r));
+                            self.routes.insert(
+                                id.clone(),
+                                RouteEntry {
+                                    source,
+                                    model: model.clone(),
+                                },
+                            );
+                            model
+                        }
+                    };
+                    seen.insert(id);
+                    routes.push(model);
+                }
+            };
+        }
+        models!(GrpcRoute, grpc_route::model);
+        models!(HttpRoute, http_route::model);
+        models!(TcpRoute, l4_route::tcp_model);
+        models!(TlsRoute, l4_route::tls_model);
+        models!(UdpRoute, l4_route::udp_model);
+        self.routes.retain(|id, _| seen.contains(id));
+
+        let gateways: Vec<(&ObjectRef, &Arc<Gateway>)> = store
+            .all::<Gateway>()
+            .iter()
+            .filter(|(_, gw)| ours.contains(&gw.spec.gateway_class_name))
+            .collect();
+        // The Gateway of ours each ListenerSet names (as its model decides).
+        let mut set_gateway: BTreeMap<ObjectRef, ObjectRef> = BTreeMap::new();
+        let mut models: BTreeMap<ObjectRef, GatewayModel> = BTreeMap::new();
+        for (key, gw) in &gateways {
+            let sets = match self.gateways.get(*key) {
+                Some(e) if Arc::ptr_eq(&e.source, gw) => e.unit.set_keys.clone(),
+                _ => {
+                    let m = GatewayModel::new(store, &config, (*key).clone(), gw);
+                    let keys = m.listener_sets.iter().map(|s| s.key.clone()).collect();
+                    models.insert((*key).clone(), m);
+                    keys
+                }
+            };
+            for s in sets {
+                set_gateway.insert(s, (*key).clone());
+            }
+        }
+
+        // Each Gateway's inputs: (route index, parentRef index), in route order.
+        let mut inputs: BTreeMap<&ObjectRef, Vec<(usize, usize)>> =
+            gateways.iter().map(|(k, _)| (*k, Vec::new())).collect();
+        for (ri, route) in routes.iter().enumerate() {
+            for (pi, parent_ref) in route.parent_refs.iter().enumerate() {
+                if parent_ref.group != status::GROUP {
+                    continue;
+                }
+                let named = parent_ref.gateway(&route.key.namespace);
+                let gw_key = match parent_ref.kind.as_str() {
+                    "Gateway" => named,
+                    "ListenerSet" => match set_gateway.get(&named) {
+                        Some(gw) => gw.clone(),
+                        None => continue,
+                    },
+                    _ => continue,
+                };
+                if let Some(list) = inputs.get_mut(&gw_key) {
+                    list.push((ri, pi));
+                }
+            }
+        }
+
+        let mut units: Vec<(&ObjectRef, Arc<GatewayUnit>)> = Vec::new();
+        let mut live = BTreeSet::new();
+        for (key, gw) in &gateways {
+            let list = &inputs[*key];
+            let keyed: Vec<(Arc<RouteModel>, usize)> = list
+                .iter()
+                .map(|&(ri, pi)| (routes[ri].clone(), pi))
+                .collect();
+            let hit = self.gateways.get(*key).filter(|e| {
+                Arc::ptr_eq(&e.source, gw)
+                    && e.inputs.len() == keyed.len()
+                    && e.inputs
+                        .iter()
+                        .zip(&keyed)
+                        .all(|(a, b)| Arc::ptr_eq(&a.0, &b.0) && a.1 == b.1)
+            });
+            let unit = match hit {
+                Some(e) => {
+                    reuse.gateways_reused += 1;
+                    e.unit.clone()
+                }
+                None => {
+                    reuse.gateways_translated += 1;
+                    let model = models
+                        .remove(*key)
+                        .unwrap_or_else(|| GatewayModel::new(store, &config, (*key).clone(), gw));
+                    let unit = Arc::new(translate_gateway(store, &config, model, &keyed));
+                    self.gateways.insert(
+                        (*key).clone(),
+                        GatewayEntry {
+                            source: (*gw).clone(),
+                            inputs: keyed,
+                            unit: unit.clone(),
+                        },
+                    );
+                    unit
+                }
+            };
+            live.insert((*key).clone());
+            units.push((key, unit));
+        }
+        self.gateways.retain(|k, _| live.contains(k));
+
+        // Route statuses: each route's parents in parentRef order.
+        let mut parents: BTreeMap<usize, Vec<(usize, &RouteParentStatus)>> = BTreeMap::new();
+        for (key, unit) in &units {
+            for (&(ri, pi), p) in inputs[*key].iter().zip(&unit.parents) {
+                parents.entry(ri).or_default().push((pi, p));
+            }
+        }
+        for (ri, mut list) in parents {
+            list.sort_by_key(|(pi, _)| *pi);
+            let route = &routes[ri];
+            status.routes_of_kind_mut(route.kind).insert(
+                route.key.clone(),
+                RouteStatus {
+                    parents: list.into_iter().map(|(_, p)| p.clone()).collect(),
+                    of: route.of.clone(),
+                },
+            );
+        }
+
+        let mut ir = Ir::default();
+        let mut clusters: BTreeMap<String, Cluster> = BTreeMap::new();
+        for (key, unit) in &units {
+            status.gateways.insert((*key).clone(), unit.status.clone());
+            for (set, s) in &unit.listener_sets {
+                status.listener_sets.insert(set.clone(), s.clone());
+            }
+            if let Some(gw) = &unit.ir {
+                ir.gateways.push(gw.clone());
+            }
+            for (name, cluster) in &unit.clusters {
+                merge_cluster(&mut clusters, name, cluster);
+            }
+        }
+        ir.clusters = clusters.into_values().collect();
+        if !store.all::<BackendTlsPolicy>().is_empty() {
+            let keys: BTreeSet<ObjectRef> = units.iter().map(|(k, _)| (*k).clone()).collect();
+            let by_service = crate::gateways_by_service(store, &keys);
+            let b = backends.get_or_init(|| Backends::new(store));
+            status.backend_tls_policies = b.tls.status(
+                |svc| by_service.get(svc).cloned().unwrap_or_default(),
+                &config.controller_name,
+            );
+        }
+        self.last = reuse;
+        Translation { ir, status }
+    }
+
+    /// Whether every shared object is the one the cache was filled under.
+    fn same_world(&self, store: &Store) -> bool {
+        let mut cached = self.world.iter();
+        let mut same = true;
+        for_each_shared(store, &mut |o| {
+            same = same && cached.next().is_some_and(|c| Arc::ptr_eq(c, &o));
+        });
+        same && cached.next().is_none()
+    }
+}
+
+/// GatewayClasses of ours (by name), their status planned.
+fn classes(store: &Store, config: &Config, status: &mut StatusPlan) -> BTreeSet<String> {
+    let mut ours = BTreeSet::new();
+    for (key, class) in store.all::<GatewayClass>() {
+        if class.spec.controller_name != config.controller_name {
+            continue;
+        }
+        ours.insert(key.name.clone());
+        let mut conditions = Vec::new();
+        let g = class.metadata.generation.unwrap_or(0);
+        set_condition(
+            &mut conditions,
+            Condition::new(
+                gateway_class::Type::Accepted,
+                true,
+                gateway_class::Reason::Accepted,
+                "GatewayClass is accepted",
+                g,
+            ),
+        );
+        status
+            .gateway_classes
+            .insert(key.name.clone(), GatewayClassStatus { conditions });
+    }
+    ours
+}
+
+/// One Gateway: its routes attached parentRef by parentRef (in route order),
+/// HTTP/GRPC hostname conflicts decided, its IR if it is served.
+fn translate_gateway(
+    store: &Store,
+    config: &Config,
+    mut gw: GatewayModel,
+    inputs: &[(Arc<RouteModel>, usize)],
+) -> GatewayUnit {
+    // The routes of this Gateway alone, in route order; (listener, local route).
+    let mut local: Vec<RouteModel> = Vec::new();
+    let mut at: Vec<usize> = Vec::with_capacity(inputs.len());
+    for (i, (route, _)) in inputs.iter().enumerate() {
+        let same_as_before = i > 0 && Arc::ptr_eq(&inputs[i - 1].0, route);
+        if !same_as_before {
+            local.push((**route).clone());
+        }
+        at.push(local.len() - 1);
+    }
+    let mut attached: BTreeSet<(usize, usize)> = BTreeSet::new();
+    let mut parents: Vec<Vec<RouteParentStatus>> = vec![Vec::new(); local.len()];
+    for (&(_, pi), &lri) in inputs.iter().zip(&at) {
+        let route = &local[lri];
+        let parent_ref = &route.parent_refs[pi];
+        let (parent_status, listeners) =
+            attach::attach(store, &mut gw, route, parent_ref, &config.controller_name);
+        parents[lri].push(parent_status);
+        attached.extend(listeners.into_iter().map(|li| (li, lri)));
+    }
+    if !inputs.is_empty() {
+        attach::reject_mixed_kinds(&mut gw, &local, &mut attached, &mut parents);
+    }
+    // Back to input order: a route's parents were pushed in parentRef order.
+    let mut flat = Vec::with_capacity(inputs.len());
+    let mut next = vec![0usize; local.len()];
+    for &lri in &at {
+        flat.push(parents[lri][next[lri]].clone());
+        next[lri] += 1;
+    }
+    let mut clusters = BTreeMap::new();
+    let ir = gw
+        .is_served()
+        .then(|| route_table::gateway(&gw, &local, &attached, &mut clusters));
+    GatewayUnit {
+        status: gw.status(),
+        listener_sets: gw
+            .listener_sets
+            .iter()
+            .map(|s: &ListenerSetModel| (s.key.clone(), s.status(&gw)))
+            .collect(),
+        parents: flat,
+        ir,
+        clusters,
+        set_keys: gw.listener_sets.iter().map(|s| s.key.clone()).collect(),
+    }
+}
+
+/// A cluster two Gateways both use: the first one's, served as h2c if either
+/// needs it (as one Gateway's routes do among themselves).
+fn merge_cluster(clusters: &mut BTreeMap<String, Cluster>, name: &str, cluster: &Cluster) {
+    clusters
+        .entry(name.to_string())
+        .and_modify(|c| {
+            if cluster.protocol == UpstreamProtocol::H2c {
+                c.protocol = UpstreamProtocol::H2c;
+            }
+        })
+        .or_insert_with(|| cluster.clone());
+}
+
+fn same(a: &Shared, b: &Shared) -> bool {
+    Arc::ptr_eq(a, b)
+}
+
+/// Every object of the kinds more than one Gateway or route may read, in store
+/// order.
+fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared)) {
+    fn kind<T: StoreObject + Send + Sync + 'static>(store: &Store, f: &mut dyn FnMut(Shared)) {
+        for o in store.all::<T>().values() {
+            f(o.clone());
+        }
+    }
+    kind::<GatewayClass>(store, f);
+    kind::<ReferenceGrant>(store, f);
+    kind::<Service>(store, f);
+    kind::<EndpointSlice>(store, f);
+    kind::<Secret>(store, f);
+    kind::<ConfigMap>(store, f);
+    kind::<Namespace>(store, f);
+    kind::<BackendTlsPolicy>(store, f);
+    kind::<ListenerSet>(store, f);
+}
+
+fn world(store: &Store) -> Vec<Shared> {
+    let mut out = Vec::new();
+    for_each_shared(store, &mut |o| out.push(o));
+    out
+}
+
+#[cfg(test)]
+#[path = "incremental_tests.rs"]
+mod tests;
