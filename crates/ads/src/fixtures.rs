@@ -288,8 +288,5 @@ pub fn mk_routes_snapshot(routes: &[(&str, &str)]) -> Arc<Snapshot> {
     };
     let mut clusters: Vec<ir::Cluster> = routes.iter().map(|(n, _)| cluster(n)).collect();
     clusters.sort_by(|a, b| a.name.cmp(&b.name));
-    Arc::new(aether_xds::build(&ir::Ir {
-        gateways: vec![gateway],
-        clusters,
-    }))
+    Arc::new(aether_xds::build(&ir::Ir::new(vec![gateway], clusters)))
 }

@@ -133,7 +133,8 @@ pub struct StandaloneArgs {
     #[arg(long)]
     pub allow_empty_config: bool,
     /// A file modified within this many milliseconds is read on a later pass
-    /// (an editor that truncates, then writes, is not read half-written).
+    /// (an editor that truncates, then writes, is not read half-written),
+    /// unless a file event said its writer closed it or moved it into place.
     #[arg(long, default_value_t = 50)]
     pub settle_ms: u64,
 }

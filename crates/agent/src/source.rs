@@ -81,11 +81,7 @@ fn yaml_files(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<String>)> {
     let mut problems = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let is_yaml = matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("yaml" | "yml")
-        );
-        if !is_yaml {
+        if !is_yaml(&path) {
             continue;
         }
         match std::fs::metadata(&path) {
@@ -102,6 +98,14 @@ fn yaml_files(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<String>)> {
     files.sort();
     problems.sort();
     Ok((files, problems))
+}
+
+/// Whether `path` names a file the directory source reads (`*.yaml`, `*.yml`).
+pub fn is_yaml(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    )
 }
 
 fn file_name(path: &Path) -> String {
@@ -123,6 +127,9 @@ pub struct ParseCache {
     files: BTreeMap<PathBuf, (FileStamp, Store)>,
     limits: Limits,
     settling: bool,
+    /// Files whose writer is known to be done (closed, moved in): the next
+    /// load reads them without a settle window.
+    done: BTreeSet<PathBuf>,
 }
 
 type FileStamp = (u64, Option<SystemTime>);
@@ -143,6 +150,13 @@ impl ParseCache {
 
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    /// The writers of `paths` are done with them (a file event said so): the
+    /// next load reads them even if they changed within the settle window,
+    /// unless one was emptied ([`EMPTIED_SETTLE`] still holds for that).
+    pub fn writer_done(&mut self, paths: BTreeSet<PathBuf>) {
+        self.done.extend(paths);
     }
 
     /// Whether the last load left a file unread because it had only just
@@ -178,6 +192,7 @@ impl ParseCache {
             yaml_files(dir).map_err(|e| failure(vec![format!("{}: {e}", dir.display())]))?;
         self.files.retain(|path, _| files.contains(path));
         self.settling = false;
+        let done = std::mem::take(&mut self.done);
         let mut parsed: Vec<(PathBuf, FileStamp, Store)> = Vec::new();
         for path in &files {
             let now = stamp(path);
@@ -188,7 +203,12 @@ impl ParseCache {
             // Emptied is what a truncate-then-write edit looks like between its
             // two steps: a file whose objects all vanish gets a longer window.
             let emptied = now.0 == 0 && cached.is_some_and(|(_, store)| !store.is_empty());
-            if self.is_settling(&now, emptied) {
+            let settling = if done.contains(path) && !emptied {
+                false
+            } else {
+                self.is_settling(&now, emptied)
+            };
+            if settling {
                 self.settling = true;
                 continue;
             }

@@ -11,9 +11,11 @@
 //! an Envoy that (re)connects early waits instead of receiving an empty config.
 //!
 //! Reading, parsing, translating and building run on a thread of their own, so
-//! a huge or hostile file never holds up `/healthz` or an ADS stream. A file
-//! changed in the last `--settle-ms` (50 ms) is read on a later pass (an editor that
-//! truncates, then writes, is not published half-written), and a load with no
+//! a huge or hostile file never holds up `/healthz` or an ADS stream. A file is
+//! read as soon as a file event says its writer is done (closed it, or moved it
+//! into place); one still open for writing, or changed with no such event,
+//! waits until it is `--settle-ms` (50 ms) old (an editor that truncates, then
+//! writes, is not published half-written), and a load with no
 //! Gateway left is not published over a running configuration that has some,
 //! unless `--allow-empty-config` says so.
 
@@ -29,6 +31,7 @@ use aether_ir::ObjectRef;
 use aether_xds::Snapshot;
 use anyhow::Context;
 use notify::Watcher;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -36,7 +39,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-/// How long to wait after a file event for the writer to finish.
+/// How long to wait after a file event while a writer still has a file open.
 const DEBOUNCE: Duration = Duration::from_millis(15);
 /// Safety net for file systems without change events.
 const RESCAN: Duration = Duration::from_secs(1);
@@ -159,23 +162,91 @@ fn spawn_watcher(
     tokio::spawn(async move {
         let _ = shutdown.wait_for(|stopping| *stopping).await;
         stop.store(true, Ordering::Release);
-        let _ = wake.send(());
+        let _ = wake.send(Vec::new());
         let _ = tokio::task::spawn_blocking(move || thread.join()).await;
     })
 }
 
+/// What a file event says about the file's writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    /// Created or written to: the writer may not be done.
+    Writing,
+    /// Closed after writing, moved into place or removed: what is there now
+    /// is what the writer meant.
+    Done,
+}
+
+/// The YAML files an event names, and what it says about their writers;
+/// nothing for events that change no content (opens, reads, attributes).
+fn writers(event: &notify::Event) -> Vec<(PathBuf, Writer)> {
+    use notify::EventKind::{Access, Create, Modify, Remove};
+    use notify::event::{AccessKind, AccessMode, ModifyKind};
+    let writer = match event.kind {
+        Access(AccessKind::Close(AccessMode::Write)) | Remove(_) => Writer::Done,
+        Modify(ModifyKind::Name(_)) => Writer::Done,
+        Create(_) | Modify(ModifyKind::Data(_) | ModifyKind::Any) => Writer::Writing,
+        _ => return Vec::new(),
+    };
+    event
+        .paths
+        .iter()
+        .filter(|p| source::is_yaml(p))
+        .map(|p| (p.clone(), writer))
+        .collect()
+}
+
+/// Files with a writer still at work, and files whose writer is done since
+/// the last load.
+#[derive(Debug, Default)]
+struct Writers {
+    writing: BTreeSet<PathBuf>,
+    done: BTreeSet<PathBuf>,
+}
+
+impl Writers {
+    fn note(&mut self, events: Vec<(PathBuf, Writer)>) {
+        for (path, writer) in events {
+            match writer {
+                Writer::Writing => {
+                    self.done.remove(&path);
+                    self.writing.insert(path);
+                }
+                Writer::Done => {
+                    self.writing.remove(&path);
+                    self.done.insert(path);
+                }
+            }
+        }
+    }
+}
+
 /// Reloads the directory whenever its fingerprint changes, and again once a
 /// file that was too fresh to read has settled.
+///
+/// A file whose writer closed it (or that was moved into place) is read at
+/// once: that is the end of an edit, seen, not guessed. Only a file still
+/// open for writing, or one no event was seen for, waits out the settle
+/// window; and a wake-up waits for more events only while some file is still
+/// open for writing, until it is closed or for [`DEBOUNCE`] at most.
 fn watch_dir(
     mut source: Source,
-    wake: std::sync::mpsc::Sender<()>,
-    events: std::sync::mpsc::Receiver<()>,
+    wake: std::sync::mpsc::Sender<Vec<(PathBuf, Writer)>>,
+    events: std::sync::mpsc::Receiver<Vec<(PathBuf, Writer)>>,
     stop: &std::sync::atomic::AtomicBool,
 ) {
     use std::sync::mpsc::RecvTimeoutError;
     let dir = source.dir.clone();
-    let watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
-        let _ = wake.send(());
+    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if let Ok(event) = res {
+            let files = writers(&event);
+            if !files.is_empty() {
+                let _ = wake.send(files);
+            }
+        } else {
+            // Events were lost: look at the directory again.
+            let _ = wake.send(Vec::new());
+        }
     })
     .and_then(|mut w| {
         w.watch(&dir, notify::RecursiveMode::NonRecursive)
@@ -185,10 +256,12 @@ fn watch_dir(
         warn!(dir = %dir.display(), error = %e, "file events unavailable; rescanning every second");
     }
     let mut last = Fingerprint::default();
+    let mut writers = Writers::default();
     loop {
         let now = source::fingerprint(&dir);
         if now != last {
             last = now;
+            source.cache.writer_done(std::mem::take(&mut writers.done));
             source.reload();
             if source.cache.settling() {
                 // Not read yet: look again once it has settled.
@@ -201,9 +274,21 @@ fn watch_dir(
             RESCAN
         };
         match events.recv_timeout(wait) {
-            Ok(()) => {
-                std::thread::sleep(DEBOUNCE);
-                while events.try_recv().is_ok() {}
+            Ok(files) => {
+                writers.note(files);
+                while let Ok(files) = events.try_recv() {
+                    writers.note(files);
+                }
+                // A writer at work: wait for it to close the file, but no
+                // longer than DEBOUNCE (then the settle window decides).
+                let until = std::time::Instant::now() + DEBOUNCE;
+                while !writers.writing.is_empty() {
+                    let left = until.saturating_duration_since(std::time::Instant::now());
+                    match events.recv_timeout(left) {
+                        Ok(files) => writers.note(files),
+                        Err(_) => break,
+                    }
+                }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,

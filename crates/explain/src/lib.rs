@@ -145,7 +145,7 @@ fn walk(
                     .ports
                     .iter()
                     .find(|p| p.port == r.port && p.protocol.is_udp() == udp)?;
-                Some((g, p))
+                Some((&**g, p))
             })
             .collect();
     let Some(&(gw, port)) = served.first() else {

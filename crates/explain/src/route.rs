@@ -211,7 +211,10 @@ fn shares(
 ) -> Answer {
     let of: u32 = backends.iter().map(|b| b.weight).sum::<u32>() + invalid;
     let clusters: BTreeMap<&str, &aether_ir::Cluster> =
-        t.ir.clusters.iter().map(|c| (c.name.as_str(), c)).collect();
+        t.ir.clusters
+            .iter()
+            .map(|c| (c.name.as_str(), &**c))
+            .collect();
     let list: Vec<Share> = backends
         .iter()
         .map(|b| {

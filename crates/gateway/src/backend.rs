@@ -23,6 +23,7 @@ use aether_ir::{Cluster, Endpoint, ObjectRef, UpstreamProtocol, names};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
@@ -82,14 +83,20 @@ pub struct BackendRef<'a> {
 /// Resolves backendRefs against the store, with EndpointSlices indexed by Service.
 pub struct Backends<'a> {
     store: &'a Store,
-    slices: BTreeMap<ObjectRef, Vec<&'a EndpointSlice>>,
-    /// BackendTLSPolicies, conflicts decided.
-    pub tls: Policies,
+    index: Arc<BackendIndex>,
 }
 
-impl<'a> Backends<'a> {
-    pub fn new(store: &'a Store) -> Self {
-        let mut slices: BTreeMap<ObjectRef, Vec<&EndpointSlice>> = BTreeMap::new();
+/// What resolving needs beyond point lookups: EndpointSlices by Service, and
+/// BackendTLSPolicies with their conflicts decided. It depends only on those
+/// two kinds, so a translator may keep it while neither changes.
+pub struct BackendIndex {
+    slices: BTreeMap<ObjectRef, Vec<Arc<EndpointSlice>>>,
+    tls: Policies,
+}
+
+impl BackendIndex {
+    pub fn new(store: &Store) -> Self {
+        let mut slices: BTreeMap<ObjectRef, Vec<Arc<EndpointSlice>>> = BTreeMap::new();
         for (key, slice) in store.all::<EndpointSlice>() {
             let service = slice
                 .metadata
@@ -100,14 +107,30 @@ impl<'a> Backends<'a> {
                 slices
                     .entry(ObjectRef::new(&key.namespace, service))
                     .or_default()
-                    .push(slice);
+                    .push(slice.clone());
             }
         }
-        Backends {
-            store,
+        BackendIndex {
             slices,
             tls: Policies::new(store),
         }
+    }
+}
+
+impl<'a> Backends<'a> {
+    pub fn new(store: &'a Store) -> Self {
+        Backends::with_index(store, Arc::new(BackendIndex::new(store)))
+    }
+
+    /// Backends over `store` with an index built from a store whose
+    /// EndpointSlices and BackendTLSPolicies are the ones `store` holds.
+    pub fn with_index(store: &'a Store, index: Arc<BackendIndex>) -> Self {
+        Backends { store, index }
+    }
+
+    /// BackendTLSPolicies, conflicts decided.
+    pub fn tls(&self) -> &Policies {
+        &self.index.tls
     }
 
     /// Resolves one backendRef of a route (`route_kind` in `route_ns`). gRPC
@@ -181,7 +204,7 @@ impl<'a> Backends<'a> {
         };
         let port_name = svc_port.name.as_deref().unwrap_or("");
         let service = ObjectRef::new(ns, r.name);
-        let tls = match self.tls.lookup(&service, port_name) {
+        let tls = match self.index.tls.lookup(&service, port_name) {
             // TLS is for HTTP and gRPC backends; L4 routes carry the stream as is.
             Some(p) if matches!(upstream, Upstream::Http | Upstream::Grpc) => {
                 let tls = p.tls.as_ref().map_err(|why| {
@@ -209,6 +232,7 @@ impl<'a> Backends<'a> {
     fn endpoints(&self, ns: &str, service: &str, port_name: &str) -> Vec<Endpoint> {
         let mut out = Vec::new();
         let slices = self
+            .index
             .slices
             .get(&ObjectRef::new(ns, service))
             .into_iter()

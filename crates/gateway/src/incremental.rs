@@ -13,14 +13,20 @@
 //! ```
 //!
 //! "Same object" is pointer identity of the store's `Arc`s: a store built from
-//! another shares every object it did not replace. The cache holds the objects
+//! another shares every object it did not replace. Route entries are kept per
+//! kind in the store's key order, so a translation walks store and cache side
+//! by side and moves reused entries over (no lookup, no key copied); the
+//! EndpointSlice/BackendTLSPolicy index backends resolve through is kept for as
+//! long as the shared objects are the same. The IR a translation returns
+//! shares each reused Gateway's IR and clusters (`Arc`), so handing it on costs
+//! what changed. The cache holds the objects
 //! it keyed on, so an address is never reused under it. What is cached is
 //! only ever the output of the pure functions on exactly those inputs: a
 //! [`Translator`] with an empty cache is the full recompute, and a warm one
 //! gives the same bytes (the property test in `incremental_tests.rs` edits
 //! stores at random and compares the two after every edit).
 
-use crate::backend::Backends;
+use crate::backend::{BackendIndex, Backends};
 use crate::listener::GatewayModel;
 use crate::listener_set::ListenerSetModel;
 use crate::route::RouteModel;
@@ -57,8 +63,12 @@ pub struct Translator {
     config: Config,
     /// The shared objects the cache was filled under, in store order.
     world: Vec<Shared>,
-    routes: BTreeMap<(&'static str, ObjectRef), RouteEntry>,
+    /// Per route kind, sorted by key as the store is: a merge with the store
+    /// moves entries over instead of looking each one up.
+    routes: BTreeMap<&'static str, Vec<RouteEntry>>,
     gateways: BTreeMap<ObjectRef, GatewayEntry>,
+    /// EndpointSlices by Service and BackendTLSPolicies, for this world.
+    backend_index: Option<Arc<BackendIndex>>,
     /// What the last translation reused and recomputed.
     pub last: Reuse,
 }
@@ -73,6 +83,7 @@ pub struct Reuse {
 }
 
 struct RouteEntry {
+    key: ObjectRef,
     source: Shared,
     model: Arc<RouteModel>,
 }
@@ -90,8 +101,8 @@ struct GatewayUnit {
     listener_sets: Vec<(ObjectRef, crate::listener_set::ListenerSetStatus)>,
     /// Per input, in input order: the parent status it gives its route.
     parents: Vec<RouteParentStatus>,
-    ir: Option<aether_ir::Gateway>,
-    clusters: BTreeMap<String, Cluster>,
+    ir: Option<Arc<aether_ir::Gateway>>,
+    clusters: BTreeMap<String, Arc<Cluster>>,
     /// The ListenerSets this Gateway holds (their parentRefs reach it).
     set_keys: Vec<ObjectRef>,
 }
@@ -115,7 +126,12 @@ impl Translator {
             self.world = world(store);
             self.routes.clear();
             self.gateways.clear();
+            self.backend_index = None;
         }
+        let index = self
+            .backend_index
+            .get_or_insert_with(|| Arc::new(BackendIndex::new(store)))
+            .clone();
         let config = self.config.clone();
         let mut reuse = Reuse::default();
         let mut status = StatusPlan::default();
@@ -124,42 +140,48 @@ impl Translator {
         // Route models, in route order (GRPC, HTTP, TCP, TLS, UDP; by key).
         let backends = OnceCell::new();
         let mut routes: Vec<Arc<RouteModel>> = Vec::new();
-        let mut seen = BTreeSet::new();
         macro_rules! models {
-            ($ty:ty, $model:path) => {
-                for (key, r) in store.all::<$ty>() {
-                    let id = (<$ty as StoreObject>::KIND, key.clone());
+            ($ty:ty, $model:path) => {{
+                let kind = <$ty as StoreObject>::KIND;
+                let objects = store.all::<$ty>();
+                let mut cached = self
+                    .routes
+                    .remove(kind)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .peekable();
+                let mut entries = Vec::with_capacity(objects.len());
+                for (key, r) in objects {
+                    // Entries of routes no longer in the store go.
+                    while cached.next_if(|e| e.key < *key).is_some() {}
                     let source: Shared = r.clone();
-                    let model = match self.routes.get(&id) {
+                    let entry = match cached.next_if(|e| e.key == *key) {
                         Some(e) if same(&e.source, &source) => {
                             reuse.routes_reused += 1;
-                            e.model.clone()
+                            e
                         }
                         _ => {
                             reuse.routes_modeled += 1;
-                            let b = backends.get_or_init(|| Backends::new(store));
-                            let model = Arc::new($model(b, key.clone(), r));
-                            self.routes.insert(
-                                id.clone(),
-                                RouteEntry {
-                                    source,
-                                    model: model.clone(),
-                                },
-                            );
-                            model
+                            let b =
+                                backends.get_or_init(|| Backends::with_index(store, index.clone()));
+                            RouteEntry {
+                                key: key.clone(),
+                                source,
+                                model: Arc::new($model(b, key.clone(), r)),
+                            }
                         }
                     };
-                    seen.insert(id);
-                    routes.push(model);
+                    routes.push(entry.model.clone());
+                    entries.push(entry);
                 }
-            };
+                self.routes.insert(kind, entries);
+            }};
         }
         models!(GrpcRoute, grpc_route::model);
         models!(HttpRoute, http_route::model);
         models!(TcpRoute, l4_route::tcp_model);
         models!(TlsRoute, l4_route::tls_model);
         models!(UdpRoute, l4_route::udp_model);
-        self.routes.retain(|id, _| seen.contains(id));
 
         let gateways: Vec<(&ObjectRef, &Arc<Gateway>)> = store
             .all::<Gateway>()
@@ -270,7 +292,7 @@ impl Translator {
         }
 
         let mut ir = Ir::default();
-        let mut clusters: BTreeMap<String, Cluster> = BTreeMap::new();
+        let mut clusters: BTreeMap<&str, Arc<Cluster>> = BTreeMap::new();
         for (key, unit) in &units {
             status.gateways.insert((*key).clone(), unit.status.clone());
             for (set, s) in &unit.listener_sets {
@@ -287,8 +309,8 @@ impl Translator {
         if !store.all::<BackendTlsPolicy>().is_empty() {
             let keys: BTreeSet<ObjectRef> = units.iter().map(|(k, _)| (*k).clone()).collect();
             let by_service = crate::gateways_by_service(store, &keys);
-            let b = backends.get_or_init(|| Backends::new(store));
-            status.backend_tls_policies = b.tls.status(
+            let b = backends.get_or_init(|| Backends::with_index(store, index.clone()));
+            status.backend_tls_policies = b.tls().status(
                 |svc| by_service.get(svc).cloned().unwrap_or_default(),
                 &config.controller_name,
             );
@@ -376,7 +398,11 @@ fn translate_gateway(
     let mut clusters = BTreeMap::new();
     let ir = gw
         .is_served()
-        .then(|| route_table::gateway(&gw, &local, &attached, &mut clusters));
+        .then(|| Arc::new(route_table::gateway(&gw, &local, &attached, &mut clusters)));
+    let clusters = clusters
+        .into_iter()
+        .map(|(name, c)| (name, Arc::new(c)))
+        .collect();
     GatewayUnit {
         status: gw.status(),
         listener_sets: gw
@@ -393,12 +419,16 @@ fn translate_gateway(
 
 /// A cluster two Gateways both use: the first one's, served as h2c if either
 /// needs it (as one Gateway's routes do among themselves).
-fn merge_cluster(clusters: &mut BTreeMap<String, Cluster>, name: &str, cluster: &Cluster) {
+fn merge_cluster<'a>(
+    clusters: &mut BTreeMap<&'a str, Arc<Cluster>>,
+    name: &'a str,
+    cluster: &Arc<Cluster>,
+) {
     clusters
-        .entry(name.to_string())
+        .entry(name)
         .and_modify(|c| {
-            if cluster.protocol == UpstreamProtocol::H2c {
-                c.protocol = UpstreamProtocol::H2c;
+            if cluster.protocol == UpstreamProtocol::H2c && c.protocol != UpstreamProtocol::H2c {
+                Arc::make_mut(c).protocol = UpstreamProtocol::H2c;
             }
         })
         .or_insert_with(|| cluster.clone());

@@ -18,6 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
@@ -58,13 +59,27 @@ pub enum AckState {
 }
 
 /// Everything one data plane serves.
+///
+/// Gateways and clusters are shared (`Arc`): an IR computed from another
+/// shares every piece an edit did not touch, so copying and comparing IRs
+/// costs what changed, not the size of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub struct Ir {
     /// Sorted by (namespace, name). Only Gateways that are served are here; the
     /// status plan says why any other Gateway of our class is not.
-    pub gateways: Vec<Gateway>,
+    pub gateways: Vec<Arc<Gateway>>,
     /// Sorted by name. Shared across Gateways.
-    pub clusters: Vec<Cluster>,
+    pub clusters: Vec<Arc<Cluster>>,
+}
+
+impl Ir {
+    /// An IR of these Gateways and clusters, each shared by nothing else yet.
+    pub fn new(gateways: Vec<Gateway>, clusters: Vec<Cluster>) -> Ir {
+        Ir {
+            gateways: gateways.into_iter().map(Arc::new).collect(),
+            clusters: clusters.into_iter().map(Arc::new).collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

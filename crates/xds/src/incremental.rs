@@ -23,8 +23,8 @@ use std::sync::Arc;
 /// Builds snapshots one after another, re-encoding only what changed.
 #[derive(Default)]
 pub struct Builder {
-    clusters: BTreeMap<String, (ir::Cluster, Arc<[Resource; 2]>)>,
-    gateways: BTreeMap<ir::ObjectRef, (ir::Gateway, Arc<GatewayBuild>)>,
+    clusters: BTreeMap<String, (Arc<ir::Cluster>, Arc<[Resource; 2]>)>,
+    gateways: BTreeMap<ir::ObjectRef, (Arc<ir::Gateway>, Arc<GatewayBuild>)>,
     /// What the last build reused and encoded.
     pub last: Reuse,
 }
@@ -44,7 +44,8 @@ impl Builder {
         let mut clusters = BTreeMap::new();
         for c in &ir.clusters {
             let built = match self.clusters.get(&c.name) {
-                Some((cached, built)) if cached == c => {
+                // The same shared IR cluster, or an equal one.
+                Some((cached, built)) if Arc::ptr_eq(cached, c) || cached == c => {
                     reuse.clusters_reused += 1;
                     built.clone()
                 }
@@ -63,7 +64,8 @@ impl Builder {
             let key = gw.object_ref();
             let built = match self.gateways.get(&key) {
                 Some((cached, built))
-                    if cached == gw && built.clusters_named.iter().all(|(c, d)| known(c) == *d) =>
+                    if (Arc::ptr_eq(cached, gw) || cached == gw)
+                        && built.clusters_named.iter().all(|(c, d)| known(c) == *d) =>
                 {
                     reuse.gateways_reused += 1;
                     built.clone()

@@ -202,6 +202,7 @@ fn referenced_clusters(table: &ir::RouteTable) -> impl Iterator<Item = (&str, &s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     /// Two Gateways: `a` routes to `shared`, `b` to `shared` and `own`; `unused`
     /// belongs to nobody.
@@ -258,14 +259,14 @@ mod tests {
             }],
             tls: None,
         };
-        ir::Ir {
-            gateways: vec![gateway("a", &["shared"]), gateway("b", &["shared", "own"])],
-            clusters: vec![
+        ir::Ir::new(
+            vec![gateway("a", &["shared"]), gateway("b", &["shared", "own"])],
+            vec![
                 cluster("own", "10.1.0.1"),
                 cluster("shared", "10.1.0.2"),
                 cluster("unused", "10.1.0.3"),
             ],
-        }
+        )
     }
 
     fn members(s: &Snapshot, gw: &str) -> Vec<String> {
@@ -326,7 +327,10 @@ mod tests {
     /// fragments and the Gateway's own share do not.
     fn then_one_more_route_moves_the_table_alone(s: &Snapshot) {
         let mut more = sample();
-        let extra = more.gateways[1].ports[0].route_table.as_mut().unwrap();
+        let extra = Arc::make_mut(&mut more.gateways[1]).ports[0]
+            .route_table
+            .as_mut()
+            .unwrap();
         let mut route = extra.virtual_hosts[0].routes[0].clone();
         route.name = "httproute/app/extra/rule/0/match/0".into();
         extra.virtual_hosts[0].routes.push(route);
@@ -351,7 +355,7 @@ mod tests {
     /// served as it is now until that listener is.
     fn then_a_moved_listener_holds_back_every_route(s: &Snapshot) {
         let mut moved = sample();
-        moved.gateways[1].addresses = vec!["10.0.0.9".into()];
+        Arc::make_mut(&mut moved.gateways[1]).addresses = vec!["10.0.0.9".into()];
         let u = build(&moved);
         let (b, b3) = (gateway_b(s), gateway_b(&u));
         assert_eq!(
@@ -398,7 +402,7 @@ mod tests {
     #[test]
     fn a_port_without_filter_chains_is_not_bound() {
         let mut ir = sample();
-        ir.gateways[0].ports.push(ir::Port {
+        Arc::make_mut(&mut ir.gateways[0]).ports.push(ir::Port {
             port: 443,
             protocol: ir::PortProtocol::Https,
             listener_name: ir::names::listener("infra", "a", 443),
@@ -431,7 +435,7 @@ mod tests {
     fn an_unchanged_resource_keeps_its_version() {
         let before = build(&sample());
         let mut changed = sample();
-        changed.clusters[0].endpoints[0].address = "10.1.0.99".into(); // `own`
+        Arc::make_mut(&mut changed.clusters[0]).endpoints[0].address = "10.1.0.99".into(); // `own`
         let after = build(&changed);
 
         let v = |s: &Snapshot, ty, name| s.version_of(ty, name).unwrap().to_string();

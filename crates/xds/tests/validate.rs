@@ -64,7 +64,7 @@ fn envoy_rejects_an_invalid_regex() {
         response_headers: Default::default(),
     };
     let ir_with = |path: &str| ir::Ir {
-        gateways: vec![ir::Gateway {
+        gateways: vec![std::sync::Arc::new(ir::Gateway {
             namespace: "infra".into(),
             name: "gw".into(),
             addresses: vec!["127.0.0.1".into()],
@@ -83,7 +83,7 @@ fn envoy_rejects_an_invalid_regex() {
                 tls_chains: vec![],
                 forward: None,
             }],
-        }],
+        })],
         clusters: vec![],
     };
     let ok = aether_xds::validation_bootstrap(&aether_xds::build(&ir_with("^/x{10}$"))).unwrap();

@@ -258,6 +258,61 @@ fn a_file_written_in_two_steps_is_never_read_half_written(s: &Setup, agent: &Age
     }
 }
 
+/// A writer that closes its file (or moves it into place) is done: the file
+/// is read at once, whatever the settle window; one that still holds its file
+/// open is not read until it closes it (or the window has passed).
+#[test]
+fn a_closed_file_is_read_at_once_and_an_open_one_waits_for_its_writer() {
+    use std::io::Write;
+    let s = setup("writers");
+    // The first files are older than the window (no event is seen for files
+    // written before the agent starts).
+    let a_minute_ago = std::time::SystemTime::now() - Duration::from_secs(60);
+    for f in std::fs::read_dir(&s.dir).unwrap() {
+        let f = std::fs::File::options().write(true).open(f.unwrap().path()).unwrap();
+        f.set_modified(a_minute_ago).unwrap();
+    }
+    // A window no step below comes near: anything read before it was read
+    // because its writer was seen to be done.
+    let agent = s.standalone(&["--settle-ms", "20000"]);
+    let _envoy = envoy("writers", &s.xds, false, &s.logs);
+    then_served(&s, "/good", "b0", 30, "first route");
+
+    std::fs::write(
+        s.dir.join("good.yaml"),
+        route_yaml("good", "PathPrefix", "/good", "b1"),
+    )
+    .unwrap();
+    then_served(
+        &s,
+        "/good",
+        "b1",
+        5,
+        "a written and closed file, long before the window",
+    );
+
+    let tmp = s.dir.join("good.yaml.tmp");
+    std::fs::write(&tmp, route_yaml("good", "PathPrefix", "/good", "b0")).unwrap();
+    std::fs::rename(&tmp, s.dir.join("good.yaml")).unwrap();
+    then_served(&s, "/good", "b0", 5, "a file moved into place");
+
+    let full = route_yaml("good", "PathPrefix", "/good", "b1");
+    let (head, tail) = full.split_at(full.len() / 2);
+    let mut file = std::fs::File::create(s.dir.join("good.yaml")).unwrap();
+    file.write_all(head.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    then_every_request_reaches(&s, "b0", 5, "a file still open for writing is not read");
+    file.write_all(tail.as_bytes()).unwrap();
+    drop(file);
+    then_served(&s, "/good", "b1", 5, "the file once its writer closed it");
+    assert_eq!(
+        counter(&agent, "aether_edge_config_loads_total{result=\"error\"}"),
+        0,
+        "{}",
+        log_of(&agent)
+    );
+}
+
 /// Its files moved away: not published, logged, counted. Returns where they went.
 fn an_emptied_directory_is_not_published(s: &Setup, agent: &Agent) -> std::path::PathBuf {
     let away = temp_dir("edits-away");

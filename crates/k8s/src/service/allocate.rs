@@ -192,6 +192,8 @@ pub fn apply_allocations(
     let mut out = Vec::new();
     let none = BTreeMap::new();
     ir.gateways.retain_mut(|gw| {
+        // Copied on write: the translator's IR stays as it computed it.
+        let gw = std::sync::Arc::make_mut(gw);
         let key = gw.object_ref();
         let mine = allocations.get(&key).unwrap_or(&none);
         let mut missing = Vec::new();

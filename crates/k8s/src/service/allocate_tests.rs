@@ -203,10 +203,10 @@ fn an_exhausted_range_leaves_ports_unallocated() {
 
 #[test]
 fn apply_allocations_rewrites_ports_and_keeps_names() {
-    let mut ir = Ir {
-        gateways: vec![mk_ir_gateway("a", &[80, 443]), mk_ir_gateway("b", &[80])],
-        clusters: vec![],
-    };
+    let mut ir = Ir::new(
+        vec![mk_ir_gateway("a", &[80, 443]), mk_ir_gateway("b", &[80])],
+        vec![],
+    );
     let allocs: Allocations = BTreeMap::from([
         (gw("a"), BTreeMap::from([(80, 20005), (443, 20001)])),
         (gw("b"), BTreeMap::from([(80, 20002), (9999, 20003)])),
@@ -232,15 +232,15 @@ fn apply_allocations_rewrites_ports_and_keeps_names() {
 
 #[test]
 fn apply_allocations_takes_out_unallocated_and_conflicting_ports() {
-    let mut ir = Ir {
-        gateways: vec![
+    let mut ir = Ir::new(
+        vec![
             mk_ir_gateway("a", &[80]),
             mk_ir_gateway("b", &[80, 443]),
             mk_ir_gateway("c", &[80, 8080]),
             mk_ir_gateway("d", &[80]),
         ],
-        clusters: vec![],
-    };
+        vec![],
+    );
     let allocs: Allocations = BTreeMap::from([
         (gw("a"), BTreeMap::from([(80, 20000)])),
         // b's new listener on 443 is not allocated yet: 80 keeps serving.
@@ -319,10 +319,7 @@ fn tcp_and_udp_on_one_listener_port_both_bind_its_envoy_port() {
     // on the protocol it shares.
     let mut other = mk_ir_gateway("other", &[]);
     other.ports = vec![mk_l4_port("other", 54, true)];
-    let mut ir = Ir {
-        gateways: vec![dns, other],
-        clusters: vec![],
-    };
+    let mut ir = Ir::new(vec![dns, other], vec![]);
     let allocs: Allocations = BTreeMap::from([
         (gw("dns"), BTreeMap::from([(53, 20000)])),
         (gw("other"), BTreeMap::from([(54, 20000)])),

@@ -181,15 +181,15 @@ pub fn mk_cluster(service: &str, addr: SocketAddr, protocol: ir::UpstreamProtoco
 
 /// Gateway `infra/<gateway>` on 127.0.0.1 with `port`, and `clusters`.
 pub fn mk_ir(gateway: &str, port: ir::Port, clusters: Vec<ir::Cluster>) -> ir::Ir {
-    ir::Ir {
-        gateways: vec![ir::Gateway {
+    ir::Ir::new(
+        vec![ir::Gateway {
             namespace: "infra".into(),
             name: gateway.into(),
             addresses: vec!["127.0.0.1".into()],
             ports: vec![port],
         }],
         clusters,
-    }
+    )
 }
 
 /// Port `port` of Gateway `infra/<gateway>`: HTTP, with these virtual hosts.

@@ -132,14 +132,16 @@ fn a_client_certificate_is_required_and_verified_or_only_asked_for() {
         ),
         vec![cluster.clone()],
     );
-    ir.gateways[0].ports.push(https_port(
-        fallback,
-        &cluster.name,
-        ir::ClientValidation {
-            trusted_ca: ca,
-            allow_insecure_fallback: true,
-        },
-    ));
+    std::sync::Arc::make_mut(&mut ir.gateways[0])
+        .ports
+        .push(https_port(
+            fallback,
+            &cluster.name,
+            ir::ClientValidation {
+                trusted_ca: ca,
+                allow_insecure_fallback: true,
+            },
+        ));
     let ready = || {
         [strict, fallback]
             .iter()
