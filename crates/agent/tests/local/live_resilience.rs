@@ -269,7 +269,10 @@ fn a_closed_file_is_read_at_once_and_an_open_one_waits_for_its_writer() {
     // written before the agent starts).
     let a_minute_ago = std::time::SystemTime::now() - Duration::from_secs(60);
     for f in std::fs::read_dir(&s.dir).unwrap() {
-        let f = std::fs::File::options().write(true).open(f.unwrap().path()).unwrap();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(f.unwrap().path())
+            .unwrap();
         f.set_modified(a_minute_ago).unwrap();
     }
     // A window no step below comes near: anything read before it was read
