@@ -179,7 +179,7 @@ enum Writer {
 
 /// The YAML files an event names, and what it says about their writers;
 /// nothing for events that change no content (opens, reads, attributes).
-fn writers(event: &notify::Event) -> Vec<(PathBuf, Writer)> {
+fn writer_events(event: &notify::Event) -> Vec<(PathBuf, Writer)> {
     use notify::EventKind::{Access, Create, Modify, Remove};
     use notify::event::{AccessKind, AccessMode, ModifyKind};
     let writer = match event.kind {
@@ -239,7 +239,7 @@ fn watch_dir(
     let dir = source.dir.clone();
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(event) = res {
-            let files = writers(&event);
+            let files = writer_events(&event);
             if !files.is_empty() {
                 let _ = wake.send(files);
             }

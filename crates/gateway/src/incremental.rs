@@ -98,13 +98,12 @@ struct GatewayEntry {
 /// Everything one Gateway contributes to a translation.
 struct GatewayUnit {
     status: GatewayStatus,
+    /// The ListenerSets this Gateway holds (their parentRefs reach it).
     listener_sets: Vec<(ObjectRef, crate::listener_set::ListenerSetStatus)>,
     /// Per input, in input order: the parent status it gives its route.
     parents: Vec<RouteParentStatus>,
     ir: Option<Arc<aether_ir::Gateway>>,
     clusters: BTreeMap<String, Arc<Cluster>>,
-    /// The ListenerSets this Gateway holds (their parentRefs reach it).
-    set_keys: Vec<ObjectRef>,
 }
 
 impl Translator {
@@ -192,8 +191,13 @@ impl Translator {
         let mut set_gateway: BTreeMap<ObjectRef, ObjectRef> = BTreeMap::new();
         let mut models: BTreeMap<ObjectRef, GatewayModel> = BTreeMap::new();
         for (key, gw) in &gateways {
-            let sets = match self.gateways.get(*key) {
-                Some(e) if Arc::ptr_eq(&e.source, gw) => e.unit.set_keys.clone(),
+            let sets: Vec<ObjectRef> = match self.gateways.get(*key) {
+                Some(e) if Arc::ptr_eq(&e.source, gw) => e
+                    .unit
+                    .listener_sets
+                    .iter()
+                    .map(|(k, _)| k.clone())
+                    .collect(),
                 _ => {
                     let m = GatewayModel::new(store, &config, (*key).clone(), gw);
                     let keys = m.listener_sets.iter().map(|s| s.key.clone()).collect();
@@ -413,7 +417,6 @@ fn translate_gateway(
         parents: flat,
         ir,
         clusters,
-        set_keys: gw.listener_sets.iter().map(|s| s.key.clone()).collect(),
     }
 }
 

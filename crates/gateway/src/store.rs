@@ -84,6 +84,29 @@ macro_rules! store_object {
     };
 }
 
+/// Calls macro `$m` with every kind the store holds (the one list of them).
+macro_rules! every_kind {
+    ($m:ident) => {
+        $m!(
+            GatewayClass,
+            Gateway,
+            HttpRoute,
+            GrpcRoute,
+            TlsRoute,
+            TcpRoute,
+            UdpRoute,
+            ReferenceGrant,
+            Service,
+            EndpointSlice,
+            Secret,
+            ConfigMap,
+            Namespace,
+            BackendTlsPolicy,
+            ListenerSet
+        )
+    };
+}
+
 store_object!(GatewayClass, "GatewayClass", gateway_classes, true);
 store_object!(Gateway, "Gateway", gateways, false);
 store_object!(HttpRoute, "HTTPRoute", http_routes, false);
@@ -165,21 +188,10 @@ impl Store {
 
     /// Total number of objects of every kind.
     pub fn len(&self) -> usize {
-        self.gateway_classes.len()
-            + self.gateways.len()
-            + self.http_routes.len()
-            + self.grpc_routes.len()
-            + self.tls_routes.len()
-            + self.tcp_routes.len()
-            + self.udp_routes.len()
-            + self.reference_grants.len()
-            + self.services.len()
-            + self.endpoint_slices.len()
-            + self.secrets.len()
-            + self.config_maps.len()
-            + self.namespaces.len()
-            + self.backend_tls_policies.len()
-            + self.listener_sets.len()
+        macro_rules! sum {
+            ($($ty:ty),*) => { 0 $(+ <$ty>::objects(self).len())* };
+        }
+        every_kind!(sum)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -198,22 +210,10 @@ impl Store {
         ) -> impl Iterator<Item = (&'static str, &'a ObjectRef)> {
             T::objects(store).keys().map(|k| (T::KIND, k))
         }
-        let mut keys: Vec<_> = of::<GatewayClass>(self)
-            .chain(of::<Gateway>(self))
-            .chain(of::<HttpRoute>(self))
-            .chain(of::<GrpcRoute>(self))
-            .chain(of::<TlsRoute>(self))
-            .chain(of::<TcpRoute>(self))
-            .chain(of::<UdpRoute>(self))
-            .chain(of::<ReferenceGrant>(self))
-            .chain(of::<Service>(self))
-            .chain(of::<EndpointSlice>(self))
-            .chain(of::<Secret>(self))
-            .chain(of::<ConfigMap>(self))
-            .chain(of::<Namespace>(self))
-            .chain(of::<BackendTlsPolicy>(self))
-            .chain(of::<ListenerSet>(self))
-            .collect();
+        macro_rules! chain {
+            ($first:ty, $($ty:ty),*) => { of::<$first>(self)$(.chain(of::<$ty>(self)))* };
+        }
+        let mut keys: Vec<_> = every_kind!(chain).collect();
         keys.sort();
         keys
     }
@@ -224,30 +224,11 @@ impl Store {
         macro_rules! by_kind {
             ($($ty:ty),*) => {
                 $(if kind == <$ty>::KIND {
-                    return remove_of::<$ty>(self, key);
+                    return <$ty>::objects_mut(self).remove(key).is_some();
                 })*
             };
         }
-        fn remove_of<T: StoreObject>(store: &mut Store, key: &ObjectRef) -> bool {
-            T::objects_mut(store).remove(key).is_some()
-        }
-        by_kind!(
-            GatewayClass,
-            Gateway,
-            HttpRoute,
-            GrpcRoute,
-            TlsRoute,
-            TcpRoute,
-            UdpRoute,
-            ReferenceGrant,
-            Service,
-            EndpointSlice,
-            Secret,
-            ConfigMap,
-            Namespace,
-            BackendTlsPolicy,
-            ListenerSet
-        );
+        every_kind!(by_kind);
         false
     }
 
@@ -255,27 +236,12 @@ impl Store {
     /// loading `other`'s file after this store's would).
     pub fn merge(&mut self, other: &Store) {
         macro_rules! merge_kinds {
-            ($($field:ident),*) => {
-                $(self.$field.extend(other.$field.iter().map(|(k, v)| (k.clone(), v.clone())));)*
+            ($($ty:ty),*) => {
+                $(<$ty>::objects_mut(self)
+                    .extend(<$ty>::objects(other).iter().map(|(k, v)| (k.clone(), v.clone())));)*
             };
         }
-        merge_kinds!(
-            gateway_classes,
-            gateways,
-            http_routes,
-            grpc_routes,
-            tls_routes,
-            tcp_routes,
-            udp_routes,
-            reference_grants,
-            services,
-            endpoint_slices,
-            secrets,
-            config_maps,
-            namespaces,
-            backend_tls_policies,
-            listener_sets
-        );
+        every_kind!(merge_kinds);
     }
 }
 

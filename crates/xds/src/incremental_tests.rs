@@ -6,25 +6,33 @@ use super::*;
 /// `routes` routes over two Gateways, each route on one of them and to a
 /// Service of its own; `ip` is the endpoint of route 0's Service.
 fn ir_of(routes: usize, prefix: &str, ip: &str) -> ir::Ir {
-    let mut y = String::from(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: aether}\nspec: {controllerName: gateway.aether.io/edge}\n",
-    );
+    use aether_testkit::live::{mk_gateway, mk_route};
+    let mut docs = vec![
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: aether}\nspec: {controllerName: gateway.aether.io/edge}\n".to_string(),
+    ];
     for g in 0..2 {
-        y.push_str(&format!(
-            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw-{g}, namespace: default}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: {}}}\n",
-            8000 + g
-        ));
+        let listener = format!("{{name: http, protocol: HTTP, port: {}}}", 8000 + g);
+        docs.push(mk_gateway("default", &format!("gw-{g}"), &[&listener]));
     }
     for r in 0..routes {
         let p = if r == 3 { prefix } else { "/" };
         let ip = if r == 0 { ip } else { "10.0.0.9" };
-        y.push_str(&format!(
-            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: route-{r}, namespace: default}}\nspec:\n  parentRefs: [{{name: gw-{g}}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: {p}r{r}}}}}]\n    backendRefs: [{{name: svc-{r}, port: 80}}]\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: svc-{r}, namespace: default}}\nspec:\n  ports: [{{name: http, port: 80}}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: svc-{r}, namespace: default, labels: {{kubernetes.io/service-name: svc-{r}}}}}\naddressType: IPv4\nports: [{{name: http, port: 8080}}]\nendpoints:\n- addresses: [\"{ip}\"]\n",
+        let spec = format!(
+            "  parentRefs: [{{name: gw-{g}}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: {p}r{r}}}}}]\n    backendRefs: [{{name: svc-{r}, port: 80}}]\n",
             g = r % 2
+        );
+        docs.push(mk_route(
+            "HTTPRoute",
+            "default",
+            &format!("route-{r}"),
+            &spec,
+        ));
+        docs.push(format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: svc-{r}, namespace: default}}\nspec:\n  ports: [{{name: http, port: 80}}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: svc-{r}, namespace: default, labels: {{kubernetes.io/service-name: svc-{r}}}}}\naddressType: IPv4\nports: [{{name: http, port: 8080}}]\nendpoints:\n- addresses: [\"{ip}\"]\n"
         ));
     }
     let mut store = aether_gateway::Store::default();
-    store.add_yaml("in.yaml", &y).unwrap();
+    store.add_yaml("in.yaml", &docs.join("---\n")).unwrap();
     aether_gateway::translate(&store, &aether_gateway::Config::default()).ir
 }
 
