@@ -376,7 +376,7 @@ fn listed(items: impl Iterator<Item = String>) -> Vec<String> {
 /// whose hostnames would take the request's Host: (route text, reason).
 fn not_attached(t: &View<'_>, gw: &ObjectRef, r: &Request) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let kinds: [(&str, &BTreeMap<ObjectRef, RouteStatus>); 2] = [
+    let kinds: [(&str, &BTreeMap<ObjectRef, std::sync::Arc<RouteStatus>>); 2] = [
         ("HTTPRoute", &t.plan.http_routes),
         ("GRPCRoute", &t.plan.grpc_routes),
     ];

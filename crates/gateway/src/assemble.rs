@@ -29,6 +29,7 @@ use crate::vocabulary::{gateway, listener, listener_set, route};
 pub use aether_ir::AckState;
 use aether_ir::{ObjectRef, names};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// What the fleet serves of one Gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,13 +241,16 @@ fn hold_routes(out: &mut StatusPlan, gated: &BTreeMap<ObjectRef, Served>) {
     for (kind, routes) in out.routes_mut() {
         for (r, status) in routes.iter_mut() {
             let key = names::route_key(kind, &r.namespace, &r.name);
-            for parent in &mut status.parents {
-                let Some(s) = gated.get(&parent.gateway) else {
+            let waiting =
+                |gateway: &ObjectRef| gated.get(gateway).filter(|s| !s.serves_route(&key));
+            // A route every fleet serves stays shared with the plan.
+            if !status.parents.iter().any(|p| waiting(&p.gateway).is_some()) {
+                continue;
+            }
+            for parent in &mut Arc::make_mut(status).parents {
+                let Some(s) = waiting(&parent.gateway) else {
                     continue;
                 };
-                if s.serves_route(&key) {
-                    continue;
-                }
                 if let Some(c) = condition_mut(&mut parent.conditions, route::Type::Accepted) {
                     let message = format!(
                         "waiting for every ready Envoy to serve this route{}",

@@ -13,18 +13,23 @@
 //! ```
 //!
 //! "Same object" is pointer identity of the store's `Arc`s: a store built from
-//! another shares every object it did not replace. Route entries are kept per
-//! kind in the store's key order, so a translation walks store and cache side
-//! by side and moves reused entries over (no lookup, no key copied); the
-//! EndpointSlice/BackendTLSPolicy index backends resolve through is kept for as
-//! long as the shared objects are the same. The IR a translation returns
-//! shares each reused Gateway's IR and clusters (`Arc`), so handing it on costs
-//! what changed. The cache holds the objects
-//! it keyed on, so an address is never reused under it. What is cached is
-//! only ever the output of the pure functions on exactly those inputs: a
-//! [`Translator`] with an empty cache is the full recompute, and a warm one
-//! gives the same bytes (the property test in `incremental_tests.rs` edits
-//! stores at random and compares the two after every edit).
+//! another shares every object it did not replace. The cache holds the objects
+//! it keyed on, so an address is never reused under it.
+//!
+//! - Route entries are kept per kind in the store's key order: a translation
+//!   walks store and cache side by side and moves reused entries over.
+//! - The EndpointSlice/BackendTLSPolicy index backends resolve through is kept
+//!   while the shared objects are the same.
+//! - A route's status is kept while its model and the parent statuses it was
+//!   assembled from are; the plan shares it (`Arc`).
+//! - The IR shares each reused Gateway's IR and clusters (`Arc`), so handing it
+//!   on costs what changed.
+//!
+//! What is cached is only ever the output of the pure functions on exactly
+//! those inputs: a [`Translator`] with an empty cache is the full recompute,
+//! and a warm one gives the same bytes (the property test in
+//! `crates/xds/tests/incremental.rs` edits stores at random and compares the
+//! two after every edit).
 
 use crate::backend::{BackendIndex, Backends};
 use crate::listener::GatewayModel;
@@ -86,7 +91,42 @@ struct RouteEntry {
     key: ObjectRef,
     source: Shared,
     model: Arc<RouteModel>,
+    /// Per parentRef of ours: its index, the object it names, and whether that
+    /// is a ListenerSet (else a Gateway).
+    parents: Vec<(usize, ObjectRef, bool)>,
+    /// The route's status as last assembled, and what from.
+    status: Option<(ParentSources, Arc<RouteStatus>)>,
 }
+
+impl RouteEntry {
+    fn new(key: ObjectRef, source: Shared, model: RouteModel) -> Self {
+        let parents = model
+            .parent_refs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.group == status::GROUP)
+            .filter_map(|(pi, p)| {
+                let set = match p.kind.as_str() {
+                    "Gateway" => false,
+                    "ListenerSet" => true,
+                    _ => return None,
+                };
+                Some((pi, p.gateway(&model.key.namespace), set))
+            })
+            .collect();
+        RouteEntry {
+            key,
+            source,
+            model: Arc::new(model),
+            parents,
+            status: None,
+        }
+    }
+}
+
+/// Where a route's parent statuses come from: (parentRef index, Gateway unit,
+/// index in the unit's parents), sorted by parentRef index.
+type ParentSources = Vec<(usize, Arc<GatewayUnit>, usize)>;
 
 struct GatewayEntry {
     source: Arc<Gateway>,
@@ -163,11 +203,7 @@ impl Translator {
                             reuse.routes_modeled += 1;
                             let b =
                                 backends.get_or_init(|| Backends::with_index(store, index.clone()));
-                            RouteEntry {
-                                key: key.clone(),
-                                source,
-                                model: Arc::new($model(b, key.clone(), r)),
-                            }
+                            RouteEntry::new(key.clone(), source, $model(b, key.clone(), r))
                         }
                     };
                     routes.push(entry.model.clone());
@@ -176,6 +212,7 @@ impl Translator {
                 self.routes.insert(kind, entries);
             }};
         }
+        // In the order of their KIND strings, the order `self.routes` iterates in.
         models!(GrpcRoute, grpc_route::model);
         models!(HttpRoute, http_route::model);
         models!(TcpRoute, l4_route::tcp_model);
@@ -210,25 +247,22 @@ impl Translator {
             }
         }
 
-        // Each Gateway's inputs: (route index, parentRef index), in route order.
+        // Each Gateway's inputs: (route index, parentRef index), in route order
+        // (the kinds' entries, in kind order, are the routes in route order).
         let mut inputs: BTreeMap<&ObjectRef, Vec<(usize, usize)>> =
             gateways.iter().map(|(k, _)| (*k, Vec::new())).collect();
-        for (ri, route) in routes.iter().enumerate() {
-            for (pi, parent_ref) in route.parent_refs.iter().enumerate() {
-                if parent_ref.group != status::GROUP {
-                    continue;
-                }
-                let named = parent_ref.gateway(&route.key.namespace);
-                let gw_key = match parent_ref.kind.as_str() {
-                    "Gateway" => named,
-                    "ListenerSet" => match set_gateway.get(&named) {
-                        Some(gw) => gw.clone(),
+        for (ri, entry) in self.routes.values().flatten().enumerate() {
+            debug_assert!(Arc::ptr_eq(&entry.model, &routes[ri]));
+            for (pi, named, set) in &entry.parents {
+                let gw_key = match set {
+                    false => named,
+                    true => match set_gateway.get(named) {
+                        Some(gw) => gw,
                         None => continue,
                     },
-                    _ => continue,
                 };
-                if let Some(list) = inputs.get_mut(&gw_key) {
-                    list.push((ri, pi));
+                if let Some(list) = inputs.get_mut(gw_key) {
+                    list.push((ri, *pi));
                 }
             }
         }
@@ -276,23 +310,36 @@ impl Translator {
         }
         self.gateways.retain(|k, _| live.contains(k));
 
-        // Route statuses: each route's parents in parentRef order.
-        let mut parents: BTreeMap<usize, Vec<(usize, &RouteParentStatus)>> = BTreeMap::new();
+        // Route statuses: each route's parents in parentRef order. A route
+        // whose model and parent statuses are the ones its status was
+        // assembled from last time keeps that status.
+        let mut from: Vec<ParentSources> = vec![Vec::new(); routes.len()];
         for (key, unit) in &units {
-            for (&(ri, pi), p) in inputs[*key].iter().zip(&unit.parents) {
-                parents.entry(ri).or_default().push((pi, p));
+            for (at, &(ri, pi)) in inputs[*key].iter().enumerate() {
+                from[ri].push((pi, unit.clone(), at));
             }
         }
-        for (ri, mut list) in parents {
-            list.sort_by_key(|(pi, _)| *pi);
-            let route = &routes[ri];
-            status.routes_of_kind_mut(route.kind).insert(
-                route.key.clone(),
-                RouteStatus {
-                    parents: list.into_iter().map(|(_, p)| p.clone()).collect(),
+        for (entry, mut list) in self.routes.values_mut().flatten().zip(from) {
+            if list.is_empty() {
+                entry.status = None;
+                continue;
+            }
+            list.sort_by_key(|(pi, _, _)| *pi);
+            let route = &entry.model;
+            let route_status = match entry.status.take() {
+                Some((was, s)) if same_parents(&was, &list) => s,
+                _ => Arc::new(RouteStatus {
+                    parents: list
+                        .iter()
+                        .map(|(_, unit, at)| unit.parents[*at].clone())
+                        .collect(),
                     of: route.of.clone(),
-                },
-            );
+                }),
+            };
+            status
+                .routes_of_kind_mut(route.kind)
+                .insert(route.key.clone(), route_status.clone());
+            entry.status = Some((list, route_status));
         }
 
         let mut ir = Ir::default();
@@ -435,6 +482,17 @@ fn merge_cluster<'a>(
             }
         })
         .or_insert_with(|| cluster.clone());
+}
+
+/// The same parent statuses: same parentRefs, same Gateway units, same places.
+fn same_parents(
+    a: &[(usize, Arc<GatewayUnit>, usize)],
+    b: &[(usize, Arc<GatewayUnit>, usize)],
+) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.0 == y.0 && Arc::ptr_eq(&x.1, &y.1) && x.2 == y.2)
 }
 
 fn same(a: &Shared, b: &Shared) -> bool {

@@ -75,3 +75,24 @@ fn one_route_changed_retranslates_its_gateway_and_models_that_route_alone() {
     assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (20, 2));
     assert_eq!(out, crate::translate(&store, &config));
 }
+
+#[test]
+fn a_route_whose_parents_did_not_change_keeps_its_status_shared() {
+    let mut store = two_gateways();
+    let mut t = Translator::new(Config::default());
+    let before = t.translate(&store).status;
+    // Route 3 changes; route 5 is on the same Gateway, route 4 on the other.
+    store.merge(&one(&route(3, 1, "/moved/")));
+    let after = t.translate(&store).status;
+    let shared = |r: &str| {
+        let key = ObjectRef::new("default", r);
+        Arc::ptr_eq(&before.http_routes[&key], &after.http_routes[&key])
+    };
+    assert!(shared("route-4"), "the other Gateway's route");
+    assert!(!shared("route-3"), "the changed route");
+    // Its Gateway was translated again, so its other routes' parent statuses
+    // are new values: assembled again, equal to what they were.
+    assert!(!shared("route-5"));
+    let key = ObjectRef::new("default", "route-5");
+    assert_eq!(before.http_routes[&key], after.http_routes[&key]);
+}

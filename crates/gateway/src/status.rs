@@ -15,6 +15,7 @@ use aether_ir::ObjectRef;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 pub const GROUP: &str = "gateway.networking.k8s.io";
 
@@ -288,17 +289,20 @@ impl ParentReference {
     }
 }
 
-/// Status for every object we own, keyed and sorted by object.
+/// Status for every object we own, keyed and sorted by object. Route
+/// statuses are shared (`Arc`): a plan computed after a small edit shares
+/// every route status the edit did not change, so copying and comparing plans
+/// costs what changed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StatusPlan {
     /// By GatewayClass name (cluster-scoped).
     pub gateway_classes: BTreeMap<String, GatewayClassStatus>,
     pub gateways: BTreeMap<ObjectRef, GatewayStatus>,
-    pub http_routes: BTreeMap<ObjectRef, RouteStatus>,
-    pub grpc_routes: BTreeMap<ObjectRef, RouteStatus>,
-    pub tls_routes: BTreeMap<ObjectRef, RouteStatus>,
-    pub tcp_routes: BTreeMap<ObjectRef, RouteStatus>,
-    pub udp_routes: BTreeMap<ObjectRef, RouteStatus>,
+    pub http_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
+    pub grpc_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
+    pub tls_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
+    pub tcp_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
+    pub udp_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
     /// Not gated on the fleet: a policy's conditions are about the policy.
     pub backend_tls_policies: BTreeMap<ObjectRef, crate::backend_tls::PolicyStatus>,
     pub listener_sets: BTreeMap<ObjectRef, crate::listener_set::ListenerSetStatus>,
@@ -376,7 +380,7 @@ impl StatusPlan {
     }
 
     /// Route statuses of every kind, by kind.
-    pub fn routes(&self) -> [(&'static str, &BTreeMap<ObjectRef, RouteStatus>); 5] {
+    pub fn routes(&self) -> [(&'static str, &BTreeMap<ObjectRef, Arc<RouteStatus>>); 5] {
         [
             ("GRPCRoute", &self.grpc_routes),
             ("HTTPRoute", &self.http_routes),
@@ -387,7 +391,7 @@ impl StatusPlan {
     }
 
     /// The route status map of one kind (`HTTPRoute`, ...).
-    pub fn routes_of_kind_mut(&mut self, kind: &str) -> &mut BTreeMap<ObjectRef, RouteStatus> {
+    pub fn routes_of_kind_mut(&mut self, kind: &str) -> &mut BTreeMap<ObjectRef, Arc<RouteStatus>> {
         match kind {
             "GRPCRoute" => &mut self.grpc_routes,
             "TLSRoute" => &mut self.tls_routes,
@@ -399,7 +403,7 @@ impl StatusPlan {
 
     pub(crate) fn routes_mut(
         &mut self,
-    ) -> [(&'static str, &mut BTreeMap<ObjectRef, RouteStatus>); 5] {
+    ) -> [(&'static str, &mut BTreeMap<ObjectRef, Arc<RouteStatus>>); 5] {
         [
             ("GRPCRoute", &mut self.grpc_routes),
             ("HTTPRoute", &mut self.http_routes),
@@ -479,10 +483,10 @@ pub(crate) mod tests {
         };
         plan.http_routes.insert(
             ObjectRef::new("apps", "r"),
-            RouteStatus {
+            Arc::new(RouteStatus {
                 parents: vec![parent("web"), parent("other")],
                 of: Default::default(),
-            },
+            }),
         );
         plan
     }

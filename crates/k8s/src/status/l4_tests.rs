@@ -58,8 +58,8 @@ fn mk_dns_route(kind: &str, section: &str, generation: i64, resource_version: &s
 }
 
 /// One parent entry of ours on Gateway infra/l4, Accepted.
-fn mk_planned(section: &str, generation: i64) -> RouteStatus {
-    RouteStatus {
+fn mk_planned(section: &str, generation: i64) -> std::sync::Arc<RouteStatus> {
+    std::sync::Arc::new(RouteStatus {
         parents: vec![RouteParentStatus {
             gateway: ObjectRef::new("infra", "l4"),
             parent_ref: ParentReference {
@@ -86,7 +86,7 @@ fn mk_planned(section: &str, generation: i64) -> RouteStatus {
             uid: None,
             generation,
         },
-    }
+    })
 }
 
 fn parents(body: &Value) -> Vec<(String, String)> {

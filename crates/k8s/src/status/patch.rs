@@ -130,7 +130,10 @@ impl StatusKind {
     }
 
     /// The planned statuses of a route kind (`None` for GatewayClass, Gateway).
-    pub fn planned(self, plan: &StatusPlan) -> Option<&BTreeMap<ObjectRef, PlannedRoute>> {
+    pub fn planned(
+        self,
+        plan: &StatusPlan,
+    ) -> Option<&BTreeMap<ObjectRef, std::sync::Arc<PlannedRoute>>> {
         match self {
             StatusKind::GatewayClass
             | StatusKind::Gateway
@@ -211,7 +214,7 @@ pub struct Settled {
 #[derive(Debug)]
 struct SettledRoute {
     resource_version: String,
-    planned: Option<PlannedRoute>,
+    planned: Option<std::sync::Arc<PlannedRoute>>,
     context: u64,
 }
 
@@ -229,7 +232,7 @@ impl Settled {
         &self,
         id: &(StatusKind, ObjectRef),
         resource_version: Option<&str>,
-        planned: Option<&PlannedRoute>,
+        planned: Option<&std::sync::Arc<PlannedRoute>>,
         context: u64,
     ) -> bool {
         self.routes.get(id).is_some_and(|s| {
@@ -381,7 +384,7 @@ fn push_routes(
         if planned.is_none() && !route.has_parent_of(ours) {
             continue;
         }
-        let patch = route.patch(planned, ours, &our_gateway, &api_version, now);
+        let patch = route.patch(planned.map(|p| &**p), ours, &our_gateway, &api_version, now);
         if let (None, Some(rv)) = (&patch, route.resource_version()) {
             let settled_route = SettledRoute {
                 resource_version: rv.to_string(),

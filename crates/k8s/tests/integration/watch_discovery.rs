@@ -150,10 +150,10 @@ async fn an_older_served_version_is_read_and_written_at_that_version() {
         served,
         ..Default::default()
     };
-    inputs
-        .plan
-        .tcp_routes
-        .insert(ObjectRef::new("app", "db"), planned_on_gw());
+    inputs.plan.tcp_routes.insert(
+        ObjectRef::new("app", "db"),
+        std::sync::Arc::new(planned_on_gw()),
+    );
     let writer = StatusWriter::default();
     let now = Time(Timestamp::from_second(Timestamp::now().as_second()).unwrap());
     let patches = writer.patches(&inputs, &now);
