@@ -39,7 +39,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-/// How long to wait after a file event while a writer still has a file open.
+/// How long to wait for more file events while a writer still has a file open,
+/// or after a file went away.
 const DEBOUNCE: Duration = Duration::from_millis(15);
 /// Safety net for file systems without change events.
 const RESCAN: Duration = Duration::from_secs(1);
@@ -172,19 +173,26 @@ fn spawn_watcher(
 enum Writer {
     /// Created or written to: the writer may not be done.
     Writing,
-    /// Closed after writing, moved into place or removed: what is there now
-    /// is what the writer meant.
+    /// Closed after writing, or moved into place: what is there now is what
+    /// the writer meant.
     Done,
+    /// Removed or moved away: often one step of a change to several files
+    /// (a directory emptied or swapped file by file), so the rest of the
+    /// burst is waited for.
+    Gone,
 }
 
 /// The YAML files an event names, and what it says about their writers;
 /// nothing for events that change no content (opens, reads, attributes).
 fn writer_events(event: &notify::Event) -> Vec<(PathBuf, Writer)> {
     use notify::EventKind::{Access, Create, Modify, Remove};
-    use notify::event::{AccessKind, AccessMode, ModifyKind};
+    use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
     let writer = match event.kind {
-        Access(AccessKind::Close(AccessMode::Write)) | Remove(_) => Writer::Done,
-        Modify(ModifyKind::Name(_)) => Writer::Done,
+        Access(AccessKind::Close(AccessMode::Write)) => Writer::Done,
+        Modify(ModifyKind::Name(RenameMode::To)) => Writer::Done,
+        // A rename within the directory also comes as From and To.
+        Modify(ModifyKind::Name(RenameMode::Both)) => return Vec::new(),
+        Remove(_) | Modify(ModifyKind::Name(_)) => Writer::Gone,
         Create(_) | Modify(ModifyKind::Data(_) | ModifyKind::Any) => Writer::Writing,
         _ => return Vec::new(),
     };
@@ -196,12 +204,13 @@ fn writer_events(event: &notify::Event) -> Vec<(PathBuf, Writer)> {
         .collect()
 }
 
-/// Files with a writer still at work, and files whose writer is done since
-/// the last load.
+/// Files with a writer still at work, files whose writer is done since the
+/// last load, and whether a file went away since the last wake-up.
 #[derive(Debug, Default)]
 struct Writers {
     writing: BTreeSet<PathBuf>,
     done: BTreeSet<PathBuf>,
+    gone: bool,
 }
 
 impl Writers {
@@ -216,6 +225,11 @@ impl Writers {
                     self.writing.remove(&path);
                     self.done.insert(path);
                 }
+                Writer::Gone => {
+                    self.writing.remove(&path);
+                    self.done.remove(&path);
+                    self.gone = true;
+                }
             }
         }
     }
@@ -227,8 +241,11 @@ impl Writers {
 /// A file whose writer closed it (or that was moved into place) is read at
 /// once: that is the end of an edit, seen, not guessed. Only a file still
 /// open for writing, or one no event was seen for, waits out the settle
-/// window; and a wake-up waits for more events only while some file is still
-/// open for writing, until it is closed or for [`DEBOUNCE`] at most.
+/// window. A wake-up waits for more events only while some file is still open
+/// for writing (until it is closed, for [`DEBOUNCE`] at most) or, for the whole
+/// of [`DEBOUNCE`], after a file went away: removing or moving files out is how
+/// a directory is emptied or swapped file by file, and a half-done swap must
+/// not be published.
 fn watch_dir(
     mut source: Source,
     wake: std::sync::mpsc::Sender<Vec<(PathBuf, Writer)>>,
@@ -279,13 +296,18 @@ fn watch_dir(
                 while let Ok(files) = events.try_recv() {
                     writers.note(files);
                 }
-                // A writer at work: wait for it to close the file, but no
+                // A file went away, or a writer is at work: wait for the rest
+                // of the burst, for the writer to close its file, but no
                 // longer than DEBOUNCE (then the settle window decides).
                 let until = std::time::Instant::now() + DEBOUNCE;
-                while !writers.writing.is_empty() {
+                let mut hold = std::mem::take(&mut writers.gone);
+                while hold || !writers.writing.is_empty() {
                     let left = until.saturating_duration_since(std::time::Instant::now());
                     match events.recv_timeout(left) {
-                        Ok(files) => writers.note(files),
+                        Ok(files) => {
+                            writers.note(files);
+                            hold |= std::mem::take(&mut writers.gone);
+                        }
                         Err(_) => break,
                     }
                 }
