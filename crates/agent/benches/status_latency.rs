@@ -272,33 +272,3 @@ async fn bench() {
         println!("    {line}");
     }
 }
-
-/// The `key` microseconds of every log line containing `message`.
-fn field_us(log: &str, message: &str, key: &str) -> Vec<Duration> {
-    log.lines()
-        .filter(|l| l.contains(message))
-        .filter_map(|l| {
-            let v = l.split(key).nth(1)?.split_whitespace().next()?;
-            let v = v
-                .strip_prefix("Some(")
-                .map_or(v, |v| v.trim_end_matches(')'));
-            v.parse().ok()
-        })
-        .map(Duration::from_micros)
-        .collect()
-}
-
-fn print_line(what: &str, samples: &mut [Duration]) {
-    if samples.is_empty() {
-        println!("  {what}: no samples");
-        return;
-    }
-    let (p50, p99) = median_p99(samples);
-    println!(
-        "  {what}: p50 {} ms, p99 {} ms, max {} ms over {}",
-        p50.as_millis(),
-        p99.as_millis(),
-        samples.iter().max().unwrap().as_millis(),
-        samples.len()
-    );
-}

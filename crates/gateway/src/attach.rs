@@ -150,11 +150,26 @@ pub fn reject_mixed_kinds(
             .range((li, 0)..(li + 1, 0))
             .map(|&(_, ri)| ri)
             .collect();
-        let served =
-            |ri: usize| hostname::served_hostnames(l.hostname.as_deref(), &routes[ri].hostnames);
-        for &a in on.iter().filter(|&&ri| routes[ri].kind == http_route::KIND) {
-            for &b in on.iter().filter(|&&ri| routes[ri].kind == grpc_route::KIND) {
-                if overlap(&served(a), &served(b)) {
+        // Each kind's routes with the hostnames they serve here, each computed
+        // once: a listener with thousands of routes of one kind costs a walk.
+        let of_kind = |kind: &str| -> Vec<(usize, Vec<String>)> {
+            on.iter()
+                .filter(|&&ri| routes[ri].kind == kind)
+                .map(|&ri| {
+                    let served =
+                        hostname::served_hostnames(l.hostname.as_deref(), &routes[ri].hostnames);
+                    (ri, served)
+                })
+                .collect()
+        };
+        let grpc = of_kind(grpc_route::KIND);
+        if grpc.is_empty() {
+            continue;
+        }
+        for (a, served_a) in of_kind(http_route::KIND) {
+            for (b, served_b) in &grpc {
+                let b = *b;
+                if overlap(&served_a, served_b) {
                     let age = |ri: usize| {
                         let r = &routes[ri];
                         (r.created.is_none(), r.created.clone(), r.key.clone())

@@ -195,8 +195,9 @@ impl Translator {
                     while cached.next_if(|e| e.key < *key).is_some() {}
                     let source: Shared = r.clone();
                     let entry = match cached.next_if(|e| e.key == *key) {
-                        Some(e) if same(&e.source, &source) => {
+                        Some(mut e) if same_as::<$ty>(&e.source, &source) => {
                             reuse.routes_reused += 1;
+                            e.source = source;
                             e
                         }
                         _ => {
@@ -229,7 +230,7 @@ impl Translator {
         let mut models: BTreeMap<ObjectRef, GatewayModel> = BTreeMap::new();
         for (key, gw) in &gateways {
             let sets: Vec<ObjectRef> = match self.gateways.get(*key) {
-                Some(e) if Arc::ptr_eq(&e.source, gw) => e
+                Some(e) if same_input(&e.source, gw) => e
                     .unit
                     .listener_sets
                     .iter()
@@ -275,8 +276,8 @@ impl Translator {
                 .iter()
                 .map(|&(ri, pi)| (routes[ri].clone(), pi))
                 .collect();
-            let hit = self.gateways.get(*key).filter(|e| {
-                Arc::ptr_eq(&e.source, gw)
+            let hit = self.gateways.get_mut(*key).filter(|e| {
+                same_input(&e.source, gw)
                     && e.inputs.len() == keyed.len()
                     && e.inputs
                         .iter()
@@ -286,6 +287,7 @@ impl Translator {
             let unit = match hit {
                 Some(e) => {
                     reuse.gateways_reused += 1;
+                    e.source = (*gw).clone();
                     e.unit.clone()
                 }
                 None => {
@@ -370,14 +372,22 @@ impl Translator {
         Translation { ir, status }
     }
 
-    /// Whether every shared object is the one the cache was filled under.
-    fn same_world(&self, store: &Store) -> bool {
+    /// Whether every shared object is the one the cache was filled under, or
+    /// one translation cannot tell from it (then the cache holds the new one
+    /// from here on, and lets the old one go).
+    fn same_world(&mut self, store: &Store) -> bool {
         let mut cached = self.world.iter();
-        let mut same = true;
-        for_each_shared(store, &mut |o| {
-            same = same && cached.next().is_some_and(|c| Arc::ptr_eq(c, &o));
+        let (mut same, mut identical) = (true, true);
+        for_each_shared(store, &mut |o, same_as| {
+            let c = cached.next();
+            identical = identical && c.is_some_and(|c| Arc::ptr_eq(c, &o));
+            same = same && c.is_some_and(|c| same_as(c, &o));
         });
-        same && cached.next().is_none()
+        let same = same && cached.next().is_none();
+        if same && !identical {
+            self.world = world(store);
+        }
+        same
     }
 }
 
@@ -495,16 +505,32 @@ fn same_parents(
             .all(|(x, y)| x.0 == y.0 && Arc::ptr_eq(&x.1, &y.1) && x.2 == y.2)
 }
 
-fn same(a: &Shared, b: &Shared) -> bool {
-    Arc::ptr_eq(a, b)
+/// The same object, or one translation cannot tell from it.
+fn same_input<T: StoreObject>(cached: &Arc<T>, now: &Arc<T>) -> bool {
+    Arc::ptr_eq(cached, now) || cached.same_input(now)
 }
 
+/// [`same_input`] for objects of kind `T`, type-erased.
+fn same_as<T: StoreObject + Send + Sync + 'static>(cached: &Shared, now: &Shared) -> bool {
+    Arc::ptr_eq(cached, now)
+        || matches!(
+            (cached.downcast_ref::<T>(), now.downcast_ref::<T>()),
+            (Some(a), Some(b)) if a.same_input(b)
+        )
+}
+
+/// Compares two objects of one kind: [`same_as`] for that kind.
+type SameAs = fn(&Shared, &Shared) -> bool;
+
 /// Every object of the kinds more than one Gateway or route may read, in store
-/// order.
-fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared)) {
-    fn kind<T: StoreObject + Send + Sync + 'static>(store: &Store, f: &mut dyn FnMut(Shared)) {
+/// order, each with how to compare it.
+fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) {
+    fn kind<T: StoreObject + Send + Sync + 'static>(
+        store: &Store,
+        f: &mut dyn FnMut(Shared, SameAs),
+    ) {
         for o in store.all::<T>().values() {
-            f(o.clone());
+            f(o.clone(), same_as::<T>);
         }
     }
     kind::<GatewayClass>(store, f);
@@ -520,7 +546,7 @@ fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared)) {
 
 fn world(store: &Store) -> Vec<Shared> {
     let mut out = Vec::new();
-    for_each_shared(store, &mut |o| out.push(o));
+    for_each_shared(store, &mut |o, _| out.push(o));
     out
 }
 

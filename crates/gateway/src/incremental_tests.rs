@@ -96,3 +96,56 @@ fn a_route_whose_parents_did_not_change_keeps_its_status_shared() {
     let key = ObjectRef::new("default", "route-5");
     assert_eq!(before.http_routes[&key], after.http_routes[&key]);
 }
+
+/// The object `key` of kind `T` in `store`, as a status write brings it back
+/// from the API server: a new object, with a new resourceVersion and a status.
+fn status_written<T: StoreObject>(
+    store: &Store,
+    key: &ObjectRef,
+    with_status: impl FnOnce(&mut T),
+) -> T {
+    let mut obj = (*store.all::<T>()[key]).clone();
+    obj.metadata_mut().resource_version = Some("42".into());
+    with_status(&mut obj);
+    obj
+}
+
+#[test]
+fn a_status_write_coming_back_is_not_a_change() {
+    let config = Config::default();
+    let mut store = two_gateways();
+    let mut t = Translator::new(config.clone());
+    let before = t.translate(&store);
+    let gw = ObjectRef::new("default", "gw-0");
+    let r = ObjectRef::new("default", "route-4");
+    let class = ObjectRef::new("", "aether");
+    store.insert(status_written::<Gateway>(&store, &gw, |g| {
+        g.status = Some(Default::default())
+    }));
+    store.insert(status_written::<HttpRoute>(&store, &r, |r| {
+        r.status = Some(Default::default())
+    }));
+    // A shared kind: its status written does not clear the cache either.
+    store.insert(status_written::<GatewayClass>(&store, &class, |c| {
+        c.status = Some(Default::default())
+    }));
+    let after = t.translate(&store);
+    assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (0, 0));
+    assert!(Arc::ptr_eq(
+        &before.status.http_routes[&r],
+        &after.status.http_routes[&r]
+    ));
+    assert_eq!(after, crate::translate(&store, &config));
+
+    // A spec change, or a new generation, is a change.
+    store.insert(status_written::<HttpRoute>(&store, &r, |r| {
+        r.metadata.generation = Some(2)
+    }));
+    t.translate(&store);
+    assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (1, 1));
+    store.insert(status_written::<Gateway>(&store, &gw, |g| {
+        g.spec.listeners[0].port = 9000
+    }));
+    t.translate(&store);
+    assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (0, 1));
+}

@@ -61,10 +61,33 @@ pub trait StoreObject: Clone + Sized {
     fn metadata_mut(&mut self) -> &mut ObjectMeta;
     fn objects(store: &Store) -> &BTreeMap<ObjectRef, Arc<Self>>;
     fn objects_mut(store: &mut Store) -> &mut BTreeMap<ObjectRef, Arc<Self>>;
+    /// Equal in all that translation reads: everything but `status`,
+    /// `metadata.resourceVersion` and `metadata.managedFields`. A status write
+    /// (ours or another controller's) comes back through a watch as a new
+    /// object that is this one to translation.
+    fn same_input(&self, other: &Self) -> bool;
+}
+
+/// `a` with what translation does not read taken from `b` (see
+/// [`StoreObject::same_input`]), to compare.
+fn unread_from<T: StoreObject>(a: &T, b: &T) -> T {
+    let mut x = a.clone();
+    let (m, from) = (x.metadata_mut(), b.metadata());
+    m.resource_version.clone_from(&from.resource_version);
+    m.managed_fields.clone_from(&from.managed_fields);
+    x
 }
 
 macro_rules! store_object {
     ($ty:ty, $kind:literal, $field:ident, $cluster:literal) => {
+        store_object!($ty, $kind, $field, $cluster, |_: &mut $ty, _: &$ty| {});
+    };
+    ($ty:ty, $kind:literal, $field:ident, $cluster:literal, status) => {
+        store_object!($ty, $kind, $field, $cluster, |x: &mut $ty, b: &$ty| x
+            .status
+            .clone_from(&b.status));
+    };
+    ($ty:ty, $kind:literal, $field:ident, $cluster:literal, $status:expr) => {
         impl StoreObject for $ty {
             const KIND: &'static str = $kind;
             const CLUSTER_SCOPED: bool = $cluster;
@@ -79,6 +102,11 @@ macro_rules! store_object {
             }
             fn objects_mut(store: &mut Store) -> &mut BTreeMap<ObjectRef, Arc<Self>> {
                 &mut store.$field
+            }
+            fn same_input(&self, other: &Self) -> bool {
+                let mut x = unread_from(self, other);
+                ($status)(&mut x, other);
+                x == *other
             }
         }
     };
@@ -107,26 +135,27 @@ macro_rules! every_kind {
     };
 }
 
-store_object!(GatewayClass, "GatewayClass", gateway_classes, true);
-store_object!(Gateway, "Gateway", gateways, false);
-store_object!(HttpRoute, "HTTPRoute", http_routes, false);
-store_object!(GrpcRoute, "GRPCRoute", grpc_routes, false);
-store_object!(TlsRoute, "TLSRoute", tls_routes, false);
-store_object!(TcpRoute, "TCPRoute", tcp_routes, false);
-store_object!(UdpRoute, "UDPRoute", udp_routes, false);
+store_object!(GatewayClass, "GatewayClass", gateway_classes, true, status);
+store_object!(Gateway, "Gateway", gateways, false, status);
+store_object!(HttpRoute, "HTTPRoute", http_routes, false, status);
+store_object!(GrpcRoute, "GRPCRoute", grpc_routes, false, status);
+store_object!(TlsRoute, "TLSRoute", tls_routes, false, status);
+store_object!(TcpRoute, "TCPRoute", tcp_routes, false, status);
+store_object!(UdpRoute, "UDPRoute", udp_routes, false, status);
 store_object!(ReferenceGrant, "ReferenceGrant", reference_grants, false);
-store_object!(Service, "Service", services, false);
+store_object!(Service, "Service", services, false, status);
 store_object!(EndpointSlice, "EndpointSlice", endpoint_slices, false);
 store_object!(Secret, "Secret", secrets, false);
 store_object!(ConfigMap, "ConfigMap", config_maps, false);
-store_object!(ListenerSet, "ListenerSet", listener_sets, false);
+store_object!(ListenerSet, "ListenerSet", listener_sets, false, status);
 store_object!(
     BackendTlsPolicy,
     "BackendTLSPolicy",
     backend_tls_policies,
-    false
+    false,
+    status
 );
-store_object!(Namespace, "Namespace", namespaces, true);
+store_object!(Namespace, "Namespace", namespaces, true, status);
 
 /// The store key of an object: namespace defaulted (or emptied for cluster-scoped
 /// kinds) and name.

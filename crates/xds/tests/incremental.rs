@@ -55,6 +55,9 @@ enum Edit {
     Remove(usize),
     /// Replace the n-th object with an equal copy: a new object, same content.
     Touch(usize),
+    /// Write the n-th object again as a status write comes back from the API
+    /// server: a new resourceVersion and, where the kind has one, a status.
+    StatusWrite(usize, u16),
 }
 
 fn edit() -> impl Strategy<Value = Edit> {
@@ -62,6 +65,7 @@ fn edit() -> impl Strategy<Value = Edit> {
         5 => any::<usize>().prop_map(Edit::Put),
         2 => any::<usize>().prop_map(Edit::Remove),
         1 => any::<usize>().prop_map(Edit::Touch),
+        1 => (any::<usize>(), any::<u16>()).prop_map(|(n, v)| Edit::StatusWrite(n, v)),
     ]
 }
 
@@ -102,7 +106,37 @@ fn apply(store: &mut Store, docs: &mut BTreeMap<(&'static str, ObjectRef), Strin
                 store.merge(&one(&doc));
             }
         }
+        Edit::StatusWrite(n, version) => {
+            if let Some((_, _, doc)) = nth(store, docs, *n) {
+                let written = status_written(&doc, *version);
+                let with_status = format!("{written}\nstatus: {{}}\n");
+                let mut s = Store::default();
+                if s.add_yaml("doc.yaml", &with_status).is_err() {
+                    s = one(&written);
+                }
+                store.merge(&s);
+            }
+        }
     }
+}
+
+/// `doc` with `metadata.resourceVersion` set to `version` (the pool's
+/// documents write `metadata` as a flow map or a block of two-space lines).
+fn status_written(doc: &str, version: u16) -> String {
+    let rv = format!("resourceVersion: \"{version}\"");
+    let mut out = String::new();
+    for line in doc.lines() {
+        if let Some(rest) = line.strip_prefix("metadata: {") {
+            out += &format!("metadata: {{{rv}, {rest}\n");
+        } else if line == "metadata:" {
+            out += &format!("metadata:\n  {rv}\n");
+        } else {
+            out += line;
+            out += "\n";
+        }
+    }
+    assert!(out.contains(&rv), "no metadata in {doc}");
+    out
 }
 
 proptest! {

@@ -87,3 +87,36 @@ pub async fn issue_report_token(
     let audience = aether_report::auth::AUDIENCE;
     aether_testkit::live::issue_report_token(server, node, pod, audience, log_dir).await
 }
+
+/// The `key` microseconds of every line of an agent's log containing `message`
+/// (the benches read the agent's own stage timers this way).
+pub fn field_us(log: &str, message: &str, key: &str) -> Vec<std::time::Duration> {
+    log.lines()
+        .filter(|l| l.contains(message))
+        .filter_map(|l| {
+            let v = l.split(key).nth(1)?.split_whitespace().next()?;
+            let v = v
+                .strip_prefix("Some(")
+                .map_or(v, |v| v.trim_end_matches(')'));
+            v.parse().ok()
+        })
+        .map(std::time::Duration::from_micros)
+        .collect()
+}
+
+/// One bench line: median, p99 and max of `samples`, in ms.
+pub fn print_line(what: &str, samples: &mut [std::time::Duration]) {
+    if samples.is_empty() {
+        println!("  {what}: no samples");
+        return;
+    }
+    let (p50, p99) = median_p99(samples);
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "  {what}: median {:.1} ms, p99 {:.1} ms, max {:.1} ms over {}",
+        ms(p50),
+        ms(p99),
+        ms(*samples.iter().max().unwrap()),
+        samples.len()
+    );
+}

@@ -1,0 +1,286 @@
+//! Route propagation in Kubernetes mode, with 3,000 HTTPRoutes served (issue 13,
+//! point 3): a real kube-apiserver + etcd (the binaries the conformance cluster
+//! runs), the release `aether-edge agent` (leader) and a real Envoy (Delta ADS,
+//! as the DaemonSet's bootstrap), in a network namespace of their own.
+//!
+//! - one by one: `AETHER_BENCH_CHANGES` (50) HTTPRoutes applied (server-side
+//!   apply, as `kubectl apply --server-side`), each timed from the apply call to
+//!   the first 200 through Envoy for its path (polled every 0.2 ms), and to a
+//!   watch seeing its parent `Accepted=True`; plus, per status batch, status
+//!   written − last ACK (the agent's `follow_us`);
+//! - a burst: `AETHER_BENCH_BURST` (1,000) more routes applied at once
+//!   (32 in flight), timed from the last apply returning to every one of them
+//!   answering 200, to the Gateway's `attachedRoutes` counting them all and to
+//!   every one being seen `Accepted=True`; and the status writes it took, per
+//!   route.
+//!
+//! `cargo bench -p aether-edge --bench kube_propagation`
+//! (`AETHER_BENCH_ROUTES` resizes what is served before.)
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use futures::StreamExt;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::standard::gateways::Gateway;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::*;
+
+const NS: &str = "bench";
+
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    if !isolated_main() {
+        return;
+    }
+    runtime().block_on(bench());
+}
+
+async fn bench() {
+    let served = knob("AETHER_BENCH_ROUTES", 3_000);
+    let changes = knob("AETHER_BENCH_CHANGES", 50);
+    let burst = knob("AETHER_BENCH_BURST", 1_000);
+    let logs = temp_dir("kube-bench-propagation");
+    let b0 = Backend::on(POD_IP, "b0");
+    let server = given_cluster(&[
+        base_yaml(&[NS]),
+        b0.yaml(NS),
+        mk_gateway(NS, "gw", &[HTTP_80]),
+    ])
+    .await;
+    let client = server.client();
+    let routes: Api<HttpRoute> = Api::namespaced(client.clone(), NS);
+    // The routes served before go in 32 at a time: how fast
+    // the API server takes them is not what is measured.
+    let t = Instant::now();
+    apply_all(&routes, (0..served).map(|i| format!("s{i}")), 32).await;
+    println!("{served} routes created in {} ms", t.elapsed().as_millis());
+    let w = OneNode::start(server, b0, &STATIC_AT_POD_IP, &logs);
+    let accepted = Accepted::watch(&client);
+    let t = Instant::now();
+    until_attached(&client, served, Duration::from_secs(300)).await;
+    wait_served(
+        &format!("/s{}", served.saturating_sub(1)),
+        t,
+        Duration::from_secs(300),
+    )
+    .await;
+    until_accepted(
+        &accepted,
+        (0..served).map(|i| format!("s{i}")),
+        Duration::from_secs(600),
+    )
+    .await;
+    println!(
+        "{served} routes served, attached and Accepted {} ms after the agent started",
+        t.elapsed().as_millis()
+    );
+
+    // One by one.
+    let log_before = w.agent.proc.log_text().len();
+    let (mut to_200, mut to_accepted) = (Vec::new(), Vec::new());
+    for i in 0..changes {
+        let name = format!("n{i}");
+        let start = Instant::now();
+        apply(&routes, &name).await;
+        to_200.push(wait_served(&format!("/{name}"), start, Duration::from_secs(10)).await);
+        until_accepted(&accepted, [name.clone()], Duration::from_secs(10)).await;
+        to_accepted.push(accepted.at(&name) - start);
+        // Apart: each change is a status batch of its own.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = w.agent.proc.log_text();
+    let mut follow = field_us(
+        log.get(log_before..).unwrap_or_default(),
+        "status batch written",
+        "follow_us=",
+    );
+    println!("one route applied at a time, {changes} times, {served} routes served (release):");
+    print_line("apply → first 200 through Envoy", &mut to_200);
+    print_line("apply → watch sees Accepted=True", &mut to_accepted);
+    print_line("status written − last ACK (per batch)", &mut follow);
+
+    // A burst.
+    let total = served + changes + burst;
+    let writes = |m: &str| {
+        (
+            status_writes(m, "HTTPRoute", "ok"),
+            status_writes(m, "Gateway", "ok"),
+        )
+    };
+    let before = writes(&w.agent.metrics());
+    let names: Vec<String> = (0..burst).map(|i| format!("b{i}")).collect();
+    let t = Instant::now();
+    apply_all(&routes, names.iter().cloned(), 32).await;
+    let last_apply = Instant::now();
+    println!(
+        "burst of {burst} routes, {served} + {changes} served before; the last apply returned {} ms after the first began:",
+        (last_apply - t).as_millis()
+    );
+    let all_200 = {
+        let paths: Vec<String> = names.iter().map(|n| format!("/{n}")).collect();
+        tokio::task::spawn_blocking(move || {
+            for p in &paths {
+                poll_200(p, Duration::from_secs(30));
+            }
+            Instant::now()
+        })
+    };
+    until_attached(&client, total, Duration::from_secs(30)).await;
+    let attached = Instant::now();
+    until_accepted(&accepted, names.iter().cloned(), Duration::from_secs(60)).await;
+    let all_accepted = names
+        .iter()
+        .map(|n| accepted.at(n))
+        .max()
+        .unwrap_or(last_apply);
+    let all_200 = all_200.await.unwrap();
+    let after_last = |at: Instant| at.saturating_duration_since(last_apply).as_millis();
+    println!(
+        "  every route 200 through Envoy: {} ms after the last apply",
+        after_last(all_200)
+    );
+    println!(
+        "  attachedRoutes = {total} seen: {} ms after the last apply",
+        after_last(attached)
+    );
+    println!(
+        "  every route seen Accepted=True: {} ms after the last apply",
+        after_last(all_accepted)
+    );
+    // What the burst cost in writes, once nothing moves any more.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = writes(&w.agent.metrics());
+    let (routes, gateways) = (after.0 - before.0, after.1 - before.1);
+    println!(
+        "  status writes: {routes} HTTPRoute + {gateways} Gateway = {:.2} per route",
+        (routes + gateways) as f64 / burst as f64
+    );
+    accepted.task.abort();
+}
+
+/// Server-side applies HTTPRoute `name` (`mk_prefix_route`), as
+/// `kubectl apply --server-side` does, on a client already connected: the
+/// clock measures the API server and what follows, not a TLS handshake or
+/// discovery.
+async fn apply(routes: &Api<HttpRoute>, name: &str) {
+    let route: HttpRoute = serde_yaml::from_str(&mk_prefix_route(NS, name, "b0")).unwrap();
+    let params = PatchParams::apply("bench").force();
+    routes
+        .patch(name, &params, &Patch::Apply(&route))
+        .await
+        .unwrap();
+}
+
+/// [`apply`] for each name, `in_flight` at a time.
+async fn apply_all(routes: &Api<HttpRoute>, names: impl Iterator<Item = String>, in_flight: usize) {
+    futures::stream::iter(names.map(|n| async move { apply(routes, &n).await }))
+        .buffer_unordered(in_flight)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// Polls `path` until it answers 200; the time since `start`.
+async fn wait_served(path: &str, start: Instant, timeout: Duration) -> Duration {
+    let path = path.to_string();
+    tokio::task::spawn_blocking(move || {
+        poll_200(&path, timeout);
+        start.elapsed()
+    })
+    .await
+    .unwrap()
+}
+
+fn poll_200(path: &str, timeout: Duration) {
+    let start = Instant::now();
+    let gateway = format!("{POD_IP}:80");
+    while !http_get(&gateway, "example.test", path, &[]).is_ok_and(|r| r.status == 200) {
+        assert!(start.elapsed() < timeout, "{path} never served");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+async fn until_attached(client: &kube::Client, n: usize, timeout: Duration) {
+    eventually(timeout, &format!("attachedRoutes = {n}"), || async move {
+        let gw = get_json::<Gateway>(client, Some(NS), "gw")
+            .await
+            .ok_or("no Gateway")?;
+        let got = &gw["status"]["listeners"][0]["attachedRoutes"];
+        if got == n {
+            Ok(())
+        } else {
+            Err(got.to_string())
+        }
+    })
+    .await;
+}
+
+/// When each route was first seen with its parent `Accepted=True`.
+struct Accepted {
+    seen: Arc<Mutex<BTreeMap<String, Instant>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Accepted {
+    fn watch(client: &kube::Client) -> Accepted {
+        let seen: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
+        let api: kube::Api<HttpRoute> = kube::Api::namespaced(client.clone(), NS);
+        let task = tokio::spawn({
+            let seen = seen.clone();
+            async move {
+                let mut events = watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .boxed();
+                while let Some(ev) = events.next().await {
+                    let Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) = ev else {
+                        continue;
+                    };
+                    let v = serde_json::to_value(&r).unwrap();
+                    if parent_accepted(&v, "gw", None) == cond("True", "Accepted") {
+                        let name = v["metadata"]["name"].as_str().unwrap_or_default();
+                        seen.lock()
+                            .unwrap()
+                            .entry(name.to_string())
+                            .or_insert_with(Instant::now);
+                    }
+                }
+            }
+        });
+        Accepted { seen, task }
+    }
+
+    fn at(&self, name: &str) -> Instant {
+        self.seen.lock().unwrap()[name]
+    }
+}
+
+async fn until_accepted(
+    accepted: &Accepted,
+    names: impl IntoIterator<Item = String>,
+    timeout: Duration,
+) {
+    let names: Vec<String> = names.into_iter().collect();
+    eventually(timeout, "every route Accepted", || {
+        let seen = accepted.seen.lock().unwrap();
+        let missing = names.iter().filter(|n| !seen.contains_key(*n)).count();
+        async move {
+            if missing == 0 {
+                Ok(())
+            } else {
+                Err(format!("{missing} not yet"))
+            }
+        }
+    })
+    .await;
+}
