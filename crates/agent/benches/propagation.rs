@@ -22,10 +22,10 @@
 //! leaves in the cache dir. Its file provider answers every file event by
 //! re-reading and re-validating every object, which takes minutes per change
 //! at 1,000 routes, so it makes `eg-changes` changes per size (default 3).
-//! Where its workload differs, and why: its file mode keeps no Services or
-//! EndpointSlices, so its routes point at an Envoy Gateway `Backend` holding
-//! the same address; and its GatewayClass refers to an `EnvoyProxy` that
-//! merges the Gateways onto one Envoy (else it runs one Envoy per Gateway).
+//! Where its workload differs, and why: its file mode stores no Services and
+//! ignores EndpointSlices, so its routes point at an Envoy Gateway `Backend`
+//! holding the same address; and its GatewayClass refers to an `EnvoyProxy`
+//! that merges the Gateways onto one Envoy (else it runs one Envoy per Gateway).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -37,6 +37,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use support::*;
 
+/// Changes per size: aether-edge's, and Envoy Gateway's by default (minutes
+/// each at 1,000 routes).
 const CHANGES: usize = 100;
 const EG_CHANGES: usize = 3;
 const GATEWAYS: usize = 100;
