@@ -1,5 +1,5 @@
 # aether-edge — the two commands a newcomer runs: `make demo` and `make test`.
-.PHONY: all build demo test envoy kube-bins go-check lint bench fuzz image
+.PHONY: all build demo test envoy kube-bins go-check lint bench bench-peer fuzz image
 
 all: build
 
@@ -49,6 +49,11 @@ bench: envoy kube-bins
 	cargo bench -p aether-benches --bench fleet
 	cargo bench -p aether-edge --bench propagation
 	cargo bench -p aether-edge --bench status_latency
+
+# The propagation bench beside Envoy Gateway (built from its Go module into
+# ~/.cache/aether-edge on first use) on the same workload; see benches/README.md.
+bench-peer:
+	benches/peer/run
 
 # The fuzz targets (YAML loader + translate; SotW and Delta ADS request handling)
 # for ten minutes each; `make test` runs them for a few seconds.
