@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  Fleet ── streams[id] = { node, protocol, acked[type][name] = version, nacks[type] }
-//!        │        (one entry per open ADS stream; removed when the stream ends)
+//!        │        (one entry per open ADS stream; removed when the stream ends;
+//!        │         a concurrent map: each stream writes its own entry)
 //!        ├─ gateway_acks(snapshot)   per node, per Gateway: hash of what it ACKed
 //!        ├─ gateway_state(s)(snapshot, ..)  Acked / Pending / Nacked(msg), whole Gateways
 //!        ├─ served(snapshot)         per Gateway: its listeners and each route (`served.rs`)
@@ -15,6 +16,13 @@
 //! they are merged by node, later streams winning per resource. A node with no open
 //! stream is not in the view: when it comes back it starts from nothing until it
 //! ACKs again, which is what Envoy's own state is worth after a restart.
+//!
+//! Many streams record at once while the status gate reads: the streams live in
+//! a sharded map (`DashMap`), a stream's write locks only its shard, and a
+//! reader copies the entries out (each type's ACKed versions are a shared
+//! `Arc`, so a copy is a few pointers) and computes with no lock held. No ACK
+//! waits for a read of the whole fleet, and no stream for another one. Every
+//! read sorts the copies by stream id, so what it returns is in a stable order.
 
 mod metrics;
 mod served;
@@ -31,15 +39,17 @@ use crate::event::{Event, Nack};
 use crate::subscription::Versions;
 use aether_ir::{AckState, ObjectRef};
 use aether_xds::{GatewayResources, ResourceType, Snapshot};
+use dashmap::DashMap;
 use metrics::Metrics;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::sync::watch;
 
 /// Shared by every stream of one ADS server; cheap to clone.
 #[derive(Clone)]
 pub struct Fleet {
-    inner: Arc<Mutex<Inner>>,
+    shared: Arc<Shared>,
     changes: Arc<watch::Sender<u64>>,
 }
 
@@ -50,17 +60,19 @@ impl std::fmt::Debug for Fleet {
 }
 
 #[derive(Default)]
-struct Inner {
-    next_stream: u64,
-    streams: BTreeMap<u64, StreamState>,
-    metrics: Metrics,
-    history: served::History,
+struct Shared {
+    next_stream: AtomicU64,
+    streams: DashMap<u64, StreamState>,
+    metrics: Mutex<Metrics>,
+    history: RwLock<served::History>,
 }
 
+#[derive(Clone)]
 struct StreamState {
+    id: u64,
     node: String,
     protocol: Protocol,
-    acked: BTreeMap<ResourceType, Versions>,
+    acked: BTreeMap<ResourceType, Arc<Versions>>,
     nacks: BTreeMap<ResourceType, Nack>,
     /// The type of the most recent NACK, to tell which one is "last".
     last_nack: Option<ResourceType>,
@@ -98,7 +110,7 @@ impl Default for Fleet {
 impl Fleet {
     pub fn new() -> Self {
         Fleet {
-            inner: Arc::new(Mutex::new(Inner::default())),
+            shared: Arc::default(),
             changes: Arc::new(watch::Sender::new(0)),
         }
     }
@@ -110,24 +122,20 @@ impl Fleet {
 
     /// Registers a stream from `node` (the first request's `node.id`).
     pub fn connect(&self, node: &str, protocol: Protocol) -> FleetStream {
-        let id = {
-            let mut inner = self.lock();
-            inner.next_stream += 1;
-            let id = inner.next_stream;
-            inner.streams.insert(
+        let id = self.shared.next_stream.fetch_add(1, Ordering::Relaxed) + 1;
+        self.shared.streams.insert(
+            id,
+            StreamState {
                 id,
-                StreamState {
-                    node: node.to_string(),
-                    protocol,
-                    acked: BTreeMap::new(),
-                    nacks: BTreeMap::new(),
-                    last_nack: None,
-                    refused: Vec::new(),
-                },
-            );
-            inner.metrics.connected(protocol);
-            id
-        };
+                node: node.to_string(),
+                protocol,
+                acked: BTreeMap::new(),
+                nacks: BTreeMap::new(),
+                last_nack: None,
+                refused: Vec::new(),
+            },
+        );
+        self.metrics().connected(protocol);
         self.bump();
         FleetStream {
             fleet: self.clone(),
@@ -141,9 +149,8 @@ impl Fleet {
         &self,
         snapshot: &Snapshot,
     ) -> BTreeMap<String, BTreeMap<ObjectRef, Option<String>>> {
-        let inner = self.lock();
-        inner
-            .nodes()
+        let streams = self.streams();
+        nodes(&streams)
             .into_iter()
             .map(|(node, state)| {
                 let per_gateway = snapshot
@@ -161,15 +168,15 @@ impl Fleet {
         let Some(resources) = snapshot.gateways.get(gw) else {
             return AckState::Pending;
         };
-        let inner = self.lock();
-        gateway_state(&inner.nodes(), snapshot, resources)
+        let streams = self.streams();
+        gateway_state(&nodes(&streams), snapshot, resources)
     }
 
     /// [`Fleet::gateway_state`] for every Gateway of `snapshot` at once: the fleet
     /// is merged once, not once per Gateway.
     pub fn gateway_states(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, AckState> {
-        let inner = self.lock();
-        let nodes = inner.nodes();
+        let streams = self.streams();
+        let nodes = nodes(&streams);
         snapshot
             .gateways
             .iter()
@@ -179,36 +186,35 @@ impl Fleet {
 
     /// Per node, per type: the ACKed version and resources, and the last NACK.
     pub fn debug_view(&self) -> FleetView {
-        let inner = self.lock();
-        FleetView::of(&inner.nodes())
+        let streams = self.streams();
+        FleetView::of(&nodes(&streams))
     }
 
     /// Prometheus text exposition of the ADS counters.
     pub fn render_metrics(&self) -> String {
-        let inner = self.lock();
-        inner.metrics.render()
+        self.metrics().render()
     }
 
     /// Counts a stream refused for want of room.
     pub fn stream_refused(&self) {
-        self.lock().metrics.refused();
+        self.metrics().refused();
     }
 
     /// Counts a stream ended because its peer stopped reading.
     pub fn slow_reader_disconnected(&self) {
-        self.lock().metrics.stalled();
+        self.metrics().stalled();
     }
 
     /// Counts a response sent on some stream.
     pub fn record_push(&self, ty: ResourceType, protocol: Protocol) {
-        self.lock().metrics.pushed(ty, protocol);
+        self.metrics().pushed(ty, protocol);
     }
 
     fn record(&self, id: u64, event: &Event) {
         {
-            let mut inner = self.lock();
-            let inner = &mut *inner;
-            let Some(stream) = inner.streams.get_mut(&id) else {
+            // This stream's entry alone (its shard's lock), released before
+            // the counters are touched.
+            let Some(mut stream) = self.shared.streams.get_mut(&id) else {
                 return;
             };
             match event {
@@ -220,12 +226,13 @@ impl Fleet {
                         }
                     }
                     stream.refused.retain(|(_, nack)| !nack.rejected.is_empty());
-                    stream.acked.insert(*ty, versions.clone());
+                    stream.acked.insert(*ty, Arc::new(versions.clone()));
                     stream.nacks.remove(ty);
                     if stream.last_nack == Some(*ty) {
                         stream.last_nack = None;
                     }
-                    inner.metrics.acked(*ty);
+                    drop(stream);
+                    self.metrics().acked(*ty);
                 }
                 Event::Nacked { ty, nack } => {
                     if stream.refused.len() == MAX_REFUSED {
@@ -234,7 +241,8 @@ impl Fleet {
                     stream.refused.push((*ty, nack.clone()));
                     stream.nacks.insert(*ty, nack.clone());
                     stream.last_nack = Some(*ty);
-                    inner.metrics.nacked(*ty);
+                    drop(stream);
+                    self.metrics().nacked(*ty);
                 }
             }
         }
@@ -242,11 +250,8 @@ impl Fleet {
     }
 
     fn disconnect(&self, id: u64) {
-        {
-            let mut inner = self.lock();
-            if let Some(stream) = inner.streams.remove(&id) {
-                inner.metrics.disconnected(stream.protocol);
-            }
+        if let Some((_, stream)) = self.shared.streams.remove(&id) {
+            self.metrics().disconnected(stream.protocol);
         }
         self.bump();
     }
@@ -255,9 +260,39 @@ impl Fleet {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while holding the lock leaves plain data behind; keep serving it.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// A copy of every open stream's state, oldest first: readers compute on
+    /// it with no lock held.
+    fn streams(&self) -> Vec<StreamState> {
+        let mut streams: Vec<StreamState> = self
+            .shared
+            .streams
+            .iter()
+            .map(|e| e.value().clone())
+            .collect();
+        streams.sort_by_key(|s| s.id);
+        streams
+    }
+
+    // A panic while holding a lock leaves plain data behind; keep serving it.
+    fn metrics(&self) -> MutexGuard<'_, Metrics> {
+        self.shared
+            .metrics
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn history(&self) -> RwLockReadGuard<'_, served::History> {
+        self.shared
+            .history
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn history_mut(&self) -> RwLockWriteGuard<'_, served::History> {
+        self.shared
+            .history
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -278,21 +313,19 @@ impl Drop for FleetStream {
     }
 }
 
-impl Inner {
-    /// Connected nodes by id.
-    fn nodes(&self) -> BTreeMap<&str, NodeState<'_>> {
-        let mut nodes: BTreeMap<&str, NodeState<'_>> = BTreeMap::new();
-        for stream in self.streams.values() {
-            nodes
-                .entry(stream.node.as_str())
-                .or_insert_with(|| NodeState {
-                    streams: Vec::new(),
-                })
-                .streams
-                .push(stream);
-        }
+/// Connected nodes by id, from [`Fleet::streams`] (oldest stream first).
+fn nodes(streams: &[StreamState]) -> BTreeMap<&str, NodeState<'_>> {
+    let mut nodes: BTreeMap<&str, NodeState<'_>> = BTreeMap::new();
+    for stream in streams {
         nodes
+            .entry(stream.node.as_str())
+            .or_insert_with(|| NodeState {
+                streams: Vec::new(),
+            })
+            .streams
+            .push(stream);
     }
+    nodes
 }
 
 impl<'a> NodeState<'a> {
@@ -315,7 +348,7 @@ impl<'a> NodeState<'a> {
         for stream in &self.streams {
             for (ty, versions) in &stream.acked {
                 let m = merged.entry(*ty).or_default();
-                for (name, version) in versions {
+                for (name, version) in versions.iter() {
                     m.insert(name, version);
                 }
             }

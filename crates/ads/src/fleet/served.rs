@@ -80,10 +80,9 @@ impl Fleet {
     /// Remembers a snapshot's fragments; call it before the snapshot can reach
     /// any stream, so every version an Envoy ACKs can be read.
     pub fn remember(&self, snapshot: &Snapshot) {
-        let mut inner = self.lock();
-        let inner = &mut *inner;
-        let held = held(&inner.streams);
-        inner.history.remember(snapshot, &held);
+        let streams = self.streams();
+        let held = held(&streams);
+        self.history_mut().remember(snapshot, &held);
     }
 
     /// Per Gateway of `snapshot`, what every connected node serves of it. A
@@ -106,10 +105,10 @@ impl Fleet {
         snapshot: &Snapshot,
         counts: impl Fn(&str) -> bool,
     ) -> BTreeMap<ObjectRef, GatewayServed> {
-        let inner = self.lock();
-        let mut nodes = inner.nodes();
+        let streams = self.streams();
+        let mut nodes = super::nodes(&streams);
         nodes.retain(|n, _| counts(n));
-        let history = &inner.history;
+        let history = &*self.history();
         snapshot
             .gateways
             .iter()
@@ -175,9 +174,9 @@ impl Fleet {
 }
 
 /// Every (type, name, version) some stream has ACKed.
-fn held(streams: &BTreeMap<u64, StreamState>) -> BTreeSet<(ResourceType, &str, &str)> {
+fn held(streams: &[StreamState]) -> BTreeSet<(ResourceType, &str, &str)> {
     streams
-        .values()
+        .iter()
         .flat_map(|s| {
             s.acked.iter().flat_map(|(ty, versions)| {
                 versions
