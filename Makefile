@@ -42,13 +42,10 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-# Scale and propagation benchmarks (release build); prints medians and peak memory.
+# Every benchmark driver (release build), then one table of their numbers
+# against the targets (benches/run; each driver's output in target/bench/).
 bench: envoy kube-bins
-	cargo bench -p aether-benches --bench scale
-	cargo bench -p aether-benches --bench parse
-	cargo bench -p aether-benches --bench fleet
-	cargo bench -p aether-edge --bench propagation
-	cargo bench -p aether-edge --bench status_latency
+	benches/run
 
 # The propagation bench beside Envoy Gateway (built from its Go module into
 # ~/.cache/aether-edge on first use) on the same workload; see benches/README.md.

@@ -175,6 +175,18 @@ async fn bench(streams: usize) {
         "  ACKs recorded: {acked} in {elapsed:.2} s ({:.0}/s)",
         acked as f64 / elapsed
     );
+    aether_benches::summary(
+        "ads_streams",
+        &format!("{streams} streams: publish → all Acked, median / p99"),
+        format!("{median:.1} / {p99:.1} ms"),
+        "no lock shared by all streams",
+    );
+    aether_benches::summary(
+        "ads_streams",
+        &format!("{streams} streams: ACKs recorded per second"),
+        format!("{:.0}", acked as f64 / elapsed),
+        "-",
+    );
     println!(
         "  status gate reads (gateway_states + served, on every fleet change): {} reads, median {read_median:.2} ms, p99 {read_p99:.2} ms",
         reads.len()

@@ -104,6 +104,13 @@ fn main() {
     println!(
         "  caught up (compact reports, {compact} B each):   {ms:.2} ms, {acked} Gateways ACKed; node by node (fleet view) {view_ms:.2} ms"
     );
+    let at = format!("{GATEWAYS} Gateways × {NODES} nodes");
+    aether_benches::summary(
+        "fleet",
+        &format!("{at}: join, caught up"),
+        format!("{ms:.2} ms"),
+        "bounded",
+    );
 
     let mid_change = Reports::default();
     for n in 0..NODES {
@@ -125,6 +132,12 @@ fn main() {
     println!(
         "  mid-change (a hash per Gateway, {} B whole):  {ms:.2} ms, {acked} Gateways ACKed; node by node (fleet view) {view_ms:.2} ms",
         whole.encoded_len()
+    );
+    aether_benches::summary(
+        "fleet",
+        &format!("{at}: join, mid-change"),
+        format!("{ms:.2} ms"),
+        "bounded",
     );
     // What travels after the first report of a stream: one Gateway's change.
     let mut next = whole.clone();

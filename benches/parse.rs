@@ -32,6 +32,7 @@ fn main() {
             .collect();
         let (median, _) = median_p99(&mut ms);
         println!("{name:<44} {median:>8.1} ms");
+        median
     };
     stage("events, one parser over the file", &|| {
         granit_parser::Parser::new_from_str(&yaml).count()
@@ -44,10 +45,16 @@ fn main() {
     stage("YAML reader (events + values + limits)", &|| {
         aether_gateway::yaml_guard::read(&yaml).count()
     });
-    stage("load (reader + typed decode + store)", &|| {
+    let load = stage("load (reader + typed decode + store)", &|| {
         let mut store = aether_gateway::Store::default();
         store
             .add_yaml("scale.yaml", &yaml)
             .expect("scale input parses")
     });
+    aether_benches::summary(
+        "parse",
+        &format!("first load of {routes} routes ({docs} documents)"),
+        format!("{load:.0} ms"),
+        "≤ 300 ms at 10,000",
+    );
 }

@@ -104,6 +104,19 @@ fn child(routes: usize) {
     let (t, _) = median_p99(&mut translate);
     let (b, _) = median_p99(&mut build);
     let rss = peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
+    let at = format!("{routes} routes, {GATEWAYS} Gateways");
+    aether_benches::summary(
+        "scale",
+        &format!("{at}: full translate + build"),
+        format!("{:.1} ms", t + b),
+        "-",
+    );
+    aether_benches::summary(
+        "scale",
+        &format!("{at}: one route changed, translate / build"),
+        format!("{ot:.1} / {ob:.1} ms"),
+        "flat in the number of routes",
+    );
     println!(
         "{routes:>8} {p:>10.1} {t:>12.1} {b:>10.1} {:>10.1} {resources:>10} {rss:>12.1} {ot:>16.2} {ob:>12.2}",
         t + b

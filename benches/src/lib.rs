@@ -42,6 +42,13 @@ pub fn peak_rss_bytes() -> Option<u64> {
 }
 
 /// The median and the 99th percentile (nearest rank) of `samples`.
+/// One row of the table `make bench` prints (`benches/run` collects these
+/// lines from every driver): the driver, what it measured, the number, and the
+/// target it answers to (`-` where there is none).
+pub fn summary(bench: &str, what: &str, value: impl std::fmt::Display, target: &str) {
+    println!("summary | {bench} | {what} | {value} | {target} |");
+}
+
 pub fn median_p99(samples: &mut [f64]) -> (f64, f64) {
     samples.sort_by(|a, b| a.total_cmp(b));
     let at = |q: f64| {

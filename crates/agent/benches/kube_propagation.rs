@@ -108,8 +108,25 @@ async fn bench() {
     );
     println!("one route applied at a time, {changes} times, {served} routes served (release):");
     print_line("apply → first 200 through Envoy", &mut to_200);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (m, p) = median_p99(&mut to_200);
+    aether_benches::summary(
+        "kube_propagation",
+        &format!("{served} routes served: apply → 200, median / p99"),
+        format!("{:.1} / {:.1} ms", ms(m), ms(p)),
+        "p99 ≤ 50 ms",
+    );
     print_line("apply → watch sees Accepted=True", &mut to_accepted);
     print_line("status written − last ACK (per batch)", &mut follow);
+    if !follow.is_empty() {
+        let (m, p) = median_p99(&mut follow);
+        aether_benches::summary(
+            "kube_propagation",
+            &format!("{served} routes served: status written − last ACK, median / p99"),
+            format!("{:.1} / {:.1} ms", ms(m), ms(p)),
+            "≤ 150 ms",
+        );
+    }
 
     // A burst.
     let total = served + changes + burst;
@@ -159,13 +176,28 @@ async fn bench() {
         "  every route seen Accepted=True: {} ms after the last apply",
         after_last(all_accepted)
     );
+    aether_benches::summary(
+        "kube_propagation",
+        &format!("burst of {burst}: all 200 / attachedRoutes / all Accepted, after the last apply"),
+        format!(
+            "{} / {} / {} ms",
+            after_last(all_200),
+            after_last(attached),
+            after_last(all_accepted)
+        ),
+        "≤ 1,000 ms",
+    );
     // What the burst cost in writes, once nothing moves any more.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = writes(&w.agent.metrics());
     let (routes, gateways) = (after.0 - before.0, after.1 - before.1);
-    println!(
-        "  status writes: {routes} HTTPRoute + {gateways} Gateway = {:.2} per route",
-        (routes + gateways) as f64 / burst as f64
+    let per_route = (routes + gateways) as f64 / burst as f64;
+    println!("  status writes: {routes} HTTPRoute + {gateways} Gateway = {per_route:.2} per route");
+    aether_benches::summary(
+        "kube_propagation",
+        &format!("burst of {burst}: status writes per route"),
+        format!("{per_route:.2}"),
+        "≤ 1.2",
     );
     accepted.task.abort();
 }

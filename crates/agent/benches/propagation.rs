@@ -79,6 +79,7 @@ fn main() {
     for base in sizes {
         let ours = measure(&Subject::Aether { delta }, base, CHANGES);
         ours.print("aether-edge", base);
+        ours.summarize(base, delta);
         if let Some(eg) = &eg {
             let theirs = measure(&Subject::EnvoyGateway(eg), base, eg_changes);
             theirs.print("envoy-gateway", base);
@@ -229,6 +230,31 @@ impl Row {
         println!(
             "{name:<14} {base:>6} {:>7} {latency} {ready:>8} {:>9.1} {:>9.1}",
             self.changes, self.control_mib, self.envoy_mib
+        );
+    }
+
+    /// This row (ours) in the table `make bench` prints.
+    fn summarize(&self, base: usize, delta: bool) {
+        let ads = if delta { "Delta" } else { "SotW" };
+        let at = format!("{base} routes served ({ads})");
+        let latency = self
+            .stats()
+            .map_or("timeout".into(), |(m, p, _)| format!("{m:.1} / {p:.1} ms"));
+        aether_benches::summary(
+            "propagation",
+            &format!("{at}: file → 200, median / p99"),
+            latency,
+            "p99 ≤ 10 ms",
+        );
+        aether_benches::summary(
+            "propagation",
+            &format!("{at}: agent / Envoy RSS"),
+            format!("{:.0} / {:.0} MiB", self.control_mib, self.envoy_mib),
+            if base == 10_000 {
+                "agent ≤ 100 MiB"
+            } else {
+                "-"
+            },
         );
     }
 

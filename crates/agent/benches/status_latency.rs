@@ -222,6 +222,15 @@ async fn bench() {
         "    ({superseded} of {changes} changes were superseded by the next change to their route before status showed them)"
     );
     print_line("status written − last ACK (per batch)", &mut follow);
+    if !follow.is_empty() {
+        let (_, p99) = median_p99(&mut follow);
+        aether_benches::summary(
+            "status_latency",
+            &format!("{served} routes, 10 changes/s: status written − last ACK, p99"),
+            format!("{:.0} ms", p99.as_secs_f64() * 1e3),
+            "≤ 150 ms",
+        );
+    }
     // Where that time goes, per batch that followed a report.
     let followed: String = churn_log
         .lines()
