@@ -64,7 +64,7 @@ fn snapshot(rev: usize) -> Arc<Snapshot> {
                 .insert(name.clone(), Resource::new(&name, ty.type_url(), body));
             mine.insert((ty, name));
         }
-        members.insert(ObjectRef::new("edge", &format!("gw-{g}")), mine);
+        members.insert(ObjectRef::new("edge", format!("gw-{g}")), mine);
     }
     Arc::new(Snapshot::new(resources, members))
 }

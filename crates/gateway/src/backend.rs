@@ -17,12 +17,13 @@
 use crate::backend_tls::Policies;
 use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
-use crate::store::Store;
+use crate::store::{Store, StoreObject};
 use crate::vocabulary::route;
 use aether_ir::{Cluster, Endpoint, ObjectRef, UpstreamProtocol, names};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -84,6 +85,9 @@ pub struct BackendRef<'a> {
 pub struct Backends<'a> {
     store: &'a Store,
     index: Arc<BackendIndex>,
+    /// While [`Backends::reading_services`] runs: the Services whose
+    /// EndpointSlices were read.
+    read: RefCell<Option<BTreeSet<ObjectRef>>>,
 }
 
 /// What resolving needs beyond point lookups: EndpointSlices by Service, and
@@ -115,6 +119,29 @@ impl BackendIndex {
             tls: Policies::new(store),
         }
     }
+
+    /// The Services whose EndpointSlices differ between `self` and `other`
+    /// (by identity, or by anything translation reads of them).
+    pub fn services_changed(&self, other: &BackendIndex) -> BTreeSet<ObjectRef> {
+        let same = |a: &Vec<Arc<EndpointSlice>>, b: &Vec<Arc<EndpointSlice>>| {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|(x, y)| Arc::ptr_eq(x, y) || x.same_input(y))
+        };
+        let mut changed: BTreeSet<ObjectRef> = BTreeSet::new();
+        for (service, slices) in &self.slices {
+            if other.slices.get(service).is_none_or(|o| !same(slices, o)) {
+                changed.insert(service.clone());
+            }
+        }
+        for service in other.slices.keys() {
+            if !self.slices.contains_key(service) {
+                changed.insert(service.clone());
+            }
+        }
+        changed
+    }
 }
 
 impl<'a> Backends<'a> {
@@ -125,7 +152,21 @@ impl<'a> Backends<'a> {
     /// Backends over `store` with an index built from a store whose
     /// EndpointSlices and BackendTLSPolicies are the ones `store` holds.
     pub fn with_index(store: &'a Store, index: Arc<BackendIndex>) -> Self {
-        Backends { store, index }
+        Backends {
+            store,
+            index,
+            read: RefCell::new(None),
+        }
+    }
+
+    /// Runs `f`, and returns with its result the Services whose EndpointSlices
+    /// it read: what an incremental translator must redo `f` for when one of
+    /// their slices changes.
+    pub fn reading_services<T>(&self, f: impl FnOnce() -> T) -> (T, BTreeSet<ObjectRef>) {
+        let before = self.read.replace(Some(BTreeSet::new()));
+        let out = f();
+        let read = self.read.replace(before).unwrap_or_default();
+        (out, read)
     }
 
     /// BackendTLSPolicies, conflicts decided.
@@ -230,6 +271,9 @@ impl<'a> Backends<'a> {
 
     /// Ready endpoints of a Service port, sorted and deduplicated.
     fn endpoints(&self, ns: &str, service: &str, port_name: &str) -> Vec<Endpoint> {
+        if let Some(read) = self.read.borrow_mut().as_mut() {
+            read.insert(ObjectRef::new(ns, service));
+        }
         let mut out = Vec::new();
         let slices = self
             .index

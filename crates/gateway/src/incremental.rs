@@ -66,8 +66,13 @@ type Shared = Arc<dyn Any + Send + Sync>;
 #[derive(Default)]
 pub struct Translator {
     config: Config,
-    /// The shared objects the cache was filled under, in store order.
+    /// The shared objects the cache was filled under, in store order
+    /// (EndpointSlices apart: see `slices`).
     world: Vec<Shared>,
+    /// The EndpointSlices the cache was filled under, in store order. A change
+    /// to them redoes only the routes that read the changed Services' slices
+    /// (`RouteEntry::services`), and so only their Gateways and clusters.
+    slices: Vec<Shared>,
     /// Per route kind, sorted by key as the store is: a merge with the store
     /// moves entries over instead of looking each one up.
     routes: BTreeMap<&'static str, Vec<RouteEntry>>,
@@ -96,10 +101,16 @@ struct RouteEntry {
     parents: Vec<(usize, ObjectRef, bool)>,
     /// The route's status as last assembled, and what from.
     status: Option<(ParentSources, Arc<RouteStatus>)>,
+    /// The Services whose EndpointSlices modeling it read.
+    services: BTreeSet<ObjectRef>,
 }
 
 impl RouteEntry {
-    fn new(key: ObjectRef, source: Shared, model: RouteModel) -> Self {
+    fn new(
+        key: ObjectRef,
+        source: Shared,
+        (model, services): (RouteModel, BTreeSet<ObjectRef>),
+    ) -> Self {
         let parents = model
             .parent_refs
             .iter()
@@ -120,6 +131,7 @@ impl RouteEntry {
             model: Arc::new(model),
             parents,
             status: None,
+            services,
         }
     }
 }
@@ -161,11 +173,21 @@ impl Translator {
     /// Translates the whole store. Same store, same output, byte for byte,
     /// whatever the cache holds.
     pub fn translate(&mut self, store: &Store) -> Translation {
-        if !self.same_world(store) {
-            self.world = world(store);
+        if !same_objects(&mut self.world, store, for_each_shared) {
+            self.world = objects(store, for_each_shared);
             self.routes.clear();
             self.gateways.clear();
             self.backend_index = None;
+        }
+        // EndpointSlices changed: a new index, and the Services whose slices
+        // are not what they were.
+        let mut stale = BTreeSet::new();
+        if !same_objects(&mut self.slices, store, for_each_slice) {
+            self.slices = objects(store, for_each_slice);
+            let new = Arc::new(BackendIndex::new(store));
+            if let Some(old) = self.backend_index.replace(new.clone()) {
+                stale = old.services_changed(&new);
+            }
         }
         let index = self
             .backend_index
@@ -195,7 +217,10 @@ impl Translator {
                     while cached.next_if(|e| e.key < *key).is_some() {}
                     let source: Shared = r.clone();
                     let entry = match cached.next_if(|e| e.key == *key) {
-                        Some(mut e) if same_as::<$ty>(&e.source, &source) => {
+                        Some(mut e)
+                            if same_as::<$ty>(&e.source, &source)
+                                && e.services.is_disjoint(&stale) =>
+                        {
                             reuse.routes_reused += 1;
                             e.source = source;
                             e
@@ -204,7 +229,8 @@ impl Translator {
                             reuse.routes_modeled += 1;
                             let b =
                                 backends.get_or_init(|| Backends::with_index(store, index.clone()));
-                            RouteEntry::new(key.clone(), source, $model(b, key.clone(), r))
+                            let modeled = b.reading_services(|| $model(b, key.clone(), r));
+                            RouteEntry::new(key.clone(), source, modeled)
                         }
                     };
                     routes.push(entry.model.clone());
@@ -371,24 +397,24 @@ impl Translator {
         self.last = reuse;
         Translation { ir, status }
     }
+}
 
-    /// Whether every shared object is the one the cache was filled under, or
-    /// one translation cannot tell from it (then the cache holds the new one
-    /// from here on, and lets the old one go).
-    fn same_world(&mut self, store: &Store) -> bool {
-        let mut cached = self.world.iter();
-        let (mut same, mut identical) = (true, true);
-        for_each_shared(store, &mut |o, same_as| {
-            let c = cached.next();
-            identical = identical && c.is_some_and(|c| Arc::ptr_eq(c, &o));
-            same = same && c.is_some_and(|c| same_as(c, &o));
-        });
-        let same = same && cached.next().is_none();
-        if same && !identical {
-            self.world = world(store);
-        }
-        same
+/// Whether the objects `each` walks in `store` are the `cached` ones, or ones
+/// translation cannot tell from them (then `cached` takes the new ones from
+/// here on, and lets the old ones go).
+fn same_objects(cached: &mut Vec<Shared>, store: &Store, each: ForEach) -> bool {
+    let mut was = cached.iter();
+    let (mut same, mut identical) = (true, true);
+    each(store, &mut |o, same_as| {
+        let c = was.next();
+        identical = identical && c.is_some_and(|c| Arc::ptr_eq(c, &o));
+        same = same && c.is_some_and(|c| same_as(c, &o));
+    });
+    let same = same && was.next().is_none();
+    if same && !identical {
+        *cached = objects(store, each);
     }
+    same
 }
 
 /// GatewayClasses of ours (by name), their status planned.
@@ -522,21 +548,21 @@ fn same_as<T: StoreObject + Send + Sync + 'static>(cached: &Shared, now: &Shared
 /// Compares two objects of one kind: [`same_as`] for that kind.
 type SameAs = fn(&Shared, &Shared) -> bool;
 
-/// Every object of the kinds more than one Gateway or route may read, in store
-/// order, each with how to compare it.
-fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) {
-    fn kind<T: StoreObject + Send + Sync + 'static>(
-        store: &Store,
-        f: &mut dyn FnMut(Shared, SameAs),
-    ) {
-        for o in store.all::<T>().values() {
-            f(o.clone(), same_as::<T>);
-        }
+/// Walks some objects of a store, in store order, each with how to compare it.
+type ForEach = fn(&Store, &mut dyn FnMut(Shared, SameAs));
+
+fn kind<T: StoreObject + Send + Sync + 'static>(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) {
+    for o in store.all::<T>().values() {
+        f(o.clone(), same_as::<T>);
     }
+}
+
+/// Every object of the kinds more than one Gateway or route may read, but
+/// EndpointSlices ([`for_each_slice`]).
+fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) {
     kind::<GatewayClass>(store, f);
     kind::<ReferenceGrant>(store, f);
     kind::<Service>(store, f);
-    kind::<EndpointSlice>(store, f);
     kind::<Secret>(store, f);
     kind::<ConfigMap>(store, f);
     kind::<Namespace>(store, f);
@@ -544,9 +570,14 @@ fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) {
     kind::<ListenerSet>(store, f);
 }
 
-fn world(store: &Store) -> Vec<Shared> {
+/// Every EndpointSlice: routes read them only through the Services they name.
+fn for_each_slice(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) {
+    kind::<EndpointSlice>(store, f);
+}
+
+fn objects(store: &Store, each: ForEach) -> Vec<Shared> {
     let mut out = Vec::new();
-    for_each_shared(store, &mut |o, _| out.push(o));
+    each(store, &mut |o, _| out.push(o));
     out
 }
 

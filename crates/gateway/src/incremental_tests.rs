@@ -149,3 +149,46 @@ fn a_status_write_coming_back_is_not_a_change() {
     t.translate(&store);
     assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (0, 1));
 }
+
+fn slice(service: &str, address: &str) -> String {
+    format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {service}-1\n  namespace: default\n  labels: {{kubernetes.io/service-name: {service}}}\naddressType: IPv4\nports: [{{name: http, port: 8080}}]\nendpoints: [{{addresses: [\"{address}\"]}}]\n"
+    )
+}
+
+#[test]
+fn an_endpoint_slice_change_redoes_only_the_routes_that_read_its_service() {
+    let config = Config::default();
+    let mut store = two_gateways();
+    store.merge(&one(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: other, namespace: default}\nspec:\n  ports: [{name: http, port: 80}]\n",
+    ));
+    store.merge(&one(&slice("svc", "10.0.0.1")));
+    store.merge(&one(&slice("other", "10.0.1.1")));
+    // Route 3 (on gw-1) alone goes to `other`.
+    store.merge(&one(&route(3, 1, "/").replace("name: svc", "name: other")));
+    let mut t = Translator::new(config.clone());
+    t.translate(&store);
+
+    store.merge(&one(&slice("other", "10.0.1.2")));
+    let out = t.translate(&store);
+    assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (1, 1));
+    assert_eq!(out, crate::translate(&store, &config));
+    let endpoints: Vec<&str> = out
+        .ir
+        .clusters
+        .iter()
+        .filter(|c| c.service.name == "other")
+        .flat_map(|c| c.endpoints.iter().map(|e| e.address.as_str()))
+        .collect();
+    assert_eq!(endpoints, ["10.0.1.2"]);
+
+    // The other Service's slice: the 19 routes to it.
+    store.merge(&one(&slice("svc", "10.0.0.2")));
+    t.translate(&store);
+    assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (19, 2));
+    // A slice of a Service no route reads: nothing.
+    store.merge(&one(&slice("nobody", "10.0.2.1")));
+    t.translate(&store);
+    assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (0, 0));
+}

@@ -180,3 +180,35 @@ proptest! {
         }
     }
 }
+
+/// Point 1 of the incremental pipeline: new endpoints change EDS, nothing else.
+#[test]
+fn an_endpoint_slice_change_moves_only_endpoints() {
+    let slice = |address: &str| {
+        format!(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: svc-1\n  namespace: default\n  labels: {{kubernetes.io/service-name: svc}}\naddressType: IPv4\nports: [{{name: http, port: 8080}}]\nendpoints: [{{addresses: [\"{address}\"]}}]\n"
+        )
+    };
+    let base = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: aether}\nspec: {controllerName: gateway.aether.io/edge}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: default}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {name: http, protocol: HTTP, port: 8080}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: svc, namespace: default}\nspec:\n  ports: [{name: http, port: 80}]\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: default}\nspec:\n  parentRefs: [{name: gw}]\n  rules:\n  - backendRefs: [{name: svc, port: 80}]\n";
+    let mut store = Store::default();
+    store.add_yaml("base.yaml", base).unwrap();
+    store.merge(&one(&slice("10.0.0.1")));
+    let mut translator = Translator::new(Config::default());
+    let mut builder = Builder::default();
+    let before = builder.build(&translator.translate(&store).ir);
+    store.merge(&one(&slice("10.0.0.2")));
+    let after = builder.build(&translator.translate(&store).ir);
+    let versions = |s: &aether_xds::Snapshot, ty| -> Vec<String> {
+        s.resources
+            .get(&ty)
+            .into_iter()
+            .flatten()
+            .map(|(_, r)| r.version.clone())
+            .collect()
+    };
+    use aether_xds::ResourceType::*;
+    for ty in [Cluster, Listener, Route] {
+        assert_eq!(versions(&before, ty), versions(&after, ty), "{ty:?} moved");
+    }
+    assert_ne!(versions(&before, Endpoint), versions(&after, Endpoint));
+}
