@@ -462,6 +462,11 @@ async fn wait_true(mut rx: watch::Receiver<bool>) {
 /// Re-translates whenever the index changes, once every kind has listed.
 /// Ports taken out of the IR because they have no Envoy port yet are published
 /// with the snapshot that lacks them (`Published::left_out`), for the status.
+///
+/// A change after a quiet spell is translated at once; one that arrives within
+/// [`SETTLE`] of the last translation waits out the rest of it, so a burst (a
+/// `kubectl apply` of many objects, a relist) costs a translation per
+/// [`SETTLE`], not one per object.
 async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: AddressMode) {
     let mut generation = index.subscribe();
     let mut waiting_logged = false;
@@ -494,10 +499,11 @@ async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: Addres
             }
             None => {}
         }
+        let done = tokio::time::Instant::now();
         if generation.changed().await.is_err() {
             return;
         }
-        tokio::time::sleep(SETTLE).await;
+        tokio::time::sleep_until(done + SETTLE).await;
         generation.borrow_and_update();
     }
 }
