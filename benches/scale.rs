@@ -1,4 +1,5 @@
-//! Translate + build at scale: 1,000 and 10,000 HTTPRoutes over 100 Gateways.
+//! Translate + build at scale: 1,000 and 10,000 HTTPRoutes over 100 Gateways
+//! (`AETHER_BENCH_GATEWAYS` changes how many).
 //!
 //! Each size runs in a child process of its own so that its peak RSS (VmHWM) is
 //! that size's alone. Prints, per size: parse, translate and build medians over
@@ -10,7 +11,14 @@
 use aether_benches::{median_p99, peak_rss_bytes, scale_yaml};
 use std::time::Instant;
 
-const GATEWAYS: usize = 100;
+/// Gateways the routes spread over (`AETHER_BENCH_GATEWAYS`, default 100; 1
+/// puts every route on one Gateway, the worst case for a one-route change).
+fn gateways() -> usize {
+    std::env::var("AETHER_BENCH_GATEWAYS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+}
 const RUNS: usize = 7;
 
 fn main() {
@@ -26,7 +34,8 @@ fn main() {
         Some(n) => vec![n],
         None => vec![1_000, 10_000],
     };
-    println!("translate + build, {GATEWAYS} Gateways, median of {RUNS} runs (release build)");
+    let gateways = gateways();
+    println!("translate + build, {gateways} Gateways, median of {RUNS} runs (release build)");
     println!(
         "{:>8} {:>10} {:>12} {:>10} {:>10} {:>10} {:>12} {:>16} {:>12}",
         "routes",
@@ -50,7 +59,8 @@ fn main() {
 }
 
 fn child(routes: usize) {
-    let yaml = scale_yaml(GATEWAYS, routes);
+    let gateways = gateways();
+    let yaml = scale_yaml(gateways, routes);
     let config = aether_gateway::Config::default();
     let (mut parse, mut translate, mut build) = (vec![], vec![], vec![]);
     let mut resources = 0;
@@ -68,7 +78,7 @@ fn child(routes: usize) {
         let snapshot = aether_xds::build(&translation.ir);
         build.push(t.elapsed().as_secs_f64() * 1e3);
         resources = snapshot.resources.values().map(|m| m.len()).sum::<usize>();
-        assert_eq!(snapshot.gateways.len(), GATEWAYS, "every Gateway is served");
+        assert_eq!(snapshot.gateways.len(), gateways, "every Gateway is served");
     }
     // One route changed (its path), through warm caches: what a reload costs.
     let mut store = aether_gateway::Store::default();
@@ -82,7 +92,7 @@ fn child(routes: usize) {
     for run in 0..RUNS {
         let r = run * 7 % routes;
         let mut one = aether_gateway::Store::default();
-        one.add_yaml("one.yaml", &one_route(r, GATEWAYS, run))
+        one.add_yaml("one.yaml", &one_route(r, gateways, run))
             .expect("the changed route parses");
         store.merge(&one);
         let t = Instant::now();
@@ -96,7 +106,7 @@ fn child(routes: usize) {
             "one Gateway retranslated"
         );
         assert_eq!(builder.last.gateways_encoded, 1, "one Gateway re-encoded");
-        assert_eq!(snapshot.gateways.len(), GATEWAYS);
+        assert_eq!(snapshot.gateways.len(), gateways);
     }
     let (ot, _) = median_p99(&mut one_translate);
     let (ob, _) = median_p99(&mut one_build);
@@ -104,7 +114,7 @@ fn child(routes: usize) {
     let (t, _) = median_p99(&mut translate);
     let (b, _) = median_p99(&mut build);
     let rss = peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
-    let at = format!("{routes} routes, {GATEWAYS} Gateways");
+    let at = format!("{routes} routes, {gateways} Gateways");
     aether_benches::summary(
         "scale",
         &format!("{at}: full translate + build"),

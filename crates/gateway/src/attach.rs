@@ -140,7 +140,7 @@ fn hosting_listeners(
 /// route's parent statuses.
 pub fn reject_mixed_kinds(
     gw: &mut GatewayModel,
-    routes: &[RouteModel],
+    routes: &[std::sync::Arc<RouteModel>],
     attached: &mut BTreeSet<(usize, usize)>,
     parents: &mut [Vec<RouteParentStatus>],
 ) {

@@ -453,12 +453,12 @@ fn translate_gateway(
     inputs: &[(Arc<RouteModel>, usize)],
 ) -> GatewayUnit {
     // The routes of this Gateway alone, in route order; (listener, local route).
-    let mut local: Vec<RouteModel> = Vec::new();
+    let mut local: Vec<Arc<RouteModel>> = Vec::new();
     let mut at: Vec<usize> = Vec::with_capacity(inputs.len());
     for (i, (route, _)) in inputs.iter().enumerate() {
         let same_as_before = i > 0 && Arc::ptr_eq(&inputs[i - 1].0, route);
         if !same_as_before {
-            local.push((**route).clone());
+            local.push(route.clone());
         }
         at.push(local.len() - 1);
     }

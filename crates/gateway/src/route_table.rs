@@ -26,11 +26,12 @@ use aether_ir::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The IR of one served Gateway. `attached` holds (listener index, route index).
 pub fn gateway(
     gw: &GatewayModel,
-    routes: &[RouteModel],
+    routes: &[Arc<RouteModel>],
     attached: &BTreeSet<(usize, usize)>,
     clusters: &mut BTreeMap<String, Cluster>,
 ) -> aether_ir::Gateway {
@@ -105,7 +106,7 @@ pub fn gateway(
 
 struct TableContext<'a> {
     gw: &'a GatewayModel,
-    routes: &'a [RouteModel],
+    routes: &'a [Arc<RouteModel>],
     attached: &'a BTreeSet<(usize, usize)>,
     port: u16,
     protocol: PortProtocol,
@@ -128,7 +129,7 @@ impl TableContext<'_> {
             let l = &self.gw.listeners[li];
             let on_listener = self.attached.range((li, 0)..(li + 1, 0)).map(|&(_, ri)| ri);
             for ri in on_listener {
-                let r = &self.routes[ri];
+                let r: &RouteModel = &self.routes[ri];
                 let served = hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames);
                 let siblings = rivals
                     .iter()
@@ -225,7 +226,7 @@ impl TableContext<'_> {
                 .filter(|&&other| other != li)
                 .map(|&other| self.gw.listeners[other].hostname.as_deref());
             for ri in self.by_age(li) {
-                let r = &self.routes[ri];
+                let r: &RouteModel = &self.routes[ri];
                 let served = hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames);
                 let hosts: Vec<String> =
                     hostname::isolate(served, l.hostname.as_deref(), siblings.clone())
@@ -373,7 +374,7 @@ impl TableContext<'_> {
     /// route with several backends gets one cluster holding all their endpoints,
     /// weighted: Envoy's UDP proxy sends a session to one cluster.
     fn forward(&self, ri: usize, clusters: &mut BTreeMap<String, Cluster>) -> Option<L4Forward> {
-        let r = &self.routes[ri];
+        let r: &RouteModel = &self.routes[ri];
         let RuleAction::Forward(ForwardSpec {
             backends,
             invalid_weight,
