@@ -14,7 +14,7 @@
 //! the full rebuild; a warm one gives an equal snapshot (property test in
 //! `incremental_tests.rs`).
 
-use crate::snapshot::{Resource, ResourceType, Snapshot};
+use crate::snapshot::{FingerprintedParts, Resource, ResourceType, Snapshot};
 use crate::{GatewayBuild, ObjectParts, build_cluster, build_gateway};
 use aether_ir as ir;
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +25,9 @@ use std::sync::Arc;
 pub struct Builder {
     clusters: BTreeMap<String, (Arc<ir::Cluster>, Arc<[Resource; 2]>)>,
     gateways: BTreeMap<ir::ObjectRef, (Arc<ir::Gateway>, Arc<GatewayBuild>)>,
+    /// Per Gateway, its routes' parts fingerprinted: against which build, and
+    /// which versions of the resources they take whole.
+    fingerprinted: BTreeMap<ir::ObjectRef, Fingerprinted>,
     /// What the last build reused and encoded.
     pub last: Reuse,
 }
@@ -83,7 +86,7 @@ impl Builder {
     }
 
     /// The snapshot of what the cache holds now (exactly the last IR's pieces).
-    fn assemble(&self) -> Snapshot {
+    fn assemble(&mut self) -> Snapshot {
         let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
         for (name, (_, [cds, eds])) in self.clusters.iter().map(|(n, (c, b))| (n, (c, &**b))) {
             resources
@@ -97,8 +100,6 @@ impl Builder {
         }
         let mut members: BTreeMap<ir::ObjectRef, BTreeSet<(ResourceType, String)>> =
             BTreeMap::new();
-        let mut parts: BTreeMap<ir::ObjectRef, (ObjectParts, BTreeMap<String, ObjectParts>)> =
-            BTreeMap::new();
         let mut fragments = BTreeMap::new();
         for (key, (_, b)) in &self.gateways {
             for (ty, r) in &b.resources {
@@ -108,13 +109,59 @@ impl Builder {
                     .insert(r.name.clone(), r.clone());
             }
             members.insert(key.clone(), b.members.clone());
-            parts.insert(key.clone(), (b.own.clone(), b.routes.clone()));
             for (k, f) in &b.fragments {
                 fragments.insert(k.clone(), f.clone());
             }
         }
-        Snapshot::new(resources, members).with_parts(parts, fragments)
+        let version_of = |ty: ResourceType, name: &str| {
+            resources
+                .get(&ty)
+                .and_then(|m| m.get(name))
+                .map(|r| r.version.as_str())
+        };
+        let mut parts = FingerprintedParts::new();
+        let mut fingerprinted = BTreeMap::new();
+        for (key, (_, b)) in &self.gateways {
+            let kept = self.fingerprinted.remove(key).filter(|f| {
+                Arc::ptr_eq(&f.build, b)
+                    && f.wholes
+                        .iter()
+                        .all(|((ty, name), v)| version_of(*ty, name) == v.as_deref())
+            });
+            let f = kept.unwrap_or_else(|| {
+                let mut routes = b.routes.clone();
+                for r in routes.values_mut() {
+                    r.fingerprint = r.fingerprint_of(version_of);
+                }
+                Fingerprinted {
+                    build: b.clone(),
+                    wholes: b
+                        .wholes
+                        .iter()
+                        .map(|(ty, name)| {
+                            (
+                                (*ty, name.clone()),
+                                version_of(*ty, name).map(str::to_string),
+                            )
+                        })
+                        .collect(),
+                    routes: Arc::new(routes),
+                }
+            });
+            parts.insert(key.clone(), (b.own.clone(), f.routes.clone()));
+            fingerprinted.insert(key.clone(), f);
+        }
+        self.fingerprinted = fingerprinted;
+        Snapshot::new(resources, members).with_fingerprinted_parts(parts, fragments)
     }
+}
+
+/// One Gateway's routes' parts, fingerprinted against the versions in `wholes`
+/// (the resources they take whole) and `build`'s own.
+struct Fingerprinted {
+    build: Arc<GatewayBuild>,
+    wholes: Vec<((ResourceType, String), Option<String>)>,
+    routes: Arc<BTreeMap<String, ObjectParts>>,
 }
 
 #[cfg(test)]

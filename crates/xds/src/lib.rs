@@ -41,6 +41,7 @@ use aether_ir as ir;
 use parts::OWN;
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Every Envoy resource the IR describes, versioned, with each Gateway's members
 /// (its listeners, route tables, and the clusters and endpoints its routes use).
@@ -75,9 +76,12 @@ struct GatewayBuild {
     members: BTreeSet<(ResourceType, String)>,
     own: ObjectParts,
     routes: BTreeMap<String, ObjectParts>,
-    fragments: Vec<((ResourceType, String), BTreeMap<String, String>)>,
+    fragments: Vec<((ResourceType, String), Arc<BTreeMap<String, String>>)>,
     /// Every cluster name its routes forward to, and whether the IR defined it.
     clusters_named: BTreeMap<String, bool>,
+    /// The resources some route's parts take whole: what the routes'
+    /// fingerprints read besides the parts themselves.
+    wholes: BTreeSet<(ResourceType, String)>,
 }
 
 /// One Gateway's resources; `known` says which clusters the IR defines.
@@ -90,6 +94,7 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild
         routes,
         fragments,
         clusters_named,
+        ..
     } = &mut out;
     let mut add = |ty: ResourceType, name: &str, encoded: Vec<u8>| {
         resources.push((ty, Resource::new(name, ty.type_url(), encoded)));
@@ -169,7 +174,7 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild
                 r.require(lds.0, &lds.1, Part::Fragment(own_share.clone()));
                 of_listener.insert(key.clone(), own_share.clone());
             }
-            fragments.push((rds.clone(), of_table));
+            fragments.push((rds.clone(), Arc::new(of_table)));
             add(rds.0, &rds.1, rc.encode_to_vec());
             mine.insert(rds);
             for (key, cluster) in referenced_clusters(table) {
@@ -178,8 +183,15 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild
                 uses(mine, routes, key, cluster);
             }
         }
-        fragments.push((lds, of_listener));
+        fragments.push((lds, Arc::new(of_listener)));
     }
+    out.wholes = out
+        .routes
+        .values()
+        .flat_map(|r| &r.parts)
+        .filter(|(_, part)| **part == parts::Part::Whole)
+        .map(|(key, _)| key.clone())
+        .collect();
     out
 }
 

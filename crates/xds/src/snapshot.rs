@@ -102,9 +102,15 @@ pub struct GatewayResources {
     /// The Gateway's own share: its listeners without what routes own of them.
     /// Empty when the snapshot was built without parts.
     pub own: ObjectParts,
-    /// Each route's share, by route key (`<kind>/<namespace>/<name>`).
-    pub routes: BTreeMap<String, ObjectParts>,
+    /// Each route's share, by route key (`<kind>/<namespace>/<name>`); shared
+    /// between snapshots while nothing it was fingerprinted against moved.
+    pub routes: Arc<BTreeMap<String, ObjectParts>>,
 }
+
+/// What [`Snapshot::with_fingerprinted_parts`] takes, per Gateway: its own
+/// share, and its routes' shares already fingerprinted against the snapshot.
+pub type FingerprintedParts =
+    BTreeMap<ObjectRef, (ObjectParts, Arc<BTreeMap<String, ObjectParts>>)>;
 
 impl GatewayResources {
     /// The hash of this Gateway's resources given some versions (the snapshot's,
@@ -178,25 +184,42 @@ impl Snapshot {
     /// Adds each Gateway's parts (its own and its routes') and the fragments of
     /// shared resources, fingerprinting every part set at this snapshot.
     pub fn with_parts(
-        mut self,
+        self,
         parts: BTreeMap<ObjectRef, (ObjectParts, BTreeMap<String, ObjectParts>)>,
         fragments: BTreeMap<(ResourceType, String), BTreeMap<String, String>>,
     ) -> Self {
-        for (gw, (mut own, mut routes)) in parts {
-            let version_of = |ty, name: &str| self.version_of(ty, name);
-            own.fingerprint = own.fingerprint_of(version_of);
-            for r in routes.values_mut() {
-                r.fingerprint = r.fingerprint_of(version_of);
-            }
+        let parts = parts
+            .into_iter()
+            .map(|(gw, (own, mut routes))| {
+                for r in routes.values_mut() {
+                    r.fingerprint = r.fingerprint_of(|ty, name| self.version_of(ty, name));
+                }
+                (gw, (own, Arc::new(routes)))
+            })
+            .collect();
+        let fragments = fragments
+            .into_iter()
+            .map(|(k, v)| (k, Arc::new(v)))
+            .collect();
+        self.with_fingerprinted_parts(parts, fragments)
+    }
+
+    /// [`Snapshot::with_parts`] with the routes' parts already fingerprinted
+    /// against this snapshot's versions (the incremental builder keeps them
+    /// while neither the Gateway nor a resource they read whole moved).
+    pub fn with_fingerprinted_parts(
+        mut self,
+        parts: FingerprintedParts,
+        fragments: BTreeMap<(ResourceType, String), Arc<BTreeMap<String, String>>>,
+    ) -> Self {
+        for (gw, (mut own, routes)) in parts {
+            own.fingerprint = own.fingerprint_of(|ty, name| self.version_of(ty, name));
             if let Some(g) = self.gateways.get_mut(&gw) {
                 g.own = own;
                 g.routes = routes;
             }
         }
-        self.fragments = fragments
-            .into_iter()
-            .map(|(k, v)| (k, Arc::new(v)))
-            .collect();
+        self.fragments = fragments;
         self
     }
 

@@ -211,4 +211,11 @@ fn an_endpoint_slice_change_moves_only_endpoints() {
         assert_eq!(versions(&before, ty), versions(&after, ty), "{ty:?} moved");
     }
     assert_ne!(versions(&before, Endpoint), versions(&after, Endpoint));
+    // And what the warm builder kept (parts, fingerprints) is what a fresh
+    // build gives.
+    let fresh = aether_xds::build(&aether_gateway::translate(&store, &Config::default()).ir);
+    assert!(
+        after == fresh,
+        "warm build != fresh build after the slice changed"
+    );
 }
