@@ -43,6 +43,9 @@ use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+/// Each object's fragment of one shared resource, by object key.
+type Fragment = BTreeMap<String, String>;
+
 /// Every Envoy resource the IR describes, versioned, with each Gateway's members
 /// (its listeners, route tables, and the clusters and endpoints its routes use).
 /// Pure and deterministic: the same IR gives an equal snapshot. The full
@@ -76,7 +79,8 @@ struct GatewayBuild {
     members: BTreeSet<(ResourceType, String)>,
     own: ObjectParts,
     routes: BTreeMap<String, ObjectParts>,
-    fragments: Vec<((ResourceType, String), Arc<BTreeMap<String, String>>)>,
+    /// Per resource the Gateway's objects share, each object's fragment.
+    fragments: Vec<((ResourceType, String), Arc<Fragment>)>,
     /// Every cluster name its routes forward to, and whether the IR defined it.
     clusters_named: BTreeMap<String, bool>,
     /// The resources some route's parts take whole: what the routes'

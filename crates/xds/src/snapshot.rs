@@ -107,6 +107,9 @@ pub struct GatewayResources {
     pub routes: Arc<BTreeMap<String, ObjectParts>>,
 }
 
+/// Per resource that objects share, each object's fragment of it.
+pub type Fragments = BTreeMap<(ResourceType, String), Arc<BTreeMap<String, String>>>;
+
 /// What [`Snapshot::with_fingerprinted_parts`] takes, per Gateway: its own
 /// share, and its routes' shares already fingerprinted against the snapshot.
 pub type FingerprintedParts =
@@ -139,7 +142,7 @@ pub struct Snapshot {
     pub resources: BTreeMap<ResourceType, BTreeMap<String, Resource>>,
     pub gateways: BTreeMap<ObjectRef, GatewayResources>,
     /// Per resource that objects share, each object's fragment at this version.
-    pub fragments: BTreeMap<(ResourceType, String), Arc<BTreeMap<String, String>>>,
+    pub fragments: Fragments,
     /// sha256 over every resource's (type, name, version): equal snapshots, equal version.
     pub version: String,
 }
@@ -210,7 +213,7 @@ impl Snapshot {
     pub fn with_fingerprinted_parts(
         mut self,
         parts: FingerprintedParts,
-        fragments: BTreeMap<(ResourceType, String), Arc<BTreeMap<String, String>>>,
+        fragments: Fragments,
     ) -> Self {
         for (gw, (mut own, routes)) in parts {
             own.fingerprint = own.fingerprint_of(|ty, name| self.version_of(ty, name));
