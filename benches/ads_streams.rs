@@ -16,14 +16,13 @@
 
 use aether_ads::{AckState, AdsServer, Fleet, bind, serve_on};
 use aether_benches::median_p99;
-use aether_ir::ObjectRef;
-use aether_xds::{Resource, ResourceType, Snapshot};
+use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use prost::Message;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -41,32 +40,23 @@ const TYPES: [ResourceType; 4] = [
 
 /// 100 Gateways; the route table of Gateway `rev % 100` carries `rev`.
 fn snapshot(rev: usize) -> Arc<Snapshot> {
-    let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
-    let mut members = BTreeMap::new();
-    for g in 0..GATEWAYS {
-        let mut mine = BTreeSet::new();
-        for ty in TYPES {
-            let name = format!("{}-gw-{g}", ty.short_name());
-            let body = if ty == ResourceType::Route {
-                let rev = if rev % GATEWAYS == g { rev } else { 0 };
-                RouteConfiguration {
-                    name: name.clone(),
-                    request_headers_to_remove: vec![format!("x-rev-{rev}")],
-                    ..Default::default()
-                }
-                .encode_to_vec()
-            } else {
-                format!("{name} body").into_bytes()
-            };
-            resources
-                .entry(ty)
-                .or_default()
-                .insert(name.clone(), Resource::new(&name, ty.type_url(), body));
-            mine.insert((ty, name));
-        }
-        members.insert(ObjectRef::new("edge", format!("gw-{g}")), mine);
-    }
-    Arc::new(Snapshot::new(resources, members))
+    Arc::new(aether_benches::gateways_snapshot(
+        GATEWAYS,
+        "edge",
+        &TYPES,
+        |ty, name, g| {
+            if ty != ResourceType::Route {
+                return format!("{name} body").into_bytes();
+            }
+            let rev = if rev % GATEWAYS == g { rev } else { 0 };
+            RouteConfiguration {
+                name: name.to_string(),
+                request_headers_to_remove: vec![format!("x-rev-{rev}")],
+                ..Default::default()
+            }
+            .encode_to_vec()
+        },
+    ))
 }
 
 fn main() {

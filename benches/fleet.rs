@@ -10,11 +10,10 @@
 //! `cargo bench -p aether-benches --bench fleet`
 
 use aether_benches::median_p99;
-use aether_ir::ObjectRef;
 use aether_report::{AckReport, Members, Reports};
-use aether_xds::{Resource, ResourceType, Snapshot};
+use aether_xds::{ResourceType, Snapshot};
 use prost::Message;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 const GATEWAYS: usize = 1_000;
@@ -22,27 +21,15 @@ const NODES: usize = 100;
 const RUNS: usize = 21;
 
 fn snapshot() -> Snapshot {
-    let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
-    let mut members = BTreeMap::new();
-    for g in 0..GATEWAYS {
-        let mut mine = BTreeSet::new();
-        for ty in [
-            ResourceType::Listener,
-            ResourceType::Route,
-            ResourceType::Cluster,
-            ResourceType::Endpoint,
-        ] {
-            let name = format!("{}-gw-{g}", ty.short_name());
-            let body = format!("{name} body").into_bytes();
-            resources
-                .entry(ty)
-                .or_default()
-                .insert(name.clone(), Resource::new(&name, ty.type_url(), body));
-            mine.insert((ty, name));
-        }
-        members.insert(ObjectRef::new("default", format!("gw-{g}")), mine);
-    }
-    Snapshot::new(resources, members)
+    let types = [
+        ResourceType::Listener,
+        ResourceType::Route,
+        ResourceType::Cluster,
+        ResourceType::Endpoint,
+    ];
+    aether_benches::gateways_snapshot(GATEWAYS, "default", &types, |_, name, _| {
+        format!("{name} body").into_bytes()
+    })
 }
 
 /// Every Gateway's Service has every node as a Ready endpoint.

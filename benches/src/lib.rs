@@ -1,6 +1,36 @@
 //! Inputs for the benchmark drivers: Gateway API YAML at a chosen scale.
 
+use aether_ir::ObjectRef;
+use aether_xds::{Resource, ResourceType, Snapshot};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
+
+/// A snapshot of `gateways` Gateways `namespace/gw-<g>`, each made of one
+/// resource of every type of `types`, named `<type>-gw-<g>`, whose encoded
+/// body is `body(type, name, g)`.
+pub fn gateways_snapshot(
+    gateways: usize,
+    namespace: &str,
+    types: &[ResourceType],
+    body: impl Fn(ResourceType, &str, usize) -> Vec<u8>,
+) -> Snapshot {
+    let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
+    let mut members = BTreeMap::new();
+    for g in 0..gateways {
+        let mut mine = BTreeSet::new();
+        for &ty in types {
+            let name = format!("{}-gw-{g}", ty.short_name());
+            let encoded = body(ty, &name, g);
+            resources
+                .entry(ty)
+                .or_default()
+                .insert(name.clone(), Resource::new(&name, ty.type_url(), encoded));
+            mine.insert((ty, name));
+        }
+        members.insert(ObjectRef::new(namespace, format!("gw-{g}")), mine);
+    }
+    Snapshot::new(resources, members)
+}
 
 /// `gateways` Gateways (one HTTP listener each, on port 10000+i) and `routes`
 /// HTTPRoutes spread round-robin over them, each with a hostname, two rules and
