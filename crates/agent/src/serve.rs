@@ -38,16 +38,21 @@ pub async fn ads_when_ready(
     address: &str,
     remember: impl Fn(&Snapshot) + Send + 'static,
 ) -> anyhow::Result<()> {
+    // Only the snapshot of the first publication is kept: the publication
+    // holds that generation's IR, status plan and store, which this function
+    // would otherwise pin for as long as it serves.
     let first = tokio::select! {
-        p = published.wait_for(Option::is_some) => p.map(|p| p.clone()).ok().flatten(),
+        p = published.wait_for(Option::is_some) => {
+            p.ok().and_then(|p| p.as_ref().map(|p| p.snapshot.clone()))
+        }
         _ = shutdown_signal() => None,
     };
     let Some(first) = first else {
         return Ok(());
     };
-    fleet.remember(&first.snapshot);
-    remember(&first.snapshot);
-    let (snapshot_tx, snapshot_rx) = watch::channel(first.snapshot.clone());
+    fleet.remember(&first);
+    remember(&first);
+    let (snapshot_tx, snapshot_rx) = watch::channel(first);
     tokio::spawn(forward_snapshots(
         published.clone(),
         snapshot_tx,
@@ -115,5 +120,64 @@ async fn report_programmed(mut published: watch::Receiver<Option<Arc<Published>>
             r = published.changed() => if r.is_err() { return },
             r = fleet_changes.changed() => if r.is_err() { return },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn publication(version: &str) -> Arc<Published> {
+        Arc::new(Published {
+            snapshot: Arc::new(Snapshot {
+                version: version.into(),
+                ..Snapshot::default()
+            }),
+            status: Default::default(),
+            ir: Default::default(),
+            left_out: BTreeMap::new(),
+            store: Default::default(),
+        })
+    }
+
+    /// A publication carries its generation's IR, status plan and store: once
+    /// a newer one replaces it, serving must not keep it alive (the first one
+    /// used to stay pinned for as long as the server ran).
+    #[tokio::test]
+    async fn a_replaced_publication_is_let_go() {
+        let (tx, rx) = watch::channel(None);
+        let first = publication("v1");
+        let first_weak = Arc::downgrade(&first);
+        tx.send_replace(Some(first));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        let serving =
+            tokio::spawn(async move { ads_when_ready(rx, Fleet::new(), &address, |_| {}).await });
+        // The server has taken the first publication once it listens.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "the ADS server never listened");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let second = publication("v2");
+        let second_weak = Arc::downgrade(&second);
+        tx.send_replace(Some(second));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while first_weak.upgrade().is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "the first publication is still held after a second replaced it"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(second_weak.upgrade().is_some(), "the current one is kept");
+        serving.abort();
     }
 }

@@ -59,7 +59,7 @@ impl BackendError {
 }
 
 /// What a route speaks to its backends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Upstream {
     /// HTTP/1.1, or h2c when the Service port's appProtocol says so.
     Http,
@@ -88,6 +88,10 @@ pub struct Backends<'a> {
     /// While [`Backends::reading_services`] runs: the Services whose
     /// EndpointSlices were read.
     read: RefCell<Option<BTreeSet<ObjectRef>>>,
+    /// Clusters resolved so far, by (Service, port, upstream): the routes that
+    /// name one backend share one cluster (with its endpoints) instead of
+    /// each holding a copy — at 10,000 routes, megabytes.
+    resolved: RefCell<BTreeMap<(ObjectRef, u16, Upstream), Arc<Cluster>>>,
 }
 
 /// What resolving needs beyond point lookups: EndpointSlices by Service, and
@@ -156,6 +160,7 @@ impl<'a> Backends<'a> {
             store,
             index,
             read: RefCell::new(None),
+            resolved: RefCell::new(BTreeMap::new()),
         }
     }
 
@@ -182,7 +187,7 @@ impl<'a> Backends<'a> {
         route_ns: &str,
         r: BackendRef<'_>,
         upstream: Upstream,
-    ) -> Result<Cluster, BackendError> {
+    ) -> Result<Arc<Cluster>, BackendError> {
         let store = self.store;
         let ns = r.namespace.unwrap_or(route_ns);
         let group = r.group.unwrap_or("");
@@ -207,12 +212,24 @@ impl<'a> Backends<'a> {
         if !reference_grant::permitted(store, from, to) {
             return Err(BackendError::RefNotPermitted(shown));
         }
+        let port = r.port.and_then(|p| u16::try_from(p).ok());
+        let service = ObjectRef::new(ns, r.name);
+        if let Some(port) = port
+            && let Some(cluster) = self
+                .resolved
+                .borrow()
+                .get(&(service.clone(), port, upstream))
+        {
+            self.note_read(&service);
+            return Ok(cluster.clone());
+        }
         let svc: &Service = store
             .get(ns, r.name)
             .ok_or_else(|| BackendError::NotFound(shown.clone(), "Service not found".into()))?;
-        let Some(port) = r.port.and_then(|p| u16::try_from(p).ok()) else {
+        let Some(port) = port else {
             return Err(BackendError::NotFound(shown, "port is required".into()));
         };
+        let memo = (service, port, upstream);
         let svc_port = svc
             .spec
             .as_ref()
@@ -244,8 +261,7 @@ impl<'a> Backends<'a> {
             Some(_) => UpstreamProtocol::Http1,
         };
         let port_name = svc_port.name.as_deref().unwrap_or("");
-        let service = ObjectRef::new(ns, r.name);
-        let tls = match self.index.tls.lookup(&service, port_name) {
+        let tls = match self.index.tls.lookup(&memo.0, port_name) {
             // TLS is for HTTP and gRPC backends; L4 routes carry the stream as is.
             Some(p) if matches!(upstream, Upstream::Http | Upstream::Grpc) => {
                 let tls = p.tls.as_ref().map_err(|why| {
@@ -255,32 +271,35 @@ impl<'a> Backends<'a> {
             }
             _ => None,
         };
-        Ok(Cluster {
+        let cluster = Arc::new(Cluster {
             name: if upstream == Upstream::Udp {
                 names::udp_cluster(ns, r.name, port)
             } else {
                 names::cluster(ns, r.name, port)
             },
-            service,
+            service: memo.0.clone(),
             port,
             protocol,
-            endpoints: self.endpoints(ns, r.name, port_name),
+            endpoints: self.endpoints(&memo.0, port_name),
             tls,
-        })
+        });
+        self.resolved.borrow_mut().insert(memo, cluster.clone());
+        Ok(cluster)
+    }
+
+    /// Records, while [`Backends::reading_services`] runs, that the
+    /// EndpointSlices of `service` were read.
+    fn note_read(&self, service: &ObjectRef) {
+        if let Some(read) = self.read.borrow_mut().as_mut() {
+            read.insert(service.clone());
+        }
     }
 
     /// Ready endpoints of a Service port, sorted and deduplicated.
-    fn endpoints(&self, ns: &str, service: &str, port_name: &str) -> Vec<Endpoint> {
-        if let Some(read) = self.read.borrow_mut().as_mut() {
-            read.insert(ObjectRef::new(ns, service));
-        }
+    fn endpoints(&self, service: &ObjectRef, port_name: &str) -> Vec<Endpoint> {
+        self.note_read(service);
         let mut out = Vec::new();
-        let slices = self
-            .index
-            .slices
-            .get(&ObjectRef::new(ns, service))
-            .into_iter()
-            .flatten();
+        let slices = self.index.slices.get(service).into_iter().flatten();
         // FQDN slices name hosts, not addresses: a static upstream cannot use them.
         for slice in slices.filter(|s| matches!(s.address_type.as_str(), "IPv4" | "IPv6")) {
             let port = slice
@@ -306,6 +325,7 @@ impl<'a> Backends<'a> {
         }
         out.sort();
         out.dedup();
+        out.shrink_to_fit();
         out
     }
 }

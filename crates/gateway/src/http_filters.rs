@@ -12,7 +12,7 @@ use crate::backend::{BackendError, BackendRef, Backends, Upstream};
 use crate::header::{check_path, modify_headers};
 use crate::hostname::{self, Wildcard};
 use crate::route::{RedirectSpec, enum_name};
-use aether_ir::{Cluster, Cors, HeaderModifier, PathRewrite, UrlRewrite};
+use aether_ir::{Cors, HeaderModifier, PathRewrite, UrlRewrite};
 use gateway_api::apis::experimental::httproutes::{
     HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFiltersType, HttpRouteRulesFilters,
     HttpRouteRulesFiltersCors, HttpRouteRulesFiltersRequestMirror,
@@ -48,7 +48,7 @@ pub struct RuleFilters {
     pub response_headers: HeaderModifier,
     pub redirect: Option<RedirectSpec>,
     pub rewrite: Option<UrlRewrite>,
-    pub mirrors: Vec<(Cluster, Option<(u32, u32)>)>,
+    pub mirrors: Vec<crate::route::Mirror>,
     pub cors: Option<Cors>,
 }
 

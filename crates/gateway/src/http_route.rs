@@ -96,6 +96,7 @@ fn rule(
                 cors: cors.map(Box::new),
                 ..ForwardSpec::default()
             };
+            forward.backends.reserve_exact(valid.len());
             for (cluster, weight, headers) in valid {
                 forward.backends.push((cluster, weight));
                 if any_headers {

@@ -101,17 +101,19 @@ struct RouteEntry {
     parents: Vec<(usize, ObjectRef, bool)>,
     /// The route's status as last assembled, and what from.
     status: Option<(ParentSources, Arc<RouteStatus>)>,
-    /// The Services whose EndpointSlices modeling it read.
-    services: BTreeSet<ObjectRef>,
+    /// The Services whose EndpointSlices modeling it read, sorted (a slice,
+    /// not a set: a one-element `BTreeSet` allocates a whole node).
+    services: Box<[ObjectRef]>,
 }
 
 impl RouteEntry {
     fn new(
         key: ObjectRef,
         source: Shared,
-        (model, services): (RouteModel, BTreeSet<ObjectRef>),
+        (mut model, services): (RouteModel, BTreeSet<ObjectRef>),
     ) -> Self {
-        let parents = model
+        model.shrink_to_fit();
+        let mut parents: Vec<_> = model
             .parent_refs
             .iter()
             .enumerate()
@@ -125,13 +127,14 @@ impl RouteEntry {
                 Some((pi, p.gateway(&model.key.namespace), set))
             })
             .collect();
+        parents.shrink_to_fit();
         RouteEntry {
             key,
             source,
             model: Arc::new(model),
             parents,
             status: None,
-            services,
+            services: services.into_iter().collect(),
         }
     }
 }
@@ -219,7 +222,7 @@ impl Translator {
                     let entry = match cached.next_if(|e| e.key == *key) {
                         Some(mut e)
                             if same_as::<$ty>(&e.source, &source)
-                                && e.services.is_disjoint(&stale) =>
+                                && !e.services.iter().any(|s| stale.contains(s)) =>
                         {
                             reuse.routes_reused += 1;
                             e.source = source;

@@ -23,6 +23,7 @@ use aether_ir::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One HTTPRoute or GRPCRoute, read.
 #[derive(Debug, Clone)]
@@ -70,7 +71,7 @@ pub enum RuleAction {
 /// A forwarding rule: its valid backends and what happens on the way to them.
 #[derive(Debug, Clone, Default)]
 pub struct ForwardSpec {
-    pub backends: Vec<(Cluster, u32)>,
+    pub backends: Vec<(Arc<Cluster>, u32)>,
     pub invalid_weight: u32,
     /// The header filters of each entry of `backends`, in the same order;
     /// empty when no backendRef has any.
@@ -80,9 +81,13 @@ pub struct ForwardSpec {
     pub retry: Option<Retry>,
     /// RequestMirror filters whose backend resolved: the cluster and the
     /// mirrored share (numerator, denominator).
-    pub mirrors: Vec<(Cluster, Option<(u32, u32)>)>,
+    pub mirrors: Vec<Mirror>,
     pub cors: Option<Box<Cors>>,
 }
+
+/// A RequestMirror filter whose backend resolved: the cluster and the
+/// mirrored share (numerator, denominator), if not all.
+pub type Mirror = (Arc<Cluster>, Option<(u32, u32)>);
 
 /// A RequestRedirect filter before the port rules (which need the listener).
 #[derive(Debug, Clone)]
@@ -175,6 +180,20 @@ impl RouteModel {
         }
     }
 
+    /// Drops the spare capacity of its lists: a cache keeps thousands of
+    /// models, each list grown by pushes to four slots or more.
+    pub fn shrink_to_fit(&mut self) {
+        self.hostnames.shrink_to_fit();
+        self.invalid_hostnames.shrink_to_fit();
+        self.parent_refs.shrink_to_fit();
+        self.rules.shrink_to_fit();
+        for rule in &mut self.rules {
+            rule.matches.shrink_to_fit();
+        }
+        self.invalid_rules.shrink_to_fit();
+        self.backend_errors.shrink_to_fit();
+    }
+
     /// Reads every rule (a missing or empty list is one catch-all rule, as the API
     /// server defaults it), keeping the valid ones and why the others were dropped.
     pub fn read_rules<R: Default>(
@@ -184,6 +203,8 @@ impl RouteModel {
     ) {
         let default_rules = vec![R::default()];
         let rules = rules.filter(|r| !r.is_empty()).unwrap_or(&default_rules);
+        // Exactly: a pushed-to Vec of 400-byte rules starts at four.
+        self.rules.reserve_exact(rules.len());
         for (index, spec) in rules.iter().enumerate() {
             if let Some(why) = self.undecodable.get(&index) {
                 self.invalid_rules.push(format!("rule {index}: {why}"));
@@ -263,10 +284,10 @@ impl RouteModel {
 
 /// A rule's backends: the valid ones with their weights (weight 0 dropped) and
 /// the summed weight of the invalid ones.
-pub type ResolvedBackends = (Vec<(Cluster, u32)>, u32);
+pub type ResolvedBackends = (Vec<(Arc<Cluster>, u32)>, u32);
 
 /// [`ResolvedBackends`], each valid backend with its backendRef's payload.
-pub type ResolvedWith<P> = (Vec<(Cluster, u32, P)>, u32);
+pub type ResolvedWith<P> = (Vec<(Arc<Cluster>, u32, P)>, u32);
 
 /// Resolves a rule's backendRefs, errors appended to `errors`. `Err`: the rule
 /// is invalid, a weight is negative or the weights sum past `u32::MAX` (Envoy
@@ -314,7 +335,7 @@ pub fn resolve_backends_with<'a, P>(
             u32::MAX
         ));
     }
-    let mut valid = Vec::new();
+    let mut valid = Vec::with_capacity(refs.len());
     let mut invalid_weight = 0u32;
     for (r, weight, payload) in refs {
         match backends.resolve(kind, route_ns, r, upstream) {

@@ -25,6 +25,7 @@ use aether_ir::{
     VirtualHost, WeightedBackend, names,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -274,29 +275,29 @@ impl TableContext<'_> {
     /// The rule as this Gateway sends it: with a backend client certificate
     /// (`spec.tls.backend`), each TLS cluster becomes this Gateway's own
     /// variant presenting it (clusters are shared across Gateways otherwise).
-    fn with_client_certificate(&self, f: &ForwardSpec) -> ForwardSpec {
+    fn with_client_certificate<'f>(&self, f: &'f ForwardSpec) -> Cow<'f, ForwardSpec> {
         let Some(Ok(cert)) = &self.gw.backend_client_certificate else {
-            return f.clone();
+            return Cow::Borrowed(f);
         };
         let (ns, gw) = (&self.gw.key.namespace, &self.gw.key.name);
-        let variant = |c: &Cluster| {
+        let variant = |c: &Arc<Cluster>| {
             let Some(tls) = &c.tls else {
                 return c.clone();
             };
             let mut tls = tls.clone();
             tls.client_certificate = Some(cert.clone());
-            Cluster {
+            Arc::new(Cluster {
                 name: names::cluster_of_gateway(&c.name, ns, gw),
                 tls: Some(tls),
-                ..c.clone()
-            }
+                ..Cluster::clone(c)
+            })
         };
         let mut f = f.clone();
         let mirrors = f.mirrors.iter_mut().map(|(c, _)| c);
         for c in f.backends.iter_mut().map(|(c, _)| c).chain(mirrors) {
             *c = variant(c);
         }
-        f
+        Cow::Owned(f)
     }
 
     /// An HTTPS listener's table answers 421 Misdirected Request for the hosts
@@ -397,7 +398,7 @@ impl TableContext<'_> {
         for (cluster, _) in backends {
             clusters
                 .entry(cluster.name.clone())
-                .or_insert_with(|| cluster.clone());
+                .or_insert_with(|| Cluster::clone(cluster));
         }
         Some(L4Forward {
             route,
@@ -418,7 +419,7 @@ impl TableContext<'_> {
                 RouteAction::DirectResponse { status: 500 }
             }
             RuleAction::Forward(f) => {
-                let f = &self.with_client_certificate(f);
+                let f: &ForwardSpec = &self.with_client_certificate(f);
                 let mirrors = f.mirrors.iter().map(|(c, _)| c);
                 for cluster in f.backends.iter().map(|(c, _)| c).chain(mirrors) {
                     add_cluster(clusters, cluster);
@@ -478,7 +479,7 @@ fn age(r: &RouteModel) -> (bool, Option<Time>, ObjectRef) {
 /// One cluster for a UDPRoute's weighted backends: every backend's endpoints,
 /// each weighted so that the backends' shares are their weights (a backend's
 /// weight spread over its endpoints). Endpoints named by two backends add up.
-fn udp_weighted_cluster(r: &RouteModel, backends: &[(Cluster, u32)]) -> Cluster {
+fn udp_weighted_cluster(r: &RouteModel, backends: &[(Arc<Cluster>, u32)]) -> Cluster {
     /// Per-endpoint weights are integers: scale before dividing by the count.
     const SCALE: u64 = 1000;
     let mut weights: BTreeMap<(String, u16), u64> = BTreeMap::new();

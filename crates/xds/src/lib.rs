@@ -192,7 +192,7 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild
     out.wholes = out
         .routes
         .values()
-        .flat_map(|r| &r.parts)
+        .flat_map(|r| r.parts.iter())
         .filter(|(_, part)| **part == parts::Part::Whole)
         .map(|(key, _)| key.clone())
         .collect();

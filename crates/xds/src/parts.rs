@@ -26,6 +26,7 @@
 use crate::snapshot::ResourceType;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The key of the Gateway's own share of a listener (route keys have slashes).
 pub const OWN: &str = "Gateway";
@@ -45,7 +46,8 @@ pub enum Part {
 /// One object's parts, and a fingerprint of them at the snapshot they belong to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ObjectParts {
-    pub parts: BTreeMap<(ResourceType, String), Part>,
+    /// Shared: a snapshot's copy with a fingerprint costs no second map.
+    pub parts: Arc<BTreeMap<(ResourceType, String), Part>>,
     /// Equal fingerprints, equal served config (see [`ObjectParts::fingerprint_of`]).
     pub fingerprint: String,
 }
@@ -53,8 +55,7 @@ pub struct ObjectParts {
 impl ObjectParts {
     /// Adds a part; of two needs of one resource, the stricter holds.
     pub fn require(&mut self, ty: ResourceType, name: &str, part: Part) {
-        let slot = self
-            .parts
+        let slot = Arc::make_mut(&mut self.parts)
             .entry((ty, name.to_string()))
             .or_insert(Part::Present);
         if part > *slot {
@@ -68,7 +69,7 @@ impl ObjectParts {
         version_of: impl Fn(ResourceType, &str) -> Option<&'a str>,
     ) -> String {
         let mut h = Sha256::new();
-        for ((ty, name), part) in &self.parts {
+        for ((ty, name), part) in self.parts.iter() {
             h.update(ty.short_name().as_bytes());
             h.update([0]);
             h.update(name.as_bytes());

@@ -1,0 +1,150 @@
+//! Where the control plane's memory goes at 10,000 HTTPRoutes over 100
+//! Gateways: the live heap (bytes allocated and not freed, counted by `dhat`)
+//! after each stage of a standalone load, and after one-route changes that
+//! touch every Gateway once (a cache that kept old generations would grow).
+//!
+//! The workload is the propagation bench's: one file per Gateway, every route
+//! to one shared backend. Stages, each counted on top of the last:
+//! store (typed objects), translator caches (route models, Gateway units,
+//! IR), builder caches (encoded resources, parts), the published snapshot.
+//!
+//! Counting every allocation slows the program down: this driver measures
+//! bytes, not time.
+//!
+//! `cargo bench -p aether-benches --bench memory [-- ROUTES]`
+
+use std::sync::Arc;
+
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
+const GATEWAYS: usize = 100;
+
+fn live_mib() -> f64 {
+    dhat::HeapStats::get().curr_bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn main() {
+    let routes: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(10_000);
+    let _heap = dhat::Profiler::builder().testing().build();
+    let files = workload(routes);
+    let text_mib = files.iter().map(String::len).sum::<usize>() as f64 / (1024.0 * 1024.0);
+    let before = live_mib();
+
+    // One store per file, merged (as the standalone source keeps them).
+    let per_file: Vec<aether_gateway::Store> = files
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let mut s = aether_gateway::Store::default();
+            s.add_yaml(&format!("file-{i}.yaml"), text)
+                .expect("the workload parses");
+            s
+        })
+        .collect();
+    drop(files);
+    let merged = |per_file: &[aether_gateway::Store]| {
+        let mut s = aether_gateway::Store::default();
+        for f in per_file {
+            s.merge(f);
+        }
+        Arc::new(s)
+    };
+    let store = merged(&per_file);
+    let after_store = live_mib();
+    let mut translator = aether_gateway::incremental::Translator::default();
+    let translation = translator.translate(&store);
+    let after_translate = live_mib();
+    let mut builder = aether_xds::Builder::default();
+    let snapshot = Arc::new(builder.build(&translation.ir));
+    let after_build = live_mib();
+    let mut published = Some((snapshot, translation, store));
+
+    // One route changed on every Gateway in turn; each generation replaces
+    // the last, as a publication does.
+    let mut per_file = per_file;
+    for g in 0..GATEWAYS {
+        let mut one = aether_gateway::Store::default();
+        one.add_yaml("change.yaml", &route(routes + g, g, "changed"))
+            .expect("the change parses");
+        per_file.push(one);
+        let store = merged(&per_file);
+        let translation = translator.translate(&store);
+        let snapshot = Arc::new(builder.build(&translation.ir));
+        published = Some((snapshot, translation, store));
+    }
+    let after_changes = live_mib();
+    drop(published);
+    let without_publication = live_mib();
+
+    println!("live heap at {routes} HTTPRoutes over {GATEWAYS} Gateways (MiB, dhat)");
+    println!("  YAML text read                        {text_mib:>7.1}  (freed after parsing)");
+    println!(
+        "  store (typed objects)                 {:>7.1}",
+        after_store - before
+    );
+    println!(
+        "  + translator caches and IR            {:>7.1}",
+        after_translate - after_store
+    );
+    println!(
+        "  + builder caches and snapshot         {:>7.1}",
+        after_build - after_translate
+    );
+    println!(
+        "  = after the first load                {:>7.1}",
+        after_build - before
+    );
+    println!(
+        "  after {GATEWAYS} changes, one per Gateway   {:>7.1}",
+        after_changes - before
+    );
+    println!(
+        "  of which the last publication alone   {:>7.1}",
+        after_changes - without_publication
+    );
+    aether_benches::summary(
+        "memory",
+        &format!("{routes} routes: live heap after load / after {GATEWAYS} changes"),
+        format!(
+            "{:.1} / {:.1} MiB",
+            after_build - before,
+            after_changes - before
+        ),
+        "(RSS ≤ 100 MiB)",
+    );
+}
+
+/// The propagation bench's files: one per Gateway (the first also holding the
+/// GatewayClass, the Gateways and the shared backend).
+fn workload(routes: usize) -> Vec<String> {
+    let mut first = String::from(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: aether}\nspec: {controllerName: gateway.aether.io/edge}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: bench, namespace: default}\nspec:\n  ports: [{name: http, port: 80}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: bench-1, namespace: default, labels: {kubernetes.io/service-name: bench}}\naddressType: IPv4\nports: [{name: http, port: 8080}]\nendpoints:\n- addresses: [\"10.0.0.1\"]\n  conditions: {ready: true}\n",
+    );
+    for g in 0..GATEWAYS {
+        first.push_str(&format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw-{g}, namespace: default}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: {}}}\n",
+            20000 + g
+        ));
+    }
+    let mut files = vec![first];
+    for g in 0..GATEWAYS {
+        files.push(
+            (g..routes)
+                .step_by(GATEWAYS)
+                .map(|i| route(i, g, "base"))
+                .collect(),
+        );
+    }
+    files
+}
+
+fn route(i: usize, g: usize, prefix: &str) -> String {
+    format!(
+        "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {prefix}{i}, namespace: default}}\nspec:\n  parentRefs: [{{name: gw-{g}}}]\n  hostnames: [\"h{h}.example.com\"]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /{prefix}{i}}}}}]\n    backendRefs: [{{name: bench, port: 80}}]\n",
+        h = i % 50
+    )
+}
