@@ -29,6 +29,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
+/// The allocator the `aether-edge` binary runs on.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const GATEWAYS: usize = 100;
 const PUBLISHES: usize = 40;
 const TYPES: [ResourceType; 4] = [

@@ -16,6 +16,10 @@ use prost::Message;
 use std::collections::BTreeSet;
 use std::time::Instant;
 
+/// The allocator the `aether-edge` binary runs on.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const GATEWAYS: usize = 1_000;
 const NODES: usize = 100;
 const RUNS: usize = 21;

@@ -8,6 +8,10 @@
 use aether_benches::{median_p99, scale_yaml};
 use std::time::Instant;
 
+/// The allocator the `aether-edge` binary runs on.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const GATEWAYS: usize = 100;
 const RUNS: usize = 7;
 

@@ -11,6 +11,10 @@
 use aether_benches::{median_p99, peak_rss_bytes, scale_yaml};
 use std::time::Instant;
 
+/// The allocator the `aether-edge` binary runs on.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Gateways the routes spread over (`AETHER_BENCH_GATEWAYS`, default 100; 1
 /// puts every route on one Gateway, the worst case for a one-route change).
 fn gateways() -> usize {

@@ -63,11 +63,24 @@ pub struct Document<'a> {
 /// text (a test holds the two to it), built from a linear parser, one document
 /// at a time.
 pub fn read(text: &str) -> impl Iterator<Item = Result<Document<'_>, Refusal>> {
+    let budget = expansion_budget(text.len());
+    read_documents(split(text), budget, budget)
+}
+
+/// [`read`] over documents already split from a file (`(first line, text)`,
+/// see [`split`]), spending at most `budget` nodes on them together: a file
+/// read in parts gives each part its share of the file's budget. `limit` is
+/// the file's whole budget, as a refusal states it.
+pub fn read_documents(
+    docs: Vec<(usize, &str)>,
+    budget: u64,
+    limit: u64,
+) -> impl Iterator<Item = Result<Document<'_>, Refusal>> {
     let mut budget = Budget {
-        left: expansion_budget(text.len()),
-        limit: expansion_budget(text.len()),
+        left: budget,
+        limit,
     };
-    split(text).into_iter().map(move |(first_line, text)| {
+    docs.into_iter().map(move |(first_line, text)| {
         let value = build(text, &mut budget).map_err(|mut r| {
             r.line += first_line - 1;
             r
@@ -83,7 +96,7 @@ pub fn read(text: &str) -> impl Iterator<Item = Result<Document<'_>, Refusal>> {
 /// Splits on `---` lines. A line starting with `---` at column 0 can only be a
 /// document marker in YAML (block scalars are indented), so this is exact.
 /// Content after the marker on its line (`--- {a: 1}`) starts the document.
-fn split(text: &str) -> Vec<(usize, &str)> {
+pub fn split(text: &str) -> Vec<(usize, &str)> {
     let mut docs = Vec::new();
     let (mut start, mut first_line) = (0, 1);
     let mut offset = 0;
