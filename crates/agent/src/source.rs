@@ -223,44 +223,56 @@ impl ParseCache {
         }
         // Who holds each object: first the files that keep what they had, then
         // the new versions in file order, each refused if it brings an object
-        // another file holds.
-        let mut owners: BTreeMap<(&'static str, ObjectRef), PathBuf> = BTreeMap::new();
-        let replaced: BTreeSet<&PathBuf> = parsed.iter().map(|(p, _, _)| p).collect();
-        for (path, (_, store)) in &self.files {
-            if !replaced.contains(path) {
-                for (kind, key) in store.keys() {
-                    owners
-                        .entry((kind, key.clone()))
-                        .or_insert_with(|| path.clone());
+        // another file holds. Only the objects the new versions bring are
+        // looked up (borrowed, not copied): a one-file edit among 10,000
+        // objects costs a walk over their keys, not a map of them all.
+        let refused: Vec<Option<String>> = {
+            let replaced: BTreeSet<&PathBuf> = parsed.iter().map(|(p, _, _)| p).collect();
+            let brought: BTreeSet<(&str, &ObjectRef)> = parsed
+                .iter()
+                .flat_map(|(_, _, store)| store.keys())
+                .collect();
+            let mut owners: BTreeMap<(&str, &ObjectRef), &PathBuf> = BTreeMap::new();
+            for (path, (_, store)) in &self.files {
+                if !replaced.contains(path) {
+                    for key in store.keys().into_iter().filter(|k| brought.contains(k)) {
+                        owners.entry(key).or_insert(path);
+                    }
                 }
             }
-        }
-        let mut accepted = Vec::new();
-        for (path, stamp, store) in parsed {
-            let keys = store.keys();
-            let clash = keys.iter().find_map(|(kind, key)| {
-                owners.get(&(*kind, (*key).clone())).map(|o| (kind, key, o))
-            });
-            if let Some((kind, key, other)) = clash {
-                let object = if key.namespace.is_empty() {
-                    format!("{kind} {}", key.name)
-                } else {
-                    format!("{kind} {key}")
-                };
-                problems.push(format!(
-                    "{}: {object} is already defined in {}; this file keeps its last good version",
-                    file_name(&path),
-                    file_name(other)
-                ));
-                continue;
+            parsed
+                .iter()
+                .map(|(path, _, store)| {
+                    let keys = store.keys();
+                    let clash = keys
+                        .iter()
+                        .find_map(|k| owners.get(k).map(|other| (k, *other)));
+                    if let Some(((kind, key), other)) = clash {
+                        let object = if key.namespace.is_empty() {
+                            format!("{kind} {}", key.name)
+                        } else {
+                            format!("{kind} {key}")
+                        };
+                        return Some(format!(
+                            "{}: {object} is already defined in {}; this file keeps its last good version",
+                            file_name(path),
+                            file_name(other)
+                        ));
+                    }
+                    for k in keys {
+                        owners.insert(k, path);
+                    }
+                    None
+                })
+                .collect()
+        };
+        for ((path, stamp, store), refused) in parsed.into_iter().zip(refused) {
+            match refused {
+                Some(problem) => problems.push(problem),
+                None => {
+                    self.files.insert(path, (stamp, store));
+                }
             }
-            for (kind, key) in keys {
-                owners.insert((kind, key.clone()), path.clone());
-            }
-            accepted.push((path, stamp, store));
-        }
-        for (path, stamp, store) in accepted {
-            self.files.insert(path, (stamp, store));
         }
         let mut store = Store::default();
         for (_, file) in self.files.values() {
