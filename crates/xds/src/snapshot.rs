@@ -76,7 +76,9 @@ pub struct Resource {
     pub name: String,
     /// Hex sha256 of `body.value`.
     pub version: String,
-    pub body: Any,
+    /// Shared: every snapshot holds every resource, and a new snapshot per
+    /// change must not copy every encoded body.
+    pub body: Arc<Any>,
 }
 
 impl Resource {
@@ -85,10 +87,10 @@ impl Resource {
         Resource {
             name: name.into(),
             version,
-            body: Any {
+            body: Arc::new(Any {
                 type_url: type_url.to_string(),
                 value: encoded,
-            },
+            }),
         }
     }
 }

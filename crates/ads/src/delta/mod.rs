@@ -30,6 +30,7 @@ use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource as DeltaResource,
 };
+use envoy_types::pb::google::protobuf::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -223,7 +224,7 @@ impl DeltaStream {
             resources.push(DeltaResource {
                 name: name.to_string(),
                 version: r.version.clone(),
-                resource: Some(r.body.clone()),
+                resource: Some(Any::clone(&r.body)),
                 ..Default::default()
             });
         }

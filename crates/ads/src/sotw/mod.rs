@@ -173,7 +173,7 @@ impl TypeState {
                 continue;
             }
             versions.insert(name.to_string(), resource.version.clone());
-            bodies.push(resource.body.clone());
+            bodies.push(Any::clone(&resource.body));
         }
         (versions, bodies)
     }
@@ -278,7 +278,7 @@ impl SotwStream {
         };
         let selected = state.subscription.select(&self.snapshot, ty);
         let (versions, bodies) = if applies_one_by_one(ty) {
-            let bodies = selected.values().map(|r| r.body.clone()).collect();
+            let bodies = selected.values().map(|r| Any::clone(&r.body)).collect();
             (versions_of(&selected), bodies)
         } else {
             state.contain(&selected)
