@@ -263,10 +263,26 @@ fn hold_routes(out: &mut StatusPlan, gated: &BTreeMap<ObjectRef, Served>) {
     }
 }
 
-/// The nodes a Pending message names, if any: " (no report from node node-b)".
+/// At most this many unreported nodes are named in a Pending message; more are
+/// counted as "more than" this. The message is status: if it named every
+/// missing node, each of a joining fleet's reports would change it on every
+/// Gateway, one status write per Gateway per report (100,000 writes for 1,000
+/// Gateways as 100 nodes come up). Past this many, it stays the same text until
+/// only this many are left: writes per Gateway stay bounded whatever the size
+/// of the fleet. `aether-edge fleet` names every node.
+pub const UNREPORTED_NAMED: usize = 3;
+
+/// The nodes a Pending message names, if any: " (no report from node node-b)",
+/// or past [`UNREPORTED_NAMED`] " (no report from more than 3 nodes; `aether-edge
+/// fleet` lists them)".
 fn unreported(nodes: &BTreeSet<String>) -> String {
     if nodes.is_empty() {
         return String::new();
+    }
+    if nodes.len() > UNREPORTED_NAMED {
+        return format!(
+            " (no report from more than {UNREPORTED_NAMED} nodes; `aether-edge fleet` lists them)"
+        );
     }
     let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
     let noun = if names.len() == 1 { "node" } else { "nodes" };

@@ -285,3 +285,35 @@ fn a_node_that_takes_traffic_without_reporting_is_named() {
     let r = &g.http_routes[&route_r()].parents[0].conditions[0];
     assert!(r.message.ends_with(named), "{}", r.message);
 }
+
+/// A joining fleet's reports do not each change every Gateway's status: past
+/// a few, the missing nodes are counted, not named, so the message (and the
+/// status) stays the same while the rest report.
+#[test]
+fn many_unreported_nodes_are_counted_not_named() {
+    let message = |missing: usize| {
+        let served = Served {
+            unreported: (0..missing).map(|n| format!("node-{n:03}")).collect(),
+            ..Served::whole(AckState::Pending)
+        };
+        let g = assemble(&plan(), |_| served.clone(), &Addresses::Planned);
+        let gw = &g.gateways[&web()];
+        let programmed = condition(&gw.conditions, gateway::Type::Programmed).unwrap();
+        assert_eq!(programmed.reason, gateway::Reason::Pending);
+        let route = &g.http_routes[&route_r()].parents[0].conditions[0];
+        (programmed.message.clone(), route.message.clone())
+    };
+    let many = message(99);
+    for m in [&many.0, &many.1] {
+        assert!(!m.contains("node-0"), "{m}");
+        assert!(m.contains("more than 3 nodes"), "{m}");
+    }
+    assert_eq!(message(4), many, "4 and 99 missing read the same");
+    let few = message(3);
+    for m in [&few.0, &few.1] {
+        assert!(
+            m.ends_with("(no report from nodes node-000, node-001, node-002)"),
+            "{m}"
+        );
+    }
+}

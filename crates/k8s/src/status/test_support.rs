@@ -4,23 +4,9 @@
 
 use super::patch::{StatusInputs, StatusKind, StatusPatch};
 use crate::ServedVersions;
-use aether_gateway::{
-    AckState, Addresses, Config, Served, Store, StoreObject, assemble, translate,
-};
-use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
-use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::listenersets::ListenerSet;
-use gateway_api::apis::standard::tcproutes::TcpRoute;
-use gateway_api::apis::standard::tlsroutes::TlsRoute;
-use gateway_api::apis::standard::udproutes::UdpRoute;
+use aether_gateway::{AckState, Addresses, Config, Served, Store, assemble, translate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::json;
 
 pub(super) const OURS: &str = "gateway.aether.io/edge";
 pub(super) const THEIRS: &str = "example.com/other";
@@ -131,30 +117,9 @@ pub(super) fn over_store(store: Store, inputs: &StatusInputs) -> StatusInputs {
     }
 }
 
-/// What the API server does with our apply: the status becomes the body's, and
-/// the resourceVersion moves on.
+/// What the API server does with our apply ([`StatusPatch::apply_to`]).
 pub(super) fn apply_locally(store: &mut Store, patch: &StatusPatch) {
-    fn set<T: StoreObject + Serialize + DeserializeOwned>(store: &mut Store, patch: &StatusPatch) {
-        let (ns, name) = (&patch.object.namespace, &patch.object.name);
-        let mut o = serde_json::to_value(store.get::<T>(ns, name).unwrap()).unwrap();
-        o["status"] = patch.body["status"].clone();
-        let rv = o["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap_or_default();
-        o["metadata"]["resourceVersion"] = json!(format!("{rv}0"));
-        store.insert(serde_json::from_value::<T>(o).unwrap());
-    }
-    match patch.kind {
-        StatusKind::GatewayClass => set::<GatewayClass>(store, patch),
-        StatusKind::Gateway => set::<Gateway>(store, patch),
-        StatusKind::HttpRoute => set::<HttpRoute>(store, patch),
-        StatusKind::GrpcRoute => set::<GrpcRoute>(store, patch),
-        StatusKind::TlsRoute => set::<TlsRoute>(store, patch),
-        StatusKind::TcpRoute => set::<TcpRoute>(store, patch),
-        StatusKind::UdpRoute => set::<UdpRoute>(store, patch),
-        StatusKind::BackendTlsPolicy => set::<BackendTlsPolicy>(store, patch),
-        StatusKind::ListenerSet => set::<ListenerSet>(store, patch),
-    }
+    patch.apply_to(store).expect("the status applies");
 }
 
 pub(super) fn apply_all(store: &mut Store, patches: &[StatusPatch]) {
