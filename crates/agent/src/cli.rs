@@ -154,8 +154,13 @@ struct BootstrapArgs {
     /// Where Envoy's own admin interface listens.
     #[arg(long, default_value = "127.0.0.1:19000")]
     admin_address: String,
-    /// Use the incremental (Delta) ADS protocol instead of state-of-the-world.
-    #[arg(long)]
+    /// Use the state-of-the-world ADS protocol instead of the incremental
+    /// (Delta) one, the default: with SotW every change resends every resource
+    /// of its type, which at thousands of routes costs Envoy more than the change.
+    #[arg(long, conflicts_with = "delta")]
+    sotw: bool,
+    /// Delta ADS (the default; kept for scripts that ask for it).
+    #[arg(long, hide = true)]
     delta: bool,
     /// Write the bootstrap to this file instead of stdout (for an init container
     /// without a shell).
@@ -211,7 +216,7 @@ fn bootstrap(args: BootstrapArgs) -> anyhow::Result<()> {
         cluster: args.node_cluster,
         xds_address: args.xds_address,
         admin_address: args.admin_address,
-        delta: args.delta,
+        delta: args.delta || !args.sotw,
     })?;
     match args.output {
         Some(path) => {

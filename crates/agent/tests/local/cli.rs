@@ -61,12 +61,18 @@ fn bootstrap_selects_sotw_or_delta() {
         "--xds-address",
         "127.0.0.1:18000",
     ];
-    let (ok, sotw, err) = run(&base);
+    let (ok, default, err) = run(&base);
+    assert!(ok, "{err}");
+    assert!(default.contains("apiType: DELTA_GRPC"), "{default}");
+    let (ok, sotw, err) = run(&[&base[..], &["--sotw"]].concat());
     assert!(ok, "{err}");
     assert!(sotw.contains("apiType: GRPC"), "{sotw}");
+    assert!(!sotw.contains("DELTA_GRPC"), "{sotw}");
     let (ok, delta, _) = run(&[&base[..], &["--delta"]].concat());
     assert!(ok);
-    assert!(delta.contains("apiType: DELTA_GRPC"), "{delta}");
+    assert_eq!(delta, default, "--delta is the default");
+    let (ok, _, err) = run(&[&base[..], &["--delta", "--sotw"]].concat());
+    assert!(!ok && err.contains("--sotw"), "{err}");
     let (ok, _, err) = run(&["bootstrap", "--node-id", "n1", "--xds-address", "no-port"]);
     assert!(!ok);
     assert!(err.contains("no-port"), "{err}");

@@ -19,8 +19,8 @@ impl Envoy {
         let mut cmd = Command::new(agent_bin);
         cmd.args(["bootstrap", "--node-id", node_id, "--xds-address", xds])
             .args(["--admin-address", &admin]);
-        if delta {
-            cmd.arg("--delta");
+        if !delta {
+            cmd.arg("--sotw");
         }
         let out = cmd.output().expect("aether-edge bootstrap");
         assert!(out.status.success(), "bootstrap failed: {out:?}");
