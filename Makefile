@@ -47,10 +47,11 @@ lint:
 bench: envoy kube-bins
 	benches/run
 
-# The propagation bench beside Envoy Gateway (built from its Go module into
+# The propagation bench beside Envoy Gateway (both on Delta ADS, each one's
+# default; built from its Go module into
 # ~/.cache/aether-edge on first use) on the same workload; see benches/README.md.
 bench-peer:
-	benches/peer/run
+	benches/peer/run delta
 
 # The fuzz targets (YAML loader + translate; SotW and Delta ADS request handling)
 # for ten minutes each; `make test` runs them for a few seconds.
