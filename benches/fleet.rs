@@ -259,7 +259,14 @@ fn programmed(store: &Store) -> (usize, usize) {
     (programmed, attached)
 }
 
-fn print_rollout(what: &str, r: &mut Rollout) {
+/// Prints what a rollout wrote, once every Gateway of `store` says it is
+/// programmed with its route attached (the rollout's end, as status tells it).
+fn print_rollout(what: &str, store: &Store, r: &mut Rollout) {
+    assert_eq!(
+        programmed(store),
+        (GATEWAYS, GATEWAYS),
+        "{what}: every Gateway programmed"
+    );
     let total: usize = r.writes.values().sum();
     let kinds: Vec<String> = r.writes.iter().map(|(k, n)| format!("{n} {k}")).collect();
     let (median, p99) = median_p99(&mut r.step_ms);
@@ -292,12 +299,7 @@ fn status_writes() {
         &translation.status,
         &mut settled,
     );
-    assert_eq!(
-        programmed(&store),
-        (GATEWAYS, GATEWAYS),
-        "every Gateway programmed"
-    );
-    print_rollout("every Gateway programmed", &mut first);
+    print_rollout("every Gateway programmed", &store, &mut first);
 
     // One route changes: its path, so its Gateway's route table. The store
     // keeps the status written so far, as the API server does.
@@ -331,12 +333,7 @@ fn status_writes() {
         &translation.status,
         &mut settled,
     );
-    assert_eq!(
-        programmed(&store),
-        (GATEWAYS, GATEWAYS),
-        "every Gateway programmed"
-    );
-    print_rollout("one route changed", &mut one);
+    print_rollout("one route changed", &store, &mut one);
 
     let per_object = first.most_per_object.max(one.most_per_object);
     aether_benches::summary(
