@@ -61,7 +61,8 @@ fn build_cluster(c: &ir::Cluster) -> [Resource; 2] {
             &c.name,
             ResourceType::Cluster.type_url(),
             cluster::cluster(c).encode_to_vec(),
-        ),
+        )
+        .with_references([(ResourceType::Endpoint, c.name.clone())]),
         Resource::new(
             &c.name,
             ResourceType::Endpoint.type_url(),
@@ -100,8 +101,12 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild
         clusters_named,
         ..
     } = &mut out;
-    let mut add = |ty: ResourceType, name: &str, encoded: Vec<u8>| {
-        resources.push((ty, Resource::new(name, ty.type_url(), encoded)));
+    let mut add = |ty: ResourceType, name: &str, encoded: Vec<u8>, clusters: Vec<String>| {
+        let references = clusters.into_iter().map(|c| (ResourceType::Cluster, c));
+        resources.push((
+            ty,
+            Resource::new(name, ty.type_url(), encoded).with_references(references),
+        ));
     };
     // A route's clusters: the cluster as built, its endpoints as they come.
     let mut uses = |mine: &mut BTreeSet<(ResourceType, String)>,
@@ -141,7 +146,15 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild
                     .require(lds.0, &lds.1, part);
             }
         }
-        add(lds.0, &lds.1, listener.encode_to_vec());
+        // An L4 listener forwards to its clusters itself.
+        let l4_clusters = port
+            .forward
+            .iter()
+            .chain(port.tls_chains.iter().filter_map(|c| c.forward.as_ref()))
+            .flat_map(|f| f.backends.iter().map(|b| b.cluster.clone()))
+            .filter(|c| known(c))
+            .collect();
+        add(lds.0, &lds.1, listener.encode_to_vec(), l4_clusters);
         mine.insert(lds.clone());
         // Exactly the route tables the listener's connection managers name.
         let tables: Vec<(&ir::RouteTable, Scheme)> = match port.protocol {
@@ -179,7 +192,12 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild
                 of_listener.insert(key.clone(), own_share.clone());
             }
             fragments.push((rds.clone(), Arc::new(of_table)));
-            add(rds.0, &rds.1, rc.encode_to_vec());
+            let table_clusters = referenced_clusters(table)
+                .map(|(_, c)| c.to_string())
+                .chain(mirrored_clusters(table))
+                .filter(|c| known(c))
+                .collect();
+            add(rds.0, &rds.1, rc.encode_to_vec(), table_clusters);
             mine.insert(rds);
             for (key, cluster) in referenced_clusters(table) {
                 // A backend naming a cluster the IR does not define would be a
@@ -210,6 +228,19 @@ fn referenced_clusters(table: &ir::RouteTable) -> impl Iterator<Item = (&str, &s
                 let key = ir::names::route_key_of(&r.name).unwrap_or(&r.name);
                 Some(f.backends.iter().map(move |b| (key, b.cluster.as_str())))
             }
+            _ => None,
+        })
+        .flatten()
+}
+
+/// The clusters a route table's mirrors copy requests to.
+fn mirrored_clusters(table: &ir::RouteTable) -> impl Iterator<Item = String> + '_ {
+    table
+        .virtual_hosts
+        .iter()
+        .flat_map(|vh| &vh.routes)
+        .filter_map(|r| match &r.action {
+            ir::RouteAction::Forward(f) => Some(f.mirrors.iter().map(|m| m.cluster.clone())),
             _ => None,
         })
         .flatten()

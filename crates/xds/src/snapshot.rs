@@ -79,6 +79,11 @@ pub struct Resource {
     /// Shared: every snapshot holds every resource, and a new snapshot per
     /// change must not copy every encoded body.
     pub body: Arc<Any>,
+    /// What this resource names that an Envoy must hold, warm, before this
+    /// version may be sent to it (make-before-break, see `aether_ads::gate`):
+    /// a route table or an L4 listener names its clusters; a cluster names its
+    /// endpoints and the secrets its TLS reads. Sorted, deduplicated.
+    pub references: Arc<[(ResourceType, String)]>,
 }
 
 impl Resource {
@@ -91,7 +96,18 @@ impl Resource {
                 type_url: type_url.to_string(),
                 value: encoded,
             }),
+            references: Arc::from([]),
         }
+    }
+
+    /// The same resource, naming `references` (see [`Resource::references`]).
+    pub fn with_references(
+        mut self,
+        references: impl IntoIterator<Item = (ResourceType, String)>,
+    ) -> Self {
+        let sorted: BTreeSet<(ResourceType, String)> = references.into_iter().collect();
+        self.references = sorted.into_iter().collect();
+        self
     }
 }
 
