@@ -30,6 +30,7 @@
 pub mod delta;
 pub mod event;
 pub mod fleet;
+pub mod gate;
 mod serve;
 mod server;
 pub mod sotw;
@@ -47,6 +48,6 @@ pub use delta::DeltaStream;
 pub use event::{Event, Nack, Output};
 pub use fleet::{Fleet, FleetStream, FleetView, GatewayServed, Protocol};
 pub use serve::{ServeError, XdsListener, bind, serve, serve_on};
-pub use server::{AdsServer, Limits};
+pub use server::{AdsServer, DEFAULT_REMOVAL_GRACE, Limits};
 pub use sotw::SotwStream;
 pub use subscription::{Subscription, Versions};

@@ -31,7 +31,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant as StdInstant};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
@@ -62,6 +62,11 @@ impl Default for Limits {
     }
 }
 
+/// How long a cluster, endpoint set or secret stays on an Envoy after the
+/// config that named it was replaced and ACKed: twice Envoy's default route
+/// timeout (15 s), so a request routed to it before the change finishes.
+pub const DEFAULT_REMOVAL_GRACE: Duration = Duration::from_secs(30);
+
 /// Largest DiscoveryRequest accepted.
 const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
@@ -76,6 +81,7 @@ pub struct AdsServer {
     fleet: Fleet,
     closing: Arc<watch::Sender<bool>>,
     limits: Limits,
+    removal_grace: Duration,
     open: Arc<AtomicUsize>,
 }
 
@@ -86,8 +92,16 @@ impl AdsServer {
             fleet,
             closing: Arc::new(watch::Sender::new(false)),
             limits: Limits::default(),
+            removal_grace: DEFAULT_REMOVAL_GRACE,
             open: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// The same server keeping what its Envoys no longer need for `grace`
+    /// (see [`crate::gate`]; [`DEFAULT_REMOVAL_GRACE`] otherwise).
+    pub fn with_removal_grace(mut self, grace: Duration) -> Self {
+        self.removal_grace = grace;
+        self
     }
 
     /// The same server with other [`Limits`].
@@ -129,7 +143,7 @@ impl AdsServer {
         };
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let mut snapshots = self.snapshots.clone();
-        let machine = M::new(snapshots.borrow_and_update().clone());
+        let machine = M::new(snapshots.borrow_and_update().clone(), self.removal_grace);
         let inputs = Inputs {
             requests,
             snapshots,
@@ -183,10 +197,12 @@ trait Machine: Send + 'static {
     type Request: Send + 'static;
     type Response: Send + 'static;
     const PROTOCOL: Protocol;
-    fn new(snapshot: Arc<Snapshot>) -> Self;
+    fn new(snapshot: Arc<Snapshot>, removal_grace: Duration) -> Self;
     fn node_id(&self) -> Option<&str>;
-    fn on_request(&mut self, req: Self::Request) -> Output<Self::Response>;
-    fn on_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Output<Self::Response>;
+    fn on_request(&mut self, req: Self::Request, now: StdInstant) -> Output<Self::Response>;
+    fn on_snapshot(&mut self, snapshot: Arc<Snapshot>, now: StdInstant) -> Output<Self::Response>;
+    fn on_tick(&mut self, now: StdInstant) -> Output<Self::Response>;
+    fn wake_at(&self) -> Option<StdInstant>;
     fn type_url(response: &Self::Response) -> &str;
     fn nonce(response: &Self::Response) -> &str;
 }
@@ -195,17 +211,27 @@ impl Machine for SotwStream {
     type Request = DiscoveryRequest;
     type Response = DiscoveryResponse;
     const PROTOCOL: Protocol = Protocol::Sotw;
-    fn new(snapshot: Arc<Snapshot>) -> Self {
-        SotwStream::new(snapshot)
+    fn new(snapshot: Arc<Snapshot>, removal_grace: Duration) -> Self {
+        SotwStream::with_removal_grace(snapshot, removal_grace)
     }
     fn node_id(&self) -> Option<&str> {
         SotwStream::node_id(self)
     }
-    fn on_request(&mut self, req: DiscoveryRequest) -> Output<DiscoveryResponse> {
-        SotwStream::on_request(self, req)
+    fn on_request(&mut self, req: DiscoveryRequest, now: StdInstant) -> Output<DiscoveryResponse> {
+        SotwStream::on_request_at(self, req, now)
     }
-    fn on_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Output<DiscoveryResponse> {
-        SotwStream::on_snapshot(self, snapshot)
+    fn on_snapshot(
+        &mut self,
+        snapshot: Arc<Snapshot>,
+        now: StdInstant,
+    ) -> Output<DiscoveryResponse> {
+        SotwStream::on_snapshot_at(self, snapshot, now)
+    }
+    fn on_tick(&mut self, now: StdInstant) -> Output<DiscoveryResponse> {
+        SotwStream::on_tick(self, now)
+    }
+    fn wake_at(&self) -> Option<StdInstant> {
+        SotwStream::wake_at(self)
     }
     fn type_url(response: &DiscoveryResponse) -> &str {
         &response.type_url
@@ -219,17 +245,31 @@ impl Machine for DeltaStream {
     type Request = DeltaDiscoveryRequest;
     type Response = DeltaDiscoveryResponse;
     const PROTOCOL: Protocol = Protocol::Delta;
-    fn new(snapshot: Arc<Snapshot>) -> Self {
-        DeltaStream::new(snapshot)
+    fn new(snapshot: Arc<Snapshot>, removal_grace: Duration) -> Self {
+        DeltaStream::with_removal_grace(snapshot, removal_grace)
     }
     fn node_id(&self) -> Option<&str> {
         DeltaStream::node_id(self)
     }
-    fn on_request(&mut self, req: DeltaDiscoveryRequest) -> Output<DeltaDiscoveryResponse> {
-        DeltaStream::on_request(self, req)
+    fn on_request(
+        &mut self,
+        req: DeltaDiscoveryRequest,
+        now: StdInstant,
+    ) -> Output<DeltaDiscoveryResponse> {
+        DeltaStream::on_request_at(self, req, now)
     }
-    fn on_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Output<DeltaDiscoveryResponse> {
-        DeltaStream::on_snapshot(self, snapshot)
+    fn on_snapshot(
+        &mut self,
+        snapshot: Arc<Snapshot>,
+        now: StdInstant,
+    ) -> Output<DeltaDiscoveryResponse> {
+        DeltaStream::on_snapshot_at(self, snapshot, now)
+    }
+    fn on_tick(&mut self, now: StdInstant) -> Output<DeltaDiscoveryResponse> {
+        DeltaStream::on_tick(self, now)
+    }
+    fn wake_at(&self) -> Option<StdInstant> {
+        DeltaStream::wake_at(self)
     }
     fn type_url(response: &DeltaDiscoveryResponse) -> &str {
         &response.type_url
@@ -310,10 +350,11 @@ async fn drive<M: Machine>(
             unread_since.or_else(|| Some(Instant::now()))
         };
         let stalled_at = unread_since.map(|t| t + stall_timeout);
+        let wake_at = machine.wake_at().map(Instant::from_std);
         let out = tokio::select! {
             request = requests.message() => match request {
                 Ok(Some(request)) => {
-                    let out = machine.on_request(request);
+                    let out = machine.on_request(request, StdInstant::now());
                     if registration.is_none() {
                         let node = machine.node_id().unwrap_or("").to_string();
                         tracing::info!(%node, %peer, protocol, "Envoy connected");
@@ -335,7 +376,11 @@ async fn drive<M: Machine>(
                     continue;
                 }
                 let snapshot = snapshots.borrow_and_update().clone();
-                machine.on_snapshot(snapshot)
+                machine.on_snapshot(snapshot, StdInstant::now())
+            }
+            // A removal's grace ended.
+            () = tokio::time::sleep_until(wake_at.unwrap_or_else(Instant::now)), if wake_at.is_some() && drained => {
+                machine.on_tick(StdInstant::now())
             }
             // Wakes when Envoy has read everything queued.
             permits = tx.reserve_many(STREAM_BUFFER), if !drained => {

@@ -137,6 +137,24 @@ pub struct StandaloneArgs {
     /// unless a file event said its writer closed it or moved it into place.
     #[arg(long, default_value_t = 50)]
     pub settle_ms: u64,
+    #[command(flatten)]
+    pub xds: XdsArgs,
+}
+
+/// How ADS serves changes to each Envoy.
+#[derive(Debug, Clone, Args)]
+pub struct XdsArgs {
+    /// How long a cluster, its endpoints or a secret stays on an Envoy after the
+    /// config that named it was replaced and ACKed, so requests already routed
+    /// to it finish (make-before-break; 0 removes it as soon as that ACK came).
+    #[arg(long, default_value_t = aether_ads::DEFAULT_REMOVAL_GRACE.as_secs())]
+    pub removal_grace_seconds: u64,
+}
+
+impl XdsArgs {
+    pub fn removal_grace(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.removal_grace_seconds)
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -28,16 +28,24 @@ pub async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-/// Waits for a first publication, then serves ADS on `address` until a shutdown
+/// Where and how ADS is served.
+pub struct Ads<'a> {
+    pub address: &'a str,
+    /// See [`aether_ads::AdsServer::with_removal_grace`].
+    pub removal_grace: std::time::Duration,
+}
+
+/// Waits for a first publication, then serves ADS on `ads.address` until a shutdown
 /// signal. Returns without serving if the signal comes first. `remember` sees
 /// every snapshot before any Envoy can get it (the leader's report join keeps
 /// their fingerprints).
 pub async fn ads_when_ready(
     mut published: watch::Receiver<Option<Arc<Published>>>,
     fleet: Fleet,
-    address: &str,
+    ads: Ads<'_>,
     remember: impl Fn(&Snapshot) + Send + 'static,
 ) -> anyhow::Result<()> {
+    let address = ads.address;
     // Only the snapshot of the first publication is kept: the publication
     // holds that generation's IR, status plan and store, which this function
     // would otherwise pin for as long as it serves.
@@ -60,7 +68,7 @@ pub async fn ads_when_ready(
         remember,
     ));
     tokio::spawn(report_programmed(published, fleet.clone()));
-    let server = AdsServer::new(snapshot_rx, fleet);
+    let server = AdsServer::new(snapshot_rx, fleet).with_removal_grace(ads.removal_grace);
     info!(address = %address, "ADS server listening");
     aether_ads::serve(address, server, shutdown_signal())
         .await
@@ -155,8 +163,13 @@ mod tests {
             .expect("a free port")
             .port();
         let address = format!("127.0.0.1:{port}");
-        let serving =
-            tokio::spawn(async move { ads_when_ready(rx, Fleet::new(), &address, |_| {}).await });
+        let serving = tokio::spawn(async move {
+            let ads = Ads {
+                address: &address,
+                removal_grace: aether_ads::DEFAULT_REMOVAL_GRACE,
+            };
+            ads_when_ready(rx, Fleet::new(), ads, |_| {}).await
+        });
         // The server has taken the first publication once it listens.
         let deadline = Instant::now() + Duration::from_secs(10);
         while tokio::net::TcpStream::connect(("127.0.0.1", port))

@@ -92,8 +92,11 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     if let Some(path) = args.xds_address.strip_prefix("unix:") {
         private_dir(std::path::Path::new(path))?;
     }
-    let result =
-        serve::ads_when_ready(pipeline.subscribe(), fleet, &args.xds_address, |_| {}).await;
+    let ads = serve::Ads {
+        address: &args.xds_address,
+        removal_grace: args.xds.removal_grace(),
+    };
+    let result = serve::ads_when_ready(pipeline.subscribe(), fleet, ads, |_| {}).await;
     let _ = shutdown_tx.send(true);
     let _ = tokio::join!(admin_task, source_task);
     info!("stopped");

@@ -25,6 +25,7 @@
 //! CDS is followed by the endpoints of the clusters it updated.
 
 use crate::event::{Event, Nack, Output, blame};
+use crate::gate::{Acked, Gate};
 use crate::subscription::{Subscription, Versions};
 use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::service::discovery::v3::{
@@ -33,6 +34,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use envoy_types::pb::google::protobuf::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 #[cfg(test)]
 mod tests;
@@ -43,7 +45,9 @@ const MAX_IN_FLIGHT: usize = 256;
 /// One Delta ADS stream.
 #[derive(Debug)]
 pub struct DeltaStream {
+    /// The desired snapshot; what is sent is the gate's view of it.
     snapshot: Arc<Snapshot>,
+    gate: Gate,
     node_id: Option<String>,
     last_nonce: u64,
     types: BTreeMap<ResourceType, TypeState>,
@@ -68,8 +72,17 @@ struct Sent {
 }
 
 impl DeltaStream {
+    /// A stream that removes what nothing names any more as soon as Envoy
+    /// ACKed the config that stopped naming it (no grace).
     pub fn new(snapshot: Arc<Snapshot>) -> Self {
+        Self::with_removal_grace(snapshot, Duration::ZERO)
+    }
+
+    /// A stream that keeps what nothing names any more for `grace` after
+    /// that (see [`crate::gate`]).
+    pub fn with_removal_grace(snapshot: Arc<Snapshot>, grace: Duration) -> Self {
         DeltaStream {
+            gate: Gate::new(&snapshot, grace, Instant::now()),
             snapshot,
             node_id: None,
             last_nonce: 0,
@@ -90,7 +103,35 @@ impl DeltaStream {
         self.types.get(&ty).and_then(|s| s.nack.as_ref())
     }
 
+    /// When [`DeltaStream::on_tick`] has something to do: a removal's grace ends.
+    pub fn wake_at(&self) -> Option<Instant> {
+        self.gate.wake_at()
+    }
+
+    /// Time passed: send what the gate now lets through (removals past their grace).
+    pub fn on_tick(&mut self, now: Instant) -> Output<DeltaDiscoveryResponse> {
+        let mut out = Output::default();
+        if self.regate(now) {
+            self.respond_all(&mut out);
+        }
+        out
+    }
+
+    /// Recomputes the gate's view; whether it changed.
+    fn regate(&mut self, now: Instant) -> bool {
+        let acked: Acked<'_> = self.types.iter().map(|(ty, s)| (*ty, &s.acked)).collect();
+        self.gate.regate(&self.snapshot, &acked, now)
+    }
+
     pub fn on_request(&mut self, req: DeltaDiscoveryRequest) -> Output<DeltaDiscoveryResponse> {
+        self.on_request_at(req, Instant::now())
+    }
+
+    pub fn on_request_at(
+        &mut self,
+        req: DeltaDiscoveryRequest,
+        now: Instant,
+    ) -> Output<DeltaDiscoveryResponse> {
         let mut out = Output::default();
         if self.node_id.is_none()
             && let Some(node) = &req.node
@@ -119,7 +160,12 @@ impl DeltaStream {
             // A wildcard subscriber waits for a first answer even if it is empty.
             let force = state.subscription.wildcard;
             self.types.insert(ty, state);
+            // What Envoy says it holds may let held-back resources through.
+            let changed = self.regate(now);
             self.respond(ty, force, &mut out);
+            if changed {
+                self.respond_all(&mut out);
+            }
             return out;
         };
 
@@ -151,26 +197,38 @@ impl DeltaStream {
                 versions: state.acked.clone(),
             });
         }
+        let changed = !out.events.is_empty() && self.regate(now);
         self.respond(ty, false, &mut out);
+        // What Envoy took may let held-back resources through.
+        if changed {
+            self.respond_all(&mut out);
+        }
         out
     }
 
     /// A new snapshot: send what changed, per type in CDS, EDS, LDS, RDS, SDS order.
     pub fn on_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Output<DeltaDiscoveryResponse> {
+        self.on_snapshot_at(snapshot, Instant::now())
+    }
+
+    pub fn on_snapshot_at(
+        &mut self,
+        snapshot: Arc<Snapshot>,
+        now: Instant,
+    ) -> Output<DeltaDiscoveryResponse> {
         let mut out = Output::default();
         self.snapshot = snapshot;
-        for ty in ResourceType::ALL {
-            if ty == ResourceType::Endpoint
-                && out
-                    .responses
-                    .iter()
-                    .any(|r: &DeltaDiscoveryResponse| r.type_url == ty.type_url())
-            {
-                continue;
-            }
-            self.respond(ty, false, &mut out);
-        }
+        self.regate(now);
+        self.respond_all(&mut out);
         out
+    }
+
+    /// Sends what changed of every type, in push order. Endpoints sent right
+    /// after their clusters are not sent again: they are held then.
+    fn respond_all(&mut self, out: &mut Output<DeltaDiscoveryResponse>) {
+        for ty in ResourceType::ALL {
+            self.respond(ty, false, out);
+        }
     }
 
     /// Sends what changed for `ty`; after clusters, the endpoints of those clusters.
@@ -184,7 +242,8 @@ impl DeltaStream {
             // An updated cluster warms again and waits for its endpoints.
             for name in updated.keys() {
                 if self
-                    .snapshot
+                    .gate
+                    .view()
                     .version_of(ResourceType::Endpoint, name)
                     .is_some()
                 {
@@ -203,7 +262,7 @@ impl DeltaStream {
         out: &mut Output<DeltaDiscoveryResponse>,
     ) -> Option<Versions> {
         let state = self.types.get_mut(&ty)?;
-        let selected = state.subscription.select(&self.snapshot, ty);
+        let selected = state.subscription.select(self.gate.view(), ty);
         let wanted = |name: &str| selected.get(name).map(|r| &r.version);
         let (held, parked) = (&state.held, &state.parked);
         state.suspects.retain(|name, v| {
@@ -228,10 +287,11 @@ impl DeltaStream {
                 ..Default::default()
             });
         }
+        let gate = &self.gate;
         let removed: BTreeSet<String> = state
             .held
             .keys()
-            .filter(|name| !selected.contains_key(name.as_str()))
+            .filter(|name| !selected.contains_key(name.as_str()) && !gate.pinned(ty, name))
             .cloned()
             .collect();
         if updated.is_empty() && removed.is_empty() && !force {

@@ -91,8 +91,17 @@ fn initial_resource_versions_are_not_resent() {
     assert!(matches!(&out.events[..], [Event::Acked { ty: CDS, versions }] if versions.len() == 3));
     let r = &out.responses[0];
     assert_eq!(sent_names(r), ["c2"]);
-    assert_eq!(removed(r), ["gone"]);
+    assert_eq!(
+        removed(r),
+        [] as [&str; 0],
+        "kept until Envoy said which listeners and route tables may name it"
+    );
     ack(&mut s, CDS, r);
+    s.on_request(mk_delta(LDS, &[], &[], ""));
+    let out = s.on_request(mk_delta(RDS, &["r80"], &[], ""));
+    let cds: Vec<_> = out.responses.iter().filter(|r| short(r) == "CDS").collect();
+    assert_eq!(removed(cds[0]), ["gone"], "then removed: nothing names it");
+    ack(&mut s, CDS, cds[0]);
     assert_eq!(
         s.acked(CDS).unwrap().keys().collect::<Vec<_>>(),
         ["c1", "c2"]

@@ -34,12 +34,14 @@
 //! fetch timeout).
 
 use crate::event::{Event, Nack, Output, blame};
+use crate::gate::{Acked, Gate};
 use crate::subscription::{Subscription, Versions, version_info, versions_of};
 use aether_xds::{Resource, ResourceType, Snapshot};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use envoy_types::pb::google::protobuf::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 #[cfg(test)]
 mod tests;
@@ -47,7 +49,9 @@ mod tests;
 /// One SotW ADS stream.
 #[derive(Debug)]
 pub struct SotwStream {
+    /// The desired snapshot; what is sent is the gate's view of it.
     snapshot: Arc<Snapshot>,
+    gate: Gate,
     node_id: Option<String>,
     last_nonce: u64,
     types: BTreeMap<ResourceType, TypeState>,
@@ -180,8 +184,17 @@ impl TypeState {
 }
 
 impl SotwStream {
+    /// A stream that removes what nothing names any more as soon as Envoy
+    /// ACKed the config that stopped naming it (no grace).
     pub fn new(snapshot: Arc<Snapshot>) -> Self {
+        Self::with_removal_grace(snapshot, Duration::ZERO)
+    }
+
+    /// A stream that keeps what nothing names any more for `grace` after
+    /// that (see [`crate::gate`]).
+    pub fn with_removal_grace(snapshot: Arc<Snapshot>, grace: Duration) -> Self {
         SotwStream {
+            gate: Gate::new(&snapshot, grace, Instant::now()),
             snapshot,
             node_id: None,
             last_nonce: 0,
@@ -204,7 +217,39 @@ impl SotwStream {
         self.types.get(&ty).and_then(|s| s.nack.as_ref())
     }
 
+    /// When [`SotwStream::on_tick`] has something to do: a removal's grace ends.
+    pub fn wake_at(&self) -> Option<Instant> {
+        self.gate.wake_at()
+    }
+
     pub fn on_request(&mut self, req: DiscoveryRequest) -> Output<DiscoveryResponse> {
+        self.on_request_at(req, Instant::now())
+    }
+
+    /// Time passed: send what the gate now lets through (removals past their grace).
+    pub fn on_tick(&mut self, now: Instant) -> Output<DiscoveryResponse> {
+        let mut out = Output::default();
+        if self.regate(now) {
+            self.respond_all(&mut out);
+        }
+        out
+    }
+
+    /// Recomputes the gate's view; whether it changed.
+    fn regate(&mut self, now: Instant) -> bool {
+        let acked: Acked<'_> = self
+            .types
+            .iter()
+            .filter_map(|(ty, s)| s.acked.as_ref().map(|a| (*ty, a)))
+            .collect();
+        self.gate.regate(&self.snapshot, &acked, now)
+    }
+
+    pub fn on_request_at(
+        &mut self,
+        req: DiscoveryRequest,
+        now: Instant,
+    ) -> Output<DiscoveryResponse> {
         let mut out = Output::default();
         if self.node_id.is_none()
             && let Some(node) = &req.node
@@ -235,28 +280,39 @@ impl SotwStream {
             }
         };
         state.subscription = subscription;
+        let acked = !out.events.is_empty();
         self.respond(ty, initial, &mut out);
+        // What Envoy took may let held-back resources through.
+        if acked && self.regate(now) {
+            self.respond_all(&mut out);
+        }
         out
     }
 
     /// A new snapshot: push every requested type whose selected content changed,
     /// in CDS, EDS, LDS, RDS, SDS order.
     pub fn on_snapshot(&mut self, snapshot: Arc<Snapshot>) -> Output<DiscoveryResponse> {
+        self.on_snapshot_at(snapshot, Instant::now())
+    }
+
+    pub fn on_snapshot_at(
+        &mut self,
+        snapshot: Arc<Snapshot>,
+        now: Instant,
+    ) -> Output<DiscoveryResponse> {
         let mut out = Output::default();
         self.snapshot = snapshot;
-        for ty in ResourceType::ALL {
-            // EDS may already have been answered right after CDS.
-            if ty == ResourceType::Endpoint
-                && out
-                    .responses
-                    .iter()
-                    .any(|r: &DiscoveryResponse| r.type_url == ty.type_url())
-            {
-                continue;
-            }
-            self.respond(ty, false, &mut out);
-        }
+        self.regate(now);
+        self.respond_all(&mut out);
         out
+    }
+
+    /// Pushes every type whose selected content changed, in push order.
+    fn respond_all(&mut self, out: &mut Output<DiscoveryResponse>) {
+        // EDS answered right after CDS is not sent again: it is unchanged then.
+        for ty in ResourceType::ALL {
+            self.respond(ty, false, out);
+        }
     }
 
     /// Sends `ty` if its content changed (or `force`), then EDS after CDS.
@@ -276,7 +332,7 @@ impl SotwStream {
         let Some(state) = self.types.get_mut(&ty) else {
             return false;
         };
-        let selected = state.subscription.select(&self.snapshot, ty);
+        let selected = state.subscription.select(self.gate.view(), ty);
         let (versions, bodies) = if applies_one_by_one(ty) {
             let bodies = selected.values().map(|r| Any::clone(&r.body)).collect();
             (versions_of(&selected), bodies)

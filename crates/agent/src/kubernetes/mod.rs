@@ -128,6 +128,8 @@ pub struct AgentArgs {
     /// Where Gateway addresses come from.
     #[arg(long, value_enum, default_value = "service")]
     pub address_mode: AddressModeArg,
+    #[command(flatten)]
+    pub xds: crate::cli::XdsArgs,
     /// Service mode: the address Envoy binds every allocated port on.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: String,
@@ -436,7 +438,11 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the ADS socket directory {}", dir.display()))?;
     }
-    let result = serve::ads_when_ready(pipeline.subscribe(), fleet, &args.xds_address, {
+    let ads = serve::Ads {
+        address: &args.xds_address,
+        removal_grace: args.xds.removal_grace(),
+    };
+    let result = serve::ads_when_ready(pipeline.subscribe(), fleet, ads, {
         let reports = reports.clone();
         move |s| reports.remember(s)
     })
