@@ -24,6 +24,8 @@ const ROOTS: &[&str] = &[
     "envoy/extensions/filters/udp/udp_proxy/v3/udp_proxy.proto",
     "envoy/extensions/filters/udp/udp_proxy/v3/route.proto",
     "envoy/extensions/regex_engines/v3/google_re2.proto",
+    "envoy/extensions/resource_monitors/downstream_connections/v3/downstream_connections.proto",
+    "envoy/extensions/resource_monitors/fixed_heap/v3/fixed_heap.proto",
     "envoy/extensions/transport_sockets/tls/v3/secret.proto",
     "envoy/extensions/transport_sockets/tls/v3/tls.proto",
     "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",

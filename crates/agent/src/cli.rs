@@ -180,6 +180,11 @@ struct BootstrapArgs {
     /// Delta ADS (the default; kept for scripts that ask for it).
     #[arg(long, hide = true)]
     delta: bool,
+    /// Envoy's heap limit for its overload manager, in MiB: at 95 % it returns
+    /// free memory to the system, at 98 % it refuses new requests. Set it a little
+    /// under the Envoy container's memory limit.
+    #[arg(long, default_value_t = aether_xds::bootstrap::DEFAULT_MAX_HEAP_BYTES >> 20)]
+    max_heap_mib: u64,
     /// Write the bootstrap to this file instead of stdout (for an init container
     /// without a shell).
     #[arg(long)]
@@ -235,6 +240,7 @@ fn bootstrap(args: BootstrapArgs) -> anyhow::Result<()> {
         xds_address: args.xds_address,
         admin_address: args.admin_address,
         delta: args.delta || !args.sotw,
+        max_heap_bytes: args.max_heap_mib << 20,
     })?;
     match args.output {
         Some(path) => {

@@ -8,6 +8,8 @@
 //!                                       STRICT_DNS for a hostname)
 //!  admin:             admin_address
 //!  layered_runtime:   RE2 program size limit raised from 100 to 1000
+//!  overload_manager:  heap ≥ 95 %: shrink the heap, 98 %: stop taking requests;
+//!                     at most 50,000 downstream connections (Envoy's edge guide)
 //! ```
 //!
 //! Envoy's default RE2 limit (program size 100) rejects everyday regexes: a path
@@ -15,7 +17,7 @@
 //! route table. The validation bootstrap carries the same runtime, so
 //! `envoy --mode validate` judges regexes exactly as the served Envoy will.
 
-use crate::any::ads_config_source;
+use crate::any::{ads_config_source, pack};
 use crate::cluster::http2_protocol_options;
 use crate::endpoint::socket_address;
 use crate::render::{message_value, yaml_string};
@@ -34,9 +36,67 @@ use envoy_types::pb::envoy::config::core::v3::{
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
+use envoy_types::pb::envoy::config::overload::v3::{
+    OverloadAction, OverloadManager, ResourceMonitor, ThresholdTrigger, Trigger,
+    resource_monitor::ConfigType as MonitorConfig, trigger::TriggerOneof,
+};
+use envoy_types::pb::envoy::extensions::resource_monitors::downstream_connections::v3::DownstreamConnectionsConfig;
+use envoy_types::pb::envoy::extensions::resource_monitors::fixed_heap::v3::FixedHeapConfig;
 use envoy_types::pb::google::protobuf::{Duration, Struct, Value, value::Kind};
 use prost::{Message, Name};
 use std::net::IpAddr;
+
+/// The heap an Envoy may use before it sheds load, unless told otherwise.
+pub const DEFAULT_MAX_HEAP_BYTES: u64 = 1 << 30;
+
+/// Downstream connections one Envoy holds at most (Envoy's edge guide).
+pub const MAX_DOWNSTREAM_CONNECTIONS: i64 = 50_000;
+
+/// Envoy's "Configuring Envoy as an edge proxy" overload manager: near its heap
+/// limit it first returns free memory to the system, then refuses new requests
+/// rather than being killed with every connection; and it caps connections.
+fn overload_manager(max_heap_bytes: u64) -> OverloadManager {
+    const HEAP: &str = "envoy.resource_monitors.fixed_heap";
+    const CONNECTIONS: &str = "envoy.resource_monitors.global_downstream_max_connections";
+    let action = |name: &str, threshold: f64| OverloadAction {
+        name: name.to_string(),
+        triggers: vec![Trigger {
+            name: HEAP.to_string(),
+            trigger_oneof: Some(TriggerOneof::Threshold(ThresholdTrigger {
+                value: threshold,
+            })),
+        }],
+        ..Default::default()
+    };
+    OverloadManager {
+        refresh_interval: Some(Duration {
+            seconds: 0,
+            nanos: 250_000_000,
+        }),
+        resource_monitors: vec![
+            ResourceMonitor {
+                name: HEAP.to_string(),
+                config_type: Some(MonitorConfig::TypedConfig(pack(&FixedHeapConfig {
+                    max_heap_size_bytes: max_heap_bytes,
+                    ..Default::default()
+                }))),
+            },
+            ResourceMonitor {
+                name: CONNECTIONS.to_string(),
+                config_type: Some(MonitorConfig::TypedConfig(pack(
+                    &DownstreamConnectionsConfig {
+                        max_active_downstream_connections: MAX_DOWNSTREAM_CONNECTIONS,
+                    },
+                ))),
+            },
+        ],
+        actions: vec![
+            action("envoy.overload_actions.shrink_heap", 0.95),
+            action("envoy.overload_actions.stop_accepting_requests", 0.98),
+        ],
+        ..Default::default()
+    }
+}
 
 /// The static cluster through which Envoy reaches the ADS server.
 pub const XDS_CLUSTER: &str = "edge_xds";
@@ -74,6 +134,9 @@ pub struct BootstrapOptions {
     pub admin_address: String,
     /// Incremental (Delta) ADS instead of state-of-the-world.
     pub delta: bool,
+    /// The heap Envoy's overload manager measures against (see the module docs);
+    /// [`DEFAULT_MAX_HEAP_BYTES`] unless the pod's memory limit says otherwise.
+    pub max_heap_bytes: u64,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -137,6 +200,7 @@ pub fn try_bootstrap(opts: &BootstrapOptions) -> Result<String, BootstrapError> 
             ..Default::default()
         }),
         layered_runtime: Some(runtime()),
+        overload_manager: Some(overload_manager(opts.max_heap_bytes)),
         ..Default::default()
     };
     let value = message_value(&Bootstrap::full_name(), &bootstrap.encode_to_vec())
@@ -221,6 +285,7 @@ mod tests {
             xds_address: xds.into(),
             admin_address: admin.into(),
             delta: false,
+            max_heap_bytes: DEFAULT_MAX_HEAP_BYTES,
         }
     }
 
@@ -268,6 +333,24 @@ mod tests {
         assert_eq!(v["node"]["id"], "edge-1");
         assert_eq!(v["node"]["cluster"], "aether-edge");
         assert_eq!(v["dynamicResources"]["adsConfig"]["apiType"], "GRPC");
+        let overload = &v["overloadManager"];
+        let actions: Vec<&str> = overload["actions"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|a| a["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                "envoy.overload_actions.shrink_heap",
+                "envoy.overload_actions.stop_accepting_requests"
+            ]
+        );
+        assert_eq!(
+            overload["resourceMonitors"][0]["typedConfig"]["maxHeapSizeBytes"],
+            DEFAULT_MAX_HEAP_BYTES.to_string()
+        );
         let delta = bootstrap(&BootstrapOptions {
             delta: true,
             ..opts("127.0.0.1:18000", "localhost:9901")

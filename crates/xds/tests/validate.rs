@@ -106,6 +106,7 @@ fn the_ads_bootstrap_passes_envoy_validate() {
             xds_address: xds.into(),
             admin_address: admin.into(),
             delta,
+            max_heap_bytes: aether_xds::bootstrap::DEFAULT_MAX_HEAP_BYTES,
         });
         envoy_validate(
             &format!("bootstrap-{}", xds.replace([':', '/'], "_")),
