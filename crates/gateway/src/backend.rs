@@ -5,8 +5,9 @@
 //!      └─► Cluster edge_cl_<ns>_<svc>_<port>
 //!            endpoints ◄── EndpointSlices labeled kubernetes.io/service-name=<svc>:
 //!                          the slice port named like the Service port,
-//!                          endpoints whose conditions.ready is not false
-//!                          (IPv4/IPv6 slices; FQDN slices are skipped)
+//!                          endpoints whose conditions.ready is not false,
+//!                          or, when there is none, those still serving while
+//!                          terminating (IPv4/IPv6 slices; FQDN slices skipped)
 //! ```
 //!
 //! Endpoints come from EndpointSlices, never from selectors or ClusterIPs, so
@@ -295,10 +296,15 @@ impl<'a> Backends<'a> {
         }
     }
 
-    /// Ready endpoints of a Service port, sorted and deduplicated.
+    /// Ready endpoints of a Service port, sorted and deduplicated. A pod being
+    /// deleted turns not ready at once and leaves the load balancing while its
+    /// process still finishes what it has; when every endpoint is terminating
+    /// (a rollout's last moments), those still serving take the traffic rather
+    /// than none, as kube-proxy does.
     fn endpoints(&self, service: &ObjectRef, port_name: &str) -> Vec<Endpoint> {
         self.note_read(service);
         let mut out = Vec::new();
+        let mut terminating = Vec::new();
         let slices = self.index.slices.get(service).into_iter().flatten();
         // FQDN slices name hosts, not addresses: a static upstream cannot use them.
         for slice in slices.filter(|s| matches!(s.address_type.as_str(), "IPv4" | "IPv6")) {
@@ -311,17 +317,27 @@ impl<'a> Backends<'a> {
                 .and_then(|p| u16::try_from(p).ok());
             let Some(port) = port else { continue };
             for ep in &slice.endpoints {
-                if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+                let conditions = ep.conditions.as_ref();
+                let into = if conditions.and_then(|c| c.ready) != Some(false) {
+                    &mut out
+                } else if conditions
+                    .is_some_and(|c| c.serving == Some(true) && c.terminating == Some(true))
+                {
+                    &mut terminating
+                } else {
                     continue;
-                }
+                };
                 for address in &ep.addresses {
-                    out.push(Endpoint {
+                    into.push(Endpoint {
                         address: address.clone(),
                         port,
                         weight: 0,
                     });
                 }
             }
+        }
+        if out.is_empty() {
+            out = terminating;
         }
         out.sort();
         out.dedup();
