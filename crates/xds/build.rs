@@ -26,6 +26,7 @@ const ROOTS: &[&str] = &[
     "envoy/extensions/regex_engines/v3/google_re2.proto",
     "envoy/extensions/resource_monitors/downstream_connections/v3/downstream_connections.proto",
     "envoy/extensions/resource_monitors/fixed_heap/v3/fixed_heap.proto",
+    "envoy/extensions/retry/host/previous_hosts/v3/previous_hosts.proto",
     "envoy/extensions/transport_sockets/tls/v3/secret.proto",
     "envoy/extensions/transport_sockets/tls/v3/tls.proto",
     "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",

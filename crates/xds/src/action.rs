@@ -16,13 +16,16 @@
 //! `prefix_rewrite`: replacing `/foo` with `/` on `/foo/bar` must give `/bar`, and
 //! `prefix_rewrite` gives `//bar`.
 
+use crate::any::pack;
 use aether_ir as ir;
 use envoy_types::pb::envoy::config::core::v3::RuntimeFractionalPercent;
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, RedirectAction, RetryPolicy, RouteAction, WeightedCluster,
-    redirect_action, retry_policy::RetryBackOff, route::Action, route_action,
+    redirect_action, retry_policy::RetryBackOff, retry_policy::RetryHostPredicate,
+    retry_policy::retry_host_predicate, route::Action, route_action,
     route_action::RequestMirrorPolicy, weighted_cluster::ClusterWeight,
 };
+use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3::PreviousHostsPredicate;
 use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatchAndSubstitute;
 use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent::DenominatorType};
 use envoy_types::pb::google::protobuf::{Duration, UInt32Value};
@@ -114,8 +117,9 @@ pub(crate) fn forward(f: &ir::Forward, path: &ir::PathMatch) -> RouteAction {
         action.regex_rewrite = rewrite.path.as_ref().and_then(|p| path_rewrite(p, path));
     }
     timeouts(&mut action, &f.timeouts);
-    if let Some(r) = &f.retry {
-        retry(&mut action, r);
+    match &f.retry {
+        Some(r) => retry(&mut action, r),
+        None => unsent_retry(&mut action),
     }
     action.request_mirror_policies = f.mirrors.iter().map(mirror).collect();
     action
@@ -140,6 +144,36 @@ fn timeouts(action: &mut RouteAction, t: &ir::Timeouts) {
     }
 }
 
+/// What Envoy retries on its own: only tries that never reached a backend
+/// (no connection, a refused HTTP/2 stream, a reset before the request went
+/// out), so any method is safe to retry, each on another endpoint. A backend
+/// that dies without notice then costs the requests it held, not the ones
+/// after (Istio's defaults do the same; the route's own retry replaces it).
+pub const UNSENT_RETRY_ON: &str = "connect-failure,refused-stream,reset-before-request";
+
+/// Retries of a try that never reached a backend, when the rule sets none.
+const UNSENT_RETRIES: u32 = 2;
+
+fn unsent_retry(action: &mut RouteAction) {
+    let policy = action.retry_policy.get_or_insert_with(RetryPolicy::default);
+    policy.retry_on = UNSENT_RETRY_ON.to_string();
+    policy.num_retries = Some(UInt32Value {
+        value: UNSENT_RETRIES,
+    });
+    other_hosts(policy);
+}
+
+/// Each retry goes to an endpoint not tried yet, when there is one.
+fn other_hosts(policy: &mut RetryPolicy) {
+    policy.retry_host_predicate = vec![RetryHostPredicate {
+        name: "envoy.retry_host_predicates.previous_hosts".to_string(),
+        config_type: Some(retry_host_predicate::ConfigType::TypedConfig(pack(
+            &PreviousHostsPredicate {},
+        ))),
+    }];
+    policy.host_selection_retry_max_attempts = 3;
+}
+
 /// A rule's retries: on the configured codes, and always on a failed connect,
 /// a refused stream or a reset (which includes a try passing the backend
 /// timeout), at most `attempts` times, waiting `backoff` at least (Envoy backs
@@ -157,6 +191,7 @@ fn retry(action: &mut RouteAction, r: &ir::Retry) {
         base_interval: Some(duration(ms)),
         max_interval: None,
     });
+    other_hosts(policy);
 }
 
 fn duration(ms: u64) -> Duration {

@@ -322,7 +322,10 @@ fn timeouts_are_the_route_timeout_and_the_per_try_timeout() {
         (Some((10, 0)), None)
     );
     let retry = timeouts(None, Some(500)).retry_policy.unwrap();
-    assert_eq!(retry.retry_on, "", "a timeout alone retries nothing");
+    assert_eq!(
+        retry.retry_on, UNSENT_RETRY_ON,
+        "a timeout alone retries only tries that never reached a backend, not a try that timed out"
+    );
 }
 
 #[test]
@@ -432,4 +435,28 @@ fn retries_name_codes_attempts_and_backoff_and_keep_the_per_try_timeout() {
     let p = a.retry_policy.unwrap();
     assert_eq!(p.retry_on, "connect-failure,refused-stream,reset");
     assert_eq!((p.num_retries, p.retry_back_off), (None, None));
+    assert_eq!(
+        p.retry_host_predicate.len(),
+        1,
+        "retries go to other endpoints"
+    );
+}
+
+#[test]
+fn a_rule_without_retries_retries_only_what_never_reached_a_backend() {
+    let a = with(ir::Forward {
+        backends: vec![backend("edge_cl_a", 1)],
+        ..Default::default()
+    });
+    let p = a.retry_policy.unwrap();
+    assert_eq!(
+        p.retry_on,
+        "connect-failure,refused-stream,reset-before-request"
+    );
+    assert_eq!(p.num_retries, Some(UInt32Value { value: 2 }));
+    assert_eq!(
+        p.retry_host_predicate[0].name,
+        "envoy.retry_host_predicates.previous_hosts"
+    );
+    assert!(p.per_try_timeout.is_none() && p.retriable_status_codes.is_empty());
 }
