@@ -19,6 +19,7 @@ mod any;
 pub mod bootstrap;
 pub mod cluster;
 mod cors;
+pub mod edge;
 pub mod endpoint;
 mod incremental;
 pub mod listener;

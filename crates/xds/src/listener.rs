@@ -78,6 +78,7 @@ pub fn listener(gateway: &ir::Gateway, port: &ir::Port) -> Listener {
         name: port.listener_name.clone(),
         address: Some(socket_address(bind, port.port)),
         additional_addresses,
+        per_connection_buffer_limit_bytes: crate::edge::buffer_limit(),
         ..Default::default()
     };
     match port.protocol {
@@ -352,7 +353,7 @@ pub(crate) fn inline(pem: &str) -> DataSource {
 /// (`use_remote_address`): it is appended to `x-forwarded-for`, and `x-envoy-*`
 /// headers from outside are dropped instead of steering Envoy.
 pub fn http_connection_manager(stat_prefix: &str, route_table: &str) -> HttpConnectionManager {
-    HttpConnectionManager {
+    let mut hcm = HttpConnectionManager {
         codec_type: CodecType::Auto as i32,
         stat_prefix: stat_prefix.to_string(),
         use_remote_address: Some(BoolValue { value: true }),
@@ -383,7 +384,9 @@ pub fn http_connection_manager(stat_prefix: &str, route_table: &str) -> HttpConn
             ..Default::default()
         }],
         ..Default::default()
-    }
+    };
+    crate::edge::limit(&mut hcm);
+    hcm
 }
 
 fn hcm_filter(stat_prefix: &str, route_table: &str) -> Filter {
