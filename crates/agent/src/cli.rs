@@ -55,6 +55,9 @@ enum Command {
     Fleet(crate::fleet_cmd::FleetArgs),
     /// Kubernetes mode: the edge agent beside Envoy and the GatewayClass controller.
     Agent(Box<crate::kubernetes::AgentArgs>),
+    /// Tell the local Envoy to drain its listeners gracefully, then wait (the
+    /// edge pod's preStop step, so clients move before Envoy stops).
+    Drain(crate::drain::DrainArgs),
 }
 
 /// Where the Gateway API objects come from and how they are interpreted.
@@ -216,6 +219,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Standalone(args) => standalone::run(args).map(ok),
         Command::Agent(args) => crate::kubernetes::run(*args).map(ok),
         Command::Explain(args) => crate::explain::run(args).map(ok),
+        Command::Drain(args) => crate::drain::run(args).map(ok),
         Command::Status(args) => {
             let store = args.load_once()?;
             let translation = aether_gateway::translate(&store, &args.translate_config());

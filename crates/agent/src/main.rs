@@ -4,6 +4,7 @@
 
 mod admin;
 mod cli;
+mod drain;
 mod explain;
 mod fleet_cmd;
 mod kubernetes;

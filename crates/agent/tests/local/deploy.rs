@@ -196,3 +196,50 @@ fn the_leader_may_review_tokens_and_reads_nothing_it_does_not_watch() {
         }
     }
 }
+
+/// A stopping edge pod drains before Envoy ends: the agent's preStop drains
+/// Envoy for its whole --drain-time-s, Envoy's preStop outlasts that, and the
+/// grace period outlasts both (else the kubelet kills Envoy mid-drain).
+#[test]
+fn a_stopping_pod_drains_envoy_before_envoy_gets_its_sigterm() {
+    let pod = pod();
+    let envoy = container(&pod, "envoy");
+    let args = envoy.args.clone().unwrap_or_default();
+    let drain_time: i64 = args
+        .iter()
+        .skip_while(|a| *a != "--drain-time-s")
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("Envoy's --drain-time-s");
+    let agent = container(&pod, "agent");
+    let hook = agent
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        .and_then(|h| h.exec.as_ref())
+        .and_then(|e| e.command.clone())
+        .expect("the agent's preStop exec");
+    assert_eq!(&hook[..2], ["aether-edge", "drain"]);
+    assert!(
+        hook.contains(&format!("--seconds={drain_time}")),
+        "{hook:?}"
+    );
+    let envoy_wait = envoy
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        .and_then(|h| h.sleep.as_ref())
+        .expect("Envoy's preStop sleep")
+        .seconds;
+    assert!(
+        envoy_wait > drain_time,
+        "Envoy ends before its drain is over"
+    );
+    let grace = pod
+        .termination_grace_period_seconds
+        .expect("a grace period");
+    assert!(grace > envoy_wait, "the kubelet kills Envoy mid-drain");
+    let pdb: serde_yaml::Value = serde_yaml::from_str(&manifest("40-pdb.yaml")).unwrap();
+    assert_eq!(pdb["kind"], "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+}

@@ -479,3 +479,34 @@ fn the_default_ads_socket_admits_this_user_only() {
     assert!(!other.status.success(), "another user connected");
     assert!(stderr.contains("PermissionError"), "{stderr}");
 }
+
+/// The edge pod's preStop step: `aether-edge drain` makes the real Envoy drain
+/// its listeners (Envoy runs with a 1 s drain time here), so once the drain is
+/// over a new connection is refused while the one before was answered.
+#[test]
+fn drain_makes_envoy_stop_taking_connections_after_its_drain_time() {
+    let s = setup("drain");
+    let _agent = s.standalone(&[]);
+    let envoy = envoy("drain", &s.xds, true, &s.logs);
+    then_served(&s, "/good", "b0", 30, "first route");
+    let out = std::process::Command::new(agent_bin())
+        .args(["drain", "--envoy-admin", &envoy.admin, "--seconds", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "drain: {out:?}");
+    let refused =
+        std::net::TcpStream::connect_timeout(&s.gateway.parse().unwrap(), Duration::from_secs(2))
+            .is_err()
+            || backend_of(&s.gateway, "/good").is_none();
+    assert!(refused, "Envoy still takes connections after draining");
+
+    let nowhere = std::process::Command::new(agent_bin())
+        .args(["drain", "--envoy-admin", "127.0.0.1:1", "--seconds", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&nowhere.stderr);
+    assert!(
+        !nowhere.status.success() && err.contains("asking Envoy at 127.0.0.1:1 to drain"),
+        "{err}"
+    );
+}
