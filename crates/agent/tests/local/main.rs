@@ -9,6 +9,7 @@ mod support;
 
 mod cli;
 mod deploy;
+mod live_change;
 mod live_explain;
 mod live_l4;
 mod live_resilience;

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+pub mod change;
+
 pub use aether_testkit::live::*;
 pub use aether_testkit::{envoy_bin, metric_sum, status_writes};
 

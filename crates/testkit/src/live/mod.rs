@@ -9,6 +9,7 @@
 //!    ├─ Backend::start / ::on(POD_IP) ◄── Envoy::start(bin, …) ◄─ADS─ Agent / KubeAgent (bin, …)
 //!    │     backend.rs, http.rs                envoy.rs              agent.rs, kube_agent.rs
 //!    │                                                               │ status
+//!    ├─ traffic::Load / drive (traffic.rs): keep-alive clients while a Scenario changes the config
 //!    ├─ eventually / wait_until (wait.rs) ◄── get_json, until_object, programmed … (status.rs)
 //!    └─ mk_gateway, mk_route … (yaml.rs): the objects, as YAML
 //! ```
@@ -24,6 +25,7 @@ mod kube_agent;
 mod netns;
 mod proc;
 mod status;
+pub mod traffic;
 mod wait;
 mod yaml;
 
