@@ -64,7 +64,7 @@ pub fn cluster(c: &ir::Cluster) -> Cluster {
 /// one. HTTP/2 over TLS asks for `h2` by ALPN.
 fn upstream_tls(t: &ir::UpstreamTls, protocol: ir::UpstreamProtocol) -> TransportSocket {
     let trusted_ca = match &t.trusted_ca {
-        ir::TrustedCa::Pem(pem) => data_source::Specifier::InlineString(pem.clone()),
+        ir::TrustedCa::Pem(bundle) => data_source::Specifier::InlineString(bundle.pem.clone()),
         ir::TrustedCa::File(path) => data_source::Specifier::Filename(path.clone()),
     };
     let sans = t

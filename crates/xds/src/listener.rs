@@ -328,7 +328,7 @@ fn udp_listener(listener: &mut Listener, forward: &ir::L4Forward) {
 /// has CAs), but one that does not verify is let through, as is none.
 fn client_validation(v: &ir::ClientValidation) -> ValidationContextType {
     ValidationContextType::ValidationContext(CertificateValidationContext {
-        trusted_ca: Some(inline(&v.trusted_ca)),
+        trusted_ca: Some(inline(&v.trusted_ca.pem)),
         trust_chain_verification: if v.allow_insecure_fallback {
             TrustChainVerification::AcceptUntrusted as i32
         } else {
