@@ -91,6 +91,10 @@ fn inline(pem: &str) -> DataSource {
 }
 
 #[cfg(test)]
+#[path = "secret_tests.rs"]
+mod build_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

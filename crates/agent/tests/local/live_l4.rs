@@ -148,8 +148,8 @@ fn l4_route(
     )
 }
 
-/// The TLS listeners carry their keys inline in LDS; /debug/snapshot shows the
-/// listeners, each `privateKey` redacted.
+/// The TLS listeners' keys travel in SDS secrets, never in a listener;
+/// /debug/snapshot shows the secrets, each `privateKey` redacted.
 fn no_private_key_in_the_debug_snapshot(agent: &Agent) {
     fn private_keys<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
         match v {
@@ -173,9 +173,12 @@ fn no_private_key_in_the_debug_snapshot(agent: &Agent) {
                 .then(|| serde_json::from_str(&r.body).ok())
                 .flatten()
         });
+    let mut in_listeners = Vec::new();
+    private_keys(&snapshot["resources"]["listeners"], &mut in_listeners);
+    assert!(in_listeners.is_empty(), "a listener holds a key");
     let mut keys = Vec::new();
     private_keys(&snapshot["resources"], &mut keys);
-    assert!(!keys.is_empty(), "no TLS listener in the snapshot?");
+    assert!(!keys.is_empty(), "no TLS secret in the snapshot?");
     for k in keys {
         assert_eq!(k, &serde_json::json!({"inlineString": "[redacted]"}));
     }
