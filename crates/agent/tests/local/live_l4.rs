@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// A self-signed certificate for `cn` (also its SAN), as (cert path, key path).
-fn make_cert(dir: &Path, cn: &str) -> (String, String) {
+pub(crate) fn make_cert(dir: &Path, cn: &str) -> (String, String) {
     let cert = dir.join(format!("{cn}.crt"));
     let key = dir.join(format!("{cn}.key"));
     let out = Command::new("openssl")
@@ -110,7 +110,7 @@ fn udp_exchange(port: u16, datagram: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
-fn secret_yaml(name: &str, (cert, key): &(String, String)) -> String {
+pub(crate) fn secret_yaml(name: &str, (cert, key): &(String, String)) -> String {
     let indent = |pem: &str| {
         pem.lines()
             .map(|l| format!("    {l}\n"))
