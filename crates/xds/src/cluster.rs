@@ -18,8 +18,8 @@ use envoy_types::pb::envoy::config::core::v3::{
     DataSource, Http2ProtocolOptions, TransportSocket, data_source, transport_socket,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, CommonTlsContext, Secret, SubjectAltNameMatcher,
-    UpstreamTlsContext, common_tls_context::CombinedCertificateValidationContext,
+    CertificateValidationContext, CommonTlsContext, SubjectAltNameMatcher, UpstreamTlsContext,
+    common_tls_context::CombinedCertificateValidationContext,
     common_tls_context::ValidationContextType, subject_alt_name_matcher::SanType,
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
@@ -131,20 +131,6 @@ fn upstream_tls(t: &ir::UpstreamTls, protocol: ir::UpstreamProtocol) -> Transpor
         name: TLS_TRANSPORT_SOCKET.to_string(),
         config_type: Some(transport_socket::ConfigType::TypedConfig(pack(&tls))),
     }
-}
-
-/// The SDS secrets a cluster's TLS reads, as Secret resources.
-pub fn secrets(c: &ir::Cluster) -> Vec<Secret> {
-    let Some(t) = &c.tls else {
-        return vec![];
-    };
-    let ca = match &t.trusted_ca {
-        ir::TrustedCa::Pem(bundle) => Some(secret::ca_bundle(bundle)),
-        ir::TrustedCa::File(_) => None,
-    };
-    ca.into_iter()
-        .chain(t.client_certificate.iter().map(secret::certificate))
-        .collect()
 }
 
 /// `typed_extension_protocol_options` that make a cluster speak HTTP/2 (prior

@@ -66,7 +66,7 @@ struct ClusterBuild {
 }
 
 fn build_cluster(c: &ir::Cluster) -> ClusterBuild {
-    let secrets: Vec<Resource> = cluster::secrets(c).iter().map(secret::resource).collect();
+    let secrets: Vec<Resource> = secret::of_cluster(c).iter().map(secret::resource).collect();
     // Envoy warms a cluster until its endpoints and secrets arrive: the
     // cluster names both.
     let references = std::iter::once((ResourceType::Endpoint, c.name.clone())).chain(
@@ -194,7 +194,7 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> ClusterReads) -> Gate
         let mut secrets: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
         for chain in &port.tls_chains {
             let owner = listener::chain_owner(chain);
-            for s in listener::chain_secrets(chain) {
+            for s in secret::of_chain(chain) {
                 mine.insert((ResourceType::Secret, s.name.clone()));
                 let parts = if owner == OWN {
                     &mut *own

@@ -43,7 +43,7 @@ use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3::{
     Route as UdpRoute, UdpProxyConfig, udp_proxy_config,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, Secret,
+    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext,
     certificate_validation_context::TrustChainVerification,
     common_tls_context::CombinedCertificateValidationContext,
     common_tls_context::ValidationContextType,
@@ -341,27 +341,6 @@ fn client_validation(v: &ir::ClientValidation) -> ValidationContextType {
     })
 }
 
-/// The SDS secrets one TLS chain names: its certificates, its client CAs.
-/// None for a chain that terminates no TLS (passthrough) or is not sent (see
-/// [`tls_filter_chain`]): Envoy would never ask for them.
-pub fn chain_secrets(chain: &ir::TlsChain) -> Vec<Secret> {
-    let sent = chain.route_table.is_some() || chain.forward.is_some();
-    if !sent || chain.certificates.is_empty() {
-        return vec![];
-    }
-    chain
-        .certificates
-        .iter()
-        .map(secret::certificate)
-        .chain(
-            chain
-                .client_validation
-                .iter()
-                .map(|v| secret::ca_bundle(&v.trusted_ca)),
-        )
-        .collect()
-}
-
 /// The object that owns a TLS chain (and what it names): a TLS route its own
 /// chain (`<listener>/<route key>`), the Gateway ([`OWN`]) every other.
 pub fn chain_owner(chain: &ir::TlsChain) -> &str {
@@ -558,23 +537,8 @@ mod tests {
     }
 
     #[test]
-    fn only_a_chain_that_terminates_tls_names_secrets() {
-        let mut c = chain("https", &[]);
-        c.client_validation = Some(ir::ClientValidation {
-            trusted_ca: ir::CaBundle {
-                sources: vec![ir::ObjectRef::new("infra", "ca")],
-                pem: "CA".into(),
-            },
-            allow_insecure_fallback: false,
-        });
-        let names = |c: &ir::TlsChain| -> Vec<String> {
-            chain_secrets(c).into_iter().map(|s| s.name).collect()
-        };
-        assert_eq!(names(&c), vec!["edge_cert_infra_cert", "edge_ca_infra_ca"]);
-        assert_eq!(chain_owner(&c), OWN);
-        // Passthrough: Envoy never asks for them.
-        c.certificates.clear();
-        assert!(names(&c).is_empty());
+    fn a_tls_route_owns_its_chain_and_the_gateway_the_others() {
+        assert_eq!(chain_owner(&chain("https", &[])), OWN);
         let tls_route = chain("tls/TLSRoute/app/echo", &["echo.example.com"]);
         assert_eq!(chain_owner(&tls_route), "TLSRoute/app/echo");
     }

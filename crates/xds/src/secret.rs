@@ -77,6 +77,41 @@ pub fn sds(name: String) -> SdsSecretConfig {
     }
 }
 
+/// The SDS secrets one TLS chain names: its certificates, its client CAs.
+/// None for a chain that terminates no TLS (passthrough) or is not sent (see
+/// `listener.rs`): Envoy would never ask for them.
+pub fn of_chain(chain: &ir::TlsChain) -> Vec<Secret> {
+    let sent = chain.route_table.is_some() || chain.forward.is_some();
+    if !sent || chain.certificates.is_empty() {
+        return vec![];
+    }
+    chain
+        .certificates
+        .iter()
+        .map(certificate)
+        .chain(
+            chain
+                .client_validation
+                .iter()
+                .map(|v| ca_bundle(&v.trusted_ca)),
+        )
+        .collect()
+}
+
+/// The SDS secrets a cluster's TLS reads, as Secret resources.
+pub fn of_cluster(c: &ir::Cluster) -> Vec<Secret> {
+    let Some(t) = &c.tls else {
+        return vec![];
+    };
+    let ca = match &t.trusted_ca {
+        ir::TrustedCa::Pem(bundle) => Some(ca_bundle(bundle)),
+        ir::TrustedCa::File(_) => None,
+    };
+    ca.into_iter()
+        .chain(t.client_certificate.iter().map(certificate))
+        .collect()
+}
+
 /// A Secret as a snapshot resource.
 pub(crate) fn resource(s: &Secret) -> Resource {
     Resource::new(&s.name, ResourceType::Secret.type_url(), s.encode_to_vec())
@@ -135,5 +170,33 @@ mod tests {
         let r = sds("edge_cert_infra_web".into());
         assert_eq!(r.name, "edge_cert_infra_web");
         assert_eq!(r.sds_config, Some(ads_config_source()));
+    }
+
+    #[test]
+    fn only_a_chain_that_terminates_tls_names_secrets() {
+        let mut c = ir::TlsChain {
+            listener: "https".into(),
+            server_names: vec![],
+            certificates: vec![cert("infra/cert", "KEY")],
+            client_validation: None,
+            route_table: Some(ir::RouteTable {
+                name: "edge_rt_infra_gw_443_https".into(),
+                virtual_hosts: vec![],
+            }),
+            forward: None,
+        };
+        c.client_validation = Some(ir::ClientValidation {
+            trusted_ca: ir::CaBundle {
+                sources: vec![ir::ObjectRef::new("infra", "ca")],
+                pem: "CA".into(),
+            },
+            allow_insecure_fallback: false,
+        });
+        let names =
+            |c: &ir::TlsChain| -> Vec<String> { of_chain(c).into_iter().map(|s| s.name).collect() };
+        assert_eq!(names(&c), vec!["edge_cert_infra_cert", "edge_ca_infra_ca"]);
+        // Passthrough: Envoy never asks for them.
+        c.certificates.clear();
+        assert!(names(&c).is_empty());
     }
 }
