@@ -119,7 +119,7 @@ async fn debug_snapshot(State(state): State<Shared>) -> Response {
     let Some(p) = current(&state) else {
         return (StatusCode::SERVICE_UNAVAILABLE, "no snapshot yet\n").into_response();
     };
-    // Private keys travel inline in LDS; this endpoint shows them redacted.
+    // Private keys travel in SDS secrets; this endpoint shows them redacted.
     let resources = match aether_xds::to_yaml_redacted(&p.snapshot)
         .map_err(|e| e.to_string())
         .and_then(|y| serde_yaml::from_str::<serde_json::Value>(&y).map_err(|e| e.to_string()))

@@ -21,7 +21,7 @@ use crate::client_validation::check_bundle;
 use crate::status::{Condition, GROUP, Identity, ParentReference};
 use crate::store::Store;
 use crate::vocabulary::policy::{Reason, Type};
-use aether_ir::{ObjectRef, SubjectAltName, TrustedCa, UpstreamTls};
+use aether_ir::{CaBundle, ObjectRef, SubjectAltName, TrustedCa, UpstreamTls};
 use gateway_api::apis::standard::backendtlspolicies::{
     BackendTlsPolicy, BackendTlsPolicyValidationSubjectAltNamesType as SanType,
 };
@@ -208,6 +208,7 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
     let mut unresolved = Vec::new();
     let mut invalid = None;
     let mut pem = String::new();
+    let mut sources = Vec::new();
     let mut system = false;
     match v.well_known_ca_certificates.as_deref() {
         Some("System") => system = true,
@@ -245,6 +246,7 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
             Ok(b) => {
                 pem.push_str(b.trim_end());
                 pem.push('\n');
+                sources.push(ObjectRef::new(&key.namespace, &r.name));
             }
             Err(why) => unresolved.push((
                 Reason::InvalidCACertificateRef,
@@ -255,7 +257,7 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
     let trusted_ca = if system {
         Some(TrustedCa::File(SYSTEM_CA_BUNDLE.into()))
     } else if !pem.is_empty() {
-        Some(TrustedCa::Pem(pem))
+        Some(TrustedCa::Pem(CaBundle { sources, pem }))
     } else {
         None
     };

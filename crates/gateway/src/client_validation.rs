@@ -22,7 +22,7 @@ use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
 use crate::store::Store;
 use crate::vocabulary::listener;
-use aether_ir::ClientValidation;
+use aether_ir::{CaBundle, ClientValidation, ObjectRef};
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::ConfigMap;
 use rustls::pki_types::CertificateDer;
@@ -69,18 +69,20 @@ pub fn for_port(store: &Store, gw: &Gateway, port: u16) -> Option<PortValidation
     let spec = spec_for_port(gw, port)?;
     let ns = gw.metadata.namespace.as_deref().unwrap_or_default();
     let mut pem = String::new();
+    let mut sources = Vec::new();
     let mut errors = Vec::new();
     for (group, kind, name, namespace) in spec.refs {
         match resolve(store, ns, group, kind, name, namespace) {
             Ok(bundle) => {
                 pem.push_str(bundle.trim_end());
                 pem.push('\n');
+                sources.push(ObjectRef::new(namespace.unwrap_or(ns), name));
             }
             Err(e) => errors.push(e),
         }
     }
     let validation = (!pem.is_empty()).then_some(ClientValidation {
-        trusted_ca: pem,
+        trusted_ca: CaBundle { sources, pem },
         allow_insecure_fallback: spec.insecure,
     });
     Some(PortValidation { validation, errors })

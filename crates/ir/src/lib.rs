@@ -185,17 +185,28 @@ pub struct TlsChain {
 /// Frontend client certificate validation of one HTTPS chain.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ClientValidation {
-    /// PEM CA certificates a client certificate must chain to.
-    pub trusted_ca: String,
+    /// The CA certificates a client certificate must chain to.
+    pub trusted_ca: CaBundle,
     /// AllowInsecureFallback: a certificate is asked for, but a client without
     /// one (or with one that does not verify) is let in.
     #[serde(default, skip_serializing_if = "is_false")]
     pub allow_insecure_fallback: bool,
 }
 
+/// PEM CA certificates, and the ConfigMaps they were read from: its identity,
+/// which names the SDS secret Envoy gets it as (see [`names::ca_bundle`]), so
+/// a changed bundle from the same ConfigMaps changes that secret alone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CaBundle {
+    /// The ConfigMaps whose `ca.crt` make up `pem`, in order.
+    pub sources: Vec<ObjectRef>,
+    pub pem: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Certificate {
-    /// The Secret, as `namespace/name`.
+    /// The Secret, as `namespace/name`: its identity, which names the SDS
+    /// secret Envoy gets it as (see [`names::certificate`]).
     pub secret: String,
     /// PEM certificate chain.
     pub certificate_chain: String,
@@ -489,8 +500,8 @@ pub struct UpstreamTls {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TrustedCa {
-    /// PEM CA certificates.
-    Pem(String),
+    /// PEM CA certificates from ConfigMaps.
+    Pem(CaBundle),
     /// A CA bundle file on the Envoy host (the system's).
     File(String),
 }

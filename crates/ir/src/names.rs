@@ -1,6 +1,17 @@
 //! Stable, readable Envoy resource names.
 //!
 //! Kubernetes names never contain `_`, so `_` separates parts unambiguously.
+//! SDS secret names are derived from the Secret or ConfigMaps a certificate or
+//! CA bundle was read from, and promise more: one name, one input, whatever
+//! the input's names hold (standalone YAML is not checked by an API server).
+//! Each part is escaped (see [`secret_part`]), so no part holds `_`:
+//!
+//! ```text
+//!  certificate from Secret app/web            edge_cert_app_web
+//!  CA bundle from ConfigMaps app/ca, infra/ca edge_ca_app_ca_infra_ca   (pairs: even part count)
+//!  CA bundle known by nothing but its PEM     edge_ca_<sha256 hex>      (one part: odd count)
+//!  a part holding `_`, `%`, `/`, ...          each such byte as %XX: `a_b` → a%5Fb
+//! ```
 
 /// The Envoy listener for one port of one Gateway: `edge_ls_<ns>_<gw>_<port>`.
 pub fn listener(namespace: &str, gateway: &str, port: u16) -> String {
@@ -44,6 +55,56 @@ pub fn cluster_of_gateway(cluster: &str, gateway_ns: &str, gateway: &str) -> Str
     format!("{cluster}_for_{gateway_ns}_{gateway}")
 }
 
+/// The SDS secret of a certificate (chain and private key) read from the
+/// Secret `secret` (`namespace/name`): `edge_cert_<ns>_<name>`. Every listener
+/// and cluster presenting it names this one secret; a rotation changes its
+/// content, never its name.
+pub fn certificate(secret: &str) -> String {
+    match secret.split_once('/') {
+        Some((ns, name)) => format!("edge_cert_{}_{}", secret_part(ns), secret_part(name)),
+        // One part, so never equal to a `namespace/name` one.
+        None => format!("edge_cert_{}", secret_part(secret)),
+    }
+}
+
+/// The SDS secret of a CA bundle read from these ConfigMaps, in order:
+/// `edge_ca_<ns>_<name>[_<ns>_<name>…]`; `None` with no sources (see
+/// [`ca_bundle_by_digest`]).
+pub fn ca_bundle(sources: &[crate::ObjectRef]) -> Option<String> {
+    if sources.is_empty() {
+        return None;
+    }
+    let mut name = "edge_ca".to_string();
+    for s in sources {
+        name.push('_');
+        name.push_str(&secret_part(&s.namespace));
+        name.push('_');
+        name.push_str(&secret_part(&s.name));
+    }
+    Some(name)
+}
+
+/// The SDS secret of a CA bundle with no sources, by the hex digest of its
+/// PEM: `edge_ca_<hex>`, one part where [`ca_bundle`] has an even count.
+pub fn ca_bundle_by_digest(hex: &str) -> String {
+    format!("edge_ca_{}", secret_part(hex))
+}
+
+/// One part of a secret name: ASCII letters, digits, `-` and `.` as they are,
+/// every other byte as `%XX` (so `_` separates parts and `%` only escapes):
+/// distinct parts, distinct escapes.
+pub fn secret_part(part: &str) -> String {
+    let mut out = String::with_capacity(part.len());
+    for b in part.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'.' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// The key of one route object in what is served: `<kind>/<namespace>/<name>`.
 /// Envoy route names, L4 forwards and TLS chains of that route start with it.
 pub fn route_key(kind: &str, namespace: &str, name: &str) -> String {
@@ -76,6 +137,39 @@ mod tests {
         );
         assert_eq!(cluster("app", "web", 8080), "edge_cl_app_web_8080");
         assert_ne!(listener("a-b", "c", 1), listener("a", "b-c", 1));
+    }
+
+    #[test]
+    fn secret_names_are_readable_and_one_per_input() {
+        use crate::ObjectRef;
+        assert_eq!(certificate("app/web"), "edge_cert_app_web");
+        assert_eq!(
+            ca_bundle(&[ObjectRef::new("app", "ca"), ObjectRef::new("infra", "ca")]).as_deref(),
+            Some("edge_ca_app_ca_infra_ca")
+        );
+        assert_eq!(ca_bundle(&[]), None);
+        // Inputs that plain `_` joins would confuse.
+        assert_eq!(certificate("a_b/c"), "edge_cert_a%5Fb_c");
+        let names = [
+            certificate("a_b/c"),
+            certificate("a/b_c"),
+            certificate("a/b/c"),
+            certificate("a%2Fb/c"),
+            certificate("a_b_c"),
+            certificate("a/b_c/"),
+        ];
+        let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "{names:?}");
+        let bundles = [
+            ca_bundle(&[ObjectRef::new("a", "b_c_d")]),
+            ca_bundle(&[ObjectRef::new("a", "b"), ObjectRef::new("c", "d")]),
+            ca_bundle(&[ObjectRef::new("a_b", "c_d")]),
+            Some(ca_bundle_by_digest("a")),
+            Some(ca_bundle_by_digest("a_b")),
+        ];
+        let distinct: std::collections::BTreeSet<&Option<String>> = bundles.iter().collect();
+        assert_eq!(distinct.len(), bundles.len(), "{bundles:?}");
+        assert_eq!(secret_part("%"), "%25");
     }
 
     #[test]

@@ -3,9 +3,12 @@
 //! h2c upstreams (`appProtocol: kubernetes.io/h2c`, gRPC) speak HTTP/2 with prior
 //! knowledge, set through the upstream `HttpProtocolOptions` extension; everything
 //! else speaks HTTP/1.1 (websocket upgrades ride on it). A BackendTLSPolicy adds
-//! TLS (`UpstreamTlsContext`) on top of either.
+//! TLS (`UpstreamTlsContext`) on top of either, its CAs and client certificate
+//! over SDS (`secret.rs`): a cluster names its secrets, which it lists among
+//! its references.
 
 use crate::any::{ads_config_source, pack};
+use crate::secret;
 use aether_ir as ir;
 use envoy_types::pb::envoy::config::cluster::v3::{
     Cluster, cluster::ClusterDiscoveryType, cluster::DiscoveryType, cluster::EdsClusterConfig,
@@ -15,9 +18,9 @@ use envoy_types::pb::envoy::config::core::v3::{
     DataSource, Http2ProtocolOptions, TransportSocket, data_source, transport_socket,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, CommonTlsContext, SubjectAltNameMatcher, TlsCertificate,
-    UpstreamTlsContext, common_tls_context::ValidationContextType,
-    subject_alt_name_matcher::SanType,
+    CertificateValidationContext, CommonTlsContext, SubjectAltNameMatcher, UpstreamTlsContext,
+    common_tls_context::CombinedCertificateValidationContext,
+    common_tls_context::ValidationContextType, subject_alt_name_matcher::SanType,
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
     HttpProtocolOptions, http_protocol_options::ExplicitHttpConfig,
@@ -59,14 +62,11 @@ pub fn cluster(c: &ir::Cluster) -> Cluster {
 }
 
 /// TLS to the endpoints (a BackendTLSPolicy): the policy's hostname as SNI,
-/// the certificate verified against its CAs and required to carry one of the
-/// names (exact matches); the Gateway's client certificate presented, if it has
-/// one. HTTP/2 over TLS asks for `h2` by ALPN.
+/// the certificate verified against its CAs (an SDS secret, or the host's
+/// bundle file) and required to carry one of the names (exact matches); the
+/// Gateway's client certificate presented (an SDS secret), if it has one.
+/// HTTP/2 over TLS asks for `h2` by ALPN.
 fn upstream_tls(t: &ir::UpstreamTls, protocol: ir::UpstreamProtocol) -> TransportSocket {
-    let trusted_ca = match &t.trusted_ca {
-        ir::TrustedCa::Pem(pem) => data_source::Specifier::InlineString(pem.clone()),
-        ir::TrustedCa::File(path) => data_source::Specifier::Filename(path.clone()),
-    };
     let sans = t
         .subject_alt_names
         .iter()
@@ -85,27 +85,39 @@ fn upstream_tls(t: &ir::UpstreamTls, protocol: ir::UpstreamProtocol) -> Transpor
             }
         })
         .collect();
+    let validation = match &t.trusted_ca {
+        ir::TrustedCa::Pem(bundle) => {
+            ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
+                default_validation_context: Some(CertificateValidationContext {
+                    match_typed_subject_alt_names: sans,
+                    ..Default::default()
+                }),
+                validation_context_sds_secret_config: Some(secret::sds(secret::ca_bundle_name(
+                    bundle,
+                ))),
+                ..Default::default()
+            })
+        }
+        // A path on the Envoy host is no secret, and rotates with the host.
+        ir::TrustedCa::File(path) => {
+            ValidationContextType::ValidationContext(CertificateValidationContext {
+                trusted_ca: Some(DataSource {
+                    specifier: Some(data_source::Specifier::Filename(path.clone())),
+                    ..Default::default()
+                }),
+                match_typed_subject_alt_names: sans,
+                ..Default::default()
+            })
+        }
+    };
     let tls = UpstreamTlsContext {
         sni: t.sni.clone(),
         common_tls_context: Some(CommonTlsContext {
-            validation_context_type: Some(ValidationContextType::ValidationContext(
-                CertificateValidationContext {
-                    trusted_ca: Some(DataSource {
-                        specifier: Some(trusted_ca),
-                        ..Default::default()
-                    }),
-                    match_typed_subject_alt_names: sans,
-                    ..Default::default()
-                },
-            )),
-            tls_certificates: t
+            validation_context_type: Some(validation),
+            tls_certificate_sds_secret_configs: t
                 .client_certificate
                 .iter()
-                .map(|c| TlsCertificate {
-                    certificate_chain: Some(crate::listener::inline(&c.certificate_chain)),
-                    private_key: Some(crate::listener::inline(&c.private_key)),
-                    ..Default::default()
-                })
+                .map(|c| secret::sds(secret::certificate_name(c)))
                 .collect(),
             alpn_protocols: match protocol {
                 ir::UpstreamProtocol::H2c => vec!["h2".into()],

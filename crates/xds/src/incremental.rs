@@ -1,10 +1,11 @@
 //! Incremental build: [`build`](crate::build) as a cache keyed by its inputs.
 //!
 //! ```text
-//!  Ir ─┬─ each cluster ─► CDS + EDS resources   (equal IR cluster: reused)
-//!      └─ each Gateway ─► listeners, route tables, members, parts, fragments
-//!                         (equal IR Gateway, and the clusters it names still
-//!                          defined or not as before: reused)
+//!  Ir ─┬─ each cluster ─► CDS + EDS + SDS resources   (equal IR cluster: reused)
+//!      └─ each Gateway ─► listeners, route tables, secrets, members, parts,
+//!                         fragments (equal IR Gateway, and the clusters it
+//!                         names still defined or not, with the same
+//!                         references, as before: reused)
 //!         ──► Snapshot::new + with_parts: versions, hashes, fingerprints
 //! ```
 //!
@@ -15,7 +16,7 @@
 //! `incremental_tests.rs`).
 
 use crate::snapshot::{FingerprintedParts, Resource, ResourceType, Snapshot};
-use crate::{GatewayBuild, ObjectParts, build_cluster, build_gateway};
+use crate::{ClusterBuild, GatewayBuild, ObjectParts, build_cluster, build_gateway};
 use aether_ir as ir;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 /// Builds snapshots one after another, re-encoding only what changed.
 #[derive(Default)]
 pub struct Builder {
-    clusters: BTreeMap<String, (Arc<ir::Cluster>, Arc<[Resource; 2]>)>,
+    clusters: BTreeMap<String, (Arc<ir::Cluster>, Arc<ClusterBuild>)>,
     gateways: BTreeMap<ir::ObjectRef, (Arc<ir::Gateway>, Arc<GatewayBuild>)>,
     /// Per Gateway, its routes' parts fingerprinted: against which build, and
     /// which versions of the resources they take whole.
@@ -61,7 +62,11 @@ impl Builder {
         }
         self.clusters = clusters;
 
-        let known = |name: &str| self.clusters.contains_key(name);
+        let known = |name: &str| {
+            self.clusters
+                .get(name)
+                .map(|(_, b)| b.cluster.references.clone())
+        };
         let mut gateways = BTreeMap::new();
         for gw in &ir.gateways {
             let key = gw.object_ref();
@@ -88,15 +93,23 @@ impl Builder {
     /// The snapshot of what the cache holds now (exactly the last IR's pieces).
     fn assemble(&mut self) -> Snapshot {
         let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
-        for (name, (_, [cds, eds])) in self.clusters.iter().map(|(n, (c, b))| (n, (c, &**b))) {
+        for (name, (_, b)) in &self.clusters {
             resources
                 .entry(ResourceType::Cluster)
                 .or_default()
-                .insert(name.clone(), cds.clone());
+                .insert(name.clone(), b.cluster.clone());
             resources
                 .entry(ResourceType::Endpoint)
                 .or_default()
-                .insert(name.clone(), eds.clone());
+                .insert(name.clone(), b.endpoints.clone());
+            // Unused clusters are served, so are their secrets. One Secret's
+            // content is the same wherever the IR carries it (one store read).
+            for s in &b.secrets {
+                resources
+                    .entry(ResourceType::Secret)
+                    .or_default()
+                    .insert(s.name.clone(), s.clone());
+            }
         }
         let mut members: BTreeMap<ir::ObjectRef, BTreeSet<(ResourceType, String)>> =
             BTreeMap::new();

@@ -1,7 +1,8 @@
 //! Build: IR → Envoy resources, with content versions (pure).
 //!
 //! ```text
-//!  Ir ─► build() ─► Snapshot { CDS clusters, EDS load assignments, LDS listeners, RDS routes }
+//!  Ir ─► build() ─► Snapshot { CDS clusters, EDS load assignments, LDS listeners, RDS routes,
+//!                              SDS secrets }
 //!                        │
 //!                        ├─► to_yaml()              what `aether-edge translate` prints
 //!                        ├─► to_yaml_redacted()     the same, private keys `[redacted]` (/debug/snapshot)
@@ -11,7 +12,7 @@
 //! ```
 //!
 //! One module per resource kind (`listener`, `route` + `action`, `cluster`,
-//! `endpoint`); `render` turns any of them into proto3 JSON/YAML through a
+//! `endpoint`, `secret`); `render` turns any of them into proto3 JSON/YAML through a
 //! descriptor pool compiled from Envoy's own `.proto` files.
 
 mod action;
@@ -26,6 +27,7 @@ pub mod listener;
 pub mod parts;
 pub mod render;
 pub mod route;
+pub mod secret;
 pub mod snapshot;
 mod validate;
 mod yaml;
@@ -48,29 +50,51 @@ use std::sync::Arc;
 type Fragment = BTreeMap<String, String>;
 
 /// Every Envoy resource the IR describes, versioned, with each Gateway's members
-/// (its listeners, route tables, and the clusters and endpoints its routes use).
+/// (its listeners, route tables and their secrets, and the clusters, endpoints
+/// and secrets its routes use).
 /// Pure and deterministic: the same IR gives an equal snapshot. The full
 /// rebuild: a [`Builder`] with nothing cached.
 pub fn build(ir: &ir::Ir) -> Snapshot {
     Builder::default().build(ir)
 }
 
-/// A cluster's CDS and EDS resources.
-fn build_cluster(c: &ir::Cluster) -> [Resource; 2] {
-    [
-        Resource::new(
+/// A cluster's CDS and EDS resources, and the SDS secrets its TLS reads.
+#[derive(Debug)]
+struct ClusterBuild {
+    cluster: Resource,
+    endpoints: Resource,
+    secrets: Vec<Resource>,
+}
+
+fn build_cluster(c: &ir::Cluster) -> ClusterBuild {
+    let secrets: Vec<Resource> = secret::of_cluster(c).iter().map(secret::resource).collect();
+    // Envoy warms a cluster until its endpoints and secrets arrive: the
+    // cluster names both.
+    let references = std::iter::once((ResourceType::Endpoint, c.name.clone())).chain(
+        secrets
+            .iter()
+            .map(|s| (ResourceType::Secret, s.name.clone())),
+    );
+    ClusterBuild {
+        cluster: Resource::new(
             &c.name,
             ResourceType::Cluster.type_url(),
             cluster::cluster(c).encode_to_vec(),
         )
-        .with_references([(ResourceType::Endpoint, c.name.clone())]),
-        Resource::new(
+        .with_references(references),
+        endpoints: Resource::new(
             &c.name,
             ResourceType::Endpoint.type_url(),
             endpoint::load_assignment(c).encode_to_vec(),
         ),
-    ]
+        secrets,
+    }
 }
+
+/// What a Gateway's build reads of a cluster it names: `None` when the IR
+/// does not define it, else what the cluster references (its endpoints and
+/// secrets).
+type ClusterReads = Option<Arc<[(ResourceType, String)]>>;
 
 /// What one Gateway adds to a snapshot: its listeners and route tables, its
 /// members, its and its routes' parts (not yet fingerprinted), the fragments
@@ -83,15 +107,16 @@ struct GatewayBuild {
     routes: BTreeMap<String, ObjectParts>,
     /// Per resource the Gateway's objects share, each object's fragment.
     fragments: Vec<((ResourceType, String), Arc<Fragment>)>,
-    /// Every cluster name its routes forward to, and whether the IR defined it.
-    clusters_named: BTreeMap<String, bool>,
+    /// Every cluster name its routes forward to, and what it read of it.
+    clusters_named: BTreeMap<String, ClusterReads>,
     /// The resources some route's parts take whole: what the routes'
     /// fingerprints read besides the parts themselves.
     wholes: BTreeSet<(ResourceType, String)>,
 }
 
-/// One Gateway's resources; `known` says which clusters the IR defines.
-fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild {
+/// One Gateway's resources; `known` says which clusters the IR defines, and
+/// what each references.
+fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> ClusterReads) -> GatewayBuild {
     let mut out = GatewayBuild::default();
     let GatewayBuild {
         resources,
@@ -109,21 +134,27 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild
             Resource::new(name, ty.type_url(), encoded).with_references(references),
         ));
     };
-    // A route's clusters: the cluster as built, its endpoints as they come.
+    // A route's clusters: the cluster as built, its endpoints as they come,
+    // its secrets as they are now.
     let mut uses = |mine: &mut BTreeSet<(ResourceType, String)>,
                     routes: &mut BTreeMap<String, ObjectParts>,
                     key: &str,
                     cluster: &str| {
-        let defined = known(cluster);
-        clusters_named.insert(cluster.to_string(), defined);
-        if defined {
+        let reads = known(cluster);
+        clusters_named.insert(cluster.to_string(), reads.clone());
+        if let Some(reads) = reads {
             mine.insert((ResourceType::Cluster, cluster.to_string()));
             mine.insert((ResourceType::Endpoint, cluster.to_string()));
             let r = routes.entry(key.to_string()).or_default();
             r.require(ResourceType::Cluster, cluster, Part::Whole);
             r.require(ResourceType::Endpoint, cluster, Part::Present);
+            for (ty, name) in reads.iter().filter(|(ty, _)| *ty == ResourceType::Secret) {
+                mine.insert((*ty, name.clone()));
+                r.require(*ty, name, Part::Whole);
+            }
         }
     };
+    let mut secrets_added = BTreeSet::new();
     for port in &gw.ports {
         let listener = listener::listener(gw, port);
         // Envoy rejects a listener without filter chains, and a rejected LDS
@@ -153,10 +184,31 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild
             .iter()
             .chain(port.tls_chains.iter().filter_map(|c| c.forward.as_ref()))
             .flat_map(|f| f.backends.iter().map(|b| b.cluster.clone()))
-            .filter(|c| known(c))
+            .filter(|c| known(c).is_some())
             .collect();
+        // Not among its references: Envoy asks for a listener's secrets only
+        // once it has the listener, and warms it until they arrive.
         add(lds.0, &lds.1, listener.encode_to_vec(), l4_clusters);
         mine.insert(lds.clone());
+        // Its certificates and CAs, each one SDS secret, which the object
+        // owning the chain needs as it is now.
+        let mut secrets: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        for chain in &port.tls_chains {
+            let owner = listener::chain_owner(chain);
+            for s in secret::of_chain(chain) {
+                mine.insert((ResourceType::Secret, s.name.clone()));
+                let parts = if owner == OWN {
+                    &mut *own
+                } else {
+                    routes.entry(owner.to_string()).or_default()
+                };
+                parts.require(ResourceType::Secret, &s.name, Part::Whole);
+                if secrets_added.insert(s.name.clone()) {
+                    add(ResourceType::Secret, &s.name, s.encode_to_vec(), vec![]);
+                }
+                secrets.entry(owner).or_default().insert(s.name);
+            }
+        }
         // Exactly the route tables the listener's connection managers name.
         let tables: Vec<(&ir::RouteTable, Scheme)> = match port.protocol {
             ir::PortProtocol::Http => port.route_table.iter().map(|t| (t, Scheme::Http)).collect(),
@@ -196,7 +248,7 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild
             let table_clusters = referenced_clusters(table)
                 .map(|(_, c)| c.to_string())
                 .chain(mirrored_clusters(table))
-                .filter(|c| known(c))
+                .filter(|c| known(c).is_some())
                 .collect();
             add(rds.0, &rds.1, rc.encode_to_vec(), table_clusters);
             mine.insert(rds);
@@ -204,6 +256,16 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> bool) -> GatewayBuild
                 // A backend naming a cluster the IR does not define would be a
                 // translator bug; it simply is not a member then.
                 uses(mine, routes, key, cluster);
+            }
+        }
+        // Every route served on the listener as it is now is served with the
+        // Gateway's certificates as they are now.
+        if let Some(gateway_secrets) = secrets.get(OWN) {
+            for key in of_listener.keys().filter(|k| k.as_str() != OWN) {
+                let r = routes.entry(key.clone()).or_default();
+                for name in gateway_secrets {
+                    r.require(ResourceType::Secret, name, Part::Whole);
+                }
             }
         }
         fragments.push((lds, Arc::new(of_listener)));

@@ -3,7 +3,7 @@
 //! ```text
 //!  HTTP port ─► Listener ── filter chain ── HCM ── RDS(route_table.name)
 //!  HTTPS port ► Listener ── tls_inspector
-//!                        ├─ chain [SNI a.example.com] ── TLS(certs) ── HCM ── RDS(chain table)
+//!                        ├─ chain [SNI a.example.com] ── TLS(SDS certs) ── HCM ── RDS(chain table)
 //!                        └─ chain [no SNI: catch-all, last] ── TLS ── HCM ── RDS(...)
 //!  TLS port  ► Listener ── tls_inspector
 //!                        ├─ chain [SNI] ── tcp_proxy (passthrough: the TLS stream as is)
@@ -17,17 +17,17 @@
 //! Envoy closes each connection (a client sees EOF, not a refused connect).
 //!
 //! The first Gateway address is the bind address, the others are additional
-//! addresses of the same listener. Routes always come over RDS (never inline), so a
-//! route change never drains a listener.
+//! addresses of the same listener. Routes always come over RDS and certificates
+//! and CAs over SDS (never inline, see `secret.rs`), so neither a route change
+//! nor a certificate rotation drains a listener.
 
 use crate::INVALID_BACKEND;
 use crate::any::{ads_config_source, pack};
 use crate::endpoint::socket_address;
 use crate::parts::{Fragments, OWN};
+use crate::secret;
 use aether_ir as ir;
-use envoy_types::pb::envoy::config::core::v3::{
-    Address, DataSource, TransportSocket, address, data_source, socket_address,
-};
+use envoy_types::pb::envoy::config::core::v3::{Address, TransportSocket, address, socket_address};
 use envoy_types::pb::envoy::config::listener::v3::{
     AdditionalAddress, Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter,
     UdpListenerConfig, filter, listener_filter,
@@ -43,8 +43,9 @@ use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3::{
     Route as UdpRoute, UdpProxyConfig, udp_proxy_config,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, TlsCertificate,
+    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext,
     certificate_validation_context::TrustChainVerification,
+    common_tls_context::CombinedCertificateValidationContext,
     common_tls_context::ValidationContextType,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
@@ -193,14 +194,10 @@ fn tls_filter_chain(chain: &ir::TlsChain) -> Option<FilterChain> {
     let transport_socket = (!chain.certificates.is_empty()).then(|| {
         let tls = DownstreamTlsContext {
             common_tls_context: Some(CommonTlsContext {
-                tls_certificates: chain
+                tls_certificate_sds_secret_configs: chain
                     .certificates
                     .iter()
-                    .map(|c| TlsCertificate {
-                        certificate_chain: Some(inline(&c.certificate_chain)),
-                        private_key: Some(inline(&c.private_key)),
-                        ..Default::default()
-                    })
+                    .map(|c| secret::sds(secret::certificate_name(c)))
                     .collect(),
                 alpn_protocols: alpn,
                 validation_context_type: chain.client_validation.as_ref().map(client_validation),
@@ -324,27 +321,31 @@ fn udp_listener(listener: &mut Listener, forward: &ir::L4Forward) {
     }];
 }
 
-/// Client certificates verified against the CAs. AllowInsecureFallback: the
-/// certificate is still asked for (Envoy sends a CertificateRequest whenever it
-/// has CAs), but one that does not verify is let through, as is none.
+/// Client certificates verified against the CAs (an SDS secret; the policy
+/// stays here, Envoy merges the two). AllowInsecureFallback: the certificate is
+/// still asked for (Envoy sends a CertificateRequest whenever it has CAs), but
+/// one that does not verify is let through, as is none.
 fn client_validation(v: &ir::ClientValidation) -> ValidationContextType {
-    ValidationContextType::ValidationContext(CertificateValidationContext {
-        trusted_ca: Some(inline(&v.trusted_ca)),
-        trust_chain_verification: if v.allow_insecure_fallback {
-            TrustChainVerification::AcceptUntrusted as i32
-        } else {
-            TrustChainVerification::VerifyTrustChain as i32
-        },
+    ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
+        default_validation_context: Some(CertificateValidationContext {
+            trust_chain_verification: if v.allow_insecure_fallback {
+                TrustChainVerification::AcceptUntrusted as i32
+            } else {
+                TrustChainVerification::VerifyTrustChain as i32
+            },
+            ..Default::default()
+        }),
+        validation_context_sds_secret_config: Some(secret::sds(secret::ca_bundle_name(
+            &v.trusted_ca,
+        ))),
         ..Default::default()
     })
 }
 
-/// PEM text carried in the resource itself.
-pub(crate) fn inline(pem: &str) -> DataSource {
-    DataSource {
-        specifier: Some(data_source::Specifier::InlineString(pem.to_string())),
-        ..Default::default()
-    }
+/// The object that owns a TLS chain (and what it names): a TLS route its own
+/// chain (`<listener>/<route key>`), the Gateway ([`OWN`]) every other.
+pub fn chain_owner(chain: &ir::TlsChain) -> &str {
+    chain.listener.split_once('/').map_or(OWN, |(_, key)| key)
 }
 
 /// The HTTP connection manager: codec AUTO (HTTP/1.1, and h2c with prior
@@ -531,9 +532,17 @@ mod tests {
         };
         let common = tls.common_tls_context.unwrap();
         assert_eq!(common.alpn_protocols, vec!["h2", "http/1.1"]);
+        assert!(common.tls_certificates.is_empty(), "no PEM in the listener");
         assert_eq!(
-            common.tls_certificates[0].certificate_chain,
-            Some(inline("CERT"))
+            common.tls_certificate_sds_secret_configs,
+            vec![secret::sds("edge_cert_infra_cert".into())]
         );
+    }
+
+    #[test]
+    fn a_tls_route_owns_its_chain_and_the_gateway_the_others() {
+        assert_eq!(chain_owner(&chain("https", &[])), OWN);
+        let tls_route = chain("tls/TLSRoute/app/echo", &["echo.example.com"]);
+        assert_eq!(chain_owner(&tls_route), "TLSRoute/app/echo");
     }
 }

@@ -99,6 +99,7 @@ fn group_name(ty: ResourceType) -> &'static str {
 /// endpoints: [...]    # within a group, sorted by resource name
 /// listeners: [...]
 /// routes: [...]
+/// secrets: [...]      # certificates with their private keys, CA bundles
 /// ```
 ///
 /// Empty groups are left out.
@@ -108,7 +109,7 @@ pub fn to_yaml(snapshot: &Snapshot) -> Result<String, RenderError> {
 
 /// [`to_yaml`] with every private key (and key password) replaced by
 /// `[redacted]`, as Envoy's own config_dump shows them: for debug endpoints,
-/// which must not hand out the keys that LDS carries inline.
+/// which must not hand out the keys that the SDS secrets carry.
 pub fn to_yaml_redacted(snapshot: &Snapshot) -> Result<String, RenderError> {
     render(snapshot, true)
 }
@@ -177,5 +178,53 @@ mod redact_tests {
         );
         assert_eq!(text.matches("[redacted]").count(), 2, "{text}");
         assert!(text.contains("Q0VSVA=="), "certificates stay: {text}");
+    }
+
+    /// The keys live in SDS Secret resources now: the snapshot as the debug
+    /// endpoint renders it shows each secret's certificate, never its key.
+    #[test]
+    fn private_keys_in_secret_resources_are_redacted() {
+        use crate::snapshot::Resource;
+        use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
+        use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+            Secret, TlsCertificate, secret,
+        };
+        use prost::Message;
+        let inline = |s: &str| DataSource {
+            specifier: Some(data_source::Specifier::InlineString(s.into())),
+            ..Default::default()
+        };
+        let body = Secret {
+            name: "edge_cert_infra_web".into(),
+            r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
+                certificate_chain: Some(inline("THE-CERTIFICATE")),
+                private_key: Some(inline("THE-PRIVATE-KEY")),
+                ..Default::default()
+            })),
+        };
+        let resource = Resource::new(
+            &body.name,
+            ResourceType::Secret.type_url(),
+            body.encode_to_vec(),
+        );
+        let snapshot = Snapshot::new(
+            [(
+                ResourceType::Secret,
+                [(body.name.clone(), resource)].into_iter().collect(),
+            )]
+            .into_iter()
+            .collect(),
+            Default::default(),
+        );
+        let plain = to_yaml(&snapshot).unwrap();
+        assert!(plain.starts_with("secrets:"), "{plain}");
+        assert!(
+            plain.contains("THE-PRIVATE-KEY"),
+            "translate prints it: {plain}"
+        );
+        let redacted = to_yaml_redacted(&snapshot).unwrap();
+        assert!(!redacted.contains("THE-PRIVATE-KEY"), "{redacted}");
+        assert!(redacted.contains("[redacted]"), "{redacted}");
+        assert!(redacted.contains("THE-CERTIFICATE"), "{redacted}");
     }
 }

@@ -6,6 +6,7 @@
 //! ```text
 //!  Listener ── HCM rds{name} ──► HCM route_config = the snapshot's RouteConfiguration
 //!  Cluster (EDS over ADS)    ──► Cluster STATIC, load_assignment = the snapshot's CLA
+//!  TLS sds{name, ADS}        ──► sds{name}: static_resources.secrets = the snapshot's Secrets
 //! ```
 //!
 //! It carries the same runtime as the ADS bootstrap (the RE2 program size limit),
@@ -18,11 +19,16 @@ use envoy_types::pb::envoy::config::bootstrap::v3::{Bootstrap, bootstrap::Static
 use envoy_types::pb::envoy::config::cluster::v3::{
     Cluster, cluster::ClusterDiscoveryType, cluster::DiscoveryType,
 };
+use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, http_connection_manager::RouteSpecifier,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CommonTlsContext, DownstreamTlsContext, Secret, UpstreamTlsContext,
+    common_tls_context::ValidationContextType,
 };
 use prost::{Message, Name};
 
@@ -31,17 +37,35 @@ use prost::{Message, Name};
 pub fn validation_bootstrap(snapshot: &Snapshot) -> Result<String, RenderError> {
     let listeners = snapshot
         .of_type(ResourceType::Listener)
-        .map(|r| inline_routes(decode::<Listener>(&r.body.value)?, snapshot))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|r| {
+            let mut listener = inline_routes(decode::<Listener>(&r.body.value)?, snapshot)?;
+            for chain in &mut listener.filter_chains {
+                if let Some(socket) = &mut chain.transport_socket {
+                    static_secrets::<DownstreamTlsContext>(socket, snapshot)?;
+                }
+            }
+            Ok(listener)
+        })
+        .collect::<Result<Vec<_>, RenderError>>()?;
     let clusters = snapshot
         .of_type(ResourceType::Cluster)
-        .map(|r| static_cluster(decode::<Cluster>(&r.body.value)?, snapshot))
+        .map(|r| {
+            let mut cluster = static_cluster(decode::<Cluster>(&r.body.value)?, snapshot)?;
+            if let Some(socket) = &mut cluster.transport_socket {
+                static_secrets::<UpstreamTlsContext>(socket, snapshot)?;
+            }
+            Ok(cluster)
+        })
+        .collect::<Result<Vec<_>, RenderError>>()?;
+    let secrets = snapshot
+        .of_type(ResourceType::Secret)
+        .map(|r| decode::<Secret>(&r.body.value))
         .collect::<Result<Vec<_>, _>>()?;
     let bootstrap = Bootstrap {
         static_resources: Some(StaticResources {
             listeners,
             clusters,
-            secrets: Vec::new(),
+            secrets,
         }),
         layered_runtime: Some(crate::bootstrap::runtime()),
         ..Default::default()
@@ -86,6 +110,67 @@ fn inline_routes(mut listener: Listener, snapshot: &Snapshot) -> Result<Listener
         }
     }
     Ok(listener)
+}
+
+/// The TLS contexts that carry a `CommonTlsContext`.
+trait HasCommonTlsContext: Message + Name + Default {
+    fn common(&mut self) -> Option<&mut CommonTlsContext>;
+}
+
+impl HasCommonTlsContext for DownstreamTlsContext {
+    fn common(&mut self) -> Option<&mut CommonTlsContext> {
+        self.common_tls_context.as_mut()
+    }
+}
+
+impl HasCommonTlsContext for UpstreamTlsContext {
+    fn common(&mut self) -> Option<&mut CommonTlsContext> {
+        self.common_tls_context.as_mut()
+    }
+}
+
+/// Turns every SDS reference of a TLS transport socket into a reference to a
+/// static secret (a name without a config source), checking that the snapshot
+/// holds it.
+fn static_secrets<T: HasCommonTlsContext>(
+    socket: &mut TransportSocket,
+    snapshot: &Snapshot,
+) -> Result<(), RenderError> {
+    let Some(transport_socket::ConfigType::TypedConfig(any)) = &mut socket.config_type else {
+        return Ok(());
+    };
+    if any.type_url != T::type_url() {
+        return Ok(());
+    }
+    let mut tls = decode::<T>(&any.value)?;
+    let Some(common) = tls.common() else {
+        return Ok(());
+    };
+    let validation = match &mut common.validation_context_type {
+        Some(ValidationContextType::CombinedValidationContext(c)) => {
+            c.validation_context_sds_secret_config.as_mut()
+        }
+        Some(ValidationContextType::ValidationContextSdsSecretConfig(c)) => Some(c),
+        _ => None,
+    };
+    for sds in common
+        .tls_certificate_sds_secret_configs
+        .iter_mut()
+        .chain(validation)
+    {
+        if snapshot
+            .version_of(ResourceType::Secret, &sds.name)
+            .is_none()
+        {
+            return Err(RenderError::MissingResource {
+                type_name: "secret",
+                name: sds.name.clone(),
+            });
+        }
+        sds.sds_config = None;
+    }
+    any.value = tls.encode_to_vec();
+    Ok(())
 }
 
 /// An EDS cluster as a STATIC one carrying its load assignment.

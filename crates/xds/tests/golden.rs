@@ -60,6 +60,38 @@ fn envoy_yaml_matches_golden() {
     eprintln!("golden: {} cases", cases.len());
 }
 
+/// Private keys travel in SDS Secret resources only: in no golden case does a
+/// listener, route table, cluster or load assignment hold one.
+#[test]
+fn no_resource_but_a_secret_holds_a_private_key() {
+    use aether_xds::ResourceType;
+    let mut with_keys = 0;
+    for dir in case_dirs() {
+        let snapshot = aether_xds::build(&load_ir(&dir));
+        for ty in ResourceType::ALL {
+            for r in snapshot.of_type(ty) {
+                let holds_key = r
+                    .body
+                    .value
+                    .windows(b"PRIVATE KEY-----".len())
+                    .any(|w| w == b"PRIVATE KEY-----");
+                if ty == ResourceType::Secret {
+                    with_keys += usize::from(holds_key);
+                } else {
+                    assert!(
+                        !holds_key,
+                        "{}: {} {} holds a private key",
+                        case_name(&dir),
+                        ty.short_name(),
+                        r.name
+                    );
+                }
+            }
+        }
+    }
+    assert!(with_keys > 0, "no case has a certificate?");
+}
+
 /// The first line where the golden file and the fresh output part ways.
 fn first_difference(expected: &str, actual: &str) -> String {
     let mut e = expected.lines();

@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// A self-signed certificate for `cn` (also its SAN), as (cert path, key path).
-fn make_cert(dir: &Path, cn: &str) -> (String, String) {
+pub(crate) fn make_cert(dir: &Path, cn: &str) -> (String, String) {
     let cert = dir.join(format!("{cn}.crt"));
     let key = dir.join(format!("{cn}.key"));
     let out = Command::new("openssl")
@@ -110,7 +110,7 @@ fn udp_exchange(port: u16, datagram: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
-fn secret_yaml(name: &str, (cert, key): &(String, String)) -> String {
+pub(crate) fn secret_yaml(name: &str, (cert, key): &(String, String)) -> String {
     let indent = |pem: &str| {
         pem.lines()
             .map(|l| format!("    {l}\n"))
@@ -148,8 +148,8 @@ fn l4_route(
     )
 }
 
-/// The TLS listeners carry their keys inline in LDS; /debug/snapshot shows the
-/// listeners, each `privateKey` redacted.
+/// The TLS listeners' keys travel in SDS secrets, never in a listener;
+/// /debug/snapshot shows the secrets, each `privateKey` redacted.
 fn no_private_key_in_the_debug_snapshot(agent: &Agent) {
     fn private_keys<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
         match v {
@@ -173,9 +173,12 @@ fn no_private_key_in_the_debug_snapshot(agent: &Agent) {
                 .then(|| serde_json::from_str(&r.body).ok())
                 .flatten()
         });
+    let mut in_listeners = Vec::new();
+    private_keys(&snapshot["resources"]["listeners"], &mut in_listeners);
+    assert!(in_listeners.is_empty(), "a listener holds a key");
     let mut keys = Vec::new();
     private_keys(&snapshot["resources"], &mut keys);
-    assert!(!keys.is_empty(), "no TLS listener in the snapshot?");
+    assert!(!keys.is_empty(), "no TLS secret in the snapshot?");
     for k in keys {
         assert_eq!(k, &serde_json::json!({"inlineString": "[redacted]"}));
     }

@@ -1,5 +1,5 @@
 //! No cluster: the command line, the deploy manifests, and standalone mode with a
-//! real Envoy (routing, L4, resilience). One binary: each module was its own
+//! real Envoy (routing, L4, certificate rotation, resilience). One binary: each module was its own
 //! before, and every one of them linked the whole agent.
 //!
 //! `cargo test -p aether-edge --test local <module>::` runs one module.
@@ -13,4 +13,5 @@ mod live_change;
 mod live_explain;
 mod live_l4;
 mod live_resilience;
+mod live_rotation;
 mod live_routing;

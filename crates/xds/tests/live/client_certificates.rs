@@ -116,7 +116,10 @@ fn a_client_certificate_is_required_and_verified_or_only_asked_for() {
     std::fs::create_dir_all(&dir).unwrap();
     let trusted = given_a_ca_and_a_client(&dir, "trusted");
     let stranger = given_a_ca_and_a_client(&dir, "stranger");
-    let ca = std::fs::read_to_string(&trusted.ca).unwrap();
+    let ca = ir::CaBundle {
+        sources: vec![ir::ObjectRef::new("infra", "trusted-ca")],
+        pem: std::fs::read_to_string(&trusted.ca).unwrap(),
+    };
     let backend = spawn_echo_backend();
     let cluster = mk_cluster("echo", backend, ir::UpstreamProtocol::Http1);
     let (strict, fallback) = (free_port(), free_port());

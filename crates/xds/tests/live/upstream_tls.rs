@@ -49,7 +49,10 @@ fn tls_cluster(name: &str, backend: SocketAddr, ca: &str, san: &str) -> ir::Clus
     let mut c = mk_cluster(name, backend, ir::UpstreamProtocol::Http1);
     c.tls = Some(ir::UpstreamTls {
         sni: "abc.example.com".into(),
-        trusted_ca: ir::TrustedCa::Pem(ca.to_string()),
+        trusted_ca: ir::TrustedCa::Pem(ir::CaBundle {
+            sources: vec![ir::ObjectRef::new("app", format!("{name}-ca"))],
+            pem: ca.to_string(),
+        }),
         subject_alt_names: vec![ir::SubjectAltName::Dns(san.into())],
         client_certificate: None,
     });
