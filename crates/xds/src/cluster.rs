@@ -11,8 +11,8 @@ use crate::any::{ads_config_source, pack};
 use crate::secret;
 use aether_ir as ir;
 use envoy_types::pb::envoy::config::cluster::v3::{
-    Cluster, cluster::ClusterDiscoveryType, cluster::DiscoveryType, cluster::EdsClusterConfig,
-    cluster::LbPolicy,
+    Cluster, OutlierDetection, cluster::ClusterDiscoveryType, cluster::DiscoveryType,
+    cluster::EdsClusterConfig, cluster::LbPolicy,
 };
 use envoy_types::pb::envoy::config::core::v3::{
     DataSource, Http2ProtocolOptions, TransportSocket, data_source, transport_socket,
@@ -28,7 +28,7 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
     http_protocol_options::explicit_http_config::ProtocolConfig,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
-use envoy_types::pb::google::protobuf::Duration;
+use envoy_types::pb::google::protobuf::{Duration, UInt32Value};
 use std::collections::HashMap;
 
 const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
@@ -38,6 +38,40 @@ pub const HTTP_PROTOCOL_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.Http
 
 /// How long Envoy waits for a TCP connection to an endpoint.
 const CONNECT_TIMEOUT_SECONDS: i64 = 5;
+
+/// Connect failures, resets and timeouts in a row that take an endpoint out.
+const LOCAL_FAILURES_TO_EJECT: u32 = 3;
+
+/// An endpoint that stopped answering leaves the load balancing after
+/// [`LOCAL_FAILURES_TO_EJECT`] failures Envoy saw itself (refused or reset
+/// connections, timeouts) for 15 s (longer each time it happens again), at
+/// most half of a cluster at once; answers the backend chose (its own 5xx)
+/// never eject it. Envoy's panic mode still sends to every endpoint when
+/// fewer than half are left, so a lone endpoint is never taken out.
+fn outlier_detection() -> OutlierDetection {
+    let percent = |value: u32| Some(UInt32Value { value });
+    OutlierDetection {
+        split_external_local_origin_errors: true,
+        consecutive_local_origin_failure: percent(LOCAL_FAILURES_TO_EJECT),
+        enforcing_consecutive_local_origin_failure: percent(100),
+        enforcing_consecutive_5xx: percent(0),
+        enforcing_consecutive_gateway_failure: percent(0),
+        enforcing_success_rate: percent(0),
+        enforcing_local_origin_success_rate: percent(0),
+        enforcing_failure_percentage: percent(0),
+        enforcing_failure_percentage_local_origin: percent(0),
+        interval: Some(Duration {
+            seconds: 5,
+            nanos: 0,
+        }),
+        base_ejection_time: Some(Duration {
+            seconds: 15,
+            nanos: 0,
+        }),
+        max_ejection_percent: percent(50),
+        ..Default::default()
+    }
+}
 
 pub fn cluster(c: &ir::Cluster) -> Cluster {
     Cluster {
@@ -57,6 +91,8 @@ pub fn cluster(c: &ir::Cluster) -> Cluster {
             ir::UpstreamProtocol::H2c => http2_protocol_options(),
         },
         transport_socket: c.tls.as_ref().map(|t| upstream_tls(t, c.protocol)),
+        per_connection_buffer_limit_bytes: crate::edge::buffer_limit(),
+        outlier_detection: Some(outlier_detection()),
         ..Default::default()
     }
 }
@@ -163,6 +199,26 @@ mod tests {
             endpoints: vec![],
             tls: None,
         }
+    }
+
+    #[test]
+    fn endpoints_are_ejected_only_on_failures_envoy_saw_itself() {
+        let o = cluster(&ir_cluster(ir::UpstreamProtocol::Http1))
+            .outlier_detection
+            .unwrap();
+        assert!(o.split_external_local_origin_errors);
+        let v = |x: Option<UInt32Value>| x.map(|x| x.value);
+        assert_eq!(v(o.consecutive_local_origin_failure), Some(3));
+        assert_eq!(v(o.enforcing_consecutive_local_origin_failure), Some(100));
+        for (what, enforcing) in [
+            ("5xx", o.enforcing_consecutive_5xx),
+            ("gateway failure", o.enforcing_consecutive_gateway_failure),
+            ("success rate", o.enforcing_success_rate),
+            ("local success rate", o.enforcing_local_origin_success_rate),
+        ] {
+            assert_eq!(v(enforcing), Some(0), "{what} ejects");
+        }
+        assert_eq!(v(o.max_ejection_percent), Some(50));
     }
 
     #[test]
