@@ -2,11 +2,12 @@
 //!
 //! ```text
 //!  desired Snapshot ─┐
-//!  what Envoy ACKed ─┼─► Gate::regate ─► view (a Snapshot) ─► SotwStream / DeltaStream
-//!  now ──────────────┘        │
-//!                             └─ remembers: the view it last gave, the references of
-//!                                every version it put in one, since when a kept
-//!                                resource has been named by nothing
+//!  what Envoy ACKed ─┼─► Gate::regate ─► View = desired + overlay ─► SotwStream / DeltaStream
+//!  now ──────────────┘        │             (held-back versions, kept removals)
+//!                             └─ remembers: the references of every listener and
+//!                                route table version it put in a view, the removed
+//!                                resources it may still keep, since when each has
+//!                                been named by nothing
 //! ```
 //!
 //! Two rules, per stream, so no request fails because configuration changed:
@@ -21,17 +22,19 @@
 //! - **Removals after what named them is gone, plus a grace.** A cluster,
 //!   endpoint set or secret that left the desired snapshot stays in the view
 //!   while anything in the view or anything Envoy ACKed names it, and then for
-//!   `grace` more, so requests already on their way finish. Listeners and route
-//!   tables leave at once: nothing names a listener, and Envoy drops a route
-//!   table itself when its listener stops naming it.
+//!   `grace` more, so requests already on their way finish. Endpoints and
+//!   secrets named only by a cluster that leaves leave with it. Listeners and
+//!   route tables leave at once: nothing names a listener, and Envoy drops a
+//!   route table itself when its listener stops naming it.
 //!
-//! The view is the desired snapshot itself (no copy) whenever neither rule holds
-//! anything back. Pure: time comes in as an argument.
+//! The view is the desired snapshot plus a small overlay, so holding something
+//! back or keeping a removed cluster copies nothing of the rest; in the steady
+//! state the overlay is empty and a regate looks at nothing but the overlay.
 //!
-//! A resumed Delta stream reports versions it holds that this gate never sent,
-//! so it has no body to keep of them: those are *pinned* instead (the stream
-//! sends no removal for them) while either rule applies. A SotW stream states
-//! no names when it resumes, so there nothing is known to keep.
+//! A resumed Delta stream reports versions it holds that this gate never sent
+//! ([`Gate::reported`]), so it has no body to keep of them: those are *pinned*
+//! instead (the stream sends no removal for them) while either rule applies. A
+//! SotW stream states no names when it resumes, so there nothing is known to keep.
 
 use crate::subscription::Versions;
 use aether_xds::{Resource, ResourceType, Snapshot};
@@ -39,24 +42,73 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[cfg(test)]
+mod tests;
+
 /// A resource's identity in a snapshot.
 type Key = (ResourceType, String);
 
 /// What one Envoy ACKed, per type (see the stream machines' `acked`).
 pub type Acked<'a> = BTreeMap<ResourceType, &'a Versions>;
 
+/// What a stream serves: the desired snapshot, with some resources replaced
+/// (`Some`: an older version held back, or a removed one kept) or hidden
+/// (`None`: a new one not sent yet).
+#[derive(Debug, Clone)]
+pub struct View {
+    desired: Arc<Snapshot>,
+    overlay: BTreeMap<Key, Option<Resource>>,
+}
+
+impl View {
+    pub fn get(&self, ty: ResourceType, name: &str) -> Option<&Resource> {
+        match self.overlay.get(&(ty, name.to_string())) {
+            Some(over) => over.as_ref(),
+            None => self.desired.resources.get(&ty).and_then(|m| m.get(name)),
+        }
+    }
+
+    pub fn version_of(&self, ty: ResourceType, name: &str) -> Option<&str> {
+        self.get(ty, name).map(|r| r.version.as_str())
+    }
+
+    /// Every resource of `ty`, by name.
+    pub fn of_type(&self, ty: ResourceType) -> BTreeMap<&str, &Resource> {
+        let mut all: BTreeMap<&str, &Resource> = self
+            .desired
+            .resources
+            .get(&ty)
+            .into_iter()
+            .flatten()
+            .map(|(n, r)| (n.as_str(), r))
+            .collect();
+        for ((t, name), over) in &self.overlay {
+            if *t != ty {
+                continue;
+            }
+            match over {
+                Some(r) => all.insert(name.as_str(), r),
+                None => all.remove(name.as_str()),
+            };
+        }
+        all
+    }
+}
+
 /// One stream's make-before-break state.
 #[derive(Debug)]
 pub struct Gate {
     grace: Duration,
-    view: Arc<Snapshot>,
+    view: View,
     /// The references of each version of a listener or route table put in a
     /// view, while the view or Envoy may hold that version.
     named_by: BTreeMap<(Key, String), Arc<[Key]>>,
-    /// Resources kept past their removal that nothing names any more: since when.
+    /// Resources that left the desired snapshot and may still be kept, with
+    /// their body when this gate sent them (not when Envoy only reported them).
+    removed: BTreeMap<Key, Option<Resource>>,
+    /// Of `removed`, those nothing names any more: since when.
     unnamed_since: BTreeMap<Key, Instant>,
-    /// What Envoy holds, at a version this gate has no body of (a resumed Delta
-    /// stream reports what it holds), that must stay: not removed, not replaced.
+    /// Of `removed`, those kept without a body: Envoy must not be told to drop them.
     pinned: BTreeSet<Key>,
 }
 
@@ -78,8 +130,12 @@ impl Gate {
     pub fn new(desired: &Arc<Snapshot>, grace: Duration, now: Instant) -> Self {
         let mut gate = Gate {
             grace,
-            view: Arc::new(Snapshot::default()),
+            view: View {
+                desired: Arc::new(Snapshot::default()),
+                overlay: BTreeMap::new(),
+            },
             named_by: BTreeMap::new(),
+            removed: BTreeMap::new(),
             unnamed_since: BTreeMap::new(),
             pinned: BTreeSet::new(),
         };
@@ -87,14 +143,14 @@ impl Gate {
         gate
     }
 
+    /// What this stream's Envoy may be sent now.
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
     /// Whether Envoy must keep what it holds of `name`, though the view lacks it.
     pub fn pinned(&self, ty: ResourceType, name: &str) -> bool {
         self.pinned.contains(&(ty, name.to_string()))
-    }
-
-    /// What this stream's Envoy may be sent now.
-    pub fn view(&self) -> &Arc<Snapshot> {
-        &self.view
     }
 
     /// When a kept resource's grace ends, if one is kept unnamed.
@@ -102,98 +158,125 @@ impl Gate {
         self.unnamed_since.values().min().map(|t| *t + self.grace)
     }
 
+    /// Envoy says it holds these resources of `ty` (a resumed Delta stream):
+    /// those the desired snapshot lacks may still be named by what it holds.
+    pub fn reported<'n>(&mut self, ty: ResourceType, names: impl IntoIterator<Item = &'n String>) {
+        if !kept_while_named(ty) {
+            return;
+        }
+        for name in names {
+            if self.view.desired.version_of(ty, name).is_none() {
+                self.removed.entry((ty, name.clone())).or_insert(None);
+            }
+        }
+    }
+
     /// Recomputes the view for `desired`, given what Envoy `acked`, at `now`.
-    /// Returns whether the view changed.
+    /// Returns whether what the stream may send changed.
     pub fn regate(&mut self, desired: &Arc<Snapshot>, acked: &Acked<'_>, now: Instant) -> bool {
-        let warm = |key: &Key| is_warm(key, desired, &self.view, acked);
-        let mut resources = desired.resources.clone_lazily();
-        let mut held_back = false;
+        if !Arc::ptr_eq(desired, &self.view.desired) {
+            self.note_removals(desired);
+        }
+        let mut overlay = self.hold_back(desired, acked);
         let mut pinned = BTreeSet::new();
+        self.keep_removed(desired, &mut overlay, &mut pinned, acked, now);
+        let changed = !Arc::ptr_eq(desired, &self.view.desired)
+            || overlay != self.view.overlay
+            || pinned != self.pinned;
+        self.view = View {
+            desired: desired.clone(),
+            overlay,
+        };
+        self.pinned = pinned;
+        self.remember_references(acked);
+        changed
+    }
+
+    /// The listeners and route tables whose new version names a cluster that is
+    /// not warm yet: the version the view had instead, or nothing.
+    fn hold_back(&self, desired: &Snapshot, acked: &Acked<'_>) -> BTreeMap<Key, Option<Resource>> {
+        let mut overlay = BTreeMap::new();
         for ty in ResourceType::ALL
             .into_iter()
             .filter(|t| waits_for_references(*t))
         {
             for (name, r) in desired.resources.get(&ty).into_iter().flatten() {
-                let before = self.view.resources.get(&ty).and_then(|m| m.get(name));
-                if before.is_some_and(|b| b.version == r.version) || r.references.iter().all(&warm)
+                let before = self.view.get(ty, name);
+                if before.is_some_and(|b| b.version == r.version)
+                    || r.references
+                        .iter()
+                        .all(|k| is_warm(k, desired, &self.view, acked))
                 {
                     continue;
                 }
-                held_back = true;
-                let by_name = resources.entry(ty);
-                match before {
-                    Some(previous) => by_name.insert(name.clone(), previous.clone()),
-                    None => {
-                        if acked.get(&ty).is_some_and(|v| v.contains_key(name)) {
-                            pinned.insert((ty, name.clone()));
-                        }
-                        by_name.remove(name)
-                    }
-                };
+                overlay.insert((ty, name.clone()), before.cloned());
             }
         }
-        let kept = self.keep_removed(desired, &mut resources, &mut pinned, acked, now);
-        let pins_moved = pinned != self.pinned;
-        self.pinned = pinned;
-        let view = if held_back || kept {
-            Arc::new(Snapshot {
-                resources: resources.into_owned(desired),
-                version: desired.version.clone(),
-                ..Default::default()
-            })
-        } else {
-            desired.clone()
-        };
-        self.remember_references(&view, acked);
-        let changed = pins_moved
-            || (!Arc::ptr_eq(&view, &self.view) && view.resources != self.view.resources);
-        self.view = view;
-        changed
+        overlay
     }
 
-    /// Puts back into `resources` what left `desired` but is still named (or
-    /// in its grace). Returns whether anything was put back.
+    /// What the view held that `desired` no longer has becomes a removal
+    /// candidate; what `desired` has again is one no more.
+    fn note_removals(&mut self, desired: &Snapshot) {
+        let old = &self.view;
+        let empty = BTreeMap::new();
+        for ty in ResourceType::ALL
+            .into_iter()
+            .filter(|t| kept_while_named(*t))
+        {
+            let next = desired.resources.get(&ty).unwrap_or(&empty);
+            let before = old.desired.resources.get(&ty).unwrap_or(&empty);
+            // Both sorted by name: one walk, no lookups (thousands of clusters).
+            let mut next_names = next.keys().peekable();
+            for (name, r) in before {
+                while next_names.next_if(|n| *n < name).is_some() {}
+                if next_names.peek() != Some(&name)
+                    && !old.overlay.contains_key(&(ty, name.clone()))
+                {
+                    self.removed.insert((ty, name.clone()), Some(r.clone()));
+                }
+            }
+            for ((t, name), over) in &old.overlay {
+                if let (true, Some(r), false) = (*t == ty, over, next.contains_key(name)) {
+                    self.removed.insert((ty, name.clone()), Some(r.clone()));
+                }
+            }
+        }
+        self.removed
+            .retain(|(ty, name), _| desired.version_of(*ty, name).is_none());
+        let removed = &self.removed;
+        self.unnamed_since
+            .retain(|key, _| removed.contains_key(key));
+    }
+
+    /// Puts into `overlay` the removed resources still named (or in their
+    /// grace); drops the others for good.
     fn keep_removed(
         &mut self,
         desired: &Snapshot,
-        resources: &mut LazyResources<'_>,
+        overlay: &mut BTreeMap<Key, Option<Resource>>,
         pinned: &mut BTreeSet<Key>,
         acked: &Acked<'_>,
         now: Instant,
-    ) -> bool {
-        let old_view = self.view.clone();
-        let in_view = old_view.resources.iter().flat_map(|(ty, by_name)| {
-            by_name
-                .iter()
-                .map(move |(n, r)| ((*ty, n.clone()), Some(r)))
-        });
-        // What Envoy holds that was never in a view: no body to keep.
-        let only_acked = acked
-            .iter()
-            .flat_map(|(ty, v)| v.keys().map(move |n| ((*ty, n.clone()), None)))
-            .filter(|((ty, n), _)| old_view.version_of(*ty, n).is_none());
-        let gone: Vec<(Key, Option<&Resource>)> = in_view
-            .chain(only_acked)
-            .filter(|((ty, n), _)| kept_while_named(*ty) && desired.version_of(*ty, n).is_none())
-            .collect::<BTreeMap<_, _>>()
-            .into_iter()
-            .collect();
-        self.unnamed_since
-            .retain(|key, _| gone.iter().any(|(k, _)| k == key));
-        if gone.is_empty() {
-            return false;
+    ) {
+        if self.removed.is_empty() {
+            return;
         }
-        let named = self.named(resources, acked);
-        let mut kept = false;
-        // Clusters first: a cluster kept keeps naming its endpoints and secrets,
-        // and those of a cluster that leaves now leave with it.
-        let mut kept_names: BTreeSet<Key> = BTreeSet::new();
+        let named = self.named(desired, overlay, acked);
+        // Clusters first (the type order): a kept cluster keeps naming its
+        // endpoints and secrets, and those of a cluster that leaves leave with it.
+        let mut kept: Vec<Key> = Vec::new();
         let mut dropped: Vec<Key> = Vec::new();
-        for ((ty, name), r) in gone {
-            let key = (ty, name);
+        let names = |gate: &Gate, by: &Key, key: &Key| {
+            gate.removed
+                .get(by)
+                .and_then(Option::as_ref)
+                .is_some_and(|r| r.references.contains(key))
+        };
+        for key in self.removed.keys().cloned().collect::<Vec<_>>() {
             let still_named = match named.as_ref() {
                 None => true,
-                Some(n) => n.contains(&key) || kept_names.iter().any(|k| names(self, k, &key)),
+                Some(n) => n.contains(&key) || kept.iter().any(|k| names(self, k, &key)),
             };
             if still_named {
                 self.unnamed_since.remove(&key);
@@ -206,28 +289,34 @@ impl Gate {
                     continue;
                 }
             }
-            match r {
+            match &self.removed[&key] {
                 Some(r) => {
-                    resources.entry(key.0).insert(key.1.clone(), r.clone());
-                    kept = true;
+                    overlay.insert(key.clone(), Some(r.clone()));
                 }
                 None => {
                     pinned.insert(key.clone());
                 }
             }
-            kept_names.insert(key);
+            kept.push(key);
         }
-        kept
+        for key in &dropped {
+            self.removed.remove(key);
+        }
     }
 
-    /// Everything a listener or route table in `resources` or ACKed by Envoy
+    /// Everything a listener or route table in the view or ACKed by Envoy
     /// names, and what those clusters name in turn. `None` when that is not
     /// known: Envoy holds a version this gate never served (a stream that
     /// resumed), or has not said yet what it holds; then everything is kept.
-    fn named(&self, resources: &LazyResources<'_>, acked: &Acked<'_>) -> Option<BTreeSet<Key>> {
+    fn named(
+        &self,
+        desired: &Snapshot,
+        overlay: &BTreeMap<Key, Option<Resource>>,
+        acked: &Acked<'_>,
+    ) -> Option<BTreeSet<Key>> {
         // Until Envoy has asked for listeners (and, if there are any, route
         // tables), what it holds of them on a resumed stream is not known.
-        let tables = resources.desired.contains_key(&ResourceType::Route);
+        let tables = desired.resources.contains_key(&ResourceType::Route);
         if !acked.contains_key(&ResourceType::Listener)
             || (tables && !acked.contains_key(&ResourceType::Route))
         {
@@ -238,7 +327,17 @@ impl Gate {
             .into_iter()
             .filter(|t| waits_for_references(*t))
         {
-            for r in resources.of_type(ty) {
+            let in_view =
+                desired
+                    .resources
+                    .get(&ty)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(name, r)| match overlay.get(&(ty, name.clone())) {
+                        Some(over) => over.as_ref(),
+                        None => Some(r),
+                    });
+            for r in in_view {
                 named.extend(r.references.iter().cloned());
             }
             for (name, version) in acked.get(&ty).into_iter().flat_map(|v| v.iter()) {
@@ -252,26 +351,27 @@ impl Gate {
             .cloned()
             .collect();
         for (ty, name) in clusters {
-            if let Some(r) = resources.get(ty, &name) {
+            if let Some(r) = desired.resources.get(&ty).and_then(|m| m.get(&name)) {
                 named.extend(r.references.iter().cloned());
             }
         }
         Some(named)
     }
 
-    /// Keeps the references of every listener and route table version in `view`,
-    /// and drops those of versions neither the view nor Envoy holds.
-    fn remember_references(&mut self, view: &Snapshot, acked: &Acked<'_>) {
+    /// Keeps the references of every listener and route table version in the
+    /// view, and drops those of versions neither the view nor Envoy holds.
+    fn remember_references(&mut self, acked: &Acked<'_>) {
         for ty in ResourceType::ALL
             .into_iter()
             .filter(|t| waits_for_references(*t))
         {
-            for (name, r) in view.resources.get(&ty).into_iter().flatten() {
+            for (name, r) in self.view.of_type(ty) {
                 self.named_by
-                    .entry(((ty, name.clone()), r.version.clone()))
+                    .entry(((ty, name.to_string()), r.version.clone()))
                     .or_insert_with(|| r.references.clone());
             }
         }
+        let view = &self.view;
         self.named_by.retain(|((ty, name), version), _| {
             view.version_of(*ty, name) == Some(version.as_str())
                 || acked.get(ty).and_then(|v| v.get(name)) == Some(version)
@@ -279,26 +379,17 @@ impl Gate {
     }
 }
 
-/// Whether the kept resource `by` names `key` (a kept cluster its endpoints).
-fn names(gate: &Gate, by: &Key, key: &Key) -> bool {
-    gate.view
-        .resources
-        .get(&by.0)
-        .and_then(|m| m.get(&by.1))
-        .is_some_and(|r| r.references.contains(key))
-}
-
 /// Whether Envoy holds `key` ready to take traffic: ACKed, and for a cluster,
 /// everything it names ACKed too. A name no snapshot defines is not waited for
 /// (it never will be warm; translation answers such a backend itself).
-fn is_warm(key: &Key, desired: &Snapshot, view: &Snapshot, acked: &Acked<'_>) -> bool {
+fn is_warm(key: &Key, desired: &Snapshot, view: &View, acked: &Acked<'_>) -> bool {
     let holds = |(ty, name): &Key| acked.get(ty).is_some_and(|v| v.contains_key(name));
     let resource = |(ty, name): &Key| {
         desired
             .resources
             .get(ty)
             .and_then(|m| m.get(name))
-            .or_else(|| view.resources.get(ty).and_then(|m| m.get(name)))
+            .or_else(|| view.get(*ty, name))
     };
     let Some(r) = resource(key) else {
         return true;
@@ -309,58 +400,3 @@ fn is_warm(key: &Key, desired: &Snapshot, view: &Snapshot, acked: &Acked<'_>) ->
             .filter(|k| resource(k).is_some())
             .all(holds)
 }
-
-/// The desired resources, copied only once something differs from them.
-struct LazyResources<'a> {
-    desired: &'a BTreeMap<ResourceType, BTreeMap<String, Resource>>,
-    changed: BTreeMap<ResourceType, BTreeMap<String, Resource>>,
-}
-
-trait CloneLazily {
-    fn clone_lazily(&self) -> LazyResources<'_>;
-}
-
-impl CloneLazily for BTreeMap<ResourceType, BTreeMap<String, Resource>> {
-    fn clone_lazily(&self) -> LazyResources<'_> {
-        LazyResources {
-            desired: self,
-            changed: BTreeMap::new(),
-        }
-    }
-}
-
-impl<'a> LazyResources<'a> {
-    /// The resources of `ty`, copied from the desired ones on first write.
-    fn entry(&mut self, ty: ResourceType) -> &mut BTreeMap<String, Resource> {
-        let desired = self.desired;
-        self.changed
-            .entry(ty)
-            .or_insert_with(|| desired.get(&ty).cloned().unwrap_or_default())
-    }
-
-    fn of_type(&self, ty: ResourceType) -> impl Iterator<Item = &Resource> {
-        self.changed
-            .get(&ty)
-            .or_else(|| self.desired.get(&ty))
-            .into_iter()
-            .flat_map(|m| m.values())
-    }
-
-    fn get(&self, ty: ResourceType, name: &str) -> Option<&Resource> {
-        self.changed
-            .get(&ty)
-            .or_else(|| self.desired.get(&ty))
-            .and_then(|m| m.get(name))
-    }
-
-    fn into_owned(self, desired: &Snapshot) -> BTreeMap<ResourceType, BTreeMap<String, Resource>> {
-        let mut all = desired.resources.clone();
-        for (ty, by_name) in self.changed {
-            all.insert(ty, by_name);
-        }
-        all
-    }
-}
-
-#[cfg(test)]
-mod tests;

@@ -4,6 +4,7 @@
 //! for every resource of the type. EDS, RDS and SDS name what they want; names the
 //! snapshot does not hold are simply not served (Envoy waits for them).
 
+use crate::gate::View;
 use aether_xds::{Resource, ResourceType, Snapshot};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,6 +69,21 @@ impl Subscription {
     /// Whether a resource of this name is of interest.
     pub fn covers(&self, name: &str) -> bool {
         self.wildcard || self.names.contains(name)
+    }
+
+    /// The resources of `ty` in a stream's view this subscription selects, by name.
+    pub fn select_in<'s>(
+        &self,
+        view: &'s View,
+        ty: ResourceType,
+    ) -> BTreeMap<&'s str, &'s Resource> {
+        if self.wildcard {
+            return view.of_type(ty);
+        }
+        self.names
+            .iter()
+            .filter_map(|n| view.get(ty, n).map(|r| (r.name.as_str(), r)))
+            .collect()
     }
 
     /// The resources of `ty` in `snapshot` this subscription selects, by name.

@@ -145,6 +145,7 @@ impl DeltaStream {
         let Some(state) = self.types.get_mut(&ty) else {
             // First request of this type on the stream: Envoy states what it holds.
             let held: Versions = req.initial_resource_versions.into_iter().collect();
+            self.gate.reported(ty, held.keys());
             let state = TypeState {
                 subscription: Subscription::from_delta_initial(ty, &req.resource_names_subscribe),
                 acked: held.clone(),
@@ -262,7 +263,7 @@ impl DeltaStream {
         out: &mut Output<DeltaDiscoveryResponse>,
     ) -> Option<Versions> {
         let state = self.types.get_mut(&ty)?;
-        let selected = state.subscription.select(self.gate.view(), ty);
+        let selected = state.subscription.select_in(self.gate.view(), ty);
         let wanted = |name: &str| selected.get(name).map(|r| &r.version);
         let (held, parked) = (&state.held, &state.parked);
         state.suspects.retain(|name, v| {

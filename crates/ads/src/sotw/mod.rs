@@ -332,7 +332,7 @@ impl SotwStream {
         let Some(state) = self.types.get_mut(&ty) else {
             return false;
         };
-        let selected = state.subscription.select(self.gate.view(), ty);
+        let selected = state.subscription.select_in(self.gate.view(), ty);
         let (versions, bodies) = if applies_one_by_one(ty) {
             let bodies = selected.values().map(|r| Any::clone(&r.body)).collect();
             (versions_of(&selected), bodies)
