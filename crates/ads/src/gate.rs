@@ -14,7 +14,9 @@
 //!
 //! - **Adds before what names them.** A route table or listener goes out at a new
 //!   version only once every cluster it names is warm on this Envoy: the cluster
-//!   and what that cluster reads (its endpoints, its secrets) ACKed. Until then
+//!   and what that cluster reads (its endpoints, its secrets) ACKed. What this
+//!   Envoy refused (a NACKed cluster) is not waited for: it never will be warm,
+//!   and one bad backend must not freeze every other route of the table. Until then
 //!   Envoy keeps the version it has (the view holds the previous one), or, for a
 //!   resource it never had, waits for it (a new listener warms meanwhile). Envoy
 //!   asks for endpoints and secrets only once it holds what names them, so a
@@ -48,7 +50,8 @@ mod tests;
 /// A resource's identity in a snapshot.
 type Key = (ResourceType, String);
 
-/// What one Envoy ACKed, per type (see the stream machines' `acked`).
+/// What one Envoy ACKed, per type (see the stream machines' `acked`); also
+/// used for what it refused (NACKed, parked) per type.
 pub type Acked<'a> = BTreeMap<ResourceType, &'a Versions>;
 
 /// What a stream serves: the desired snapshot, with some resources replaced
@@ -139,7 +142,7 @@ impl Gate {
             unnamed_since: BTreeMap::new(),
             pinned: BTreeSet::new(),
         };
-        gate.regate(desired, &Acked::new(), now);
+        gate.regate(desired, &Acked::new(), &Acked::new(), now);
         gate
     }
 
@@ -171,13 +174,19 @@ impl Gate {
         }
     }
 
-    /// Recomputes the view for `desired`, given what Envoy `acked`, at `now`.
-    /// Returns whether what the stream may send changed.
-    pub fn regate(&mut self, desired: &Arc<Snapshot>, acked: &Acked<'_>, now: Instant) -> bool {
+    /// Recomputes the view for `desired`, given what Envoy `acked` and
+    /// `refused`, at `now`. Returns whether what the stream may send changed.
+    pub fn regate(
+        &mut self,
+        desired: &Arc<Snapshot>,
+        acked: &Acked<'_>,
+        refused: &Acked<'_>,
+        now: Instant,
+    ) -> bool {
         if !Arc::ptr_eq(desired, &self.view.desired) {
             self.note_removals(desired);
         }
-        let mut overlay = self.hold_back(desired, acked);
+        let mut overlay = self.hold_back(desired, acked, refused);
         let mut pinned = BTreeSet::new();
         self.keep_removed(desired, &mut overlay, &mut pinned, acked, now);
         let changed = !Arc::ptr_eq(desired, &self.view.desired)
@@ -194,7 +203,12 @@ impl Gate {
 
     /// The listeners and route tables whose new version names a cluster that is
     /// not warm yet: the version the view had instead, or nothing.
-    fn hold_back(&self, desired: &Snapshot, acked: &Acked<'_>) -> BTreeMap<Key, Option<Resource>> {
+    fn hold_back(
+        &self,
+        desired: &Snapshot,
+        acked: &Acked<'_>,
+        refused: &Acked<'_>,
+    ) -> BTreeMap<Key, Option<Resource>> {
         let mut overlay = BTreeMap::new();
         for ty in ResourceType::ALL
             .into_iter()
@@ -205,7 +219,7 @@ impl Gate {
                 if before.is_some_and(|b| b.version == r.version)
                     || r.references
                         .iter()
-                        .all(|k| is_warm(k, desired, &self.view, acked))
+                        .all(|k| is_warm(k, desired, &self.view, acked, refused))
                 {
                     continue;
                 }
@@ -380,10 +394,16 @@ impl Gate {
 }
 
 /// Whether Envoy holds `key` ready to take traffic: ACKed, and for a cluster,
-/// everything it names ACKed too. A name no snapshot defines is not waited for
-/// (it never will be warm; translation answers such a backend itself).
-fn is_warm(key: &Key, desired: &Snapshot, view: &View, acked: &Acked<'_>) -> bool {
-    let holds = |(ty, name): &Key| acked.get(ty).is_some_and(|v| v.contains_key(name));
+/// everything it names ACKed too. A name no snapshot defines, or one this
+/// Envoy refused at the version it would get, is not waited for (it never will
+/// be warm; translation answers a missing backend itself, status the NACK).
+fn is_warm(
+    key: &Key,
+    desired: &Snapshot,
+    view: &View,
+    acked: &Acked<'_>,
+    refused: &Acked<'_>,
+) -> bool {
     let resource = |(ty, name): &Key| {
         desired
             .resources
@@ -391,6 +411,14 @@ fn is_warm(key: &Key, desired: &Snapshot, view: &View, acked: &Acked<'_>) -> boo
             .and_then(|m| m.get(name))
             .or_else(|| view.get(*ty, name))
     };
+    let holds = |(ty, name): &Key| acked.get(ty).is_some_and(|v| v.contains_key(name));
+    let refused_now = |k: &Key| {
+        let refused_version = refused.get(&k.0).and_then(|v| v.get(&k.1));
+        refused_version.is_some_and(|v| resource(k).is_some_and(|r| r.version == *v))
+    };
+    if refused_now(key) {
+        return true;
+    }
     let Some(r) = resource(key) else {
         return true;
     };
@@ -398,5 +426,5 @@ fn is_warm(key: &Key, desired: &Snapshot, view: &View, acked: &Acked<'_>) -> boo
         && r.references
             .iter()
             .filter(|k| resource(k).is_some())
-            .all(holds)
+            .all(|k| holds(k) || refused_now(k))
 }

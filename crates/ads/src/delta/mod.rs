@@ -120,7 +120,8 @@ impl DeltaStream {
     /// Recomputes the gate's view; whether it changed.
     fn regate(&mut self, now: Instant) -> bool {
         let acked: Acked<'_> = self.types.iter().map(|(ty, s)| (*ty, &s.acked)).collect();
-        self.gate.regate(&self.snapshot, &acked, now)
+        let refused: Acked<'_> = self.types.iter().map(|(ty, s)| (*ty, &s.parked)).collect();
+        self.gate.regate(&self.snapshot, &acked, &refused, now)
     }
 
     pub fn on_request(&mut self, req: DeltaDiscoveryRequest) -> Output<DeltaDiscoveryResponse> {

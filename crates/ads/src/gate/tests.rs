@@ -45,6 +45,8 @@ struct Envoy {
     references: BTreeMap<(Key, String), Vec<Key>>,
     /// Route table versions this Envoy rejects.
     rejects: BTreeSet<String>,
+    /// Clusters this Envoy rejects, whatever their version.
+    rejects_clusters: BTreeSet<String>,
     /// Every (type, name) it applied, in order, `-` marking a removal.
     applied: Vec<String>,
 }
@@ -67,7 +69,8 @@ impl Envoy {
 
     /// Whether applying `version` of `key` is refused.
     fn refuses(&self, key: &Key, version: &str) -> bool {
-        key.0 == RDS && self.rejects.contains(version)
+        (key.0 == RDS && self.rejects.contains(version))
+            || (key.0 == CDS && self.rejects_clusters.contains(&key.1))
     }
 
     fn apply(&mut self, key: Key, version: Option<String>) {
@@ -90,7 +93,10 @@ impl Envoy {
             .filter(|((ty, _), _)| *ty == RDS || *ty == LDS)
         {
             let refs = &self.references[&(key.clone(), version.clone())];
-            for (ty, name) in refs {
+            for (ty, name) in refs
+                .iter()
+                .filter(|(_, n)| !self.rejects_clusters.contains(n))
+            {
                 assert!(
                     self.holds(*ty, name) && (*ty != CDS || self.holds(EDS, name)),
                     "{} {} is held naming {} {name}, which is not warm; held: {:?}",
@@ -138,7 +144,9 @@ fn delta_pump(
             }
         }
         let answer = if refused {
-            mk_delta_nack(ty, &r.nonce, "route table r80: rejected")
+            let names: Vec<&str> = r.resources.iter().map(|x| x.name.as_str()).collect();
+            let message = format!("Error adding/updating {}: rejected", names.join(", "));
+            mk_delta_nack(ty, &r.nonce, &message)
         } else {
             mk_delta(ty, &[], &[], &r.nonce)
         };
@@ -255,6 +263,22 @@ fn delta_a_rejected_route_keeps_the_cluster_the_served_one_names() {
     );
     let out = s.on_tick(t0 + Duration::from_secs(3600));
     assert!(out.responses.is_empty(), "for good: {:?}", out.responses);
+}
+
+#[test]
+fn delta_a_refused_cluster_holds_back_no_route_of_its_table() {
+    let mut envoy = Envoy::default();
+    let mut s = delta_opened(&linked(1, &["c1"], &["c1"]), Duration::ZERO, &mut envoy);
+    envoy.rejects_clusters.insert("bad".to_string());
+    // The table now names a cluster Envoy refuses beside the one it had.
+    let next = linked(2, &["c1", "bad"], &["c1", "bad"]);
+    delta_change(&mut s, &mut envoy, next.clone(), Instant::now());
+    assert!(!envoy.holds(CDS, "bad"));
+    assert_eq!(
+        held_version(&envoy, RDS, "r80").as_deref(),
+        next.version_of(RDS, "r80"),
+        "the table goes on: waiting for a refused cluster would freeze every route in it"
+    );
 }
 
 #[test]

@@ -242,7 +242,12 @@ impl SotwStream {
             .iter()
             .filter_map(|(ty, s)| s.acked.as_ref().map(|a| (*ty, a)))
             .collect();
-        self.gate.regate(&self.snapshot, &acked, now)
+        let refused: Acked<'_> = self
+            .types
+            .iter()
+            .filter_map(|(ty, s)| s.nack.as_ref().map(|n| (*ty, &n.rejected)))
+            .collect();
+        self.gate.regate(&self.snapshot, &acked, &refused, now)
     }
 
     pub fn on_request_at(
