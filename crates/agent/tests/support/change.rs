@@ -147,6 +147,7 @@ pub fn run(case: &Case, delta: bool, plan: &Plan) -> Row {
         dir: dir.clone(),
         target,
         change: Box::new(|i| world.change(i)),
+        sessions: vec![],
     };
     let row = drive(&mut scenario, mode, plan, &envoy.admin);
     drop(scenario);
