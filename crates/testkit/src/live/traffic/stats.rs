@@ -24,6 +24,7 @@ pub const DIAGNOSIS: &[&str] = &[
     "cluster.*.outlier_detection.ejections_enforced_total",
     "http.*.downstream_rq_5xx",
     "http.*.downstream_cx_drain_close",
+    "cluster.*.membership_change",
     "cluster_manager.cluster_added",
     "cluster_manager.cluster_modified",
     "cluster_manager.cluster_removed",
