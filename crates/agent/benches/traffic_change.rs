@@ -1,24 +1,37 @@
 //! Traffic under change: requests lost and connections closed while the
-//! configuration changes, per scenario and ADS mode. Keep-alive clients (4
-//! threads, one persistent HTTP/1.1 connection each, plain or TLS) run through
-//! a real Envoy served by `aether-edge standalone` while a scenario makes 10
-//! changes 200 ms apart, then 1 s to settle ([`support::change`] has the
-//! scenarios and the files they rewrite):
+//! configuration (or the world around it) changes, per scenario and ADS mode.
+//! Keep-alive clients (4 threads, one persistent HTTP/1.1 connection each,
+//! plain or TLS) run through a real Envoy served by `aether-edge standalone`
+//! while a scenario makes 10 changes 200 ms apart, then 1 s to settle, unless
+//! said otherwise ([`support::change`] has the scenarios and the files they
+//! rewrite):
 //!
 //! - a: an HTTPRoute rule's backendRef switched b0 → b1 → b0 …
 //! - b: the same on an HTTPS listener
-//! - c: the HTTPS listener's certificate rotated (its Secret rewritten)
+//! - c: the HTTPS listener's certificate rotated (its Secret rewritten), a
+//!   WebSocket held open through it (a message after each rotation)
 //! - d: a rule added and removed beside the rule in use
 //! - e: a second HTTPRoute on the same hostname added and removed
 //! - f: a second listener added to and removed from the Gateway
 //! - g: the rule's weights between b0 and b1 changed (through 100/0 and 0/100)
+//! - h: one of b0's two endpoint processes killed with SIGKILL 1 s in, then 6 s
+//!   more, no config change; 5 clients paced at 50 requests/s in all
+//! - i: a second Gateway's own route switched b1 → b0 → b1 …
+//! - j: b0's two endpoint processes replaced one at a time: a new one added,
+//!   an old one out of the EndpointSlices, stopped 1 s later (6 steps 1 s apart)
+//! - k: b0's Service port 80 → 8080 → 80 … with the backendRef port (one file)
+//! - l: a second Gateway's route rejected by Envoy (a new NACK every other
+//!   change), the first Gateway's rule switched b0 ↔ b1 in between
+//! - m: the agent killed with SIGKILL and started again (2 times, 2 s apart)
 //!
 //! One row per run: requests sent, non-200 answers, requests without an answer,
 //! connections the server closed, connections opened, connect/handshake errors,
 //! the longest time a client went without a 200, which backends answered (and,
-//! TLS, how many certificates the clients saw); under it the failures by answer
-//! and the Envoy counters that moved (`no_cluster`, `cluster_removed`,
-//! `listener_modified`, …). Numbers only, nothing asserted.
+//! TLS, how many certificates the clients saw; a held WebSocket, its messages
+//! answered and whether it stayed open); under it the failures by answer and
+//! the Envoy counters that moved (`no_cluster`, `cluster_removed`,
+//! `listener_modified`, retries, ADS reconnects, …). Numbers only, nothing
+//! asserted.
 //!
 //! `cargo bench -p aether-edge --bench traffic_change [-- [delta|sotw] [a b …] [runs=N] [clients=N] [changes=N]]`
 //! (both modes, every scenario, one run each by default).

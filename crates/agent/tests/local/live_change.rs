@@ -4,10 +4,16 @@
 //! clients' route served, so every request must get its 200 and no connection
 //! may be closed by the server. The short form of `benches/traffic_change.rs`:
 //! a backendRef switch (Delta and SotW ADS), a certificate rotation on an HTTPS
-//! listener, and a rule added and removed beside the one in use (Delta).
+//! listener with a WebSocket held open through it, and a rule added and
+//! removed beside the one in use (Delta).
+//!
+//! And a backend that dies: one of b0's two endpoint processes killed with
+//! SIGKILL under 50 requests/s, nothing else changing. Only the requests that
+//! endpoint held when it died may be lost (the default retries move the tries
+//! that never reached a backend to the other one): at most 3.
 
-use crate::support::change::{ROTATE, RULE_BESIDE, SWITCH, run};
-use aether_testkit::live::traffic::{Plan, table_header};
+use crate::support::change::{KILL, ROTATE, RULE_BESIDE, SWITCH, run};
+use aether_testkit::live::traffic::{Plan, Row, table_header};
 
 #[test]
 fn no_request_is_lost_and_no_connection_closed_by_a_change() {
@@ -21,11 +27,7 @@ fn no_request_is_lost_and_no_connection_closed_by_a_change() {
     .iter()
     .map(|(case, delta)| run(case, *delta, &plan))
     .collect();
-    let mut table = table_header();
-    for row in &rows {
-        table.push('\n');
-        table.push_str(&row.line());
-    }
+    let table = table(&rows);
     eprintln!("{table}");
     for row in &rows {
         assert!(
@@ -40,7 +42,35 @@ fn no_request_is_lost_and_no_connection_closed_by_a_change() {
         .collect();
     assert!(
         lossy.is_empty(),
-        "requests lost or connections closed by a change in {}:\n{table}",
+        "requests lost, connections or sessions closed by a change in {}:\n{table}",
         lossy.join(", ")
     );
+    let ws = &rows[2].sessions;
+    assert!(
+        ws.len() == 1 && ws[0].answered == 11,
+        "a WebSocket answers after each of 10 rotations and at the end:\n{table}"
+    );
+}
+
+#[test]
+fn a_backend_killed_without_notice_costs_at_most_3_requests() {
+    let row = run(&KILL, true, &Plan::default());
+    let table = table(std::slice::from_ref(&row));
+    eprintln!("{table}");
+    assert!(row.tally.ok > 250, "50 requests/s for 7 s:\n{table}");
+    assert!(
+        row.tally.lost() <= 3,
+        "at most 3 requests lost to a kill -9:\n{table}"
+    );
+    let names: Vec<&String> = row.tally.backends.keys().collect();
+    assert_eq!(names, ["b0-0", "b0-1"], "both endpoints served:\n{table}");
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut table = table_header();
+    for row in rows {
+        table.push('\n');
+        table.push_str(&row.line());
+    }
+    table
 }

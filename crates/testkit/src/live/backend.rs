@@ -1,13 +1,16 @@
-//! Backends: an HTTP one answering `<name> <path> <host>`, and TCP / UDP echoes.
+//! Backends: an HTTP one answering `<name> <path> <host>` (and echoing the bytes
+//! of an upgraded connection), and TCP / UDP echoes.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// An HTTP/1.1 backend answering every request with `<name> <path> <host>`; it
-/// stops accepting when dropped.
+/// stops accepting when dropped. A request asking for an `upgrade` gets a 101,
+/// and from then on every byte is echoed back (Envoy relays a WebSocket's bytes
+/// after the 101 without reading them, so an echo is all a test needs).
 pub struct Backend {
     pub name: String,
     pub ip: String,
@@ -69,7 +72,10 @@ fn serve(conn: TcpStream, name: &str) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut conn = conn;
-    while let Some((path, host)) = read_request(&mut reader) {
+    while let Some((path, host, upgrade)) = read_request(&mut reader) {
+        if let Some(protocol) = upgrade {
+            return echo_upgraded(reader, conn, &protocol);
+        }
         let answer = format!("{name} {path} {host}");
         let response = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{answer}",
@@ -81,8 +87,26 @@ fn serve(conn: TcpStream, name: &str) {
     }
 }
 
-/// One request's path and Host, its body read and dropped; `None` at the end.
-fn read_request(reader: &mut impl BufRead) -> Option<(String, String)> {
+/// After a 101 for `protocol`, every byte read is written back.
+fn echo_upgraded(mut reader: BufReader<TcpStream>, mut conn: TcpStream, protocol: &str) {
+    let _ = conn.set_read_timeout(None);
+    let head = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nupgrade: {protocol}\r\nconnection: Upgrade\r\n\r\n"
+    );
+    if conn.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    let mut buf = [0u8; 4096];
+    while let Ok(n @ 1..) = reader.read(&mut buf) {
+        if conn.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
+/// One request's path, Host and `upgrade` header, its body read and dropped;
+/// `None` at the end.
+fn read_request(reader: &mut impl BufRead) -> Option<(String, String, Option<String>)> {
     let mut request_line = String::new();
     if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
         return None;
@@ -92,7 +116,7 @@ fn read_request(reader: &mut impl BufRead) -> Option<(String, String)> {
         .nth(1)
         .unwrap_or("")
         .to_string();
-    let (mut content_length, mut host) = (0usize, String::new());
+    let (mut content_length, mut host, mut upgrade) = (0usize, String::new(), None);
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -106,13 +130,14 @@ fn read_request(reader: &mut impl BufRead) -> Option<(String, String)> {
             match k.to_ascii_lowercase().as_str() {
                 "content-length" => content_length = v.trim().parse().unwrap_or(0),
                 "host" => host = v.trim().to_string(),
+                "upgrade" => upgrade = Some(v.trim().to_string()),
                 _ => {}
             }
         }
     }
     let mut body = vec![0; content_length];
     reader.read_exact(&mut body).ok()?;
-    Some((path, host))
+    Some((path, host, upgrade))
 }
 
 /// A TCP server on `ip` answering each line with `<name> <line>`; its port.

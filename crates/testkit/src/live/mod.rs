@@ -8,8 +8,8 @@
 //!    │
 //!    ├─ Backend::start / ::on(POD_IP) ◄── Envoy::start(bin, …) ◄─ADS─ Agent / KubeAgent (bin, …)
 //!    │     backend.rs, http.rs                envoy.rs              agent.rs, kube_agent.rs
-//!    │                                                               │ status
-//!    ├─ traffic::Load / drive (traffic.rs): keep-alive clients while a Scenario changes the config
+//!    ├─ ChildBackend (child.rs): a backend process, to kill -9          │ status
+//!    ├─ traffic::Load / drive (traffic/): keep-alive clients while a Scenario changes the config
 //!    ├─ eventually / wait_until (wait.rs) ◄── get_json, until_object, programmed … (status.rs)
 //!    └─ mk_gateway, mk_route … (yaml.rs): the objects, as YAML
 //! ```
@@ -19,6 +19,7 @@
 
 mod agent;
 mod backend;
+mod child;
 mod envoy;
 mod http;
 mod kube_agent;
@@ -31,6 +32,7 @@ mod yaml;
 
 pub use agent::Agent;
 pub use backend::{Backend, tcp_echo, udp_echo};
+pub use child::ChildBackend;
 pub use envoy::Envoy;
 pub use http::{Response, http_get, http_request, read_response, request_text};
 pub use kube_agent::{KubeAgent, issue_report_token, snapshot_acked};
@@ -43,4 +45,6 @@ pub use status::{
     until_programmed,
 };
 pub use wait::{eventually, median_p99, wait_until};
-pub use yaml::{HTTP_80, mk_gateway, mk_gateway_of, mk_prefix_route, mk_route, mk_route_to};
+pub use yaml::{
+    HTTP_80, mk_gateway, mk_gateway_of, mk_prefix_route, mk_route, mk_route_to, mk_service,
+};

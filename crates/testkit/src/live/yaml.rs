@@ -50,3 +50,18 @@ pub fn mk_route_to(kind: &str, ns: &str, name: &str, parent: &str, backend: &str
         ),
     )
 }
+
+/// Service `ns/name` with port `port` (named `http`), and one EndpointSlice per
+/// endpoint (`ip`, `port`; ready), named `<name>-<ip>-<port>`: the way one
+/// rewrites a Service's endpoints one by one.
+pub fn mk_service(ns: &str, name: &str, port: u16, endpoints: &[(&str, u16)]) -> String {
+    let service = format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  ports:\n  - {{name: http, port: {port}, targetPort: http}}\n"
+    );
+    let slices = endpoints.iter().map(|(ip, p)| {
+        format!(
+            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-{ip}-{p}\n  namespace: {ns}\n  labels: {{kubernetes.io/service-name: {name}}}\naddressType: IPv4\nports:\n- {{name: http, port: {p}}}\nendpoints:\n- addresses: [\"{ip}\"]\n  conditions: {{ready: true}}\n"
+        )
+    });
+    service + &slices.collect::<String>()
+}
