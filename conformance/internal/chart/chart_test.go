@@ -174,6 +174,8 @@ envoy:
   image:
     tag: v1.41.0
   logLevel: info
+  drainTimeSeconds: 20
+terminationGracePeriodSeconds: 45
 agent:
   resources:
     limits: {memory: 1Gi}
@@ -228,7 +230,13 @@ podAnnotations:
 	expect(t, "bootstrap image", boot["image"], "registry.example/aether-edge:1.2.3")
 	envoy := container(t, ds, "envoy")
 	expect(t, "envoy image", envoy["image"], "envoyproxy/envoy:v1.41.0")
-	expect(t, "envoy args", envoy["args"], []any{"-c", "/etc/envoy/bootstrap.yaml", "--log-level", "info", "--drain-time-s", "5"})
+	expect(t, "envoy args", envoy["args"], []any{"-c", "/etc/envoy/bootstrap.yaml", "--log-level", "info", "--drain-time-s", "20"})
+	// The drain on stop follows the drain time: the agent's preStop drains that
+	// long, Envoy's preStop sleeps 2 s more, within the pod's grace period.
+	expect(t, "agent preStop", agent["lifecycle"], map[string]any{"preStop": map[string]any{"exec": map[string]any{
+		"command": []any{"aether-edge", "drain", "--envoy-admin=127.0.0.1:19000", "--seconds=20"}}}})
+	expect(t, "envoy preStop", envoy["lifecycle"], map[string]any{"preStop": map[string]any{"sleep": map[string]any{"seconds": float64(22)}}})
+	expect(t, "grace period", spec["terminationGracePeriodSeconds"], float64(45))
 }
 
 // Objects a value turns off are not rendered.

@@ -110,17 +110,8 @@ fn udp_exchange(port: u16, datagram: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
-pub(crate) fn secret_yaml(name: &str, (cert, key): &(String, String)) -> String {
-    let indent = |pem: &str| {
-        pem.lines()
-            .map(|l| format!("    {l}\n"))
-            .collect::<String>()
-    };
-    format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: default}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
-        indent(cert),
-        indent(key)
-    )
+pub(crate) fn secret_yaml(name: &str, pair: &(String, String)) -> String {
+    aether_testkit::live::traffic::tls_secret_yaml("default", name, pair)
 }
 
 fn l4_service(name: &str, port: u16, protocol: &str) -> String {
