@@ -65,9 +65,14 @@ pub struct View {
 
 impl View {
     pub fn get(&self, ty: ResourceType, name: &str) -> Option<&Resource> {
+        let desired = || self.desired.resources.get(&ty).and_then(|m| m.get(name));
+        // The steady state: nothing overlaid, no key to build.
+        if self.overlay.is_empty() {
+            return desired();
+        }
         match self.overlay.get(&(ty, name.to_string())) {
             Some(over) => over.as_ref(),
-            None => self.desired.resources.get(&ty).and_then(|m| m.get(name)),
+            None => desired(),
         }
     }
 
@@ -197,7 +202,11 @@ impl Gate {
             overlay,
         };
         self.pinned = pinned;
-        self.remember_references(acked);
+        // A view that did not move adds no version to remember; what Envoy
+        // stops holding is forgotten at the next one that does.
+        if changed {
+            self.remember_references(acked);
+        }
         changed
     }
 
