@@ -102,6 +102,10 @@ impl World {
             _ => route(&[rule("/", &[("b0", None)])]),
         };
         write(&self.file("route.yaml"), &first);
+        let filler = filler_routes();
+        if filler > 0 {
+            write(&self.file("filler.yaml"), &filler_yaml(filler));
+        }
         if matches!(self.case.change, Change::OtherGateway | Change::ForeignNack) {
             write(
                 &self.file("gw2.yaml"),
@@ -262,6 +266,29 @@ impl World {
     fn secret(&self, i: usize) -> String {
         tls_secret_yaml("default", "cert", &self.certs[i])
     }
+}
+
+/// More routes on the same Gateway, as many as `AETHER_TRAFFIC_ROUTES` says
+/// (0 unless set): the shared Gateway whose one route table every change
+/// rebuilds (the bench's `routes=N`).
+fn filler_routes() -> usize {
+    std::env::var("AETHER_TRAFFIC_ROUTES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `n` HTTPRoutes `f<i>` on `gw`, each for its own host `f<i>.example.com`, to b0.
+fn filler_yaml(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            let spec = format!(
+                "  parentRefs: [{{name: gw}}]\n  hostnames: [f{i}.example.com]\n  rules:\n{}",
+                rule("/", &[("b0", None)])
+            );
+            mk_route("HTTPRoute", "default", &format!("f{i}"), &spec) + "---\n"
+        })
+        .collect()
 }
 
 fn write(path: &Path, text: &str) {

@@ -58,6 +58,8 @@ pub struct Row {
     pub final_cert: Option<u64>,
     /// The sessions held open through the scenario.
     pub sessions: Vec<SessionTally>,
+    /// Envoy's own apply time per xDS type ([`super::stats::apply_times`]).
+    pub apply: String,
 }
 
 /// Runs `scenario` under load through the Envoy whose admin is `envoy_admin`
@@ -91,6 +93,7 @@ pub fn drive(scenario: &mut Scenario, mode: &str, plan: &Plan, envoy_admin: &str
         stats,
         final_cert,
         sessions: scenario.sessions.iter().map(WebSocket::tally).collect(),
+        apply: super::stats::apply_times(envoy_admin),
     }
 }
 
@@ -144,6 +147,9 @@ impl Row {
         let diagnosis = self.stats.diagnosis();
         if !diagnosis.is_empty() {
             let _ = write!(s, "\n    envoy: {diagnosis}");
+        }
+        if !self.apply.is_empty() {
+            let _ = write!(s, "\n    envoy apply ms p50/p99/max: {}", self.apply);
         }
         s
     }

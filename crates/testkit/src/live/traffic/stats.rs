@@ -41,6 +41,45 @@ pub const DIAGNOSIS: &[&str] = &[
     "sds.*.update_success",
 ];
 
+/// Envoy's own time to apply an update, per xDS type, from its
+/// `update_duration` histograms since it started (ms, cumulative quantiles;
+/// the worst of several route tables): `rds 1.2/3.4/5.6 cds …` as p50/p99/max.
+pub fn apply_times(admin: &str) -> String {
+    let Ok(r) = http_get(admin, "localhost", "/stats?filter=update_duration", &[]) else {
+        return String::new();
+    };
+    let mut worst: BTreeMap<&str, [f64; 3]> = BTreeMap::new();
+    for line in r.body.lines() {
+        let Some((name, quantiles)) = line.split_once(": ") else {
+            continue;
+        };
+        let ty = match name {
+            n if n.contains(".rds.") => "rds",
+            n if n.starts_with("cluster_manager.cds.") => "cds",
+            n if n.starts_with("listener_manager.lds.") => "lds",
+            n if n.starts_with("sds.") => "sds",
+            _ => continue,
+        };
+        let at = |q: &str| -> Option<f64> {
+            let rest = quantiles.split(&format!("{q}(")).nth(1)?;
+            let (_, cumulative) = rest.split_once(',')?;
+            cumulative.split(')').next()?.parse().ok()
+        };
+        let (Some(p50), Some(p99), Some(max)) = (at("P50"), at("P99"), at("P100")) else {
+            continue;
+        };
+        let w = worst.entry(ty).or_insert([0.0; 3]);
+        for (slot, v) in w.iter_mut().zip([p50, p99, max]) {
+            *slot = slot.max(v);
+        }
+    }
+    worst
+        .iter()
+        .map(|(ty, [a, b, c])| format!("{ty} {a:.1}/{b:.1}/{c:.1}"))
+        .collect::<Vec<_>>()
+        .join("  ")
+}
+
 impl EnvoyStats {
     /// Envoy's stats now, from its admin at `admin`.
     pub fn read(admin: &str) -> EnvoyStats {
