@@ -1,11 +1,11 @@
-//! What one stream asked for, per resource type, and what that selects from a snapshot.
+//! What one stream asked for, per resource type, and what that selects from its view of a snapshot.
 //!
 //! CDS and LDS are wildcard types: a first request with no names (or with `*`) asks
 //! for every resource of the type. EDS, RDS and SDS name what they want; names the
 //! snapshot does not hold are simply not served (Envoy waits for them).
 
 use crate::gate::View;
-use aether_xds::{Resource, ResourceType, Snapshot};
+use aether_xds::{Resource, ResourceType};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,25 +83,6 @@ impl Subscription {
         self.names
             .iter()
             .filter_map(|n| view.get(ty, n).map(|r| (r.name.as_str(), r)))
-            .collect()
-    }
-
-    /// The resources of `ty` in `snapshot` this subscription selects, by name.
-    pub fn select<'s>(
-        &self,
-        snapshot: &'s Snapshot,
-        ty: ResourceType,
-    ) -> BTreeMap<&'s str, &'s Resource> {
-        let Some(all) = snapshot.resources.get(&ty) else {
-            return BTreeMap::new();
-        };
-        if self.wildcard {
-            return all.iter().map(|(n, r)| (n.as_str(), r)).collect();
-        }
-        self.names
-            .iter()
-            .filter_map(|n| all.get_key_value(n))
-            .map(|(n, r)| (n.as_str(), r))
             .collect()
     }
 }

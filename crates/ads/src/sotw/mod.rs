@@ -285,10 +285,10 @@ impl SotwStream {
             }
         };
         state.subscription = subscription;
-        let acked = !out.events.is_empty();
+        let answered = !out.events.is_empty();
         self.respond(ty, initial, &mut out);
         // What Envoy took may let held-back resources through.
-        if acked && self.regate(now) {
+        if answered && self.regate(now) {
             self.respond_all(&mut out);
         }
         out

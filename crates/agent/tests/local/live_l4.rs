@@ -19,32 +19,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// A self-signed certificate for `cn` (also its SAN), as (cert path, key path).
+/// A self-signed certificate for `cn` (also its SAN), as PEM (cert, key),
+/// also written to `<cn>.crt` and `<cn>.key` in `dir`.
 pub(crate) fn make_cert(dir: &Path, cn: &str) -> (String, String) {
-    let cert = dir.join(format!("{cn}.crt"));
-    let key = dir.join(format!("{cn}.key"));
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
-        .args(["-nodes", "-days", "2", "-subj", &format!("/CN={cn}")])
-        .args(["-addext", &format!("subjectAltName=DNS:{cn}")])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("the L4 live test needs the `openssl` command");
-    assert!(out.status.success(), "openssl req: {out:?}");
-    (
-        std::fs::read_to_string(cert).unwrap(),
-        std::fs::read_to_string(key).unwrap(),
-    )
+    let pem = aether_testkit::live::traffic::self_signed_cert(cn);
+    std::fs::write(dir.join(format!("{cn}.crt")), &pem.0).unwrap();
+    std::fs::write(dir.join(format!("{cn}.key")), &pem.1).unwrap();
+    pem
 }
 
 /// A port free for TCP ([`free_port`]: outside the kernel's automatic range, never
