@@ -192,10 +192,13 @@ fn read_part(file: &str, docs: Vec<(usize, &str)>, budget: u64, limit: u64) -> P
     let mut objects = Vec::new();
     // One pass of a linear parser guards each document and builds its value.
     for doc in crate::yaml_guard::read_documents(docs, budget, limit) {
-        let mut doc = doc.map_err(|r| LoadError::Refused {
-            file: file.to_string(),
-            line: r.line,
-            reason: r.reason,
+        let mut doc = doc.map_err(|r| {
+            let (file, line, reason) = (file.to_string(), r.line, r.reason);
+            if r.hostile {
+                LoadError::Refused { file, line, reason }
+            } else {
+                LoadError::Syntax { file, line, reason }
+            }
         })?;
         if let Some(object) = load_document(file, &mut doc)? {
             objects.push((doc.first_line + first_content_line(doc.text) - 1, object));
@@ -226,17 +229,8 @@ use crate::yaml_guard::Document;
 /// Parses one document; `Ok(None)` when it is empty.
 fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, LoadError> {
     let at = |line: usize| doc.first_line + line.saturating_sub(1);
-    // What the one-pass reader left: `serde_yaml` reads it, in its own words.
-    let parsed = match doc.value.take() {
-        Some(value) => Ok(value),
-        None => serde_yaml::from_str(doc.text),
-    };
+    let mut value = std::mem::take(&mut doc.value);
     let doc = &*doc;
-    let mut value: Value = parsed.map_err(|e| LoadError::Syntax {
-        file: file.to_string(),
-        line: at(e.location().map_or(1, |l| l.line())),
-        reason: strip_location(&e.to_string()),
-    })?;
     if value.is_null() {
         return Ok(None);
     }
@@ -443,15 +437,6 @@ fn first_content_line(text: &str) -> usize {
         .map_or(1, |i| i + 1)
 }
 
-/// serde_yaml mentions positions inside the document (" at line L column C");
-/// the file line is reported separately, so they are dropped from the reason.
-fn strip_location(msg: &str) -> String {
-    static POSITION: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r" at line \d+ column \d+").expect("valid regex")
-    });
-    POSITION.replace_all(msg, "").into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -494,12 +479,8 @@ spec:
         let err = load(&text).unwrap_err();
         assert!(matches!(err, LoadError::Syntax { .. }), "{err:?}");
         let msg = err.to_string();
-        // The parser notices at the end of the document (line 18) that the flow
-        // sequence opened on line 17 never closes.
-        assert_eq!(
-            msg,
-            "gateways.yaml:18: invalid YAML: did not find expected ',' or ']', while parsing a flow sequence"
-        );
+        // The flow sequence opened on line 17 never closes.
+        assert_eq!(msg, "gateways.yaml:17: invalid YAML: unclosed bracket '['");
     }
 
     #[test]

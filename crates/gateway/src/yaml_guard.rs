@@ -14,11 +14,14 @@
 //!   margin for the modest reuse a hand-written file has.
 //!
 //! This parser stops at its own recursion limit long before libyaml would, and
-//! that is refused too. A document it cannot read (or holds what is left to
-//! `serde_yaml`: tags, integers wider than 64 bits, duplicate keys) passes
-//! through as text: `serde_yaml` then reads it, and reports a syntax error in
-//! its own words, as before. Reading values here instead of with libyaml took
-//! the parse of 10,000 routes from ~910 ms to the number in benches/README.md.
+//! that is refused too. Nothing it reads goes on to libyaml unguarded: what it
+//! does not take is an error here, with its line — a syntax error, a tag other
+//! than the core schema's (`!!str` and friends), a duplicate key, an integer
+//! wider than 64 bits, two documents between `---` markers. (Each of these once
+//! passed the text on to `serde_yaml` unguarded: one `!!str` made a 200 KB
+//! nesting bomb cost 34 s of CPU per parse.) Reading values here instead of
+//! with libyaml took the parse of 10,000 routes from ~910 ms to the number in
+//! benches/README.md.
 
 use granit_parser::{Event, Parser, ScalarStyle};
 use serde_yaml::{Mapping, Value};
@@ -27,11 +30,31 @@ use std::collections::HashMap;
 /// Deepest nesting of sequences and mappings a file may have.
 pub const MAX_DEPTH: usize = 64;
 
-/// Why a file was refused: its 1-based line and the reason.
+/// Why a file was refused: its 1-based line, the reason, and whether the text
+/// is hostile (nested too deep, an alias bomb) or just not YAML we read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     pub line: usize,
     pub reason: String,
+    pub hostile: bool,
+}
+
+impl Refusal {
+    fn hostile(line: usize, reason: String) -> Self {
+        Refusal {
+            line,
+            reason,
+            hostile: true,
+        }
+    }
+
+    fn invalid(line: usize, reason: impl Into<String>) -> Self {
+        Refusal {
+            line,
+            reason: reason.into(),
+            hostile: false,
+        }
+    }
 }
 
 /// How many nodes a file of `len` bytes may expand to. A node takes at least a
@@ -46,14 +69,12 @@ pub fn check(text: &str) -> Result<(), Refusal> {
 }
 
 /// One document of a file: its text, the 1-based line that text starts on,
-/// and its value when this reader built it (`None`: it could not read the
-/// document, or met something it leaves to `serde_yaml` — a tag, an integer
-/// wider than 64 bits, a duplicate key; the caller parses that text itself).
+/// and its value.
 #[derive(Debug)]
 pub struct Document<'a> {
     pub first_line: usize,
     pub text: &'a str,
-    pub value: Option<Value>,
+    pub value: Value,
 }
 
 /// The documents of `text`, each one's value built in the same pass that
@@ -124,13 +145,15 @@ struct Budget {
 
 impl Budget {
     fn spend(&mut self, nodes: u64, line: usize) -> Result<(), Refusal> {
-        self.left = self.left.checked_sub(nodes).ok_or_else(|| Refusal {
-            line,
-            reason: format!(
-                "YAML aliases expand this file past {} values; refused \
-                 (write the repeated parts out, or split the file)",
-                self.limit
-            ),
+        self.left = self.left.checked_sub(nodes).ok_or_else(|| {
+            Refusal::hostile(
+                line,
+                format!(
+                    "YAML aliases expand this file past {} values; refused \
+                     (write the repeated parts out, or split the file)",
+                    self.limit
+                ),
+            )
         })?;
         Ok(())
     }
@@ -145,8 +168,14 @@ struct Open {
     size: u64,
 }
 
-/// The value of one document's text; `Ok(None)` for what is left to `serde_yaml`.
-fn build(text: &str, budget: &mut Budget) -> Result<Option<Value>, Refusal> {
+/// The value of one document's text.
+fn build(text: &str, budget: &mut Budget) -> Result<Value, Refusal> {
+    let too_deep = |line| {
+        Refusal::hostile(
+            line,
+            format!("YAML nested deeper than {MAX_DEPTH} levels; refused"),
+        )
+    };
     let mut anchored: HashMap<usize, (Value, u64)> = HashMap::new();
     let mut open: Vec<Open> = Vec::new();
     let mut root: Option<Value> = None;
@@ -155,28 +184,34 @@ fn build(text: &str, budget: &mut Budget) -> Result<Option<Value>, Refusal> {
         let (event, span) = match item {
             Ok(item) => item,
             Err(e) if e.info().contains("recursion limit") => {
-                return Err(Refusal {
-                    line: e.marker().line(),
-                    reason: format!("YAML nested deeper than {MAX_DEPTH} levels; refused"),
-                });
+                return Err(too_deep(e.marker().line()));
             }
-            Err(_) => return Ok(None),
+            Err(e) => {
+                return Err(Refusal::invalid(e.marker().line(), e.info()));
+            }
         };
         let line = span.start.line();
         let (node, anchor, size) = match event {
             Event::DocumentStart(..) => {
                 documents += 1;
                 if documents > 1 {
-                    return Ok(None);
+                    return Err(Refusal::invalid(
+                        line,
+                        "a second document without a `---` line before it",
+                    ));
                 }
                 continue;
             }
             Event::SequenceStart(_, anchor, ref tag) | Event::MappingStart(_, anchor, ref tag) => {
-                if tag.is_some() {
-                    return Ok(None);
+                let sequence = matches!(event, Event::SequenceStart(..));
+                if let Some(tag) = tag {
+                    let fits = tag.is_yaml_core_schema_tag(if sequence { "seq" } else { "map" });
+                    if !fits {
+                        return Err(Refusal::invalid(line, unsupported(tag)));
+                    }
                 }
                 budget.spend(1, line)?;
-                let value = if matches!(event, Event::SequenceStart(..)) {
+                let value = if sequence {
                     Value::Sequence(Vec::new())
                 } else {
                     Value::Mapping(Mapping::new())
@@ -188,33 +223,43 @@ fn build(text: &str, budget: &mut Budget) -> Result<Option<Value>, Refusal> {
                     size: 1,
                 });
                 if open.len() > MAX_DEPTH {
-                    return Err(Refusal {
-                        line,
-                        reason: format!("YAML nested deeper than {MAX_DEPTH} levels; refused"),
-                    });
+                    return Err(too_deep(line));
                 }
                 continue;
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let Some(done) = open.pop() else {
-                    return Ok(None);
+                    return Err(Refusal::invalid(
+                        line,
+                        "a collection closed that never opened",
+                    ));
                 };
                 (done.value, done.anchor, done.size)
             }
             Event::Scalar(v, style, anchor, tag) => {
-                if tag.is_some() {
-                    return Ok(None);
-                }
                 budget.spend(1, line)?;
                 let plain = matches!(style, ScalarStyle::Plain);
-                let Some(value) = scalar(&v, plain) else {
-                    return Ok(None);
+                let value = match &tag {
+                    None => scalar(&v, plain),
+                    Some(tag) if tag.is_custom() => {
+                        return Err(Refusal::invalid(line, unsupported(tag)));
+                    }
+                    Some(tag) => tagged_scalar(&v, tag),
                 };
+                let value = value.ok_or_else(|| {
+                    let tag = tag.map_or_else(String::new, |t| format!("{} ", t.original()));
+                    Refusal::invalid(
+                        line,
+                        format!(
+                            "{tag}`{v}` is not a value of its type (integers have at most 64 bits)"
+                        ),
+                    )
+                })?;
                 (value, anchor, 1)
             }
             Event::Alias(id) => {
                 let Some((value, size)) = anchored.get(&id) else {
-                    return Ok(None);
+                    return Err(Refusal::invalid(line, "an alias of an unknown anchor"));
                 };
                 budget.spend(*size, line)?;
                 (value.clone(), 0, *size)
@@ -235,15 +280,51 @@ fn build(text: &str, budget: &mut Budget) -> Result<Option<Value>, Refusal> {
                 None => parent.key = Some(node),
                 Some(key) => {
                     if map.contains_key(&key) {
-                        return Ok(None);
+                        return Err(Refusal::invalid(
+                            line,
+                            format!("duplicate key {}", describe_key(&key)),
+                        ));
                     }
                     map.insert(key, node);
                 }
             },
-            _ => return Ok(None),
+            _ => unreachable!("only collections are opened"),
         }
     }
-    Ok(Some(root.unwrap_or(Value::Null)))
+    Ok(root.unwrap_or(Value::Null))
+}
+
+/// A scalar with a core-schema tag: `!!str` keeps the text, the others must
+/// resolve to their own type. `None` otherwise.
+fn tagged_scalar(v: &str, tag: &granit_parser::Tag) -> Option<Value> {
+    let resolved = scalar(v, true);
+    let fits = match tag.core_suffix()? {
+        "str" => return Some(Value::String(v.to_string())),
+        "null" => matches!(resolved, Some(Value::Null)),
+        "bool" => matches!(resolved, Some(Value::Bool(_))),
+        "int" => matches!(&resolved, Some(Value::Number(n)) if !n.is_f64()),
+        "float" => matches!(resolved, Some(Value::Number(_))),
+        _ => false,
+    };
+    if fits { resolved } else { None }
+}
+
+fn unsupported(tag: &granit_parser::Tag) -> String {
+    format!(
+        "YAML tag `{}` is not supported (Kubernetes objects carry no tags)",
+        tag.original()
+    )
+}
+
+/// A mapping key for a message: a scalar as it is, anything else by its kind.
+fn describe_key(key: &Value) -> String {
+    match key {
+        Value::String(s) => format!("`{}`", s.chars().take(64).collect::<String>()),
+        Value::Number(n) => format!("`{n}`"),
+        Value::Bool(b) => format!("`{b}`"),
+        Value::Null => "`null`".into(),
+        _ => "(a collection)".into(),
+    }
 }
 
 /// A scalar as `serde_yaml` resolves it: quoted and block scalars are strings;
@@ -364,7 +445,7 @@ spec:
     filters: &f [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: a, value: b}]}}]
   - filters: *f
 ---
-kind: [unclosed
+kind: Service
 ";
         assert_eq!(check(text), Ok(()));
     }
@@ -426,8 +507,13 @@ kind: [unclosed
             for doc in read(&text) {
                 let doc = doc.unwrap();
                 let theirs: Value = serde_yaml::from_str(doc.text).unwrap();
-                let ours = doc.value.expect("a golden document reads here");
-                assert_eq!(ours, theirs, "{}:{}", dir.path().display(), doc.first_line);
+                assert_eq!(
+                    doc.value,
+                    theirs,
+                    "{}:{}",
+                    dir.path().display(),
+                    doc.first_line
+                );
                 built += 1;
             }
         }
@@ -435,16 +521,54 @@ kind: [unclosed
     }
 
     #[test]
-    fn what_it_leaves_to_serde_yaml_is_left() {
-        for text in [
-            "a: !custom x\n",
-            "a: 1\na: 2\n",
-            "n: 340282366920938463463374607431768211455\n",
-            "a: [unclosed\n",
+    fn what_libyaml_would_read_unguarded_is_an_error_here() {
+        for (text, reason) in [
+            ("a: !custom x\n", "YAML tag `!custom` is not supported"),
+            ("a: !!binary eA==\n", "YAML tag `!!binary` is not supported"),
+            ("a: !!int x\n", "`x` is not a value of its type"),
+            ("a: 1\na: 2\n", "duplicate key `a`"),
+            (
+                "n: 340282366920938463463374607431768211455\n",
+                "at most 64 bits",
+            ),
+            ("a: [unclosed\n", "unclosed bracket"),
+            ("a: 1\n...\nb: 2\n", "a second document"),
         ] {
-            let doc = read(text).next().unwrap().unwrap();
-            assert!(doc.value.is_none(), "{text}: {:?}", doc.value);
+            let refusal = read(text).next().unwrap().unwrap_err();
+            assert!(refusal.reason.contains(reason), "{text}: {refusal:?}");
+            assert!(!refusal.hostile, "{text}: {refusal:?}");
         }
+        // The bypasses of old: a tag or a duplicate key, then a bomb behind it.
+        let deep = format!("t: !!str x\nk: {}\n", "[".repeat(100_000));
+        let refusal = read(&deep).next().unwrap().unwrap_err();
+        assert!(
+            refusal.hostile && refusal.reason.contains("nested deeper"),
+            "{refusal:?}"
+        );
+        let mut bomb = String::from("t: !!str x\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+            bomb.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+        }
+        let refusal = read(&bomb).next().unwrap().unwrap_err();
+        assert!(
+            refusal.hostile && refusal.reason.contains("aliases expand"),
+            "{refusal:?}"
+        );
+    }
+
+    #[test]
+    fn core_schema_tags_read_as_their_type() {
+        let doc = read("a: !!str 123\nb: !!int 7\nc: !!bool true\nd: !!map {e: !!null ~}\n")
+            .next()
+            .unwrap()
+            .unwrap();
+        let want: Value = serde_yaml::from_str("{a: '123', b: 7, c: true, d: {e: null}}").unwrap();
+        assert_eq!(doc.value, want);
+    }
+
+    #[test]
+    fn documents_are_split_on_their_markers() {
         let docs: Vec<_> = read("a: 1\n--- {b: 2}\n---\n# only a comment\n")
             .map(Result::unwrap)
             .collect();
@@ -452,8 +576,11 @@ kind: [unclosed
             docs.iter().map(|d| d.first_line).collect::<Vec<_>>(),
             vec![1, 2, 3]
         );
-        assert_eq!(docs[1].value, Some(serde_yaml::from_str("{b: 2}").unwrap()));
-        assert_eq!(docs[2].value, Some(Value::Null));
+        assert_eq!(
+            docs[1].value,
+            serde_yaml::from_str::<Value>("{b: 2}").unwrap()
+        );
+        assert_eq!(docs[2].value, Value::Null);
     }
 
     proptest::proptest! {
@@ -462,8 +589,8 @@ kind: [unclosed
         #[test]
         fn plain_scalars_resolve_as_serde_yaml_does(v in "[-+]?(0[xob])?[0-9a-fA-F._eE+~]{0,6}|null|Null|TRUE|False|~|\\.inf|-\\.Inf|\\.nan|[0-9]{1,25}") {
             let theirs: Result<Value, _> = serde_yaml::from_str(&format!("k: {v}\n"));
-            let ours = read(&format!("k: {v}\n")).next().unwrap().unwrap().value;
-            if let (Ok(theirs), Some(ours)) = (theirs, ours) {
+            let ours = read(&format!("k: {v}\n")).next().unwrap().map(|d| d.value);
+            if let (Ok(theirs), Ok(ours)) = (theirs, ours) {
                 let (t, o) = (&theirs["k"], &ours["k"]);
                 // NaN is not equal to itself.
                 let both_nan = t.as_f64().is_some_and(f64::is_nan) && o.as_f64().is_some_and(f64::is_nan);
