@@ -33,6 +33,7 @@ pub mod lenient;
 pub mod listener;
 pub mod listener_set;
 pub mod load;
+pub mod object_name;
 pub mod precedence;
 pub mod re2;
 pub mod reference_grant;

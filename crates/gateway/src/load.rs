@@ -254,11 +254,13 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
     let kind = field("kind");
     let named = meta_field("name").filter(|n| !n.is_empty());
     let name = named.clone().unwrap_or_else(|| "<unnamed>".into());
+    // Names and kinds are shown escaped: they may hold anything.
+    let shown = |s: &str| s.escape_debug().to_string();
     let (Some(api_version), Some(kind)) = (api_version, kind) else {
         return Err(LoadError::NotAnObject {
             file: file.to_string(),
             line: at(text_line),
-            object: format!("object {name}"),
+            object: format!("object {}", shown(&name)),
             reason: "missing `apiVersion` or `kind`".into(),
         });
     };
@@ -266,17 +268,34 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
         return Err(LoadError::NotAnObject {
             file: file.to_string(),
             line: at(text_line),
-            object: format!("{kind} <unnamed>"),
+            object: format!("{} <unnamed>", shown(&kind)),
             reason: "`metadata.name` is required".into(),
         });
     }
     let cluster_scoped = matches!(kind.as_str(), "GatewayClass" | "Namespace");
-    let object = if cluster_scoped {
-        format!("{kind} {name}")
-    } else {
-        let ns = meta_field("namespace").unwrap_or_else(|| DEFAULT_NAMESPACE.into());
-        format!("{kind} {ns}/{name}")
+    let ns = meta_field("namespace").unwrap_or_else(|| DEFAULT_NAMESPACE.into());
+    // A name the API server would refuse is refused here too: Envoy names and
+    // status keys are built from these.
+    let invalid = match (crate::object_name::check(&kind, &name), cluster_scoped) {
+        (Err(why), _) => Some(("name", why)),
+        (Ok(()), false) => crate::object_name::check_namespace(&ns)
+            .err()
+            .map(|why| ("namespace", why)),
+        (Ok(()), true) => None,
     };
+    let object = if cluster_scoped {
+        format!("{} {}", shown(&kind), shown(&name))
+    } else {
+        format!("{} {}/{}", shown(&kind), shown(&ns), shown(&name))
+    };
+    if let Some((field, why)) = invalid {
+        return Err(LoadError::InvalidField {
+            file: file.to_string(),
+            line: at(key_line(doc.text, field)),
+            object,
+            reason: format!("`metadata.{field}` is not a valid name: {why}"),
+        });
+    }
     default_older_versions(&kind, &mut value);
     let ctx = Context {
         file,
@@ -527,6 +546,43 @@ spec:
         );
         let text = GATEWAY.replace("name: web", "name: \"\"");
         assert!(load(&text).is_err());
+    }
+
+    #[test]
+    fn a_name_the_api_server_refuses_is_refused() {
+        // Two tenants whose names joined by `_` would read the same.
+        let service = |ns: &str, name: &str| {
+            format!(
+                "apiVersion: v1\nkind: Service\nmetadata:\n  name: \"{name}\"\n  namespace: {ns}\nspec: {{}}\n"
+            )
+        };
+        assert_eq!(
+            load(&service("a", "b_c")).unwrap_err().to_string(),
+            "gateways.yaml:4: Service a/b_c: `metadata.name` is not a valid name: a DNS-1035 \
+             label must consist of lower case alphanumeric characters or '-', start with an \
+             alphabetic character, end with an alphanumeric character, and be at most 63 \
+             characters long"
+        );
+        let err = load(&service("a_b", "c")).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "gateways.yaml:5: Service a_b/c: `metadata.namespace` is not a valid name"
+            ),
+            "{err}"
+        );
+        // Control characters never reach a log line as they are.
+        let err = load(&service("a", "x\\u001b[31m\\u0007"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("Service a/x\\u{1b}[31m\\u{7}:"), "{err}");
+        assert!(!err.chars().any(char::is_control), "{err:?}");
+        let route = GATEWAY.replace("name: web", "name: Web/1");
+        assert!(
+            load(&route)
+                .unwrap_err()
+                .to_string()
+                .contains("RFC 1123 subdomain")
+        );
     }
 
     #[test]

@@ -1,58 +1,69 @@
-//! Stable, readable Envoy resource names.
-//!
-//! Kubernetes names never contain `_`, so `_` separates parts unambiguously.
-//! SDS secret names are derived from the Secret or ConfigMaps a certificate or
-//! CA bundle was read from, and promise more: one name, one input, whatever
-//! the input's names hold (standalone YAML is not checked by an API server).
-//! Each part is escaped (see [`secret_part`]), so no part holds `_`:
+//! Stable, readable Envoy resource names: one name, one input, whatever the
+//! input's names hold. Kubernetes names never contain `_`, but a name is
+//! never trusted to be one (standalone YAML is checked by our loader, not by an
+//! API server; a tenant whose Service `b_c` in `a` read the same as Service
+//! `c` in `a_b` would get the other's traffic). So each part is escaped (see
+//! [`part`]) and no part holds `_`; the prefix and the count of parts tell the
+//! kinds apart:
 //!
 //! ```text
+//!  listener          edge_ls_<ns>_<gw>_<port>               3 parts
+//!  UDP listener      edge_ls_<ns>_<gw>_<port>_udp           4 parts
+//!  route table       edge_rt_<ns>_<gw>_<port>[_<listener>]  3 or 4 parts
+//!  cluster           edge_cl_<ns>_<svc>_<port>              3 parts
+//!  UDP cluster       edge_cl_<ns>_<svc>_<port>_udp          4 parts
+//!  ... of a Gateway  <cluster>_for_<ns>_<gw>                6 or 7 parts
+//!  UDPRoute cluster  edge_udproute_<ns>_<route>             its own prefix
 //!  certificate from Secret app/web            edge_cert_app_web
 //!  CA bundle from ConfigMaps app/ca, infra/ca edge_ca_app_ca_infra_ca   (pairs: even part count)
 //!  CA bundle known by nothing but its PEM     edge_ca_<sha256 hex>      (one part: odd count)
 //!  a part holding `_`, `%`, `/`, ...          each such byte as %XX: `a_b` → a%5Fb
 //! ```
+//!
+//! A valid Kubernetes name escapes to itself, so names read as before.
 
 /// The Envoy listener for one port of one Gateway: `edge_ls_<ns>_<gw>_<port>`.
 pub fn listener(namespace: &str, gateway: &str, port: u16) -> String {
-    format!("edge_ls_{namespace}_{gateway}_{port}")
+    format!("edge_ls_{}_{}_{port}", part(namespace), part(gateway))
 }
 
 /// The Envoy listener for a UDP port of one Gateway: `edge_ls_<ns>_<gw>_<port>_udp`
 /// (a TCP listener may bind the same port number).
 pub fn udp_listener(namespace: &str, gateway: &str, port: u16) -> String {
-    format!("edge_ls_{namespace}_{gateway}_{port}_udp")
+    format!("{}_udp", listener(namespace, gateway, port))
 }
 
 /// The cluster of one UDP Service port: `edge_cl_<ns>_<svc>_<port>_udp`.
 pub fn udp_cluster(namespace: &str, service: &str, port: u16) -> String {
-    format!("edge_cl_{namespace}_{service}_{port}_udp")
+    format!("{}_udp", cluster(namespace, service, port))
 }
 
 /// The cluster standing for a UDPRoute's weighted backends (Envoy's UDP proxy
-/// routes to one cluster): `edge_cl_udproute_<ns>_<route>`.
+/// routes to one cluster): `edge_udproute_<ns>_<route>` (under `edge_cl_`, the
+/// UDPRoute `80` in `app` would read as port 80 of Service `app` in `udproute`).
 pub fn udp_route_cluster(namespace: &str, route: &str) -> String {
-    format!("edge_cl_udproute_{namespace}_{route}")
+    format!("edge_udproute_{}_{}", part(namespace), part(route))
 }
 
 /// The route table of an HTTP port: `edge_rt_<ns>_<gw>_<port>`; of one HTTPS
 /// listener's filter chain: `edge_rt_<ns>_<gw>_<port>_<listener>`.
 pub fn route_table(namespace: &str, gateway: &str, port: u16, listener: Option<&str>) -> String {
+    let table = format!("edge_rt_{}_{}_{port}", part(namespace), part(gateway));
     match listener {
-        None => format!("edge_rt_{namespace}_{gateway}_{port}"),
-        Some(l) => format!("edge_rt_{namespace}_{gateway}_{port}_{l}"),
+        None => table,
+        Some(l) => format!("{table}_{}", part(l)),
     }
 }
 
 /// The cluster of one Service port: `edge_cl_<ns>_<svc>_<port>`.
 pub fn cluster(namespace: &str, service: &str, port: u16) -> String {
-    format!("edge_cl_{namespace}_{service}_{port}")
+    format!("edge_cl_{}_{}_{port}", part(namespace), part(service))
 }
 
 /// A TLS cluster as one Gateway uses it, presenting that Gateway's backend
 /// client certificate.
 pub fn cluster_of_gateway(cluster: &str, gateway_ns: &str, gateway: &str) -> String {
-    format!("{cluster}_for_{gateway_ns}_{gateway}")
+    format!("{cluster}_for_{}_{}", part(gateway_ns), part(gateway))
 }
 
 /// The SDS secret of a certificate (chain and private key) read from the
@@ -61,9 +72,9 @@ pub fn cluster_of_gateway(cluster: &str, gateway_ns: &str, gateway: &str) -> Str
 /// content, never its name.
 pub fn certificate(secret: &str) -> String {
     match secret.split_once('/') {
-        Some((ns, name)) => format!("edge_cert_{}_{}", secret_part(ns), secret_part(name)),
+        Some((ns, name)) => format!("edge_cert_{}_{}", part(ns), part(name)),
         // One part, so never equal to a `namespace/name` one.
-        None => format!("edge_cert_{}", secret_part(secret)),
+        None => format!("edge_cert_{}", part(secret)),
     }
 }
 
@@ -77,9 +88,9 @@ pub fn ca_bundle(sources: &[crate::ObjectRef]) -> Option<String> {
     let mut name = "edge_ca".to_string();
     for s in sources {
         name.push('_');
-        name.push_str(&secret_part(&s.namespace));
+        name.push_str(&part(&s.namespace));
         name.push('_');
-        name.push_str(&secret_part(&s.name));
+        name.push_str(&part(&s.name));
     }
     Some(name)
 }
@@ -87,13 +98,13 @@ pub fn ca_bundle(sources: &[crate::ObjectRef]) -> Option<String> {
 /// The SDS secret of a CA bundle with no sources, by the hex digest of its
 /// PEM: `edge_ca_<hex>`, one part where [`ca_bundle`] has an even count.
 pub fn ca_bundle_by_digest(hex: &str) -> String {
-    format!("edge_ca_{}", secret_part(hex))
+    format!("edge_ca_{}", part(hex))
 }
 
-/// One part of a secret name: ASCII letters, digits, `-` and `.` as they are,
-/// every other byte as `%XX` (so `_` separates parts and `%` only escapes):
-/// distinct parts, distinct escapes.
-pub fn secret_part(part: &str) -> String {
+/// One part of a name: ASCII letters, digits, `-` and `.` as they are, every
+/// other byte as `%XX` (so `_` separates parts and `%` only escapes): distinct
+/// parts, distinct escapes.
+pub fn part(part: &str) -> String {
     let mut out = String::with_capacity(part.len());
     for b in part.bytes() {
         if b.is_ascii_alphanumeric() || b == b'-' || b == b'.' {
@@ -139,6 +150,31 @@ mod tests {
         assert_ne!(listener("a-b", "c", 1), listener("a", "b-c", 1));
     }
 
+    /// Names that `_` joins would confuse stay apart, kind by kind.
+    #[test]
+    fn names_are_one_per_input_whatever_the_input() {
+        let names = [
+            cluster("a", "b_c", 80),
+            cluster("a_b", "c", 80),
+            cluster("udproute", "app", 80),
+            udp_route_cluster("app", "80"),
+            udp_cluster("a", "b", 80),
+            cluster("a", "b_80", 0),
+            cluster_of_gateway(&cluster("a", "b", 80), "c_d", "e"),
+            cluster_of_gateway(&cluster("a", "b", 80), "c", "d_e"),
+            listener("a_b", "c", 80),
+            listener("a", "b_c", 80),
+            udp_listener("a", "b", 80),
+            route_table("a", "b", 80, Some("c_d")),
+            route_table("a", "b_80_c", 80, None),
+            route_table("ns", "gw", 443, Some("set-ns/set/https")),
+        ];
+        let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "{names:?}");
+        assert_eq!(cluster("a", "b_c", 80), "edge_cl_a_b%5Fc_80");
+        assert_eq!(udp_route_cluster("app", "dns"), "edge_udproute_app_dns");
+    }
+
     #[test]
     fn secret_names_are_readable_and_one_per_input() {
         use crate::ObjectRef;
@@ -169,7 +205,7 @@ mod tests {
         ];
         let distinct: std::collections::BTreeSet<&Option<String>> = bundles.iter().collect();
         assert_eq!(distinct.len(), bundles.len(), "{bundles:?}");
-        assert_eq!(secret_part("%"), "%25");
+        assert_eq!(part("%"), "%25");
     }
 
     #[test]
