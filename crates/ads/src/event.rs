@@ -54,7 +54,8 @@ pub struct Nack {
     /// The version we sent and Envoy refused (SotW `version_info`, Delta
     /// `system_version_info`).
     pub version: String,
-    /// Envoy's `error_detail.message`.
+    /// Envoy's `error_detail.message`, fit to show: key material redacted,
+    /// one line, bounded (`aether_ir::untrusted::message`).
     pub message: String,
     /// The resources the rejection is about: those the response added or changed,
     /// narrowed to the ones Envoy's message names when it names any (see

@@ -37,12 +37,14 @@ pub type ListenerCondition = Condition<listener::Type, listener::Reason>;
 pub type RouteCondition = Condition<route::Type, route::Reason>;
 
 impl<T: Word, R: Word> Condition<T, R> {
+    /// A message quotes input and Envoy: it is kept redacted of key material,
+    /// one line and bounded (`aether_ir::untrusted::message`).
     pub fn new(type_: T, ok: bool, reason: R, message: impl Into<String>, generation: i64) -> Self {
         Condition {
             type_,
             ok,
             reason,
-            message: message.into(),
+            message: aether_ir::untrusted::message(&message.into()),
             observed_generation: generation,
         }
     }
@@ -62,7 +64,7 @@ impl<T: Word, R: Word> Condition<T, R> {
         if self.ok {
             self.ok = false;
             self.reason = reason;
-            self.message = message.to_string();
+            self.message = aether_ir::untrusted::message(message);
         }
     }
 }
@@ -417,6 +419,28 @@ impl StatusPlan {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_from_outside_is_kept_redacted_one_line_and_bounded() {
+        let quoted = format!(
+            "header `{}\r\nx`: private_key {{ inline_string: \"-----BEGIN PRIVATE KEY-----\\nSECRET\" }}",
+            "v".repeat(20_000)
+        );
+        let mut c = Condition::new(
+            gateway::Type::Accepted,
+            false,
+            gateway::Reason::Accepted,
+            quoted.clone(),
+            1,
+        );
+        let held = |c: &GatewayCondition| {
+            !c.message.contains("SECRET") && !c.message.contains('\r') && c.message.len() < 1100
+        };
+        assert!(held(&c), "{}", c.message);
+        c.ok = true;
+        c.hold(gateway::Reason::Accepted, &quoted);
+        assert!(held(&c), "{}", c.message);
+    }
 
     /// Gateway infra/web (one listener, 3 attached: apps/r among them) and route
     /// apps/r with parents web and other.

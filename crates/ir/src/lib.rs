@@ -23,6 +23,7 @@ use std::sync::Arc;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod names;
+pub mod untrusted;
 
 /// A namespaced Kubernetes object, ordered namespace first.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]

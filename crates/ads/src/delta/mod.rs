@@ -390,7 +390,8 @@ impl TypeState {
         }
         let nack = Nack {
             version: sent.system_version,
-            message: message.to_string(),
+            // Blamed on the whole text; kept redacted, one line, bounded.
+            message: aether_ir::untrusted::message(message),
             rejected: blame.rejected,
         };
         if !blame.named && nack.rejected.len() > 1 {

@@ -192,6 +192,32 @@ fn unchanged_snapshot_sends_nothing_and_changes_are_per_resource() {
 }
 
 #[test]
+fn nack_text_is_stored_redacted_one_line_and_bounded() {
+    let mut s = DeltaStream::new(base());
+    let out = s.on_request(mk_delta(LDS, &[], &[], ""));
+    ack(&mut s, LDS, &out.responses[0]);
+    let out = s.on_snapshot(mk_snapshot(&[(LDS, "l80", 2), (LDS, "l443", 1)], &[]));
+    let nonce = out.responses[0].nonce.clone();
+    let text = crate::sotw::tests::hostile_nack_text("l443");
+    let out = s.on_request(mk_delta_nack(LDS, &nonce, &text));
+    let Some(Event::Nacked { nack, .. }) = out
+        .events
+        .iter()
+        .find(|e| matches!(e, Event::Nacked { .. }))
+    else {
+        panic!("{:?}", out.events)
+    };
+    assert_eq!(
+        nack.rejected.keys().collect::<Vec<_>>(),
+        ["l443"],
+        "blamed on the whole text"
+    );
+    assert!(!nack.message.contains("SECRET"), "{}", nack.message);
+    assert!(!nack.message.contains('\n'));
+    assert!(nack.message.len() < 1100, "{}", nack.message.len());
+}
+
+#[test]
 fn nack_parks_the_rejected_versions() {
     let mut s = DeltaStream::new(base());
     let out = s.on_request(mk_delta(LDS, &[], &[], ""));

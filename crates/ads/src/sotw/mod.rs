@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// One SotW ADS stream.
 #[derive(Debug)]
@@ -141,7 +141,8 @@ impl TypeState {
         }
         let nack = Nack {
             version: sent.version_info,
-            message: message.to_string(),
+            // Blamed on the whole text; kept redacted, one line, bounded.
+            message: aether_ir::untrusted::message(message),
             rejected: blame.rejected,
         };
         self.parked = Some(sent.versions);

@@ -255,6 +255,34 @@ fn empty_snapshot_and_unknown_types_do_not_panic() {
     assert!(s.on_request(odd).is_empty());
 }
 
+/// Envoy quotes what it refused, keys and all, at any length: the NACK keeps
+/// it redacted and bounded, and still blames on the whole text.
+pub(crate) fn hostile_nack_text(named: &str) -> String {
+    format!(
+        "Proto constraint validation failed: private_key {{ inline_string: \"-----BEGIN PRIVATE KEY-----\\nMIIEvSECRET\\n-----END PRIVATE KEY-----\\n\" }}\n{}rejected {named}",
+        "x".repeat(4000)
+    )
+}
+
+#[test]
+fn nack_text_is_stored_redacted_one_line_and_bounded() {
+    let mut s = opened();
+    let out = s.on_snapshot(base_with(&[(LDS, "l80", 2), (LDS, "l443", 1)]));
+    let nonce = out.responses[0].nonce.clone();
+    let out = s.on_request(mk_nack(LDS, &[], &nonce, &hostile_nack_text("l443")));
+    let [Event::Acked { .. }, Event::Nacked { nack, .. }] = &out.events[..] else {
+        panic!("{:?}", out.events)
+    };
+    assert_eq!(
+        nack.rejected.keys().collect::<Vec<_>>(),
+        ["l443"],
+        "blamed on the whole text"
+    );
+    assert!(!nack.message.contains("SECRET"), "{}", nack.message);
+    assert!(!nack.message.contains('\n'));
+    assert!(nack.message.len() < 1100, "{}", nack.message.len());
+}
+
 #[test]
 fn nack_blames_the_resource_envoy_names() {
     let mut s = opened();
