@@ -219,6 +219,13 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
         }
         None => {}
     }
+    // The SNI: Envoy refuses one over 255 characters (and its refusal quoted
+    // the cluster, client key and all).
+    if let Err(why) =
+        crate::hostname::checked("hostname", &v.hostname, crate::hostname::Wildcard::Refused)
+    {
+        invalid.get_or_insert(why);
+    }
     for r in v.ca_certificate_refs.iter().flatten() {
         let shown = format!("{}/{}", key.namespace, r.name);
         if !r.group.is_empty() || r.kind != "ConfigMap" {
