@@ -177,7 +177,11 @@ fn remove_stale_socket(path: &std::path::Path) -> std::io::Result<()> {
         Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path),
         Ok(_) => Err(std::io::Error::new(
             std::io::ErrorKind::AlreadyExists,
-            "exists and is not a socket",
+            format!(
+                "{} exists and is not a socket; it is left as it is (remove it, or choose \
+                 another --xds-address)",
+                path.display()
+            ),
         )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),

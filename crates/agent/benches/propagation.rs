@@ -141,7 +141,8 @@ impl Subject<'_> {
                         .arg("standalone")
                         .arg("--config-dir")
                         .arg(dir)
-                        .args(["--xds-address", &xds, "--admin-address", &admin]),
+                        .args(["--xds-address", &xds, "--admin-address", &admin])
+                        .arg("--xds-tcp-open-to-local-users"),
                     logs,
                 );
                 let envoy = envoy("bench", &xds, *delta, logs);

@@ -122,7 +122,8 @@ pub struct StandaloneArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// ADS (gRPC) listen address: `unix:/path/to/socket` (mode 0600, in a 0700
-    /// directory) or a loopback `HOST:PORT`. The default is a socket only this
+    /// directory) or, with `--xds-tcp-open-to-local-users`, a loopback
+    /// `HOST:PORT`. The default is a socket only this
     /// user can reach, `$XDG_RUNTIME_DIR/aether-edge/ads.sock` (or
     /// `/tmp/aether-edge-<uid>/ads.sock`); `bootstrap` has the same default.
     #[arg(long, default_value_t = default_xds_address())]
@@ -152,11 +153,30 @@ pub struct XdsArgs {
     /// to it finish (make-before-break; 0 removes it as soon as that ACK came).
     #[arg(long, default_value_t = aether_ads::DEFAULT_REMOVAL_GRACE.as_secs())]
     pub removal_grace_seconds: u64,
+    /// Accept a loopback TCP `--xds-address`. ADS is not authenticated and
+    /// carries every TLS private key: any local user (any process on the node)
+    /// can connect to a TCP port and read them all. Without this flag only a
+    /// unix socket (mode 0600, in a directory only this user can write) is served.
+    #[arg(long)]
+    pub xds_tcp_open_to_local_users: bool,
 }
 
 impl XdsArgs {
     pub fn removal_grace(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.removal_grace_seconds)
+    }
+
+    /// `address` if ADS may serve on it: a unix socket, or TCP when the flag
+    /// says every local user may read the keys.
+    pub fn checked_address<'a>(&self, address: &'a str) -> anyhow::Result<&'a str> {
+        if address.starts_with("unix:") || self.xds_tcp_open_to_local_users {
+            return Ok(address);
+        }
+        anyhow::bail!(
+            "--xds-address {address} is a TCP port: every local user can connect to it and read \
+             every TLS private key ADS carries. Use a unix socket (the default), or pass \
+             --xds-tcp-open-to-local-users to accept that"
+        )
     }
 }
 

@@ -75,6 +75,54 @@ pub async fn ads_when_ready(
         .context("ADS server")
 }
 
+/// Makes sure the directory of the ADS socket `socket` is this user's alone
+/// to write: created 0700 when missing; an existing one must be a directory
+/// (not a symbolic link) owned by this user and writable by nobody else.
+/// Otherwise another local user who made it first (`/tmp/aether-edge-<uid>`)
+/// could move our socket aside and serve Envoy their own routes.
+pub fn private_socket_dir(socket: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if std::fs::symlink_metadata(dir).is_err() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating the ADS socket directory {}", dir.display()))?;
+    }
+    let meta = std::fs::symlink_metadata(dir)
+        .with_context(|| format!("reading the ADS socket directory {}", dir.display()))?;
+    let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+    let wrong = if meta.file_type().is_symlink() {
+        Some("is a symbolic link".to_string())
+    } else if !meta.is_dir() {
+        Some("is not a directory".to_string())
+    } else if meta.uid() != uid {
+        Some(format!(
+            "is owned by uid {}, not by this user (uid {uid})",
+            meta.uid()
+        ))
+    } else if meta.mode() & 0o022 != 0 {
+        Some(format!(
+            "is writable by other users (mode {:o})",
+            meta.mode() & 0o7777
+        ))
+    } else {
+        None
+    };
+    match wrong {
+        None => Ok(()),
+        Some(why) => anyhow::bail!(
+            "the ADS socket directory {} {why}: another user could put their own ADS server \
+             in our socket's place. Remove it, or choose --xds-address \
+             unix:<a directory only this user can write>/ads.sock",
+            dir.display()
+        ),
+    }
+}
+
 /// Feeds the ADS server the snapshot of every new publication, remembered by
 /// the fleet first (so any version an Envoy ACKs can be read per route).
 async fn forward_snapshots(
@@ -147,6 +195,55 @@ mod tests {
             left_out: BTreeMap::new(),
             store: Default::default(),
         })
+    }
+
+    /// The socket's directory: made 0700 when missing; refused when another
+    /// user could write it (a squatter's `/tmp/aether-edge-<uid>`).
+    #[test]
+    fn the_socket_directory_is_ours_alone_or_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = std::env::temp_dir().join(format!("aether-edge-sockdir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+
+        let fresh = root.join("fresh/ads.sock");
+        private_socket_dir(&fresh).unwrap();
+        assert_eq!(mode(fresh.parent().unwrap()), 0o700);
+        private_socket_dir(&fresh).expect("ours, 0700: taken again");
+
+        let open = root.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = private_socket_dir(&open.join("ads.sock"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("is writable by other users (mode 777)"),
+            "{err}"
+        );
+
+        let link = root.join("link");
+        std::os::unix::fs::symlink(fresh.parent().unwrap(), &link).unwrap();
+        let err = private_socket_dir(&link.join("ads.sock"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is a symbolic link"), "{err}");
+
+        // Another user's directory (chown needs root, which the suite has).
+        let theirs = root.join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+        if std::os::unix::fs::chown(&theirs, Some(4242), Some(4242)).is_ok() {
+            let err = private_socket_dir(&theirs.join("ads.sock"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("is owned by uid 4242, not by this user"),
+                "{err}"
+            );
+        }
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     /// A publication carries its generation's IR, status plan and store: once

@@ -55,6 +55,7 @@ pub fn run(args: StandaloneArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
+    args.xds.checked_address(&args.xds_address)?;
     let dir = args.config.config_dir.clone();
     anyhow::ensure!(
         dir.is_dir(),
@@ -90,7 +91,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let source_task = spawn_watcher(source, shutdown_rx);
 
     if let Some(path) = args.xds_address.strip_prefix("unix:") {
-        private_dir(std::path::Path::new(path))?;
+        serve::private_socket_dir(std::path::Path::new(path))?;
     }
     let ads = serve::Ads {
         address: &args.xds_address,
@@ -101,23 +102,6 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let _ = tokio::join!(admin_task, source_task);
     info!("stopped");
     result
-}
-
-/// Creates the ADS socket's directory, entered only by this user (0700), if it
-/// does not exist; one that exists is left as its owner made it.
-fn private_dir(socket: &std::path::Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) else {
-        return Ok(());
-    };
-    if dir.is_dir() {
-        return Ok(());
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("creating the ADS socket directory {}", dir.display()))
 }
 
 /// The local fleet's view of one Gateway, as the status gate takes it.

@@ -209,6 +209,7 @@ pub(crate) async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube:
 }
 
 async fn serve(args: AgentArgs) -> anyhow::Result<()> {
+    args.xds.checked_address(&args.xds_address)?;
     let client = client(args.kubeconfig.as_ref()).await?;
     let identity = args.pod_name.clone().unwrap_or(args.node_name.clone());
     let mode = match args.address_mode {

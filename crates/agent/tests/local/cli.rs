@@ -131,6 +131,7 @@ fn ads_and_admin_refuse_addresses_others_can_reach() {
             "127.0.0.1:0",
             "--admin-address",
             "127.0.0.1:0",
+            "--xds-tcp-open-to-local-users",
         ];
         let at = args.iter().position(|a| *a == flag).unwrap();
         args[at + 1] = "0.0.0.0:0";
@@ -138,4 +139,26 @@ fn ads_and_admin_refuse_addresses_others_can_reach() {
         assert!(!ok, "{flag} 0.0.0.0 must be refused");
         assert!(stderr.contains(needle), "{flag}: {stderr}");
     }
+}
+
+/// ADS carries every private key: a TCP port, which every local user can
+/// reach, is served only when a flag says so.
+#[test]
+fn a_tcp_ads_address_needs_the_flag_that_says_who_can_read_the_keys() {
+    let dir = quickstart();
+    let (ok, _, stderr) = run(&[
+        "standalone",
+        "--config-dir",
+        dir.to_str().unwrap(),
+        "--xds-address",
+        "127.0.0.1:0",
+        "--admin-address",
+        "127.0.0.1:0",
+    ]);
+    assert!(!ok, "a TCP --xds-address without the flag must be refused");
+    assert!(
+        stderr.contains("--xds-tcp-open-to-local-users")
+            && stderr.contains("read every TLS private key"),
+        "{stderr}"
+    );
 }

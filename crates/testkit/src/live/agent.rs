@@ -29,6 +29,7 @@ impl Agent {
                 .arg("--config-dir")
                 .arg(config_dir)
                 .args(["--xds-address", xds, "--admin-address", admin])
+                .args(tcp_xds_flag(xds))
                 .args(["--log-level", "info,aether_ads=debug"])
                 .args(flags),
             log_dir,
@@ -43,4 +44,10 @@ impl Agent {
     pub fn admin_get(&self, path: &str) -> Option<Response> {
         http_get(&self.admin, "localhost", path, &[]).ok()
     }
+}
+
+/// The flag a loopback TCP `--xds-address` needs (tests talk TCP to Envoys
+/// they start themselves; production uses the unix socket).
+pub fn tcp_xds_flag(xds: &str) -> Option<&'static str> {
+    (!xds.starts_with("unix:")).then_some("--xds-tcp-open-to-local-users")
 }

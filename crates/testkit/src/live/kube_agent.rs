@@ -72,6 +72,7 @@ impl KubeAgent {
             "aether-ingress",
             "--xds-address",
             &xds,
+            "--xds-tcp-open-to-local-users",
             "--admin-address",
             &admin,
             "--report-address",

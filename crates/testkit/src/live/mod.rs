@@ -30,7 +30,7 @@ pub mod traffic;
 mod wait;
 mod yaml;
 
-pub use agent::Agent;
+pub use agent::{Agent, tcp_xds_flag};
 pub use backend::{Backend, tcp_echo, udp_echo};
 pub use child::ChildBackend;
 pub use envoy::Envoy;
