@@ -19,6 +19,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -85,13 +86,71 @@ async fn bind_and_serve(
         );
     }
     tracing::info!(address = %address, "{what} HTTP listening");
-    Ok(tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = shutdown.wait_for(|stop| *stop).await;
-            })
-            .await
-    }))
+    Ok(tokio::spawn(serve_limited(
+        listener,
+        app,
+        LIMITS,
+        async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        },
+    )))
+}
+
+/// What one admin or health listener allows, so a local user cannot take its
+/// file descriptors (and with them the config directory's) or its answers.
+#[derive(Debug, Clone, Copy)]
+struct ConnectionLimits {
+    /// Connections open at once; one more is closed as it is accepted.
+    max: usize,
+    /// A request's headers must have arrived within this (also the idle wait
+    /// for the next request on a kept-alive connection).
+    header_timeout: Duration,
+    /// No connection stays open longer (every answer takes well under it).
+    lifetime: Duration,
+}
+
+const LIMITS: ConnectionLimits = ConnectionLimits {
+    max: 64,
+    header_timeout: Duration::from_secs(5),
+    lifetime: Duration::from_secs(60),
+};
+
+/// Serves `app` on `listener` within `limits` until `shutdown` completes.
+async fn serve_limited(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(limits.max));
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors, most likely: back off, never spin.
+                    tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => return Ok(()),
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::debug!(max = limits.max, "admin connection refused: too many open");
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_timeout);
+            let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(limits.lifetime, connection).await;
+        });
+    }
 }
 
 fn current(state: &AdminState) -> Option<Arc<Published>> {
@@ -294,7 +353,67 @@ fn percent_decode(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::percent_decode;
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Reads until the server closes the connection; how long that took.
+    async fn closed_within(
+        stream: &mut tokio::net::TcpStream,
+        limit: Duration,
+    ) -> Option<Duration> {
+        let started = std::time::Instant::now();
+        let mut buf = [0u8; 512];
+        tokio::time::timeout(limit, async {
+            while stream.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+        })
+        .await
+        .ok()
+        .map(|()| started.elapsed())
+    }
+
+    /// Half-sent requests cannot hold the admin server: past the cap a
+    /// connection is closed at once, a request whose headers do not arrive
+    /// is closed after the header timeout, and then answers come again.
+    #[tokio::test]
+    async fn half_sent_requests_cannot_hold_the_admin_server() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let app = Router::new().route("/healthz", get(|| async { "ok\n" }));
+        let limits = ConnectionLimits {
+            max: 4,
+            header_timeout: Duration::from_millis(300),
+            lifetime: Duration::from_secs(30),
+        };
+        tokio::spawn(serve_limited(listener, app, limits, std::future::pending()));
+        let mut held = Vec::new();
+        for _ in 0..limits.max {
+            let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                .await
+                .unwrap();
+            held.push(s);
+        }
+        let mut over = tokio::net::TcpStream::connect(address).await.unwrap();
+        let took = closed_within(&mut over, Duration::from_secs(2)).await;
+        assert!(
+            took.is_some(),
+            "a connection past the cap is closed at once"
+        );
+        for s in &mut held {
+            let took = closed_within(s, Duration::from_secs(5)).await;
+            assert!(
+                took.is_some(),
+                "a half-sent request is closed after the header timeout"
+            );
+        }
+        let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
 
     #[test]
     fn queries_decode() {
