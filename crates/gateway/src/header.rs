@@ -12,8 +12,21 @@
 //! `host`: Envoy refuses to set, add or remove it (`:`-prefixed names are not
 //! tokens anyway); URLRewrite's hostname is the way to change it.
 //!
+//! Lengths are held to the Gateway API's own bounds (what the API server would
+//! refuse): a name 256 bytes, a value 4096, a path 1024. Envoy's are looser
+//! (16 KiB for a modified header, 1 KiB for a query parameter name), and past
+//! them it refused the whole route table, so one route held back every other
+//! route of its Gateway.
+//!
 //! Also here: a rule's header matches and header modifiers, read into the IR
 //! once their names and values pass (an `Err` drops the rule).
+
+/// The longest header (or query parameter) name: the API's `HTTPHeaderName`.
+pub const MAX_NAME_BYTES: usize = 256;
+/// The longest header value, matched or set: the API's `HTTPHeader.value`.
+pub const MAX_VALUE_BYTES: usize = 4096;
+/// The longest path, matched or rewritten: the API's `HTTPPathMatch.value`.
+pub const MAX_PATH_BYTES: usize = 1024;
 
 use crate::route::string_match;
 use aether_ir::{Header, HeaderMatch, HeaderModifier};
@@ -29,6 +42,20 @@ pub enum HeaderError {
     NotFieldValue(String, String, char),
     #[error("{0} {1:?}: Envoy does not let header modifiers change host (use URLRewrite hostname)")]
     Host(String, String),
+    #[error(
+        "{0} {1:?}: a framing or hop-by-hop header is Envoy's to set (changing it hangs \
+         requests or drops bodies)"
+    )]
+    Framing(String, String),
+    #[error("{0} is {1} bytes long; at most {2} are allowed")]
+    TooLong(String, usize, usize),
+}
+
+fn at_most(what: &str, text: &str, max: usize) -> Result<(), HeaderError> {
+    if text.len() > max {
+        return Err(HeaderError::TooLong(what.into(), text.len(), max));
+    }
+    Ok(())
 }
 
 /// `what` names the field (`header match name`, `RequestHeaderModifier set name`).
@@ -36,22 +63,41 @@ pub fn check_name(what: &str, name: &str) -> Result<(), HeaderError> {
     if name.is_empty() {
         return Err(HeaderError::EmptyName(what.to_string()));
     }
+    at_most(what, name, MAX_NAME_BYTES)?;
     match name.chars().find(|&c| !is_tchar(c)) {
         Some(c) => Err(HeaderError::NotToken(what.into(), name.into(), c)),
         None => Ok(()),
     }
 }
 
-/// A name a header modifier sets, adds or removes: a token, and not `host`.
+/// Headers that frame a message or belong to one connection (RFC 9110 §7.6.1,
+/// RFC 9112 §6): Envoy sets them itself. Set by a filter, a request hung
+/// waiting for a body that never came, or a response body vanished.
+const FRAMING: [&str; 7] = [
+    "connection",
+    "content-length",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// A name a header modifier sets, adds or removes: a token, not `host`, and
+/// not a framing or hop-by-hop header.
 pub fn check_modified_name(what: &str, name: &str) -> Result<(), HeaderError> {
     check_name(what, name)?;
     if name.eq_ignore_ascii_case("host") {
         return Err(HeaderError::Host(what.into(), name.into()));
     }
+    if FRAMING.iter().any(|f| name.eq_ignore_ascii_case(f)) {
+        return Err(HeaderError::Framing(what.into(), name.into()));
+    }
     Ok(())
 }
 
 pub fn check_value(what: &str, value: &str) -> Result<(), HeaderError> {
+    at_most(what, value, MAX_VALUE_BYTES)?;
     let field_content = |c: char| c == '\t' || !c.is_ascii() || (' '..='~').contains(&c);
     match value.chars().find(|&c| !field_content(c)) {
         Some(c) => Err(HeaderError::NotFieldValue(what.into(), value.into(), c)),
@@ -71,7 +117,14 @@ pub fn header_matches<'a>(
         if out.iter().any(|h| h.name == name) {
             continue;
         }
-        if !regex {
+        if regex {
+            at_most(
+                &format!("header match {name} regex"),
+                value,
+                MAX_VALUE_BYTES,
+            )
+            .map_err(|e| e.to_string())?;
+        } else {
             check_value(&format!("header match {name} value"), value).map_err(|e| e.to_string())?;
         }
         let value = string_match(&format!("header {name}"), regex, value)?;
@@ -122,6 +175,7 @@ fn checked_headers<'a>(
 /// A path in a match or a path modifier: a header value (`:path`). A prefix
 /// cannot hold `?` or `#` (Envoy's `path_separated_prefix` refuses them).
 pub fn check_path(what: &str, value: &str, prefix: bool) -> Result<(), String> {
+    at_most(what, value, MAX_PATH_BYTES).map_err(|e| e.to_string())?;
     check_value(what, value).map_err(|e| e.to_string())?;
     if prefix && let Some(c) = value.chars().find(|c| matches!(c, '?' | '#')) {
         return Err(format!(
@@ -216,6 +270,55 @@ mod tests {
                 .unwrap_err()
                 .contains("is empty")
         );
+    }
+
+    /// Past the API's bounds (and Envoy's, which refused the whole table): a
+    /// 20 KB header name or value, a 2 KB query parameter name.
+    #[test]
+    fn lengths_are_held_to_the_apis_bounds() {
+        let long = |n: usize| "a".repeat(n);
+        assert!(check_name("n", &long(MAX_NAME_BYTES)).is_ok());
+        assert!(matches!(
+            check_name("n", &long(20_000)),
+            Err(HeaderError::TooLong(_, 20_000, MAX_NAME_BYTES))
+        ));
+        assert!(check_value("v", &long(MAX_VALUE_BYTES)).is_ok());
+        let err = check_value("v", &long(20_000)).unwrap_err().to_string();
+        assert_eq!(err, "v is 20000 bytes long; at most 4096 are allowed");
+        assert!(check_path("p", &format!("/{}", long(2000)), true).is_err());
+        let set = [("x-a", long(20_000))];
+        let mut into = HeaderModifier::default();
+        let set = set.iter().map(|(n, v)| (*n, v.as_str()));
+        assert!(
+            modify_headers(
+                "RequestHeaderModifier",
+                &mut into,
+                set,
+                std::iter::empty(),
+                &[]
+            )
+            .is_err()
+        );
+        let regex = header_matches([("x-a", true, long(5000).as_str())].into_iter());
+        assert!(regex.is_err());
+        let query =
+            crate::route::query_param_matches([(long(2000).as_str(), false, "v")].into_iter());
+        assert!(query.unwrap_err().contains("at most 256"));
+    }
+
+    #[test]
+    fn modifiers_leave_framing_and_hop_by_hop_headers_alone() {
+        for name in [
+            "Content-Length",
+            "transfer-encoding",
+            "Connection",
+            "Upgrade",
+            "TE",
+        ] {
+            let err = check_modified_name("RequestHeaderModifier set name", name).unwrap_err();
+            assert!(matches!(err, HeaderError::Framing(..)), "{name}: {err}");
+        }
+        assert!(check_modified_name("set", "x-content-length").is_ok());
     }
 
     #[test]

@@ -385,6 +385,14 @@ pub fn query_param_matches<'a>(
         if out.iter().any(|q| q.name == name) {
             continue;
         }
+        // The API's HTTPQueryParamMatch.value.
+        const MAX_VALUE_BYTES: usize = 1024;
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(format!(
+                "query param {name} value is {} bytes long; at most {MAX_VALUE_BYTES} are allowed",
+                value.len()
+            ));
+        }
         let value = string_match(&format!("query param {name}"), regex, value)?;
         out.push(QueryParamMatch {
             name: name.to_string(),
