@@ -126,6 +126,19 @@ pub fn resolve_one(
     };
     let chain = value("tls.crt").ok_or_else(|| invalid("missing tls.crt"))?;
     let key = value("tls.key").ok_or_else(|| invalid("missing tls.key"))?;
+    if chain.len() > MAX_CHAIN_BYTES {
+        return Err(invalid(&format!(
+            "tls.crt is {} bytes; at most {MAX_CHAIN_BYTES} are served (TLS clients refuse a \
+             certificate message much past that, so every handshake would fail)",
+            chain.len()
+        )));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(invalid(&format!(
+            "tls.key is {} bytes; a private key takes at most {MAX_KEY_BYTES}",
+            key.len()
+        )));
+    }
     if !has_pem_block(&chain, |label| label == "CERTIFICATE") {
         return Err(invalid("tls.crt holds no PEM certificate"));
     }
@@ -143,6 +156,14 @@ pub fn resolve_one(
         private_key: key,
     })
 }
+
+/// The longest `tls.crt` served: 64 KiB of PEM is ~48 KiB of DER, under the
+/// 64 KiB handshake message Go's crypto/tls accepts (OpenSSL's default is 100
+/// KiB). A real chain of three certificates is under 8 KiB; a 1 MB one was
+/// Programmed while every handshake failed.
+pub const MAX_CHAIN_BYTES: usize = 64 << 10;
+/// The longest `tls.key`: an 8192-bit RSA key is under 7 KiB of PEM.
+pub const MAX_KEY_BYTES: usize = 16 << 10;
 
 /// Is `key` surely not the private key of the first certificate of `chain`?
 /// `false` when either cannot be read here.
@@ -225,6 +246,38 @@ mod tests {
     }
     /// Pairs Envoy 1.40 refuses (`KEY_VALUES_MISMATCH`, `KEY_TYPE_MISMATCH`) and
     /// accepts (see `tests/tls/README.md`).
+    #[test]
+    fn a_chain_no_client_would_take_is_refused() {
+        let ec = include_str!("../tests/tls/ec.crt");
+        let ec_key = include_str!("../tests/tls/ec.key");
+        let secret = |chain: &str| {
+            let indent = |t: &str| t.lines().map(|l| format!("    {l}\n")).collect::<String>();
+            format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: cert, namespace: infra}}\n\
+                 type: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+                indent(chain),
+                indent(ec_key)
+            )
+        };
+        let resolve = |chain: &str| {
+            let mut store = Store::default();
+            store.add_yaml("s.yaml", &secret(chain)).unwrap();
+            let r = GatewayListenersTlsCertificateRefs {
+                name: "cert".into(),
+                ..Default::default()
+            };
+            resolve_one(&store, Holder::gateway("infra"), &r)
+        };
+        assert!(resolve(ec).is_ok());
+        let huge = ec.repeat(MAX_CHAIN_BYTES / ec.len() + 1);
+        let err = resolve(&huge).unwrap_err();
+        assert!(
+            err.to_string().contains("at most 65536 are served"),
+            "{err}"
+        );
+        assert_eq!(err.reason(), listener::Reason::InvalidCertificateRef);
+    }
+
     #[test]
     fn keys_must_belong_to_the_leaf_certificate() {
         let ec = include_str!("../tests/tls/ec.crt");
