@@ -95,6 +95,7 @@ impl ConfigArgs {
         aether_gateway::Config {
             controller_name: self.controller_name.clone(),
             default_address: self.default_address.clone(),
+            shared_ports: true,
         }
     }
 }

@@ -34,6 +34,7 @@
 use crate::backend::{BackendIndex, Backends};
 use crate::listener::GatewayModel;
 use crate::listener_set::ListenerSetModel;
+use crate::port_claims::Taken;
 use crate::route::RouteModel;
 use crate::status::{
     self, Condition, GatewayClassStatus, GatewayStatus, RouteParentStatus, RouteStatus, StatusPlan,
@@ -145,6 +146,8 @@ type ParentSources = Vec<(usize, Arc<GatewayUnit>, usize)>;
 
 struct GatewayEntry {
     source: Arc<Gateway>,
+    /// The ports older Gateways hold (see `port_claims`).
+    taken: Taken,
     /// (route model, parentRef index), in route order.
     inputs: Vec<(Arc<RouteModel>, usize)>,
     unit: Arc<GatewayUnit>,
@@ -254,19 +257,23 @@ impl Translator {
             .iter()
             .filter(|(_, gw)| ours.contains(&gw.spec.gateway_class_name))
             .collect();
+        // Ports two Gateways cannot share: the older keeps each.
+        let mut taken = crate::port_claims::taken(&gateways, &config);
+        let no_ports_taken = Taken::new();
+        let taken_of = |key: &ObjectRef| taken.get(key).unwrap_or(&no_ports_taken);
         // The Gateway of ours each ListenerSet names (as its model decides).
         let mut set_gateway: BTreeMap<ObjectRef, ObjectRef> = BTreeMap::new();
         let mut models: BTreeMap<ObjectRef, GatewayModel> = BTreeMap::new();
         for (key, gw) in &gateways {
             let sets: Vec<ObjectRef> = match self.gateways.get(*key) {
-                Some(e) if same_input(&e.source, gw) => e
+                Some(e) if same_input(&e.source, gw) && e.taken == *taken_of(key) => e
                     .unit
                     .listener_sets
                     .iter()
                     .map(|(k, _)| k.clone())
                     .collect(),
                 _ => {
-                    let m = GatewayModel::new(store, &config, (*key).clone(), gw);
+                    let m = GatewayModel::new(store, &config, (*key).clone(), gw, taken_of(key));
                     let keys = m.listener_sets.iter().map(|s| s.key.clone()).collect();
                     models.insert((*key).clone(), m);
                     keys
@@ -305,8 +312,10 @@ impl Translator {
                 .iter()
                 .map(|&(ri, pi)| (routes[ri].clone(), pi))
                 .collect();
+            let lost = taken.remove(*key).unwrap_or_default();
             let hit = self.gateways.get_mut(*key).filter(|e| {
                 same_input(&e.source, gw)
+                    && e.taken == lost
                     && e.inputs.len() == keyed.len()
                     && e.inputs
                         .iter()
@@ -321,14 +330,15 @@ impl Translator {
                 }
                 None => {
                     reuse.gateways_translated += 1;
-                    let model = models
-                        .remove(*key)
-                        .unwrap_or_else(|| GatewayModel::new(store, &config, (*key).clone(), gw));
+                    let model = models.remove(*key).unwrap_or_else(|| {
+                        GatewayModel::new(store, &config, (*key).clone(), gw, &lost)
+                    });
                     let unit = Arc::new(translate_gateway(store, &config, model, &keyed));
                     self.gateways.insert(
                         (*key).clone(),
                         GatewayEntry {
                             source: (*gw).clone(),
+                            taken: lost,
                             inputs: keyed,
                             unit: unit.clone(),
                         },

@@ -34,6 +34,7 @@ pub mod listener;
 pub mod listener_set;
 pub mod load;
 pub mod object_name;
+pub mod port_claims;
 pub mod precedence;
 pub mod re2;
 pub mod reference_grant;
@@ -65,6 +66,11 @@ pub struct Config {
     pub controller_name: String,
     /// Where listeners bind when a Gateway names no addresses.
     pub default_address: String,
+    /// Every Gateway binds its listener ports on the same Envoy addresses
+    /// (standalone, static address mode): a port one Gateway holds is taken
+    /// for the others (`port_claims`). `false` in service address mode, where
+    /// each Gateway gets Envoy ports of its own.
+    pub shared_ports: bool,
 }
 
 impl Default for Config {
@@ -72,6 +78,7 @@ impl Default for Config {
         Config {
             controller_name: "gateway.aether.io/edge".into(),
             default_address: "127.0.0.1".into(),
+            shared_ports: true,
         }
     }
 }

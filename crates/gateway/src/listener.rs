@@ -139,6 +139,12 @@ pub enum NotAccepted {
     InvalidHostname(String),
     /// Frontend validation asked for, and no caCertificateRef resolves.
     NoValidCaCertificate,
+    /// An older Gateway holds this port on this address (`port_claims`).
+    PortTaken {
+        port: u16,
+        address: String,
+        by: ObjectRef,
+    },
 }
 
 impl NotAccepted {
@@ -153,6 +159,13 @@ impl NotAccepted {
                 format!("port {port} is out of range"),
             ),
             NotAccepted::InvalidHostname(why) => (listener::Reason::UnsupportedValue, why.clone()),
+            NotAccepted::PortTaken { port, address, by } => (
+                listener::Reason::PortUnavailable,
+                format!(
+                    "port {port} on {address} is bound by Gateway {by}, which is older: two \
+                     Gateways cannot bind one port of one address"
+                ),
+            ),
             NotAccepted::NoValidCaCertificate => (
                 listener::Reason::NoValidCACertificate,
                 "no caCertificateRef of the Gateway's frontend validation for this port resolves"
@@ -211,6 +224,25 @@ impl Unresolved {
 }
 
 impl Listener {
+    /// Not accepted when an older Gateway holds its port (and nothing else
+    /// made it unaccepted first).
+    fn mark_taken(&mut self, taken: &crate::port_claims::Taken) {
+        use crate::port_claims::Transport;
+        let transport = match self.protocol {
+            Some(ListenerProtocol::Udp) => Transport::Udp,
+            _ => Transport::Tcp,
+        };
+        if self.not_accepted.is_none()
+            && let Some((address, by)) = taken.get(&(self.port, transport))
+        {
+            self.not_accepted = Some(NotAccepted::PortTaken {
+                port: self.port,
+                address: address.clone(),
+                by: by.clone(),
+            });
+        }
+    }
+
     pub fn is_accepted(&self) -> bool {
         self.not_accepted.is_none() && self.conflicted.is_none()
     }
@@ -261,7 +293,14 @@ pub struct GatewayModel {
 }
 
 impl GatewayModel {
-    pub fn new(store: &Store, config: &Config, key: ObjectRef, gw: &Gateway) -> Self {
+    /// `taken`: the ports an older Gateway holds (see `port_claims`).
+    pub fn new(
+        store: &Store,
+        config: &Config,
+        key: ObjectRef,
+        gw: &Gateway,
+        taken: &crate::port_claims::Taken,
+    ) -> Self {
         let addresses = addresses(gw, config);
         let mut listeners: Vec<Listener> = gw
             .spec
@@ -271,6 +310,7 @@ impl GatewayModel {
                 let holder = certificate::Holder::gateway(&key.namespace);
                 let mut listener = listener(store, holder, None, l);
                 frontend_validation(&mut listener, store, gw);
+                listener.mark_taken(taken);
                 listener
             })
             .collect();
@@ -323,7 +363,7 @@ impl GatewayModel {
 /// spec.addresses of type IPAddress (or no type), else the configured default.
 /// An IPAddress without a value asks for any address (GatewayAddressEmpty):
 /// the configured default here, the load balancer's in service mode.
-fn addresses(gw: &Gateway, config: &Config) -> Result<Vec<String>, String> {
+pub(crate) fn addresses(gw: &Gateway, config: &Config) -> Result<Vec<String>, String> {
     let spec = gw.spec.addresses.as_deref().unwrap_or_default();
     let mut out = Vec::new();
     for a in spec {

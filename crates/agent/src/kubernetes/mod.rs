@@ -225,6 +225,8 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
     let pipeline = Arc::new(Pipeline::new(aether_gateway::Config {
         controller_name: args.controller_name.clone(),
         default_address: args.default_address.clone(),
+        // Service mode gives each Gateway Envoy ports of its own.
+        shared_ports: matches!(mode, AddressMode::Static),
     }));
     let fleet = Fleet::new();
     let reports = Reports::default();
