@@ -21,5 +21,12 @@ mod standalone;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
+    // jemalloc's background thread purges freed pages after its decay time
+    // (10 s) even while the process is idle; without it they go back only
+    // when later allocations happen to purge them. Measured: RSS after a
+    // spike of large files that were then removed, see benches/README.md.
+    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+        eprintln!("warning: jemalloc background thread not started: {e}");
+    }
     cli::main()
 }
