@@ -155,6 +155,7 @@ cluster_up() {
     --node-name=node-1 --node-ip="$NODE_IP" --pod-cidr="$POD_CIDR" --bridge=br0 \
     --netns-prefix="$RUN_PREFIX" --state-dir="$RUN_DIR/node" --lb-pool="$LB_POOL" --lb-interface=lo \
     --apiserver="$NODE_IP:6443" --echo-basic="$ECHO_BASIC_BIN_DIR/echo-basic" \
+    --echo-basic-v2="$HARNESS_BIN_DIR/echo-basic-v2" \
     --coredns="$COREDNS_BIN_DIR/coredns" --envoy="$ENVOY_BIN" --aether-edge="$AETHER_EDGE_BIN" \
     ${AETHER_EDGE_OCI_IMAGE:+--oci-image="$AETHER_EDGE_OCI_IMAGE"}
   wait_for "node-1 Ready" 60 node_ready

@@ -255,8 +255,8 @@ EOF
 # a Service with a UDP and a TCP port of the same number.
 smoke_udp_echo() {
   local t=$SECONDS mod pod lbip body
-  mod="$(cd "$SUITE_MODULE_DIR" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api/conformance)"
-  if [ ! -d "$mod/echo-basic/udpechoserver" ]; then
+  mod="$CONFORMANCE_MODULE_DIR"
+  if [ ! -d "$mod/echo-basic/udpechoserver" ] && [ ! -f "$mod/echo-basic/README.md" ]; then
     say "smoke 1d: skipped: echo-basic $GATEWAY_API_VERSION has no UDP echo server (smoke 3 checks UDP with coredns)"
     return 0
   fi
@@ -318,8 +318,8 @@ EOF
 smoke_base_manifests() {
   local t=$SECONDS gwapi manifests d="$RUN_DIR/smoke-pki"
   say "smoke 3: the suite's base manifests (its backends) on this node"
-  gwapi="$(cd "$SUITE_MODULE_DIR" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)"
-  manifests="$(cd "$SUITE_MODULE_DIR" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api/conformance)/base/manifests.yaml"
+  gwapi="$GATEWAY_API_MODULE_DIR"
+  manifests="$CONFORMANCE_MODULE_DIR/base/manifests.yaml"
   kc apply --server-side -k "$gwapi/config/crd/experimental" >/dev/null
   kc wait --for=condition=Established crd --all --timeout=60s >/dev/null
   sed 's/{GATEWAY_CLASS_NAME}/aether/' "$manifests" | kc apply -f - >/dev/null
@@ -365,14 +365,28 @@ smoke_base_manifests() {
   body="$( (echo IS_TLS; sleep 1) | in_node timeout 5 openssl s_client -quiet -no_ign_eof -connect "$cip:8443" -servername abc.example.com 2>/dev/null | tr '\n' '|')" || true
   [ "$body" = "Gateway API Test TCP Server|true|" ] || fail "tcp-backend TLS answer on $cip:8443: $body"
   say "  tcp-backend $cip: TCP echo on 3000 (welcome, PING → PONG), TLS echo on 8443 (IS_TLS → true)"
-  # The suite's coredns (UDPRoute backend) with its Corefile from the ConfigMap at /root:
-  # the foo.bar.com zone (whoami) answers over UDP through the Service's ClusterIP.
+  # v1.7.0: the UDPRoute backend is udp-echo (image echo-basic:v0.2.0 → echo-basic-v2):
+  # a datagram to its ClusterIP:8080 comes back as JSON naming the Service and the pod,
+  # and the same port answers TCP lines the same way.
+  if kc get svc udp-echo -n gateway-conformance-infra >/dev/null 2>&1; then
+    cip="$(kc get svc udp-echo -n gateway-conformance-infra -o jsonpath='{.spec.clusterIP}')"
+    wait_for "udp-echo via ClusterIP $cip:8080/UDP" 20 in_node "$HARNESS_BIN_DIR/nodeagent" udp-send "$cip:8080" probe ||
+      fail "udp-echo does not answer on $cip:8080/UDP"
+    body="$(in_node "$HARNESS_BIN_DIR/nodeagent" udp-send "$cip:8080" smoke-udp)" || fail "no UDP answer from udp-echo"
+    echo "$body" | grep -q '"service": *"udp-echo"' || fail "udp-echo answer does not name its Service: $body"
+    echo "$body" | grep -q '"pod": *"udp-echo-' || fail "udp-echo answer does not name its pod: $body"
+    say "  udp-echo (echo-basic:v0.2.0) via ClusterIP $cip:8080/UDP → $body"
+  fi
+  # v1.6: the suite's coredns (UDPRoute backend) with its Corefile from the ConfigMap at
+  # /root: the foo.bar.com zone (whoami) answers over UDP through the Service's ClusterIP.
+  if kc get svc coredns -n gateway-conformance-infra >/dev/null 2>&1; then
   cip="$(kc get svc coredns -n gateway-conformance-infra -o jsonpath='{.spec.clusterIP}')"
   wait_for "coredns via ClusterIP $cip:53/UDP" 20 in_node "$HARNESS_BIN_DIR/nodeagent" dns-query "$cip:53" foo.bar.com ||
     fail "coredns does not answer foo.bar.com on $cip:53/UDP"
   body="$(in_node "$HARNESS_BIN_DIR/nodeagent" dns-query "$cip:53" foo.bar.com | tr '\n' ';')"
   echo "$body" | grep -q 'IN A ' || fail "coredns answer without an A record: $body"
   say "  DNS A foo.bar.com over UDP via coredns ClusterIP $cip:53 → $body"
+  fi
   kc delete ns gateway-conformance-infra gateway-conformance-app-backend gateway-conformance-web-backend --wait=false >/dev/null
   wait_for "conformance namespaces deleted" 120 sh -c "! nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get ns gateway-conformance-infra gateway-conformance-app-backend gateway-conformance-web-backend -o name 2>/dev/null | grep -q ." ||
     fail "namespaces not deleted"

@@ -140,6 +140,7 @@ func run(args []string) error {
 	kubeletPort := fs.Int("kubelet-port", 10250, "port of the log endpoint (kubelet API stand-in)")
 	apiServer := fs.String("apiserver", "10.244.0.1:6443", "API server host:port as pods reach it")
 	echoBasic := fs.String("echo-basic", os.Getenv("ECHO_BASIC_BIN"), "echo-basic binary")
+	echoBasicV2 := fs.String("echo-basic-v2", os.Getenv("ECHO_BASIC_V2_BIN"), "echo-basic-v2 binary (echo-basic image v0.2.0 and later)")
 	coredns := fs.String("coredns", os.Getenv("COREDNS_BIN"), "coredns binary")
 	envoy := fs.String("envoy", os.Getenv("ENVOY_BIN"), "envoy binary")
 	aether := fs.String("aether-edge", os.Getenv("AETHER_EDGE_BIN"), "aether-edge binary")
@@ -187,7 +188,7 @@ func run(args []string) error {
 	agent := &node.Agent{
 		CS: cs, NodeName: *nodeName, NodeIP: ip, StateDir: *stateDir,
 		Net:           &node.Network{Prefix: *prefix, Bridge: *bridge, NodeIP: ip, CIDR: cidr},
-		Programs:      node.Programs{EchoBasic: *echoBasic, CoreDNS: *coredns, Envoy: *envoy, AetherEdge: *aether, Self: self},
+		Programs:      node.Programs{EchoBasic: *echoBasic, EchoBasicV2: *echoBasicV2, CoreDNS: *coredns, Envoy: *envoy, AetherEdge: *aether, Self: self},
 		APIServerHost: apiHost, APIServerPort: apiPort,
 	}
 	if err := os.MkdirAll(filepath.Join(*stateDir, "pods"), 0o755); err != nil {
@@ -274,7 +275,7 @@ func run(args []string) error {
 	shared.Discovery().V1().EndpointSlices().Informer()
 	podInformers.Start(ctx.Done())
 	shared.Start(ctx.Done())
-	images := []string{"echo-basic=" + *echoBasic, "coredns=" + *coredns, "envoy=" + *envoy, "aether-edge=" + *aether}
+	images := []string{"echo-basic=" + *echoBasic, "echo-basic:v0.2+=" + *echoBasicV2, "coredns=" + *coredns, "envoy=" + *envoy, "aether-edge=" + *aether}
 	for _, img := range agent.Images {
 		images = append(images, img.Ref+"=OCI image "+img.Digest)
 	}

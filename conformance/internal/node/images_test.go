@@ -6,7 +6,7 @@ import (
 )
 
 func TestForImage(t *testing.T) {
-	p := Programs{EchoBasic: "/b/echo", CoreDNS: "/b/coredns", Envoy: "/b/envoy", AetherEdge: "/b/ae", Self: "/b/self"}
+	p := Programs{EchoBasic: "/b/echo", EchoBasicV2: "/b/echo2", CoreDNS: "/b/coredns", Envoy: "/b/envoy", AetherEdge: "/b/ae", Self: "/b/self"}
 	cases := map[string]string{
 		"gcr.io/k8s-staging-gateway-api/echo-basic:v20260204-monthly": "/b/echo",
 		"docker.io/envoyproxy/envoy:v1.40.0":                          "/b/envoy",
@@ -16,12 +16,21 @@ func TestForImage(t *testing.T) {
 		"registry.k8s.io/coredns/coredns:v1.12.2":                     "/b/coredns",
 		"registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev.2":         "/b/echo",
 		"registry.k8s.io/pause:3.10":                                  "/b/self",
+		// v1.7.0's images (gateway-api-conformance-images): v0.1.0 is the v1.6.x code,
+		// v0.2.0 (the UDP echo) our own program.
+		"registry.k8s.io/gateway-api/conformance/echo-basic:v0.1.0":             "/b/echo",
+		"registry.k8s.io/gateway-api/conformance/echo-basic:v0.2.0":             "/b/echo2",
+		"registry.k8s.io/gateway-api/conformance/echo-basic:v0.10.1@sha256:abc": "/b/echo2",
+		"registry.k8s.io/gateway-api/echo-basic:v1.5.1":                         "/b/echo",
 	}
 	for image, want := range cases {
 		got, _, err := p.forImage(image)
 		if err != nil || got != want {
 			t.Errorf("forImage(%q) = %q, %v; want %q", image, got, err, want)
 		}
+	}
+	if _, _, err := (Programs{EchoBasic: "/b/echo"}).forImage("registry.k8s.io/gateway-api/conformance/echo-basic:v0.2.0"); err == nil {
+		t.Errorf("forImage(echo-basic:v0.2.0) without echo-basic-v2 succeeded; want an error, not the v1.6.x echo-basic")
 	}
 	if _, _, err := p.forImage("nginx:1.27"); err == nil {
 		t.Errorf("forImage(nginx) succeeded; want an error for an unmapped image")
