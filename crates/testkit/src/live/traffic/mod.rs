@@ -20,6 +20,7 @@
 
 mod client;
 mod files;
+mod h2;
 mod scenario;
 mod session;
 mod stats;
@@ -30,6 +31,7 @@ use std::time::Duration;
 
 pub use client::{Load, probe};
 pub use files::{self_signed_cert, tls_secret_yaml, write_atomically};
+pub use h2::{Calls, H2Load, H2Tally, StreamTally};
 pub use scenario::{Plan, Row, Scenario, drive, table_header};
 pub use session::{SessionTally, WebSocket};
 pub use stats::{DIAGNOSIS, EnvoyStats};

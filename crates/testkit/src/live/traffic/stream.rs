@@ -52,8 +52,8 @@ pub(crate) fn connect(target: &Target) -> std::io::Result<(BufReader<Stream>, Op
         return Ok((BufReader::new(Stream::Plain(tcp)), None));
     };
     let name = ServerName::try_from(sni.clone()).map_err(std::io::Error::other)?;
-    let mut tls =
-        rustls::ClientConnection::new(tls_config(), name).map_err(std::io::Error::other)?;
+    let mut tls = rustls::ClientConnection::new(tls_config(b"http/1.1"), name)
+        .map_err(std::io::Error::other)?;
     let mut tcp = tcp;
     while tls.is_handshaking() {
         tls.complete_io(&mut tcp)?;
@@ -67,23 +67,24 @@ pub(crate) fn connect(target: &Target) -> std::io::Result<(BufReader<Stream>, Op
     Ok((BufReader::new(stream), cert))
 }
 
-/// HTTP/1.1 over TLS, any server certificate accepted (the test made it; the
-/// clients record which one they saw).
-fn tls_config() -> Arc<rustls::ClientConfig> {
-    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
-                .with_safe_default_protocol_versions()
-                .expect("ring supports the default TLS versions")
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
-                .with_no_client_auth();
-            config.alpn_protocols = vec![b"http/1.1".to_vec()];
-            Arc::new(config)
-        })
-        .clone()
+/// TLS offering `alpn` (`http/1.1` or `h2`), any server certificate accepted
+/// (the test made it; the clients record which one they saw).
+pub(super) fn tls_config(alpn: &'static [u8]) -> Arc<rustls::ClientConfig> {
+    static HTTP1: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    static H2: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    let cell = if alpn == b"h2" { &H2 } else { &HTTP1 };
+    cell.get_or_init(|| {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default TLS versions")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        Arc::new(config)
+    })
+    .clone()
 }
 
 /// Accepts any certificate, but checks the handshake's signatures with it.
