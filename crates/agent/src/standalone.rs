@@ -223,7 +223,7 @@ impl Problems {
         let mut files: std::collections::BTreeSet<&str> = self
             .lines
             .iter()
-            .map(|l| l.split_once(": ").map_or(l.as_str(), |(f, _)| f))
+            .map(|l| l.split(':').next().unwrap_or_default())
             .collect();
         let mut out = String::from(
             "# HELP aether_edge_config_broken Whether a file of the config directory does not load as it is (it keeps its last good version).\n\
