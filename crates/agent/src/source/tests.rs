@@ -451,3 +451,35 @@ fn a_seeded_file_serves_until_its_file_loads() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What noticing a change costs at 5,000 files: one stat per file for the
+/// fingerprint (size, mtime, ctime, inode: the same call the old size and
+/// mtime took), and a load that finds nothing changed. Run with `--ignored
+/// --nocapture` to see the numbers.
+#[test]
+#[ignore = "a measurement"]
+fn change_detection_at_5000_files() {
+    let dir = tempdir("5000");
+    for i in 0..5000 {
+        std::fs::write(dir.join(format!("f{i:04}.yaml")), ns(&format!("n{i}"))).unwrap();
+    }
+    let mut cache = ParseCache::default();
+    let started = std::time::Instant::now();
+    assert_eq!(cache.load(&dir).unwrap().len(), 5000);
+    let first = started.elapsed();
+    let runs = 20;
+    let started = std::time::Instant::now();
+    for _ in 0..runs {
+        std::hint::black_box(fingerprint(&dir));
+    }
+    let fp = started.elapsed() / runs;
+    let started = std::time::Instant::now();
+    for _ in 0..runs {
+        cache.load(&dir).unwrap();
+    }
+    let unchanged = started.elapsed() / runs;
+    eprintln!(
+        "5,000 files: first load {first:?}, fingerprint {fp:?}, load with nothing changed {unchanged:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
