@@ -34,6 +34,9 @@ pub struct AdminState {
     /// Kubernetes mode: whether the local Envoy has caught up (see
     /// `kubernetes::fleet::envoy_ready`); `/readyz` waits for it too.
     pub envoy_ready: Option<watch::Receiver<bool>>,
+    /// Standalone: what is wrong with the config directory, one line per
+    /// problem naming its file; `/readyz` shows it.
+    pub config_problems: Option<watch::Receiver<Vec<String>>>,
 }
 
 type Shared = Arc<AdminState>;
@@ -163,9 +166,34 @@ async fn readyz(State(state): State<Shared>) -> Response {
     } else if state.envoy_ready.as_ref().is_some_and(|r| !*r.borrow()) {
         "waiting for the local Envoy to ACK the current configuration\n"
     } else {
-        return (StatusCode::OK, "ready\n").into_response();
+        return (
+            StatusCode::OK,
+            format!("ready\n{}", config_problems(&state)),
+        )
+            .into_response();
     };
-    (StatusCode::SERVICE_UNAVAILABLE, waiting).into_response()
+    let body = format!("{waiting}{}", config_problems(&state));
+    (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+}
+
+/// The config directory's problems, if any, for `/readyz`: a broken file
+/// keeps its last good version, so the edge stays ready and says so.
+fn config_problems(state: &AdminState) -> String {
+    let Some(problems) = &state.config_problems else {
+        return String::new();
+    };
+    let problems = problems.borrow();
+    if problems.is_empty() {
+        return String::new();
+    }
+    let mut out =
+        String::from("config directory broken (each file named keeps its last good version):\n");
+    for p in problems.iter() {
+        out.push_str("  ");
+        out.push_str(p);
+        out.push('\n');
+    }
+    out
 }
 
 async fn metrics(State(state): State<Shared>) -> Response {

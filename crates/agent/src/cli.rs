@@ -75,6 +75,10 @@ pub struct ConfigArgs {
     /// A bigger YAML file is not read (an error naming it instead).
     #[arg(long, default_value_t = crate::source::DEFAULT_MAX_FILE_BYTES)]
     pub max_file_bytes: u64,
+    /// All YAML files together: a file that would take the directory past this
+    /// is not read (an error naming it instead); the files loaded stay.
+    #[arg(long, default_value_t = crate::source::DEFAULT_MAX_TOTAL_BYTES)]
+    pub max_total_bytes: u64,
 }
 
 impl ConfigArgs {
@@ -82,6 +86,7 @@ impl ConfigArgs {
     pub fn limits(&self, settle: std::time::Duration) -> crate::source::Limits {
         crate::source::Limits {
             max_file_bytes: self.max_file_bytes,
+            max_total_bytes: self.max_total_bytes,
             settle,
         }
     }
@@ -137,11 +142,17 @@ pub struct StandaloneArgs {
     /// directory would take every listener down).
     #[arg(long)]
     pub allow_empty_config: bool,
-    /// A file modified within this many milliseconds is read on a later pass
-    /// (an editor that truncates, then writes, is not read half-written),
-    /// unless a file event said its writer closed it or moved it into place.
-    #[arg(long, default_value_t = 50)]
+    /// The quiet period: a file written in place (or removed) is read once no
+    /// file of the directory has been written in place or removed for this
+    /// many milliseconds, so an edit in several steps is never read half-done.
+    /// A file moved into place (rename, a ConfigMap swap) is read at once.
+    #[arg(long, default_value_t = 1000)]
     pub settle_ms: u64,
+    /// Where the last configuration served is kept, so a restart with a broken
+    /// file serves it (default `$XDG_STATE_HOME/aether-edge`, else
+    /// `~/.local/state/aether-edge`).
+    #[arg(long, env = "AETHER_EDGE_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
     #[command(flatten)]
     pub xds: XdsArgs,
 }

@@ -67,6 +67,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
                 controller_name: args.controller_name.clone(),
                 default_address: args.default_address.clone(),
                 max_file_bytes: crate::source::DEFAULT_MAX_FILE_BYTES,
+                max_total_bytes: crate::source::DEFAULT_MAX_TOTAL_BYTES,
             };
             let store = config.load_once()?;
             let translation = aether_gateway::translate(&store, &config.translate_config());

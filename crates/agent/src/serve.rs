@@ -76,51 +76,52 @@ pub async fn ads_when_ready(
 }
 
 /// Makes sure the directory of the ADS socket `socket` is this user's alone
-/// to write: created 0700 when missing; an existing one must be a directory
-/// (not a symbolic link) owned by this user and writable by nobody else.
-/// Otherwise another local user who made it first (`/tmp/aether-edge-<uid>`)
-/// could move our socket aside and serve Envoy their own routes.
+/// to write ([`private_dir`]): otherwise another local user who made it first
+/// (`/tmp/aether-edge-<uid>`) could move our socket aside and serve Envoy
+/// their own routes.
 pub fn private_socket_dir(socket: &std::path::Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return Ok(());
     };
+    private_dir(dir, "the ADS socket directory").context(
+        "another user could put their own ADS server in our socket's place. Remove it, or \
+         choose --xds-address unix:<a directory only this user can write>/ads.sock",
+    )
+}
+
+/// Makes sure `dir` (named `what` in errors) is this user's alone to write:
+/// created 0700 when missing; an existing one must be a directory (not a
+/// symbolic link) owned by this user and writable by nobody else.
+pub fn private_dir(dir: &std::path::Path, what: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     if std::fs::symlink_metadata(dir).is_err() {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .with_context(|| format!("creating the ADS socket directory {}", dir.display()))?;
+            .with_context(|| format!("creating {what} {}", dir.display()))?;
     }
     let meta = std::fs::symlink_metadata(dir)
-        .with_context(|| format!("reading the ADS socket directory {}", dir.display()))?;
+        .with_context(|| format!("reading {what} {}", dir.display()))?;
     let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
-    let wrong = if meta.file_type().is_symlink() {
-        Some("is a symbolic link".to_string())
+    let why = if meta.file_type().is_symlink() {
+        "is a symbolic link".to_string()
     } else if !meta.is_dir() {
-        Some("is not a directory".to_string())
+        "is not a directory".to_string()
     } else if meta.uid() != uid {
-        Some(format!(
+        format!(
             "is owned by uid {}, not by this user (uid {uid})",
             meta.uid()
-        ))
+        )
     } else if meta.mode() & 0o022 != 0 {
-        Some(format!(
+        format!(
             "is writable by other users (mode {:o})",
             meta.mode() & 0o7777
-        ))
+        )
     } else {
-        None
+        return Ok(());
     };
-    match wrong {
-        None => Ok(()),
-        Some(why) => anyhow::bail!(
-            "the ADS socket directory {} {why}: another user could put their own ADS server \
-             in our socket's place. Remove it, or choose --xds-address \
-             unix:<a directory only this user can write>/ads.sock",
-            dir.display()
-        ),
-    }
+    anyhow::bail!("{what} {} {why}", dir.display())
 }
 
 /// Feeds the ADS server the snapshot of every new publication, remembered by
@@ -215,9 +216,10 @@ mod tests {
         let open = root.join("open");
         std::fs::create_dir(&open).unwrap();
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let err = private_socket_dir(&open.join("ads.sock"))
-            .unwrap_err()
-            .to_string();
+        let err = format!(
+            "{:#}",
+            private_socket_dir(&open.join("ads.sock")).unwrap_err()
+        );
         assert!(
             err.contains("is writable by other users (mode 777)"),
             "{err}"
@@ -225,9 +227,10 @@ mod tests {
 
         let link = root.join("link");
         std::os::unix::fs::symlink(fresh.parent().unwrap(), &link).unwrap();
-        let err = private_socket_dir(&link.join("ads.sock"))
-            .unwrap_err()
-            .to_string();
+        let err = format!(
+            "{:#}",
+            private_socket_dir(&link.join("ads.sock")).unwrap_err()
+        );
         assert!(err.contains("is a symbolic link"), "{err}");
 
         // Another user's directory (chown needs root, which the suite has).
@@ -235,9 +238,10 @@ mod tests {
         std::fs::create_dir(&theirs).unwrap();
         std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
         if std::os::unix::fs::chown(&theirs, Some(4242), Some(4242)).is_ok() {
-            let err = private_socket_dir(&theirs.join("ads.sock"))
-                .unwrap_err()
-                .to_string();
+            let err = format!(
+                "{:#}",
+                private_socket_dir(&theirs.join("ads.sock")).unwrap_err()
+            );
             assert!(
                 err.contains("is owned by uid 4242, not by this user"),
                 "{err}"

@@ -1,28 +1,50 @@
 //! The standalone source: a directory of Gateway API YAML.
 //!
-//! Every `*.yaml` / `*.yml` file (not recursive, sorted by name) is parsed into one
-//! [`Store`]. A file loads all or nothing: one that fails keeps its last good
-//! version (none, if it never parsed), every other file loads, and the problems
-//! name every failing file, line and object ([`ParseCache::load_each`], what the
-//! server runs once it has published). The one-shot commands, and the server
-//! until its first complete load, load strictly: any problem is an error.
-//! Changes are noticed through a cheap [`Fingerprint`] (names, sizes and
-//! modification times) so an unchanged directory is never re-parsed, and a
-//! [`ParseCache`] keeps each file's objects so a reload parses only the files
-//! that changed.
+//! Every `*.yaml` / `*.yml` entry (not recursive, sorted by name) is parsed into
+//! one [`Store`]. A file loads all or nothing: one that fails keeps its last
+//! good version (none, if it never parsed), every other file loads, and the
+//! problems name every failing file, line and object ([`ParseCache::load_each`],
+//! what the server runs once it has published). The one-shot commands, and the
+//! server until its first complete load, load strictly: any problem is an error.
 //!
-//! What is a problem of its file, named with it: a file over
-//! [`Limits::max_file_bytes`] (not read at all), a symbolic link to nothing,
-//! and an object another file already defines (the file that brought it
-//! second keeps its last good version, so the live object stays). A file
-//! modified within [`Limits::settle`] is not read yet ([`ParseCache::settling`]),
-//! nor, for [`EMPTIED_SETTLE`], one that had objects and is now empty.
+//! When a changed file is read (the edit contract, README "Editing the config
+//! directory"):
+//!
+//! ```text
+//!  moved into place (rename, a ConfigMap ..data swap) ──► at once: a rename is atomic
+//!  still open for writing (written, not closed)     ──► when closed (at most OPEN_HOLD)
+//!  written in place, created, emptied, removed       ──► once the whole directory has
+//!                                                        been quiet for Limits::settle
+//!                                                        (EMPTIED_QUIET for an emptied file)
+//! ```
+//!
+//! Until then the file keeps its last good version (a removed file its
+//! objects): a directory emptied and refilled file by file, an appender that
+//! closes between chunks, a truncate followed later by a write, publish
+//! nothing half-done. "Quiet" is the newest of the last such file event
+//! ([`Edits`]), the files' change times (ctime) and the directory's mtime, so it
+//! holds without file events too. A file that shrinks and loses objects is
+//! logged ([`ParseCache::take_notes`]), and refused while its file system is
+//! full (a `cp` cut short by a full disk leaves a shorter, valid file).
+//!
+//! What is a problem of its file, named with it: anything not a regular file
+//! (a FIFO, a device, a directory named `*.yaml`), a symbolic link out of the
+//! directory or to nothing, a file over [`Limits::max_file_bytes`] or past
+//! [`Limits::max_total_bytes`] (not read at all), one not read within
+//! [`read::READ_TIMEOUT`], and an object another file already defines.
+//! Changes are noticed through [`FileStamp`]s (size, mtime, ctime, inode), so
+//! a rewrite that keeps size and mtime is still seen, and an unchanged file
+//! is never re-read.
+
+mod read;
 
 use aether_gateway::Store;
 use aether_ir::ObjectRef;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// Why a directory did not load: one line per problem.
@@ -44,60 +66,108 @@ impl fmt::Display for LoadFailure {
 
 impl std::error::Error for LoadFailure {}
 
-/// What a file must be to be read.
+/// What a file must be to be read, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// A bigger file is not read (a problem naming it instead).
     pub max_file_bytes: u64,
-    /// A file modified this recently may still be being written: it is read on a
-    /// later pass, and until then keeps its last good version.
+    /// All files together: a file that would take the directory past it is not
+    /// read (a problem naming it), the files already loaded stay.
+    pub max_total_bytes: u64,
+    /// The quiet period: a file written in place, or removed, is read once the
+    /// whole directory has seen no such change for this long.
     pub settle: Duration,
 }
 
-/// How long a file that had objects and is now empty stays unread (unless the
-/// settle window is longer): emptying is the first half of a truncate-then-write
-/// edit, and on a loaded machine the writer can be descheduled between the two
-/// for longer than the settle window. Nobody empties a file and expects its
-/// routes gone within a second; deleting it takes effect at once.
-pub const EMPTIED_SETTLE: Duration = Duration::from_secs(1);
+/// How long an emptied file (it had objects, it is now empty) waits for a
+/// quiet directory: emptying is the first half of a truncate-then-write edit,
+/// and the writer may pause between the two for seconds. Nobody empties a file
+/// and needs its routes gone within seconds; deleting it is a removal.
+pub const EMPTIED_QUIET: Duration = Duration::from_secs(5);
+
+/// How long a file a writer still holds open is left unread: a writer that
+/// never closes its file (or whose close was missed) does not freeze it.
+pub const OPEN_HOLD: Duration = Duration::from_secs(30);
 
 /// The default `--max-file-bytes`: 4 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 4 << 20;
 
+/// The default `--max-total-bytes`: 64 MiB. Parsed objects take about ten
+/// times their YAML in memory (20 files of 4 MiB took RSS from 46 to 794 MB),
+/// so this caps a directory near 700 MB; the largest configurations served
+/// (10,000 routes, 5,000 files) are under 8 MiB of YAML.
+pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 64 << 20;
+
+/// A file system with less room than this is full (statvfs, what this user
+/// may still write): a write to it was likely cut short.
+const FULL_BELOW_BYTES: u64 = 1 << 20;
+
 impl Default for Limits {
-    /// What the one-shot commands use: the size cap, no settle window.
+    /// What the one-shot commands use: the size caps, no quiet period.
     fn default() -> Self {
         Limits {
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_total_bytes: DEFAULT_MAX_TOTAL_BYTES,
             settle: Duration::ZERO,
         }
     }
 }
 
-/// The YAML files of a directory, sorted by name, and a problem for each entry
-/// that looks like one but cannot be read (a symbolic link to nothing).
-fn yaml_files(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<String>)> {
-    let mut files = Vec::new();
-    let mut problems = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if !is_yaml(&path) {
-            continue;
-        }
-        match std::fs::metadata(&path) {
-            Ok(meta) if meta.is_file() => files.push(path),
-            Ok(_) => {}
-            Err(_) if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_symlink()) => problems
-                .push(format!(
-                    "{}: a symbolic link to nothing (its target is missing)",
-                    file_name(&path)
-                )),
-            Err(e) => problems.push(format!("{}: {e}", file_name(&path))),
+/// What file events said since the last load (the watcher keeps it; the
+/// one-shot commands have none).
+#[derive(Debug, Clone, Default)]
+pub struct Edits {
+    /// How long ago a file was last written in place, created or removed.
+    pub since_in_place: Option<Duration>,
+    /// Files moved into place since the last load: read at once.
+    pub moved_in: BTreeSet<PathBuf>,
+    /// Files written to and not closed yet, and for how long.
+    pub open: BTreeMap<PathBuf, Duration>,
+}
+
+/// What a file looked like: size, mtime, ctime and identity. The ctime moves
+/// on every write, truncate, rename and utime, and a writer cannot set it back,
+/// so a rewrite that restores size and mtime still changes the stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FileStamp {
+    pub len: u64,
+    modified: Option<SystemTime>,
+    changed: (i64, i64),
+    inode: (u64, u64),
+}
+
+impl FileStamp {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            changed: (meta.ctime(), meta.ctime_nsec()),
+            inode: (meta.dev(), meta.ino()),
         }
     }
-    files.sort();
-    problems.sort();
-    Ok((files, problems))
+
+    fn changed_at(&self) -> Option<SystemTime> {
+        let secs = u64::try_from(self.changed.0).ok()?;
+        let nanos = u64::try_from(self.changed.1).ok()?;
+        Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_nanos(nanos))
+    }
+}
+
+/// The YAML-named entries of a directory, sorted by name, with their stamps
+/// (`None`: cannot be looked at, e.g. a link to nothing). Whatever their type:
+/// what is not a regular file is a problem when read, never skipped silently.
+fn yaml_entries(dir: &Path) -> std::io::Result<Vec<(PathBuf, Option<FileStamp>)>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if is_yaml(&path) {
+            // stat follows links and never blocks, whatever the file is.
+            let stamp = std::fs::metadata(&path).ok().map(|m| FileStamp::of(&m));
+            files.push((path, stamp));
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(files)
 }
 
 /// Whether `path` names a file the directory source reads (`*.yaml`, `*.yml`).
@@ -114,30 +184,49 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// An object as a user names it: `Kind namespace/name`, `Kind name` when cluster-scoped.
+fn object(kind: &str, key: &ObjectRef) -> String {
+    if key.namespace.is_empty() {
+        format!("{kind} {}", key.name)
+    } else {
+        format!("{kind} {key}")
+    }
+}
+
+/// How long ago `t` was; a time in the future (a clock stepped back) counts
+/// as long ago, so it cannot hold a file forever.
+fn age(now: SystemTime, t: Option<SystemTime>) -> Duration {
+    t.and_then(|t| now.duration_since(t).ok())
+        .unwrap_or(Duration::MAX)
+}
+
 /// Parses every YAML file of `dir` into one store, or says everything that is wrong.
 #[cfg(test)]
 pub fn load_dir(dir: &Path) -> Result<Store, LoadFailure> {
     ParseCache::default().load(dir)
 }
 
-/// Each file's parsed objects, keyed by what the file looked like (size and
-/// modification time) when it was parsed.
-#[derive(Default)]
-pub struct ParseCache {
-    files: BTreeMap<PathBuf, (FileStamp, Store)>,
-    limits: Limits,
-    settling: bool,
-    /// Files whose writer is known to be done (closed, moved in): the next
-    /// load reads them without a settle window.
-    done: BTreeSet<PathBuf>,
+/// One file's last good version.
+struct Cached {
+    stamp: FileStamp,
+    store: Store,
+    /// Its text, kept when the server persists what it serves.
+    text: Option<Arc<str>>,
 }
 
-type FileStamp = (u64, Option<SystemTime>);
-
-fn stamp(path: &Path) -> FileStamp {
-    let meta = std::fs::metadata(path).ok();
-    let len = meta.as_ref().map_or(0, |m| m.len());
-    (len, meta.and_then(|m| m.modified().ok()))
+/// Each file's parsed objects, keyed by the file's stamp when it was parsed.
+#[derive(Default)]
+pub struct ParseCache {
+    files: BTreeMap<PathBuf, Cached>,
+    limits: Limits,
+    keep_text: bool,
+    /// When the files held back by the last load can be looked at again.
+    held: Option<Duration>,
+    /// Files whose read did not return, at the stamp they had: not read again
+    /// (another thread left blocked) until they change.
+    stuck: BTreeMap<PathBuf, Option<FileStamp>>,
+    /// What the last loads noticed that is not a problem (a file shrank).
+    notes: Vec<String>,
 }
 
 impl ParseCache {
@@ -148,27 +237,68 @@ impl ParseCache {
         }
     }
 
-    pub fn limits(&self) -> Limits {
-        self.limits
+    /// Keeps each loaded file's text, for [`ParseCache::served_files`].
+    pub fn keeping_text(mut self) -> Self {
+        self.keep_text = true;
+        self
     }
 
-    /// The writers of `paths` are done with them (a file event said so): the
-    /// next load reads them even if they changed within the settle window,
-    /// unless one was emptied ([`EMPTIED_SETTLE`] still holds for that).
-    pub fn writer_done(&mut self, paths: BTreeSet<PathBuf>) {
-        self.done.extend(paths);
+    /// After the last load: how long until a file held back by it (being
+    /// written, or the directory not quiet yet) can be read; `None` if none was.
+    pub fn held(&self) -> Option<Duration> {
+        self.held
     }
 
-    /// Whether the last load left a file unread because it had only just
-    /// changed: load again once [`Limits::settle`] has passed.
-    pub fn settling(&self) -> bool {
-        self.settling
+    /// What loads noticed since the last call that is worth a log line.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// The text of every file as loaded (file name, text): what is served.
+    pub fn served_files(&self) -> Vec<(String, Arc<str>)> {
+        self.files
+            .iter()
+            .filter_map(|(path, c)| Some((file_name(path), c.text.clone()?)))
+            .collect()
+    }
+
+    /// Files served in the version [`ParseCache::seed`] gave: not loaded from
+    /// the directory since (broken, or not read yet).
+    pub fn served_from_state(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .filter(|(_, c)| c.stamp == FileStamp::default())
+            .map(|(p, _)| file_name(p))
+            .collect()
+    }
+
+    /// Starts from `files` (name, text) of `dir`, as served before a restart:
+    /// each is a file's last good version until the file itself loads. Returns
+    /// the ones that did not parse.
+    pub fn seed(&mut self, dir: &Path, files: Vec<(String, String)>) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (name, text) in files {
+            let mut store = Store::default();
+            match store.add_yaml(&name, &text) {
+                Ok(_) => {
+                    let cached = Cached {
+                        // Matches no file's stamp: the file itself is read.
+                        stamp: FileStamp::default(),
+                        store,
+                        text: Some(text.into()),
+                    };
+                    self.files.insert(dir.join(&name), cached);
+                }
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        problems
     }
 
     /// [`load_dir`], re-parsing only the files whose stamp changed since they
     /// last parsed cleanly: strict, any problem fails the whole load.
     pub fn load(&mut self, dir: &Path) -> Result<Store, LoadFailure> {
-        let (store, problems) = self.load_each(dir)?;
+        let (store, problems) = self.load_each(dir, &Edits::default())?;
         if problems.is_empty() {
             Ok(store)
         } else {
@@ -179,144 +309,275 @@ impl ParseCache {
         }
     }
 
-    /// Every file that parses, and for each that does not its last good version
-    /// (if any), with the problems. `Err` only when the directory cannot be read.
-    /// An object another file already holds is a problem of the file that
-    /// brought it second (its last good version stays), naming both files.
-    pub fn load_each(&mut self, dir: &Path) -> Result<(Store, Vec<String>), LoadFailure> {
+    /// Every file that parses, and for each that does not its last good
+    /// version (if any), with the problems; files not to be read yet (see the
+    /// module doc) keep their last good version too. `Err` only when the
+    /// directory cannot be read. An object another file already holds is a
+    /// problem of the file that brought it second (its last good version
+    /// stays), naming both files.
+    pub fn load_each(
+        &mut self,
+        dir: &Path,
+        edits: &Edits,
+    ) -> Result<(Store, Vec<String>), LoadFailure> {
         let failure = |problems| LoadFailure {
             dir: dir.to_path_buf(),
             problems,
         };
-        let (files, mut problems) =
-            yaml_files(dir).map_err(|e| failure(vec![format!("{}: {e}", dir.display())]))?;
-        self.files.retain(|path, _| files.contains(path));
-        self.settling = false;
-        let done = std::mem::take(&mut self.done);
-        let mut to_parse: Vec<(&PathBuf, FileStamp)> = Vec::new();
-        for path in &files {
-            let now = stamp(path);
-            let cached = self.files.get(path);
-            if cached.is_some_and(|(s, _)| *s == now) {
-                continue;
+        let fail = |e: std::io::Error| failure(vec![format!("{}: {e}", dir.display())]);
+        let entries = yaml_entries(dir).map_err(fail)?;
+        let root = std::fs::canonicalize(dir).map_err(fail)?;
+        let now = SystemTime::now();
+        let quiet_for = |mut age: Duration| {
+            if let Some(since) = edits.since_in_place {
+                age = age.min(since);
             }
-            // Emptied is what a truncate-then-write edit looks like between its
-            // two steps: a file whose objects all vanish gets a longer window.
-            let emptied = now.0 == 0 && cached.is_some_and(|(_, store)| !store.is_empty());
-            let settling = if done.contains(path) && !emptied {
-                false
-            } else {
-                self.is_settling(&now, emptied)
-            };
-            if settling {
-                self.settling = true;
-                continue;
-            }
-            to_parse.push((path, now));
+            let dir_changed = std::fs::metadata(dir).ok().and_then(|m| m.modified().ok());
+            age.min(self::age(now, dir_changed))
+        };
+        let mut held: Option<Duration> = None;
+        let mut hold = |left: Duration| held = Some(held.map_or(left, |h| h.min(left)));
+
+        // Removed files keep their objects until the directory is quiet.
+        let present: BTreeSet<&PathBuf> = entries.iter().map(|(p, _)| p).collect();
+        let removal_quiet = quiet_for(Duration::MAX);
+        if removal_quiet >= self.limits.settle {
+            self.files.retain(|path, _| present.contains(path));
+        } else if self.files.keys().any(|p| !present.contains(p)) {
+            hold(self.limits.settle - removal_quiet);
         }
-        let mut parsed: Vec<(PathBuf, FileStamp, Store)> = Vec::new();
-        for ((path, now), result) in to_parse.iter().zip(self.parse_all(&to_parse)) {
+        self.stuck.retain(|path, _| present.contains(path));
+
+        // The changed files; those written in place count towards the quiet.
+        let changed: Vec<&(PathBuf, Option<FileStamp>)> = entries
+            .iter()
+            .filter(|(path, stamp)| {
+                self.files.get(path).is_none_or(|c| Some(c.stamp) != *stamp)
+                    && self.stuck.get(path) != Some(stamp)
+            })
+            .collect();
+        let mut problems: Vec<String> = entries
+            .iter()
+            .filter(|(path, stamp)| self.stuck.get(path) == Some(stamp))
+            .map(|(path, _)| {
+                format!(
+                    "{}: its last read did not return; read again once it changes",
+                    file_name(path)
+                )
+            })
+            .collect();
+        let newest_write = changed
+            .iter()
+            .filter(|(path, _)| !edits.moved_in.contains(path))
+            .map(|(_, stamp)| age(now, stamp.and_then(|s| s.changed_at())))
+            .min()
+            .unwrap_or(Duration::MAX);
+        let quiet = quiet_for(newest_write);
+        let mut to_read: Vec<(&PathBuf, Option<FileStamp>)> = Vec::new();
+        for (path, stamp) in changed {
+            let cached = self.files.get(path);
+            let emptied =
+                stamp.is_some_and(|s| s.len == 0) && cached.is_some_and(|c| !c.store.is_empty());
+            let needed = if emptied {
+                self.limits.settle.max(EMPTIED_QUIET)
+            } else {
+                self.limits.settle
+            };
+            if edits.moved_in.contains(path) {
+                to_read.push((path, *stamp));
+            } else if let Some(open) = edits.open.get(path).filter(|o| **o < OPEN_HOLD) {
+                hold(OPEN_HOLD - *open);
+            } else if quiet < needed {
+                hold(needed - quiet);
+            } else {
+                if edits.open.contains_key(path) {
+                    self.notes.push(format!(
+                        "{}: still open for writing after {}s; read as it is",
+                        file_name(path),
+                        OPEN_HOLD.as_secs()
+                    ));
+                }
+                to_read.push((path, *stamp));
+            }
+        }
+
+        // The input budget: files keep their bytes in name order; a file that
+        // would take the total past the budget is not read.
+        let mut total: u64 = self.files.values().map(|c| c.stamp.len).sum();
+        let max_total = self.limits.max_total_bytes;
+        to_read.retain(|(path, stamp)| {
+            let old = self.files.get(*path).map_or(0, |c| c.stamp.len);
+            let new = stamp
+                .map_or(0, |s| s.len)
+                .min(self.limits.max_file_bytes + 1);
+            let after = total - old + new;
+            if after > max_total && new > old {
+                problems.push(format!(
+                    "{}: {new} bytes would take the config directory to {after} bytes, over \
+                     the {max_total}-byte budget (--max-total-bytes); not read",
+                    file_name(path)
+                ));
+                return false;
+            }
+            total = after;
+            true
+        });
+
+        let paths: Vec<PathBuf> = to_read.iter().map(|(p, _)| (*p).clone()).collect();
+        let reads = read::read_all(
+            &root,
+            &paths,
+            self.limits.max_file_bytes,
+            read::READ_TIMEOUT,
+        );
+        let mut texts: Vec<(PathBuf, FileStamp, String)> = Vec::new();
+        for ((path, stamp), outcome) in to_read.iter().zip(reads) {
+            match outcome {
+                read::Outcome::Text(text, stamp) => texts.push(((*path).clone(), stamp, text)),
+                read::Outcome::Changing => hold(self.limits.settle.max(Duration::from_millis(10))),
+                read::Outcome::Problem(p) => {
+                    if p.contains("not read within") {
+                        self.stuck.insert((*path).clone(), *stamp);
+                    }
+                    problems.push(p)
+                }
+            }
+        }
+        let mut parsed: Vec<(PathBuf, FileStamp, Store, String)> = Vec::new();
+        for ((path, stamp, text), result) in texts.iter().zip(self.parse_all(&texts)) {
             match result {
-                Ok(store) => parsed.push(((*path).clone(), *now, store)),
+                Ok(store) => parsed.push((path.clone(), *stamp, store, text.clone())),
                 Err(problem) => problems.push(problem),
             }
         }
-        // Who holds each object: first the files that keep what they had, then
-        // the new versions in file order, each refused if it brings an object
-        // another file holds. Only the objects the new versions bring are
-        // looked up (borrowed, not copied): a one-file edit among 10,000
-        // objects costs a walk over their keys, not a map of them all.
-        let refused: Vec<Option<String>> = {
-            let replaced: BTreeSet<&PathBuf> = parsed.iter().map(|(p, _, _)| p).collect();
-            let brought: BTreeSet<(&str, &ObjectRef)> = parsed
-                .iter()
-                .flat_map(|(_, _, store)| store.keys())
-                .collect();
-            let mut owners: BTreeMap<(&str, &ObjectRef), &PathBuf> = BTreeMap::new();
-            for (path, (_, store)) in &self.files {
-                if !replaced.contains(path) {
-                    for key in store.keys().into_iter().filter(|k| brought.contains(k)) {
-                        owners.entry(key).or_insert(path);
-                    }
-                }
+        drop(texts);
+        let refused = self.clashes(&parsed);
+        for ((path, stamp, store, text), refused) in parsed.into_iter().zip(refused) {
+            if let Some(problem) = refused.or_else(|| self.cut_short(&path, &stamp, &store)) {
+                problems.push(problem);
+                continue;
             }
-            parsed
-                .iter()
-                .map(|(path, _, store)| {
-                    let keys = store.keys();
-                    let clash = keys
-                        .iter()
-                        .find_map(|k| owners.get(k).map(|other| (k, *other)));
-                    if let Some(((kind, key), other)) = clash {
-                        let object = if key.namespace.is_empty() {
-                            format!("{kind} {}", key.name)
-                        } else {
-                            format!("{kind} {key}")
-                        };
-                        return Some(format!(
-                            "{}: {object} is already defined in {}; this file keeps its last good version",
-                            file_name(path),
-                            file_name(other)
-                        ));
-                    }
-                    for k in keys {
-                        owners.insert(k, path);
-                    }
-                    None
-                })
-                .collect()
-        };
-        for ((path, stamp, store), refused) in parsed.into_iter().zip(refused) {
-            match refused {
-                Some(problem) => problems.push(problem),
-                None => {
-                    self.files.insert(path, (stamp, store));
-                }
-            }
+            let text = self.keep_text.then(|| Arc::from(text));
+            self.files.insert(path, Cached { stamp, store, text });
         }
+        self.held = held;
         let mut store = Store::default();
-        for (_, file) in self.files.values() {
-            store.merge(file);
+        for file in self.files.values() {
+            store.merge(&file.store);
         }
         problems.sort();
         Ok((store, problems))
     }
 
-    /// Modified within the settle window, or within [`EMPTIED_SETTLE`] for a
-    /// file that was `emptied` (a clock that jumped back does not hold a file
-    /// forever: a modification time in the future is settled).
-    fn is_settling(&self, stamp: &FileStamp, emptied: bool) -> bool {
-        let Some(modified) = stamp.1 else {
-            return false;
-        };
-        let window = if emptied {
-            self.limits.settle.max(EMPTIED_SETTLE)
-        } else {
-            self.limits.settle
-        };
-        SystemTime::now()
-            .duration_since(modified)
-            .is_ok_and(|age| age < window)
+    /// Who holds each object: first the files that keep what they had, then
+    /// the new versions in file order, each refused if it brings an object
+    /// another file holds. Only the objects the new versions bring are looked
+    /// up (borrowed, not copied): a one-file edit among 10,000 objects costs a
+    /// walk over their keys, not a map of them all.
+    fn clashes(&self, parsed: &[(PathBuf, FileStamp, Store, String)]) -> Vec<Option<String>> {
+        let replaced: BTreeSet<&PathBuf> = parsed.iter().map(|(p, ..)| p).collect();
+        let brought: BTreeSet<(&str, &ObjectRef)> = parsed
+            .iter()
+            .flat_map(|(_, _, store, _)| store.keys())
+            .collect();
+        let mut owners: BTreeMap<(&str, &ObjectRef), &PathBuf> = BTreeMap::new();
+        for (path, cached) in &self.files {
+            if !replaced.contains(path) {
+                for key in cached
+                    .store
+                    .keys()
+                    .into_iter()
+                    .filter(|k| brought.contains(k))
+                {
+                    owners.entry(key).or_insert(path);
+                }
+            }
+        }
+        parsed
+            .iter()
+            .map(|(path, _, store, _)| {
+                let keys = store.keys();
+                let clash = keys
+                    .iter()
+                    .find_map(|k| owners.get(k).map(|other| (k, *other)));
+                if let Some(((kind, key), other)) = clash {
+                    return Some(format!(
+                        "{}: {} is already defined in {}; this file keeps its last good version",
+                        file_name(path),
+                        object(kind, key),
+                        file_name(other)
+                    ));
+                }
+                for k in keys {
+                    owners.insert(k, path);
+                }
+                None
+            })
+            .collect()
+    }
+
+    /// A file that shrank and lost objects is noted; on a full file system
+    /// it is refused (a write cut short looks exactly like that).
+    fn cut_short(&mut self, path: &Path, stamp: &FileStamp, store: &Store) -> Option<String> {
+        let cached = self.files.get(path)?;
+        if stamp.len >= cached.stamp.len || cached.stamp == FileStamp::default() {
+            return None;
+        }
+        let now: BTreeSet<_> = store.keys().into_iter().collect();
+        let lost: Vec<String> = cached
+            .store
+            .keys()
+            .into_iter()
+            .filter(|k| !now.contains(k))
+            .map(|(kind, key)| object(kind, key))
+            .collect();
+        if lost.is_empty() {
+            return None;
+        }
+        let name = file_name(path);
+        let shrank = format!(
+            "{name}: shrank from {} to {} bytes, losing {} object(s) ({}{})",
+            cached.stamp.len,
+            stamp.len,
+            lost.len(),
+            lost.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+            if lost.len() > 3 { ", ..." } else { "" },
+        );
+        let room = rustix::fs::statvfs(path)
+            .ok()
+            .map(|s| s.f_bavail.saturating_mul(s.f_frsize));
+        if room.is_some_and(|r| r < FULL_BELOW_BYTES) {
+            return Some(format!(
+                "{shrank} while its file system is full ({} bytes free): a write cut short? \
+                 It keeps its last good version until the disk has room",
+                room.unwrap_or(0)
+            ));
+        }
+        self.notes.push(format!(
+            "{shrank}; if that was not meant, a write was cut short"
+        ));
+        None
     }
 
     /// Parses `files` (in order), on every core when there are several: a
     /// first load of 10,000 routes is a hundred files.
-    fn parse_all(&self, files: &[(&PathBuf, FileStamp)]) -> Vec<Result<Store, String>> {
+    fn parse_all(&self, files: &[(PathBuf, FileStamp, String)]) -> Vec<Result<Store, String>> {
+        let parse = |(path, _, text): &(PathBuf, FileStamp, String)| {
+            let mut store = Store::default();
+            store
+                .add_yaml(&file_name(path), text)
+                .map(|_| store)
+                .map_err(|e| e.to_string())
+        };
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         if cores < 2 || files.len() < 2 {
-            return files.iter().map(|(p, s)| self.parse(p, s.0)).collect();
+            return files.iter().map(parse).collect();
         }
         let chunk = files.len().div_ceil(cores);
         std::thread::scope(|scope| {
             let running: Vec<_> = files
                 .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || {
-                        part.iter()
-                            .map(|(p, s)| self.parse(p, s.0))
-                            .collect::<Vec<_>>()
-                    })
-                })
+                .map(|part| scope.spawn(move || part.iter().map(parse).collect::<Vec<_>>()))
                 .collect();
             running
                 .into_iter()
@@ -324,314 +585,23 @@ impl ParseCache {
                 .collect()
         })
     }
-
-    fn parse(&self, path: &Path, len: u64) -> Result<Store, String> {
-        use std::io::Read;
-        let name = file_name(path);
-        let max = self.limits.max_file_bytes;
-        let too_big = |len: u64| {
-            format!(
-                "{name}: {len} bytes, more than the {max}-byte limit (--max-file-bytes); not read"
-            )
-        };
-        if len > max {
-            return Err(too_big(len));
-        }
-        let mut text = String::new();
-        std::fs::File::open(path)
-            .and_then(|f| f.take(max + 1).read_to_string(&mut text))
-            .map_err(|e| format!("{name}: {e}"))?;
-        if text.len() as u64 > max {
-            return Err(too_big(text.len() as u64));
-        }
-        let mut store = Store::default();
-        store.add_yaml(&name, &text).map_err(|e| e.to_string())?;
-        Ok(store)
-    }
 }
 
-/// What a directory looks like from the outside; equal fingerprints, same content
-/// (as far as a writer that updates mtime or size is concerned).
+/// What a directory looks like from the outside: which directory it is (a
+/// directory replaced by another under the same name is a new one) and each
+/// file's [`FileStamp`]. Equal fingerprints, same content.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Fingerprint(Vec<(PathBuf, u64, Option<SystemTime>)>);
+pub struct Fingerprint {
+    pub dir: Option<(u64, u64)>,
+    files: Vec<(PathBuf, Option<FileStamp>)>,
+}
 
 pub fn fingerprint(dir: &Path) -> Fingerprint {
-    let files = yaml_files(dir).map(|(files, _)| files).unwrap_or_default();
-    Fingerprint(
-        files
-            .into_iter()
-            .map(|p| {
-                let meta = std::fs::metadata(&p).ok();
-                let len = meta.as_ref().map_or(0, |m| m.len());
-                let mtime = meta.and_then(|m| m.modified().ok());
-                (p, len, mtime)
-            })
-            .collect(),
-    )
+    Fingerprint {
+        dir: std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino())),
+        files: yaml_entries(dir).unwrap_or_default(),
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tempdir(tag: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("aether-edge-source-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    #[test]
-    fn a_broken_file_is_named_with_its_line() {
-        let dir = tempdir("broken");
-        std::fs::write(
-            dir.join("good.yaml"),
-            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n",
-        )
-        .unwrap();
-        std::fs::write(dir.join("bad.yml"), "apiVersion: v1\nkind: [unclosed\n").unwrap();
-        std::fs::write(dir.join("ignored.txt"), "not yaml at all: [").unwrap();
-        let err = load_dir(&dir).unwrap_err();
-        assert_eq!(err.problems.len(), 1, "{err}");
-        assert!(err.problems[0].starts_with("bad.yml:"), "{err}");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn the_cache_reparses_only_changed_files_and_forgets_deleted_ones() {
-        let dir = tempdir("cache");
-        let ns =
-            |name: &str| format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n");
-        std::fs::write(dir.join("a.yaml"), ns("a")).unwrap();
-        std::fs::write(dir.join("b.yaml"), ns("b")).unwrap();
-        let mut cache = ParseCache::default();
-        assert_eq!(cache.load(&dir).unwrap().len(), 2);
-        std::fs::write(dir.join("b.yaml"), ns("bee")).unwrap();
-        let store = cache.load(&dir).unwrap();
-        let names: Vec<String> = store
-            .all::<k8s_openapi::api::core::v1::Namespace>()
-            .keys()
-            .map(|k| k.name.clone())
-            .collect();
-        assert_eq!(names, ["a", "bee"]);
-        std::fs::remove_file(dir.join("a.yaml")).unwrap();
-        assert_eq!(cache.load(&dir).unwrap().len(), 1);
-        // A broken file fails the load and is retried next time.
-        std::fs::write(dir.join("c.yaml"), "kind: [").unwrap();
-        assert!(cache.load(&dir).is_err());
-        assert!(cache.load(&dir).is_err());
-        std::fs::write(dir.join("c.yaml"), ns("c")).unwrap();
-        assert_eq!(cache.load(&dir).unwrap().len(), 2);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_broken_file_keeps_its_last_good_version_and_holds_back_no_other() {
-        let dir = tempdir("each");
-        let ns =
-            |name: &str| format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n");
-        let names = |store: &Store| -> Vec<String> {
-            store
-                .all::<k8s_openapi::api::core::v1::Namespace>()
-                .keys()
-                .map(|k| k.name.clone())
-                .collect()
-        };
-        std::fs::write(dir.join("a.yaml"), ns("a")).unwrap();
-        std::fs::write(dir.join("b.yaml"), ns("b")).unwrap();
-        let mut cache = ParseCache::default();
-        let (store, problems) = cache.load_each(&dir).unwrap();
-        assert!(problems.is_empty());
-        assert_eq!(names(&store), ["a", "b"]);
-        // b breaks while a changes: a's change loads, b keeps its last good version.
-        std::fs::write(dir.join("a.yaml"), ns("a2")).unwrap();
-        std::fs::write(dir.join("b.yaml"), "kind: [").unwrap();
-        std::fs::write(dir.join("c.yaml"), "apiVersion: v1\nkind: Nonsense\n").unwrap();
-        let (store, problems) = cache.load_each(&dir).unwrap();
-        assert_eq!(names(&store), ["a2", "b"]);
-        assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(problems[0].starts_with("b.yaml:"), "{problems:?}");
-        assert!(problems[1].starts_with("c.yaml:"), "{problems:?}");
-        assert!(cache.load(&dir).is_err(), "strict loading still fails");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    fn gateway(name: &str, port: u16) -> String {
-        format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}}}\n\
-             spec: {{gatewayClassName: aether, listeners: [{{name: http, port: {port}, protocol: HTTP}}]}}\n"
-        )
-    }
-
-    fn port_of(store: &Store, name: &str) -> i32 {
-        use gateway_api::apis::standard::gateways::Gateway;
-        store
-            .get::<Gateway>("default", name)
-            .expect("gateway")
-            .spec
-            .listeners[0]
-            .port
-    }
-
-    #[test]
-    fn an_object_in_two_files_keeps_the_live_one_and_names_both_files() {
-        let dir = tempdir("dup");
-        std::fs::write(dir.join("b.yaml"), gateway("web", 80)).unwrap();
-        let mut cache = ParseCache::default();
-        let (store, problems) = cache.load_each(&dir).unwrap();
-        assert!(problems.is_empty(), "{problems:?}");
-        // A file sorted before the live one brings the same Gateway: refused.
-        std::fs::write(dir.join("a.yaml"), gateway("web", 81)).unwrap();
-        let (store2, problems) = cache.load_each(&dir).unwrap();
-        assert_eq!(
-            problems,
-            [
-                "a.yaml: Gateway default/web is already defined in b.yaml; this file keeps its last good version"
-            ]
-        );
-        assert_eq!(port_of(&store, "web"), 80);
-        assert_eq!(port_of(&store2, "web"), 80, "the live one stays");
-        assert!(cache.load(&dir).is_err(), "strict loading fails");
-        // Moved in one step (gone from b, added to a): no clash.
-        std::fs::write(dir.join("b.yaml"), gateway("other", 82)).unwrap();
-        let (store, problems) = cache.load_each(&dir).unwrap();
-        assert!(problems.is_empty(), "{problems:?}");
-        assert_eq!(port_of(&store, "web"), 81);
-        // Two new files with the same object: the first by name wins.
-        std::fs::write(dir.join("c.yaml"), gateway("twin", 90)).unwrap();
-        std::fs::write(dir.join("d.yaml"), gateway("twin", 91)).unwrap();
-        let (store, problems) = cache.load_each(&dir).unwrap();
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(
-            problems[0].starts_with("d.yaml: Gateway default/twin is already defined in c.yaml")
-        );
-        assert_eq!(port_of(&store, "twin"), 90);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_file_over_the_size_cap_and_a_dangling_link_are_problems() {
-        let dir = tempdir("limits");
-        std::fs::write(dir.join("big.yaml"), format!("# {}\n", "x".repeat(2000))).unwrap();
-        std::fs::write(dir.join("ok.yaml"), gateway("web", 80)).unwrap();
-        std::os::unix::fs::symlink(dir.join("missing.yaml"), dir.join("link.yaml")).unwrap();
-        let mut cache = ParseCache::new(Limits {
-            max_file_bytes: 1000,
-            settle: Duration::ZERO,
-        });
-        let (store, problems) = cache.load_each(&dir).unwrap();
-        assert_eq!(port_of(&store, "web"), 80);
-        assert_eq!(problems.len(), 2, "{problems:?}");
-        assert_eq!(
-            problems[0],
-            "big.yaml: 2003 bytes, more than the 1000-byte limit (--max-file-bytes); not read"
-        );
-        assert_eq!(
-            problems[1],
-            "link.yaml: a symbolic link to nothing (its target is missing)"
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_file_that_just_changed_is_read_once_it_settles() {
-        let dir = tempdir("settle");
-        std::fs::write(dir.join("a.yaml"), gateway("web", 80)).unwrap();
-        let settle = Duration::from_secs(2);
-        let mut cache = ParseCache::new(Limits {
-            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
-            settle,
-        });
-        let (store, problems) = cache.load_each(&dir).unwrap();
-        assert!(problems.is_empty());
-        assert!(cache.settling(), "just written: not read yet");
-        assert!(store.is_empty());
-        // Half a document, as an editor that truncates and then writes leaves it.
-        let old = SystemTime::now() - settle * 2;
-        let set_mtime = |t: SystemTime| {
-            std::fs::File::options()
-                .append(true)
-                .open(dir.join("a.yaml"))
-                .unwrap()
-                .set_modified(t)
-                .unwrap()
-        };
-        set_mtime(old);
-        let (store, _) = cache.load_each(&dir).unwrap();
-        assert!(!cache.settling());
-        assert_eq!(port_of(&store, "web"), 80);
-        std::fs::write(
-            dir.join("a.yaml"),
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gat",
-        )
-        .unwrap();
-        let (store, problems) = cache.load_each(&dir).unwrap();
-        assert!(cache.settling() && problems.is_empty(), "{problems:?}");
-        assert_eq!(
-            port_of(&store, "web"),
-            80,
-            "the last good version serves meanwhile"
-        );
-        set_mtime(old + Duration::from_secs(1));
-        let (_, problems) = cache.load_each(&dir).unwrap();
-        assert_eq!(problems.len(), 1, "once settled it is read: {problems:?}");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn an_emptied_file_keeps_its_objects_for_longer_than_the_settle_window() {
-        let dir = tempdir("emptied");
-        let file = dir.join("a.yaml");
-        std::fs::write(&file, gateway("web", 80)).unwrap();
-        let settle = Duration::from_millis(50);
-        let mut cache = ParseCache::new(Limits {
-            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
-            settle,
-        });
-        let set_mtime = |t: SystemTime| {
-            std::fs::File::options()
-                .append(true)
-                .open(&file)
-                .unwrap()
-                .set_modified(t)
-                .unwrap()
-        };
-        set_mtime(SystemTime::now() - Duration::from_secs(5));
-        assert_eq!(port_of(&cache.load(&dir).unwrap(), "web"), 80);
-        // Truncated, and the writer descheduled past the settle window.
-        std::fs::write(&file, "").unwrap();
-        set_mtime(SystemTime::now() - settle * 4);
-        let (store, problems) = cache.load_each(&dir).unwrap();
-        assert!(cache.settling() && problems.is_empty(), "{problems:?}");
-        assert_eq!(port_of(&store, "web"), 80, "still the last good version");
-        // Emptied for longer: meant, so read.
-        set_mtime(SystemTime::now() - EMPTIED_SETTLE * 2);
-        let (store, problems) = cache.load_each(&dir).unwrap();
-        assert!(!cache.settling() && problems.is_empty(), "{problems:?}");
-        assert!(store.is_empty());
-        // A file that never had objects is not held: an empty new file is read
-        // once the ordinary window has passed.
-        std::fs::write(dir.join("b.yaml"), "").unwrap();
-        std::fs::File::options()
-            .append(true)
-            .open(dir.join("b.yaml"))
-            .unwrap()
-            .set_modified(SystemTime::now() - settle * 4)
-            .unwrap();
-        cache.load_each(&dir).unwrap();
-        assert!(!cache.settling());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn fingerprint_changes_when_a_file_changes() {
-        let dir = tempdir("fp");
-        std::fs::write(dir.join("a.yaml"), "a: 1\n").unwrap();
-        let before = fingerprint(&dir);
-        assert_eq!(before, fingerprint(&dir));
-        std::fs::write(dir.join("a.yaml"), "a: 12\n").unwrap();
-        assert_ne!(before, fingerprint(&dir));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+mod tests;

@@ -2,45 +2,49 @@
 //!
 //! ```text
 //!  directory ──(inotify + 1 s rescan)──► load ──► Pipeline ──► watch ──► ADS server ──► Envoy
-//!                                          │ error: logged with file/line,          │ ACK/NACK
-//!                                          ▼ last good config keeps serving         ▼
-//!                                       /metrics                                  Fleet ──► /debug/*
+//!     ▲                                    │ error: logged with file/line,          │ ACK/NACK
+//!  state file (last served) ─► seed        ▼ last good version keeps serving        ▼
+//!     ▲                                 /readyz, /metrics                          Fleet ──► /debug/*
+//!     └────────── written on every publish
 //! ```
 //!
-//! The ADS port is opened only once a first complete configuration has loaded, so
-//! an Envoy that (re)connects early waits instead of receiving an empty config.
+//! The ADS port is opened only once a first configuration has loaded, so an
+//! Envoy that (re)connects early waits instead of receiving an empty config.
+//! That first configuration is the directory's if every file loads; if a file
+//! is broken, it is that file's version saved by the last run (the state file,
+//! [`state`]), so a restart serves what served before instead of nothing.
 //!
 //! Reading, parsing, translating and building run on a thread of their own, so
-//! a huge or hostile file never holds up `/healthz` or an ADS stream. A file is
-//! read as soon as a file event says its writer is done (closed it, or moved it
-//! into place); one still open for writing, or changed with no such event,
-//! waits until it is `--settle-ms` (50 ms) old (an editor that truncates, then
-//! writes, is not published half-written), and a load with no
-//! Gateway left is not published over a running configuration that has some,
-//! unless `--allow-empty-config` says so.
+//! a huge or hostile file never holds up `/healthz` or an ADS stream. When a
+//! changed file is read is the source's edit contract ([`crate::source`]): a
+//! move into place at once, an in-place write once the directory is quiet
+//! (`--settle-ms`), a file open for writing once closed. A load with no Gateway
+//! left is not published over a running configuration that has some, unless
+//! `--allow-empty-config` says so.
+
+mod state;
+mod watch;
 
 use crate::admin::{self, AdminState};
 use crate::cli::StandaloneArgs;
 use crate::pipeline::{Pipeline, Published};
 use crate::serve;
-use crate::source::{self, Fingerprint, ParseCache};
+use crate::source::{self, Edits, Fingerprint, ParseCache};
 use aether_ads::{Fleet, GatewayServed};
 use aether_gateway::assemble::Pending;
 use aether_gateway::{AckState, Addresses, Served, assemble};
 use aether_ir::ObjectRef;
 use aether_xds::Snapshot;
 use anyhow::Context;
-use notify::Watcher;
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
-use tokio::sync::watch;
+use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
+use watch::{DirWatch, Wake, Writers};
 
-/// How long to wait for more file events while a writer still has a file open,
-/// or after a file went away.
+/// How long a burst of file events is gathered before a load (a copy of
+/// thousands of files is one load, not thousands).
 const DEBOUNCE: Duration = Duration::from_millis(15);
 /// Safety net for file systems without change events.
 const RESCAN: Duration = Duration::from_secs(1);
@@ -56,7 +60,7 @@ pub fn run(args: StandaloneArgs) -> anyhow::Result<()> {
 
 async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     args.xds.checked_address(&args.xds_address)?;
-    let dir = args.config.config_dir.clone();
+    let dir = std::path::absolute(&args.config.config_dir)?;
     anyhow::ensure!(
         dir.is_dir(),
         "--config-dir {} is not a directory",
@@ -64,29 +68,52 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     );
     let pipeline = Arc::new(Pipeline::new(args.config.translate_config()));
     let fleet = Fleet::new();
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let (problems_tx, problems_rx) = tokio::sync::watch::channel(Problems::default());
 
     let gate_fleet = fleet.clone();
     let admin_state = Arc::new(AdminState {
         published: pipeline.subscribe(),
         fleet: fleet.clone(),
-        metrics: vec![Box::new({
-            let stats = pipeline.stats.clone();
-            move || stats.render()
-        })],
+        metrics: vec![
+            Box::new({
+                let stats = pipeline.stats.clone();
+                move || stats.render()
+            }),
+            Box::new({
+                let problems = problems_rx.clone();
+                move || problems.borrow().render()
+            }),
+        ],
         status_view: Box::new(move |p: &Published| {
             let served = gate_fleet.served(&p.snapshot);
             let served = |gw: &ObjectRef| local_served(&p.snapshot, gw, served.get(gw));
             assemble(&p.status, served, &Addresses::Planned)
         }),
         envoy_ready: None,
+        config_problems: Some({
+            let mut rx = problems_rx.clone();
+            let (tx, lines) = tokio::sync::watch::channel(Vec::new());
+            tokio::spawn(async move {
+                while rx.changed().await.is_ok() {
+                    let _ = tx.send(rx.borrow_and_update().lines());
+                }
+            });
+            lines
+        }),
     });
     let admin_task = admin::spawn(&args.admin_address, admin_state, shutdown_rx.clone()).await?;
+    let mut cache =
+        ParseCache::new(args.config.limits(Duration::from_millis(args.settle_ms))).keeping_text();
+    let state = open_state(&args, &dir, &mut cache);
     let source = Source {
         dir,
         pipeline: pipeline.clone(),
-        cache: ParseCache::new(args.config.limits(Duration::from_millis(args.settle_ms))),
+        cache,
         allow_empty: args.allow_empty_config,
+        state,
+        problems: problems_tx,
+        rescan: RESCAN,
     };
     let source_task = spawn_watcher(source, shutdown_rx);
 
@@ -102,6 +129,41 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let _ = tokio::join!(admin_task, source_task);
     info!("stopped");
     result
+}
+
+/// The state file of this config directory, its saved files seeded into
+/// `cache` (each serves until its own file loads); `None` (logged) if there
+/// is no state directory to keep it in.
+fn open_state(
+    args: &StandaloneArgs,
+    dir: &std::path::Path,
+    cache: &mut ParseCache,
+) -> Option<state::StateFile> {
+    let Some(state_dir) = args.state_dir.clone().or_else(state::default_dir) else {
+        warn!(
+            "no --state-dir, $XDG_STATE_HOME or $HOME: the last configuration served is not kept across restarts"
+        );
+        return None;
+    };
+    let file = match state::StateFile::open(&state_dir, dir) {
+        Ok(f) => f,
+        Err(e) => {
+            warn!("{e:#}");
+            return None;
+        }
+    };
+    match file.load() {
+        Ok(Some(files)) => {
+            let count = files.len();
+            for bad in cache.seed(dir, files) {
+                warn!(state = %file.path().display(), "a saved file does not load: {bad}");
+            }
+            info!(state = %file.path().display(), files = count, "the configuration served before the restart serves each file until that file loads");
+        }
+        Ok(None) => {}
+        Err(e) => warn!("{e:#}; starting without it"),
+    }
+    Some(file)
 }
 
 /// The local fleet's view of one Gateway, as the status gate takes it.
@@ -123,197 +185,169 @@ pub fn local_served(snapshot: &Snapshot, gw: &ObjectRef, served: Option<&Gateway
     }
 }
 
+/// What is wrong with the directory now: `/readyz` and `/metrics` say it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Problems {
+    /// One line per problem, each naming its file.
+    lines: Vec<String>,
+    /// Files served in the version saved before the restart.
+    from_state: Vec<String>,
+}
+
+impl Problems {
+    fn lines(&self) -> Vec<String> {
+        let saved = self
+            .from_state
+            .iter()
+            .map(|f| format!("{f}: the version served before the restart serves"));
+        self.lines.iter().cloned().chain(saved).collect()
+    }
+
+    fn render(&self) -> String {
+        let mut files: std::collections::BTreeSet<&str> = self
+            .lines
+            .iter()
+            .map(|l| l.split(':').next().unwrap_or_default())
+            .collect();
+        let mut out = String::from(
+            "# HELP aether_edge_config_broken Whether a file of the config directory does not load as it is (it keeps its last good version).\n\
+             # TYPE aether_edge_config_broken gauge\n",
+        );
+        out.push_str(&format!(
+            "aether_edge_config_broken {}\n",
+            u8::from(!files.is_empty())
+        ));
+        out.push_str(
+            "# HELP aether_edge_config_file_problem A file of the config directory that does not load as it is.\n\
+             # TYPE aether_edge_config_file_problem gauge\n",
+        );
+        for f in std::mem::take(&mut files) {
+            out.push_str(&format!(
+                "aether_edge_config_file_problem{{file=\"{}\"}} 1\n",
+                label(f)
+            ));
+        }
+        out.push_str(
+            "# HELP aether_edge_config_files_from_state Files served in the version saved before the restart.\n\
+             # TYPE aether_edge_config_files_from_state gauge\n",
+        );
+        out.push_str(&format!(
+            "aether_edge_config_files_from_state {}\n",
+            self.from_state.len()
+        ));
+        out
+    }
+}
+
+/// A Prometheus label value: backslash, quote and newline escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// The directory being served and what reading it needs.
 struct Source {
     dir: PathBuf,
     pipeline: Arc<Pipeline>,
     cache: ParseCache,
     allow_empty: bool,
+    state: Option<state::StateFile>,
+    problems: tokio::sync::watch::Sender<Problems>,
+    rescan: Duration,
 }
 
 /// Runs [`watch_dir`] on a thread of its own until `shutdown`; the returned
 /// task ends when the thread has.
 fn spawn_watcher(
     source: Source,
-    mut shutdown: watch::Receiver<bool>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let (wake, events) = std::sync::mpsc::channel();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let thread = std::thread::Builder::new()
         .name("config-source".into())
         .spawn({
             let wake = wake.clone();
-            let stop = stop.clone();
-            move || watch_dir(source, wake, events, &stop)
+            move || watch_dir(source, wake, events)
         })
         .expect("starting the config source thread");
     tokio::spawn(async move {
         let _ = shutdown.wait_for(|stopping| *stopping).await;
-        stop.store(true, Ordering::Release);
-        let _ = wake.send(Vec::new());
+        let _ = wake.send(Wake::Stop);
         let _ = tokio::task::spawn_blocking(move || thread.join()).await;
     })
 }
 
-/// What a file event says about the file's writer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Writer {
-    /// Created or written to: the writer may not be done.
-    Writing,
-    /// Closed after writing, or moved into place: what is there now is what
-    /// the writer meant.
-    Done,
-    /// Removed or moved away: often one step of a change to several files
-    /// (a directory emptied or swapped file by file), so the rest of the
-    /// burst is waited for.
-    Gone,
-}
-
-/// The YAML files an event names, and what it says about their writers;
-/// nothing for events that change no content (opens, reads, attributes).
-fn writer_events(event: &notify::Event) -> Vec<(PathBuf, Writer)> {
-    use notify::EventKind::{Access, Create, Modify, Remove};
-    use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
-    let writer = match event.kind {
-        Access(AccessKind::Close(AccessMode::Write)) => Writer::Done,
-        Modify(ModifyKind::Name(RenameMode::To)) => Writer::Done,
-        // A rename within the directory also comes as From and To.
-        Modify(ModifyKind::Name(RenameMode::Both)) => return Vec::new(),
-        Remove(_) | Modify(ModifyKind::Name(_)) => Writer::Gone,
-        Create(_) | Modify(ModifyKind::Data(_) | ModifyKind::Any) => Writer::Writing,
-        _ => return Vec::new(),
-    };
-    event
-        .paths
-        .iter()
-        .filter(|p| source::is_yaml(p))
-        .map(|p| (p.clone(), writer))
-        .collect()
-}
-
-/// Files with a writer still at work, files whose writer is done since the
-/// last load, and whether a file went away since the last wake-up.
-#[derive(Debug, Default)]
-struct Writers {
-    writing: BTreeSet<PathBuf>,
-    done: BTreeSet<PathBuf>,
-    gone: bool,
-}
-
-impl Writers {
-    fn note(&mut self, events: Vec<(PathBuf, Writer)>) {
-        for (path, writer) in events {
-            match writer {
-                Writer::Writing => {
-                    self.done.remove(&path);
-                    self.writing.insert(path);
-                }
-                Writer::Done => {
-                    self.writing.remove(&path);
-                    self.done.insert(path);
-                }
-                Writer::Gone => {
-                    self.writing.remove(&path);
-                    self.done.remove(&path);
-                    self.gone = true;
-                }
-            }
-        }
-    }
-}
-
-/// Reloads the directory whenever its fingerprint changes, and again once a
-/// file that was too fresh to read has settled.
-///
-/// A file whose writer closed it (or that was moved into place) is read at
-/// once: that is the end of an edit, seen, not guessed. Only a file still
-/// open for writing, or one no event was seen for, waits out the settle
-/// window. A wake-up waits for more events only while some file is still open
-/// for writing (until it is closed, for [`DEBOUNCE`] at most) or, for the whole
-/// of [`DEBOUNCE`], after a file went away: removing or moving files out is how
-/// a directory is emptied or swapped file by file, and a half-done swap must
-/// not be published.
+/// Loads the directory whenever an event, the rescan (a changed
+/// [`Fingerprint`]) or the end of a hold says so, until [`Wake::Stop`].
 fn watch_dir(
     mut source: Source,
-    wake: std::sync::mpsc::Sender<Vec<(PathBuf, Writer)>>,
-    events: std::sync::mpsc::Receiver<Vec<(PathBuf, Writer)>>,
-    stop: &std::sync::atomic::AtomicBool,
+    wake: std::sync::mpsc::Sender<Wake>,
+    events: std::sync::mpsc::Receiver<Wake>,
 ) {
     use std::sync::mpsc::RecvTimeoutError;
     let dir = source.dir.clone();
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if let Ok(event) = res {
-            let files = writer_events(&event);
-            if !files.is_empty() {
-                let _ = wake.send(files);
-            }
-        } else {
-            // Events were lost: look at the directory again.
-            let _ = wake.send(Vec::new());
-        }
-    })
-    .and_then(|mut w| {
-        w.watch(&dir, notify::RecursiveMode::NonRecursive)
-            .map(|()| w)
-    });
-    if let Err(e) = &watcher {
-        warn!(dir = %dir.display(), error = %e, "file events unavailable; rescanning every second");
-    }
+    let mut watch = DirWatch::start(&dir, wake);
     let mut last = Fingerprint::default();
     let mut writers = Writers::default();
+    let mut due = Some(Instant::now());
     loop {
         let now = source::fingerprint(&dir);
-        if now != last {
-            last = now;
-            source.cache.writer_done(std::mem::take(&mut writers.done));
-            source.reload();
-            if source.cache.settling() {
-                // Not read yet: look again once it has settled.
-                last = Fingerprint::default();
-            }
+        if watch.available() && now.dir != watch.watching {
+            // Replaced (or back): watch the directory that is there now;
+            // what happened in between is unknown.
+            watch.rewatch(now.dir);
+            writers.lost();
         }
-        let wait = if source.cache.settling() {
-            source.cache.limits().settle
-        } else {
-            RESCAN
+        if writers.news || now != last || due.is_some_and(|d| d <= Instant::now()) {
+            last = now;
+            source.reload(&writers.take_edits());
+            due = source.cache.held().map(|left| Instant::now() + left);
+        }
+        let wait = due.map_or(source.rescan, |d| {
+            d.saturating_duration_since(Instant::now())
+                .min(source.rescan)
+        });
+        let mut note = |w: Wake| match w {
+            Wake::Files(files) => {
+                writers.note(&dir, files);
+                true
+            }
+            Wake::Lost => {
+                writers.lost();
+                true
+            }
+            Wake::Stop => false,
         };
         match events.recv_timeout(wait) {
-            Ok(files) => {
-                writers.note(files);
-                while let Ok(files) = events.try_recv() {
-                    writers.note(files);
+            Ok(w) => {
+                if !note(w) {
+                    return;
                 }
-                // A file went away, or a writer is at work: wait for the rest
-                // of the burst, for the writer to close its file, but no
-                // longer than DEBOUNCE (then the settle window decides).
-                let until = std::time::Instant::now() + DEBOUNCE;
-                let mut hold = std::mem::take(&mut writers.gone);
-                while hold || !writers.writing.is_empty() {
-                    let left = until.saturating_duration_since(std::time::Instant::now());
-                    match events.recv_timeout(left) {
-                        Ok(files) => {
-                            writers.note(files);
-                            hold |= std::mem::take(&mut writers.gone);
-                        }
-                        Err(_) => break,
+                // The rest of the burst.
+                let until = Instant::now() + DEBOUNCE * 10;
+                while let Ok(w) = events.recv_timeout(DEBOUNCE) {
+                    if !note(w) {
+                        return;
+                    }
+                    if Instant::now() > until {
+                        break;
                     }
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        if stop.load(Ordering::Acquire) {
-            return;
-        }
     }
 }
 
 impl Source {
     /// One file's problem holds back no other file: every file that parses is
-    /// served, one that does not keeps its last good version. Until a first load
-    /// is complete, loading is strict: a half-read directory must not replace
-    /// what a running Envoy got from our previous run.
-    fn reload(&mut self) {
+    /// served, one that does not keeps its last good version. Until a first
+    /// load is complete, loading is strict unless saved state seeded the
+    /// cache: a half-read directory must not replace what a running Envoy got
+    /// from our previous run (and with the state, that is what it keeps).
+    fn reload(&mut self, edits: &Edits) {
         let dir = &self.dir;
         let stats = &self.pipeline.stats;
         // Gateways served now; `None` before the first publish.
@@ -324,7 +358,7 @@ impl Source {
             .as_ref()
             .map(|p| p.ir.gateways.len());
         let first = running.is_none();
-        let (store, problems) = match self.cache.load_each(dir) {
+        let (store, problems) = match self.cache.load_each(dir, edits) {
             Ok(loaded) => loaded,
             Err(failure) => {
                 stats.loads_failed.fetch_add(1, Ordering::Relaxed);
@@ -332,27 +366,50 @@ impl Source {
                 return;
             }
         };
+        for note in self.cache.take_notes() {
+            warn!("{note}");
+        }
+        let now = Problems {
+            lines: problems.clone(),
+            from_state: self.cache.served_from_state(),
+        };
+        let news = self.problems.send_if_modified(|p| {
+            let changed = *p != now;
+            *p = now;
+            changed
+        });
+        let held = self.cache.held().is_some();
+        let seeded = !self.cache.served_from_state().is_empty();
         let failure = (!problems.is_empty()).then(|| source::LoadFailure {
             dir: dir.to_path_buf(),
             problems,
         });
-        if first && let Some(failure) = failure {
+        if first
+            && !seeded
+            && let Some(failure) = failure
+        {
             stats.loads_failed.fetch_add(1, Ordering::Relaxed);
-            error!("{failure}; nothing is served until every file loads");
+            if news {
+                error!("{failure}; nothing is served until every file loads");
+            }
             return;
         }
-        if self.cache.settling() {
-            // A file is still being written: the whole directory is published
-            // once it has settled (what else changed is parsed and kept).
+        if first && held {
+            // A file is still being written: the first configuration waits.
             return;
         }
         match failure {
-            None => stats.loads_ok.fetch_add(1, Ordering::Relaxed),
+            None if !held => {
+                stats.loads_ok.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {}
             Some(failure) => {
-                error!(
-                    "{failure}; those files keep their last good version, every other file is loaded"
-                );
-                stats.loads_failed.fetch_add(1, Ordering::Relaxed)
+                if news {
+                    error!(
+                        "{failure}; those files keep their last good version, every other file is loaded"
+                    );
+                }
+                stats.loads_failed.fetch_add(1, Ordering::Relaxed);
             }
         };
         let running = running.unwrap_or(0);
@@ -369,6 +426,115 @@ impl Source {
         }
         if self.pipeline.apply(Arc::new(store)) {
             info!(dir = %dir.display(), "configuration loaded and published");
+            if let Some(state) = &self.state
+                && let Err(e) = state.save(&self.cache.served_files())
+            {
+                warn!("{e:#}; a restart would not find this configuration");
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gateway(name: &str) -> String {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: aether-{name}}}\n\
+             spec: {{controllerName: gateway.aether.io/edge}}\n---\n\
+             apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}}}\n\
+             spec: {{gatewayClassName: aether-{name}, listeners: [{{name: http, port: 80, protocol: HTTP}}]}}\n"
+        )
+    }
+
+    /// The config thread on `dir` with no rescan to speak of: only file
+    /// events can make it see a change.
+    fn watching(
+        dir: &std::path::Path,
+    ) -> (
+        Arc<Pipeline>,
+        std::sync::mpsc::Sender<Wake>,
+        std::thread::JoinHandle<()>,
+    ) {
+        let pipeline = Arc::new(Pipeline::new(aether_gateway::Config {
+            controller_name: crate::cli::DEFAULT_CONTROLLER_NAME.into(),
+            default_address: "127.0.0.1".into(),
+            shared_ports: true,
+        }));
+        let source = Source {
+            dir: dir.to_path_buf(),
+            pipeline: pipeline.clone(),
+            cache: ParseCache::new(source::Limits {
+                settle: Duration::from_millis(50),
+                ..source::Limits::default()
+            }),
+            allow_empty: false,
+            state: None,
+            problems: tokio::sync::watch::channel(Problems::default()).0,
+            rescan: Duration::from_secs(3600),
+        };
+        let (wake, events) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn({
+            let wake = wake.clone();
+            move || watch_dir(source, wake, events)
+        });
+        (pipeline, wake, thread)
+    }
+
+    /// Waits for a publication whose Gateways are `names`.
+    fn wait_gateways(pipeline: &Pipeline, names: &[&str], what: &str) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let mut rx = pipeline.subscribe();
+        let seen = rt.block_on(async {
+            let published = rx.wait_for(|p| {
+                p.as_ref().is_some_and(|p| {
+                    let served: Vec<&str> = p
+                        .store
+                        .all::<gateway_api::apis::standard::gateways::Gateway>()
+                        .keys()
+                        .map(|k| k.name.as_str())
+                        .collect();
+                    served == names
+                })
+            });
+            tokio::time::timeout(Duration::from_secs(10), published)
+                .await
+                .is_ok()
+        });
+        assert!(seen, "{what}: never published Gateways {names:?}");
+    }
+
+    #[test]
+    fn events_are_seen_after_the_directory_is_replaced() {
+        let base =
+            std::env::temp_dir().join(format!("aether-edge-replaced-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dir = base.join("config");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.yaml"), gateway("a")).unwrap();
+        let (pipeline, wake, thread) = watching(&dir);
+        wait_gateways(&pipeline, &["a"], "the first load");
+        // Replaced: renamed away, a new one in its place.
+        std::fs::rename(&dir, base.join("config.old")).unwrap();
+        let fresh = base.join("config.new");
+        std::fs::create_dir(&fresh).unwrap();
+        std::fs::write(fresh.join("a.yaml"), gateway("c")).unwrap();
+        std::fs::rename(&fresh, &dir).unwrap();
+        wait_gateways(&pipeline, &["c"], "the new directory");
+        // Then an edit in the new directory, seen only through its events.
+        std::fs::write(base.join("b.tmp"), gateway("b")).unwrap();
+        std::fs::rename(base.join("b.tmp"), dir.join("b.yaml")).unwrap();
+        wait_gateways(
+            &pipeline,
+            &["b", "c"],
+            "a file moved into the new directory",
+        );
+        let _ = wake.send(Wake::Stop);
+        thread.join().unwrap();
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -421,6 +421,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         ],
         status_view: Box::new(move |_| status_inputs.borrow().plan.clone()),
         envoy_ready: Some(envoy_ready),
+        config_problems: None,
     });
     let admin_task = admin::spawn(
         &args.admin_address,

@@ -10,6 +10,7 @@ mod support;
 mod cli;
 mod deploy;
 mod live_change;
+mod live_edits;
 mod live_explain;
 mod live_l4;
 mod live_resilience;

@@ -25,6 +25,8 @@ impl Agent {
         let proc = Proc::spawn(
             "aether-edge",
             Command::new(agent_bin)
+                // The last configuration served is kept with the test's logs.
+                .env("AETHER_EDGE_STATE_DIR", log_dir.join("state"))
                 .arg("standalone")
                 .arg("--config-dir")
                 .arg(config_dir)

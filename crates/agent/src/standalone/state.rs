@@ -1,0 +1,145 @@
+//! The last configuration served, kept across restarts: after a restart with a
+//! broken file, what served before serves again instead of nothing.
+//!
+//! One file per config directory (named by a hash of its canonical path) in
+//! the state directory, holding the text of every file as last published.
+//! Written atomically (temporary file, fsync, rename, fsync of the directory),
+//! mode 0600 in a 0700 directory of ours: it holds private keys.
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `$XDG_STATE_HOME/aether-edge`, else `~/.local/state/aether-edge`: state
+/// that must outlive a reboot (the ADS socket's runtime directory does not).
+pub fn default_dir() -> Option<PathBuf> {
+    let state_home = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|d| d.is_absolute())
+                .map(|h| h.join(".local/state"))
+        })?;
+    Some(state_home.join("aether-edge"))
+}
+
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    config_dir: PathBuf,
+    /// (file name, text), sorted by name.
+    files: Vec<(String, String)>,
+}
+
+/// The state file of one config directory.
+pub struct StateFile {
+    path: PathBuf,
+    config_dir: PathBuf,
+}
+
+impl StateFile {
+    /// The state file of `config_dir` in `state_dir`, which is created (0700)
+    /// if missing, and refused unless it is ours and no one else may write it.
+    pub fn open(state_dir: &Path, config_dir: &Path) -> anyhow::Result<StateFile> {
+        crate::serve::private_dir(state_dir, "the state directory")
+            .context("the last configuration served is not kept")?;
+        let config_dir = std::fs::canonicalize(config_dir)?;
+        let hash = sha2::Sha256::digest(config_dir.as_os_str().as_encoded_bytes());
+        let name = format!("last-served-{}.json", hex::encode(&hash[..8]));
+        Ok(StateFile {
+            path: state_dir.join(name),
+            config_dir,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The files saved for this config directory; `Ok(None)` if none were.
+    pub fn load(&self) -> anyhow::Result<Option<Vec<(String, String)>>> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", self.path.display())),
+        };
+        let saved: Saved = serde_json::from_slice(&bytes)
+            .with_context(|| format!("reading {}", self.path.display()))?;
+        anyhow::ensure!(
+            saved.config_dir == self.config_dir,
+            "{} is the state of {}, not of {}",
+            self.path.display(),
+            saved.config_dir.display(),
+            self.config_dir.display()
+        );
+        Ok(Some(saved.files))
+    }
+
+    /// Replaces the saved files with `files`, atomically: a crash leaves the
+    /// old state or the new one, never a mix.
+    pub fn save(&self, files: &[(String, Arc<str>)]) -> anyhow::Result<()> {
+        let saved = Saved {
+            config_dir: self.config_dir.clone(),
+            files: files
+                .iter()
+                .map(|(n, t)| (n.clone(), t.to_string()))
+                .collect(),
+        };
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let tmp = self.path.with_extension("json.tmp");
+        let write = || -> std::io::Result<()> {
+            let _ = std::fs::remove_file(&tmp);
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            serde_json::to_writer(&mut file, &saved)?;
+            file.flush()?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, &self.path)?;
+            std::fs::File::open(dir)?.sync_all()
+        };
+        write().with_context(|| format!("writing {}", self.path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn state_round_trips_privately_and_belongs_to_its_directory() {
+        let base = std::env::temp_dir().join(format!("aether-edge-state-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (state, a, b) = (base.join("state"), base.join("a"), base.join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let file = StateFile::open(&state, &a).unwrap();
+        assert!(file.load().unwrap().is_none());
+        file.save(&[("x.yaml".into(), Arc::from("kind: X\n"))])
+            .unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&state), 0o700);
+        assert_eq!(mode(file.path()), 0o600);
+        let files = StateFile::open(&state, &a).unwrap().load().unwrap();
+        assert_eq!(files, Some(vec![("x.yaml".into(), "kind: X\n".into())]));
+        let other = StateFile::open(&state, &b).unwrap();
+        assert_ne!(other.path(), file.path());
+        assert!(other.load().unwrap().is_none());
+        // A state directory others may write is refused.
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = format!("{:#}", StateFile::open(&state, &a).err().unwrap());
+        assert!(
+            err.contains("is writable by other users (mode 777)"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
