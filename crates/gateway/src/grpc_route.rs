@@ -15,7 +15,7 @@
 use crate::backend::{Backends, Upstream};
 use crate::header::{check_path, header_matches, modify_headers};
 use crate::route::{self, ForwardSpec, RouteModel, Rule, RuleAction, enum_name};
-use aether_ir::{HeaderModifier, ObjectRef, PathMatch, RouteMatch};
+use aether_ir::{HeaderModifier, ObjectRef, PathMatch, RouteMatch, Timeouts};
 use gateway_api::apis::standard::grpcroutes::{
     GrpcRoute, GrpcRouteRules, GrpcRouteRulesFiltersType, GrpcRouteRulesMatches,
     GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
@@ -106,6 +106,12 @@ fn rule(
         action: RuleAction::Forward(ForwardSpec {
             backends,
             invalid_weight,
+            // GRPCRoute has no timeouts, and gRPC streams are long: Envoy's
+            // default route timeout (15 s) cut every server stream at 15 s.
+            timeouts: Timeouts {
+                request_ms: Some(0),
+                backend_request_ms: None,
+            },
             ..ForwardSpec::default()
         }),
     })

@@ -1,4 +1,5 @@
-//! Live: no request lost to a change. Keep-alive clients run through a real
+//! Live: no request lost to a change. Keep-alive clients (HTTP/1.1, HTTP/2,
+//! gRPC unary, a gRPC server stream held open) run through a real
 //! Envoy served by `aether-edge standalone` while the configuration changes
 //! ten times, 200 ms apart ([`crate::support::change`]); every change keeps the
 //! clients' route served, so every request must get its 200 and no connection
@@ -49,6 +50,16 @@ fn no_request_is_lost_and_no_connection_closed_by_a_change() {
     assert!(
         ws.len() == 1 && ws[0].answered == 11,
         "a WebSocket answers after each of 10 rotations and at the end:\n{table}"
+    );
+    let stream = rows[2].h2.as_ref().map(|h2| &h2.stream);
+    assert!(
+        stream.is_some_and(|s| s.breaks == 0 && s.messages >= 100),
+        "a gRPC stream (a message every 20 ms) holds through 10 rotations:\n{table}"
+    );
+    let switched = rows[0].h2.as_ref().map(|h2| &h2.grpc.backends);
+    assert!(
+        switched.is_some_and(|b| b.len() == 2),
+        "the gRPC calls follow the switch to g1 and back:\n{table}"
     );
 }
 

@@ -5,6 +5,7 @@
 //!
 //! ```text
 //!   clients ─keep-alive─► Envoy :P (HTTP, or HTTPS with Secret `cert`) ─► b0 / b1
+//!   HTTP/2 GET, gRPC unary + a held stream ─┘  (gRPC on grpc.example.com) ─► g0 / g1
 //!                           ▲ ADS (Delta or SotW)     (+ :P2, Gateway gw2: i, l)
 //!   config dir ─► aether-edge standalone (killed and started again: m)
 //!     gateway.yaml  GatewayClass + Gateway `gw`: listener `web` on :P (+ `extra` on :P2)
@@ -14,6 +15,7 @@
 //!     secret.yaml   the listener's certificate (HTTPS)
 //!     route.yaml    HTTPRoute `app`: app.example.com, `/` → b0 (and what a change adds)
 //!     route2.yaml   HTTPRoute `other`, app.example.com `/other` → b1 (e)
+//!     grpc.yaml     GRPCRoute `grpc`, grpc.example.com → g0 (g1 with b1 in a)
 //!     gw2.yaml      HTTPRoute `two` on gw2 (i, l)
 //! ```
 //!
@@ -31,6 +33,8 @@ use aether_testkit::live::traffic::{Plan, Row, Scenario, WebSocket, drive, probe
 use world::World;
 
 pub const HOST: &str = "app.example.com";
+/// GRPCRoute `grpc`'s host: the HTTP/2 and gRPC clients' (Echo on g0, g1).
+pub const GRPC_HOST: &str = "grpc.example.com";
 
 /// What a scenario changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +189,7 @@ pub fn run(case: &Case, delta: bool, plan: &Plan) -> Row {
         target,
         change: Box::new(|i| world.change(i)),
         sessions,
+        grpc_host: Some(GRPC_HOST.to_string()),
     };
     let row = drive(&mut scenario, mode, &plan, &envoy.admin);
     drop(scenario);

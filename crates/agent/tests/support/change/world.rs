@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::super::*;
-use super::{Case, Change, HOST};
+use super::{Case, Change, GRPC_HOST, HOST};
+use aether_testkit::live::GrpcBackend;
 use aether_testkit::live::traffic::{
     Plan, Target, self_signed_cert, tls_secret_yaml, write_atomically,
 };
@@ -21,6 +22,8 @@ pub(super) struct World {
     port: u16,
     port2: u16,
     backends: [Backend; 2],
+    /// g0 and g1: the gRPC backends of GRPCRoute `grpc` (on GRPC_HOST).
+    grpc: [GrpcBackend; 2],
     /// b0's endpoints as processes (h, j), in the order started, and whether
     /// each is in the EndpointSlices.
     children: Vec<(ChildBackend, bool)>,
@@ -52,6 +55,7 @@ impl World {
             port: free_port(),
             port2: free_port(),
             backends: [Backend::start("b0"), Backend::start("b1")],
+            grpc: [GrpcBackend::start("g0"), GrpcBackend::start("g1")],
             children,
             certs: (0..certs).map(|_| self_signed_cert(HOST)).collect(),
             xds: format!("127.0.0.1:{}", free_port()),
@@ -102,6 +106,7 @@ impl World {
             _ => route(&[rule("/", &[("b0", None)])]),
         };
         write(&self.file("route.yaml"), &first);
+        write(&self.file("grpc.yaml"), &grpc_route("g0"));
         let filler = filler_routes();
         if filler > 0 {
             write(&self.file("filler.yaml"), &filler_yaml(filler));
@@ -172,10 +177,14 @@ impl World {
         }
     }
 
-    /// Route `app`'s one rule `/` → `to`.
+    /// Route `app`'s one rule `/` → `to`, and GRPCRoute `grpc` with it (b0 → g0, b1 → g1).
     fn route_to(&self, to: &str) {
         let text = route(&[rule("/", &[(to, None)])]);
         write_atomically(&self.file("route.yaml"), &text);
+        if self.case.change == Change::Switch {
+            let grpc = to.replacen('b', "g", 1);
+            write_atomically(&self.file("grpc.yaml"), &grpc_route(&grpc));
+        }
     }
 
     /// Step `i` of replacing b0's endpoints, three steps each: a new process
@@ -224,7 +233,12 @@ impl World {
             }
             _ => self.backends[0].yaml("default") + "---\n",
         };
-        b0 + &self.backends[1].yaml("default")
+        let grpc = format!(
+            "---\n{}---\n{}",
+            self.grpc[0].yaml("default"),
+            self.grpc[1].yaml("default")
+        );
+        b0 + &self.backends[1].yaml("default") + &grpc
     }
 
     /// Service b0 on `port` (its thread backend) and route `app` to it: one file.
@@ -302,6 +316,14 @@ fn route(rules: &[String]) -> String {
         rules.concat()
     );
     mk_route("HTTPRoute", "default", "app", &spec)
+}
+
+/// GRPCRoute `default/grpc` on `gw` for GRPC_HOST, every method to `to` (port 80).
+fn grpc_route(to: &str) -> String {
+    let spec = format!(
+        "  parentRefs: [{{name: gw}}]\n  hostnames: [{GRPC_HOST}]\n  rules:\n  - backendRefs: [{{name: {to}, port: 80}}]\n"
+    );
+    mk_route("GRPCRoute", "default", "grpc", &spec)
 }
 
 /// A rule for path prefix `prefix` to `backends` (name, weight if any), port 80.

@@ -102,12 +102,19 @@ impl H2Tally {
 
     /// One line for the table.
     pub fn line(&self) -> String {
+        let backends: Vec<String> = self
+            .grpc
+            .backends
+            .iter()
+            .map(|(b, n)| format!("{b}:{n}"))
+            .collect();
         format!(
-            "h2 {}/{} ok, grpc {}/{} ok, {} server-closed, stream {} msgs {} breaks, gap ms h2/grpc/stream {:.0}/{:.0}/{:.0}",
+            "h2 {}/{} ok, grpc {}/{} ok ({}), {} server-closed, stream {} msgs {} breaks, gap ms h2/grpc/stream {:.0}/{:.0}/{:.0}",
             self.http2.ok,
             self.http2.sent,
             self.grpc.ok,
             self.grpc.sent,
+            backends.join(" "),
             self.server_closed(),
             self.stream.messages,
             self.stream.breaks,
@@ -241,7 +248,8 @@ fn channel(target: &Target, host: &str, connections: Arc<AtomicU64>) -> tonic::t
         .timeout(Duration::from_secs(5))
         .connect_with_connector_lazy(Connector {
             addr: target.addr.clone(),
-            sni: target.sni.clone(),
+            // TLS names the gRPC host, as a client of that host would.
+            sni: target.sni.as_ref().map(|_| host.to_string()),
             connections,
         })
 }
@@ -284,12 +292,12 @@ async fn grpc_stream(target: Target, host: String, stop: Arc<AtomicBool>) -> Str
             }
         };
         loop {
+            if stop.load(Ordering::Relaxed) {
+                return tally;
+            }
             let next = tokio::select! {
                 m = stream.message() => m,
-                () = tokio::time::sleep(Duration::from_millis(100)) => {
-                    if stop.load(Ordering::Relaxed) { return tally; }
-                    continue;
-                }
+                () = tokio::time::sleep(Duration::from_millis(100)) => continue,
             };
             match next {
                 Ok(Some(_)) => {

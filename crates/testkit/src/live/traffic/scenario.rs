@@ -4,19 +4,22 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use super::h2::{H2Load, H2Tally};
 use super::session::{SessionTally, WebSocket};
 use super::{EnvoyStats, Load, Tally, Target, probe};
 
 /// A configuration change to run under traffic: the config directory (its
 /// first version already written) and `change(i)`, the i-th edit of its files
-/// (or of the world: a process killed, the agent restarted), and the sessions
-/// held open through it (opened before the first change).
+/// (or of the world: a process killed, the agent restarted), the sessions
+/// held open through it (opened before the first change), and the gRPC host
+/// when HTTP/2 and gRPC clients run beside the HTTP/1.1 ones ([`H2Load`]).
 pub struct Scenario<'a> {
     pub name: String,
     pub dir: PathBuf,
     pub target: Target,
     pub change: Box<dyn FnMut(usize) + 'a>,
     pub sessions: Vec<WebSocket>,
+    pub grpc_host: Option<String>,
 }
 
 /// How a scenario runs: `changes` edits `interval` apart under `clients`
@@ -60,6 +63,8 @@ pub struct Row {
     pub sessions: Vec<SessionTally>,
     /// Envoy's own apply time per xDS type ([`super::stats::apply_times`]).
     pub apply: String,
+    /// What the HTTP/2 and gRPC clients saw, when they ran.
+    pub h2: Option<H2Tally>,
 }
 
 /// Runs `scenario` under load through the Envoy whose admin is `envoy_admin`
@@ -70,6 +75,10 @@ pub fn drive(scenario: &mut Scenario, mode: &str, plan: &Plan, envoy_admin: &str
         Some(rate) => Load::paced(&scenario.target, plan.clients, rate),
         None => Load::start(&scenario.target, plan.clients, plan.pause),
     };
+    let h2 = scenario
+        .grpc_host
+        .as_deref()
+        .map(|host| H2Load::start(&scenario.target, host, plan.clients.div_ceil(2)));
     std::thread::sleep(plan.interval);
     for i in 0..plan.changes {
         let at = Instant::now();
@@ -84,6 +93,7 @@ pub fn drive(scenario: &mut Scenario, mode: &str, plan: &Plan, envoy_admin: &str
         .iter_mut()
         .for_each(|s| _ = s.exchange(at_end));
     let tally = load.stop();
+    let h2 = h2.map(H2Load::stop);
     let stats = EnvoyStats::read(envoy_admin).since(&before);
     let final_cert = probe(&scenario.target).and_then(|(_, _, cert)| cert);
     Row {
@@ -94,6 +104,7 @@ pub fn drive(scenario: &mut Scenario, mode: &str, plan: &Plan, envoy_admin: &str
         final_cert,
         sessions: scenario.sessions.iter().map(WebSocket::tally).collect(),
         apply: super::stats::apply_times(envoy_admin),
+        h2,
     }
 }
 
@@ -144,6 +155,16 @@ impl Row {
         for (what, n) in &t.failures {
             let _ = write!(s, "\n    {n} × {what}");
         }
+        if let Some(h2) = &self.h2 {
+            let _ = write!(s, "\n    {}", h2.line());
+            let failures = h2.http2.failed.iter().map(|f| ("h2", f));
+            for (kind, (what, n)) in failures.chain(h2.grpc.failed.iter().map(|f| ("grpc", f))) {
+                let _ = write!(s, "\n    {n} × {kind} {what}");
+            }
+            if let Some(e) = &h2.stream.last_error {
+                let _ = write!(s, "\n    stream: {e}");
+            }
+        }
         let diagnosis = self.stats.diagnosis();
         if !diagnosis.is_empty() {
             let _ = write!(s, "\n    envoy: {diagnosis}");
@@ -155,11 +176,12 @@ impl Row {
     }
 
     /// Whether no request was lost, no connection closed by the server, and
-    /// every session stayed open.
+    /// every session and stream stayed open.
     pub fn clean(&self) -> bool {
         self.tally.lost() == 0
             && self.tally.server_closed == 0
             && self.tally.connect_errors == 0
             && self.sessions.iter().all(|s| s.open)
+            && self.h2.as_ref().is_none_or(H2Tally::clean)
     }
 }
