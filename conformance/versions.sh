@@ -3,12 +3,14 @@
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 # The Gateway API conformance suite (and its echo-basic backend, CRDs and manifests).
-# The default is the version conformance/go.mod requires; any other version needs its
-# own module, conformance/suite/<version>/ (v1.5.1 and v1.7.0 have one):
-# GATEWAY_API_VERSION=v1.7.0. v1.7.0's module pins its Go (toolchain go1.27.4 in its
+# The default is v1.7.0, the current release, which aether-edge passes in full
+# (reports/v1.7.0). conformance/go.mod requires v1.6.1 (the harness's own programs
+# build from it); every other version, the default included, has its own module,
+# conformance/suite/<version>/. Older ones on request: GATEWAY_API_VERSION=v1.6.1.
+# v1.7.0's module pins its Go (toolchain go1.27.4 in its
 # go.mod; build-tools runs go there with GOTOOLCHAIN set to it, fetched from the module
 # proxy) and its echo-basic is the one of conformance/go.mod's version (README, "v1.7.0").
-GATEWAY_API_VERSION="${GATEWAY_API_VERSION:-v1.6.1}"
+GATEWAY_API_VERSION="${GATEWAY_API_VERSION:-v1.7.0}"
 # The DNS server behind the suite's UDPRoute tests (its coredns/coredns image).
 COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
 # Helm (helm.sh/helm/v4, cmd/helm): renders and installs deploy/helm/aether-edge (the

@@ -68,6 +68,10 @@ pub enum Upstream {
     Grpc,
     /// A TCP stream (TLSRoute, TCPRoute): appProtocol is not ours to read.
     Tcp,
+    /// The stream inside TLS the Gateway terminated (a TLSRoute on a Terminate
+    /// listener): like [`Upstream::Tcp`], and re-encrypted to the backend when
+    /// a BackendTLSPolicy covers the Service port.
+    TlsTerminated,
     /// UDP datagrams (UDPRoute): the Service port must be a UDP port.
     Udp,
 }
@@ -251,7 +255,13 @@ impl<'a> Backends<'a> {
             })?;
         let protocol = match svc_port.app_protocol.as_deref() {
             _ if upstream == Upstream::Grpc => UpstreamProtocol::H2c,
-            _ if matches!(upstream, Upstream::Tcp | Upstream::Udp) => UpstreamProtocol::Http1,
+            _ if matches!(
+                upstream,
+                Upstream::Tcp | Upstream::TlsTerminated | Upstream::Udp
+            ) =>
+            {
+                UpstreamProtocol::Http1
+            }
             Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
             // WebSocket: HTTP/1.1, upgrades let through by every HTTP connection manager.
             None | Some("http" | "HTTP" | "kubernetes.io/ws") => UpstreamProtocol::Http1,
@@ -263,8 +273,14 @@ impl<'a> Backends<'a> {
         };
         let port_name = svc_port.name.as_deref().unwrap_or("");
         let tls = match self.index.tls.lookup(&memo.0, port_name) {
-            // TLS is for HTTP and gRPC backends; L4 routes carry the stream as is.
-            Some(p) if matches!(upstream, Upstream::Http | Upstream::Grpc) => {
+            // TLS is for HTTP and gRPC backends and for terminated TLS streams;
+            // TCP routes and TLS passthrough carry the stream as is.
+            Some(p)
+                if matches!(
+                    upstream,
+                    Upstream::Http | Upstream::Grpc | Upstream::TlsTerminated
+                ) =>
+            {
                 let tls = p.tls.as_ref().map_err(|why| {
                     BackendError::TlsPolicy(shown.clone(), p.key.to_string(), why.clone())
                 })?;
@@ -272,12 +288,18 @@ impl<'a> Backends<'a> {
             }
             _ => None,
         };
+        let name = match upstream {
+            Upstream::Udp => names::udp_cluster(ns, r.name, port),
+            // The stream as it is, to a port a BackendTLSPolicy covers: not the
+            // cluster that HTTP routes and terminated TLS reach it by, which
+            // speaks TLS under the plain name.
+            Upstream::Tcp if self.index.tls.lookup(&memo.0, port_name).is_some() => {
+                format!("{}_as_is", names::cluster(ns, r.name, port))
+            }
+            _ => names::cluster(ns, r.name, port),
+        };
         let cluster = Arc::new(Cluster {
-            name: if upstream == Upstream::Udp {
-                names::udp_cluster(ns, r.name, port)
-            } else {
-                names::cluster(ns, r.name, port)
-            },
+            name,
             service: memo.0.clone(),
             port,
             protocol,

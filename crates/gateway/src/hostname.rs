@@ -142,6 +142,29 @@ pub fn served_hostnames(listener: Option<&str>, route_hostnames: &[String]) -> V
     out
 }
 
+/// How specific the route's own hostname is that makes it serve `served` on a
+/// listener with `listener` hostname (GatewayRouteHostnameIntersectionPrecedence):
+/// routes whose hostnames intersect the listener's to the same name are ordered
+/// by the hostnames they were given, not by that intersection — an exact name
+/// before a wildcard, then more characters first. A route without hostnames
+/// counts as naming `served` itself. Greater is more specific.
+pub fn route_hostname_rank(
+    served: &str,
+    listener: Option<&str>,
+    route_hostnames: &[String],
+) -> (bool, usize) {
+    let rank = |h: &str| (wildcard_suffix(h).is_none(), h.len());
+    if route_hostnames.is_empty() {
+        return rank(served);
+    }
+    route_hostnames
+        .iter()
+        .filter(|h| intersect(listener, h).as_deref() == Some(served))
+        .map(|h| rank(h))
+        .max()
+        .unwrap_or_else(|| rank(served))
+}
+
 /// How specific a listener hostname is: none < wildcard (more labels first) < exact.
 pub fn specificity(listener: Option<&str>) -> (u8, usize) {
     match listener {

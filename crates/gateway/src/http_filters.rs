@@ -1,6 +1,11 @@
 //! An HTTPRoute rule's filters, read: header modifiers, RequestRedirect,
-//! URLRewrite, RequestMirror and CORS on the rule; RequestHeaderModifier and
-//! ResponseHeaderModifier on a backendRef.
+//! URLRewrite, RequestMirror and CORS on the rule; RequestHeaderModifier,
+//! ResponseHeaderModifier and URLRewrite on a backendRef.
+//!
+//! Envoy rewrites a route, not one of its weighted clusters: a backendRef's
+//! URLRewrite is served when every backendRef of the rule carries the same one
+//! (it is then the rule's rewrite); backendRefs with different rewrites, or one
+//! beside the rule's own URLRewrite, make the rule invalid.
 //!
 //! A filter we do not serve (ExtensionRef, ExternalAuth, or any other filter on
 //! a backendRef)
@@ -14,8 +19,9 @@ use crate::hostname::{self, Wildcard};
 use crate::route::{RedirectSpec, enum_name};
 use aether_ir::{Cors, HeaderModifier, PathRewrite, UrlRewrite};
 use gateway_api::apis::experimental::httproutes::{
-    HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFiltersType, HttpRouteRulesFilters,
-    HttpRouteRulesFiltersCors, HttpRouteRulesFiltersRequestMirror,
+    HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFiltersType,
+    HttpRouteRulesBackendRefsFiltersUrlRewrite, HttpRouteRulesBackendRefsFiltersUrlRewritePathType,
+    HttpRouteRulesFilters, HttpRouteRulesFiltersCors, HttpRouteRulesFiltersRequestMirror,
     HttpRouteRulesFiltersRequestRedirect, HttpRouteRulesFiltersRequestRedirectPathType,
     HttpRouteRulesFiltersType, HttpRouteRulesFiltersUrlRewrite,
     HttpRouteRulesFiltersUrlRewritePathType,
@@ -109,13 +115,17 @@ impl RuleFilters {
     }
 }
 
-/// The header filters of backendRef `i`: (request, response).
-pub fn backend_filters(
-    i: usize,
-    b: &HttpRouteRulesBackendRefs,
-) -> Result<(HeaderModifier, HeaderModifier), String> {
-    let mut request = HeaderModifier::default();
-    let mut response = HeaderModifier::default();
+/// The filters of one backendRef.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct BackendFilters {
+    pub request_headers: HeaderModifier,
+    pub response_headers: HeaderModifier,
+    pub rewrite: Option<UrlRewrite>,
+}
+
+/// The filters of backendRef `i`.
+pub fn backend_filters(i: usize, b: &HttpRouteRulesBackendRefs) -> Result<BackendFilters, String> {
+    let mut out = BackendFilters::default();
     for f in b.filters.iter().flatten() {
         let missing = || {
             format!(
@@ -126,11 +136,15 @@ pub fn backend_filters(
         match f.r#type {
             HttpRouteRulesBackendRefsFiltersType::RequestHeaderModifier => {
                 let m = f.request_header_modifier.as_ref().ok_or_else(missing)?;
-                modify!("RequestHeaderModifier", &mut request, m)?;
+                modify!("RequestHeaderModifier", &mut out.request_headers, m)?;
             }
             HttpRouteRulesBackendRefsFiltersType::ResponseHeaderModifier => {
                 let m = f.response_header_modifier.as_ref().ok_or_else(missing)?;
-                modify!("ResponseHeaderModifier", &mut response, m)?;
+                modify!("ResponseHeaderModifier", &mut out.response_headers, m)?;
+            }
+            HttpRouteRulesBackendRefsFiltersType::UrlRewrite => {
+                let r = f.url_rewrite.as_ref().ok_or_else(missing)?;
+                out.rewrite = Some(backend_rewrite(r)?);
             }
             _ => {
                 return Err(format!(
@@ -140,7 +154,28 @@ pub fn backend_filters(
             }
         }
     }
-    Ok((request, response))
+    Ok(out)
+}
+
+/// The rule's one URLRewrite: its own, or the one every backendRef carries.
+pub fn rule_rewrite(
+    own: Option<UrlRewrite>,
+    backends: &[BackendFilters],
+) -> Result<Option<UrlRewrite>, String> {
+    let Some(first) = backends.iter().find_map(|b| b.rewrite.as_ref()) else {
+        return Ok(own);
+    };
+    if own.is_some() {
+        return Err("URLRewrite on the rule and on its backendRefs cannot be combined".into());
+    }
+    if backends.iter().any(|b| b.rewrite.as_ref() != Some(first)) {
+        return Err(
+            "backendRefs of one rule with different URLRewrite filters are not supported \
+             (Envoy rewrites a route, not one of its weighted backends)"
+                .into(),
+        );
+    }
+    Ok(Some(first.clone()))
 }
 
 fn redirect(r: &HttpRouteRulesFiltersRequestRedirect) -> Result<RedirectSpec, String> {
@@ -181,25 +216,38 @@ fn redirect(r: &HttpRouteRulesFiltersRequestRedirect) -> Result<RedirectSpec, St
     })
 }
 
+/// A URLRewrite filter (the rule's and a backendRef's generated types have the
+/// same fields), checked.
+macro_rules! url_rewrite {
+    ($r:expr, $path_type:ident) => {{
+        let r = $r;
+        let path = r.path.as_ref().map(|p| match p.r#type {
+            $path_type::ReplaceFullPath => {
+                PathRewrite::ReplaceFullPath(p.replace_full_path.clone().unwrap_or_default())
+            }
+            $path_type::ReplacePrefixMatch => {
+                PathRewrite::ReplacePrefixMatch(p.replace_prefix_match.clone().unwrap_or_default())
+            }
+        });
+        if let Some(h) = &r.hostname {
+            hostname::checked("URLRewrite hostname", h, Wildcard::Refused)?;
+        }
+        if let Some(PathRewrite::ReplaceFullPath(v) | PathRewrite::ReplacePrefixMatch(v)) = &path {
+            check_path("URLRewrite path", v, false)?;
+        }
+        Ok(UrlRewrite {
+            hostname: r.hostname.clone(),
+            path,
+        })
+    }};
+}
+
 fn rewrite(r: &HttpRouteRulesFiltersUrlRewrite) -> Result<UrlRewrite, String> {
-    let path = r.path.as_ref().map(|p| match p.r#type {
-        HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath => {
-            PathRewrite::ReplaceFullPath(p.replace_full_path.clone().unwrap_or_default())
-        }
-        HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch => {
-            PathRewrite::ReplacePrefixMatch(p.replace_prefix_match.clone().unwrap_or_default())
-        }
-    });
-    if let Some(h) = &r.hostname {
-        hostname::checked("URLRewrite hostname", h, Wildcard::Refused)?;
-    }
-    if let Some(PathRewrite::ReplaceFullPath(v) | PathRewrite::ReplacePrefixMatch(v)) = &path {
-        check_path("URLRewrite path", v, false)?;
-    }
-    Ok(UrlRewrite {
-        hostname: r.hostname.clone(),
-        path,
-    })
+    url_rewrite!(r, HttpRouteRulesFiltersUrlRewritePathType)
+}
+
+fn backend_rewrite(r: &HttpRouteRulesBackendRefsFiltersUrlRewrite) -> Result<UrlRewrite, String> {
+    url_rewrite!(r, HttpRouteRulesBackendRefsFiltersUrlRewritePathType)
 }
 
 /// The mirrored share: `percent` (of 100) or `fraction` (numerator over a

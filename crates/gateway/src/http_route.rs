@@ -10,7 +10,7 @@
 use crate::backend::{Backends, Upstream};
 use crate::duration;
 use crate::header::{check_path, header_matches};
-use crate::http_filters::{RuleFilters, backend_filters};
+use crate::http_filters::{RuleFilters, backend_filters, rule_rewrite};
 use crate::route::{
     self, ForwardSpec, RouteModel, Rule, RuleAction, check_prefix_rewrite, enum_name,
     query_param_matches,
@@ -69,18 +69,23 @@ fn rule(
             RuleAction::Redirect(r)
         }
         (None, rewrite) => {
+            let with_filters = refs
+                .iter()
+                .enumerate()
+                .map(|(i, b)| backend_filters(i, b))
+                .collect::<Result<Vec<_>, String>>()?;
+            let rewrite = rule_rewrite(rewrite, &with_filters)?;
             check_prefix_rewrite(
                 &matches,
                 rewrite.as_ref().and_then(|r: &UrlRewrite| r.path.as_ref()),
             )?;
-            let with_filters = refs
-                .iter()
-                .enumerate()
-                .map(|(i, b)| Ok((b, backend_filters(i, b)?)))
-                .collect::<Result<Vec<_>, String>>()?;
-            let refs = with_filters.iter().map(|(b, headers)| {
+            let refs = refs.iter().zip(&with_filters).map(|(b, f)| {
                 let (r, weight) = route::backend_ref!(b);
-                (r, weight, headers.clone())
+                (
+                    r,
+                    weight,
+                    (f.request_headers.clone(), f.response_headers.clone()),
+                )
             });
             let (valid, invalid_weight) =
                 route::resolve_backends_with(backends, KIND, ns, refs, Upstream::Http, errors)?;
@@ -115,21 +120,16 @@ fn rule(
     })
 }
 
-/// Envoy takes at most this many retries per request (a bound of ours: the API
-/// sets none, and a huge count turns one request into a storm).
-const MAX_RETRY_ATTEMPTS: i64 = 10;
-
-/// `retry`: codes among the 4xx/5xx the spec allows, attempts 1 to
-/// [`MAX_RETRY_ATTEMPTS`], backoff a Gateway API duration.
+/// `retry`: codes among the 4xx/5xx the spec allows, attempts 0 or more (the
+/// API sets no maximum; 0 disables retries, the rule's and our default ones
+/// alike), backoff a Gateway API duration.
 fn retry(spec: &HttpRouteRulesRetry) -> Result<Retry, String> {
     let attempts = match spec.attempts {
         None => None,
-        Some(n @ 1..=MAX_RETRY_ATTEMPTS) => Some(n as u32),
-        Some(n) => {
-            return Err(format!(
-                "retry.attempts {n} is not between 1 and {MAX_RETRY_ATTEMPTS}"
-            ));
-        }
+        Some(n) => Some(
+            u32::try_from(n)
+                .map_err(|_| format!("retry.attempts {n} is not between 0 and {}", u32::MAX))?,
+        ),
     };
     let mut codes = Vec::new();
     for &c in spec.codes.iter().flatten() {

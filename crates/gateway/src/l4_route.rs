@@ -9,6 +9,12 @@
 //! A stream cannot be split across rules, so only the first rule is served; the
 //! API allows a single rule in v1. No backendRefs, or none valid: connections
 //! are closed (status says why in ResolvedRefs).
+//!
+//! A TLSRoute's backends are read twice: as a Passthrough listener sends to
+//! them (the client's TLS stream as is) and as a Terminate listener does (the
+//! decrypted stream, encrypted again per the Service port's BackendTLSPolicy).
+//! A policy that cannot be met makes its backend invalid on Terminate listeners
+//! only (those connections are closed); ResolvedRefs says so for the route.
 
 use crate::backend::{BackendError, BackendRef, Backends, Upstream};
 use crate::route::{self, ForwardSpec, RouteModel, Rule, RuleAction};
@@ -49,15 +55,41 @@ fn read<'a>(
     upstream: Upstream,
     rule_count: usize,
 ) {
+    let refs: Vec<(BackendRef<'a>, Option<i32>)> = refs.collect();
     let mut errors: Vec<BackendError> = Vec::new();
-    match route::resolve_backends(
+    let resolved = route::resolve_backends(
         backends,
         m.kind,
         &m.key.namespace,
-        refs,
+        refs.iter().copied(),
         upstream,
         &mut errors,
-    ) {
+    );
+    let mut terminated = None;
+    if m.kind == TLS_KIND
+        && let Ok(plain) = &resolved
+    {
+        let mut tls_errors = Vec::new();
+        let again = route::resolve_backends(
+            backends,
+            m.kind,
+            &m.key.namespace,
+            refs.iter().copied(),
+            Upstream::TlsTerminated,
+            &mut tls_errors,
+        );
+        errors.extend(
+            tls_errors
+                .into_iter()
+                .filter(|e| matches!(e, BackendError::TlsPolicy(..))),
+        );
+        if let Ok(again) = again
+            && again != *plain
+        {
+            terminated = Some(Box::new(again));
+        }
+    }
+    match resolved {
         Ok((valid, invalid_weight)) => m.rules.push(Rule {
             index: 0,
             matches: vec![],
@@ -66,6 +98,7 @@ fn read<'a>(
             action: RuleAction::Forward(ForwardSpec {
                 backends: valid,
                 invalid_weight,
+                terminated,
                 ..ForwardSpec::default()
             }),
         }),

@@ -56,7 +56,9 @@ pub use store::{Store, StoreObject};
 
 use aether_ir::{Ir, ObjectRef};
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::standard::gateways::{Gateway, GatewayListenersTlsMode};
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the translator needs to know about itself.
@@ -98,17 +100,29 @@ pub fn translate(store: &Store, config: &Config) -> Translation {
 }
 
 /// Per Service, the Gateways of ours that an HTTPRoute or GRPCRoute naming
-/// the Service in a backendRef has as a parentRef: a BackendTLSPolicy's
-/// ancestors.
+/// the Service in a backendRef has as a parentRef, and those with a TLS
+/// listener in Terminate mode that such a TLSRoute has: a BackendTLSPolicy's
+/// ancestors (TLS passthrough carries the client's TLS as it is).
 pub(crate) fn gateways_by_service(
     store: &Store,
     gateways: &BTreeSet<ObjectRef>,
 ) -> BTreeMap<ObjectRef, BTreeSet<ObjectRef>> {
     let mut out: BTreeMap<ObjectRef, BTreeSet<ObjectRef>> = BTreeMap::new();
+    let terminates_tls = |gw: &ObjectRef| {
+        store
+            .get::<Gateway>(&gw.namespace, &gw.name)
+            .is_some_and(|g| {
+                g.spec.listeners.iter().any(|l| {
+                    l.protocol == "TLS"
+                        && l.tls.as_ref().and_then(|t| t.mode.as_ref())
+                            != Some(&GatewayListenersTlsMode::Passthrough)
+                })
+            })
+    };
     macro_rules! collect {
-        ($ty:ty) => {
-            for (key, r) in store.all::<$ty>() {
-                let parents: Vec<ObjectRef> = r
+        ($ty:ty, |$r:ident| $backend_refs:expr, $served:expr) => {
+            for (key, $r) in store.all::<$ty>() {
+                let parents: Vec<ObjectRef> = $r
                     .spec
                     .parent_refs
                     .iter()
@@ -120,30 +134,51 @@ pub(crate) fn gateways_by_service(
                     .map(|p| {
                         ObjectRef::new(p.namespace.as_deref().unwrap_or(&key.namespace), &p.name)
                     })
-                    .filter(|gw| gateways.contains(gw))
+                    .filter(|gw| gateways.contains(gw) && $served(gw))
                     .collect();
-                let services = r.spec.rules.iter().flatten().flat_map(|rule| {
-                    rule.backend_refs
-                        .iter()
-                        .flatten()
-                        .filter(|b| {
-                            b.group.as_deref().unwrap_or("").is_empty()
-                                && b.kind.as_deref().unwrap_or("Service") == "Service"
-                        })
-                        .map(|b| {
-                            ObjectRef::new(
-                                b.namespace.as_deref().unwrap_or(&key.namespace),
-                                &b.name,
-                            )
-                        })
-                });
+                let services = $backend_refs
+                    .filter(|b| {
+                        b.group.as_deref().unwrap_or("").is_empty()
+                            && b.kind.as_deref().unwrap_or("Service") == "Service"
+                    })
+                    .map(|b| {
+                        ObjectRef::new(b.namespace.as_deref().unwrap_or(&key.namespace), &b.name)
+                    });
                 for svc in services {
                     out.entry(svc).or_default().extend(parents.iter().cloned());
                 }
             }
         };
     }
-    collect!(HttpRoute);
-    collect!(GrpcRoute);
+    let any = |_: &ObjectRef| true;
+    collect!(
+        HttpRoute,
+        |r| r
+            .spec
+            .rules
+            .iter()
+            .flatten()
+            .flat_map(|rule| rule.backend_refs.iter().flatten()),
+        any
+    );
+    collect!(
+        GrpcRoute,
+        |r| r
+            .spec
+            .rules
+            .iter()
+            .flatten()
+            .flat_map(|rule| rule.backend_refs.iter().flatten()),
+        any
+    );
+    collect!(
+        TlsRoute,
+        |r| r
+            .spec
+            .rules
+            .iter()
+            .flat_map(|rule| rule.backend_refs.iter()),
+        terminates_tls
+    );
     out
 }

@@ -5,6 +5,8 @@
 //! (HTTPRouteRule.Matches in the spec):
 //!
 //! ```text
+//!  0. the route's own hostname that gave this virtual host: exact before
+//!     wildcard, then longer first (see `hostname::route_hostname_rank`)
 //!  1. path type: Exact < PathPrefix < RegularExpression
 //!  2. longer path value first (characters)
 //!  3. a method match before none
@@ -36,6 +38,7 @@ pub struct RouteOrigin {
 /// Smaller sorts first (higher precedence).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Precedence {
+    hostname: Reverse<(bool, usize)>,
     path_type: u8,
     path_len: Reverse<usize>,
     has_method: Reverse<bool>,
@@ -48,13 +51,22 @@ pub struct Precedence {
 }
 
 impl Precedence {
-    pub fn new(m: &RouteMatch, origin: RouteOrigin, rule: usize, match_index: usize) -> Self {
+    /// `hostname`: the rank of the route's own hostname on this virtual host
+    /// (`hostname::route_hostname_rank`).
+    pub fn new(
+        hostname: (bool, usize),
+        m: &RouteMatch,
+        origin: RouteOrigin,
+        rule: usize,
+        match_index: usize,
+    ) -> Self {
         let (path_type, path_len) = match &m.path {
             PathMatch::Exact(p) => (0, p.len()),
             PathMatch::Prefix(p) => (1, p.len()),
             PathMatch::RegularExpression(p) => (2, p.len()),
         };
         Precedence {
+            hostname: Reverse(hostname),
             path_type,
             path_len: Reverse(path_len),
             has_method: Reverse(m.method.is_some()),
@@ -90,8 +102,11 @@ mod tests {
         }
     }
 
+    /// One hostname rank for every key that is not about hostnames.
+    const H: (bool, usize) = (true, 11);
+
     fn key(m: &RouteMatch) -> Precedence {
-        Precedence::new(m, origin("a", "r", None), 0, 0)
+        Precedence::new(H, m, origin("a", "r", None), 0, 0)
     }
 
     fn header(n: &str) -> HeaderMatch {
@@ -146,18 +161,57 @@ mod tests {
     #[test]
     fn tie_breaks_table() {
         let p = m(PathMatch::Prefix("/".into()));
-        let old = Precedence::new(&p, origin("z", "z", Some("2020-01-01T00:00:00Z")), 0, 0);
-        let new = Precedence::new(&p, origin("a", "a", Some("2021-01-01T00:00:00Z")), 0, 0);
-        let none = Precedence::new(&p, origin("a", "a", None), 0, 0);
+        let old = Precedence::new(H, &p, origin("z", "z", Some("2020-01-01T00:00:00Z")), 0, 0);
+        let new = Precedence::new(H, &p, origin("a", "a", Some("2021-01-01T00:00:00Z")), 0, 0);
+        let none = Precedence::new(H, &p, origin("a", "a", None), 0, 0);
         assert!(old < new, "older route first, whatever its name");
         assert!(new < none, "a route without timestamp goes last");
-        let a = Precedence::new(&p, origin("ns", "a", None), 5, 5);
-        let b = Precedence::new(&p, origin("ns", "b", None), 0, 0);
+        let a = Precedence::new(H, &p, origin("ns", "a", None), 5, 5);
+        let b = Precedence::new(H, &p, origin("ns", "b", None), 0, 0);
         assert!(a < b, "namespace/name before rule order");
-        let r0 = Precedence::new(&p, origin("ns", "a", None), 0, 1);
-        let r1 = Precedence::new(&p, origin("ns", "a", None), 1, 0);
+        let r0 = Precedence::new(H, &p, origin("ns", "a", None), 0, 1);
+        let r1 = Precedence::new(H, &p, origin("ns", "a", None), 1, 0);
         assert!(r0 < r1, "rule order, then match order");
-        let m0 = Precedence::new(&p, origin("ns", "a", None), 1, 0);
-        assert!(m0 < Precedence::new(&p, origin("ns", "a", None), 1, 1));
+        let m0 = Precedence::new(H, &p, origin("ns", "a", None), 1, 0);
+        assert!(m0 < Precedence::new(H, &p, origin("ns", "a", None), 1, 1));
+    }
+
+    #[test]
+    fn the_routes_own_hostname_outranks_the_match_and_the_age() {
+        use crate::hostname::route_hostname_rank;
+        let listener = Some("abc.example.com");
+        let exact = route_hostname_rank("abc.example.com", listener, &["abc.example.com".into()]);
+        let wild = route_hostname_rank("abc.example.com", listener, &["*.example.com".into()]);
+        let old = origin("ns", "old", Some("2020-01-01T00:00:00Z"));
+        let new = origin("ns", "new", Some("2021-01-01T00:00:00Z"));
+        let short = m(PathMatch::Prefix("/path".into()));
+        let long = m(PathMatch::Prefix("/path/prefix".into()));
+        assert!(
+            Precedence::new(exact, &short, new.clone(), 0, 0)
+                < Precedence::new(wild, &long, old.clone(), 0, 0),
+            "an exact route hostname before a wildcard one, whatever the path or age"
+        );
+        // On a `*.example.com` listener both serve `*.example.com`.
+        let wider = route_hostname_rank("*.example.com", Some("*.example.com"), &["*.com".into()]);
+        let narrower = route_hostname_rank(
+            "*.example.com",
+            Some("*.example.com"),
+            &["*.example.com".into()],
+        );
+        assert!(narrower > wider, "the longer wildcard is more specific");
+        // Without hostnames a route counts as naming what it serves: the same
+        // rank as a route naming it exactly, so the match decides between them.
+        assert_eq!(route_hostname_rank("abc.example.com", listener, &[]), exact);
+        // Of a route's hostnames, the most specific one that gives the host.
+        let both = route_hostname_rank(
+            "abc.example.com",
+            listener,
+            &[
+                "*.example.com".into(),
+                "abc.example.com".into(),
+                "x.example.org".into(),
+            ],
+        );
+        assert_eq!(both, exact);
     }
 }

@@ -83,6 +83,10 @@ pub struct ForwardSpec {
     /// mirrored share (numerator, denominator).
     pub mirrors: Vec<Mirror>,
     pub cors: Option<Box<Cors>>,
+    /// TLSRoute only: the backends and the invalid weight as a Terminate
+    /// listener sends to them (TLS again where a BackendTLSPolicy says so);
+    /// `None` when they are `backends` and `invalid_weight` as they are.
+    pub terminated: Option<Box<ResolvedBackends>>,
 }
 
 /// A RequestMirror filter whose backend resolved: the cluster and the

@@ -26,6 +26,7 @@ use aether_ir::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::borrow::Cow;
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -137,7 +138,7 @@ impl TableContext<'_> {
                     .filter(|&&other| other != li)
                     .map(|&other| self.gw.listeners[other].hostname.as_deref());
                 for host in hostname::isolate(served, l.hostname.as_deref(), siblings) {
-                    let vhost = vhosts.entry(host).or_default();
+                    let vhost = vhosts.entry(host.clone()).or_default();
                     for rule in &r.rules {
                         for (j, m) in rule.matches.iter().enumerate() {
                             let route_name = format!(
@@ -161,9 +162,14 @@ impl TableContext<'_> {
                                 request_headers: rule.request_headers.clone(),
                                 response_headers: rule.response_headers.clone(),
                             };
+                            let rank = hostname::route_hostname_rank(
+                                &host,
+                                l.hostname.as_deref(),
+                                &r.hostnames,
+                            );
                             vhost.insert(
                                 route_name,
-                                (Precedence::new(m, origin, rule.index, j), route),
+                                (Precedence::new(rank, m, origin, rule.index, j), route),
                             );
                         }
                     }
@@ -226,17 +232,33 @@ impl TableContext<'_> {
                 .iter()
                 .filter(|&&other| other != li)
                 .map(|&other| self.gw.listeners[other].hostname.as_deref());
-            for ri in self.by_age(li) {
+            // Each SNI name goes to one route: the one whose own hostname for it
+            // is the most specific, then the oldest.
+            let mut candidates: Vec<((bool, usize), usize, String)> = Vec::new();
+            for (age_rank, ri) in self.by_age(li).into_iter().enumerate() {
                 let r: &RouteModel = &self.routes[ri];
                 let served = hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames);
-                let hosts: Vec<String> =
-                    hostname::isolate(served, l.hostname.as_deref(), siblings.clone())
-                        .into_iter()
-                        .filter(|h| claimed.insert(h.clone()))
-                        .collect();
-                if hosts.is_empty() {
-                    continue;
+                for host in hostname::isolate(served, l.hostname.as_deref(), siblings.clone()) {
+                    if claimed.contains(&host) {
+                        continue;
+                    }
+                    let rank =
+                        hostname::route_hostname_rank(&host, l.hostname.as_deref(), &r.hostnames);
+                    candidates.push((rank, age_rank, host));
                 }
+            }
+            candidates.sort_by(|a, b| (&a.2, Reverse(a.0), a.1).cmp(&(&b.2, Reverse(b.0), b.1)));
+            let mut won: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+            for (_, age_rank, host) in candidates {
+                if claimed.insert(host.clone()) {
+                    won.entry(age_rank).or_default().push(host);
+                }
+            }
+            let by_age = self.by_age(li);
+            for (age_rank, mut hosts) in won {
+                let ri = by_age[age_rank];
+                let r: &RouteModel = &self.routes[ri];
+                hosts.sort();
                 let catch_all = hosts.iter().any(|h| h == "*");
                 chains.push(TlsChain {
                     listener: format!(
@@ -248,7 +270,7 @@ impl TableContext<'_> {
                     certificates: l.certificates.clone(),
                     client_validation: None,
                     route_table: None,
-                    forward: self.forward(ri, clusters),
+                    forward: self.forward(ri, l.protocol, clusters),
                 });
             }
         }
@@ -368,21 +390,38 @@ impl TableContext<'_> {
             .iter()
             .flat_map(|&li| self.by_age(li))
             .min_by_key(|&ri| age(&self.routes[ri]))?;
-        self.forward(ri, clusters)
+        self.forward(ri, None, clusters)
     }
 
     /// A route's first rule as an L4 forward, its clusters put in the IR. A UDP
     /// route with several backends gets one cluster holding all their endpoints,
-    /// weighted: Envoy's UDP proxy sends a session to one cluster.
-    fn forward(&self, ri: usize, clusters: &mut BTreeMap<String, Cluster>) -> Option<L4Forward> {
+    /// weighted: Envoy's UDP proxy sends a session to one cluster. A TLS
+    /// listener in Terminate mode (`listener`) sends to the route's backends as
+    /// terminated TLS is sent: encrypted again per BackendTLSPolicy, presenting
+    /// the Gateway's backend client certificate.
+    fn forward(
+        &self,
+        ri: usize,
+        listener: Option<ListenerProtocol>,
+        clusters: &mut BTreeMap<String, Cluster>,
+    ) -> Option<L4Forward> {
         let r: &RouteModel = &self.routes[ri];
-        let RuleAction::Forward(ForwardSpec {
-            backends,
-            invalid_weight,
-            ..
-        }) = &r.rules.first()?.action
-        else {
+        let RuleAction::Forward(spec) = &r.rules.first()?.action else {
             return None;
+        };
+        let reencrypted;
+        let (backends, invalid_weight) = match (&spec.terminated, listener) {
+            (Some(t), Some(ListenerProtocol::TlsTerminate)) => {
+                let (backends, invalid_weight) = t.as_ref().clone();
+                let f = ForwardSpec {
+                    backends,
+                    invalid_weight,
+                    ..ForwardSpec::default()
+                };
+                reencrypted = self.with_client_certificate(&f).into_owned();
+                (&reencrypted.backends, &reencrypted.invalid_weight)
+            }
+            _ => (&spec.backends, &spec.invalid_weight),
         };
         let route = names::route_key(r.kind, &r.key.namespace, &r.key.name);
         if self.protocol == PortProtocol::Udp && backends.len() > 1 {

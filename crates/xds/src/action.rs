@@ -118,7 +118,11 @@ pub(crate) fn forward(f: &ir::Forward, path: &ir::PathMatch) -> RouteAction {
     }
     timeouts(&mut action, &f.timeouts);
     match &f.retry {
-        Some(r) => retry(&mut action, r),
+        Some(r) => retry(
+            &mut action,
+            r,
+            f.timeouts.backend_request_ms.is_some_and(|ms| ms > 0),
+        ),
         None => unsent_retry(&mut action),
     }
     action.request_mirror_policies = f.mirrors.iter().map(mirror).collect();
@@ -174,16 +178,31 @@ fn other_hosts(policy: &mut RetryPolicy) {
     policy.host_selection_retry_max_attempts = 3;
 }
 
-/// A rule's retries: on the configured codes, and always on a failed connect,
-/// a refused stream or a reset (which includes a try passing the backend
-/// timeout), at most `attempts` times, waiting `backoff` at least (Envoy backs
-/// off exponentially up to ten times that, with jitter).
-fn retry(action: &mut RouteAction, r: &ir::Retry) {
-    let mut on = vec!["connect-failure", "refused-stream", "reset"];
+/// A rule's retries: on the configured codes, and always on what never reached
+/// the backend (a failed connect, a refused stream, a reset before the request
+/// went out), at most `attempts` times, waiting `backoff` at least (Envoy backs
+/// off exponentially up to ten times that, with jitter). `attempts: 0` turns
+/// retries off, ours too.
+///
+/// A reset after the request went out may mean the backend processed it, so it
+/// is retried only on a rule with a `backendRequest` timeout: Envoy counts a try
+/// passing that timeout as a reset, and the spec asks for the next try then
+/// (README, "Edge defaults", says so for users: unsafe for non-idempotent
+/// requests on such rules).
+fn retry(action: &mut RouteAction, r: &ir::Retry, per_try_timeout: bool) {
+    let policy = action.retry_policy.get_or_insert_with(RetryPolicy::default);
+    if r.attempts == Some(0) {
+        policy.retry_on = String::new();
+        policy.num_retries = Some(UInt32Value { value: 0 });
+        return;
+    }
+    let mut on = vec!["connect-failure", "refused-stream", "reset-before-request"];
+    if per_try_timeout {
+        on.push("reset");
+    }
     if !r.codes.is_empty() {
         on.insert(0, "retriable-status-codes");
     }
-    let policy = action.retry_policy.get_or_insert_with(RetryPolicy::default);
     policy.retry_on = on.join(",");
     policy.retriable_status_codes = r.codes.clone();
     policy.num_retries = r.attempts.map(|n| UInt32Value { value: n });

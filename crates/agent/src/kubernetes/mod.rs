@@ -37,15 +37,19 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::info;
 
-/// Features our GatewayClass claims in `status.supportedFeatures`: exactly those
-/// the upstream suite passes (conformance/reports: GATEWAY-HTTP core + the
-/// extended ones listed, GATEWAY-GRPC, -TLS, -TCP and -UDP core, TLS extended).
-/// Claim a feature only with a run that passes it.
+/// Features our GatewayClass claims in `status.supportedFeatures`, by Gateway API
+/// v1.7.0's names: exactly those the upstream suite passes
+/// (conformance/reports/v1.7.0: every extended feature of the GATEWAY-HTTP,
+/// -GRPC, -TLS, -TCP and -UDP profiles). Claim a feature only with a run that
+/// passes it. Older suites know some of them by other names (v1.6.1:
+/// `GatewayInfrastructurePropagation`, `HTTPRouteRetry`,
+/// `HTTPRouteRetryBackendTimeout`); their tests do not run there.
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "BackendTLSPolicy",
     "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
+    "GRPCRouteRequestHeaderModifier",
     "Gateway",
     "GatewayAddressEmpty",
     "GatewayBackendClientCertificate",
@@ -53,8 +57,9 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
     "GatewayHTTPSListenerDetectMisdirectedRequests",
-    "GatewayInfrastructurePropagation",
+    "GatewayInfrastructure",
     "GatewayPort8080",
+    "GatewayRouteHostnameIntersectionPrecedence",
     "GatewayStaticAddresses",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
@@ -64,6 +69,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteBackendProtocolWebSocket",
     "HTTPRouteBackendRequestHeaderModification",
     "HTTPRouteBackendTimeout",
+    "HTTPRouteBackendURLRewrite",
     "HTTPRouteCORS",
     "HTTPRouteDestinationPortMatching",
     "HTTPRouteHostRewrite",
@@ -79,8 +85,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteRequestPercentageMirror",
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
-    "HTTPRouteRetry",
-    "HTTPRouteRetryBackendTimeout",
+    "HTTPRouteRetryCodes",
     "HTTPRouteRetryConnectionError",
     "HTTPRouteSchemeRedirect",
     "ListenerSet",

@@ -415,9 +415,10 @@ fn retries_name_codes_attempts_and_backoff_and_keep_the_per_try_timeout() {
         ..Default::default()
     });
     let p = a.retry_policy.unwrap();
+    // With a backend timeout, `reset` too: Envoy counts a try passing it as one.
     assert_eq!(
         p.retry_on,
-        "retriable-status-codes,connect-failure,refused-stream,reset"
+        "retriable-status-codes,connect-failure,refused-stream,reset-before-request,reset"
     );
     assert_eq!(p.retriable_status_codes, vec![500, 503]);
     assert_eq!(p.num_retries, Some(UInt32Value { value: 3 }));
@@ -426,19 +427,50 @@ fn retries_name_codes_attempts_and_backoff_and_keep_the_per_try_timeout() {
     let per_try = p.per_try_timeout.unwrap();
     assert_eq!((per_try.seconds, per_try.nanos), (0, 250_000_000));
 
-    // No codes: connection errors and resets only; defaults left to Envoy.
+    // No codes, no backend timeout: only what never reached the backend (a
+    // reset after the request went out is not retried); defaults left to Envoy.
     let a = with(ir::Forward {
         backends: vec![backend("edge_cl_a", 1)],
         retry: Some(ir::Retry::default()),
         ..Default::default()
     });
     let p = a.retry_policy.unwrap();
-    assert_eq!(p.retry_on, "connect-failure,refused-stream,reset");
+    assert_eq!(
+        p.retry_on,
+        "connect-failure,refused-stream,reset-before-request"
+    );
     assert_eq!((p.num_retries, p.retry_back_off), (None, None));
     assert_eq!(
         p.retry_host_predicate.len(),
         1,
         "retries go to other endpoints"
+    );
+}
+
+#[test]
+fn zero_attempts_disable_every_retry_ours_included() {
+    let a = with(ir::Forward {
+        backends: vec![backend("edge_cl_a", 1)],
+        timeouts: ir::Timeouts {
+            request_ms: None,
+            backend_request_ms: Some(250),
+        },
+        retry: Some(ir::Retry {
+            attempts: Some(0),
+            backoff_ms: Some(100),
+            codes: vec![500],
+        }),
+        ..Default::default()
+    });
+    let p = a.retry_policy.unwrap();
+    assert_eq!(p.num_retries, Some(UInt32Value { value: 0 }));
+    assert_eq!(p.retry_on, "", "no condition to retry on");
+    assert!(p.retriable_status_codes.is_empty() && p.retry_back_off.is_none());
+    let per_try = p.per_try_timeout.unwrap();
+    assert_eq!(
+        (per_try.seconds, per_try.nanos),
+        (0, 250_000_000),
+        "the backend timeout still bounds the one try"
     );
 }
 

@@ -316,7 +316,8 @@ fn a_refused_connection_is_retried_on_another_endpoint(port: u16) {
         by_default.iter().all(|s| *s == 200),
         "round robin reaches the dead endpoint, and the default retry moves on: {by_default:?}"
     );
-    // A try passing the backend timeout is retried too (HTTPRouteRetryBackendTimeout);
+    // A try passing the backend timeout is retried too (the spec's SHOULD for
+    // a rule with retry and timeouts.backendRequest);
     // the 504 of a backend timeout without retries is checked above.
     let retried = (0..4)
         .map(|_| get(port, "example.com", "/timeout-retried").unwrap().status)
