@@ -83,10 +83,13 @@ pub fn private_socket_dir(socket: &std::path::Path) -> anyhow::Result<()> {
     let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return Ok(());
     };
-    private_dir(dir, "the ADS socket directory").context(
-        "another user could put their own ADS server in our socket's place. Remove it, or \
-         choose --xds-address unix:<a directory only this user can write>/ads.sock",
-    )
+    private_dir(dir, "the ADS socket directory").map_err(|e| {
+        anyhow::anyhow!(
+            "{e:#}: another user could put their own ADS server in our socket's place. \
+             Remove it, or choose --xds-address unix:<a directory only this user can \
+             write>/ads.sock"
+        )
+    })
 }
 
 /// Makes sure `dir` (named `what` in errors) is this user's alone to write:

@@ -60,6 +60,9 @@ pub fn run(args: StandaloneArgs) -> anyhow::Result<()> {
 
 async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     args.xds.checked_address(&args.xds_address)?;
+    if let Some(path) = args.xds_address.strip_prefix("unix:") {
+        serve::private_socket_dir(std::path::Path::new(path))?;
+    }
     let dir = std::path::absolute(&args.config.config_dir)?;
     anyhow::ensure!(
         dir.is_dir(),
@@ -117,9 +120,6 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     };
     let source_task = spawn_watcher(source, shutdown_rx);
 
-    if let Some(path) = args.xds_address.strip_prefix("unix:") {
-        serve::private_socket_dir(std::path::Path::new(path))?;
-    }
     let ads = serve::Ads {
         address: &args.xds_address,
         removal_grace: args.xds.removal_grace(),
