@@ -343,8 +343,26 @@ fn the_documented_metrics_are_served_and_the_dashboard_uses_only_those(metrics: 
 }
 
 /// The leader dies; agent-b takes the Lease and writes status from its own join.
+/// Keep-alive clients run through the Envoys all along: the failover costs no
+/// request and closes no connection (Envoy keeps what it was given).
 async fn the_other_agent_takes_over_when_the_leader_dies(f: &mut Fleet) {
+    use aether_testkit::live::traffic::{Load, Target, probe};
     let c = &f.client;
+    let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(c.clone(), "aether-ingress");
+    let svc = services.get(&f.svc).await.unwrap();
+    let recorded = &svc.metadata.annotations.as_ref().unwrap()["aether.io/port-allocations"];
+    let port = recorded.strip_prefix("80=").expect("80=<port>");
+    let target = Target {
+        addr: format!("{POD_IP}:{port}"),
+        host: "example.test".into(),
+        path: "/r1".into(),
+        sni: None,
+    };
+    wait_until(WAIT, "traffic through the Envoys", || {
+        probe(&target).and_then(|(status, _, _)| (status == 200).then_some(()))
+    });
+    let load = Load::start(&target, 4, Duration::from_millis(2));
     f.a.proc.kill();
     let begin = Instant::now();
     until_leader(c, "agent-b", Duration::from_secs(40)).await;
@@ -381,6 +399,17 @@ async fn the_other_agent_takes_over_when_the_leader_dies(f: &mut Fleet) {
     // The Gateway's status is another write of the same batch: it may land a
     // moment after the route's.
     then_programmed_with(c, 2, 10, "Programmed with r1 and r2 attached").await;
+    let t = load.stop();
+    println!(
+        "leader failover under keep-alive traffic: {} sent, {} ok, {} lost, {} connections closed by the server, longest gap {} ms",
+        t.sent,
+        t.ok,
+        t.lost(),
+        t.server_closed,
+        t.longest_gap.as_millis()
+    );
+    assert!(t.ok > 200, "steady traffic ran: {t:?}");
+    assert_eq!((t.lost(), t.server_closed), (0, 0), "{t:?}");
 }
 
 /// Agent-a returns as a follower serving another hash: its report reaches the new

@@ -21,6 +21,7 @@ fn agent_restarts_under_traffic_fail_no_request() {
     in_netns(async {
         let mut w = given_traffic_through_the_edge_service().await;
         three_restarts_under_traffic_fail_no_request_and_flip_no_status(&mut w).await;
+        an_api_server_outage_under_traffic_fails_no_request(&mut w).await;
         envoy_lost_no_config_and_the_allocations_survive(&w).await;
     });
 }
@@ -36,7 +37,7 @@ struct World {
     /// Its targetPort on the backends' address: where the load balancer sends.
     gateway: String,
     _b0: Backend,
-    _server: aether_testkit::ApiServer,
+    server: aether_testkit::ApiServer,
 }
 
 fn allocations(s: &Service) -> String {
@@ -96,7 +97,7 @@ async fn given_traffic_through_the_edge_service() -> World {
         recorded,
         gateway,
         _b0: b0,
-        _server: server,
+        server,
     }
 }
 
@@ -135,6 +136,42 @@ async fn three_restarts_under_traffic_fail_no_request_and_flip_no_status(w: &mut
         &failures[..failures.len().min(5)]
     );
     assert!(ok > 200, "steady traffic ran: {ok}");
+}
+
+/// kube-apiserver killed for 5 s and started again (etcd keeps its data)
+/// under keep-alive traffic: the agent keeps serving what it has, re-lists
+/// when the server is back, and publishes nothing new (nothing changed), so
+/// no request fails and no connection is closed.
+async fn an_api_server_outage_under_traffic_fails_no_request(w: &mut World) {
+    use aether_testkit::live::traffic::{Load, Target};
+    let target = Target {
+        addr: w.gateway.clone(),
+        host: "example.test".into(),
+        path: "/outage".into(),
+        sni: None,
+    };
+    let load = Load::start(&target, 4, Duration::from_millis(2));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    w.server.stop_apiserver().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    w.server.start_apiserver().await;
+    w.client = w.server.client();
+    // Back: the agent's watches resume (a re-list) and it still serves Envoy.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    wait_until(WAIT, "Envoy ACKed everything after the outage", || {
+        w.agent.node_acked_all("node-a").then_some(())
+    });
+    let t = load.stop();
+    println!(
+        "API server outage (5 s) under keep-alive traffic: {} sent, {} ok, {} lost, {} connections closed by the server, longest gap {} ms",
+        t.sent,
+        t.ok,
+        t.lost(),
+        t.server_closed,
+        t.longest_gap.as_millis()
+    );
+    assert!(t.ok > 500, "steady traffic ran: {t:?}");
+    assert_eq!((t.lost(), t.server_closed), (0, 0), "{t:?}");
 }
 
 async fn envoy_lost_no_config_and_the_allocations_survive(w: &World) {
