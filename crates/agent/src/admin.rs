@@ -19,6 +19,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -103,7 +104,8 @@ async fn bind_and_serve(
 /// file descriptors (and with them the config directory's) or its answers.
 #[derive(Debug, Clone, Copy)]
 struct ConnectionLimits {
-    /// Connections open at once; one more is closed as it is accepted.
+    /// Connections open at once. One more closes the oldest that has not
+    /// sent a whole request yet (or, when every one has, is itself closed).
     max: usize,
     /// A request's headers must have arrived within this (also the idle wait
     /// for the next request on a kept-alive connection).
@@ -118,14 +120,53 @@ const LIMITS: ConnectionLimits = ConnectionLimits {
     lifetime: Duration::from_secs(60),
 };
 
+/// The open connections, oldest first: whether each has sent a request yet,
+/// and how to close it.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    connections: std::collections::BTreeMap<u64, (Arc<AtomicBool>, tokio::task::AbortHandle)>,
+}
+
+impl Open {
+    /// Room for one more within `max`: `Ok` with the oldest connection that
+    /// has not sent a request yet, taken off to be closed (by the caller, once
+    /// it let go of the registry), if that was needed; `Err` when every one has.
+    fn make_room(&mut self, max: usize) -> Result<Option<tokio::task::AbortHandle>, ()> {
+        if self.connections.len() < max {
+            return Ok(None);
+        }
+        let idle = self
+            .connections
+            .iter()
+            .find(|(_, (requested, _))| !requested.load(Ordering::Relaxed))
+            .map(|(id, _)| *id)
+            .ok_or(())?;
+        Ok(self.connections.remove(&idle).map(|(_, task)| task))
+    }
+}
+
+/// Takes a connection off [`Open`] when its task ends (or is aborted).
+struct Leaves(Arc<std::sync::Mutex<Open>>, u64);
+
+impl Drop for Leaves {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.0.lock() {
+            open.connections.remove(&self.1);
+        }
+    }
+}
+
 /// Serves `app` on `listener` within `limits` until `shutdown` completes.
+/// Half-sent requests cannot crowd out a client that asks at once: at the cap,
+/// the oldest connection that has sent nothing whole yet gives way.
 async fn serve_limited(
     listener: tokio::net::TcpListener,
     app: Router,
     limits: ConnectionLimits,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let permits = Arc::new(tokio::sync::Semaphore::new(limits.max));
+    let open = Arc::new(std::sync::Mutex::new(Open::default()));
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -140,19 +181,37 @@ async fn serve_limited(
             },
             () = &mut shutdown => return Ok(()),
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tracing::debug!(max = limits.max, "admin connection refused: too many open");
+        let mut registry = open.lock().expect("the admin connection registry");
+        let Ok(gives_way) = registry.make_room(limits.max) else {
+            tracing::debug!(
+                max = limits.max,
+                "admin connection refused: every one is busy"
+            );
             continue;
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
+        let (id, requested) = (registry.next, Arc::new(AtomicBool::new(false)));
+        registry.next += 1;
+        let leaves = Leaves(open.clone(), id);
+        let (app, flag) = (app.clone(), requested.clone());
+        let service = hyper::service::service_fn(move |request| {
+            flag.store(true, Ordering::Relaxed);
+            tower_service::Service::call(&mut app.clone(), request)
+        });
+        let task = tokio::spawn(async move {
+            let _leaves = leaves;
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(limits.header_timeout);
             let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             let _ = tokio::time::timeout(limits.lifetime, connection).await;
         });
+        registry
+            .connections
+            .insert(id, (requested, task.abort_handle()));
+        drop(registry);
+        if let Some(task) = gives_way {
+            task.abort();
+        }
     }
 }
 
@@ -399,9 +458,9 @@ mod tests {
         .map(|()| started.elapsed())
     }
 
-    /// Half-sent requests cannot hold the admin server: past the cap a
-    /// connection is closed at once, a request whose headers do not arrive
-    /// is closed after the header timeout, and then answers come again.
+    /// Half-sent requests cannot hold the admin server: past the cap the
+    /// oldest half-sent one gives way, so a client that asks at once is
+    /// answered at once; the others are closed after the header timeout.
     #[tokio::test]
     async fn half_sent_requests_cannot_hold_the_admin_server() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -409,30 +468,34 @@ mod tests {
         let app = Router::new().route("/healthz", get(|| async { "ok\n" }));
         let limits = ConnectionLimits {
             max: 4,
-            header_timeout: Duration::from_millis(300),
+            header_timeout: Duration::from_millis(500),
             lifetime: Duration::from_secs(30),
         };
         tokio::spawn(serve_limited(listener, app, limits, std::future::pending()));
         let mut held = Vec::new();
-        for _ in 0..limits.max {
+        for _ in 0..limits.max * 5 {
             let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
             s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
                 .await
                 .unwrap();
             held.push(s);
         }
-        let mut over = tokio::net::TcpStream::connect(address).await.unwrap();
-        let took = closed_within(&mut over, Duration::from_secs(2)).await;
+        let asked = std::time::Instant::now();
+        let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         assert!(
-            took.is_some(),
-            "a connection past the cap is closed at once"
+            asked.elapsed() < Duration::from_millis(400),
+            "answered past the crowd at once"
         );
-        for s in &mut held {
+        // The first ones gave way at once; the last `max` are closed by the header timeout.
+        for (i, s) in held.iter_mut().enumerate() {
             let took = closed_within(s, Duration::from_secs(5)).await;
-            assert!(
-                took.is_some(),
-                "a half-sent request is closed after the header timeout"
-            );
+            assert!(took.is_some(), "half-sent connection {i} is closed");
         }
         let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
         s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
