@@ -72,7 +72,11 @@ fn publish_inputs(
                 AckState::Pending
             };
             if let Some(store) = index.store() {
-                let config = Config::default();
+                // Service address mode: each Gateway has Envoy ports of its own.
+                let config = Config {
+                    shared_ports: false,
+                    ..Config::default()
+                };
                 let planned = translate(&store, &config).status;
                 let served = |_: &_| Served::whole(ack.clone());
                 let plan = assemble(&planned, served, &Addresses::Planned);

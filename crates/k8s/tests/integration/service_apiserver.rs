@@ -8,11 +8,11 @@
 
 use crate::support::{
     EDGE, addressed, create, edge_services, load, mk_gateway, pass, ports, public_pass,
-    public_services, seed,
+    public_services, seed, service_mode,
 };
 use aether_gateway::status::condition;
+use aether_gateway::translate;
 use aether_gateway::vocabulary::gateway::{Reason, Type};
-use aether_gateway::{Config, translate};
 use aether_ir::ObjectRef;
 use aether_k8s::service::{
     self, ALLOCATIONS_ANNOTATION, ServiceConfig, allocations, apply_allocations, public_name,
@@ -300,7 +300,7 @@ async fn every_agent_binds_the_allocations_it_reads_back(client: &kube::Client) 
     let store = load(client).await;
     let recorded = allocations(&store, EDGE);
     assert_eq!(recorded.len(), 20);
-    let mut translation = translate(&store, &Config::default());
+    let mut translation = translate(&store, &service_mode());
     assert_eq!(translation.ir.gateways.len(), 20);
     let dropped = apply_allocations(&mut translation.ir, &recorded, "0.0.0.0");
     assert!(dropped.is_empty(), "{dropped:?}");
@@ -314,7 +314,7 @@ async fn every_agent_binds_the_allocations_it_reads_back(client: &kube::Client) 
 /// The status plan with the addresses the Services' load-balancer ingress gives.
 async fn plan_with_addresses(client: &kube::Client) -> aether_gateway::status::StatusPlan {
     let store = load(client).await;
-    let planned = translate(&store, &Config::default()).status;
+    let planned = translate(&store, &service_mode()).status;
     addressed(&planned, &store, &BTreeMap::new())
 }
 

@@ -18,6 +18,15 @@ pub const EDGE: &str = "aether-ingress";
 
 /// `plan` as written with every Envoy ACKed: the addresses (and what their
 /// absence does) from the edge Services in `store`.
+/// Translation as the agent runs it in service address mode: each Gateway
+/// gets Envoy ports of its own, so none is taken by another (`port_claims`).
+pub fn service_mode() -> Config {
+    Config {
+        shared_ports: false,
+        ..Config::default()
+    }
+}
+
 pub fn addressed(
     plan: &StatusPlan,
     store: &Store,
@@ -103,7 +112,7 @@ pub async fn pass(
     cfg: &ServiceConfig,
 ) -> Result<ReconcileReport, service::ReconcileErrors> {
     let store = load(client).await;
-    let translation = translate(&store, &Config::default());
+    let translation = translate(&store, &service_mode());
     let desired = desired_services(&store, &translation.ir, cfg);
     let existing = store.all::<Service>().values().map(|s| &**s);
     reconcile(client, desired, existing, &cfg.namespace).await
@@ -116,7 +125,7 @@ pub async fn public_pass(
     cfg: &ServiceConfig,
 ) -> Result<ReconcileReport, service::ReconcileErrors> {
     let store = load(client).await;
-    let translation = translate(&store, &Config::default());
+    let translation = translate(&store, &service_mode());
     let records = desired_services(&store, &translation.ir, cfg);
     let public = service::desired_public(&store, &records, cfg);
     service::reconcile_public(client, &public, &store).await
