@@ -207,14 +207,18 @@ async fn http2_client(target: Target, stop: Arc<AtomicBool>) -> Calls {
             .body(String::new())
             .expect("a request");
         calls.sent += 1;
-        match tokio::time::timeout(Duration::from_secs(5), s.send_request(request)).await {
-            Ok(Ok(response)) if response.status() == 200 => calls.answered(&mut last),
-            Ok(Ok(response)) => {
-                *calls
-                    .failed
-                    .entry(format!("{}", response.status()))
-                    .or_default() += 1
-            }
+        // The whole answer, body included: a stream dropped unread is reset
+        // by the client, and Envoy closes a connection whose streams are
+        // mostly reset early (its defence against rapid resets).
+        let answer = async {
+            let response = s.send_request(request).await?;
+            let status = response.status();
+            http_body_util::BodyExt::collect(response.into_body()).await?;
+            Ok::<_, hyper::Error>(status)
+        };
+        match tokio::time::timeout(Duration::from_secs(5), answer).await {
+            Ok(Ok(status)) if status == 200 => calls.answered(&mut last),
+            Ok(Ok(status)) => *calls.failed.entry(format!("{status}")).or_default() += 1,
             Ok(Err(e)) => {
                 *calls.failed.entry(format!("no answer: {e}")).or_default() += 1;
                 sender = None;
