@@ -3,6 +3,17 @@
 use super::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// One whole `GET /healthz` on a fresh connection: the answer as read.
+async fn healthz(address: std::net::SocketAddr) -> String {
+    let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
 /// Reads until the server closes the connection; how long that took.
 async fn closed_within(stream: &mut tokio::net::TcpStream, limit: Duration) -> Option<Duration> {
     let started = std::time::Instant::now();
@@ -38,12 +49,7 @@ async fn half_sent_requests_cannot_hold_the_admin_server() {
         held.push(s);
     }
     let asked = std::time::Instant::now();
-    let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
-    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
+    let answer = healthz(address).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(
         asked.elapsed() < Duration::from_millis(400),
@@ -54,12 +60,7 @@ async fn half_sent_requests_cannot_hold_the_admin_server() {
         let took = closed_within(s, Duration::from_secs(5)).await;
         assert!(took.is_some(), "half-sent connection {i} is closed");
     }
-    let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
-    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
+    let answer = healthz(address).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
