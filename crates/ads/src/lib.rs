@@ -31,6 +31,7 @@ pub mod delta;
 pub mod event;
 pub mod fleet;
 pub mod gate;
+pub mod holdback;
 mod serve;
 mod server;
 pub mod sotw;

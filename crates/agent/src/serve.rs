@@ -58,8 +58,8 @@ pub async fn ads_when_ready(
     let Some(first) = first else {
         return Ok(());
     };
-    fleet.remember(&first);
     remember(&first);
+    let first = fleet.serve(&first);
     let (snapshot_tx, snapshot_rx) = watch::channel(first);
     tokio::spawn(forward_snapshots(
         published.clone(),
@@ -127,27 +127,40 @@ pub fn private_dir(dir: &std::path::Path, what: &str) -> anyhow::Result<()> {
     anyhow::bail!("{what} {} {why}", dir.display())
 }
 
-/// Feeds the ADS server the snapshot of every new publication, remembered by
-/// the fleet first (so any version an Envoy ACKs can be read per route).
+/// Feeds the ADS server the snapshot of every new publication, with the
+/// routes an Envoy refused held back (`aether_ads::holdback`), so again on
+/// every fleet change; remembered first (so any version an Envoy ACKs can be
+/// read per route).
 async fn forward_snapshots(
     mut published: watch::Receiver<Option<Arc<Published>>>,
     snapshots: watch::Sender<Arc<Snapshot>>,
     fleet: Fleet,
     remember: impl Fn(&Snapshot),
 ) {
-    while published.changed().await.is_ok() {
-        let Some(p) = published.borrow_and_update().clone() else {
-            continue;
-        };
-        fleet.remember(&p.snapshot);
-        remember(&p.snapshot);
-        snapshots.send_if_modified(|current| {
-            let changed = current.version != p.snapshot.version;
-            if changed {
-                *current = p.snapshot.clone();
+    let mut fleet_changes = fleet.subscribe();
+    loop {
+        let desired = published
+            .borrow_and_update()
+            .as_ref()
+            .map(|p| p.snapshot.clone());
+        if let Some(desired) = desired {
+            let served = fleet.serve(&desired);
+            remember(&desired);
+            if !Arc::ptr_eq(&served, &desired) {
+                remember(&served);
             }
-            changed
-        });
+            snapshots.send_if_modified(|current| {
+                let changed = current.version != served.version;
+                if changed {
+                    *current = served;
+                }
+                changed
+            });
+        }
+        tokio::select! {
+            r = published.changed() => if r.is_err() { return },
+            r = fleet_changes.changed() => if r.is_err() { return },
+        }
     }
 }
 

@@ -182,6 +182,7 @@ pub fn local_served(snapshot: &Snapshot, gw: &ObjectRef, served: Option<&Gateway
         gateway,
         pending: Pending::Only(pending),
         unreported: Default::default(),
+        refused: served.refused.clone(),
     }
 }
 

@@ -14,7 +14,9 @@
 //!    5. otherwise                                True/Programmed
 //!  Listener Programmed: 1, 2, 4, 5 (an address is the Gateway's).
 //!  Route Accepted on a gated Gateway: planned True and its own config not
-//!    served everywhere → False/Pending; attachedRoutes counts the served ones.
+//!    served everywhere → False/Pending, or False/UnsupportedValue with
+//!    Envoy's message when an Envoy refused the route (it is served as it
+//!    was: `aether_ads::holdback`); attachedRoutes counts the served ones.
 //! ```
 //!
 //! The gate is per object: a route whose own config every Envoy serves keeps
@@ -41,6 +43,9 @@ pub struct Served {
     /// Nodes that must serve the Gateway (they take its traffic) but have not
     /// reported what their Envoy serves: named in the `Pending` messages.
     pub unreported: BTreeSet<String>,
+    /// Routes an Envoy refused (served as they were before), by route key:
+    /// `Accepted=False/UnsupportedValue` with this message instead of `Pending`.
+    pub refused: BTreeMap<String, String>,
 }
 
 /// Which routes of a Gateway wait for the fleet.
@@ -64,6 +69,7 @@ impl Served {
             gateway: state,
             pending,
             unreported: BTreeSet::new(),
+            refused: BTreeMap::new(),
         }
     }
 
@@ -251,12 +257,18 @@ fn hold_routes(out: &mut StatusPlan, gated: &BTreeMap<ObjectRef, Served>) {
                 let Some(s) = waiting(&parent.gateway) else {
                     continue;
                 };
-                if let Some(c) = condition_mut(&mut parent.conditions, route::Type::Accepted) {
-                    let message = format!(
-                        "waiting for every ready Envoy to serve this route{}",
-                        unreported(&s.unreported)
-                    );
-                    c.hold(route::Reason::Pending, &message);
+                let Some(c) = condition_mut(&mut parent.conditions, route::Type::Accepted) else {
+                    continue;
+                };
+                match s.refused.get(&key) {
+                    Some(message) => c.hold(route::Reason::UnsupportedValue, message),
+                    None => {
+                        let message = format!(
+                            "waiting for every ready Envoy to serve this route{}",
+                            unreported(&s.unreported)
+                        );
+                        c.hold(route::Reason::Pending, &message);
+                    }
                 }
             }
         }

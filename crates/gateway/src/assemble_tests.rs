@@ -224,6 +224,7 @@ fn served_but(pending: &[&str]) -> StatusPlan {
         gateway: AckState::Acked,
         pending: only(pending),
         unreported: BTreeSet::new(),
+        refused: Default::default(),
     };
     assemble(&plan(), |_| served.clone(), &Addresses::Planned)
 }
@@ -257,6 +258,7 @@ fn routes_keep_their_acceptance_while_the_gateways_listeners_change() {
         gateway: AckState::Pending,
         pending: only(&[]),
         unreported: BTreeSet::new(),
+        refused: Default::default(),
     };
     let g = assemble(&plan(), |_| served.clone(), &Addresses::Planned);
     let gw = &g.gateways[&web()];

@@ -143,6 +143,8 @@ pub fn delta(previous: &AckReport, next: &AckReport) -> AckReport {
     out.cleared.extend(gone(&previous.nacked, &next.nacked));
     out.cleared
         .extend(gone(&previous.acked_parts, &next.acked_parts));
+    out.cleared
+        .extend(gone(&previous.refused_routes, &next.refused_routes));
     out.cleared.sort();
     out.cleared.dedup();
     // A cleared key leaves every map, so whatever it still holds is set again.
@@ -157,6 +159,7 @@ pub fn delta(previous: &AckReport, next: &AckReport) -> AckReport {
     out.acked = changed(&previous.acked, &next.acked, &out.cleared);
     out.nacked = changed(&previous.nacked, &next.nacked, &out.cleared);
     out.acked_parts = changed(&previous.acked_parts, &next.acked_parts, &out.cleared);
+    out.refused_routes = changed(&previous.refused_routes, &next.refused_routes, &out.cleared);
     out
 }
 

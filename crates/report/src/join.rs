@@ -84,10 +84,12 @@ impl Reports {
                 entry.acked.remove(key);
                 entry.nacked.remove(key);
                 entry.acked_parts.remove(key);
+                entry.refused_routes.remove(key);
             }
             entry.acked.extend(report.acked);
             entry.nacked.extend(report.nacked);
             entry.acked_parts.extend(report.acked_parts);
+            entry.refused_routes.extend(report.refused_routes);
             entry.envoy_connected = report.envoy_connected;
             entry.acked_snapshot = report.acked_snapshot;
             *entry != before
@@ -338,10 +340,23 @@ pub(crate) fn join(
         })
         .map(|(route, _)| route.clone())
         .collect();
+    // A route some node refused: that node's message (the first reporting one).
+    let refused = resources
+        .routes
+        .keys()
+        .filter_map(|route| {
+            let part = crate::local::part_key(key, route);
+            ready
+                .iter()
+                .find_map(|r| r.refused_routes.get(&part))
+                .map(|m| (route.clone(), m.clone()))
+        })
+        .collect();
     Served {
         gateway,
         pending: Pending::Only(pending),
         unreported: BTreeSet::new(),
+        refused,
     }
 }
 

@@ -47,6 +47,11 @@ pub fn local_report(node: &str, fleet: &Fleet, snapshot: &Snapshot) -> AckReport
             }
             AckState::Pending => {}
         }
+        for (route, message) in s.refused {
+            report
+                .refused_routes
+                .insert(part_key(&key, &route), message);
+        }
         for route in s.routes {
             if let Some(parts) = resources.routes.get(&route) {
                 report

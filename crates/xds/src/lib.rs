@@ -21,6 +21,7 @@ pub mod bootstrap;
 pub mod cluster;
 mod cors;
 pub mod edge;
+pub mod held;
 pub mod endpoint;
 mod incremental;
 pub mod listener;

@@ -244,6 +244,33 @@ impl Snapshot {
         self
     }
 
+    /// This snapshot with some resources of `ty` replaced, each with its
+    /// fragments; the version, Gateway hashes and own fingerprints follow the
+    /// new resources (the routes' parts are kept as they are).
+    pub fn replacing(
+        &self,
+        ty: ResourceType,
+        replaced: impl IntoIterator<Item = (Resource, BTreeMap<String, String>)>,
+    ) -> Snapshot {
+        let mut resources = self.resources.clone();
+        let mut fragments = self.fragments.clone();
+        for (r, f) in replaced {
+            fragments.insert((ty, r.name.clone()), Arc::new(f));
+            resources.entry(ty).or_default().insert(r.name.clone(), r);
+        }
+        let members = self
+            .gateways
+            .iter()
+            .map(|(gw, g)| (gw.clone(), g.members.clone()))
+            .collect();
+        let parts = self
+            .gateways
+            .iter()
+            .map(|(gw, g)| (gw.clone(), (g.own.clone(), g.routes.clone())))
+            .collect();
+        Snapshot::new(resources, members).with_fingerprinted_parts(parts, fragments)
+    }
+
     /// One object's fragment of a resource at this snapshot's version.
     pub fn fragment(&self, ty: ResourceType, name: &str, key: &str) -> Option<&str> {
         self.fragments

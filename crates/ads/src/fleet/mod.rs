@@ -36,6 +36,7 @@ pub use served::GatewayServed;
 pub use view::{FleetView, NackView, NodeView, TypeView};
 
 use crate::event::{Event, Nack};
+use crate::holdback::{HoldBack, NodeTables};
 use crate::subscription::Versions;
 use aether_ir::{AckState, ObjectRef};
 use aether_xds::{GatewayResources, ResourceType, Snapshot};
@@ -65,6 +66,7 @@ struct Shared {
     streams: DashMap<u64, StreamState>,
     metrics: Mutex<Metrics>,
     history: RwLock<served::History>,
+    holdback: Mutex<HoldBack>,
 }
 
 #[derive(Clone)]
@@ -118,6 +120,34 @@ impl Fleet {
     /// A counter that moves on every ACK, NACK, connect and disconnect.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    /// The snapshot to serve for `desired`: the routes Envoy refused held
+    /// back (`crate::holdback`), remembered (see [`Fleet::remember`]). Call
+    /// it on every new snapshot and every fleet change.
+    pub fn serve(&self, desired: &Arc<Snapshot>) -> Arc<Snapshot> {
+        let streams = self.streams();
+        let tables: Vec<NodeTables> = nodes(&streams)
+            .iter()
+            .map(|(node, state)| state.tables(node))
+            .collect();
+        let (served, absorbed) = self.holdback().update(desired, &tables);
+        if !absorbed.is_empty() {
+            // The routes held answer for these refusals now, not their Gateway.
+            for mut stream in self.shared.streams.iter_mut() {
+                for (ty, nack) in &mut stream.refused {
+                    if *ty == ResourceType::Route {
+                        nack.rejected.retain(|name, v| {
+                            !absorbed.iter().any(|(t, av)| t == name && av == v)
+                        });
+                    }
+                }
+                stream.refused.retain(|(_, nack)| !nack.rejected.is_empty());
+            }
+            self.bump();
+        }
+        self.remember(&served);
+        served
     }
 
     /// Registers a stream from `node` (the first request's `node.id`).
@@ -281,6 +311,13 @@ impl Fleet {
             .unwrap_or_else(|e| e.into_inner())
     }
 
+    fn holdback(&self) -> MutexGuard<'_, HoldBack> {
+        self.shared
+            .holdback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     fn history(&self) -> RwLockReadGuard<'_, served::History> {
         self.shared
             .history
@@ -354,6 +391,33 @@ impl<'a> NodeState<'a> {
             }
         }
         merged
+    }
+
+    /// What this node holds and refused of route tables (newest stream wins).
+    fn tables(&self, node: &str) -> NodeTables {
+        let acked = self
+            .acked()
+            .remove(&ResourceType::Route)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        let refused = self
+            .streams
+            .iter()
+            .flat_map(|s| &s.refused)
+            .filter(|(ty, _)| *ty == ResourceType::Route)
+            .flat_map(|(_, nack)| {
+                nack.rejected
+                    .iter()
+                    .map(|(n, v)| (n.clone(), v.clone(), nack.message.clone()))
+            })
+            .collect();
+        NodeTables {
+            node: node.to_string(),
+            acked,
+            refused,
+        }
     }
 
     /// The newest stream's most recent standing NACK.

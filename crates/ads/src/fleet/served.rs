@@ -30,6 +30,9 @@ pub struct GatewayServed {
     pub gateway: AckState,
     /// Route keys whose current config every connected node serves.
     pub routes: BTreeSet<String>,
+    /// Routes an Envoy refused, served as they were (`crate::holdback`):
+    /// what their status says.
+    pub refused: BTreeMap<String, String>,
 }
 
 type Fragments = Arc<BTreeMap<String, String>>;
@@ -109,6 +112,12 @@ impl Fleet {
         let mut nodes = super::nodes(&streams);
         nodes.retain(|n, _| counts(n));
         let history = &*self.history();
+        let holds: BTreeMap<String, String> = self
+            .holdback()
+            .holds()
+            .into_iter()
+            .filter_map(|(k, h)| Some((k.to_string(), h.refusal()?)))
+            .collect();
         snapshot
             .gateways
             .iter()
@@ -160,12 +169,18 @@ impl Fleet {
                         .map(|(key, _)| key.clone())
                         .collect()
                 };
+                let refused = resources
+                    .routes
+                    .keys()
+                    .filter_map(|k| holds.get(k).map(|h| (k.clone(), h.clone())))
+                    .collect();
                 (
                     gw.clone(),
                     GatewayServed {
                         whole,
                         gateway,
                         routes,
+                        refused,
                     },
                 )
             })
