@@ -401,6 +401,14 @@ async fn debug_explain(State(state): State<Shared>, RawQuery(query): RawQuery) -
             })
             .collect();
         e.served_by(&p.snapshot.version, computed.as_deref(), &nodes);
+        // Routes of this Gateway an Envoy refused are served as they were.
+        if let Some(resources) = p.snapshot.gateways.get(&gw) {
+            for (key, why) in state.fleet.refused_routes() {
+                if resources.routes.contains_key(&key) {
+                    e.caveats.push(format!("{key}: {why}"));
+                }
+            }
+        }
     }
     if one("output") == Some("json") {
         let body = serde_json::to_string_pretty(&e).unwrap_or_default() + "\n";

@@ -103,6 +103,16 @@ impl Fleet {
         self.served_among(snapshot, |n| n == node)
     }
 
+    /// Routes an Envoy refused, held back (`crate::holdback`): by route key,
+    /// what their status says.
+    pub fn refused_routes(&self) -> BTreeMap<String, String> {
+        self.holdback()
+            .holds()
+            .into_iter()
+            .filter_map(|(k, h)| Some((k.to_string(), h.refusal()?)))
+            .collect()
+    }
+
     fn served_among(
         &self,
         snapshot: &Snapshot,
@@ -112,12 +122,7 @@ impl Fleet {
         let mut nodes = super::nodes(&streams);
         nodes.retain(|n, _| counts(n));
         let history = &*self.history();
-        let holds: BTreeMap<String, String> = self
-            .holdback()
-            .holds()
-            .into_iter()
-            .filter_map(|(k, h)| Some((k.to_string(), h.refusal()?)))
-            .collect();
+        let holds = self.refused_routes();
         snapshot
             .gateways
             .iter()

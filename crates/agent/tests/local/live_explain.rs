@@ -112,7 +112,7 @@ fn status_of(w: &World, host: &str, path: &str) -> u16 {
 fn explain_says_why_envoy_answers_404() {
     let w = given_a_served_gateway("explain");
     a_refused_route_is_named_as_the_reason(&w);
-    a_nacked_route_table_is_named_with_envoys_error(&w);
+    a_refused_route_is_named_with_envoys_error(&w);
     drop(w.agent);
     let _ = &w.logs;
 }
@@ -147,7 +147,7 @@ fn a_refused_route_is_named_as_the_reason(w: &World) {
 
 /// Translation takes the regex; Envoy's RE2 program for it is over the limit our
 /// bootstraps set, so Envoy NACKs the route table and keeps the previous one.
-fn a_nacked_route_table_is_named_with_envoys_error(w: &World) {
+fn a_refused_route_is_named_with_envoys_error(w: &World) {
     let long = format!("/{}", "a".repeat(997));
     std::fs::write(
         w.dir.join("bad.yaml"),
@@ -161,9 +161,9 @@ fn a_nacked_route_table_is_named_with_envoys_error(w: &World) {
         ),
     )
     .unwrap();
-    let text = wait_until(WAIT, "explain names the NACK", || {
+    let text = wait_until(WAIT, "explain names the refusal", || {
         let t = explain(w, "bad.test", &long);
-        t.contains("NACKed").then_some(t)
+        t.contains("refused this route").then_some(t)
     });
     println!("{}", text.replace(&long, "/a…a"));
     assert!(
@@ -175,12 +175,12 @@ fn a_nacked_route_table_is_named_with_envoys_error(w: &World) {
         "{text}"
     );
     assert!(names_edge_1_behind(&text), "{text}");
-    assert!(text.contains("NACKed RDS version"), "{text}");
+    assert!(text.contains("HTTPRoute/default/bad: Envoy"), "{text}");
     assert!(text.contains("program size"), "Envoy's own error: {text}");
     assert_eq!(
         status_of(w, "bad.test", &long),
         404,
-        "Envoy serves the previous table"
+        "Envoy serves the table without the refused route"
     );
 }
 

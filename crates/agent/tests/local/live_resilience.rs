@@ -125,7 +125,8 @@ fn a_nacked_config_is_reported_and_the_previous_one_keeps_serving() {
 }
 
 /// Passes translate's RE2 checks (a lower bound of the program size), but Envoy's
-/// RE2 program for it is just over the 1000 our bootstraps allow.
+/// RE2 program for it is just over the 1000 our bootstraps allow: the route is
+/// held back (`Accepted=False` with Envoy's text) and the rest goes on.
 fn a_nack_is_reported_and_the_previous_table_serves(s: &Setup, agent: &Agent) {
     let bad = route_yaml("bad", "RegularExpression", "/[a-z]{997}", "b1");
     std::fs::write(s.dir.join("bad.yaml"), bad).unwrap();
@@ -146,7 +147,17 @@ fn a_nack_is_reported_and_the_previous_table_serves(s: &Setup, agent: &Agent) {
         status.contains("program size"),
         "status names Envoy's error:\n{status}"
     );
+    assert!(
+        status.contains("reason: UnsupportedValue") && status.contains("served as it was"),
+        "the refused route says it is held back:\n{status}"
+    );
     then_every_request_reaches(s, "b0", 20, &format!("the previous route table: {nack}"));
+    // The rest of the Gateway's route table goes on while the route is held.
+    let other = route_yaml("other", "PathPrefix", "/other", "b1");
+    std::fs::write(s.dir.join("other.yaml"), other).unwrap();
+    then_served(s, "/other", "b1", 20, "another route of the same table");
+    let status = wait_programmed(agent);
+    assert!(status.contains("program size"), "{status}");
     // Not resent in a loop: the NACK count stays put while nothing changes.
     let before = counter(agent, "aether_ads_nacks_total");
     assert!(before >= 1, "{before} NACKs");
