@@ -70,7 +70,11 @@ impl HeldRoutes {
                 routes.push(HeldRoute {
                     virtual_host: vh.name.clone(),
                     domains: vh.domains.clone(),
-                    after: vh.routes[..i].iter().rev().map(|p| p.name.clone()).collect(),
+                    after: vh.routes[..i]
+                        .iter()
+                        .rev()
+                        .map(|p| p.name.clone())
+                        .collect(),
                     route: r.clone(),
                 });
             }
@@ -119,9 +123,8 @@ pub fn splice(
     let mut emptied = BTreeSet::new();
     for vh in &mut rc.virtual_hosts {
         let had = vh.routes.len();
-        vh.routes.retain(|r| {
-            !ir::names::route_key_of(&r.name).is_some_and(|k| held.contains_key(k))
-        });
+        vh.routes
+            .retain(|r| !ir::names::route_key_of(&r.name).is_some_and(|k| held.contains_key(k)));
         if had > 0 && vh.routes.is_empty() {
             emptied.insert(vh.name.clone());
         }
@@ -129,7 +132,8 @@ pub fn splice(
     // A virtual host only held routes filled would, empty, answer 404 for
     // hostnames that the older table sent to the catch-all.
     rc.virtual_hosts.retain(|vh| !emptied.contains(&vh.name));
-    let mut references: BTreeSet<(ResourceType, String)> = table.references.iter().cloned().collect();
+    let mut references: BTreeSet<(ResourceType, String)> =
+        table.references.iter().cloned().collect();
     for routes in held.values() {
         let clusters = routes.clusters();
         if !clusters.iter().all(|c| defined(c)) {
@@ -141,8 +145,12 @@ pub fn splice(
         references.extend(clusters.into_iter().map(|c| (ResourceType::Cluster, c)));
     }
     let fragments = route::fragments(&rc);
-    let resource = Resource::new(&table.name, ResourceType::Route.type_url(), rc.encode_to_vec())
-        .with_references(references);
+    let resource = Resource::new(
+        &table.name,
+        ResourceType::Route.type_url(),
+        rc.encode_to_vec(),
+    )
+    .with_references(references);
     Ok((resource, fragments))
 }
 
@@ -150,7 +158,11 @@ pub fn splice(
 /// lost it and no other virtual host took one of its domains), after the
 /// nearest of its old predecessors still there, else first.
 fn put_back(rc: &mut RouteConfiguration, h: &HeldRoute) {
-    let at = match rc.virtual_hosts.iter().position(|v| v.name == h.virtual_host) {
+    let at = match rc
+        .virtual_hosts
+        .iter()
+        .position(|v| v.name == h.virtual_host)
+    {
         Some(at) => at,
         None => {
             let taken = rc

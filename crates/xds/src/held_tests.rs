@@ -36,7 +36,12 @@ fn names(r: &Resource) -> Vec<(String, Vec<String>)> {
         .unwrap()
         .virtual_hosts
         .iter()
-        .map(|v| (v.name.clone(), v.routes.iter().map(|r| r.name.clone()).collect()))
+        .map(|v| {
+            (
+                v.name.clone(),
+                v.routes.iter().map(|r| r.name.clone()).collect(),
+            )
+        })
         .collect()
 }
 
@@ -84,14 +89,24 @@ fn a_held_route_goes_back_where_it_was_and_the_rest_goes_on() {
     let new_fragments = route::fragments(&decode(&new).unwrap());
     assert_eq!(fragments[A], old_fragments[A], "a is served as it was");
     assert_eq!(fragments[B], new_fragments[B], "b's change goes on");
-    assert!(spliced.references.contains(&(ResourceType::Cluster, "old-a".to_string())));
+    assert!(
+        spliced
+            .references
+            .contains(&(ResourceType::Cluster, "old-a".to_string()))
+    );
 }
 
 #[test]
 fn a_held_new_route_is_left_out_and_its_empty_host_with_it() {
-    let old = table(vec![vhost("*", vec![route("HTTPRoute/app/b/rule/0/match/0", "b")])]);
+    let old = table(vec![vhost(
+        "*",
+        vec![route("HTTPRoute/app/b/rule/0/match/0", "b")],
+    )]);
     let new = table(vec![
-        vhost("new.example", vec![route("HTTPRoute/app/a/rule/0/match/0", "a")]),
+        vhost(
+            "new.example",
+            vec![route("HTTPRoute/app/a/rule/0/match/0", "a")],
+        ),
         vhost("*", vec![route("HTTPRoute/app/b/rule/0/match/0", "b")]),
     ]);
     let (spliced, fragments) = splice(&new, &held(&old, &[A]), |_| true).unwrap();
@@ -101,18 +116,34 @@ fn a_held_new_route_is_left_out_and_its_empty_host_with_it() {
 
 #[test]
 fn a_held_route_whose_cluster_is_gone_is_left_out() {
-    let old = table(vec![vhost("h", vec![route("HTTPRoute/app/a/rule/0/match/0", "gone")])]);
-    let new = table(vec![vhost("h", vec![route("HTTPRoute/app/a/rule/0/match/0", "new")])]);
+    let old = table(vec![vhost(
+        "h",
+        vec![route("HTTPRoute/app/a/rule/0/match/0", "gone")],
+    )]);
+    let new = table(vec![vhost(
+        "h",
+        vec![route("HTTPRoute/app/a/rule/0/match/0", "new")],
+    )]);
     let (spliced, _) = splice(&new, &held(&old, &[A]), |c| c != "gone").unwrap();
     assert_eq!(names(&spliced), Vec::<(String, Vec<String>)>::new());
     let (spliced, _) = splice(&new, &held(&old, &[A]), |_| true).unwrap();
-    assert_eq!(names(&spliced), names(&old), "with its cluster defined it serves as before");
+    assert_eq!(
+        names(&spliced),
+        names(&old),
+        "with its cluster defined it serves as before"
+    );
 }
 
 #[test]
 fn a_held_route_whose_host_moved_comes_back_with_its_host() {
-    let old = table(vec![vhost("old.example", vec![route("HTTPRoute/app/a/rule/0/match/0", "a")])]);
-    let new = table(vec![vhost("new.example", vec![route("HTTPRoute/app/a/rule/0/match/0", "a")])]);
+    let old = table(vec![vhost(
+        "old.example",
+        vec![route("HTTPRoute/app/a/rule/0/match/0", "a")],
+    )]);
+    let new = table(vec![vhost(
+        "new.example",
+        vec![route("HTTPRoute/app/a/rule/0/match/0", "a")],
+    )]);
     let (spliced, _) = splice(&new, &held(&old, &[A]), |_| true).unwrap();
     assert_eq!(names(&spliced), names(&old));
 }

@@ -137,9 +137,8 @@ impl Fleet {
             for mut stream in self.shared.streams.iter_mut() {
                 for (ty, nack) in &mut stream.refused {
                     if *ty == ResourceType::Route {
-                        nack.rejected.retain(|name, v| {
-                            !absorbed.iter().any(|(t, av)| t == name && av == v)
-                        });
+                        nack.rejected
+                            .retain(|name, v| !absorbed.iter().any(|(t, av)| t == name && av == v));
                     }
                 }
                 stream.refused.retain(|(_, nack)| !nack.rejected.is_empty());

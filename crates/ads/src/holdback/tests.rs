@@ -17,7 +17,9 @@ fn table(s: &Snapshot) -> (String, bool) {
 
 /// The paths each route of the served table matches, by route.
 fn paths(s: &Snapshot) -> Vec<String> {
-    use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route_match::PathSpecifier};
+    use envoy_types::pb::envoy::config::route::v3::{
+        RouteConfiguration, route_match::PathSpecifier,
+    };
     use prost::Message;
     let r = &s.resources[&ResourceType::Route][TABLE];
     let rc = RouteConfiguration::decode(r.body.value.as_slice()).unwrap();
@@ -48,7 +50,11 @@ impl Envoy {
     fn tables(&self) -> Vec<NodeTables> {
         vec![NodeTables {
             node: "n".into(),
-            acked: self.acked.iter().map(|v| (TABLE.to_string(), v.clone())).collect(),
+            acked: self
+                .acked
+                .iter()
+                .map(|v| (TABLE.to_string(), v.clone()))
+                .collect(),
             refused: self
                 .refused
                 .iter()
@@ -74,7 +80,10 @@ impl Envoy {
     fn round(&mut self, hb: &mut HoldBack, desired: &Arc<Snapshot>) -> Arc<Snapshot> {
         let (served, absorbed) = hb.update(desired, &self.tables());
         // The fleet drops refusals the holds answer for.
-        if absorbed.iter().any(|(_, v)| Some(v) == self.refused.as_ref()) {
+        if absorbed
+            .iter()
+            .any(|(_, v)| Some(v) == self.refused.as_ref())
+        {
             self.refused = None;
         }
         self.push(&served);
@@ -107,7 +116,10 @@ fn alone(hb: &HoldBack) -> Vec<&str> {
 #[test]
 fn a_refused_route_is_served_as_it_was_and_the_rest_of_its_table_goes_on() {
     let mut hb = HoldBack::default();
-    let mut envoy = Envoy { acked: None, refused: None };
+    let mut envoy = Envoy {
+        acked: None,
+        refused: None,
+    };
     let s1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
     envoy.settle(&mut hb, &s1);
     assert_eq!(envoy.acked, Some(table(&s1).0));
@@ -115,10 +127,22 @@ fn a_refused_route_is_served_as_it_was_and_the_rest_of_its_table_goes_on() {
     // b turns into something Envoy refuses while c is added: one push.
     let s2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/bad"), ("c", "/c")]);
     let served = envoy.settle(&mut hb, &s2);
-    assert_eq!(paths(&served), ["a=/a", "b=/b", "c=/c"], "b as it was, c goes on");
-    assert_eq!(envoy.acked, Some(table(&served).0), "Envoy holds the table served");
+    assert_eq!(
+        paths(&served),
+        ["a=/a", "b=/b", "c=/c"],
+        "b as it was, c goes on"
+    );
+    assert_eq!(
+        envoy.acked,
+        Some(table(&served).0),
+        "Envoy holds the table served"
+    );
     assert_eq!(envoy.refused, None, "the refusal is the held route's now");
-    assert_eq!(alone(&hb), ["HTTPRoute/app/b"], "c was tried alone and taken");
+    assert_eq!(
+        alone(&hb),
+        ["HTTPRoute/app/b"],
+        "c was tried alone and taken"
+    );
     let hold = &hb.holds()["HTTPRoute/app/b"];
     assert!(hold.refusal().unwrap().contains("regex too big"));
 
@@ -131,14 +155,20 @@ fn a_refused_route_is_served_as_it_was_and_the_rest_of_its_table_goes_on() {
     // b's own edit is a new try, and Envoy takes it.
     let s4 = mk_routes_snapshot(&[("a", "/a2"), ("b", "/b2"), ("c", "/c")]);
     let served = envoy.settle(&mut hb, &s4);
-    assert!(Arc::ptr_eq(&served, &s4), "nothing held: the desired snapshot itself");
+    assert!(
+        Arc::ptr_eq(&served, &s4),
+        "nothing held: the desired snapshot itself"
+    );
     assert!(hb.holds().is_empty());
 }
 
 #[test]
 fn a_refused_new_route_is_left_out_until_it_changes() {
     let mut hb = HoldBack::default();
-    let mut envoy = Envoy { acked: None, refused: None };
+    let mut envoy = Envoy {
+        acked: None,
+        refused: None,
+    };
     envoy.settle(&mut hb, &mk_routes_snapshot(&[("a", "/a")]));
     let s2 = mk_routes_snapshot(&[("a", "/a"), ("n", "/bad")]);
     let served = envoy.settle(&mut hb, &s2);
@@ -155,7 +185,10 @@ fn a_refused_new_route_is_left_out_until_it_changes() {
 fn with_the_hold_back_bypassed_the_whole_table_waits() {
     // The same script as the first test, without the hold-back: Envoy keeps
     // the old table, so c (a good route) is not served.
-    let mut envoy = Envoy { acked: None, refused: None };
+    let mut envoy = Envoy {
+        acked: None,
+        refused: None,
+    };
     let s1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
     envoy.push(&s1);
     let s2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/bad"), ("c", "/c")]);
@@ -216,7 +249,10 @@ fn the_fleet_puts_the_refusal_on_the_route_not_on_its_gateway() {
     assert_eq!(paths(&served), ["a=/a2", "b=/b"]);
     let after = &fleet.served(&s2)[&gw];
     assert_eq!(after.gateway, aether_ir::AckState::Acked, "{after:?}");
-    assert!(after.routes.contains("HTTPRoute/app/a"), "a's change is served");
+    assert!(
+        after.routes.contains("HTTPRoute/app/a"),
+        "a's change is served"
+    );
     assert!(!after.routes.contains("HTTPRoute/app/b"));
     assert!(after.refused["HTTPRoute/app/b"].contains("regex too big"));
 }
