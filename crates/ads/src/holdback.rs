@@ -20,8 +20,10 @@
 //!   served with that route's Envoy routes as Envoy holds them (or without it,
 //!   if it is new), and every other change goes on.
 //! - **One suspect is the culprit.** Several suspects (a burst of changes in
-//!   one push) are let go one at a time, each once Envoy holds the table as
-//!   served: the one Envoy refuses again is held alone, the others go on.
+//!   one push, or a whole table Envoy never held) are tried again by halves,
+//!   each once Envoy holds the table as served: a half Envoy refuses is halved
+//!   again, the other half then tried whole. The route Envoy refuses is held
+//!   alone after about 2·log2(suspects) pushes, and the others go on.
 //! - **A held route goes when it changes.** An edit (or a removal) of the
 //!   route is a new try; an unrelated edit of the table keeps it held.
 //!
@@ -58,8 +60,14 @@ pub struct Hold {
     /// Envoy's message (already fit to show: `aether_ir::untrusted::message`).
     pub message: String,
     /// The route alone was in the refused change; otherwise it was one of
-    /// several and waits its turn to be tried alone.
+    /// several and waits its turn to be tried again.
     pub alone: bool,
+    /// Which refusal held it: of several suspects held, the newest refusal's
+    /// are tried first.
+    round: u64,
+    /// Its round holds a route Envoy refuses (it was refused together);
+    /// otherwise it is the other half of one, not known to.
+    known_bad: bool,
     /// The route's fragment in the refused version (`None`: it was removed).
     refused: Option<String>,
     /// Its Envoy routes as the node held them.
@@ -82,6 +90,8 @@ pub struct HoldBack {
     served: BTreeMap<String, VecDeque<Served>>,
     /// The version of the snapshot served last.
     last: Option<String>,
+    /// Refusals turned into holds so far.
+    rounds: u64,
 }
 
 impl Hold {
@@ -108,7 +118,7 @@ impl HoldBack {
     ) -> (Arc<Snapshot>, Vec<(String, String)>) {
         self.release_changed(desired);
         let absorbed = self.absorb(nodes);
-        self.try_one_alone(nodes);
+        self.try_half(nodes);
         let served = self.splice(desired);
         if self.last.as_deref() != Some(served.version.as_str()) || !absorbed.is_empty() {
             self.keep_served(&served, nodes);
@@ -164,6 +174,8 @@ impl HoldBack {
                     .chain(before.keys())
                     .filter(|k| refused.fragments.get(*k) != before.get(*k))
                     .collect();
+                self.rounds += 1;
+                let round = self.rounds;
                 let holds = self.holds.entry(table.clone()).or_default();
                 for key in &suspects {
                     let routes = held
@@ -173,6 +185,8 @@ impl HoldBack {
                         node: n.node.clone(),
                         message: message.clone(),
                         alone: suspects.len() == 1,
+                        round,
+                        known_bad: true,
                         refused: refused.fragments.get(*key).cloned(),
                         routes,
                     });
@@ -188,9 +202,13 @@ impl HoldBack {
         absorbed
     }
 
-    /// Once every node holds a table as last served, lets one of its routes
-    /// held among several go: alone, Envoy takes it or refuses it.
-    fn try_one_alone(&mut self, nodes: &[NodeTables]) {
+    /// Once every node holds a table as last served, tries the routes held
+    /// together by its newest refusal: half of them when they were refused
+    /// together (the other half then waits, no longer known to be refused),
+    /// all of them otherwise. A try Envoy refuses is a new, smaller round, so
+    /// the route Envoy refuses is alone after about 2·log2(suspects) pushes,
+    /// and every other goes on.
+    fn try_half(&mut self, nodes: &[NodeTables]) {
         for (table, holds) in &mut self.holds {
             let last = self.served.get(table).and_then(|k| k.back());
             let settled = !nodes.is_empty()
@@ -202,8 +220,27 @@ impl HoldBack {
             if !settled {
                 continue;
             }
-            if let Some(key) = holds.iter().find(|(_, h)| !h.alone).map(|(k, _)| k.clone()) {
-                holds.remove(&key);
+            let Some(newest) = holds.values().filter(|h| !h.alone).map(|h| h.round).max() else {
+                continue;
+            };
+            let together: Vec<String> = holds
+                .iter()
+                .filter(|(_, h)| !h.alone && h.round == newest)
+                .map(|(k, _)| k.clone())
+                .collect();
+            let known_bad = together.iter().any(|k| holds[k].known_bad);
+            let tried = if known_bad {
+                together.len().div_ceil(2)
+            } else {
+                together.len()
+            };
+            for key in &together[..tried] {
+                holds.remove(key);
+            }
+            for key in &together[tried..] {
+                if let Some(h) = holds.get_mut(key) {
+                    h.known_bad = false;
+                }
             }
         }
         self.holds.retain(|_, holds| !holds.is_empty());

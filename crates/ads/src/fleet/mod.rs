@@ -394,13 +394,12 @@ impl<'a> NodeState<'a> {
 
     /// What this node holds and refused of route tables (newest stream wins).
     fn tables(&self, node: &str) -> NodeTables {
-        let acked = self
-            .acked()
-            .remove(&ResourceType::Route)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect();
+        let mut acked = Versions::new();
+        for s in &self.streams {
+            if let Some(versions) = s.acked.get(&ResourceType::Route) {
+                acked.extend(versions.iter().map(|(n, v)| (n.clone(), v.clone())));
+            }
+        }
         let refused = self
             .streams
             .iter()

@@ -256,3 +256,44 @@ fn the_fleet_puts_the_refusal_on_the_route_not_on_its_gateway() {
     assert!(!after.routes.contains("HTTPRoute/app/b"));
     assert!(after.refused["HTTPRoute/app/b"].contains("regex too big"));
 }
+
+#[test]
+fn among_many_new_routes_the_refused_one_is_found_by_halving() {
+    // An Envoy that never held the table: every route is a suspect.
+    let mut hb = HoldBack::default();
+    let mut envoy = Envoy {
+        acked: None,
+        refused: None,
+    };
+    let names: Vec<String> = (0..32).map(|i| format!("r{i:02}")).collect();
+    let mut routes: Vec<(&str, String)> = names
+        .iter()
+        .map(|n| (n.as_str(), format!("/{n}")))
+        .collect();
+    routes[13].1 = "/bad".into();
+    let routes: Vec<(&str, &str)> = routes.iter().map(|(n, p)| (*n, p.as_str())).collect();
+    let desired = mk_routes_snapshot(&routes);
+    // Pushes (versions Envoy was sent) until only the refused route is held.
+    let mut pushes = 0;
+    let mut last = String::new();
+    while !(alone(&hb) == ["HTTPRoute/app/r13"] && hb.holds().len() == 1) {
+        let served = envoy.round(&mut hb, &desired);
+        if served.version != last {
+            pushes += 1;
+            last = served.version.clone();
+        }
+        // One route at a time would take a push per route, 32 or more.
+        assert!(
+            pushes <= 24,
+            "found by halving in ~3·log2(32) pushes, not one by one"
+        );
+    }
+    let served = envoy.settle(&mut hb, &desired);
+    assert_eq!(
+        paths(&served).len(),
+        31,
+        "every other route served: {:?}",
+        paths(&served)
+    );
+    println!("{pushes} pushes");
+}
