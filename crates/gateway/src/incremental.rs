@@ -177,16 +177,66 @@ impl Translator {
     }
 
     /// Translates the whole store. Same store, same output, byte for byte,
-    /// whatever the cache holds.
+    /// whatever the cache holds. Each phase is one call, in the order the
+    /// semantics need; each reuses what the cache holds for inputs that did
+    /// not change.
     pub fn translate(&mut self, store: &Store) -> Translation {
+        let mut reuse = Reuse::default();
+        let mut status = StatusPlan::default();
+        // What every route and Gateway reads: a change forgets the cache.
+        let (index, stale) = self.shared_objects(store);
+        let backends = OnceCell::new();
+        let backends = || backends.get_or_init(|| Backends::with_index(store, index.clone()));
+        // GatewayClasses of ours, with their status.
+        let ours = classes(store, &self.config, &mut status);
+        // Every route modeled on its own (rules, backends, filters), in route order.
+        let routes = self.route_models(store, &stale, &backends, &mut reuse);
+        // Our Gateways, and the ports each may bind (the oldest keeps a shared one).
+        let gateways: Vec<(&ObjectRef, &Arc<Gateway>)> = store
+            .all::<Gateway>()
+            .iter()
+            .filter(|(_, gw)| ours.contains(&gw.spec.gateway_class_name))
+            .collect();
+        let mut taken = crate::port_claims::taken(&gateways, &self.config);
+        // Gateway models (listeners, ListenerSets), and which Gateway holds each ListenerSet.
+        let (mut models, set_gateway) = self.gateway_models(store, &gateways, &taken);
+        // Each Gateway's inputs: the routes whose parentRefs reach it.
+        let inputs = self.gateway_inputs(&gateways, &set_gateway, &routes);
+        // Per Gateway: its routes attached, its status and IR (the unit).
+        let units = self.gateway_units(
+            store,
+            &gateways,
+            &inputs,
+            &routes,
+            (&mut models, &mut taken),
+            &mut reuse,
+        );
+        // Each route's status: its parents' statuses from the units, in parentRef order.
+        self.route_statuses(&units, &inputs, routes.len(), &mut status);
+        // The IR: every served Gateway, the clusters they share merged.
+        let ir = merge(&units, &mut status);
+        // BackendTLSPolicy status: each policy's ancestors are our Gateways that use it.
+        if !store.all::<BackendTlsPolicy>().is_empty() {
+            let keys: BTreeSet<ObjectRef> = units.iter().map(|(k, _)| (*k).clone()).collect();
+            let by_service = crate::gateways_by_service(store, &keys);
+            status.backend_tls_policies = backends().tls().status(
+                |svc| by_service.get(svc).cloned().unwrap_or_default(),
+                &self.config.controller_name,
+            );
+        }
+        self.last = reuse;
+        Translation { ir, status }
+    }
+
+    /// The backend index for this store, and the Services whose EndpointSlices
+    /// changed. Any other shared object that changed empties the cache.
+    fn shared_objects(&mut self, store: &Store) -> (Arc<BackendIndex>, BTreeSet<ObjectRef>) {
         if !same_objects(&mut self.world, store, for_each_shared) {
             self.world = objects(store, for_each_shared);
             self.routes.clear();
             self.gateways.clear();
             self.backend_index = None;
         }
-        // EndpointSlices changed: a new index, and the Services whose slices
-        // are not what they were.
         let mut stale = BTreeSet::new();
         if !same_objects(&mut self.slices, store, for_each_slice) {
             self.slices = objects(store, for_each_slice);
@@ -199,13 +249,19 @@ impl Translator {
             .backend_index
             .get_or_insert_with(|| Arc::new(BackendIndex::new(store)))
             .clone();
-        let config = self.config.clone();
-        let mut reuse = Reuse::default();
-        let mut status = StatusPlan::default();
-        let ours = classes(store, &config, &mut status);
+        (index, stale)
+    }
 
-        // Route models, in route order (GRPC, HTTP, TCP, TLS, UDP; by key).
-        let backends = OnceCell::new();
+    /// Every route's model, in route order (GRPC, HTTP, TCP, TLS, UDP; by
+    /// key): the cached one while the route and the Services it read are the
+    /// same, else modeled again.
+    fn route_models<'s>(
+        &mut self,
+        store: &'s Store,
+        stale: &BTreeSet<ObjectRef>,
+        backends: &dyn Fn() -> &'s Backends<'s>,
+        reuse: &mut Reuse,
+    ) -> Vec<Arc<RouteModel>> {
         let mut routes: Vec<Arc<RouteModel>> = Vec::new();
         macro_rules! models {
             ($ty:ty, $model:path) => {{
@@ -233,8 +289,7 @@ impl Translator {
                         }
                         _ => {
                             reuse.routes_modeled += 1;
-                            let b =
-                                backends.get_or_init(|| Backends::with_index(store, index.clone()));
+                            let b = backends();
                             let modeled = b.reading_services(|| $model(b, key.clone(), r));
                             RouteEntry::new(key.clone(), source, modeled)
                         }
@@ -251,29 +306,34 @@ impl Translator {
         models!(TcpRoute, l4_route::tcp_model);
         models!(TlsRoute, l4_route::tls_model);
         models!(UdpRoute, l4_route::udp_model);
+        routes
+    }
 
-        let gateways: Vec<(&ObjectRef, &Arc<Gateway>)> = store
-            .all::<Gateway>()
-            .iter()
-            .filter(|(_, gw)| ours.contains(&gw.spec.gateway_class_name))
-            .collect();
-        // Ports two Gateways cannot share: the older keeps each.
-        let mut taken = crate::port_claims::taken(&gateways, &config);
+    /// The model of every Gateway whose unit cannot be reused as it is, and
+    /// the Gateway of ours each ListenerSet names (as its model decides).
+    fn gateway_models(
+        &self,
+        store: &Store,
+        gateways: &[(&ObjectRef, &Arc<Gateway>)],
+        taken: &BTreeMap<ObjectRef, Taken>,
+    ) -> (
+        BTreeMap<ObjectRef, GatewayModel>,
+        BTreeMap<ObjectRef, ObjectRef>,
+    ) {
         let no_ports_taken = Taken::new();
-        let taken_of = |key: &ObjectRef| taken.get(key).unwrap_or(&no_ports_taken);
-        // The Gateway of ours each ListenerSet names (as its model decides).
-        let mut set_gateway: BTreeMap<ObjectRef, ObjectRef> = BTreeMap::new();
-        let mut models: BTreeMap<ObjectRef, GatewayModel> = BTreeMap::new();
-        for (key, gw) in &gateways {
+        let mut set_gateway = BTreeMap::new();
+        let mut models = BTreeMap::new();
+        for (key, gw) in gateways {
+            let lost = taken.get(*key).unwrap_or(&no_ports_taken);
             let sets: Vec<ObjectRef> = match self.gateways.get(*key) {
-                Some(e) if same_input(&e.source, gw) && e.taken == *taken_of(key) => e
+                Some(e) if same_input(&e.source, gw) && e.taken == *lost => e
                     .unit
                     .listener_sets
                     .iter()
                     .map(|(k, _)| k.clone())
                     .collect(),
                 _ => {
-                    let m = GatewayModel::new(store, &config, (*key).clone(), gw, taken_of(key));
+                    let m = GatewayModel::new(store, &self.config, (*key).clone(), gw, lost);
                     let keys = m.listener_sets.iter().map(|s| s.key.clone()).collect();
                     models.insert((*key).clone(), m);
                     keys
@@ -283,11 +343,21 @@ impl Translator {
                 set_gateway.insert(s, (*key).clone());
             }
         }
+        (models, set_gateway)
+    }
 
-        // Each Gateway's inputs: (route index, parentRef index), in route order
-        // (the kinds' entries, in kind order, are the routes in route order).
+    /// Per Gateway, its inputs: (route index, parentRef index) for every
+    /// parentRef that reaches it (directly or through a ListenerSet it
+    /// holds), in route order.
+    fn gateway_inputs<'g>(
+        &self,
+        gateways: &[(&'g ObjectRef, &Arc<Gateway>)],
+        set_gateway: &BTreeMap<ObjectRef, ObjectRef>,
+        routes: &[Arc<RouteModel>],
+    ) -> BTreeMap<&'g ObjectRef, Vec<(usize, usize)>> {
         let mut inputs: BTreeMap<&ObjectRef, Vec<(usize, usize)>> =
             gateways.iter().map(|(k, _)| (*k, Vec::new())).collect();
+        // The kinds' entries, in kind order, are the routes in route order.
         for (ri, entry) in self.routes.values().flatten().enumerate() {
             debug_assert!(Arc::ptr_eq(&entry.model, &routes[ri]));
             for (pi, named, set) in &entry.parents {
@@ -303,12 +373,27 @@ impl Translator {
                 }
             }
         }
+        inputs
+    }
 
-        let mut units: Vec<(&ObjectRef, Arc<GatewayUnit>)> = Vec::new();
+    /// Every Gateway's unit: the cached one while the Gateway, the ports it
+    /// lost and its inputs are the same, else translated again.
+    fn gateway_units<'g>(
+        &mut self,
+        store: &Store,
+        gateways: &[(&'g ObjectRef, &Arc<Gateway>)],
+        inputs: &BTreeMap<&ObjectRef, Vec<(usize, usize)>>,
+        routes: &[Arc<RouteModel>],
+        (models, taken): (
+            &mut BTreeMap<ObjectRef, GatewayModel>,
+            &mut BTreeMap<ObjectRef, Taken>,
+        ),
+        reuse: &mut Reuse,
+    ) -> Vec<(&'g ObjectRef, Arc<GatewayUnit>)> {
+        let mut units = Vec::new();
         let mut live = BTreeSet::new();
-        for (key, gw) in &gateways {
-            let list = &inputs[*key];
-            let keyed: Vec<(Arc<RouteModel>, usize)> = list
+        for (key, gw) in gateways {
+            let keyed: Vec<(Arc<RouteModel>, usize)> = inputs[*key]
                 .iter()
                 .map(|&(ri, pi)| (routes[ri].clone(), pi))
                 .collect();
@@ -331,9 +416,9 @@ impl Translator {
                 None => {
                     reuse.gateways_translated += 1;
                     let model = models.remove(*key).unwrap_or_else(|| {
-                        GatewayModel::new(store, &config, (*key).clone(), gw, &lost)
+                        GatewayModel::new(store, &self.config, (*key).clone(), gw, &lost)
                     });
-                    let unit = Arc::new(translate_gateway(store, &config, model, &keyed));
+                    let unit = Arc::new(translate_gateway(store, &self.config, model, &keyed));
                     self.gateways.insert(
                         (*key).clone(),
                         GatewayEntry {
@@ -347,15 +432,24 @@ impl Translator {
                 }
             };
             live.insert((*key).clone());
-            units.push((key, unit));
+            units.push((*key, unit));
         }
         self.gateways.retain(|k, _| live.contains(k));
+        units
+    }
 
-        // Route statuses: each route's parents in parentRef order. A route
-        // whose model and parent statuses are the ones its status was
-        // assembled from last time keeps that status.
-        let mut from: Vec<ParentSources> = vec![Vec::new(); routes.len()];
-        for (key, unit) in &units {
+    /// Route statuses: each route's parents in parentRef order. A route whose
+    /// model and parent statuses are the ones its status was assembled from
+    /// last time keeps that status.
+    fn route_statuses(
+        &mut self,
+        units: &[(&ObjectRef, Arc<GatewayUnit>)],
+        inputs: &BTreeMap<&ObjectRef, Vec<(usize, usize)>>,
+        route_count: usize,
+        status: &mut StatusPlan,
+    ) {
+        let mut from: Vec<ParentSources> = vec![Vec::new(); route_count];
+        for (key, unit) in units {
             for (at, &(ri, pi)) in inputs[*key].iter().enumerate() {
                 from[ri].push((pi, unit.clone(), at));
             }
@@ -382,34 +476,28 @@ impl Translator {
                 .insert(route.key.clone(), route_status.clone());
             entry.status = Some((list, route_status));
         }
-
-        let mut ir = Ir::default();
-        let mut clusters: BTreeMap<&str, Arc<Cluster>> = BTreeMap::new();
-        for (key, unit) in &units {
-            status.gateways.insert((*key).clone(), unit.status.clone());
-            for (set, s) in &unit.listener_sets {
-                status.listener_sets.insert(set.clone(), s.clone());
-            }
-            if let Some(gw) = &unit.ir {
-                ir.gateways.push(gw.clone());
-            }
-            for (name, cluster) in &unit.clusters {
-                merge_cluster(&mut clusters, name, cluster);
-            }
-        }
-        ir.clusters = clusters.into_values().collect();
-        if !store.all::<BackendTlsPolicy>().is_empty() {
-            let keys: BTreeSet<ObjectRef> = units.iter().map(|(k, _)| (*k).clone()).collect();
-            let by_service = crate::gateways_by_service(store, &keys);
-            let b = backends.get_or_init(|| Backends::with_index(store, index.clone()));
-            status.backend_tls_policies = b.tls().status(
-                |svc| by_service.get(svc).cloned().unwrap_or_default(),
-                &config.controller_name,
-            );
-        }
-        self.last = reuse;
-        Translation { ir, status }
     }
+}
+
+/// The IR of the units (each served Gateway's, the clusters they share
+/// merged), and their Gateway and ListenerSet statuses into `status`.
+fn merge(units: &[(&ObjectRef, Arc<GatewayUnit>)], status: &mut StatusPlan) -> Ir {
+    let mut ir = Ir::default();
+    let mut clusters: BTreeMap<&str, Arc<Cluster>> = BTreeMap::new();
+    for (key, unit) in units {
+        status.gateways.insert((*key).clone(), unit.status.clone());
+        for (set, s) in &unit.listener_sets {
+            status.listener_sets.insert(set.clone(), s.clone());
+        }
+        if let Some(gw) = &unit.ir {
+            ir.gateways.push(gw.clone());
+        }
+        for (name, cluster) in &unit.clusters {
+            merge_cluster(&mut clusters, name, cluster);
+        }
+    }
+    ir.clusters = clusters.into_values().collect();
+    ir
 }
 
 /// Whether the objects `each` walks in `store` are the `cached` ones, or ones
