@@ -5,6 +5,8 @@
 //!            └ listener allows route kind+namespace ── none ──► NotAllowedByListeners
 //!            └ hostnames intersect                  ── none ──► NoMatchingListenerHostname
 //!            └ route has valid rules                ── no ────► UnsupportedValue
+//!                                                       (still attached: counted
+//!                                                        in attachedRoutes, serves nothing)
 //!            └ Accepted: the route attaches to every listener that passed
 //! ```
 //!
@@ -49,17 +51,16 @@ pub fn attach(
             (c, vec![])
         }
         Ok(hosting) => {
-            let (c, accepted) = route.attached_conditions();
-            if accepted {
-                for &i in &hosting {
-                    gw.listeners[i]
-                        .attached
-                        .insert((route.kind, route.key.clone()));
-                }
-                (c, hosting)
-            } else {
-                (c, vec![])
+            // Attached by allowedRoutes and parentRef alone: a route that is
+            // itself not Accepted (no valid rule) counts in attachedRoutes
+            // too (the API says MUST), but serves nothing.
+            for &i in &hosting {
+                gw.listeners[i]
+                    .attached
+                    .insert((route.kind, route.key.clone()));
             }
+            let (c, accepted) = route.attached_conditions();
+            (c, if accepted { hosting } else { vec![] })
         }
     };
     (
