@@ -1,12 +1,14 @@
 //! Kubernetes mode, the watches (issue point 1): an object the API server accepts but
 //! our types cannot read fully (an HTTPRoute whose filter type only a newer CRD
 //! has: the test adds `RateLimit` to the installed CRD's enum, as upgrading the
-//! CRDs before the controller does) is named in a warning — in the initial list
-//! (which must still complete, or nothing would ever be published) and later on
-//! — while every other object keeps flowing. And only `kubernetes.io/tls`
+//! CRDs before the controller does) is named in a warning and says
+//! `Accepted=False/UnsupportedValue` — in the initial list (which must still
+//! complete, or nothing would ever be published) and later on — while every
+//! other object keeps flowing. And only `kubernetes.io/tls`
 //! Secrets are read at all.
 
 use crate::support::*;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
@@ -116,11 +118,25 @@ async fn only_the_readable_routes_count_and_each_unreadable_one_is_named(w: &Wor
     let gw = get_json::<Gateway>(&w.client, Some(NS), "gw")
         .await
         .unwrap();
+    // The API counts every route attached by allowedRoutes and parentRef, the
+    // ones that are themselves not Accepted too.
     assert_eq!(
-        gw["status"]["listeners"][0]["attachedRoutes"], 2,
-        "only the readable routes count: {}",
+        gw["status"]["listeners"][0]["attachedRoutes"], 4,
+        "r1, r2 and the two with the newer filter: {}",
         gw["status"]
     );
+    // Read untyped: our typed client cannot decode the newer filter type.
+    let resource = kube::api::ApiResource::erase::<HttpRoute>(&());
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(w.client.clone(), NS, &resource);
+    for bad in ["early-bad", "late-bad"] {
+        let r = serde_json::to_value(api.get(bad).await.unwrap()).unwrap();
+        assert_eq!(
+            parent_accepted(&r, "gw", None),
+            cond("False", "UnsupportedValue"),
+            "{bad} serves nothing and says why: {}",
+            r["status"]
+        );
+    }
     let log = w.agent.proc.log_text();
     for bad in ["early-bad", "late-bad"] {
         assert!(
