@@ -46,11 +46,18 @@ macro_rules! words {
 
 /// GatewayClass conditions.
 pub mod gateway_class {
-    words!(Type { Accepted });
+    words!(Type {
+        Accepted,
+        /// Whether the installed CRDs are of a release we support (Kubernetes
+        /// mode; experimental channel).
+        SupportedVersion
+    });
     words!(Reason {
         Accepted,
         InvalidParameters,
-        Pending
+        Pending,
+        SupportedVersion,
+        UnsupportedVersion
     });
 }
 

@@ -16,8 +16,9 @@
 //! CRDs serve only an older version is read and written all the same. A kind whose
 //! CRD is not installed at all counts as listed and empty.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
-use kube::Client;
+use kube::{Api, Client};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -42,11 +43,32 @@ pub const KINDS: [&str; 10] = [
     "UDPRoute",
 ];
 
+/// The annotation a Gateway API CRD carries its release in.
+pub const BUNDLE_VERSION: &str = "gateway.networking.k8s.io/bundle-version";
+
+/// The Gateway API releases whose CRDs this controller reads and writes
+/// (the conformance suites it passes): `v1.5.x`, `v1.6.x`, `v1.7.x`.
+pub const SUPPORTED_RELEASES: [&str; 3] = ["v1.5.", "v1.6.", "v1.7."];
+
 /// The version of each Gateway API kind we read and write (see the module docs).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServedVersions {
     /// Kind → version; a kind that no preferred version serves is absent.
     versions: BTreeMap<&'static str, &'static str>,
+    /// The installed CRDs' releases ([`BUNDLE_VERSION`]).
+    bundles: Bundles,
+}
+
+/// What the installed Gateway API CRDs say their release is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Bundles {
+    /// Not asked (tests, or before discovery).
+    #[default]
+    NotRead,
+    /// Per installed kind, its CRD's annotation (`None`: not annotated).
+    Read(BTreeMap<&'static str, Option<String>>),
+    /// The API server would not say (e.g. RBAC), and why.
+    Unreadable(String),
 }
 
 impl ServedVersions {
@@ -68,13 +90,71 @@ impl ServedVersions {
                 versions.insert(kind, PREFERENCE[rank]);
             }
         }
-        ServedVersions { versions }
+        ServedVersions {
+            versions,
+            bundles: Bundles::NotRead,
+        }
+    }
+
+    /// The same, with what the CRDs say their release is.
+    pub fn with_bundles(mut self, bundles: Bundles) -> Self {
+        self.bundles = bundles;
+        self
+    }
+
+    pub fn bundles(&self) -> &Bundles {
+        &self.bundles
+    }
+
+    /// The GatewayClass's `SupportedVersion`: whether every installed Gateway
+    /// API CRD is of a release we support, and a message naming what is
+    /// installed; `None` when the CRDs were not read.
+    pub fn supported_version(&self) -> Option<(bool, String)> {
+        let read = match &self.bundles {
+            Bundles::NotRead => return None,
+            Bundles::Unreadable(why) => {
+                return Some((
+                    false,
+                    format!(
+                        "the Gateway API CRDs' release cannot be read ({why}); served best effort"
+                    ),
+                ));
+            }
+            Bundles::Read(read) => read,
+        };
+        let supported = |v: &str| SUPPORTED_RELEASES.iter().any(|p| v.starts_with(p));
+        let odd: Vec<String> = read
+            .iter()
+            .filter(|(_, v)| !v.as_deref().is_some_and(supported))
+            .map(|(kind, v)| match v {
+                Some(v) => format!("{kind} ({v})"),
+                None => format!("{kind} (no {BUNDLE_VERSION} annotation)"),
+            })
+            .collect();
+        let releases: std::collections::BTreeSet<&str> =
+            read.values().flatten().map(String::as_str).collect();
+        let releases: Vec<&str> = releases.into_iter().collect();
+        if odd.is_empty() {
+            Some((
+                true,
+                format!("Gateway API CRDs {} are supported", releases.join(", ")),
+            ))
+        } else {
+            Some((
+                false,
+                format!(
+                    "CRDs of a release this controller does not support (v1.5 to v1.7): {}; served best effort",
+                    odd.join(", ")
+                ),
+            ))
+        }
     }
 
     /// Every kind at v1: what a cluster with current CRDs serves.
     pub fn all_v1() -> Self {
         ServedVersions {
             versions: KINDS.iter().map(|k| (*k, "v1")).collect(),
+            bundles: Bundles::NotRead,
         }
     }
 
@@ -145,7 +225,37 @@ pub async fn discover(client: &Client) -> Result<ServedVersions, kube::Error> {
             .filter(|r| !r.name.contains('/'))
             .map(move |r| (version.as_str(), r.kind.as_str()))
     });
-    Ok(ServedVersions::choose(pairs))
+    let served = ServedVersions::choose(pairs);
+    // Each served kind's CRD, `<plural>.<group>`, for its release.
+    let plurals: BTreeMap<&'static str, &str> = lists
+        .iter()
+        .flat_map(|(_, list)| &list.resources)
+        .filter(|r| !r.name.contains('/'))
+        .filter_map(|r| Some((*KINDS.iter().find(|k| **k == r.kind)?, r.name.as_str())))
+        .collect();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut read = BTreeMap::new();
+    for (kind, plural) in plurals {
+        if served.version(kind).is_none() {
+            continue;
+        }
+        match crds.get_metadata_opt(&format!("{plural}.{GROUP}")).await {
+            Ok(Some(crd)) => {
+                let bundle = crd
+                    .metadata
+                    .annotations
+                    .and_then(|a| a.get(BUNDLE_VERSION).cloned());
+                read.insert(kind, bundle);
+            }
+            Ok(None) => {}
+            Err(kube::Error::Api(s)) if s.code == 401 || s.code == 403 => {
+                let why = format!("{}: {}", s.reason, s.message);
+                return Ok(served.with_bundles(Bundles::Unreadable(why)));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(served.with_bundles(Bundles::Read(read)))
 }
 
 #[cfg(test)]
@@ -193,6 +303,38 @@ mod tests {
             served.api_version("UDPRoute"),
             "gateway.networking.k8s.io/v1"
         );
+    }
+
+    #[test]
+    fn supported_version_names_every_crd_of_another_release() {
+        let served = |b: &[(&'static str, Option<&str>)]| {
+            ServedVersions::all_v1().with_bundles(Bundles::Read(
+                b.iter().map(|(k, v)| (*k, v.map(str::to_string))).collect(),
+            ))
+        };
+        assert_eq!(ServedVersions::all_v1().supported_version(), None);
+        let (ok, message) = served(&[("Gateway", Some("v1.7.0")), ("HTTPRoute", Some("v1.6.3"))])
+            .supported_version()
+            .unwrap();
+        assert!(ok, "{message}");
+        assert_eq!(message, "Gateway API CRDs v1.6.3, v1.7.0 are supported");
+        let (ok, message) = served(&[
+            ("Gateway", Some("v1.7.0")),
+            ("HTTPRoute", Some("v1.8.0")),
+            ("GRPCRoute", None),
+        ])
+        .supported_version()
+        .unwrap();
+        assert!(!ok);
+        assert!(message.contains("HTTPRoute (v1.8.0)"), "{message}");
+        assert!(
+            message.contains("GRPCRoute (no gateway.networking.k8s.io/bundle-version"),
+            "{message}"
+        );
+        assert!(!message.contains("Gateway (v1.7.0)"), "{message}");
+        let unreadable =
+            ServedVersions::all_v1().with_bundles(Bundles::Unreadable("forbidden".into()));
+        assert_eq!(unreadable.supported_version().map(|s| s.0), Some(false));
     }
 
     #[test]

@@ -204,7 +204,7 @@ async fn gateway_api(
         // Before any watch lists at a new version: status is written at it. Nothing
         // before every kind is settled (watched, or confirmed missing).
         if watched.len() == discovery::KINDS.len() {
-            let now = in_use(&watched);
+            let now = in_use(&watched).with_bundles(found.bundles().clone());
             served.send_if_modified(|current| {
                 let changed = current.as_ref() != Some(&now);
                 *current = Some(now);

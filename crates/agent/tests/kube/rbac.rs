@@ -137,6 +137,13 @@ async fn it_leads_and_writes_every_kinds_status(w: &World) -> Service {
         status_reason(&class["status"]["conditions"], "Accepted"),
         cond("True", "Accepted")
     );
+    // The deployed RBAC lets it read the CRDs' release.
+    assert_eq!(
+        status_reason(&class["status"]["conditions"], "SupportedVersion"),
+        cond("True", "SupportedVersion"),
+        "{}",
+        class["status"]
+    );
     svc
 }
 

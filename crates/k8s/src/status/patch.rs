@@ -360,7 +360,7 @@ fn push_classes_and_gateways(
             let api_version = inputs.served.api_version(StatusKind::GatewayClass.as_str());
             out.push(gateway_class(
                 class,
-                planned,
+                &with_supported_version(planned, &inputs.served, class),
                 &inputs.supported_features,
                 &api_version,
                 now,
@@ -474,6 +474,31 @@ pub(crate) fn body(
         "metadata": metadata,
         "status": status,
     })
+}
+
+/// The planned class status, with `SupportedVersion` from what the CRDs say
+/// their release is (only Kubernetes mode reads them).
+fn with_supported_version(
+    planned: &PlannedClass,
+    served: &ServedVersions,
+    class: &GatewayClass,
+) -> PlannedClass {
+    use aether_gateway::status::{Condition, set_condition};
+    use aether_gateway::vocabulary::gateway_class::{Reason, Type};
+    let mut planned = planned.clone();
+    if let Some((ok, message)) = served.supported_version() {
+        let reason = if ok {
+            Reason::SupportedVersion
+        } else {
+            Reason::UnsupportedVersion
+        };
+        let g = class.metadata.generation.unwrap_or(0);
+        set_condition(
+            &mut planned.conditions,
+            Condition::new(Type::SupportedVersion, ok, reason, message, g),
+        );
+    }
+    planned
 }
 
 fn gateway_class(
