@@ -31,7 +31,7 @@ struct Cli {
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
     /// Log filter, e.g. `info` or `aether_ads=debug,info`.
-    #[arg(long, global = true, env = "AETHER_EDGE_LOG", default_value = "info")]
+    #[arg(long, global = true, env = "AETHER_EDGE_LOG", default_value = "info", value_parser = logging::parse_filter)]
     log_level: String,
     #[command(subcommand)]
     command: Command,
