@@ -11,6 +11,7 @@ mod support;
 mod churn;
 mod discovery;
 mod fleet;
+mod long_name;
 mod rbac;
 mod report_auth;
 mod restart;
