@@ -12,6 +12,7 @@ use std::process::Command;
 /// one of these files.
 const ROOTS: &[&str] = &[
     "envoy/config/bootstrap/v3/bootstrap.proto",
+    "envoy/extensions/access_loggers/stream/v3/stream.proto",
     "envoy/config/cluster/v3/cluster.proto",
     "envoy/config/endpoint/v3/endpoint.proto",
     "envoy/config/listener/v3/listener.proto",

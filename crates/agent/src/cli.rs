@@ -171,9 +171,29 @@ pub struct XdsArgs {
     /// unix socket (mode 0600, in a directory only this user can write) is served.
     #[arg(long)]
     pub xds_tcp_open_to_local_users: bool,
+    /// Envoy's access log on its stdout: one JSON object per request (HTTP) or
+    /// connection (TCP), Envoy's default text line, or none.
+    #[arg(long, value_enum, default_value = "json")]
+    pub access_log: AccessLogFormat,
+}
+
+/// `--access-log`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccessLogFormat {
+    Json,
+    Text,
+    Off,
 }
 
 impl XdsArgs {
+    pub fn access_log(&self) -> aether_xds::AccessLog {
+        match self.access_log {
+            AccessLogFormat::Json => aether_xds::AccessLog::Json,
+            AccessLogFormat::Text => aether_xds::AccessLog::Text,
+            AccessLogFormat::Off => aether_xds::AccessLog::Off,
+        }
+    }
+
     pub fn removal_grace(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.removal_grace_seconds)
     }

@@ -106,12 +106,13 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(config: Config) -> Self {
+    /// A pipeline whose Envoy listeners log as `log` says.
+    pub fn new(config: Config, log: aether_xds::AccessLog) -> Self {
         let (published, _) = watch::channel(None);
         Pipeline {
             engine: Mutex::new(Engine {
                 translator: Translator::new(config),
-                builder: Builder::default(),
+                builder: Builder::with_access_log(log),
             }),
             published,
             stats: Arc::default(),

@@ -69,7 +69,10 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
         "--config-dir {} is not a directory",
         dir.display()
     );
-    let pipeline = Arc::new(Pipeline::new(args.config.translate_config()));
+    let pipeline = Arc::new(Pipeline::new(
+        args.config.translate_config(),
+        args.xds.access_log(),
+    ));
     let fleet = Fleet::new();
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let (problems_tx, problems_rx) = tokio::sync::watch::channel(Problems::default());
@@ -458,11 +461,12 @@ mod tests {
         std::sync::mpsc::Sender<Wake>,
         std::thread::JoinHandle<()>,
     ) {
-        let pipeline = Arc::new(Pipeline::new(aether_gateway::Config {
+        let config = aether_gateway::Config {
             controller_name: crate::cli::DEFAULT_CONTROLLER_NAME.into(),
             default_address: "127.0.0.1".into(),
             shared_ports: true,
-        }));
+        };
+        let pipeline = Arc::new(Pipeline::new(config, aether_xds::AccessLog::Json));
         let source = Source {
             dir: dir.to_path_buf(),
             pipeline: pipeline.clone(),

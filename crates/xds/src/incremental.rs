@@ -16,7 +16,7 @@
 //! `incremental_tests.rs`).
 
 use crate::snapshot::{FingerprintedParts, Resource, ResourceType, Snapshot};
-use crate::{ClusterBuild, GatewayBuild, ObjectParts, build_cluster, build_gateway};
+use crate::{AccessLog, ClusterBuild, GatewayBuild, ObjectParts, build_cluster, build_gateway};
 use aether_ir as ir;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -31,6 +31,8 @@ pub struct Builder {
     fingerprinted: BTreeMap<ir::ObjectRef, Fingerprinted>,
     /// What the last build reused and encoded.
     pub last: Reuse,
+    /// How every HTTP connection manager and TCP proxy logs.
+    access_log: AccessLog,
 }
 
 /// How much of the last build came from the cache.
@@ -43,6 +45,14 @@ pub struct Reuse {
 }
 
 impl Builder {
+    /// A builder whose listeners log as `log` says (the default: JSON).
+    pub fn with_access_log(log: AccessLog) -> Self {
+        Builder {
+            access_log: log,
+            ..Builder::default()
+        }
+    }
+
     pub fn build(&mut self, ir: &ir::Ir) -> Snapshot {
         let mut reuse = Reuse::default();
         let mut clusters = BTreeMap::new();
@@ -80,7 +90,7 @@ impl Builder {
                 }
                 _ => {
                     reuse.gateways_encoded += 1;
-                    Arc::new(build_gateway(gw, &known))
+                    Arc::new(build_gateway(gw, &known, self.access_log))
                 }
             };
             gateways.insert(key, (gw.clone(), built));

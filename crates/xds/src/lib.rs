@@ -15,6 +15,7 @@
 //! `endpoint`, `secret`); `render` turns any of them into proto3 JSON/YAML through a
 //! descriptor pool compiled from Envoy's own `.proto` files.
 
+pub mod access_log;
 mod action;
 mod any;
 pub mod bootstrap;
@@ -33,6 +34,7 @@ pub mod snapshot;
 mod validate;
 mod yaml;
 
+pub use access_log::AccessLog;
 pub use action::{INVALID_BACKEND, Scheme};
 pub use bootstrap::{BootstrapError, BootstrapOptions, bootstrap, try_bootstrap};
 pub use incremental::Builder;
@@ -117,7 +119,11 @@ struct GatewayBuild {
 
 /// One Gateway's resources; `known` says which clusters the IR defines, and
 /// what each references.
-fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> ClusterReads) -> GatewayBuild {
+fn build_gateway(
+    gw: &ir::Gateway,
+    known: &dyn Fn(&str) -> ClusterReads,
+    log: AccessLog,
+) -> GatewayBuild {
     let mut out = GatewayBuild::default();
     let GatewayBuild {
         resources,
@@ -157,7 +163,7 @@ fn build_gateway(gw: &ir::Gateway, known: &dyn Fn(&str) -> ClusterReads) -> Gate
     };
     let mut secrets_added = BTreeSet::new();
     for port in &gw.ports {
-        let listener = listener::listener(gw, port);
+        let listener = listener::listener(gw, port, log);
         // Envoy rejects a listener without filter chains, and a rejected LDS
         // update takes every other listener down with it. A port with nothing
         // to serve (say, every HTTPS listener lost its certificate, which the

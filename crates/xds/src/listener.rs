@@ -22,6 +22,7 @@
 //! nor a certificate rotation drains a listener.
 
 use crate::INVALID_BACKEND;
+use crate::access_log::AccessLog;
 use crate::any::{ads_config_source, pack};
 use crate::endpoint::socket_address;
 use crate::parts::{Fragments, OWN};
@@ -66,7 +67,7 @@ const UDP_ROUTE_ACTION: &str = "route";
 /// Where Envoy binds when a Gateway has no address (the IR promises at least one).
 const ANY_ADDRESS: &str = "0.0.0.0";
 
-pub fn listener(gateway: &ir::Gateway, port: &ir::Port) -> Listener {
+pub fn listener(gateway: &ir::Gateway, port: &ir::Port, log: AccessLog) -> Listener {
     let mut addresses = gateway.addresses.iter();
     let bind = addresses.next().map(String::as_str).unwrap_or(ANY_ADDRESS);
     let additional_addresses = addresses
@@ -86,7 +87,7 @@ pub fn listener(gateway: &ir::Gateway, port: &ir::Port) -> Listener {
         ir::PortProtocol::Http => {
             if let Some(table) = &port.route_table {
                 listener.filter_chains = vec![FilterChain {
-                    filters: vec![hcm_filter(&port.listener_name, &table.name)],
+                    filters: vec![hcm_filter(&port.listener_name, &table.name, log)],
                     ..Default::default()
                 }];
             }
@@ -108,12 +109,16 @@ pub fn listener(gateway: &ir::Gateway, port: &ir::Port) -> Listener {
             listener.filter_chains = named
                 .into_iter()
                 .chain(catch_all)
-                .filter_map(tls_filter_chain)
+                .filter_map(|c| tls_filter_chain(c, log))
                 .collect();
         }
         ir::PortProtocol::Tcp => {
             listener.filter_chains = vec![FilterChain {
-                filters: vec![tcp_proxy_filter(&port.listener_name, port.forward.as_ref())],
+                filters: vec![tcp_proxy_filter(
+                    &port.listener_name,
+                    port.forward.as_ref(),
+                    log,
+                )],
                 ..Default::default()
             }];
         }
@@ -179,10 +184,10 @@ pub fn fragments(port: &ir::Port, listener: &Listener) -> BTreeMap<String, Strin
 
 /// One SNI-selected chain; `None` for a chain with nothing behind it (a bug in
 /// the IR, never sent).
-fn tls_filter_chain(chain: &ir::TlsChain) -> Option<FilterChain> {
+fn tls_filter_chain(chain: &ir::TlsChain, log: AccessLog) -> Option<FilterChain> {
     let filter = match (&chain.route_table, &chain.forward) {
-        (Some(table), _) => hcm_filter(&table.name, &table.name),
-        (None, Some(forward)) => tcp_proxy_filter(&chain.listener, Some(forward)),
+        (Some(table), _) => hcm_filter(&table.name, &table.name, log),
+        (None, Some(forward)) => tcp_proxy_filter(&chain.listener, Some(forward), log),
         (None, None) => return None,
     };
     // HTTPS offers h2 and HTTP/1.1; a terminated TLS stream carries no ALPN of ours.
@@ -236,7 +241,7 @@ fn tls_filter_chain(chain: &ir::TlsChain) -> Option<FilterChain> {
 /// A TCP proxy to a route's weighted backends. The invalid share (or everything,
 /// with no route or no valid backend) goes to a cluster that is never defined, so
 /// Envoy closes those connections.
-fn tcp_proxy_filter(stat_prefix: &str, forward: Option<&ir::L4Forward>) -> Filter {
+fn tcp_proxy_filter(stat_prefix: &str, forward: Option<&ir::L4Forward>, log: AccessLog) -> Filter {
     let mut weighted: Vec<(&str, u32)> = forward
         .map(|f| {
             f.backends
@@ -267,6 +272,7 @@ fn tcp_proxy_filter(stat_prefix: &str, forward: Option<&ir::L4Forward>) -> Filte
     let proxy = TcpProxy {
         stat_prefix: stat_prefix.to_string(),
         cluster_specifier: Some(cluster_specifier),
+        access_log: log.tcp(),
         ..Default::default()
     };
     Filter {
@@ -353,7 +359,11 @@ pub fn chain_owner(chain: &ir::TlsChain) -> &str {
 /// the CORS filter (policies are per route, see `cors.rs`), routes from RDS. We are the edge, so the peer's address is the client's
 /// (`use_remote_address`): it is appended to `x-forwarded-for`, and `x-envoy-*`
 /// headers from outside are dropped instead of steering Envoy.
-pub fn http_connection_manager(stat_prefix: &str, route_table: &str) -> HttpConnectionManager {
+pub fn http_connection_manager(
+    stat_prefix: &str,
+    route_table: &str,
+    log: AccessLog,
+) -> HttpConnectionManager {
     let mut hcm = HttpConnectionManager {
         codec_type: CodecType::Auto as i32,
         stat_prefix: stat_prefix.to_string(),
@@ -384,17 +394,18 @@ pub fn http_connection_manager(stat_prefix: &str, route_table: &str) -> HttpConn
             upgrade_type: "websocket".to_string(),
             ..Default::default()
         }],
+        access_log: log.http(),
         ..Default::default()
     };
     crate::edge::limit(&mut hcm);
     hcm
 }
 
-fn hcm_filter(stat_prefix: &str, route_table: &str) -> Filter {
+fn hcm_filter(stat_prefix: &str, route_table: &str, log: AccessLog) -> Filter {
     Filter {
         name: HTTP_CONNECTION_MANAGER.to_string(),
         config_type: Some(filter::ConfigType::TypedConfig(pack(
-            &http_connection_manager(stat_prefix, route_table),
+            &http_connection_manager(stat_prefix, route_table, log),
         ))),
     }
 }
@@ -469,7 +480,7 @@ mod tests {
             tls_chains: vec![],
             forward: None,
         };
-        let l = listener(&gateway(vec![port.clone()]), &port);
+        let l = listener(&gateway(vec![port.clone()]), &port, AccessLog::Json);
         assert_eq!(l.name, "edge_ls_infra_gw_80");
         assert_eq!(ip(&l.address), "10.0.0.1");
         assert_eq!(l.additional_addresses.len(), 1);
@@ -503,7 +514,7 @@ mod tests {
             ],
             forward: None,
         };
-        let l = listener(&gateway(vec![port.clone()]), &port);
+        let l = listener(&gateway(vec![port.clone()]), &port, AccessLog::Json);
         assert_eq!(l.listener_filters[0].name, TLS_INSPECTOR);
         let names: Vec<&str> = l.filter_chains.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, vec!["a", "b", "any"]);

@@ -227,12 +227,15 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         }),
         AddressModeArg::Static => AddressMode::Static,
     };
-    let pipeline = Arc::new(Pipeline::new(aether_gateway::Config {
-        controller_name: args.controller_name.clone(),
-        default_address: args.default_address.clone(),
-        // Service mode gives each Gateway Envoy ports of its own.
-        shared_ports: matches!(mode, AddressMode::Static),
-    }));
+    let pipeline = Arc::new(Pipeline::new(
+        aether_gateway::Config {
+            controller_name: args.controller_name.clone(),
+            default_address: args.default_address.clone(),
+            // Service mode gives each Gateway Envoy ports of its own.
+            shared_ports: matches!(mode, AddressMode::Static),
+        },
+        args.xds.access_log(),
+    ));
     let fleet = Fleet::new();
     let reports = Reports::default();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);

@@ -532,3 +532,48 @@ fn drain_makes_envoy_stop_taking_connections_after_its_drain_time() {
         "{err}"
     );
 }
+
+/// Envoy logs each request as one JSON line on its stdout (the default
+/// `--access-log json`): what was asked and answered, where it went, Envoy's
+/// response flags; never the query string nor a credential header.
+#[test]
+fn envoy_logs_each_request_as_json_without_its_query_or_credentials() {
+    let s = setup("access-log");
+    let _agent = s.standalone(&[]);
+    let envoy = envoy("access-log", &s.xds, true, &s.logs);
+    then_served(&s, "/good", "b0", 30, "first route");
+    let secret = "s3cr3t-token";
+    let r = http_get(
+        &s.gateway,
+        "example.test",
+        &format!("/good/page?token={secret}"),
+        &[("authorization", &format!("Bearer {secret}"))],
+    )
+    .unwrap();
+    assert_eq!(r.status, 200);
+    let line = wait_until(Duration::from_secs(10), "the request's log line", || {
+        envoy.proc.log_text().lines().find_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            (v["path"] == "/good/page").then_some(v)
+        })
+    });
+    assert_eq!(line["response_code"], 200, "{line}");
+    assert_eq!(line["response_flags"], "-", "{line}");
+    assert_eq!(line["authority"], "example.test", "{line}");
+    assert!(
+        line["route_name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("HTTPRoute/default/good")),
+        "{line}"
+    );
+    assert!(
+        line["upstream_cluster"]
+            .as_str()
+            .is_some_and(|c| c.contains("b0")),
+        "{line}"
+    );
+    assert!(
+        !envoy.proc.log_text().contains(secret),
+        "a secret reached the access log"
+    );
+}
