@@ -73,6 +73,22 @@ pub async fn spawn_health(
     bind_and_serve(address, app, shutdown, "health").await
 }
 
+/// Only `/metrics`, for Prometheus on a routable address (`--metrics-address`;
+/// the admin endpoints stay on loopback).
+pub async fn spawn_metrics(
+    address: &str,
+    state: Shared,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<JoinHandle<std::io::Result<()>>> {
+    bind_and_serve(address, metrics_router(state), shutdown, "metrics").await
+}
+
+fn metrics_router(state: Shared) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
 async fn bind_and_serve(
     address: &str,
     app: Router,

@@ -70,3 +70,45 @@ fn queries_decode() {
     assert_eq!(percent_decode("100%"), "100%");
     assert_eq!(percent_decode("%zz"), "%zz");
 }
+
+/// The metrics listener answers `/metrics` and nothing of the admin server:
+/// no debug view (Secrets' material), no explain.
+#[tokio::test]
+async fn the_metrics_listener_serves_metrics_alone() {
+    let state = Arc::new(AdminState {
+        published: watch::channel(None).1,
+        fleet: aether_ads::Fleet::new(),
+        metrics: vec![Box::new(|| "aether_test_metric 1\n".to_string())],
+        status_view: Box::new(|p: &Published| p.status.clone()),
+        envoy_ready: None,
+        config_problems: None,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(serve_limited(
+        listener,
+        metrics_router(state),
+        LIMITS,
+        std::future::pending(),
+    ));
+    let get = |path: &'static str| async move {
+        let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).await.unwrap();
+        answer
+    };
+    let answer = get("/metrics").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("aether_test_metric 1"), "{answer}");
+    for path in [
+        "/debug/snapshot",
+        "/debug/status",
+        "/debug/explain",
+        "/readyz",
+    ] {
+        let answer = get(path).await;
+        assert!(answer.starts_with("HTTP/1.1 404"), "{path}: {answer}");
+    }
+}

@@ -137,6 +137,9 @@ pub struct StandaloneArgs {
     /// Admin HTTP listen address (/healthz, /readyz, /metrics, /debug/snapshot, /debug/status).
     #[arg(long, default_value = "127.0.0.1:19001")]
     pub admin_address: String,
+    /// `/metrics` alone, on an address Prometheus can reach (e.g. 0.0.0.0:19003).
+    #[arg(long)]
+    pub metrics_address: Option<String>,
     /// Publish a configuration with no Gateway over a running one that has some
     /// (by default that is refused, logged and counted: an emptied or half-copied
     /// directory would take every listener down).

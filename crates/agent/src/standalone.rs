@@ -108,6 +108,12 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
             lines
         }),
     });
+    let metrics_task = match &args.metrics_address {
+        Some(address) => {
+            Some(admin::spawn_metrics(address, admin_state.clone(), shutdown_rx.clone()).await?)
+        }
+        None => None,
+    };
     let admin_task = admin::spawn(&args.admin_address, admin_state, shutdown_rx.clone()).await?;
     let mut cache =
         ParseCache::new(args.config.limits(Duration::from_millis(args.settle_ms))).keeping_text();
@@ -130,6 +136,9 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let result = serve::ads_when_ready(pipeline.subscribe(), fleet, ads, |_| {}).await;
     let _ = shutdown_tx.send(true);
     let _ = tokio::join!(admin_task, source_task);
+    if let Some(t) = metrics_task {
+        let _ = t.await;
+    }
     info!("stopped");
     result
 }

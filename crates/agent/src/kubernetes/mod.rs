@@ -153,6 +153,9 @@ pub struct AgentArgs {
     /// Probes only (/healthz, /readyz), e.g. 0.0.0.0:19002.
     #[arg(long)]
     pub health_address: Option<String>,
+    /// `/metrics` alone, on an address Prometheus can reach (e.g. 0.0.0.0:19003).
+    #[arg(long)]
+    pub metrics_address: Option<String>,
     /// Where this agent takes fleet reports when it leads. A report stream is
     /// taken only with a token of `--service-account` bound to an edge pod, and
     /// speaks for that pod's node.
@@ -437,6 +440,12 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         shutdown_rx.clone(),
     )
     .await?;
+    let metrics_task = match &args.metrics_address {
+        Some(address) => {
+            Some(admin::spawn_metrics(address, admin_state.clone(), shutdown_rx.clone()).await?)
+        }
+        None => None,
+    };
     let health_task = match &args.health_address {
         Some(address) => Some(admin::spawn_health(address, admin_state, shutdown_rx).await?),
         None => None,
@@ -461,6 +470,9 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
     .await;
     let _ = shutdown_tx.send(true);
     let _ = admin_task.await;
+    if let Some(t) = metrics_task {
+        let _ = t.await;
+    }
     if let Some(t) = health_task {
         let _ = t.await;
     }
