@@ -22,7 +22,7 @@ pub const DEFAULT_CONTROLLER_NAME: &str = "gateway.aether.io/edge";
 #[derive(Debug, Parser)]
 #[command(
     name = "aether-edge",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("AETHER_EDGE_COMMIT"), ")"),
     about = "Envoy xDS control plane and Kubernetes Gateway API controller",
     propagate_version = true
 )]

@@ -162,3 +162,23 @@ fn a_tcp_ads_address_needs_the_flag_that_says_who_can_read_the_keys() {
         "{stderr}"
     );
 }
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let (ok, out, _) = run(&["--version"]);
+    assert!(ok);
+    let commit = out
+        .trim()
+        .strip_prefix(concat!(
+            "aether-edge ",
+            env!("CARGO_PKG_VERSION"),
+            " (commit "
+        ))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{out}"));
+    let hash = commit.trim_end_matches("-dirty");
+    assert!(
+        hash == "unknown" || (hash.len() == 12 && hash.chars().all(|c| c.is_ascii_hexdigit())),
+        "{out}"
+    );
+}
