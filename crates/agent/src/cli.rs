@@ -58,6 +58,12 @@ enum Command {
     /// Tell the local Envoy to drain its listeners gracefully, then wait (the
     /// edge pod's preStop step, so clients move before Envoy stops).
     Drain(crate::drain::DrainArgs),
+    /// Print a shell completion script, e.g. `aether-edge completions bash >
+    /// /etc/bash_completion.d/aether-edge`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Where the Gateway API objects come from and how they are interpreted.
@@ -275,6 +281,12 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Agent(args) => crate::kubernetes::run(*args).map(ok),
         Command::Explain(args) => crate::explain::run(args).map(ok),
         Command::Drain(args) => crate::drain::run(args).map(ok),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "aether-edge", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Status(args) => {
             let store = args.load_once()?;
             let translation = aether_gateway::translate(&store, &args.translate_config());

@@ -182,3 +182,21 @@ fn version_names_the_commit_it_was_built_from() {
         "{out}"
     );
 }
+
+#[test]
+fn completions_cover_every_subcommand() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (ok, out, err) = run(&["completions", shell]);
+        assert!(ok, "{shell}: {err}");
+        for sub in [
+            "standalone",
+            "agent",
+            "explain",
+            "fleet",
+            "bootstrap",
+            "drain",
+        ] {
+            assert!(out.contains(sub), "{shell} completion lacks {sub}");
+        }
+    }
+}
