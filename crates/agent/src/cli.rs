@@ -253,6 +253,10 @@ struct BootstrapArgs {
     /// without a shell).
     #[arg(long)]
     output: Option<PathBuf>,
+    /// `IP:PORT` of a listener that serves Envoy's stats for Prometheus
+    /// (`GET /stats/prometheus` alone; Envoy's admin stays on loopback).
+    #[arg(long)]
+    stats_address: Option<String>,
 }
 
 pub fn main() -> ExitCode {
@@ -312,6 +316,7 @@ fn bootstrap(args: BootstrapArgs) -> anyhow::Result<()> {
         admin_address: args.admin_address,
         delta: args.delta || !args.sotw,
         max_heap_bytes: args.max_heap_mib << 20,
+        stats_address: args.stats_address,
     })?;
     match args.output {
         Some(path) => {

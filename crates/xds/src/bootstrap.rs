@@ -6,6 +6,8 @@
 //!                     cds_config / lds_config = ADS   (EDS and RDS follow from them)
 //!  static_resources:  cluster edge_xds (HTTP/2; STATIC for an IP or unix socket,
 //!                                       STRICT_DNS for a hostname)
+//!                     with a stats address: listener edge_stats (GET
+//!                     /stats/prometheus alone) ─► cluster edge_admin (`stats_listener.rs`)
 //!  admin:             admin_address
 //!  layered_runtime:   RE2 program size limit raised from 100 to 1000
 //!  overload_manager:  heap ≥ 95 %: shrink the heap, 98 %: stop taking requests;
@@ -137,6 +139,9 @@ pub struct BootstrapOptions {
     /// The heap Envoy's overload manager measures against (see the module docs);
     /// [`DEFAULT_MAX_HEAP_BYTES`] unless the pod's memory limit says otherwise.
     pub max_heap_bytes: u64,
+    /// `IP:PORT` of a listener that serves Envoy's stats in Prometheus format
+    /// (`/stats/prometheus` alone; see `stats_listener.rs`), if any.
+    pub stats_address: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -145,6 +150,8 @@ pub enum BootstrapError {
     InvalidAddress { what: &'static str, address: String },
     #[error("admin address {0:?}: Envoy's admin interface needs an IP address")]
     AdminNotIp(String),
+    #[error("stats address {0:?}: Envoy's stats listener needs an IP address")]
+    StatsNotIp(String),
 }
 
 /// The bootstrap as YAML. Panics on an address [`try_bootstrap`] rejects; callers
@@ -162,6 +169,19 @@ pub fn try_bootstrap(opts: &BootstrapOptions) -> Result<String, BootstrapError> 
         h if h.parse::<IpAddr>().is_ok() => h.to_string(),
         _ => return Err(BootstrapError::AdminNotIp(opts.admin_address.clone())),
     };
+    let mut statics = StaticResources {
+        clusters: vec![xds],
+        ..Default::default()
+    };
+    if let Some(address) = &opts.stats_address {
+        let (ip, port) = host_port("stats address", address)?;
+        if ip.parse::<IpAddr>().is_err() {
+            return Err(BootstrapError::StatsNotIp(address.clone()));
+        }
+        let (listener, admin) = crate::stats_listener::stats(&ip, port, &admin_ip, admin_port);
+        statics.listeners.push(listener);
+        statics.clusters.push(admin);
+    }
     let bootstrap = Bootstrap {
         node: Some(Node {
             id: opts.node_id.clone(),
@@ -191,10 +211,7 @@ pub fn try_bootstrap(opts: &BootstrapOptions) -> Result<String, BootstrapError> 
             lds_config: Some(ads_config_source()),
             ..Default::default()
         }),
-        static_resources: Some(StaticResources {
-            clusters: vec![xds],
-            ..Default::default()
-        }),
+        static_resources: Some(statics),
         admin: Some(Admin {
             address: Some(socket_address(&admin_ip, admin_port)),
             ..Default::default()
@@ -286,7 +303,42 @@ mod tests {
             admin_address: admin.into(),
             delta: false,
             max_heap_bytes: DEFAULT_MAX_HEAP_BYTES,
+            stats_address: None,
         }
+    }
+
+    #[test]
+    fn the_stats_listener_answers_prometheus_alone_through_the_admin() {
+        let none: serde_yaml::Value =
+            serde_yaml::from_str(&bootstrap(&opts("127.0.0.1:18000", "127.0.0.1:9901"))).unwrap();
+        assert!(none["staticResources"]["listeners"].is_null());
+        let yaml = bootstrap(&BootstrapOptions {
+            stats_address: Some("0.0.0.0:19004".into()),
+            ..opts("127.0.0.1:18000", "127.0.0.1:9901")
+        });
+        let v: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
+        let l = &v["staticResources"]["listeners"][0];
+        assert_eq!(l["name"], "edge_stats");
+        assert_eq!(l["address"]["socketAddress"]["portValue"], 19004);
+        let routes = &l["filterChains"][0]["filters"][0]["typedConfig"]["routeConfig"]["virtualHosts"]
+            [0]["routes"];
+        assert_eq!(routes[0]["match"]["path"], "/stats/prometheus");
+        assert_eq!(routes[0]["route"]["cluster"], "edge_admin");
+        assert_eq!(routes[1]["directResponse"]["status"], 404);
+        let admin = &v["staticResources"]["clusters"][1];
+        assert_eq!(admin["name"], "edge_admin");
+        assert_eq!(
+            admin["loadAssignment"]["endpoints"][0]["lbEndpoints"][0]["endpoint"]["address"]["socketAddress"]
+                ["portValue"],
+            9901
+        );
+        assert_eq!(
+            try_bootstrap(&BootstrapOptions {
+                stats_address: Some("stats.example:1".into()),
+                ..opts("127.0.0.1:18000", "127.0.0.1:9901")
+            }),
+            Err(BootstrapError::StatsNotIp("stats.example:1".into()))
+        );
     }
 
     #[test]

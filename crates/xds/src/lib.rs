@@ -31,6 +31,7 @@ pub mod render;
 pub mod route;
 pub mod secret;
 pub mod snapshot;
+pub mod stats_listener;
 mod validate;
 mod yaml;
 

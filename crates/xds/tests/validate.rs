@@ -95,10 +95,15 @@ fn envoy_rejects_an_invalid_regex() {
 
 #[test]
 fn the_ads_bootstrap_passes_envoy_validate() {
-    for (xds, admin, delta) in [
-        ("127.0.0.1:18000", "127.0.0.1:9901", false),
-        ("xds.aether-system.svc:18000", "localhost:9901", true),
-        ("unix:/run/aether-edge/xds.sock", "[::1]:9901", false),
+    for (xds, admin, delta, stats) in [
+        ("127.0.0.1:18000", "127.0.0.1:9901", false, None),
+        (
+            "xds.aether-system.svc:18000",
+            "localhost:9901",
+            true,
+            Some("0.0.0.0:19004"),
+        ),
+        ("unix:/run/aether-edge/xds.sock", "[::1]:9901", false, None),
     ] {
         let yaml = aether_xds::bootstrap(&aether_xds::BootstrapOptions {
             node_id: "edge-test".into(),
@@ -107,6 +112,7 @@ fn the_ads_bootstrap_passes_envoy_validate() {
             admin_address: admin.into(),
             delta,
             max_heap_bytes: aether_xds::bootstrap::DEFAULT_MAX_HEAP_BYTES,
+            stats_address: stats.map(String::from),
         });
         envoy_validate(
             &format!("bootstrap-{}", xds.replace([':', '/'], "_")),

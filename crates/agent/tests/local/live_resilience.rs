@@ -577,3 +577,48 @@ fn envoy_logs_each_request_as_json_without_its_query_or_credentials() {
         "a secret reached the access log"
     );
 }
+
+/// What Prometheus scrapes: the agent's `--metrics-address` serves `/metrics`
+/// and none of the admin endpoints; Envoy's stats listener (`bootstrap
+/// --stats-address`) serves `/stats/prometheus` and nothing else of Envoy's
+/// admin.
+#[test]
+fn prometheus_reaches_the_agents_metrics_and_envoys_stats_and_nothing_else() {
+    let s = setup("scrape");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let _agent = s.standalone(&["--metrics-address", &metrics]);
+    let stats = format!("127.0.0.1:{}", free_port());
+    let logs = &s.logs;
+    let _envoy = Envoy::start_with(
+        agent_bin(),
+        "scrape",
+        &s.xds,
+        true,
+        logs,
+        &["--stats-address", &stats],
+    );
+    then_served(&s, "/good", "b0", 30, "first route");
+    let get = |addr: &str, path: &str| http_get(addr, "scrape", path, &[]).unwrap();
+    let m = get(&metrics, "/metrics");
+    assert_eq!(m.status, 200);
+    assert!(
+        m.body.contains("aether_edge_snapshots_published_total"),
+        "{}",
+        m.body
+    );
+    for path in ["/debug/snapshot", "/debug/status", "/readyz"] {
+        assert_eq!(get(&metrics, path).status, 404, "{path}");
+    }
+    let e = wait_until(Duration::from_secs(10), "Envoy's stats", || {
+        let r = http_get(&stats, "scrape", "/stats/prometheus", &[]).ok()?;
+        (r.status == 200).then_some(r)
+    });
+    assert!(
+        e.body.contains("envoy_cluster_upstream_rq"),
+        "{}",
+        &e.body[..e.body.len().min(500)]
+    );
+    for path in ["/config_dump", "/quitquitquit", "/stats", "/clusters"] {
+        assert_eq!(get(&stats, path).status, 404, "{path}");
+    }
+}

@@ -15,10 +15,23 @@ impl Envoy {
     /// Envoy node `node_id` on ADS at `xds` (SotW, or Delta when `delta`), its
     /// bootstrap written by `agent_bin bootstrap`.
     pub fn start(agent_bin: &Path, node_id: &str, xds: &str, delta: bool, log_dir: &Path) -> Envoy {
+        Self::start_with(agent_bin, node_id, xds, delta, log_dir, &[])
+    }
+
+    /// [`Envoy::start`] with more `bootstrap` flags.
+    pub fn start_with(
+        agent_bin: &Path,
+        node_id: &str,
+        xds: &str,
+        delta: bool,
+        log_dir: &Path,
+        bootstrap_flags: &[&str],
+    ) -> Envoy {
         let admin = format!("127.0.0.1:{}", free_port());
         let mut cmd = Command::new(agent_bin);
         cmd.args(["bootstrap", "--node-id", node_id, "--xds-address", xds])
-            .args(["--admin-address", &admin]);
+            .args(["--admin-address", &admin])
+            .args(bootstrap_flags);
         if !delta {
             cmd.arg("--sotw");
         }
