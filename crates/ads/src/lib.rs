@@ -3,7 +3,9 @@
 //! a fleet view the status writer waits on.
 //!
 //! ```text
-//!  watch<Arc<Snapshot>> ──► server (tonic, one task per stream)
+//!  desired Snapshot ─► Fleet::serve (routes Envoy refused held back: `holdback`)
+//!                          │
+//!  watch<Arc<Snapshot>> ◄──┘──► server (tonic, one task per stream)
 //!                               │  requests, snapshots
 //!                               ▼
 //!                           SotwStream / DeltaStream   (pure state machines)
