@@ -33,29 +33,24 @@
 
 use crate::backend::{BackendIndex, Backends};
 use crate::listener::GatewayModel;
-use crate::listener_set::ListenerSetModel;
 use crate::port_claims::Taken;
 use crate::route::RouteModel;
-use crate::status::{
-    self, Condition, GatewayClassStatus, GatewayStatus, RouteParentStatus, RouteStatus, StatusPlan,
-    set_condition,
-};
+use crate::status::{self, GatewayStatus, RouteParentStatus, RouteStatus, StatusPlan};
 use crate::store::{Store, StoreObject};
-use crate::vocabulary::gateway_class;
-use crate::{Config, Translation, attach, grpc_route, http_route, l4_route, route_table};
-use aether_ir::{Cluster, Ir, ObjectRef, UpstreamProtocol};
+use identity::{for_each_shared, for_each_slice, objects, same_as, same_input, same_objects};
+use unit::{classes, merge, translate_gateway};
+
+mod identity;
+mod unit;
+use crate::{Config, Translation, grpc_route, http_route, l4_route};
+use aether_ir::{Cluster, ObjectRef};
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
-use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::listenersets::ListenerSet;
-use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::any::Any;
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -479,148 +474,6 @@ impl Translator {
     }
 }
 
-/// The IR of the units (each served Gateway's, the clusters they share
-/// merged), and their Gateway and ListenerSet statuses into `status`.
-fn merge(units: &[(&ObjectRef, Arc<GatewayUnit>)], status: &mut StatusPlan) -> Ir {
-    let mut ir = Ir::default();
-    let mut clusters: BTreeMap<&str, Arc<Cluster>> = BTreeMap::new();
-    for (key, unit) in units {
-        status.gateways.insert((*key).clone(), unit.status.clone());
-        for (set, s) in &unit.listener_sets {
-            status.listener_sets.insert(set.clone(), s.clone());
-        }
-        if let Some(gw) = &unit.ir {
-            ir.gateways.push(gw.clone());
-        }
-        for (name, cluster) in &unit.clusters {
-            merge_cluster(&mut clusters, name, cluster);
-        }
-    }
-    ir.clusters = clusters.into_values().collect();
-    ir
-}
-
-/// Whether the objects `each` walks in `store` are the `cached` ones, or ones
-/// translation cannot tell from them (then `cached` takes the new ones from
-/// here on, and lets the old ones go).
-fn same_objects(cached: &mut Vec<Shared>, store: &Store, each: ForEach) -> bool {
-    let mut was = cached.iter();
-    let (mut same, mut identical) = (true, true);
-    each(store, &mut |o, same_as| {
-        let c = was.next();
-        identical = identical && c.is_some_and(|c| Arc::ptr_eq(c, &o));
-        same = same && c.is_some_and(|c| same_as(c, &o));
-    });
-    let same = same && was.next().is_none();
-    if same && !identical {
-        *cached = objects(store, each);
-    }
-    same
-}
-
-/// GatewayClasses of ours (by name), their status planned.
-fn classes(store: &Store, config: &Config, status: &mut StatusPlan) -> BTreeSet<String> {
-    let mut ours = BTreeSet::new();
-    for (key, class) in store.all::<GatewayClass>() {
-        if class.spec.controller_name != config.controller_name {
-            continue;
-        }
-        ours.insert(key.name.clone());
-        let mut conditions = Vec::new();
-        let g = class.metadata.generation.unwrap_or(0);
-        set_condition(
-            &mut conditions,
-            Condition::new(
-                gateway_class::Type::Accepted,
-                true,
-                gateway_class::Reason::Accepted,
-                "GatewayClass is accepted",
-                g,
-            ),
-        );
-        status
-            .gateway_classes
-            .insert(key.name.clone(), GatewayClassStatus { conditions });
-    }
-    ours
-}
-
-/// One Gateway: its routes attached parentRef by parentRef (in route order),
-/// HTTP/GRPC hostname conflicts decided, its IR if it is served.
-fn translate_gateway(
-    store: &Store,
-    config: &Config,
-    mut gw: GatewayModel,
-    inputs: &[(Arc<RouteModel>, usize)],
-) -> GatewayUnit {
-    // The routes of this Gateway alone, in route order; (listener, local route).
-    let mut local: Vec<Arc<RouteModel>> = Vec::new();
-    let mut at: Vec<usize> = Vec::with_capacity(inputs.len());
-    for (i, (route, _)) in inputs.iter().enumerate() {
-        let same_as_before = i > 0 && Arc::ptr_eq(&inputs[i - 1].0, route);
-        if !same_as_before {
-            local.push(route.clone());
-        }
-        at.push(local.len() - 1);
-    }
-    let mut attached: BTreeSet<(usize, usize)> = BTreeSet::new();
-    let mut parents: Vec<Vec<RouteParentStatus>> = vec![Vec::new(); local.len()];
-    for (&(_, pi), &lri) in inputs.iter().zip(&at) {
-        let route = &local[lri];
-        let parent_ref = &route.parent_refs[pi];
-        let (parent_status, listeners) =
-            attach::attach(store, &mut gw, route, parent_ref, &config.controller_name);
-        parents[lri].push(parent_status);
-        attached.extend(listeners.into_iter().map(|li| (li, lri)));
-    }
-    if !inputs.is_empty() {
-        attach::reject_mixed_kinds(&mut gw, &local, &mut attached, &mut parents);
-    }
-    // Back to input order: a route's parents were pushed in parentRef order.
-    let mut flat = Vec::with_capacity(inputs.len());
-    let mut next = vec![0usize; local.len()];
-    for &lri in &at {
-        flat.push(parents[lri][next[lri]].clone());
-        next[lri] += 1;
-    }
-    let mut clusters = BTreeMap::new();
-    let ir = gw
-        .is_served()
-        .then(|| Arc::new(route_table::gateway(&gw, &local, &attached, &mut clusters)));
-    let clusters = clusters
-        .into_iter()
-        .map(|(name, c)| (name, Arc::new(c)))
-        .collect();
-    GatewayUnit {
-        status: gw.status(),
-        listener_sets: gw
-            .listener_sets
-            .iter()
-            .map(|s: &ListenerSetModel| (s.key.clone(), s.status(&gw)))
-            .collect(),
-        parents: flat,
-        ir,
-        clusters,
-    }
-}
-
-/// A cluster two Gateways both use: the first one's, served as h2c if either
-/// needs it (as one Gateway's routes do among themselves).
-fn merge_cluster<'a>(
-    clusters: &mut BTreeMap<&'a str, Arc<Cluster>>,
-    name: &'a str,
-    cluster: &Arc<Cluster>,
-) {
-    clusters
-        .entry(name)
-        .and_modify(|c| {
-            if cluster.protocol == UpstreamProtocol::H2c && c.protocol != UpstreamProtocol::H2c {
-                Arc::make_mut(c).protocol = UpstreamProtocol::H2c;
-            }
-        })
-        .or_insert_with(|| cluster.clone());
-}
-
 /// The same parent statuses: same parentRefs, same Gateway units, same places.
 fn same_parents(
     a: &[(usize, Arc<GatewayUnit>, usize)],
@@ -630,56 +483,6 @@ fn same_parents(
         && a.iter()
             .zip(b)
             .all(|(x, y)| x.0 == y.0 && Arc::ptr_eq(&x.1, &y.1) && x.2 == y.2)
-}
-
-/// The same object, or one translation cannot tell from it.
-fn same_input<T: StoreObject>(cached: &Arc<T>, now: &Arc<T>) -> bool {
-    Arc::ptr_eq(cached, now) || cached.same_input(now)
-}
-
-/// [`same_input`] for objects of kind `T`, type-erased.
-fn same_as<T: StoreObject + Send + Sync + 'static>(cached: &Shared, now: &Shared) -> bool {
-    Arc::ptr_eq(cached, now)
-        || matches!(
-            (cached.downcast_ref::<T>(), now.downcast_ref::<T>()),
-            (Some(a), Some(b)) if a.same_input(b)
-        )
-}
-
-/// Compares two objects of one kind: [`same_as`] for that kind.
-type SameAs = fn(&Shared, &Shared) -> bool;
-
-/// Walks some objects of a store, in store order, each with how to compare it.
-type ForEach = fn(&Store, &mut dyn FnMut(Shared, SameAs));
-
-fn kind<T: StoreObject + Send + Sync + 'static>(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) {
-    for o in store.all::<T>().values() {
-        f(o.clone(), same_as::<T>);
-    }
-}
-
-/// Every object of the kinds more than one Gateway or route may read, but
-/// EndpointSlices ([`for_each_slice`]).
-fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) {
-    kind::<GatewayClass>(store, f);
-    kind::<ReferenceGrant>(store, f);
-    kind::<Service>(store, f);
-    kind::<Secret>(store, f);
-    kind::<ConfigMap>(store, f);
-    kind::<Namespace>(store, f);
-    kind::<BackendTlsPolicy>(store, f);
-    kind::<ListenerSet>(store, f);
-}
-
-/// Every EndpointSlice: routes read them only through the Services they name.
-fn for_each_slice(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) {
-    kind::<EndpointSlice>(store, f);
-}
-
-fn objects(store: &Store, each: ForEach) -> Vec<Shared> {
-    let mut out = Vec::new();
-    each(store, &mut |o, _| out.push(o));
-    out
 }
 
 #[cfg(test)]

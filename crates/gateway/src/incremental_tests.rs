@@ -2,6 +2,7 @@
 //! over random edits, is `crates/xds/tests/incremental.rs`, end to end.)
 
 use super::*;
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 
 fn one(doc: &str) -> Store {
     let mut s = Store::default();
