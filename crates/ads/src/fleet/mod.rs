@@ -24,6 +24,7 @@
 //! waits for a read of the whole fleet, and no stream for another one. Every
 //! read sorts the copies by stream id, so what it returns is in a stable order.
 
+mod hold;
 mod metrics;
 mod served;
 mod view;
@@ -36,7 +37,7 @@ pub use served::GatewayServed;
 pub use view::{FleetView, NackView, NodeView, TypeView};
 
 use crate::event::{Event, Nack};
-use crate::holdback::{HoldBack, NodeTables};
+use crate::holdback::HoldBack;
 use crate::subscription::Versions;
 use aether_ir::{AckState, ObjectRef};
 use aether_xds::{GatewayResources, ResourceType, Snapshot};
@@ -120,33 +121,6 @@ impl Fleet {
     /// A counter that moves on every ACK, NACK, connect and disconnect.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
-    }
-
-    /// The snapshot to serve for `desired`: the routes Envoy refused held
-    /// back (`crate::holdback`), remembered (see [`Fleet::remember`]). Call
-    /// it on every new snapshot and every fleet change.
-    pub fn serve(&self, desired: &Arc<Snapshot>) -> Arc<Snapshot> {
-        let streams = self.streams();
-        let tables: Vec<NodeTables> = nodes(&streams)
-            .iter()
-            .map(|(node, state)| state.tables(node))
-            .collect();
-        let (served, absorbed) = self.holdback().update(desired, &tables);
-        if !absorbed.is_empty() {
-            // The routes held answer for these refusals now, not their Gateway.
-            for mut stream in self.shared.streams.iter_mut() {
-                for (ty, nack) in &mut stream.refused {
-                    if *ty == ResourceType::Route {
-                        nack.rejected
-                            .retain(|name, v| !absorbed.iter().any(|(t, av)| t == name && av == v));
-                    }
-                }
-                stream.refused.retain(|(_, nack)| !nack.rejected.is_empty());
-            }
-            self.bump();
-        }
-        self.remember(&served);
-        served
     }
 
     /// Registers a stream from `node` (the first request's `node.id`).
@@ -310,13 +284,6 @@ impl Fleet {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    fn holdback(&self) -> MutexGuard<'_, HoldBack> {
-        self.shared
-            .holdback
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
     fn history(&self) -> RwLockReadGuard<'_, served::History> {
         self.shared
             .history
@@ -390,32 +357,6 @@ impl<'a> NodeState<'a> {
             }
         }
         merged
-    }
-
-    /// What this node holds and refused of route tables (newest stream wins).
-    fn tables(&self, node: &str) -> NodeTables {
-        let mut acked = Versions::new();
-        for s in &self.streams {
-            if let Some(versions) = s.acked.get(&ResourceType::Route) {
-                acked.extend(versions.iter().map(|(n, v)| (n.clone(), v.clone())));
-            }
-        }
-        let refused = self
-            .streams
-            .iter()
-            .flat_map(|s| &s.refused)
-            .filter(|(ty, _)| *ty == ResourceType::Route)
-            .flat_map(|(_, nack)| {
-                nack.rejected
-                    .iter()
-                    .map(|(n, v)| (n.clone(), v.clone(), nack.message.clone()))
-            })
-            .collect();
-        NodeTables {
-            node: node.to_string(),
-            acked,
-            refused,
-        }
     }
 
     /// The newest stream's most recent standing NACK.
