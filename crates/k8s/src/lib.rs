@@ -12,6 +12,7 @@ pub mod agent_token;
 pub mod convergence;
 pub mod discovery;
 pub mod duties;
+pub mod events;
 pub mod fleet_doc;
 pub mod histogram;
 pub mod index;

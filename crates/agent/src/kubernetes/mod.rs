@@ -384,6 +384,14 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         is_leader.clone(),
         writer.clone(),
     ));
+    tokio::spawn(aether_k8s::events::run(
+        aether_k8s::events::Events::new(client.clone(), identity.clone()),
+        status_inputs.clone(),
+        is_leader.clone(),
+        args.pod_name
+            .clone()
+            .map(|pod| (args.namespace.clone(), pod)),
+    ));
 
     // Admin and probes.
     let admin_state = Arc::new(AdminState {

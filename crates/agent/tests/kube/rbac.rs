@@ -137,6 +137,27 @@ async fn it_leads_and_writes_every_kinds_status(w: &World) -> Service {
         status_reason(&class["status"]["conditions"], "Accepted"),
         cond("True", "Accepted")
     );
+    // It says so on its pod, as an Event.
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(c.clone(), "aether-ingress");
+    eventually(WAIT, "the LeaderElected Event on agent-a", || {
+        let events = events.clone();
+        async move {
+            let list = events
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("LeaderElected")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("agent-a")
+                })
+                .then_some(())
+                .ok_or(format!("{} events", list.items.len()))
+        }
+    })
+    .await;
     // The deployed RBAC lets it read the CRDs' release.
     assert_eq!(
         status_reason(&class["status"]["conditions"], "SupportedVersion"),
