@@ -50,7 +50,7 @@ pub mod yaml_guard;
 mod fuzz_tests;
 
 pub use assemble::{AckState, Addresses, Assignment, Served, assemble};
-pub use load::LoadError;
+pub use load::{FileErrors, LoadError};
 pub use status::StatusPlan;
 pub use store::{Store, StoreObject};
 

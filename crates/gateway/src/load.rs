@@ -97,24 +97,42 @@ pub enum LoadError {
 impl Store {
     /// Parses one file (multi-document YAML allowed) and adds its objects.
     /// Empty documents are skipped. Returns how many objects were added. On error
-    /// nothing from this file is added.
+    /// nothing from this file is added, and the error is the file's first
+    /// ([`Store::add_file`] says them all).
     pub fn add_yaml(&mut self, file: &str, text: &str) -> Result<usize, LoadError> {
+        self.add_file(file, text)
+            .map_err(|e| e.errors.into_iter().next().expect("one error at least"))
+    }
+
+    /// [`Store::add_yaml`], with every bad object of the file reported (in line
+    /// order): one bad name does not hide the next. A document the YAML guard
+    /// refuses as hostile ends the reading of its part of the file.
+    pub fn add_file(&mut self, file: &str, text: &str) -> Result<usize, FileErrors> {
         let mut staged: Vec<Staged> = Vec::new();
+        let mut errors: Vec<LoadError> = Vec::new();
         let mut seen: BTreeMap<(&'static str, ObjectRef), usize> = BTreeMap::new();
-        // Parts of the file read side by side, then taken in document order:
-        // the first error in the file is the one reported.
+        // Parts of the file read side by side, then taken in document order.
         for part in read_in_parts(file, text) {
-            for (line, object) in part? {
+            errors.extend(part.errors);
+            for (line, object) in part.objects {
                 if let Some(first) = seen.insert((object.kind, object.key.clone()), line) {
-                    return Err(LoadError::Duplicate {
+                    errors.push(LoadError::Duplicate {
                         file: file.to_string(),
                         line,
                         object: object.describe(),
                         first,
                     });
+                } else {
+                    staged.push(object);
                 }
-                staged.push(object);
             }
+        }
+        if !errors.is_empty() {
+            errors.sort_by_key(LoadError::line);
+            return Err(FileErrors {
+                file: file.to_string(),
+                errors,
+            });
         }
         let added = staged.len();
         for object in staged {
@@ -124,14 +142,67 @@ impl Store {
     }
 }
 
+impl LoadError {
+    /// The 1-based line of the file the error is on.
+    pub fn line(&self) -> usize {
+        match self {
+            LoadError::Syntax { line, .. }
+            | LoadError::NotAnObject { line, .. }
+            | LoadError::UnknownKind { line, .. }
+            | LoadError::InvalidField { line, .. }
+            | LoadError::Refused { line, .. }
+            | LoadError::Duplicate { line, .. }
+            | LoadError::UnknownField { line, .. } => *line,
+        }
+    }
+}
+
+/// Everything wrong with one file: one error per bad object, in line order
+/// (never empty). Shown one line each, at most [`FileErrors::SHOWN`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{}", self.lines().join("\n"))]
+pub struct FileErrors {
+    pub file: String,
+    pub errors: Vec<LoadError>,
+}
+
+impl FileErrors {
+    /// How many errors are shown; a line says how many more there are.
+    pub const SHOWN: usize = 20;
+
+    /// One line per error (each naming file, line and object), then how many
+    /// were left out, if any.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .errors
+            .iter()
+            .take(Self::SHOWN)
+            .map(ToString::to_string)
+            .collect();
+        if let Some(more) = self
+            .errors
+            .len()
+            .checked_sub(Self::SHOWN)
+            .filter(|n| *n > 0)
+        {
+            lines.push(format!("{}: {more} more problems not shown", self.file));
+        }
+        lines
+    }
+}
+
 /// A file at least this long is read in parts, one per core (up to
 /// [`MAX_PARTS`]): 10,000 routes are 9 MiB, and reading takes ~30 ms a MiB.
 const PARALLEL_FROM_BYTES: usize = 1 << 20;
 const MAX_PARTS: usize = 4;
 
-/// One part of a file: its objects with the line each starts on, in
-/// document order, or the first error in it.
-type Part = Result<Vec<(usize, Staged)>, LoadError>;
+/// One part of a file: its objects with the line each starts on, and the
+/// problems of its documents, both in document order.
+#[derive(Default)]
+struct Part {
+    objects: Vec<(usize, Staged)>,
+    errors: Vec<LoadError>,
+}
 
 /// Reads `text`'s documents (guarded, decoded) in contiguous parts of about
 /// equal size, each on a thread of its own when the file is large and there
@@ -189,22 +260,31 @@ fn read_parts(file: &str, text: &str, parts: usize) -> Vec<Part> {
 }
 
 fn read_part(file: &str, docs: Vec<(usize, &str)>, budget: u64, limit: u64) -> Part {
-    let mut objects = Vec::new();
+    let mut part = Part::default();
     // One pass of a linear parser guards each document and builds its value.
     for doc in crate::yaml_guard::read_documents(docs, budget, limit) {
-        let mut doc = doc.map_err(|r| {
-            let (file, line, reason) = (file.to_string(), r.line, r.reason);
-            if r.hostile {
-                LoadError::Refused { file, line, reason }
-            } else {
-                LoadError::Syntax { file, line, reason }
+        let mut doc = match doc {
+            Ok(doc) => doc,
+            Err(r) => {
+                let (file, line, reason) = (file.to_string(), r.line, r.reason);
+                if r.hostile {
+                    // Hostile text gets no more of our time.
+                    part.errors.push(LoadError::Refused { file, line, reason });
+                    break;
+                }
+                part.errors.push(LoadError::Syntax { file, line, reason });
+                continue;
             }
-        })?;
-        if let Some(object) = load_document(file, &mut doc)? {
-            objects.push((doc.first_line + first_content_line(doc.text) - 1, object));
+        };
+        match load_document(file, &mut doc) {
+            Ok(Some(object)) => part
+                .objects
+                .push((doc.first_line + first_content_line(doc.text) - 1, object)),
+            Ok(None) => {}
+            Err(e) => part.errors.push(e),
         }
     }
-    Ok(objects)
+    part
 }
 
 /// A parsed object waiting for the whole file to parse before it is inserted.
@@ -291,7 +371,7 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
     if let Some((field, why)) = invalid {
         return Err(LoadError::InvalidField {
             file: file.to_string(),
-            line: at(key_line(doc.text, field)),
+            line: at(metadata_key_line(doc.text, field)),
             object,
             reason: format!("`metadata.{field}` is not a valid name: {why}"),
         });
@@ -440,13 +520,51 @@ pub fn default_older_versions_json(kind: &str, value: &mut serde_json::Value) {
 /// The 1-based line of the first `key:` in the document (best effort).
 fn key_line(text: &str, key: &str) -> usize {
     text.lines()
-        .position(|l| {
-            let l = l.trim_start().trim_start_matches("- ").trim_start();
-            l.strip_prefix(key)
-                .or_else(|| l.strip_prefix(&format!("\"{key}\"")))
-                .is_some_and(|rest| rest.trim_start().starts_with(':'))
-        })
+        .position(|l| is_key(l, key))
         .map_or_else(|| first_content_line(text), |i| i + 1)
+}
+
+/// The 1-based line of `metadata.<key>`: the `key:` among the direct
+/// children of the top-level `metadata:` (that line itself when metadata is
+/// written in flow style), wherever metadata stands in the document and
+/// whatever `name:` keys come before it; else [`key_line`].
+fn metadata_key_line(text: &str, key: &str) -> usize {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let content = |l: &&str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(start) = lines
+        .iter()
+        .position(|l| indent(l) == 0 && is_key(l, "metadata"))
+    else {
+        return key_line(text, key);
+    };
+    let after_colon = lines[start]
+        .split_once(':')
+        .map_or("", |(_, rest)| rest.trim());
+    if after_colon.starts_with('{') {
+        return start + 1;
+    }
+    let mut children = lines[start + 1..]
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| content(l))
+        .take_while(|(_, l)| indent(l) > 0);
+    let Some((_, first)) = children.clone().next() else {
+        return key_line(text, key);
+    };
+    let depth = indent(first);
+    children
+        .find(|(_, l)| indent(l) == depth && is_key(l, key))
+        .map_or_else(|| key_line(text, key), |(i, _)| start + 1 + i + 1)
+}
+
+/// Whether line `l` starts the mapping key `key` (plain or double-quoted,
+/// maybe as the first key of a sequence item).
+fn is_key(l: &str, key: &str) -> bool {
+    let l = l.trim_start().trim_start_matches("- ").trim_start();
+    l.strip_prefix(key)
+        .or_else(|| l.strip_prefix(&format!("\"{key}\"")))
+        .is_some_and(|rest| rest.trim_start().starts_with(':'))
 }
 
 /// The 1-based line of the first line that is not blank or a comment.

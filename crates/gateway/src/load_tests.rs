@@ -124,6 +124,86 @@ fn a_name_the_api_server_refuses_is_refused() {
 }
 
 #[test]
+fn a_bad_name_is_found_on_its_line_under_metadata() {
+    // A `name:` in spec before metadata, or metadata after spec: the line is
+    // the one of `metadata.name` (`metadata.namespace`) all the same.
+    let spec_first = "\
+apiVersion: v1
+kind: Service
+spec:
+  ports:
+  - name: http
+    port: 80
+metadata:
+  labels:
+    name: fine
+  namespace: ok
+  name: b_c
+";
+    let err = load(spec_first).unwrap_err();
+    assert_eq!(err.line(), 11, "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("gateways.yaml:11: Service ok/b_c: `metadata.name`")
+    );
+    let bad_namespace = spec_first
+        .replace("b_c", "c")
+        .replace("namespace: ok", "namespace: a_b");
+    let err = load(&bad_namespace).unwrap_err();
+    assert_eq!(err.line(), 10, "{err}");
+    // Flow style: the metadata line itself.
+    let flow = "apiVersion: v1\nkind: Service\nspec: {ports: [{name: http, port: 80}]}\n\
+                metadata: {name: b_c}\n";
+    assert_eq!(load(flow).unwrap_err().line(), 4);
+}
+
+#[test]
+fn every_bad_object_of_a_file_is_reported() {
+    let service = |name: &str| {
+        format!("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: \"{name}\"\nspec: {{}}\n")
+    };
+    let text = [
+        service("a_b"),
+        service("good"),
+        service("C D"),
+        service("good"),
+    ]
+    .concat();
+    let mut store = Store::default();
+    let err = store.add_file("two.yaml", &text).unwrap_err();
+    let lines = err.lines();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("two.yaml:5: Service default/a_b: `metadata.name`"),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[1].starts_with("two.yaml:17: Service default/C D: `metadata.name`"),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        lines[2],
+        "two.yaml:20: Service default/good: defined twice in this file (first at line 8)"
+    );
+    assert!(store.is_empty(), "nothing from a bad file is added");
+    // add_yaml says the first of them.
+    assert_eq!(
+        store.add_yaml("two.yaml", &text).unwrap_err(),
+        err.errors[0]
+    );
+    // Many bad objects: the first SHOWN, then how many more.
+    let many: String = (0..FileErrors::SHOWN + 5)
+        .map(|i| service(&format!("s_{i}")))
+        .collect();
+    let lines = store.add_file("many.yaml", &many).unwrap_err().lines();
+    assert_eq!(lines.len(), FileErrors::SHOWN + 1);
+    assert_eq!(
+        lines[FileErrors::SHOWN],
+        "many.yaml: 5 more problems not shown"
+    );
+}
+
+#[test]
 fn the_same_object_twice_in_a_file_is_an_error() {
     let text = format!("{GATEWAY}---\n{GATEWAY}");
     assert_eq!(
@@ -155,18 +235,17 @@ fn services(n: usize) -> String {
         .collect()
 }
 
-/// What each part read: (line, kind, key) per object, or the error.
+/// What each part read: (line, kind, key) per object, or its first error.
 fn outcome(parts: Vec<Part>) -> Vec<Result<Vec<(usize, String)>, String>> {
     parts
         .into_iter()
-        .map(|p| {
-            p.map(|objects| {
-                objects
-                    .iter()
-                    .map(|(line, o)| (*line, o.describe()))
-                    .collect()
-            })
-            .map_err(|e| e.to_string())
+        .map(|p| match p.errors.first() {
+            Some(e) => Err(e.to_string()),
+            None => Ok(p
+                .objects
+                .iter()
+                .map(|(line, o)| (*line, o.describe()))
+                .collect()),
         })
         .collect()
 }
@@ -274,7 +353,10 @@ fn load_parts(text: &str, parts: usize) -> Result<usize, String> {
     let mut seen = BTreeMap::new();
     let mut n = 0;
     for part in read_parts("a.yaml", text, parts) {
-        for (line, object) in part.map_err(|e| e.to_string())? {
+        if let Some(e) = part.errors.first() {
+            return Err(e.to_string());
+        }
+        for (line, object) in part.objects {
             if let Some(first) = seen.insert((object.kind, object.key.clone()), line) {
                 return Err(LoadError::Duplicate {
                     file: "a.yaml".into(),
