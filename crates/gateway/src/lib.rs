@@ -46,6 +46,8 @@ pub mod tls_overlap;
 pub mod vocabulary;
 pub mod yaml_guard;
 
+#[cfg(any(test, feature = "fuzz"))]
+pub mod fuzz;
 #[cfg(test)]
 mod fuzz_tests;
 
