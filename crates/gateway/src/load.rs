@@ -305,6 +305,12 @@ impl Staged {
 }
 
 use crate::yaml_guard::Document;
+use lines::{first_content_line, key_line, metadata_key_line};
+
+mod lines;
+mod older_versions;
+
+pub use older_versions::{default_older_versions, default_older_versions_json};
 
 /// Parses one document; `Ok(None)` when it is empty.
 fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, LoadError> {
@@ -374,6 +380,16 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
             line: at(metadata_key_line(doc.text, field)),
             object,
             reason: format!("`metadata.{field}` is not a valid name: {why}"),
+        });
+    }
+    if kind == "EndpointSlice"
+        && let Some(why) = endpoint_address_error(&value)
+    {
+        return Err(LoadError::InvalidField {
+            file: file.to_string(),
+            line: at(key_line(doc.text, "addresses")),
+            object,
+            reason: why,
         });
     }
     default_older_versions(&kind, &mut value);
@@ -464,114 +480,34 @@ impl Context<'_> {
     }
 }
 
-/// Older served versions (TLSRoute `v1alpha2`/`v1alpha3`, TCPRoute and UDPRoute
-/// `v1alpha2`) leave optional what `v1` requires: TLSRoute `spec.hostnames` and
-/// a rule's `backendRefs`. Absent, they mean empty; filled in so one `v1` type
-/// reads every version the CRDs serve.
-pub fn default_older_versions(kind: &str, value: &mut Value) {
-    if !matches!(kind, "TLSRoute" | "TCPRoute" | "UDPRoute") {
-        return;
-    }
-    let Some(spec) = value.get_mut("spec").and_then(Value::as_mapping_mut) else {
-        return;
+/// An EndpointSlice address that is not an IP of the slice's `addressType`
+/// (IPv4, IPv6), as the API server refuses it: Envoy would refuse the
+/// endpoints of every Service of the Gateway with it.
+fn endpoint_address_error(value: &Value) -> Option<String> {
+    let v4 = match value.get("addressType").and_then(Value::as_str) {
+        Some("IPv4") => true,
+        Some("IPv6") => false,
+        _ => return None,
     };
-    let empty = || Value::Sequence(Vec::new());
-    if kind == "TLSRoute" && !spec.contains_key("hostnames") {
-        spec.insert("hostnames".into(), empty());
-    }
-    if !spec.contains_key("rules") {
-        spec.insert("rules".into(), empty());
-    }
-    for rule in spec
-        .get_mut("rules")
-        .and_then(Value::as_sequence_mut)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(rule) = rule.as_mapping_mut()
-            && !rule.contains_key("backendRefs")
-        {
-            rule.insert("backendRefs".into(), empty());
-        }
-    }
-}
-
-/// [`default_older_versions`] for an object read as JSON (Kubernetes mode).
-pub fn default_older_versions_json(kind: &str, value: &mut serde_json::Value) {
-    use serde_json::Value as J;
-    if !matches!(kind, "TLSRoute" | "TCPRoute" | "UDPRoute") {
-        return;
-    }
-    let Some(spec) = value.get_mut("spec").and_then(J::as_object_mut) else {
-        return;
-    };
-    if kind == "TLSRoute" {
-        spec.entry("hostnames").or_insert_with(|| J::Array(vec![]));
-    }
-    let rules = spec.entry("rules").or_insert_with(|| J::Array(vec![]));
-    for rule in rules.as_array_mut().into_iter().flatten() {
-        if let Some(rule) = rule.as_object_mut() {
-            rule.entry("backendRefs")
-                .or_insert_with(|| J::Array(vec![]));
-        }
-    }
-}
-
-/// The 1-based line of the first `key:` in the document (best effort).
-fn key_line(text: &str, key: &str) -> usize {
-    text.lines()
-        .position(|l| is_key(l, key))
-        .map_or_else(|| first_content_line(text), |i| i + 1)
-}
-
-/// The 1-based line of `metadata.<key>`: the `key:` among the direct
-/// children of the top-level `metadata:` (that line itself when metadata is
-/// written in flow style), wherever metadata stands in the document and
-/// whatever `name:` keys come before it; else [`key_line`].
-fn metadata_key_line(text: &str, key: &str) -> usize {
-    let indent = |l: &str| l.len() - l.trim_start().len();
-    let content = |l: &&str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
-    let lines: Vec<&str> = text.lines().collect();
-    let Some(start) = lines
-        .iter()
-        .position(|l| indent(l) == 0 && is_key(l, "metadata"))
-    else {
-        return key_line(text, key);
-    };
-    let after_colon = lines[start]
-        .split_once(':')
-        .map_or("", |(_, rest)| rest.trim());
-    if after_colon.starts_with('{') {
-        return start + 1;
-    }
-    let mut children = lines[start + 1..]
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| content(l))
-        .take_while(|(_, l)| indent(l) > 0);
-    let Some((_, first)) = children.clone().next() else {
-        return key_line(text, key);
-    };
-    let depth = indent(first);
-    children
-        .find(|(_, l)| indent(l) == depth && is_key(l, key))
-        .map_or_else(|| key_line(text, key), |(i, _)| start + 1 + i + 1)
-}
-
-/// Whether line `l` starts the mapping key `key` (plain or double-quoted,
-/// maybe as the first key of a sequence item).
-fn is_key(l: &str, key: &str) -> bool {
-    let l = l.trim_start().trim_start_matches("- ").trim_start();
-    l.strip_prefix(key)
-        .or_else(|| l.strip_prefix(&format!("\"{key}\"")))
-        .is_some_and(|rest| rest.trim_start().starts_with(':'))
-}
-
-/// The 1-based line of the first line that is not blank or a comment.
-fn first_content_line(text: &str) -> usize {
-    text.lines()
-        .position(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .map_or(1, |i| i + 1)
+    let endpoints = value.get("endpoints").and_then(Value::as_sequence)?;
+    endpoints.iter().enumerate().find_map(|(i, ep)| {
+        let addresses = ep.get("addresses").and_then(Value::as_sequence)?;
+        addresses.iter().enumerate().find_map(|(j, a)| {
+            let text = a.as_str().unwrap_or_default();
+            let ok = if v4 {
+                text.parse::<std::net::Ipv4Addr>().is_ok()
+            } else {
+                text.parse::<std::net::Ipv6Addr>().is_ok()
+            };
+            (!ok).then(|| {
+                let kind = if v4 { "IPv4" } else { "IPv6" };
+                format!(
+                    "endpoints[{i}].addresses[{j}] {:?} is not an {kind} address",
+                    text.escape_debug().to_string()
+                )
+            })
+        })
+    })
 }
 
 #[cfg(test)]

@@ -204,6 +204,26 @@ fn every_bad_object_of_a_file_is_reported() {
 }
 
 #[test]
+fn an_endpoint_address_that_is_not_an_ip_of_its_type_is_refused() {
+    let slice = |ty: &str, address: &str| {
+        format!(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: s}}\n\
+             addressType: {ty}\nendpoints:\n- conditions: {{ready: true}}\n  addresses: [\"{address}\"]\n"
+        )
+    };
+    assert!(load(&slice("IPv4", "10.0.0.1")).is_ok());
+    assert!(load(&slice("IPv6", "fd00::1")).is_ok());
+    assert!(load(&slice("FQDN", "backend.example")).is_ok());
+    let err = load(&slice("IPv4", "127.0.0.1*.")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "gateways.yaml:7: EndpointSlice default/s: endpoints[0].addresses[0] \"127.0.0.1*.\" \
+         is not an IPv4 address"
+    );
+    assert!(load(&slice("IPv6", "10.0.0.1")).is_err());
+}
+
+#[test]
 fn the_same_object_twice_in_a_file_is_an_error() {
     let text = format!("{GATEWAY}---\n{GATEWAY}");
     assert_eq!(

@@ -118,3 +118,49 @@ fn what_translate_lets_through_envoy_takes() {
     );
     eprintln!("translate → envoy --mode validate: {distinct} distinct configs of {tried} inputs");
 }
+
+/// What the long runs found Envoy refusing, as edits of a golden input; each
+/// now translates to a config Envoy takes (the input refused with a
+/// condition), or is refused by the loader as the API server refuses it.
+#[test]
+fn what_envoy_refused_once_it_takes_now() {
+    let found = [
+        // A PathPrefix of "5": path_separated_prefix needs "^[^?#]+[^?#/]$".
+        ("precedence-exact-vs-prefix", "value: /match/", "value: 5"),
+        // A PEM body with 16 characters cut: "Failed to load certificate chain".
+        (
+            "https-overlapping-hostnames",
+            "C2V4YW1wbGUuY29tMAoGCCqGSM49BAMCA0cAMEQCIEz3gSnVjt3E0OuWzPBjKf52",
+            "C2V4YW1wbGUuY29tMAoGCCqGSM49gSnVjt3E0OuWzPBjKf52",
+        ),
+        // A key folded into one line by a plain scalar: NO_START_LINE.
+        (
+            "https-key-mismatch",
+            "tls.key: |",
+            "tls.key: RegularExpression",
+        ),
+        // An endpoint address that is no IP: "malformed IP address".
+        ("http-basic", "[\"127.0.0.1\"]", "[\"127.0.0.1*.\"]"),
+    ];
+    let root = common::workspace_root().join("testdata");
+    let mut cases = Vec::new();
+    for (case, from, to) in found {
+        let seed = std::fs::read_to_string(root.join(case).join("in.yaml")).expect(case);
+        assert!(seed.contains(from), "{case}: {from:?} is not in its input");
+        let text = seed.replacen(from, to, 1);
+        match bootstrap(&text) {
+            Some(bootstrap) => cases.push((text, bootstrap)),
+            None => {
+                let mut store = Store::default();
+                let err = store.add_yaml("fuzz.yaml", &text).unwrap_err();
+                assert!(
+                    err.to_string().contains("is not an IPv4 address"),
+                    "{case}: {err}"
+                );
+            }
+        }
+    }
+    assert_eq!(cases.len(), 3, "three reach Envoy");
+    let failures = rejected(cases);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
