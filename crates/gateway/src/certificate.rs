@@ -156,6 +156,12 @@ pub fn resolve_one(
     {
         return Err(invalid("tls.key holds no well-formed DER private key"));
     }
+    if ec_key_refused(&key) {
+        return Err(invalid(
+            "tls.key is a P-256 or P-384 key whose public point is not on its curve or \
+             does not match its private scalar",
+        ));
+    }
     if keys_differ(&chain, &key) {
         return Err(invalid(
             "tls.key is not the private key of the first certificate in tls.crt",
@@ -194,6 +200,20 @@ fn keys_differ(chain: &str, key: &str) -> bool {
             rustls::InconsistentKeys::KeyMismatch
         ))
     )
+}
+
+/// Is `key` an ECDSA key on P-256 or P-384 (the curves ring reads) that ring
+/// refuses? BoringSSL refuses it too (`POINT_IS_NOT_ON_CURVE`). Keys of other
+/// types and curves are left to Envoy.
+fn ec_key_refused(key: &str) -> bool {
+    const P256: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+    const P384: &[u8] = &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22];
+    let Ok(key) = PrivateKeyDer::from_pem_slice(key.as_bytes()) else {
+        return false;
+    };
+    let der = key.secret_der();
+    let names = |oid: &[u8]| der.windows(oid.len()).any(|w| w == oid);
+    (names(P256) || names(P384)) && rustls::crypto::ring::sign::any_ecdsa_type(&key).is_err()
 }
 
 /// Whether `der` is one well-formed DER value: each length within its
@@ -354,6 +374,20 @@ mod tests {
             "{err}"
         );
         assert_eq!(err.reason(), listener::Reason::InvalidCertificateRef);
+    }
+
+    #[test]
+    fn an_ec_key_off_its_curve_is_refused() {
+        let ec_key = include_str!("../tests/tls/ec.key");
+        assert!(!ec_key_refused(ec_key));
+        assert!(!ec_key_refused(include_str!("../tests/tls/ec-sec1.key")));
+        assert!(!ec_key_refused(include_str!("../tests/tls/rsa.key")));
+        // One base64 character of the public point changed: DER as before,
+        // the point off the curve (found by the translate → Envoy fuzz test:
+        // POINT_IS_NOT_ON_CURVE).
+        let off = ec_key.replace("R0AcC3tyEeKZiib", "R0AcC3tyEeKZiiA");
+        assert_ne!(off, ec_key);
+        assert!(ec_key_refused(&off));
     }
 
     #[test]
