@@ -7,7 +7,7 @@
 //!  clients ─► Envoy :gw1 ─► b0        attack in the config dir (or on the admin port)
 //!             Envoy :gw2 ─► b1        then, while it is in place:
 //!                 ▲ ADS                 unrelated update: gw2's route file renamed into
-//!             aether-edge ◄── config     place, a new path → first 200 through Envoy
+//!             aether-edge ◄── config     place, a new hostname → first 200 through Envoy
 //!             (VmHWM read at the end)   same-Gateway update: the same on gw1
 //! ```
 //!
@@ -102,16 +102,15 @@ fn gateway(name: &str, port: u16) -> String {
     )
 }
 
-/// HTTPRoute `name` on `gw`, host `<gw>.example`, prefix `path` to `backend`.
-fn route(name: &str, gw: &str, path: &str, backend: &str) -> String {
+/// HTTPRoute `name` on `gw` for `host`, everything to `backend`.
+fn route(name: &str, gw: &str, host: &str, backend: &str) -> String {
     mk_route(
         "HTTPRoute",
         "default",
         name,
         &format!(
-            "  parentRefs: [{{name: {gw}}}]\n  hostnames: [{gw}.example]\n  rules:\n  \
-             - matches: [{{path: {{type: PathPrefix, value: {path}}}}}]\n    \
-             backendRefs: [{{name: {backend}, port: 80}}]\n"
+            "  parentRefs: [{{name: {gw}}}]\n  hostnames: [{host}]\n  rules:\n  \
+             - backendRefs: [{{name: {backend}, port: 80}}]\n"
         ),
     )
 }
@@ -134,8 +133,8 @@ impl World {
             ("services.yaml", services),
             ("gw1.yaml", gateway("gw1", gw1)),
             ("gw2.yaml", gateway("gw2", gw2)),
-            ("route1.yaml", route("r1", "gw1", "/", "b0")),
-            ("route2.yaml", route("r2", "gw2", "/", "b1")),
+            ("route1.yaml", route("r1", "gw1", "gw1.example", "b0")),
+            ("route2.yaml", route("r2", "gw2", "gw2.example", "b1")),
         ];
         for (name, text) in files {
             std::fs::write(dir.join(name), text).unwrap();
@@ -154,25 +153,25 @@ impl World {
             _envoy: envoy,
         };
         for (port, gw) in [(gw1, "gw1"), (gw2, "gw2")] {
-            if world.first_200(port, gw, "/").is_none() {
+            if world.first_200(port, &format!("{gw}.example")).is_none() {
                 panic!("{gw} never answered 200; logs in {}", logs.display());
             }
         }
         world
     }
 
-    fn target(port: u16, gw: &str, path: &str) -> Target {
+    fn target(port: u16, host: &str) -> Target {
         Target {
             addr: format!("127.0.0.1:{port}"),
-            host: format!("{gw}.example"),
-            path: path.into(),
+            host: host.into(),
+            path: "/".into(),
             sni: None,
         }
     }
 
-    /// How long until `path` on `gw` answers 200 through Envoy.
-    fn first_200(&self, port: u16, gw: &str, path: &str) -> Option<Duration> {
-        let target = World::target(port, gw, path);
+    /// How long until `host` on `port` answers 200 through Envoy.
+    fn first_200(&self, port: u16, host: &str) -> Option<Duration> {
+        let target = World::target(port, host);
         let started = Instant::now();
         while started.elapsed() < UPDATE_WAIT {
             if probe(&target).is_some_and(|(status, ..)| status == 200) {
@@ -183,14 +182,16 @@ impl World {
         None
     }
 
-    /// A route file for `gw` renamed into place, with a path never served
-    /// before → the time to its first 200.
+    /// A route on `gw` for a hostname nothing served before (Envoy answers
+    /// 404 for it until then), its file renamed into place → the time to
+    /// its first 200.
     fn update(&self, gw: &str, port: u16, n: usize) -> Option<Duration> {
-        let path = format!("/update-{n}");
+        let host = format!("update-{n}.{gw}.example");
+        assert!(probe(&World::target(port, &host)).is_some_and(|(s, ..)| s == 404));
         let backend = if gw == "gw1" { "b0" } else { "b1" };
-        let text = route(&format!("u-{gw}"), gw, &path, backend);
+        let text = route(&format!("u-{gw}"), gw, &host, backend);
         write_atomically(&self.dir.join(format!("update-{gw}.yaml")), &text);
-        self.first_200(port, gw, &path)
+        self.first_200(port, &host)
     }
 
     /// The agent's peak resident memory (VmHWM), in MiB.
@@ -240,12 +241,11 @@ fn admin_connections(w: &World) -> Running {
     let script = "import socket,sys,time\nhost,port=sys.argv[1].rsplit(':',1)\nheld=[]\n\
                   for _ in range(int(sys.argv[2])):\n  try:\n    s=socket.create_connection((host,int(port)),timeout=2)\n    \
                   s.sendall(b'GET /healthz HTTP/1.1\\r\\nHost: x')\n    held.append(s)\n  except OSError:\n    pass\n\
-                  print(len(held),flush=True)\ntime.sleep(3600)\n";
+                  print('admin attack:',len(held),'half-sent connections opened',flush=True)\ntime.sleep(3600)\n";
     (0..2)
         .map(|_| {
             let child = std::process::Command::new("python3")
                 .args(["-c", script, &w.admin, "10500"])
-                .stdout(std::process::Stdio::null())
                 .spawn()
                 .expect("python3");
             Box::new(Killed(child)) as Box<dyn std::any::Any>
@@ -262,7 +262,7 @@ fn blocking_files(w: &World) -> Running {
 }
 
 fn slow_writer(w: &World) -> Running {
-    let text = route("slow", "gw1", "/slow", "b0");
+    let text = route("slow", "gw1", "slow.gw1.example", "b0");
     let mut file = std::fs::File::create(w.dir.join("slow.yaml")).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let thread = std::thread::spawn({
@@ -350,7 +350,7 @@ fn run(attack: &Attack) -> Row {
     let logs = temp_dir(&format!("hostile-{}", attack.name));
     let world = World::start(&logs);
     let load = Load::start(
-        &World::target(world.gw1, "gw1", "/"),
+        &World::target(world.gw1, "gw1.example"),
         4,
         Duration::from_millis(2),
     );
