@@ -54,7 +54,9 @@ bench-peer:
 	benches/peer/run delta
 
 # The fuzz targets (YAML loader + translate; SotW and Delta ADS request handling)
-# for ten minutes each; `make test` runs them for a few seconds.
-fuzz:
+# for ten minutes each, then 2,000 distinct translated configs through
+# `envoy --mode validate`; `make test` runs them for a few seconds (24 configs).
+fuzz: envoy
 	AETHER_FUZZ_SECONDS=600 cargo test --release -p aether-gateway --lib fuzz_tests -- --nocapture
 	AETHER_FUZZ_SECONDS=600 cargo test --release -p aether-ads --lib fuzz_tests -- --nocapture --test-threads 1
+	AETHER_FUZZ_ENVOY_CASES=2000 cargo test --release -p aether-xds --test fuzz_envoy -- --nocapture

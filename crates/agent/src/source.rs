@@ -206,6 +206,21 @@ pub fn load_dir(dir: &Path) -> Result<Store, LoadFailure> {
     ParseCache::default().load(dir)
 }
 
+/// How many bytes the file system holding a path still takes from this user
+/// (statvfs); `None` when that cannot be told. A field of the cache, so a test
+/// can say "full" without filling a disk.
+#[derive(Clone, Copy)]
+struct FreeSpace(fn(&Path) -> Option<u64>);
+
+impl Default for FreeSpace {
+    fn default() -> Self {
+        FreeSpace(|path| {
+            let s = rustix::fs::statvfs(path).ok()?;
+            Some(s.f_bavail.saturating_mul(s.f_frsize))
+        })
+    }
+}
+
 /// One file's last good version.
 struct Cached {
     stamp: FileStamp,
@@ -227,6 +242,7 @@ pub struct ParseCache {
     stuck: BTreeMap<PathBuf, Option<FileStamp>>,
     /// What the last loads noticed that is not a problem (a file shrank).
     notes: Vec<String>,
+    free_space: FreeSpace,
 }
 
 impl ParseCache {
@@ -279,7 +295,7 @@ impl ParseCache {
         let mut problems = Vec::new();
         for (name, text) in files {
             let mut store = Store::default();
-            match store.add_yaml(&name, &text) {
+            match store.add_file(&name, &text) {
                 Ok(_) => {
                     let cached = Cached {
                         // Matches no file's stamp: the file itself is read.
@@ -289,7 +305,7 @@ impl ParseCache {
                     };
                     self.files.insert(dir.join(&name), cached);
                 }
-                Err(e) => problems.push(e.to_string()),
+                Err(e) => problems.extend(e.lines()),
             }
         }
         problems
@@ -447,7 +463,7 @@ impl ParseCache {
         for ((path, stamp, text), result) in texts.iter().zip(self.parse_all(&texts)) {
             match result {
                 Ok(store) => parsed.push((path.clone(), *stamp, store, text.clone())),
-                Err(problem) => problems.push(problem),
+                Err(lines) => problems.extend(lines),
             }
         }
         drop(texts);
@@ -465,7 +481,8 @@ impl ParseCache {
         for file in self.files.values() {
             store.merge(&file.store);
         }
-        problems.sort();
+        // By file; a file's own problems stay in line order.
+        problems.sort_by(|a, b| a.split(':').next().cmp(&b.split(':').next()));
         Ok((store, problems))
     }
 
@@ -543,9 +560,7 @@ impl ParseCache {
             lost.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
             if lost.len() > 3 { ", ..." } else { "" },
         );
-        let room = rustix::fs::statvfs(path)
-            .ok()
-            .map(|s| s.f_bavail.saturating_mul(s.f_frsize));
+        let room = (self.free_space.0)(path);
         if room.is_some_and(|r| r < FULL_BELOW_BYTES) {
             return Some(format!(
                 "{shrank} while its file system is full ({} bytes free): a write cut short? \
@@ -561,13 +576,14 @@ impl ParseCache {
 
     /// Parses `files` (in order), on every core when there are several: a
     /// first load of 10,000 routes is a hundred files.
-    fn parse_all(&self, files: &[(PathBuf, FileStamp, String)]) -> Vec<Result<Store, String>> {
+    /// A file that does not parse gives one problem per bad object.
+    fn parse_all(&self, files: &[(PathBuf, FileStamp, String)]) -> Vec<Result<Store, Vec<String>>> {
         let parse = |(path, _, text): &(PathBuf, FileStamp, String)| {
             let mut store = Store::default();
             store
-                .add_yaml(&file_name(path), text)
+                .add_file(&file_name(path), text)
                 .map(|_| store)
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.lines())
         };
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         if cores < 2 || files.len() < 2 {
@@ -603,5 +619,7 @@ pub fn fingerprint(dir: &Path) -> Fingerprint {
     }
 }
 
+#[cfg(test)]
+mod refusal_tests;
 #[cfg(test)]
 mod tests;

@@ -330,6 +330,17 @@ impl<'a> Backends<'a> {
         let slices = self.index.slices.get(service).into_iter().flatten();
         // FQDN slices name hosts, not addresses: a static upstream cannot use them.
         for slice in slices.filter(|s| matches!(s.address_type.as_str(), "IPv4" | "IPv6")) {
+            // An address that is not an IP of the slice's type is no endpoint:
+            // the API server refuses it, and so does the loader, but a
+            // static upstream Envoy cannot parse must never get this far.
+            let v4 = slice.address_type == "IPv4";
+            let is_ip = |a: &str| {
+                if v4 {
+                    a.parse::<std::net::Ipv4Addr>().is_ok()
+                } else {
+                    a.parse::<std::net::Ipv6Addr>().is_ok()
+                }
+            };
             let port = slice
                 .ports
                 .iter()
@@ -349,7 +360,7 @@ impl<'a> Backends<'a> {
                 } else {
                     continue;
                 };
-                for address in &ep.addresses {
+                for address in ep.addresses.iter().filter(|a| is_ip(a)) {
                     into.push(Endpoint {
                         address: address.clone(),
                         port,

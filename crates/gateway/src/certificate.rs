@@ -3,8 +3,8 @@
 //! A ref names a core Secret (group `""`, kind `Secret`), in the Gateway's
 //! namespace unless a ReferenceGrant lets the Gateway reach another. The Secret
 //! must be `kubernetes.io/tls` with `tls.crt` (PEM certificate chain) and `tls.key`
-//! (PEM private key). The PEM check is structural (armour and base64 body); Envoy
-//! itself parses the DER. A key that is not the one of the first (leaf)
+//! (PEM private key). The PEM check is structural (armour lines, base64 body,
+//! well-formed DER inside); Envoy itself parses the certificate and key. A key that is not the one of the first (leaf)
 //! certificate is refused too: Envoy refuses the listener otherwise. That check
 //! is rustls's (SubjectPublicKeyInfo of the key against the certificate's, ring
 //! keys: RSA, ECDSA P-256/P-384, Ed25519); a pair it cannot read (another key
@@ -145,6 +145,23 @@ pub fn resolve_one(
     if !has_pem_block(&key, |label| label.ends_with("PRIVATE KEY")) {
         return Err(invalid("tls.key holds no PEM private key"));
     }
+    if !CertificateDer::pem_slice_iter(chain.as_bytes())
+        .all(|c| c.is_ok_and(|c| der_well_formed(&c)))
+    {
+        return Err(invalid(
+            "tls.crt holds a certificate that is not well-formed DER",
+        ));
+    }
+    if !PrivateKeyDer::from_pem_slice(key.as_bytes()).is_ok_and(|k| der_well_formed(k.secret_der()))
+    {
+        return Err(invalid("tls.key holds no well-formed DER private key"));
+    }
+    if ec_key_refused(&key) {
+        return Err(invalid(
+            "tls.key is a P-256 or P-384 key whose public point is not on its curve or \
+             does not match its private scalar",
+        ));
+    }
     if keys_differ(&chain, &key) {
         return Err(invalid(
             "tls.key is not the private key of the first certificate in tls.crt",
@@ -185,11 +202,66 @@ fn keys_differ(chain: &str, key: &str) -> bool {
     )
 }
 
-/// Every PEM block is well-formed and at least one has a wanted label.
+/// Is `key` an ECDSA key on P-256 or P-384 (the curves ring reads) that ring
+/// refuses? BoringSSL refuses it too (`POINT_IS_NOT_ON_CURVE`). Keys of other
+/// types and curves are left to Envoy.
+fn ec_key_refused(key: &str) -> bool {
+    const P256: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+    const P384: &[u8] = &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22];
+    let Ok(key) = PrivateKeyDer::from_pem_slice(key.as_bytes()) else {
+        return false;
+    };
+    let der = key.secret_der();
+    let names = |oid: &[u8]| der.windows(oid.len()).any(|w| w == oid);
+    (names(P256) || names(P384)) && rustls::crypto::ring::sign::any_ecdsa_type(&key).is_err()
+}
+
+/// Whether `der` is one well-formed DER value: each length within its
+/// parent, each constructed value exactly filled by its children. BoringSSL
+/// refuses a certificate or key that is not; a PEM body with a span cut out
+/// (a multiple of four characters) still looks like PEM.
+fn der_well_formed(der: &[u8]) -> bool {
+    der_value(der, 0).is_some_and(<[u8]>::is_empty)
+}
+
+/// Reads one DER value off `input`; what follows it.
+fn der_value(input: &[u8], depth: usize) -> Option<&[u8]> {
+    let (&tag, rest) = input.split_first()?;
+    // High tag numbers appear in neither certificates nor keys.
+    if depth > 32 || tag & 0x1f == 0x1f {
+        return None;
+    }
+    let (&first, mut rest) = rest.split_first()?;
+    let len = if first < 0x80 {
+        usize::from(first)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 {
+            return None;
+        }
+        let (bytes, after) = rest.split_at_checked(n)?;
+        rest = after;
+        bytes.iter().fold(0, |len, b| len << 8 | usize::from(*b))
+    };
+    let (mut content, after) = rest.split_at_checked(len)?;
+    if tag & 0x20 != 0 {
+        while !content.is_empty() {
+            content = der_value(content, depth + 1)?;
+        }
+    }
+    Some(after)
+}
+
+/// Every PEM block is well-formed and at least one has a wanted label. The
+/// armour lines start lines, as BoringSSL reads them: a YAML plain scalar
+/// folds a PEM block into one line.
 fn has_pem_block(text: &str, wanted: impl Fn(&str) -> bool) -> bool {
     let mut found = false;
     let mut rest = text;
     while let Some(start) = rest.find("-----BEGIN ") {
+        if !(rest[..start].is_empty() || rest[..start].ends_with('\n')) {
+            return false;
+        }
         let after = &rest[start + 11..];
         let Some(label_end) = after.find("-----") else {
             return false;
@@ -240,6 +312,12 @@ mod tests {
             "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----",
             is_cert
         ));
+        // A YAML plain scalar folded it into one line (found by the
+        // translate → Envoy fuzz test: NO_START_LINE).
+        assert!(!has_pem_block(
+            "x -----BEGIN CERTIFICATE----- TUlJQg== -----END CERTIFICATE-----",
+            is_cert
+        ));
         let key = "-----BEGIN EC PRIVATE KEY-----\nTUlJQg==\n-----END EC PRIVATE KEY-----";
         assert!(has_pem_block(key, |l| l.ends_with("PRIVATE KEY")));
         assert!(!has_pem_block(key, is_cert));
@@ -269,6 +347,26 @@ mod tests {
             resolve_one(&store, Holder::gateway("infra"), &r)
         };
         assert!(resolve(ec).is_ok());
+        // Sixteen base64 characters cut out of the body: still PEM, no longer
+        // DER (found by the translate → Envoy fuzz test; Envoy: "Failed to
+        // load certificate chain").
+        let lines: Vec<&str> = ec.lines().collect();
+        let cut = lines[3].get(16..).unwrap_or_default();
+        let mut broken = lines.clone();
+        broken[3] = cut;
+        let broken = broken.join("\n") + "\n";
+        assert!(has_pem_block(&broken, |l| l == "CERTIFICATE"));
+        let err = resolve(&broken).unwrap_err();
+        assert!(err.to_string().contains("not well-formed DER"), "{err}");
+        assert_eq!(err.reason(), listener::Reason::InvalidCertificateRef);
+        assert!(der_well_formed(&[0x30, 0x03, 0x02, 0x01, 0x05]));
+        for bad in [
+            &[0x30, 0x04, 0x02, 0x01, 0x05][..],
+            &[0x30, 0x03, 0x02, 0x02, 0x05],
+            &[0x30],
+        ] {
+            assert!(!der_well_formed(bad), "{bad:?}");
+        }
         let huge = ec.repeat(MAX_CHAIN_BYTES / ec.len() + 1);
         let err = resolve(&huge).unwrap_err();
         assert!(
@@ -276,6 +374,20 @@ mod tests {
             "{err}"
         );
         assert_eq!(err.reason(), listener::Reason::InvalidCertificateRef);
+    }
+
+    #[test]
+    fn an_ec_key_off_its_curve_is_refused() {
+        let ec_key = include_str!("../tests/tls/ec.key");
+        assert!(!ec_key_refused(ec_key));
+        assert!(!ec_key_refused(include_str!("../tests/tls/ec-sec1.key")));
+        assert!(!ec_key_refused(include_str!("../tests/tls/rsa.key")));
+        // One base64 character of the public point changed: DER as before,
+        // the point off the curve (found by the translate → Envoy fuzz test:
+        // POINT_IS_NOT_ON_CURVE).
+        let off = ec_key.replace("R0AcC3tyEeKZiib", "R0AcC3tyEeKZiiA");
+        assert_ne!(off, ec_key);
+        assert!(ec_key_refused(&off));
     }
 
     #[test]

@@ -185,6 +185,49 @@ pub fn check_path(what: &str, value: &str, prefix: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// The path of an HTTPRoute match (Exact or PathPrefix), held to the API's own
+/// validation (the CRD's CEL rules on `HTTPPathMatch`): absolute; no `//`,
+/// `/./`, `/../`, `%2f` or `#`; not ending in `/.` or `/..`; only the
+/// characters of a URI path, `%` only as an escape. Envoy refuses a prefix
+/// that does not start with `/` (`path_separated_prefix` needs `/x` at least).
+pub fn check_match_path(value: &str, prefix: bool) -> Result<(), String> {
+    check_path("path value", value, prefix)?;
+    let refused = |why: &str| Err(format!("path value {value:?} {why}"));
+    if !value.starts_with('/') {
+        return refused("must be an absolute path (start with '/')");
+    }
+    if let Some(part) = ["//", "/./", "/../", "%2f", "%2F", "#"]
+        .into_iter()
+        .find(|p| value.contains(p))
+    {
+        return refused(&format!("must not contain {part:?}"));
+    }
+    if value.ends_with("/.") || value.ends_with("/..") {
+        return refused("must not end with '/.' or '/..'");
+    }
+    let bytes = value.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == b'%' {
+            let escape = bytes.get(i + 1..i + 3);
+            if !escape.is_some_and(|e| e.iter().all(u8::is_ascii_hexdigit)) {
+                return refused("has a '%' that is not a %XX escape");
+            }
+            i += 3;
+            continue;
+        }
+        if !(c.is_ascii_alphanumeric() || b"-/._~!$&'()*+,;=:@".contains(&c)) {
+            return refused(&format!(
+                "holds {:?}, which a URI path cannot (escape it as %XX)",
+                value[i..].chars().next().unwrap_or_default()
+            ));
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 fn is_tchar(c: char) -> bool {
     c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
 }
@@ -304,6 +347,24 @@ mod tests {
         let query =
             crate::route::query_param_matches([(long(2000).as_str(), false, "v")].into_iter());
         assert!(query.unwrap_err().contains("at most 256"));
+    }
+
+    #[test]
+    fn match_paths_are_held_to_the_apis_validation() {
+        for ok in ["/", "/a", "/a/b/", "/a%20b", "/~user/x.y", "/a:b@c;d=e"] {
+            assert_eq!(check_match_path(ok, true), Ok(()), "{ok}");
+            assert_eq!(check_match_path(ok, false), Ok(()), "{ok}");
+        }
+        // "5" as a prefix: Envoy refused the whole route table (found by the
+        // translate → Envoy fuzz test).
+        for bad in [
+            "5", "a/b", "", "//a", "/a/./b", "/a/../b", "/a%2fb", "/a%2F", "/a#b", "/a/.", "/a/..",
+            "/a%", "/a%g0", "/a b", "/é", "/a\"b",
+        ] {
+            assert!(check_match_path(bad, true).is_err(), "{bad:?}");
+            assert!(check_match_path(bad, false).is_err(), "{bad:?}");
+        }
+        assert!(check_match_path("/a?b", true).is_err());
     }
 
     #[test]

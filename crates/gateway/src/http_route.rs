@@ -9,7 +9,7 @@
 
 use crate::backend::{Backends, Upstream};
 use crate::duration;
-use crate::header::{check_path, header_matches};
+use crate::header::{check_match_path, header_matches};
 use crate::http_filters::{RuleFilters, backend_filters, rule_rewrite};
 use crate::route::{
     self, ForwardSpec, RouteModel, Rule, RuleAction, check_prefix_rewrite, enum_name,
@@ -195,7 +195,7 @@ fn route_match(m: &HttpRouteRulesMatches) -> Result<RouteMatch, String> {
             let value = p.value.as_deref().unwrap_or("/");
             match p.r#type {
                 Some(HttpRouteRulesMatchesPathType::Exact) => {
-                    check_path("path value", value, false)?;
+                    check_match_path(value, false)?;
                     PathMatch::Exact(value.into())
                 }
                 Some(HttpRouteRulesMatchesPathType::RegularExpression) => {
@@ -203,7 +203,7 @@ fn route_match(m: &HttpRouteRulesMatches) -> Result<RouteMatch, String> {
                     PathMatch::RegularExpression(value.into())
                 }
                 Some(HttpRouteRulesMatchesPathType::PathPrefix) | None => {
-                    check_path("path value", value, true)?;
+                    check_match_path(value, true)?;
                     route::prefix(value)
                 }
             }

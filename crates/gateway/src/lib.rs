@@ -46,11 +46,13 @@ pub mod tls_overlap;
 pub mod vocabulary;
 pub mod yaml_guard;
 
+#[cfg(any(test, feature = "fuzz"))]
+pub mod fuzz;
 #[cfg(test)]
 mod fuzz_tests;
 
 pub use assemble::{AckState, Addresses, Assignment, Served, assemble};
-pub use load::LoadError;
+pub use load::{FileErrors, LoadError};
 pub use status::StatusPlan;
 pub use store::{Store, StoreObject};
 
