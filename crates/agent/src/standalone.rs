@@ -117,7 +117,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let admin_task = admin::spawn(&args.admin_address, admin_state, shutdown_rx.clone()).await?;
     let mut cache =
         ParseCache::new(args.config.limits(Duration::from_millis(args.settle_ms))).keeping_text();
-    let state = open_state(&args, &dir, &mut cache);
+    let state = open_state(&args, &dir, &mut cache).map(state::Saver::spawn);
     let source = Source {
         dir,
         pipeline: pipeline.clone(),
@@ -265,7 +265,7 @@ struct Source {
     pipeline: Arc<Pipeline>,
     cache: ParseCache,
     allow_empty: bool,
-    state: Option<state::StateFile>,
+    state: Option<state::Saver>,
     problems: tokio::sync::watch::Sender<Problems>,
     rescan: Duration,
 }
@@ -439,10 +439,8 @@ impl Source {
         }
         if self.pipeline.apply(Arc::new(store)) {
             info!(dir = %dir.display(), "configuration loaded and published");
-            if let Some(state) = &self.state
-                && let Err(e) = state.save(&self.cache.served_files())
-            {
-                warn!("{e:#}; a restart would not find this configuration");
+            if let Some(state) = &self.state {
+                state.save(self.cache.served_files());
             }
         }
     }

@@ -12,7 +12,7 @@ use sha2::Digest;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 /// `$XDG_STATE_HOME/aether-edge`, else `~/.local/state/aether-edge`: state
 /// that must outlive a reboot (the ADS socket's runtime directory does not).
@@ -109,10 +109,91 @@ impl StateFile {
     }
 }
 
+/// Saves in a thread of its own, the latest files only: the config thread
+/// hands them over and reads the next change at once. (Saved on that thread,
+/// 64 MiB of configuration and its fsyncs held every change back 1.3 s.)
+/// Dropped, it finishes the save it holds.
+pub struct Saver {
+    shared: Arc<(Mutex<Pending>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Pending {
+    next: Option<Vec<(String, Arc<str>)>>,
+    stop: bool,
+}
+
+impl Saver {
+    pub fn spawn(file: StateFile) -> Saver {
+        let shared: Arc<(Mutex<Pending>, Condvar)> = Arc::default();
+        let mine = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("state-saver".into())
+            .spawn(move || {
+                let (lock, wake) = &*mine;
+                loop {
+                    let next = {
+                        let mut p = lock.lock().unwrap_or_else(|e| e.into_inner());
+                        while p.next.is_none() && !p.stop {
+                            p = wake.wait(p).unwrap_or_else(|e| e.into_inner());
+                        }
+                        match p.next.take() {
+                            Some(files) => files,
+                            None => return,
+                        }
+                    };
+                    if let Err(e) = file.save(&next) {
+                        tracing::warn!("{e:#}; a restart would not find this configuration");
+                    }
+                }
+            })
+            .expect("spawning the state saver thread");
+        Saver {
+            shared,
+            thread: Some(thread),
+        }
+    }
+
+    /// Saves `files` soon, in place of any save not started yet.
+    pub fn save(&self, files: Vec<(String, Arc<str>)>) {
+        let (lock, wake) = &*self.shared;
+        lock.lock().unwrap_or_else(|e| e.into_inner()).next = Some(files);
+        wake.notify_one();
+    }
+}
+
+impl Drop for Saver {
+    fn drop(&mut self) {
+        let (lock, wake) = &*self.shared;
+        lock.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        wake.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_saver_writes_the_latest_files_and_finishes_when_dropped() {
+        let base = std::env::temp_dir().join(format!("aether-edge-saver-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (state, dir) = (base.join("state"), base.join("d"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let saver = Saver::spawn(StateFile::open(&state, &dir).unwrap());
+        for i in 0..50 {
+            saver.save(vec![("x.yaml".into(), Arc::from(format!("v{i}\n")))]);
+        }
+        drop(saver);
+        let files = StateFile::open(&state, &dir).unwrap().load().unwrap();
+        assert_eq!(files, Some(vec![("x.yaml".into(), "v49\n".into())]));
+        let _ = std::fs::remove_dir_all(&base);
+    }
 
     #[test]
     fn state_round_trips_privately_and_belongs_to_its_directory() {
