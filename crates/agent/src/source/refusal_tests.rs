@@ -1,26 +1,12 @@
 //! What a load refuses, and how it names it: a file cut short on a full disk,
 //! a file with several bad objects.
 
+use super::tests::{names, tempdir};
 use super::*;
 
-fn tempdir(tag: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("aether-edge-refusal-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
+/// A Namespace, its name quoted (the byte counts below are of this form).
 fn ns(name: &str) -> String {
     format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: \"{name}\"\n")
-}
-
-fn names(store: &Store) -> Vec<String> {
-    store
-        .all::<k8s_openapi::api::core::v1::Namespace>()
-        .keys()
-        .map(|k| k.name.clone())
-        .collect()
 }
 
 /// A cache whose file system has `free` bytes left, whatever the disk says.
@@ -34,7 +20,7 @@ fn with_free_space(free: fn(&Path) -> Option<u64>) -> ParseCache {
 /// `a.yaml` loaded with Namespaces a and b, then rewritten with a alone:
 /// what the second load serves and says.
 fn shrink(cache: &mut ParseCache, tag: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let dir = tempdir(tag);
+    let dir = tempdir(&format!("refusal-{tag}"));
     std::fs::write(dir.join("a.yaml"), format!("{}---\n{}", ns("a"), ns("b"))).unwrap();
     std::fs::write(dir.join("other.yaml"), ns("c")).unwrap();
     let (store, problems) = cache.load_each(&dir, &Edits::default()).unwrap();

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn tempdir(tag: &str) -> PathBuf {
+pub(super) fn tempdir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("aether-edge-source-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -161,7 +161,7 @@ fn ns(name: &str) -> String {
     format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n")
 }
 
-fn names(store: &Store) -> Vec<String> {
+pub(super) fn names(store: &Store) -> Vec<String> {
     store
         .all::<k8s_openapi::api::core::v1::Namespace>()
         .keys()

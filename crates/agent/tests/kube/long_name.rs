@@ -12,7 +12,6 @@ use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gateways::Gateway;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-use std::path::Path;
 use std::time::Duration;
 
 const NS: &str = "app";
@@ -43,20 +42,8 @@ fn a_253_character_gateway_is_served_and_foreign_conditions_stay() {
 
 type World = OneNode<Proc>;
 
-fn deploy(file: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../deploy")
-        .join(file);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 async fn given_a_gateway_with_the_longest_name() -> World {
-    let logs = temp_dir("kube-long-name");
-    let server = aether_testkit::ApiServer::start().await;
     let b0 = Backend::on(POD_IP, "b0");
-    for file in ["00-namespace.yaml", "10-rbac.yaml", "20-gatewayclass.yaml"] {
-        server.apply(&deploy(file)).await.unwrap();
-    }
     let name = longest_name();
     let app = [
         format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NS}}}\n"),
@@ -64,26 +51,7 @@ async fn given_a_gateway_with_the_longest_name() -> World {
         mk_route_to("HTTPRoute", NS, "r1", &format!("{{name: {name}}}"), "b0"),
         b0.yaml(NS),
     ];
-    server.apply(&app.join("---\n")).await.unwrap();
-    let kubeconfig = server
-        .service_account_kubeconfig("aether-ingress", "aether-edge")
-        .await
-        .unwrap();
-    let socket = format!("unix:{}", logs.join("run/ads.sock").display());
-    let agent = Proc::spawn(
-        "agent-long-name",
-        std::process::Command::new(agent_bin())
-            .arg("agent")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["--namespace", "aether-ingress", "--node-name", "node-a"])
-            .args(["--pod-name", "agent-a", "--advertise-address", "127.0.0.1"])
-            .args(["--xds-address", &socket])
-            .args(["--admin-address", &format!("127.0.0.1:{}", free_port())])
-            .args(["--report-address", &format!("127.0.0.1:{}", free_port())]),
-        &logs,
-    );
-    OneNode::with(server, b0, agent, &socket, &logs)
+    OneNode::deployed("kube-long-name", &app.join("---\n"), b0).await
 }
 
 async fn gateway(w: &World) -> Value {

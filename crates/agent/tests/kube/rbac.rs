@@ -12,7 +12,6 @@ use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use std::path::Path;
 use std::time::Duration;
 
 const NS: &str = "app";
@@ -31,13 +30,6 @@ fn the_agent_works_with_the_deployed_rbac_and_a_unix_socket() {
 }
 
 type World = OneNode<Proc>;
-
-fn deploy(file: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../deploy")
-        .join(file);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 fn mk_app() -> String {
     let gw = mk_gateway(
@@ -60,39 +52,11 @@ fn mk_app() -> String {
     .join("---\n")
 }
 
-/// As in the DaemonSet: the deploy/ manifests, the agent's ServiceAccount token,
-/// ADS on a socket in a shared directory, leader election on.
+/// As in the DaemonSet (see [`OneNode::deployed`]).
 async fn given_the_deployed_rbac_and_an_agent_on_a_socket() -> World {
-    let logs = temp_dir("kube-rbac");
-    let server = aether_testkit::ApiServer::start().await;
     let b0 = Backend::on(POD_IP, "b0");
-    for file in ["00-namespace.yaml", "10-rbac.yaml", "20-gatewayclass.yaml"] {
-        server.apply(&deploy(file)).await.unwrap();
-    }
-    server
-        .apply(&[mk_app(), b0.yaml(NS)].join("---\n"))
-        .await
-        .unwrap();
-    let kubeconfig = server
-        .service_account_kubeconfig("aether-ingress", "aether-edge")
-        .await
-        .unwrap();
-    let socket = format!("unix:{}", logs.join("run/ads.sock").display());
-    let admin = format!("127.0.0.1:{}", free_port());
-    let report = format!("127.0.0.1:{}", free_port());
-    let agent = Proc::spawn(
-        "agent-rbac",
-        std::process::Command::new(agent_bin())
-            .arg("agent")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["--namespace", "aether-ingress", "--node-name", "node-a"])
-            .args(["--pod-name", "agent-a", "--advertise-address", "127.0.0.1"])
-            .args(["--xds-address", &socket, "--admin-address", &admin])
-            .args(["--report-address", &report]),
-        &logs,
-    );
-    OneNode::with(server, b0, agent, &socket, &logs)
+    let app = [mk_app(), b0.yaml(NS)].join("---\n");
+    OneNode::deployed("kube-rbac", &app, b0).await
 }
 
 /// Elected, the Service created, and every kind's status written (TCPRoute and
@@ -138,25 +102,12 @@ async fn it_leads_and_writes_every_kinds_status(w: &World) -> Service {
         cond("True", "Accepted")
     );
     // It says so on its pod, as an Event.
-    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
-        kube::Api::namespaced(c.clone(), "aether-ingress");
-    eventually(WAIT, "the LeaderElected Event on agent-a", || {
-        let events = events.clone();
-        async move {
-            let list = events
-                .list(&Default::default())
-                .await
-                .map_err(|e| e.to_string())?;
-            list.items
-                .iter()
-                .any(|e| {
-                    e.reason.as_deref() == Some("LeaderElected")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("agent-a")
-                })
-                .then_some(())
-                .ok_or(format!("{} events", list.items.len()))
-        }
-    })
+    until_event(
+        c,
+        "aether-ingress",
+        "the LeaderElected Event on agent-a",
+        |e| e.reason.as_deref() == Some("LeaderElected") && regarding(e) == Some("agent-a"),
+    )
     .await;
     // The deployed RBAC lets it read the CRDs' release.
     assert_eq!(

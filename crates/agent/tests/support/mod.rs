@@ -53,6 +53,49 @@ impl OneNode {
     }
 }
 
+impl OneNode<Proc> {
+    /// As in the DaemonSet: deploy/'s namespace, RBAC and GatewayClass, then
+    /// `app` (YAML documents), the agent `agent-a` on node `node-a` with its
+    /// ServiceAccount's token, ADS on a socket, leader election on; a Delta
+    /// Envoy on that socket.
+    pub async fn deployed(tag: &str, app: &str, b0: Backend) -> Self {
+        let logs = temp_dir(tag);
+        let server = aether_testkit::ApiServer::start().await;
+        for file in ["00-namespace.yaml", "10-rbac.yaml", "20-gatewayclass.yaml"] {
+            server.apply(&deploy_file(file)).await.unwrap();
+        }
+        server.apply(app).await.unwrap();
+        let kubeconfig = server
+            .service_account_kubeconfig("aether-ingress", "aether-edge")
+            .await
+            .unwrap();
+        let socket = format!("unix:{}", logs.join("run/ads.sock").display());
+        let admin = format!("127.0.0.1:{}", free_port());
+        let report = format!("127.0.0.1:{}", free_port());
+        let agent = Proc::spawn(
+            &format!("agent-{tag}"),
+            std::process::Command::new(agent_bin())
+                .arg("agent")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["--namespace", "aether-ingress", "--node-name", "node-a"])
+                .args(["--pod-name", "agent-a", "--advertise-address", "127.0.0.1"])
+                .args(["--xds-address", &socket, "--admin-address", &admin])
+                .args(["--report-address", &report]),
+            &logs,
+        );
+        OneNode::with(server, b0, agent, &socket, &logs)
+    }
+}
+
+/// A file of deploy/, as the repository has it.
+pub fn deploy_file(file: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy")
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 impl<A> OneNode<A> {
     /// `agent`, already running on `server`, and a Delta Envoy on its ADS at `xds`.
     pub fn with(

@@ -273,40 +273,14 @@ async fn a_nack_holds_back_its_route_and_the_rest_goes_on(w: &World) {
         .await;
     println!("NACK in the route's status: {message}");
     // And as a Warning Event on the route, for `kubectl describe`.
-    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
-        kube::Api::namespaced(w.client.clone(), NS);
-    eventually(
-        Duration::from_secs(10),
-        "a Warning Event on the route",
-        || {
-            let events = events.clone();
-            async move {
-                let list = events
-                    .list(&Default::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                list.items
-                    .iter()
-                    .find(|e| {
-                        e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("bad")
-                            && e.type_.as_deref() == Some("Warning")
-                            && e.note
-                                .as_deref()
-                                .is_some_and(|n| n.contains("program size"))
-                    })
-                    .map(|_| ())
-                    .ok_or(format!(
-                        "{:?}",
-                        list.items.iter().map(|e| &e.reason).collect::<Vec<_>>()
-                    ))
-            }
-        },
-    )
+    until_event(&w.client, NS, "a Warning Event on the route", |e| {
+        regarding(e) == Some("bad")
+            && e.type_.as_deref() == Some("Warning")
+            && e.note
+                .as_deref()
+                .is_some_and(|n| n.contains("program size"))
+    })
     .await;
-    assert!(
-        message.contains("program size"),
-        "Envoy's text names the regex: {message}"
-    );
     // Another route of the same table goes on while the refused one is held.
     w.server
         .apply(&mk_path_route("other", "PathPrefix", "/other"))

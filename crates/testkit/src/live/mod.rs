@@ -43,8 +43,8 @@ pub use proc::{Proc, free_port, temp_dir};
 pub use status::{
     assign_load_balancer, base_yaml, cond, condition, edge_service, edge_services, get_json,
     given_cluster, lease_holder, our_parent, parent_accepted, programmed, public_service,
-    public_services, route_accepted, service_ports, status_reason, until_leader, until_object,
-    until_programmed,
+    public_services, regarding, route_accepted, service_ports, status_reason, until_event,
+    until_leader, until_object, until_programmed,
 };
 pub use wait::{eventually, median_p99, wait_until};
 pub use yaml::{

@@ -277,3 +277,37 @@ pub async fn assign_load_balancer(client: &kube::Client, svc: &Service, ip: &str
         .await
         .unwrap();
 }
+
+/// Waits until an Event in `ns` passes `check` (e.g. its reason and what it
+/// regards); panics naming `what` and the reasons seen.
+pub async fn until_event(
+    client: &kube::Client,
+    ns: &str,
+    what: &str,
+    check: impl Fn(&k8s_openapi::api::events::v1::Event) -> bool,
+) {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), ns);
+    let check = &check;
+    eventually(Duration::from_secs(20), what, || {
+        let events = events.clone();
+        async move {
+            let list = events
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let reasons: Vec<_> = list.items.iter().map(|e| e.reason.clone()).collect();
+            list.items
+                .iter()
+                .any(check)
+                .then_some(())
+                .ok_or(format!("events seen: {reasons:?}"))
+        }
+    })
+    .await;
+}
+
+/// The name of the object an Event regards.
+pub fn regarding(e: &k8s_openapi::api::events::v1::Event) -> Option<&str> {
+    e.regarding.as_ref().and_then(|r| r.name.as_deref())
+}
