@@ -10,12 +10,13 @@
 //!   edge-traffic backend [--http ADDR] [--grpc ADDR] [--name NAME]
 //!     the kit's HTTP/1.1 + WebSocket echo backend and gRPC Echo backend
 //!   edge-traffic probe --addr A --host H [--path P]      one request; exit 0 on a 200
-//!   edge-traffic table NAME=FILE...                      median [min–max] per scenario
+//!   edge-traffic table NAME=FILE...                      median [min–max] per scenario;
+//!                                                        exit 1 if a request failed
 //! ```
 //!
 //! Streams reset: the gRPC server stream or the WebSocket ended under the
 //! client (it opens them again). Failed: a request answered non-200 or not
-//! answered at all. Server-closed: connections the server ended (HTTP/1.1
+//! answered at all, or a connection that could not be made. Server-closed: connections the server ended (HTTP/1.1
 //! `connection: close` after a complete answer, HTTP/2 GOAWAY; a close under a
 //! request is also a failed request).
 
@@ -71,7 +72,10 @@ fn flag<'a>(f: &'a Flags, name: &str, default: &'a str) -> &'a str {
 
 fn number(f: &Flags, name: &str, default: u64) -> Result<u64, String> {
     f.get(name)
-        .map(|v| v.parse().map_err(|_| format!("--{name}: not a number: {v}")))
+        .map(|v| {
+            v.parse()
+                .map_err(|_| format!("--{name}: not a number: {v}"))
+        })
         .unwrap_or(Ok(default))
 }
 
@@ -188,9 +192,14 @@ fn report(elapsed: Duration, http1: &Tally, h2: &H2Tally, ws: &WsTally) -> Value
             "connections": c.connections, "longest_gap_ms": ms(c.longest_gap), "backends": c.backends,
         })
     };
-    let failed = http1.lost() + h2.http2.failed_total() + h2.grpc.failed_total();
+    // A connection that could not be made is a request that could not be sent.
+    let failed =
+        http1.lost() + http1.connect_errors + h2.http2.failed_total() + h2.grpc.failed_total();
     let sent = http1.sent + h2.http2.sent + h2.grpc.sent;
-    let gap = http1.longest_gap.max(h2.http2.longest_gap).max(h2.grpc.longest_gap);
+    let gap = http1
+        .longest_gap
+        .max(h2.http2.longest_gap)
+        .max(h2.grpc.longest_gap);
     json!({
         "seconds": elapsed.as_secs_f64(),
         "http1": {
@@ -278,7 +287,9 @@ fn table(args: &[String]) -> Result<(), String> {
         if !runs.contains_key(name) {
             order.push(name.to_string());
         }
-        runs.entry(name.to_string()).or_default().push(v["row"].clone());
+        runs.entry(name.to_string())
+            .or_default()
+            .push(v["row"].clone());
     }
     println!(
         "| scenario | runs | {} |",
@@ -301,5 +312,13 @@ fn table(args: &[String]) -> Result<(), String> {
             .collect();
         println!("| {name} | {} | {} |", rows.len(), cells.join(" | "));
     }
-    Ok(())
+    let failed: u64 = runs
+        .values()
+        .flatten()
+        .filter_map(|r| r["failed"].as_u64())
+        .sum();
+    match failed {
+        0 => Ok(()),
+        n => Err(format!("{n} requests failed")),
+    }
 }

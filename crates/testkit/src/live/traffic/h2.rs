@@ -273,7 +273,12 @@ fn channel(target: &Target, host: &str, connections: Arc<AtomicU64>) -> tonic::t
         })
 }
 
-async fn grpc_client(target: Target, host: String, pause: Duration, stop: Arc<AtomicBool>) -> Calls {
+async fn grpc_client(
+    target: Target,
+    host: String,
+    pause: Duration,
+    stop: Arc<AtomicBool>,
+) -> Calls {
     let connections = Arc::new(AtomicU64::new(0));
     let mut client = EchoClient::new(channel(&target, &host, connections.clone()));
     let mut calls = Calls::default();
