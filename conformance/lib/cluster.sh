@@ -83,11 +83,12 @@ start_apiserver() {
     --profiling=false --v=1
 }
 
-# start_nodeagent NETNS NAME NODE-NAME NODE-IP STATE-DIR FLAGS...: a node's kubelet stand-in.
+# start_nodeagent NETNS NAME NODE-NAME NODE-IP STATE-DIR KUBECONFIG FLAGS...: a node's
+# kubelet stand-in.
 start_nodeagent() {
-  local ns=$1 name=$2 node=$3 ip=$4 state=$5
-  shift 5
-  start_in "$ns" "$name" "$HARNESS_BIN_DIR/nodeagent" run --kubeconfig="$RUN_DIR/admin.kubeconfig" \
+  local ns=$1 name=$2 node=$3 ip=$4 state=$5 kubeconfig=$6
+  shift 6
+  start_in "$ns" "$name" "$HARNESS_BIN_DIR/nodeagent" run --kubeconfig="$kubeconfig" \
     --node-name="$node" --node-ip="$ip" --pod-cidr="$POD_CIDR" --bridge=br0 \
     --state-dir="$state" --apiserver="$NODE_IP:6443" --echo-basic="$ECHO_BASIC_BIN_DIR/echo-basic" \
     --echo-basic-v2="$HARNESS_BIN_DIR/echo-basic-v2" \
@@ -193,7 +194,7 @@ cluster_up() {
   say "node agent (pods as processes, load-balancer stand-in)"
   local range=()
   [ "$CLUSTER_NODES" -gt 1 ] && range=(--pod-range=10.244.0.0/17)
-  start_nodeagent "$ns" nodeagent node-1 "$NODE_IP" "$RUN_DIR/node" --netns-prefix="$RUN_PREFIX" \
+  start_nodeagent "$ns" nodeagent node-1 "$NODE_IP" "$RUN_DIR/node" "$RUN_DIR/admin.kubeconfig" --netns-prefix="$RUN_PREFIX" \
     --lb-pool="$LB_POOL" --lb-interface=lo "${range[@]}"
   wait_for "node-1 Ready" 60 node_ready node-1
   if [ "$CLUSTER_NODES" -gt 1 ]; then node2_up; fi
@@ -222,7 +223,9 @@ node2_up() {
   # Service and load-balancer addresses live on node-1 (as the stand-in's forwarders do).
   ip -n "$ns" route add default via "$NODE_IP"
   mkdir -p "$RUN_DIR/node2"
-  start_nodeagent "$ns" nodeagent2 node-2 "$NODE2_IP" "$RUN_DIR/node2" --netns-prefix="${RUN_PREFIX}n2-" \
+  # The API server as node-2 reaches it: node-1's address (its certificate names it).
+  sed "s#server: https://127.0.0.1:6443#server: https://$NODE_IP:6443#" "$RUN_DIR/admin.kubeconfig" >"$RUN_DIR/node2.kubeconfig"
+  start_nodeagent "$ns" nodeagent2 node-2 "$NODE2_IP" "$RUN_DIR/node2" "$RUN_DIR/node2.kubeconfig" --netns-prefix="${RUN_PREFIX}n2-" \
     --pod-range=10.244.128.0/17 --pod-gateway="$NODE_IP" --load-balancer=false
   wait_for "node-2 Ready" 60 node_ready node-2
 }
