@@ -11,15 +11,28 @@
 # Private addresses exist only inside these namespaces. Every namespace name starts with
 # the run's prefix (aecf<id>-), so `down` finds all of them, even after a crash.
 #
+# With CLUSTER_NODES=2 a second node joins (conformance/traffic):
+#
+#   <prefix>node   br0 10.244.0.1/16 ── veth n2 ══ up0 ── br0 10.244.128.1/16   <prefix>node2
+#                  (pods 10.244.0.0/17, LB)                (pods 10.244.128.0/17, default via
+#                                                            10.244.0.1; its own node agent,
+#                                                            no load balancer)
+#   <prefix>n2-podN  pods of node-2 (default via 10.244.0.1, where the Service addresses are)
+#
+# The two bridges are one L2 segment: every pod and node reaches every other directly.
+#
 # Expects: RUN_DIR, RUN_PREFIX, KUBE_BIN_DIR, ETCD_BIN_DIR, ECHO_BASIC_BIN_DIR,
 # COREDNS_BIN_DIR, HARNESS_BIN_DIR, ENVOY_BIN, AETHER_EDGE_BIN; optional
 # AETHER_EDGE_OCI_IMAGE (IMAGE=LAYOUT-DIR: the node agent runs IMAGE's containers from
-# that OCI image layout instead of the host binary).
+# that OCI image layout instead of the host binary), CLUSTER_NODES (1 or 2, default 1),
+# EDGE_TRAFFIC_BIN (the program of image aether-edge-traffic).
 
 NODE_IP=10.244.0.1
 POD_CIDR=10.244.0.0/16
 SERVICE_CIDR=10.96.0.0/16
 LB_POOL=10.250.0.0/24
+NODE2_IP=10.244.128.1
+CLUSTER_NODES=${CLUSTER_NODES:-1}
 
 # The work of `run` happens in a subshell; if the main script was killed outright
 # (SIGKILL, no teardown), the subshell stops at its next step instead of carrying on.
@@ -30,6 +43,7 @@ say() {
 }
 
 node_netns() { echo "${RUN_PREFIX}node"; }
+node2_netns() { echo "${RUN_PREFIX}node2"; }
 in_node() { nsenter --net="/run/netns/$(node_netns)" -- "$@"; }
 # kubectl in the node netns; requests time out, so a dead API server cannot hang a run
 # (`wait` has its own --timeout).
@@ -43,9 +57,44 @@ kc() {
 start() {
   local name=$1
   shift
+  start_in "$(node_netns)" "$name" "$@"
+}
+
+# start_in NETNS NAME CMD...: the same in another namespace (node-2's).
+start_in() {
+  local ns=$1 name=$2
+  shift 2
   # nsenter execs the program, so $! is the program's own pid.
-  nsenter --net="/run/netns/$(node_netns)" -- "$@" >"$RUN_DIR/logs/$name.log" 2>&1 &
+  nsenter --net="/run/netns/$ns" -- "$@" >>"$RUN_DIR/logs/$name.log" 2>&1 &
   echo "$! $name" >>"$RUN_DIR/pids"
+}
+
+# The API server (again, after an outage: same flags, same etcd).
+start_apiserver() {
+  local pki="$RUN_DIR/pki"
+  start kube-apiserver "$KUBE_BIN_DIR/kube-apiserver" \
+    --etcd-servers=http://127.0.0.1:2379 --bind-address=0.0.0.0 --secure-port=6443 \
+    --advertise-address="$NODE_IP" --service-cluster-ip-range="$SERVICE_CIDR" \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" --authorization-mode=RBAC --allow-privileged=true \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+    --kubelet-preferred-address-types=InternalIP --enable-priority-and-fairness=false \
+    --profiling=false --v=1
+}
+
+# start_nodeagent NETNS NAME NODE-NAME NODE-IP STATE-DIR KUBECONFIG FLAGS...: a node's
+# kubelet stand-in.
+start_nodeagent() {
+  local ns=$1 name=$2 node=$3 ip=$4 state=$5 kubeconfig=$6
+  shift 6
+  start_in "$ns" "$name" "$HARNESS_BIN_DIR/nodeagent" run --kubeconfig="$kubeconfig" \
+    --node-name="$node" --node-ip="$ip" --pod-cidr="$POD_CIDR" --bridge=br0 \
+    --state-dir="$state" --apiserver="$NODE_IP:6443" --echo-basic="$ECHO_BASIC_BIN_DIR/echo-basic" \
+    --echo-basic-v2="$HARNESS_BIN_DIR/echo-basic-v2" \
+    --coredns="$COREDNS_BIN_DIR/coredns" --envoy="$ENVOY_BIN" --aether-edge="$AETHER_EDGE_BIN" \
+    ${EDGE_TRAFFIC_BIN:+--edge-traffic="$EDGE_TRAFFIC_BIN"} \
+    ${AETHER_EDGE_OCI_IMAGE:+--oci-image="$AETHER_EDGE_OCI_IMAGE"} "$@"
 }
 
 gen_certs() {
@@ -126,15 +175,7 @@ cluster_up() {
     --initial-cluster node-1=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn
 
   say "kube-apiserver $("$KUBE_BIN_DIR/kube-apiserver" --version | awk '{print $2}')"
-  start kube-apiserver "$KUBE_BIN_DIR/kube-apiserver" \
-    --etcd-servers=http://127.0.0.1:2379 --bind-address=0.0.0.0 --secure-port=6443 \
-    --advertise-address="$NODE_IP" --service-cluster-ip-range="$SERVICE_CIDR" \
-    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
-    --client-ca-file="$pki/ca.crt" --authorization-mode=RBAC --allow-privileged=true \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-    --kubelet-preferred-address-types=InternalIP --enable-priority-and-fairness=false \
-    --profiling=false --v=1
+  start_apiserver
   wait_for "kube-apiserver /readyz" 120 kc get --raw /readyz
 
   say "kube-controller-manager, kube-scheduler"
@@ -151,20 +192,42 @@ cluster_up() {
     --leader-elect=false --bind-address=127.0.0.1 --secure-port=10259 --profiling=false --v=1
 
   say "node agent (pods as processes, load-balancer stand-in)"
-  start nodeagent "$HARNESS_BIN_DIR/nodeagent" run --kubeconfig="$RUN_DIR/admin.kubeconfig" \
-    --node-name=node-1 --node-ip="$NODE_IP" --pod-cidr="$POD_CIDR" --bridge=br0 \
-    --netns-prefix="$RUN_PREFIX" --state-dir="$RUN_DIR/node" --lb-pool="$LB_POOL" --lb-interface=lo \
-    --apiserver="$NODE_IP:6443" --echo-basic="$ECHO_BASIC_BIN_DIR/echo-basic" \
-    --echo-basic-v2="$HARNESS_BIN_DIR/echo-basic-v2" \
-    --coredns="$COREDNS_BIN_DIR/coredns" --envoy="$ENVOY_BIN" --aether-edge="$AETHER_EDGE_BIN" \
-    ${AETHER_EDGE_OCI_IMAGE:+--oci-image="$AETHER_EDGE_OCI_IMAGE"}
-  wait_for "node-1 Ready" 60 node_ready
+  local range=()
+  [ "$CLUSTER_NODES" -gt 1 ] && range=(--pod-range=10.244.0.0/17)
+  start_nodeagent "$ns" nodeagent node-1 "$NODE_IP" "$RUN_DIR/node" "$RUN_DIR/admin.kubeconfig" --netns-prefix="$RUN_PREFIX" \
+    --lb-pool="$LB_POOL" --lb-interface=lo "${range[@]}"
+  wait_for "node-1 Ready" 60 node_ready node-1
+  if [ "$CLUSTER_NODES" -gt 1 ]; then node2_up; fi
   wait_for "default ServiceAccount" 60 kc get serviceaccount default -n default
   say "cluster up: kubeconfig $RUN_DIR/admin.kubeconfig (use it inside the node netns: nsenter --net=/run/netns/$ns)"
 }
 
 node_ready() {
-  [ "$(kc get node node-1 -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
+  [ "$(kc get node "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+
+# The second node: its netns joined to node-1's bridge, its own node agent (no load
+# balancer: one cluster, one), pods from 10.244.128.0/17.
+node2_up() {
+  local ns
+  ns="$(node2_netns)"
+  say "node-2: netns $ns (br0 $NODE2_IP, pods 10.244.128.0/17, bridged to node-1's br0)"
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link add br0 type bridge
+  ip -n "$ns" addr add "$NODE2_IP/16" dev br0
+  ip -n "$ns" link set br0 up
+  ip -n "$(node_netns)" link add n2 type veth peer name up0 netns "$ns"
+  ip -n "$(node_netns)" link set n2 master br0 up
+  ip -n "$ns" link set up0 master br0 up
+  # Service and load-balancer addresses live on node-1 (as the stand-in's forwarders do).
+  ip -n "$ns" route add default via "$NODE_IP"
+  mkdir -p "$RUN_DIR/node2"
+  # The API server as node-2 reaches it: node-1's address (its certificate names it).
+  sed "s#server: https://127.0.0.1:6443#server: https://$NODE_IP:6443#" "$RUN_DIR/admin.kubeconfig" >"$RUN_DIR/node2.kubeconfig"
+  start_nodeagent "$ns" nodeagent2 node-2 "$NODE2_IP" "$RUN_DIR/node2" "$RUN_DIR/node2.kubeconfig" --netns-prefix="${RUN_PREFIX}n2-" \
+    --pod-range=10.244.128.0/17 --pod-gateway="$NODE_IP" --load-balancer=false
+  wait_for "node-2 Ready" 60 node_ready node-2
 }
 
 # cluster_down RUN_DIR PREFIX: stop everything of one run and delete its namespaces.
@@ -174,7 +237,7 @@ cluster_down() {
   # The node agent first, gently: it stops its pods and removes their namespaces.
   if [ -f "$dir/pids" ]; then
     while read -r pid name; do
-      if [ "$name" = nodeagent ]; then kill -TERM "$pid" 2>/dev/null || true; fi
+      case "$name" in nodeagent*) kill -TERM "$pid" 2>/dev/null || true ;; esac
     done <"$dir/pids"
     for _ in $(seq 1 40); do
       pgrep -f "nodeagent run .*--state-dir=$dir/node" >/dev/null || break
@@ -205,8 +268,8 @@ cluster_down() {
   done
   echo "$inodes" >"$dir/netns-inodes" 2>/dev/null || true
   # Mount targets the node agent had to create on the host, deepest first, only if empty.
-  if [ -f "$dir/node/created-paths" ]; then
-    awk '{print length, $0}' "$dir/node/created-paths" | sort -rn | cut -d' ' -f2- | uniq | while read -r p; do
+  if ls "$dir"/node*/created-paths >/dev/null 2>&1; then
+    cat "$dir"/node*/created-paths | awk '{print length, $0}' | sort -rn | cut -d' ' -f2- | uniq | while read -r p; do
       if [ -d "$p" ]; then rmdir "$p" 2>/dev/null || true; elif [ -f "$p" ] && [ ! -s "$p" ]; then rm -f "$p"; fi
     done
   fi
@@ -251,10 +314,10 @@ cluster_check_clean() {
     say "LEFTOVER processes naming $dir:$left"
     bad=1
   fi
-  if [ -f "$dir/node/created-paths" ]; then
+  if ls "$dir"/node*/created-paths >/dev/null 2>&1; then
     while read -r p; do
       if [ -e "$p" ]; then say "LEFTOVER path $p"; bad=1; fi
-    done <"$dir/node/created-paths"
+    done < <(cat "$dir"/node*/created-paths)
   fi
   return $bad
 }

@@ -21,7 +21,7 @@
 
 fail() { say "SMOKE FAILED: $*"; exit 1; }
 
-pod_netns_count() { ip netns list | awk '{print $1}' | grep -c "^${RUN_PREFIX}pod" || true; }
+pod_netns_count() { ip netns list | awk '{print $1}' | grep -c "^${RUN_PREFIX}\(n2-\)\{0,1\}pod" || true; }
 
 smoke_echo() {
   local t=$SECONDS
@@ -86,7 +86,7 @@ EOF
   say "  GET http://$cip/smoke (ClusterIP) answered by $pod"
   # From inside the pod's own netns, through the ClusterIP of the API server Service.
   local podns
-  podns="$(ip netns list | awk '{print $1}' | grep "^${RUN_PREFIX}pod" | head -1)"
+  podns="$(ip netns list | awk '{print $1}' | grep "^${RUN_PREFIX}\(n2-\)\{0,1\}pod" | head -1)"
   ip netns exec "$podns" curl -sk -m 5 -o /dev/null -w '%{http_code}' https://10.96.0.1/readyz | grep -q '^[24]0[0-9]$' ||
     fail "the API server is not reachable from a pod through 10.96.0.1:443"
   say "  pod netns → https://10.96.0.1/readyz (kubernetes Service ClusterIP) answered"
@@ -104,8 +104,8 @@ EOF
   kc delete deployment echo --wait=false >/dev/null
   wait_for "pod $pod gone" 30 sh -c "! nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get pod $pod" ||
     fail "pod $pod not deleted"
-  wait_for "pod netns removed" 10 sh -c "[ \"\$(ip netns list | grep -c '^${RUN_PREFIX}pod')\" = 0 ]" ||
-    fail "pod netns left after deletion: $(ip netns list | grep "^${RUN_PREFIX}pod")"
+  wait_for "pod netns removed" 10 sh -c "[ \"\$(ip netns list | grep -c '^${RUN_PREFIX}\(n2-\)\{0,1\}pod')\" = 0 ]" ||
+    fail "pod netns left after deletion: $(ip netns list | grep "^${RUN_PREFIX}\(n2-\)\{0,1\}pod")"
   in_node curl -s -m 2 "http://$lbip/" >/dev/null && fail "LB still answers without endpoints"
   kc delete svc echo >/dev/null
   say "  pod gone, netns removed, LB refuses without endpoints ($((SECONDS - t))s for smoke 1+2)"
@@ -390,8 +390,8 @@ smoke_base_manifests() {
   kc delete ns gateway-conformance-infra gateway-conformance-app-backend gateway-conformance-web-backend --wait=false >/dev/null
   wait_for "conformance namespaces deleted" 120 sh -c "! nsenter --net=/run/netns/$(node_netns) $KUBE_BIN_DIR/kubectl --kubeconfig $RUN_DIR/admin.kubeconfig get ns gateway-conformance-infra gateway-conformance-app-backend gateway-conformance-web-backend -o name 2>/dev/null | grep -q ." ||
     fail "namespaces not deleted"
-  wait_for "pod netns removed" 20 sh -c "[ \"\$(ip netns list | grep -c '^${RUN_PREFIX}pod')\" = 0 ]" ||
-    fail "pod netns left: $(ip netns list | grep "^${RUN_PREFIX}pod" | tr '\n' ' ')"
+  wait_for "pod netns removed" 20 sh -c "[ \"\$(ip netns list | grep -c '^${RUN_PREFIX}\(n2-\)\{0,1\}pod')\" = 0 ]" ||
+    fail "pod netns left: $(ip netns list | grep "^${RUN_PREFIX}\(n2-\)\{0,1\}pod" | tr '\n' ' ')"
   say "  namespaces deleted, every pod netns removed ($((SECONDS - t))s for smoke 3)"
 }
 

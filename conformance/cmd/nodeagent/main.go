@@ -131,7 +131,10 @@ func run(args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster")
 	nodeName := fs.String("node-name", "node-1", "Node name")
 	nodeIP := fs.String("node-ip", "10.244.0.1", "node IP (on the bridge; pods' gateway)")
-	podCIDR := fs.String("pod-cidr", "10.244.0.0/16", "pod CIDR of this node")
+	podCIDR := fs.String("pod-cidr", "10.244.0.0/16", "pod network (the mask pods get)")
+	podRange := fs.String("pod-range", "", "this node's pod IPs, within --pod-cidr (default: all of it)")
+	podGateway := fs.String("pod-gateway", "", "pods' default route (default: --node-ip)")
+	withLB := fs.Bool("load-balancer", true, "run the load-balancer/ClusterIP stand-in (one node of a cluster does)")
 	bridge := fs.String("bridge", "br0", "bridge in the node netns")
 	prefix := fs.String("netns-prefix", "ae-", "prefix of the pod network namespaces (names under /run/netns)")
 	stateDir := fs.String("state-dir", "", "directory for pod files and logs")
@@ -144,6 +147,7 @@ func run(args []string) error {
 	coredns := fs.String("coredns", os.Getenv("COREDNS_BIN"), "coredns binary")
 	envoy := fs.String("envoy", os.Getenv("ENVOY_BIN"), "envoy binary")
 	aether := fs.String("aether-edge", os.Getenv("AETHER_EDGE_BIN"), "aether-edge binary")
+	traffic := fs.String("edge-traffic", os.Getenv("EDGE_TRAFFIC_BIN"), "edge-traffic binary (image aether-edge-traffic: the traffic driver's backend)")
 	var ociImages []string
 	fs.Func("oci-image", "IMAGE=LAYOUT-DIR: run containers of IMAGE (e.g. aether-edge:dev) from this OCI image layout, tag IMAGE's tag (repeatable)", func(v string) error {
 		ociImages = append(ociImages, v)
@@ -169,6 +173,17 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	network := &node.Network{Prefix: *prefix, Bridge: *bridge, NodeIP: ip, CIDR: cidr}
+	if *podRange != "" {
+		if network.Range, err = netip.ParsePrefix(*podRange); err != nil {
+			return err
+		}
+	}
+	if *podGateway != "" {
+		if network.Gateway, err = netip.ParseAddr(*podGateway); err != nil {
+			return err
+		}
+	}
 	apiHost, apiPort, err := net.SplitHostPort(*apiServer)
 	if err != nil {
 		return err
@@ -187,8 +202,8 @@ func run(args []string) error {
 
 	agent := &node.Agent{
 		CS: cs, NodeName: *nodeName, NodeIP: ip, StateDir: *stateDir,
-		Net:           &node.Network{Prefix: *prefix, Bridge: *bridge, NodeIP: ip, CIDR: cidr},
-		Programs:      node.Programs{EchoBasic: *echoBasic, EchoBasicV2: *echoBasicV2, CoreDNS: *coredns, Envoy: *envoy, AetherEdge: *aether, Self: self},
+		Net:           network,
+		Programs:      node.Programs{EchoBasic: *echoBasic, EchoBasicV2: *echoBasicV2, CoreDNS: *coredns, Envoy: *envoy, AetherEdge: *aether, EdgeTraffic: *traffic, Self: self},
 		APIServerHost: apiHost, APIServerPort: apiPort,
 	}
 	if err := os.MkdirAll(filepath.Join(*stateDir, "pods"), 0o755); err != nil {
@@ -225,7 +240,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Printf("node %s registered (IP %s, pod CIDR %s)", *nodeName, ip, cidr)
+	log.Printf("node %s registered (IP %s, pod IPs %s of %s)", *nodeName, ip, network.PodRange(), cidr)
 	go agent.Heartbeat(ctx, int32(*kubeletPort))
 	go func() {
 		addr := net.JoinHostPort(ip.String(), fmt.Sprint(*kubeletPort))
@@ -251,8 +266,33 @@ func run(args []string) error {
 		},
 	})
 
+	podInformers.Start(ctx.Done())
+	var balancer *lb.Balancer
+	if *withLB {
+		balancer = startBalancer(ctx, cs, pool, *lbIface)
+	}
+	images := []string{"echo-basic=" + *echoBasic, "echo-basic:v0.2+=" + *echoBasicV2, "coredns=" + *coredns, "envoy=" + *envoy, "aether-edge=" + *aether}
+	if *traffic != "" {
+		images = append(images, "aether-edge-traffic="+*traffic)
+	}
+	for _, img := range agent.Images {
+		images = append(images, img.Ref+"=OCI image "+img.Digest)
+	}
+	log.Printf("running pods%s; images: %s", map[bool]string{true: " and load balancers", false: ""}[*withLB], strings.Join(images, " "))
+	<-ctx.Done()
+	log.Printf("shutting down: stopping pods")
+	if balancer != nil {
+		balancer.Close()
+	}
+	agent.StopAll()
+	agent.RemoveCreatedPaths()
+	return nil
+}
+
+// startBalancer runs the load-balancer/ClusterIP stand-in until ctx ends.
+func startBalancer(ctx context.Context, cs kubernetes.Interface, pool netip.Prefix, iface string) *lb.Balancer {
 	shared := informers.NewSharedInformerFactory(cs, 0)
-	balancer := &lb.Balancer{CS: cs, Pool: pool, Interface: *lbIface, Slices: shared.Discovery().V1().EndpointSlices().Lister()}
+	balancer := &lb.Balancer{CS: cs, Pool: pool, Interface: iface, Slices: shared.Discovery().V1().EndpointSlices().Lister()}
 	syncSvc := func(obj any, deleted bool) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -273,17 +313,6 @@ func run(args []string) error {
 		DeleteFunc: func(obj any) { syncSvc(obj, true) },
 	})
 	shared.Discovery().V1().EndpointSlices().Informer()
-	podInformers.Start(ctx.Done())
 	shared.Start(ctx.Done())
-	images := []string{"echo-basic=" + *echoBasic, "echo-basic:v0.2+=" + *echoBasicV2, "coredns=" + *coredns, "envoy=" + *envoy, "aether-edge=" + *aether}
-	for _, img := range agent.Images {
-		images = append(images, img.Ref+"=OCI image "+img.Digest)
-	}
-	log.Printf("running pods and load balancers; images: %s", strings.Join(images, " "))
-	<-ctx.Done()
-	log.Printf("shutting down: stopping pods")
-	balancer.Close()
-	agent.StopAll()
-	agent.RemoveCreatedPaths()
-	return nil
+	return balancer
 }

@@ -4,7 +4,8 @@
 // ask for in RequestedIPsAnnotation), written to status.loadBalancer.ingress; every Service's ClusterIP and load-balancer address is
 // added (as a /32) to an interface of the node network namespace (its loopback), and a
 // forwarder listens on each address:port and relays to the Service's ready endpoints
-// (from EndpointSlices) at their target port, round robin:
+// (from EndpointSlices; not terminating) at their target port, round robin, on
+// whichever node they are:
 //
 //	client (node netns or pod) ─► LBIP:port / ClusterIP:port ─► forwarder ─► endpoint IP:targetPort
 //
@@ -358,7 +359,8 @@ func (b *Balancer) serve(l *listener) {
 	}
 }
 
-// endpoints lists the ready endpoint addresses of a Service port (ip:port).
+// endpoints lists the ready, not terminating, endpoint addresses of a Service port
+// (ip:port).
 func (b *Balancer) endpoints(l *listener) []string {
 	p := l.servicePort()
 	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: l.svcName})
@@ -388,7 +390,11 @@ func (b *Balancer) endpoints(l *listener) []string {
 			continue
 		}
 		for _, e := range s.Endpoints {
-			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+			// New connections only to endpoints ready and not terminating, as a load
+			// balancer's health check or kube-proxy does; connections already made
+			// to one that stops being so are left to it (a draining Envoy ends them).
+			c := e.Conditions
+			if c.Ready != nil && !*c.Ready || c.Terminating != nil && *c.Terminating {
 				continue
 			}
 			for _, a := range e.Addresses {

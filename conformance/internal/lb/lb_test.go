@@ -36,6 +36,8 @@ func TestEndpointsPicksReadyAddressesAtTheSlicePortForTheServicePort(t *testing.
 		discoveryv1.Endpoint{Addresses: []string{"10.244.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}},
 		discoveryv1.Endpoint{Addresses: []string{"10.244.0.3"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false)}},
 		discoveryv1.Endpoint{Addresses: []string{"10.244.0.4"}}, // ready unset counts as ready
+		// terminating (a draining pod, or a copy that kept ready): no new connections
+		discoveryv1.Endpoint{Addresses: []string{"10.244.0.6"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Terminating: ptr(true)}},
 	))
 	_ = idx.Add(slice("b", "other", ports, discoveryv1.Endpoint{Addresses: []string{"10.244.0.9"}}))
 	_ = idx.Add(slice("c", "unnamed", []discoveryv1.EndpointPort{{Name: ptr(""), Port: ptr(int32(8080))}},

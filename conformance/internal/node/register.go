@@ -23,7 +23,7 @@ func (a *Agent) Register(ctx context.Context, kubeletPort int32) error {
 			ObjectMeta: metav1.ObjectMeta{Name: a.NodeName, Labels: map[string]string{
 				"kubernetes.io/hostname": a.NodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
 			}},
-			Spec: corev1.NodeSpec{PodCIDR: a.Net.CIDR.String(), PodCIDRs: []string{a.Net.CIDR.String()}},
+			Spec: corev1.NodeSpec{PodCIDR: a.Net.PodRange().String(), PodCIDRs: []string{a.Net.PodRange().String()}},
 		}, metav1.CreateOptions{})
 	}
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 
 // statusLoop writes the pod's status whenever something changed (coalesced).
 func (pr *podRun) statusLoop() {
-	a := pr.agent
 	tick := time.NewTicker(30 * time.Second)
 	defer tick.Stop()
 	pr.changed()
@@ -27,24 +26,33 @@ func (pr *podRun) statusLoop() {
 		case <-pr.kick:
 		case <-tick.C:
 		}
-		for attempt := 0; attempt < 5 && pr.ctx.Err() == nil; attempt++ {
-			cur, err := a.CS.CoreV1().Pods(pr.pod.Namespace).Get(pr.ctx, pr.pod.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) || (err == nil && cur.UID != pr.pod.UID) {
-				return
-			}
-			if err == nil {
-				cur.Status = pr.status(cur.Status)
-				_, err = a.CS.CoreV1().Pods(cur.Namespace).UpdateStatus(pr.ctx, cur, metav1.UpdateOptions{})
-			}
-			if err == nil {
-				break
-			}
-			if pr.ctx.Err() == nil && !apierrors.IsConflict(err) {
-				pr.logf("status update: %v", err)
-			}
-			time.Sleep(200 * time.Millisecond)
+		if !pr.writeStatus() {
+			return
 		}
 	}
+}
+
+// writeStatus writes the pod's status now (a few tries); false once the object is gone.
+func (pr *podRun) writeStatus() bool {
+	a := pr.agent
+	for attempt := 0; attempt < 5 && pr.ctx.Err() == nil; attempt++ {
+		cur, err := a.CS.CoreV1().Pods(pr.pod.Namespace).Get(pr.ctx, pr.pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && cur.UID != pr.pod.UID) {
+			return false
+		}
+		if err == nil {
+			cur.Status = pr.status(cur.Status)
+			_, err = a.CS.CoreV1().Pods(cur.Namespace).UpdateStatus(pr.ctx, cur, metav1.UpdateOptions{})
+		}
+		if err == nil {
+			return true
+		}
+		if pr.ctx.Err() == nil && !apierrors.IsConflict(err) {
+			pr.logf("status update: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return true
 }
 
 func cond(t corev1.PodConditionType, ok bool, old []corev1.PodCondition) corev1.PodCondition {
@@ -81,9 +89,12 @@ func (pr *podRun) status(old corev1.PodStatus) corev1.PodStatus {
 	allReady, anyRunning, allDone, anyFailed := len(pr.ctrs) > 0, false, len(pr.ctrs) > 0, false
 	for _, cr := range pr.ctrs {
 		cr.mu.Lock()
+		// A terminating pod is not ready, whatever its probes say (as the kubelet
+		// reports it): it takes no new connections.
+		ready := cr.ready && !pr.stopping
 		cs := corev1.ContainerStatus{
 			Name: cr.spec.Name, Image: cr.spec.Image, ImageID: cr.spec.Image,
-			Ready: cr.ready, RestartCount: cr.restarts,
+			Ready: ready, RestartCount: cr.restarts,
 		}
 		started := cr.running
 		cs.Started = &started
@@ -108,7 +119,7 @@ func (pr *podRun) status(old corev1.PodStatus) corev1.PodStatus {
 			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
 			allDone = false
 		}
-		if !cr.ready {
+		if !ready {
 			allReady = false
 		}
 		cr.mu.Unlock()

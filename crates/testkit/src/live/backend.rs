@@ -30,16 +30,7 @@ impl Backend {
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
         let (n, s) = (name.to_string(), stop.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if s.load(Ordering::Relaxed) {
-                    return;
-                }
-                let Ok(conn) = conn else { continue };
-                let n = n.clone();
-                std::thread::spawn(move || serve(conn, &n));
-            }
-        });
+        std::thread::spawn(move || accept(&listener, &n, &s, Some(Duration::from_secs(10))));
         Backend {
             name: name.to_string(),
             ip: ip.to_string(),
@@ -60,6 +51,24 @@ impl Backend {
     }
 }
 
+/// Serves `listener` as a [`Backend`] named `name` until the process ends,
+/// keeping idle connections open (a proxy's pool must never race a backend's
+/// idle close): the backend of a long-running traffic driver.
+pub fn serve_forever(listener: &TcpListener, name: &str) {
+    accept(listener, name, &AtomicBool::new(false), None);
+}
+
+fn accept(listener: &TcpListener, name: &str, stop: &AtomicBool, idle: Option<Duration>) {
+    for conn in listener.incoming() {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(conn) = conn else { continue };
+        let n = name.to_string();
+        std::thread::spawn(move || serve(conn, &n, idle));
+    }
+}
+
 impl Drop for Backend {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -68,8 +77,8 @@ impl Drop for Backend {
 }
 
 /// Requests on one connection until it closes.
-fn serve(conn: TcpStream, name: &str) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+fn serve(conn: TcpStream, name: &str, idle: Option<Duration>) {
+    let _ = conn.set_read_timeout(idle);
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut conn = conn;
     while let Some((path, host, upgrade)) = read_request(&mut reader) {

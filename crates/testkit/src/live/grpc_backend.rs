@@ -23,7 +23,12 @@ pub struct GrpcBackend {
 impl GrpcBackend {
     /// On 127.0.0.1.
     pub fn start(name: &str) -> GrpcBackend {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        GrpcBackend::on("127.0.0.1:0", name).expect("a port on 127.0.0.1")
+    }
+
+    /// On `addr` (`ip:port`, port 0 for any).
+    pub fn on(addr: &str, name: &str) -> std::io::Result<GrpcBackend> {
+        let listener = std::net::TcpListener::bind(addr)?;
         let addr: SocketAddr = listener.local_addr().expect("its address");
         listener.set_nonblocking(true).expect("non-blocking");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -44,12 +49,12 @@ impl GrpcBackend {
                     .await;
             });
         });
-        GrpcBackend {
+        Ok(GrpcBackend {
             name: name.to_string(),
             ip: addr.ip().to_string(),
             port: addr.port(),
             stop: Some(stop),
-        }
+        })
     }
 
     /// Service `name` (port 80, `appProtocol: kubernetes.io/h2c`: Envoy speaks

@@ -32,7 +32,7 @@ mod wait;
 mod yaml;
 
 pub use agent::{Agent, tcp_xds_flag};
-pub use backend::{Backend, tcp_echo, udp_echo};
+pub use backend::{Backend, serve_forever, tcp_echo, udp_echo};
 pub use child::ChildBackend;
 pub use envoy::Envoy;
 pub use grpc_backend::GrpcBackend;

@@ -136,6 +136,12 @@ impl H2Load {
     /// clients calling `Echo.Unary` on `grpc_host`, and one `Echo.Stream`,
     /// all through `target.addr` (TLS when `target.sni`).
     pub fn start(target: &Target, grpc_host: &str, clients: usize) -> H2Load {
+        H2Load::with_pause(target, grpc_host, clients, Duration::from_millis(1))
+    }
+
+    /// As [`H2Load::start`], each client pausing `pause` after each answer
+    /// (a lighter load, for a long run on a shared machine).
+    pub fn with_pause(target: &Target, grpc_host: &str, clients: usize, pause: Duration) -> H2Load {
         let stop = Arc::new(AtomicBool::new(false));
         let (target, grpc_host, flag) = (target.clone(), grpc_host.to_string(), stop.clone());
         let thread = std::thread::spawn(move || {
@@ -144,7 +150,7 @@ impl H2Load {
                 .enable_all()
                 .build()
                 .expect("a runtime");
-            runtime.block_on(run(target, grpc_host, clients, flag))
+            runtime.block_on(run(target, grpc_host, clients, pause, flag))
         });
         H2Load { stop, thread }
     }
@@ -155,12 +161,21 @@ impl H2Load {
     }
 }
 
-async fn run(target: Target, grpc_host: String, clients: usize, stop: Arc<AtomicBool>) -> H2Tally {
+async fn run(
+    target: Target,
+    grpc_host: String,
+    clients: usize,
+    pause: Duration,
+    stop: Arc<AtomicBool>,
+) -> H2Tally {
     let http2: Vec<_> = (0..clients)
-        .map(|_| tokio::spawn(http2_client(target.clone(), stop.clone())))
+        .map(|_| tokio::spawn(http2_client(target.clone(), pause, stop.clone())))
         .collect();
     let grpc: Vec<_> = (0..clients)
-        .map(|_| tokio::spawn(grpc_client(target.clone(), grpc_host.clone(), stop.clone())))
+        .map(|_| {
+            let (target, host) = (target.clone(), grpc_host.clone());
+            tokio::spawn(grpc_client(target, host, pause, stop.clone()))
+        })
         .collect();
     let stream = tokio::spawn(grpc_stream(target.clone(), grpc_host, stop));
     let mut tally = H2Tally {
@@ -181,7 +196,7 @@ async fn run(target: Target, grpc_host: String, clients: usize, stop: Arc<Atomic
     tally
 }
 
-async fn http2_client(target: Target, stop: Arc<AtomicBool>) -> Calls {
+async fn http2_client(target: Target, pause: Duration, stop: Arc<AtomicBool>) -> Calls {
     let mut calls = Calls::default();
     let mut last = Instant::now();
     let mut sender: Option<hyper::client::conn::http2::SendRequest<String>> = None;
@@ -228,7 +243,7 @@ async fn http2_client(target: Target, stop: Arc<AtomicBool>) -> Calls {
                 sender = None;
             }
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::time::sleep(pause).await;
     }
     calls
 }
@@ -258,7 +273,12 @@ fn channel(target: &Target, host: &str, connections: Arc<AtomicU64>) -> tonic::t
         })
 }
 
-async fn grpc_client(target: Target, host: String, stop: Arc<AtomicBool>) -> Calls {
+async fn grpc_client(
+    target: Target,
+    host: String,
+    pause: Duration,
+    stop: Arc<AtomicBool>,
+) -> Calls {
     let connections = Arc::new(AtomicU64::new(0));
     let mut client = EchoClient::new(channel(&target, &host, connections.clone()));
     let mut calls = Calls::default();
@@ -275,7 +295,7 @@ async fn grpc_client(target: Target, host: String, stop: Arc<AtomicBool>) -> Cal
                 *calls.failed.entry(what).or_default() += 1;
             }
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::time::sleep(pause).await;
     }
     calls.connections = connections.load(Ordering::Relaxed);
     calls
