@@ -160,10 +160,14 @@ fn the_leader_may_review_tokens_and_reads_nothing_it_does_not_watch() {
             assert!(grants(group, resource, verb), "{verb} {resource}");
         }
     }
+    // Events are only created (never patched or deleted): what `kubectl
+    // describe` shows about the objects and the leader's pod.
+    assert!(grants("events.k8s.io", "events", "create"));
     let writable = [
         ("authentication.k8s.io", "tokenreviews"),
         ("", "services"),
         ("discovery.k8s.io", "endpointslices"),
+        ("events.k8s.io", "events"),
     ];
     for r in &rules {
         for verb in &r.verbs {
@@ -183,6 +187,9 @@ fn the_leader_may_review_tokens_and_reads_nothing_it_does_not_watch() {
                     "cluster-wide create/delete of {res}: {r:?}"
                 );
             }
+        }
+        if r.resources.iter().flatten().any(|x| x == "events") {
+            assert_eq!(r.verbs, ["create"], "Events are only created: {r:?}");
         }
         // Status subresources (and services/status, the load balancer's) are
         // never created or deleted, and no Secret is ever written.
