@@ -47,19 +47,26 @@ pub async fn kube_bin_dir() -> Result<PathBuf, Error> {
         .cloned()
 }
 
-/// The directory of the experimental-channel Gateway API CRDs (`*.yaml`).
+/// The directory of the experimental-channel Gateway API CRDs (`*.yaml`) of the
+/// release our types are generated from (`crates/gateway-api/VERSION`).
 pub async fn gateway_api_crd_dir() -> Result<PathBuf, Error> {
     CRD_DIR
         .get_or_try_init(|| async {
             if let Some(dir) = std::env::var_os("AETHER_GATEWAY_API_CRD_DIR") {
                 return Ok(PathBuf::from(dir));
             }
-            Ok(gateway_api_module("sigs.k8s.io/gateway-api")
-                .await?
-                .join("config/crd/experimental"))
+            gateway_api_crd_dir_at(&gateway_api_version(), "experimental").await
         })
         .await
         .cloned()
+}
+
+/// The Gateway API release our types are generated from (`v1.7.0`).
+pub fn gateway_api_version() -> String {
+    let file = repo_root().join("crates/gateway-api/VERSION");
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+    text.trim().to_string()
 }
 
 /// The CRD directory of one channel (`standard`, `experimental`) of another
@@ -79,7 +86,10 @@ async fn gateway_api_module(module: &str) -> Result<PathBuf, Error> {
     // fetched rather than reported with an empty Dir; cached, it takes ~10 ms.
     let what = format!("go mod download -json {module} (in conformance/)");
     let mut go = Command::new("go");
+    // auto: a release whose module needs a newer Go (v1.7.0: 1.27) is read with that
+    // Go, which conformance/build-tools has already put in the module cache.
     go.args(["mod", "download", "-json", module])
+        .env("GOTOOLCHAIN", "auto")
         .current_dir(repo_root().join("conformance"));
     let out = output(&mut go, &what).await?;
     #[derive(serde::Deserialize)]

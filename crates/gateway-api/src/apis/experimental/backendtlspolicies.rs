@@ -124,6 +124,7 @@ pub struct BackendTlsPolicyTargetRefs {
     /// resources, SectionName is interpreted as the following:
     ///
     /// * Gateway: Listener name
+    /// * ListenerSet: Listener name
     /// * HTTPRoute: HTTPRouteRule name
     /// * Service: Port name
     ///
@@ -176,12 +177,24 @@ pub struct BackendTlsPolicyValidation {
     /// ensure the `Accepted` Condition on the BackendTLSPolicy is set to
     /// `status: False`, with a Reason `NoValidCACertificate`.
     ///
+    ///
+    /// References to cluster-scoped resources (such as ClusterTrustBundle)
+    /// are supported: the implementation resolves the scope based on the kind.
+    /// A single CACertificateRef to a ClusterTrustBundle uses the cluster-scoped
+    /// resource by name. A reference to a namespaced resource (such as ConfigMap
+    /// or Secret) uses the local namespace.
+    ///
+    ///
     /// A single CACertificateRef to a Kubernetes ConfigMap kind has "Core" support.
     /// Implementations MAY choose to support attaching multiple certificates to
     /// a backend, but this behavior is implementation-specific.
     ///
     /// Support: Core - An optional single reference to a Kubernetes ConfigMap,
     /// with the CA certificate in a key named `ca.crt`.
+    ///
+    ///
+    /// Support: Extended - A single reference to a ClusterTrustBundle (certificates.k8s.io).
+    ///
     ///
     /// Support: Implementation-specific - More than one reference, other kinds
     /// of resources, or a single reference that includes multiple certificates.

@@ -75,8 +75,16 @@ pub struct HttpRouteSpec {
     /// * Characters in a matching non-wildcard hostname.
     /// * Characters in a matching hostname.
     ///
-    /// If ties exist across multiple Routes, the matching precedence rules for
-    /// HTTPRouteMatches takes over.
+    /// When multiple HTTPRoutes attach to the same Listener and yield identical
+    /// Listener/Route intersected hostnames, implementations SHOULD evaluate
+    /// precedence using the original hostnames configured on the Route, not the
+    /// calculated Listener/Route hostname intersection.
+    ///
+    /// Resolving Route precedence using original Route hostname specificity is an
+    /// Extended feature. Implementations that support this behavior SHOULD claim
+    /// support for the `GatewayRouteHostnameIntersectionPrecedence` feature.
+    /// Implementations that do not support this feature MAY evaluate precedence
+    /// using the calculated Listener/Route hostname intersection.
     ///
     /// Support: Core
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -444,9 +452,16 @@ pub struct HttpRouteRules {
     pub name: Option<String>,
     /// Retry defines the configuration for when to retry an HTTP request.
     ///
+    /// A request is retried when attempts is greater than 0 and the backend did
+    /// not process it. This is the case when the connection could not be
+    /// established, or when the backend explicitly rejected the request, either
+    /// before processing it or with one of the configured status codes.
+    ///
     /// Support: Extended
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<HttpRouteRulesRetry>,
+    /// Deprecated: use the Backend resource for session persistence (GEP-4894).
+    ///
     /// SessionPersistence defines and configures session persistence
     /// for the route rule.
     ///
@@ -1090,7 +1105,7 @@ pub struct HttpRouteRulesBackendRefsFiltersExternalAuthForwardBody {
     ///
     /// If 0, the body will not be sent to the authorization server.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "maxSize")]
-    pub max_size: Option<i64>,
+    pub max_size: Option<i32>,
 }
 
 /// GRPCAuthConfig contains configuration for communication with ext_authz
@@ -1499,7 +1514,7 @@ pub struct HttpRouteRulesBackendRefsFiltersRequestRedirect {
     /// Accepted Condition for the Route to `status: False`, with a
     /// Reason of `UnsupportedValue`.
     ///
-    /// Support: Core
+    /// Support: statusCode 301 and 302 are Core; all others are Extended.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -2333,7 +2348,7 @@ pub struct HttpRouteRulesFiltersExternalAuthForwardBody {
     ///
     /// If 0, the body will not be sent to the authorization server.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "maxSize")]
-    pub max_size: Option<i64>,
+    pub max_size: Option<i32>,
 }
 
 /// GRPCAuthConfig contains configuration for communication with ext_authz
@@ -2742,7 +2757,7 @@ pub struct HttpRouteRulesFiltersRequestRedirect {
     /// Accepted Condition for the Route to `status: False`, with a
     /// Reason of `UnsupportedValue`.
     ///
-    /// Support: Core
+    /// Support: statusCode 301 and 302 are Core; all others are Extended.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -3243,34 +3258,37 @@ pub enum HttpRouteRulesMatchesQueryParamsType {
 
 /// Retry defines the configuration for when to retry an HTTP request.
 ///
+/// A request is retried when attempts is greater than 0 and the backend did
+/// not process it. This is the case when the connection could not be
+/// established, or when the backend explicitly rejected the request, either
+/// before processing it or with one of the configured status codes.
+///
 /// Support: Extended
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct HttpRouteRulesRetry {
     /// Attempts specifies the maximum number of times an individual request
-    /// from the gateway to a backend should be retried.
+    /// from the Gateway to a backend should be retried in addition to the
+    /// initial request.
     ///
     /// If the maximum number of retries has been attempted without a successful
     /// response from the backend, the Gateway MUST return an error.
     ///
-    /// When this field is unspecified, the number of times to attempt to retry
-    /// a backend request is implementation-specific.
+    /// An explicit zero value MUST disable retries.
     ///
     /// Support: Extended
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<i64>,
-    /// Backoff specifies the minimum duration a Gateway should wait between
+    /// Backoff specifies the base interval for a backoff strategy between
     /// retry attempts and is represented in Gateway API Duration formatting.
+    /// The duration a Gateway waits before a retry attempt is determined
+    /// by the base interval and the implementation's retry strategy.
     ///
-    /// For example, setting the `rules[].retry.backoff` field to the value
-    /// `100ms` will cause a backend request to first be retried approximately
-    /// 100 milliseconds after timing out or receiving a response code configured
-    /// to be retriable.
-    ///
-    /// An implementation MAY use an exponential or alternative backoff strategy
-    /// for subsequent retry attempts, MAY cap the maximum backoff duration to
-    /// some amount greater than the specified minimum, and MAY add arbitrary
-    /// jitter to stagger requests, as long as unsuccessful backend requests are
-    /// not retried before the configured minimum duration.
+    /// Implementations MAY add random jitter and MAY cap the delay at an
+    /// implementation-defined maximum, which SHOULD NOT be less than the base
+    /// interval. The precise backoff curve and jitter calculation are
+    /// implementation-specific and not exposed in the Gateway API specification.
+    /// Implementations typically apply exponential backoff with jitter to
+    /// mitigate thundering-herd issues.
     ///
     /// If a Request timeout (`rules[].timeouts.request`) is configured on the
     /// route, the entire duration of the initial request and any retry attempts
@@ -3282,18 +3300,23 @@ pub struct HttpRouteRulesRetry {
     /// If a BackendRequest timeout (`rules[].timeouts.backendRequest`) is
     /// configured on the route, any retry attempts which reach the configured
     /// BackendRequest timeout duration without a response SHOULD be canceled if
-    /// possible and the Gateway should wait for at least the specified backoff
-    /// duration before attempting to retry the backend request again.
+    /// possible and the Gateway SHOULD schedule the next retry attempt according
+    /// to the configured backoff.
     ///
     /// If a BackendRequest timeout is _not_ configured on the route, retry
     /// attempts MAY time out after an implementation default duration, or MAY
     /// remain pending until a configured Request timeout or implementation
     /// default duration for total request time is reached.
     ///
-    /// When this field is unspecified, the time to wait between retry attempts
-    /// is implementation-specific.
+    /// When this field is unspecified, the backoff strategy and base interval
+    /// are implementation-specific.
     ///
-    /// Support: Extended
+    /// Implementations which retry immediately with no backoff MUST NOT advertise
+    /// support for this field and MUST set the Accepted Condition for the Route
+    /// to `status: False` with a Reason of `UnsupportedValue` when this field is
+    /// set.
+    ///
+    /// Support: Implementation-specific
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff: Option<String>,
     /// Codes defines the HTTP response status codes for which a backend request
@@ -3304,6 +3327,8 @@ pub struct HttpRouteRulesRetry {
     pub codes: Option<Vec<i64>>,
 }
 
+/// Deprecated: use the Backend resource for session persistence (GEP-4894).
+///
 /// SessionPersistence defines and configures session persistence
 /// for the route rule.
 ///
@@ -3321,28 +3346,18 @@ pub struct HttpRouteRulesSessionPersistence {
         rename = "absoluteTimeout"
     )]
     pub absolute_timeout: Option<String>,
-    /// CookieConfig provides configuration settings that are specific
+    /// Cookie provides configuration settings that are specific
     /// to cookie-based session persistence.
     ///
     /// Support: Core
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "cookieConfig"
-    )]
-    pub cookie_config: Option<HttpRouteRulesSessionPersistenceCookieConfig>,
-    /// SessionName defines the name of the persistent session token
-    /// which may be reflected in the cookie or the header. Users
-    /// should avoid reusing session names to prevent unintended
-    /// consequences, such as rejection or unpredictable behavior.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookie: Option<HttpRouteRulesSessionPersistenceCookie>,
+    /// Header provides configuration settings that are specific
+    /// to header-based session persistence.
     ///
-    /// Support: Implementation-specific
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "sessionName"
-    )]
-    pub session_name: Option<String>,
+    /// Support: Extended
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<HttpRouteRulesSessionPersistenceHeader>,
     /// Type defines the type of session persistence such as through
     /// the use of a header or cookie. Defaults to cookie based session
     /// persistence.
@@ -3354,12 +3369,12 @@ pub struct HttpRouteRulesSessionPersistence {
     pub r#type: Option<HttpRouteRulesSessionPersistenceType>,
 }
 
-/// CookieConfig provides configuration settings that are specific
+/// Cookie provides configuration settings that are specific
 /// to cookie-based session persistence.
 ///
 /// Support: Core
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub struct HttpRouteRulesSessionPersistenceCookieConfig {
+pub struct HttpRouteRulesSessionPersistenceCookie {
     /// LifetimeType specifies whether the cookie has a permanent or
     /// session-based lifetime. A permanent cookie persists until its
     /// specified expiry time, defined by the Expires or Max-Age cookie
@@ -3384,19 +3399,51 @@ pub struct HttpRouteRulesSessionPersistenceCookieConfig {
         skip_serializing_if = "Option::is_none",
         rename = "lifetimeType"
     )]
-    pub lifetime_type: Option<HttpRouteRulesSessionPersistenceCookieConfigLifetimeType>,
+    pub lifetime_type: Option<HttpRouteRulesSessionPersistenceCookieLifetimeType>,
+    /// Name defines the name of the cookie used for session persistence.
+    /// If not specified, a unique cookie name SHOULD be generated.
+    /// Users should avoid reusing cookie names to prevent unintended
+    /// consequences, such as rejection or unpredictable behavior.
+    ///
+    ///
+    /// Support: Extended
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Path defines the cookie Path attribute. When not specified,
+    /// implementations MUST default the cookie path to "/".
+    ///
+    ///
+    /// Support: Extended
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
-/// CookieConfig provides configuration settings that are specific
+/// Cookie provides configuration settings that are specific
 /// to cookie-based session persistence.
 ///
 /// Support: Core
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub enum HttpRouteRulesSessionPersistenceCookieConfigLifetimeType {
+pub enum HttpRouteRulesSessionPersistenceCookieLifetimeType {
     Permanent,
     Session,
 }
 
+/// Header provides configuration settings that are specific
+/// to header-based session persistence.
+///
+/// Support: Extended
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct HttpRouteRulesSessionPersistenceHeader {
+    /// Name defines the name of the header used for session persistence.
+    /// The client must include this header in subsequent requests to
+    /// maintain the session.
+    ///
+    /// Support: Core
+    pub name: String,
+}
+
+/// Deprecated: use the Backend resource for session persistence (GEP-4894).
+///
 /// SessionPersistence defines and configures session persistence
 /// for the route rule.
 ///

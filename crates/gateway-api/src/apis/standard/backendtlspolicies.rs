@@ -124,6 +124,7 @@ pub struct BackendTlsPolicyTargetRefs {
     /// resources, SectionName is interpreted as the following:
     ///
     /// * Gateway: Listener name
+    /// * ListenerSet: Listener name
     /// * HTTPRoute: HTTPRouteRule name
     /// * Service: Port name
     ///

@@ -1246,6 +1246,7 @@ pub struct GatewayStatus {
     /// * "Accepted"
     /// * "Programmed"
     /// * "Ready"
+    /// * "AddressesAssigned"
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     /// Listeners provide status for each unique listener port defined in the Spec.
