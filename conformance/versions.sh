@@ -20,3 +20,6 @@ HELM_VERSION="${HELM_VERSION:-v4.3.2}"
 # upgraded serves); fetched with the kube binaries, since those tests run in a
 # network namespace of their own and cannot reach the module proxy.
 GATEWAY_API_OLDER_VERSION="${GATEWAY_API_OLDER_VERSION:-v1.5.1}"
+# The previous release, still selectable here (conformance/suite/v1.6.3) and
+# installed whole by the Rust version-skew test (kube::discovery).
+GATEWAY_API_PREVIOUS_VERSION="${GATEWAY_API_PREVIOUS_VERSION:-v1.6.3}"

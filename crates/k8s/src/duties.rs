@@ -63,7 +63,7 @@ pub async fn reconcile_services<P: Translated>(
     metrics: Arc<ServiceMetrics>,
 ) {
     let mut generation = index.subscribe();
-    let mut backoff = Duration::from_millis(200);
+    let mut backoff = crate::backoff::Backoff::default();
     // Our own writes until the watch shows them: allocating from a store that
     // trails the API server could move a Gateway's ports.
     let mut recent = RecentWrites::default();
@@ -83,12 +83,11 @@ pub async fn reconcile_services<P: Translated>(
                 changed
             });
             if failed {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(10));
+                backoff.sleep().await;
                 continue;
             }
         }
-        backoff = Duration::from_millis(200);
+        backoff.succeeded();
         tokio::select! {
             r = published.changed() => if r.is_err() { return },
             r = generation.changed() => if r.is_err() { return },

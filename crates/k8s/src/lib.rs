@@ -9,10 +9,12 @@
 //! ```
 
 pub mod agent_token;
+pub mod backoff;
 pub mod convergence;
 pub mod discovery;
 pub mod duties;
 pub mod events;
+pub mod finalizer;
 pub mod fleet_doc;
 pub mod histogram;
 pub mod index;

@@ -384,6 +384,11 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         is_leader.clone(),
         writer.clone(),
     ));
+    tokio::spawn(aether_k8s::finalizer::run(
+        client.clone(),
+        status_inputs.clone(),
+        is_leader.clone(),
+    ));
     tokio::spawn(aether_k8s::events::run(
         aether_k8s::events::Events::new(client.clone(), identity.clone()),
         status_inputs.clone(),

@@ -1,8 +1,13 @@
-//! Kubernetes mode on a cluster with older and missing Gateway API CRDs: TCPRoute
-//! served only at v1alpha2 (the v1.5.1 experimental CRD), UDPRoute not installed.
-//! The agent publishes at once (UDPRoute counts as listed and empty), says once in
-//! its log and in /metrics that UDPRoute is missing, serves the v1alpha2 TCPRoute
-//! and writes its status at v1alpha2.
+//! Kubernetes mode on clusters whose Gateway API CRDs are older than our types
+//! (v1.7.0):
+//!
+//! - TCPRoute served only at v1alpha2 (the v1.5.1 experimental CRD), UDPRoute not
+//!   installed. The agent publishes at once (UDPRoute counts as listed and
+//!   empty), says once in its log and in /metrics that UDPRoute is missing,
+//!   serves the v1alpha2 TCPRoute and writes its status at v1alpha2.
+//! - Every CRD of the previous release (v1.6.3, experimental channel): the agent
+//!   syncs, serves both route kinds, and its GatewayClass says the release is
+//!   supported.
 
 use crate::support::*;
 use kube::api::DynamicObject;
@@ -18,6 +23,30 @@ fn older_and_missing_crds_are_watched_at_what_is_served() {
         let w = given_an_old_tcproute_crd_no_udproute_crd_and_an_agent().await;
         both_route_kinds_are_served_and_accepted(&w).await;
         the_missing_kind_is_reported_once(&w).await;
+    });
+}
+
+/// The previous release, installed whole.
+const PREVIOUS: &str = "v1.6.3";
+const ALL_KINDS: [&str; 10] = [
+    "gatewayclasses.gateway.networking.k8s.io",
+    "gateways.gateway.networking.k8s.io",
+    "httproutes.gateway.networking.k8s.io",
+    "grpcroutes.gateway.networking.k8s.io",
+    "tlsroutes.gateway.networking.k8s.io",
+    "tcproutes.gateway.networking.k8s.io",
+    "udproutes.gateway.networking.k8s.io",
+    "referencegrants.gateway.networking.k8s.io",
+    "backendtlspolicies.gateway.networking.k8s.io",
+    "listenersets.gateway.networking.k8s.io",
+];
+
+#[test]
+fn the_previous_release_s_crds_are_served_and_supported() {
+    in_netns(async {
+        let w = given_the_previous_release_s_crds_and_an_agent().await;
+        http_and_tcp_routes_are_served(&w).await;
+        the_class_names_that_release_supported(&w).await;
     });
 }
 
@@ -39,9 +68,9 @@ fn mk_app(b0: &Backend) -> String {
     .join("---\n")
 }
 
-/// The TCPRoute as the API server serves it at v1alpha2.
-async fn tcp_route_v1alpha2(client: &kube::Client) -> Result<serde_json::Value, String> {
-    let resource = aether_testkit::gateway_api_resource("TCPRoute", "tcproutes", "v1alpha2");
+/// The TCPRoute as the API server serves it at `version`.
+async fn tcp_route_at(client: &kube::Client, version: &str) -> Result<serde_json::Value, String> {
+    let resource = aether_testkit::gateway_api_resource("TCPRoute", "tcproutes", version);
     let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(client.clone(), NS, &resource);
     let obj = api.get("t1").await.map_err(|e| e.to_string())?;
     serde_json::to_value(obj).map_err(|e| e.to_string())
@@ -73,7 +102,7 @@ async fn both_route_kinds_are_served_and_accepted(w: &World) {
     let c = &w.client;
     eventually(WAIT, "r1 accepted", || route_accepted(c, NS, "r1", "gw")).await;
     eventually(WAIT, "t1 accepted, written at v1alpha2", || async move {
-        let r = tcp_route_v1alpha2(c).await?;
+        let r = tcp_route_at(c, "v1alpha2").await?;
         let a = parent_accepted(&r, "gw", Some("tcp"));
         if a == cond("True", "Accepted") {
             Ok(())
@@ -110,4 +139,62 @@ async fn the_missing_kind_is_reported_once(w: &World) {
         !log.contains("status write failed"),
         "a status write failed:\n{log}"
     );
+}
+
+async fn given_the_previous_release_s_crds_and_an_agent() -> World {
+    let logs = temp_dir("kube-discovery-previous");
+    let server = aether_testkit::ApiServer::start().await;
+    server.delete_crds(&ALL_KINDS).await.unwrap();
+    let old = aether_testkit::gateway_api_crd_dir_at(PREVIOUS, "experimental")
+        .await
+        .unwrap();
+    server.install_crds(&old, &ALL_KINDS).await.unwrap();
+    let b0 = Backend::on(POD_IP, "b0");
+    let app = mk_app(&b0).replace(
+        "gateway.networking.k8s.io/v1alpha2\n",
+        "gateway.networking.k8s.io/v1\n",
+    );
+    server.apply(&app).await.unwrap();
+    OneNode::start(server, b0, &STATIC_AT_POD_IP, &logs)
+}
+
+/// Both kinds served at v1 by those CRDs: routed, accepted, and no kind missing.
+async fn http_and_tcp_routes_are_served(w: &World) {
+    let c = &w.client;
+    eventually(WAIT, "r1 accepted", || route_accepted(c, NS, "r1", "gw")).await;
+    eventually(WAIT, "t1 accepted", || async move {
+        let r = tcp_route_at(c, "v1").await?;
+        let a = parent_accepted(&r, "gw", Some("tcp"));
+        if a == cond("True", "Accepted") {
+            Ok(())
+        } else {
+            Err(format!("{a:?} in {}", r["status"]))
+        }
+    })
+    .await;
+    let r = http_get(&format!("{POD_IP}:80"), "example.test", "/", &[]).unwrap();
+    assert_eq!(r.backend(), Some("b0"), "{r:?}");
+    let r = http_get(&format!("{POD_IP}:{TCP_PORT}"), "example.test", "/", &[]).unwrap();
+    assert_eq!(r.backend(), Some("b0"), "{r:?}");
+    let metrics = w.agent.metrics();
+    for kind in ["TCPRoute", "UDPRoute", "ListenerSet", "BackendTLSPolicy"] {
+        let line = format!("aether_edge_kind_missing{{kind=\"{kind}\"}} 0");
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
+}
+
+async fn the_class_names_that_release_supported(w: &World) {
+    let classes: kube::Api<gateway_api::apis::standard::gatewayclasses::GatewayClass> =
+        kube::Api::all(w.client.clone());
+    eventually(WAIT, "SupportedVersion on the class", || async {
+        let class = serde_json::to_value(classes.get("aether").await.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        let got = status_reason(&class["status"]["conditions"], "SupportedVersion");
+        if got == cond("True", "SupportedVersion") {
+            Ok(())
+        } else {
+            Err(format!("{got:?} in {}", class["status"]))
+        }
+    })
+    .await;
 }

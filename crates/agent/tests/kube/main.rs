@@ -9,6 +9,7 @@
 mod support;
 
 mod churn;
+mod class_finalizer;
 mod discovery;
 mod fleet;
 mod long_name;

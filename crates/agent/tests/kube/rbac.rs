@@ -116,6 +116,20 @@ async fn it_leads_and_writes_every_kinds_status(w: &World) -> Service {
         "{}",
         class["status"]
     );
+    // And put the GatewayClass finalizer on the class its Gateway uses.
+    eventually(WAIT, "the GatewayClass finalizer", || async {
+        let class = classes.get("aether").await.map_err(|e| e.to_string())?;
+        let finalizers = class.metadata.finalizers.unwrap_or_default();
+        if finalizers
+            .iter()
+            .any(|f| f == aether_k8s::finalizer::FINALIZER)
+        {
+            Ok(())
+        } else {
+            Err(format!("{finalizers:?}"))
+        }
+    })
+    .await;
     svc
 }
 

@@ -163,6 +163,12 @@ fn the_leader_may_review_tokens_and_reads_nothing_it_does_not_watch() {
     // Events are only created (never patched or deleted): what `kubectl
     // describe` shows about the objects and the leader's pod.
     assert!(grants("events.k8s.io", "events", "create"));
+    // The GatewayClass finalizer: a patch of the class's metadata, nothing more.
+    assert!(grants(
+        "gateway.networking.k8s.io",
+        "gatewayclasses",
+        "patch"
+    ));
     let writable = [
         ("authentication.k8s.io", "tokenreviews"),
         ("", "services"),
@@ -187,6 +193,13 @@ fn the_leader_may_review_tokens_and_reads_nothing_it_does_not_watch() {
                     "cluster-wide create/delete of {res}: {r:?}"
                 );
             }
+        }
+        if r.resources.iter().flatten().any(|x| x == "gatewayclasses")
+            && r.verbs
+                .iter()
+                .any(|v| v != "get" && v != "list" && v != "watch")
+        {
+            assert_eq!(r.verbs, ["patch"], "GatewayClasses are only patched: {r:?}");
         }
         if r.resources.iter().flatten().any(|x| x == "events") {
             assert_eq!(r.verbs, ["create"], "Events are only created: {r:?}");

@@ -27,6 +27,7 @@
 
 use super::patch::{StatusInputs, StatusKind, StatusPatch};
 use super::writer::StatusWriter;
+use crate::backoff::Backoff;
 use aether_ir::ObjectRef;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -56,8 +57,6 @@ pub const FOLLOW: Duration = Duration::from_millis(10);
 /// 17 % more batches, and the API server's writes slowed more than the waits
 /// shrank.
 pub const FOLLOW_GAP: Duration = Duration::from_millis(50);
-pub const BACKOFF_MIN: Duration = Duration::from_millis(200);
-pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
 
 type Id = (StatusKind, ObjectRef);
 
@@ -66,7 +65,7 @@ type Id = (StatusKind, ObjectRef);
 struct Retry {
     body: Value,
     at: Instant,
-    backoff: Duration,
+    backoff: Backoff,
 }
 
 /// Per-object retry schedule.
@@ -109,11 +108,8 @@ impl Retries {
     }
 
     fn failed(&mut self, id: Id, body: Value, now: Instant) {
-        let backoff = match self.failed.get(&id) {
-            Some(r) => (r.backoff * 2).min(BACKOFF_MAX),
-            None => BACKOFF_MIN,
-        };
-        let at = now + backoff;
+        let mut backoff = self.failed.get(&id).map(|r| r.backoff).unwrap_or_default();
+        let at = now + backoff.failed();
         self.failed.insert(id, Retry { body, at, backoff });
     }
 
@@ -327,8 +323,11 @@ mod tests {
             mk_patch("b", "Pending", "2026-01-01T00:00:01Z"),
         ];
         assert_eq!(names(&retries.due(again.clone(), t0)), vec!["b"]);
-        assert_eq!(retries.next(), Some(t0 + BACKOFF_MIN));
-        assert_eq!(names(&retries.due(again, t0 + BACKOFF_MIN)), vec!["a", "b"]);
+        assert_eq!(retries.next(), Some(t0 + Backoff::MIN));
+        assert_eq!(
+            names(&retries.due(again, t0 + Backoff::MIN)),
+            vec!["a", "b"]
+        );
         // A changed status goes at once.
         let changed = vec![mk_patch("a", "Programmed", "2026-01-01T00:00:01Z")];
         assert_eq!(names(&retries.due(changed, t0)), vec!["a"]);

@@ -53,6 +53,6 @@ mod test_support;
 #[cfg(test)]
 mod tests;
 
-pub use driver::{BACKOFF_MAX, BACKOFF_MIN, DEBOUNCE, MAX_DELAY, run};
+pub use driver::{DEBOUNCE, MAX_DELAY, run};
 pub use patch::{Computed, StatusInputs, StatusKind, StatusPatch, compute};
 pub use writer::{FIELD_MANAGER, StatusWriter, WriteError, WriteErrors, WriteFailure, WriteReport};
