@@ -16,6 +16,9 @@ COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
 # Helm (helm.sh/helm/v4, cmd/helm): renders and installs deploy/helm/aether-edge (the
 # chart test in conformance/internal/chart, `conformance/run --install chart`).
 HELM_VERSION="${HELM_VERSION:-v4.3.2}"
+# Helm 3 (helm.sh/helm/v3, cmd/helm): the chart test renders and lints with both
+# majors, since platform teams still run Helm 3.
+HELM3_VERSION="${HELM3_VERSION:-v3.21.4}"
 # The older CRDs the Rust discovery tests install (what a cluster that has not
 # upgraded serves); fetched with the kube binaries, since those tests run in a
 # network namespace of their own and cannot reach the module proxy.

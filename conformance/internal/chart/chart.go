@@ -163,12 +163,21 @@ func Helm(bin string, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-// FindHelm is HELM_BIN if set, else the helm conformance/build-tools built
+// FindHelm is HELM_BIN if set, else the Helm 4 conformance/build-tools built
 // (HELM_BIN_DIR of `build-tools bindir`). conformanceDir is the conformance/ directory.
 func FindHelm(conformanceDir string) (string, error) {
-	if bin := os.Getenv("HELM_BIN"); bin != "" {
+	return findHelm(conformanceDir, "HELM_BIN", "HELM_BIN_DIR", "helm")
+}
+
+// FindHelm3 is HELM3_BIN if set, else the Helm 3 build-tools built (HELM3_BIN_DIR).
+func FindHelm3(conformanceDir string) (string, error) {
+	return findHelm(conformanceDir, "HELM3_BIN", "HELM3_BIN_DIR", "helm3")
+}
+
+func findHelm(conformanceDir, env, dirKey, component string) (string, error) {
+	if bin := os.Getenv(env); bin != "" {
 		if _, err := os.Stat(bin); err != nil {
-			return "", fmt.Errorf("HELM_BIN=%s: %w", bin, err)
+			return "", fmt.Errorf("%s=%s: %w", env, bin, err)
 		}
 		return bin, nil
 	}
@@ -177,15 +186,15 @@ func FindHelm(conformanceDir string) (string, error) {
 		return "", fmt.Errorf("conformance/build-tools bindir: %w", err)
 	}
 	for _, line := range strings.Split(string(out), "\n") {
-		if dir, ok := strings.CutPrefix(line, "HELM_BIN_DIR="); ok {
+		if dir, ok := strings.CutPrefix(line, dirKey+"="); ok {
 			bin := filepath.Join(dir, "helm")
 			if _, err := os.Stat(filepath.Join(dir, ".done")); err != nil {
-				return "", fmt.Errorf("helm is not built (no %s): build it with `conformance/build-tools helm` (make test does), or set HELM_BIN", bin)
+				return "", fmt.Errorf("%s is not built (no %s): build it with `conformance/build-tools %s` (make test does), or set %s", component, bin, component, env)
 			}
 			return bin, nil
 		}
 	}
-	return "", fmt.Errorf("conformance/build-tools bindir printed no HELM_BIN_DIR")
+	return "", fmt.Errorf("conformance/build-tools bindir printed no %s", dirKey)
 }
 
 func byName(list []any) map[string]any {

@@ -16,31 +16,51 @@ var (
 	deployDir      = filepath.Join(repoDir, "deploy")
 )
 
-// helm is the helm binary; a missing one fails the test (it never skips), naming
-// how to build it.
-func helm(t *testing.T) string {
+// A Helm binary under test: the chart must render the same with Helm 4 and
+// Helm 3 (platform teams run both).
+type helmBin struct{ name, path string }
+
+// helms are both Helm majors; a missing one fails the test (it never skips),
+// naming how to build it.
+func helms(t *testing.T) []helmBin {
 	t.Helper()
-	bin, err := FindHelm(conformanceDir)
+	h4, err := FindHelm(conformanceDir)
 	if err != nil {
-		t.Fatalf("no helm: %v", err)
+		t.Fatalf("no helm 4: %v", err)
 	}
-	return bin
+	h3, err := FindHelm3(conformanceDir)
+	if err != nil {
+		t.Fatalf("no helm 3: %v", err)
+	}
+	return []helmBin{{"helm 4", h4}, {"helm 3", h3}}
 }
 
 // render runs `helm template aether-edge deploy/helm/aether-edge --namespace NS` with
-// more args, and parses what it prints.
+// more args, with Helm 4 and Helm 3, checks both render the same objects, and
+// parses what they print.
 func render(t *testing.T, ns string, args ...string) map[string]Object {
 	t.Helper()
 	full := append([]string{"template", "aether-edge", chartDir, "--namespace", ns}, args...)
-	out, err := Helm(helm(t), full...)
-	if err != nil {
-		t.Fatal(err)
+	var first map[string]Object
+	for _, h := range helms(t) {
+		out, err := Helm(h.path, full...)
+		if err != nil {
+			t.Fatalf("%s: %v", h.name, err)
+		}
+		objs := map[string]Object{}
+		if err := Parse(out, objs, h.name+" template"); err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = objs
+			continue
+		}
+		// Helm's own label says which Helm rendered it: the rest must agree.
+		if diffs := compare(first, objs); len(diffs) > 0 {
+			t.Errorf("%s renders differently from helm 4:\n  %s", h.name, strings.Join(diffs, "\n  "))
+		}
 	}
-	objs := map[string]Object{}
-	if err := Parse(out, objs, "helm template"); err != nil {
-		t.Fatal(err)
-	}
-	return objs
+	return first
 }
 
 // valuesFile writes values YAML to a file for `helm template -f`.
@@ -86,6 +106,9 @@ func TestDefaultValuesRenderDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := render(t, "aether-ingress")
+	for _, o := range got {
+		stripHelmLabels(o)
+	}
 	if diffs := compare(want, got); len(diffs) > 0 {
 		t.Errorf("helm template with default values differs from deploy/*.yaml (%d differences; deploy/ is what conformance/run applies: change the chart to match it):\n  %s",
 			len(diffs), strings.Join(diffs, "\n  "))
@@ -101,6 +124,44 @@ func TestDefaultValuesRenderDeploy(t *testing.T) {
 		}
 	}
 	t.Logf("compared %d objects", len(want))
+}
+
+// helmOnlyLabels are the recommended labels only a Helm release can say (its
+// version, Helm itself, the chart); deploy/ carries every other one.
+var helmOnlyLabels = []string{"app.kubernetes.io/version", "app.kubernetes.io/managed-by", "helm.sh/chart"}
+
+func stripHelmLabels(o Object) {
+	md, _ := o["metadata"].(map[string]any)
+	labels, _ := md["labels"].(map[string]any)
+	for _, k := range helmOnlyLabels {
+		delete(labels, k)
+	}
+}
+
+// Every object the chart renders carries Kubernetes' recommended labels, naming
+// the release and the chart.
+func TestStandardLabels(t *testing.T) {
+	objs := render(t, "aether-ingress", "--set", "metrics.serviceMonitor.create=true")
+	want := map[string]string{
+		"app.kubernetes.io/name":       "aether-edge",
+		"app.kubernetes.io/instance":   "aether-edge",
+		"app.kubernetes.io/part-of":    "aether-edge",
+		"app.kubernetes.io/version":    "0.1.0",
+		"app.kubernetes.io/managed-by": "Helm",
+		"helm.sh/chart":                "aether-edge-0.1.0",
+	}
+	for k, o := range objs {
+		md, _ := o["metadata"].(map[string]any)
+		labels, _ := md["labels"].(map[string]any)
+		for name, value := range want {
+			if labels[name] != value {
+				t.Errorf("%s: label %s = %v, want %q", k, name, labels[name], value)
+			}
+		}
+	}
+	if len(objs) < 9 {
+		t.Errorf("only %d objects rendered", len(objs))
+	}
 }
 
 // The comparison itself: a changed field, a missing object and a reordered
@@ -186,6 +247,7 @@ tolerations:
   - {key: node-role.kubernetes.io/edge, operator: Exists, effect: NoSchedule}
 podAnnotations:
   example.com/scrape: "true"
+priorityClassName: system-node-critical
 `)
 	objs := render(t, "aether-ingress", "-f", values)
 
@@ -211,6 +273,7 @@ podAnnotations:
 	expect(t, "nodeSelector", spec["nodeSelector"], map[string]any{"node-role.kubernetes.io/edge": ""})
 	expect(t, "tolerations", spec["tolerations"], []any{map[string]any{"key": "node-role.kubernetes.io/edge", "operator": "Exists", "effect": "NoSchedule"}})
 	expect(t, "pod annotations", pod["metadata"].(map[string]any)["annotations"], map[string]any{"example.com/scrape": "true"})
+	expect(t, "priorityClassName", spec["priorityClassName"], "system-node-critical")
 
 	agent := container(t, ds, "agent")
 	args := agent["args"].([]any)
@@ -250,30 +313,45 @@ func TestCreateToggles(t *testing.T) {
 	find(t, objs, "DaemonSet", "aether-edge")
 }
 
-// Values the agent would refuse, and owning namespace default, fail at render time.
+// Values the agent would refuse fail at render time: the values schema
+// (values.schema.json) names the field, and the namespace the chart would own
+// is refused by the chart itself. With Helm 4 and Helm 3.
 func TestBadValuesFail(t *testing.T) {
-	bin := helm(t)
-	for _, c := range []struct {
-		args []string
-		says string
-	}{
-		{[]string{"--namespace", "aether-ingress", "--set", "addressMode=dynamic"}, "addressMode must be service or static"},
-		{[]string{"--namespace", "aether-ingress", "--set", "logFormat=yaml"}, "logFormat must be text or json"},
-		{[]string{"--namespace", "default"}, `would make the chart own namespace "default"`},
-	} {
-		out, err := Helm(bin, append([]string{"template", "aether-edge", chartDir}, c.args...)...)
-		if err == nil {
-			t.Errorf("helm template %v succeeded, want an error saying %q; it rendered:\n%s", c.args, c.says, out)
-		} else if !strings.Contains(err.Error(), c.says) {
-			t.Errorf("helm template %v: error does not say %q: %v", c.args, c.says, err)
+	for _, h := range helms(t) {
+		for _, c := range []struct {
+			args []string
+			says []string
+		}{
+			{[]string{"--namespace", "aether-ingress", "--set", "addressMode=dynamic"}, []string{"schema", "addressMode"}},
+			{[]string{"--namespace", "aether-ingress", "--set", "logFormat=yaml"}, []string{"schema", "logFormat"}},
+			{[]string{"--namespace", "aether-ingress", "--set", "accessLog=verbose"}, []string{"schema", "accessLog"}},
+			{[]string{"--namespace", "aether-ingress", "--set", "metrics.port=70000"}, []string{"schema", "port"}},
+			{[]string{"--namespace", "aether-ingress", "--set", "envoy.logLevel=loud"}, []string{"schema", "logLevel"}},
+			// A misspelt key is refused, not silently ignored.
+			{[]string{"--namespace", "aether-ingress", "--set", "adressMode=static"}, []string{"schema", "adressMode"}},
+			{[]string{"--namespace", "default"}, []string{`would make the chart own namespace "default"`}},
+		} {
+			out, err := Helm(h.path, append([]string{"template", "aether-edge", chartDir}, c.args...)...)
+			if err == nil {
+				t.Errorf("%s template %v succeeded, want an error saying %q; it rendered:\n%s", h.name, c.args, c.says, out)
+				continue
+			}
+			for _, s := range c.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("%s template %v: error does not say %q: %v", h.name, c.args, s, err)
+				}
+			}
 		}
 	}
 }
 
-// helm lint: the chart is well-formed (Chart.yaml, templates, values).
+// helm lint --strict, with Helm 4 and Helm 3: the chart is well-formed
+// (Chart.yaml, templates, values against their schema).
 func TestLint(t *testing.T) {
-	if out, err := Helm(helm(t), "lint", chartDir, "--namespace", "aether-ingress", "--strict"); err != nil {
-		t.Errorf("helm lint: %v\n%s", err, out)
+	for _, h := range helms(t) {
+		if out, err := Helm(h.path, "lint", chartDir, "--namespace", "aether-ingress", "--strict"); err != nil {
+			t.Errorf("%s lint: %v\n%s", h.name, err, out)
+		}
 	}
 }
 

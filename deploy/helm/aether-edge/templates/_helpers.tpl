@@ -21,3 +21,15 @@
 {{- fail (printf "namespace.create would make the chart own namespace %q (and helm uninstall delete it): install into the edge namespace (--namespace aether-ingress), or set namespace.create=false" $ns) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The labels every object carries: Kubernetes' recommended ones. The
+     DaemonSet's selector stays app.kubernetes.io/name alone (it is immutable:
+     an upgrade must not change it). */}}
+{{- define "aether-edge.labels" -}}
+app.kubernetes.io/name: aether-edge
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/part-of: aether-edge
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
