@@ -14,7 +14,6 @@ pub mod discovery;
 pub mod duties;
 pub mod events;
 pub mod fleet_doc;
-pub mod histogram;
 pub mod index;
 pub mod leader;
 pub mod pods;
