@@ -143,6 +143,10 @@ async fn the_metrics_listener_serves_metrics_alone() {
         text.contains("# TYPE aether_ads_acks_total counter\n"),
         "{text}"
     );
+    assert!(
+        !text.contains(".."),
+        "a help text ends with two periods: {text}"
+    );
     let names = sample_names(text);
     for name in [
         "aether_edge_build_info",

@@ -105,22 +105,22 @@ impl Stats {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "config_loads",
-            "Configuration loads by result.",
+            "Configuration loads by result",
             self.loads.clone(),
         );
         registry.register(
             "snapshots_published",
-            "Snapshots published to the ADS server (content changed).",
+            "Snapshots published to the ADS server (content changed)",
             self.publishes.clone(),
         );
         registry.register(
             "build_seconds",
-            "Duration of the last translate + build.",
+            "Duration of the last translate + build",
             self.build_seconds.clone(),
         );
         registry.register(
             "config_refused",
-            "Loads not published: no Gateway left over a running configuration with some.",
+            "Loads not published: no Gateway left over a running configuration with some",
             self.refused.clone(),
         );
     }

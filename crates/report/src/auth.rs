@@ -109,7 +109,7 @@ impl Refusals {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "reports_refused",
-            "Report streams refused, by reason.",
+            "Report streams refused, by reason",
             self.counts.clone(),
         );
     }

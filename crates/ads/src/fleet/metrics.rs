@@ -90,27 +90,27 @@ impl AdsMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "connected_streams",
-            "ADS streams currently open.",
+            "ADS streams currently open",
             self.connected.clone(),
         );
         registry.register(
             "streams",
-            "ADS streams opened since start.",
+            "ADS streams opened since start",
             self.streams.clone(),
         );
-        registry.register("acks", "Responses Envoy accepted.", self.acks.clone());
-        registry.register("nacks", "Responses Envoy rejected.", self.nacks.clone());
+        registry.register("acks", "Responses Envoy accepted", self.acks.clone());
+        registry.register("nacks", "Responses Envoy rejected", self.nacks.clone());
         registry.register(
             "streams_refused",
-            "ADS streams refused because the server had its maximum open.",
+            "ADS streams refused because the server had its maximum open",
             self.refused.clone(),
         );
         registry.register(
             "stalled_streams_disconnected",
-            "ADS streams ended because the peer stopped reading responses.",
+            "ADS streams ended because the peer stopped reading responses",
             self.stalled.clone(),
         );
-        registry.register("pushes", "Discovery responses sent.", self.pushes.clone());
+        registry.register("pushes", "Discovery responses sent", self.pushes.clone());
     }
 
     pub(super) fn connect(&self, p: Protocol) {

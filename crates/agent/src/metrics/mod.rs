@@ -13,7 +13,8 @@
 //! Each component owns typed handles (counters, gauges, families, histograms)
 //! or a collector that reads its state at scrape time, and registers them
 //! under its prefix; nothing formats exposition text by hand. Counters are
-//! registered without `_total`: the encoders add it.
+//! registered without `_total`: the encoders add it. `Registry::register`
+//! ends a help text with a period itself, so ours have none there.
 //!
 //! `/metrics` answers in OpenMetrics 1.0 to a client that asks for it
 //! (Prometheus does, in its `Accept` header), and in the Prometheus text format
@@ -47,7 +48,7 @@ pub fn registry() -> Registry {
     ]);
     root.sub_registry_with_prefix("aether_edge").register(
         "build",
-        "The version and commit of this binary (always 1).",
+        "The version and commit of this binary (always 1)",
         build,
     );
     root

@@ -46,17 +46,17 @@ impl ServiceMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "service_writes",
-            "Edge Service writes by operation and result.",
+            "Edge Service writes by operation and result",
             self.writes.clone(),
         );
         registry.register(
             "service_unchanged",
-            "Edge Services already as desired (no write).",
+            "Edge Services already as desired (no write)",
             self.unchanged.clone(),
         );
         registry.register(
             "service_reconciles_failed",
-            "Reconciles with at least one failed write (requeued).",
+            "Reconciles with at least one failed write (requeued)",
             self.reconciles_failed.clone(),
         );
     }

@@ -75,22 +75,22 @@ impl StatusMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "status_writes",
-            "Status subresource writes by kind and result.",
+            "Status subresource writes by kind and result",
             self.writes.clone(),
         );
         registry.register(
             "status_unchanged",
-            "Objects whose status already matched the plan (no write).",
+            "Objects whose status already matched the plan (no write)",
             self.unchanged.clone(),
         );
         registry.register(
             "status_batches_failed",
-            "Status batches with at least one failed write (requeued).",
+            "Status batches with at least one failed write (requeued)",
             self.batches_failed.clone(),
         );
         registry.register(
             "status_follow_seconds",
-            "From a fleet report changing what is served to the status batch that follows it being written.",
+            "From a fleet report changing what is served to the status batch that follows it being written",
             self.follow.clone(),
         );
     }
