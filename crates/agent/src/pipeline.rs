@@ -17,9 +17,9 @@
 use aether_gateway::incremental::Translator;
 use aether_gateway::{Config, StatusPlan, Store, Translation};
 use aether_ir::{Ir, ObjectRef};
+use aether_metrics::Series;
 use aether_xds::{Builder, Snapshot};
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
@@ -69,13 +69,13 @@ struct Engine {
 /// `loads_ok.inc()`.
 #[derive(Debug, Clone)]
 pub struct Stats {
-    loads: Family<[(&'static str, &'static str); 1], Counter>,
+    loads: Series<[(&'static str, &'static str); 1], Counter>,
     pub loads_ok: Counter,
     pub loads_failed: Counter,
     pub publishes: Counter,
     /// Seconds the last translate + build took.
     pub build_seconds: Gauge<f64, AtomicU64>,
-    refused: Family<[(&'static str, &'static str); 1], Counter>,
+    refused: Series<[(&'static str, &'static str); 1], Counter>,
     /// Loads not published because they had no Gateway while the running
     /// configuration had some.
     pub refused_empty: Counter,
@@ -83,10 +83,11 @@ pub struct Stats {
 
 impl Default for Stats {
     fn default() -> Self {
-        let (loads, refused) = (Family::default(), Family::default());
-        let loads_ok = loads.get_or_create_owned(&[("result", "ok")]);
-        let loads_failed = loads.get_or_create_owned(&[("result", "error")]);
-        let refused_empty = refused.get_or_create_owned(&[("reason", "no_gateways")]);
+        let loads: Series<_, Counter> = Series::new([[("result", "ok")], [("result", "error")]]);
+        let refused: Series<_, Counter> = Series::new([[("reason", "no_gateways")]]);
+        let loads_ok = loads.get(&[("result", "ok")]).clone();
+        let loads_failed = loads.get(&[("result", "error")]).clone();
+        let refused_empty = refused.get(&[("reason", "no_gateways")]).clone();
         Stats {
             loads,
             loads_ok,

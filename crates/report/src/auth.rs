@@ -14,8 +14,8 @@
 //! leader asks the API server (TokenReview) which pod holds it, and on which
 //! node that pod runs.
 
+use aether_metrics::Series;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use std::future::Future;
 use std::pin::Pin;
@@ -88,7 +88,7 @@ pub fn bearer(metadata: &MetadataMap) -> Option<&str> {
 /// (at zero) from the start; registered by the binary.
 #[derive(Debug, Clone)]
 pub struct Refusals {
-    counts: Family<[(&'static str, &'static str); 1], Counter>,
+    counts: Series<[(&'static str, &'static str); 1], Counter>,
 }
 
 /// The `reason` label of each refusal, in [`Refusal::index`] order.
@@ -96,11 +96,9 @@ const REASONS: [&str; 4] = ["no_token", "not_an_agent", "wrong_node", "unverifie
 
 impl Default for Refusals {
     fn default() -> Self {
-        let counts = Family::default();
-        for reason in REASONS {
-            let _ = counts.get_or_create(&[("reason", reason)]);
+        Refusals {
+            counts: Series::new(REASONS.map(|r| [("reason", r)])),
         }
-        Refusals { counts }
     }
 }
 
@@ -116,7 +114,7 @@ impl Refusals {
 
     pub fn count(&self, refusal: &Refusal) {
         self.counts
-            .get_or_create(&[("reason", REASONS[refusal.index()])])
+            .get(&[("reason", REASONS[refusal.index()])])
             .inc();
     }
 
@@ -124,7 +122,7 @@ impl Refusals {
         REASONS
             .iter()
             .find(|r| **r == reason)
-            .map_or(0, |r| self.counts.get_or_create(&[("reason", r)]).get())
+            .map_or(0, |r| self.counts.get(&[("reason", r)]).get())
     }
 }
 

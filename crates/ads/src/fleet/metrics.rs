@@ -5,12 +5,12 @@
 //!                                          └── read back by tests (acks(ty), pushes(ty, p), ...)
 //! ```
 //!
-//! Every labelled series exists from the start (at zero), so dashboards and
-//! `rate()` see a series before its first event.
+//! Every labelled series exists from the start (at zero), in a fixed order
+//! ([`Series`]), so dashboards and `rate()` see a series before its first event.
 
+use aether_metrics::Series;
 use aether_xds::ResourceType;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
@@ -49,38 +49,30 @@ fn type_protocol(ty: ResourceType, p: Protocol) -> [Label; 2] {
 /// The ADS server's counters (cheap to clone: every handle is shared).
 #[derive(Debug, Clone)]
 pub struct AdsMetrics {
-    connected: Family<[Label; 1], Gauge>,
-    streams: Family<[Label; 1], Counter>,
-    acks: Family<[Label; 1], Counter>,
-    nacks: Family<[Label; 1], Counter>,
-    pushes: Family<[Label; 2], Counter>,
+    connected: Series<[Label; 1], Gauge>,
+    streams: Series<[Label; 1], Counter>,
+    acks: Series<[Label; 1], Counter>,
+    nacks: Series<[Label; 1], Counter>,
+    pushes: Series<[Label; 2], Counter>,
     refused: Counter,
     stalled: Counter,
 }
 
 impl Default for AdsMetrics {
     fn default() -> Self {
-        let m = AdsMetrics {
-            connected: Family::default(),
-            streams: Family::default(),
-            acks: Family::default(),
-            nacks: Family::default(),
-            pushes: Family::default(),
+        let types = || ResourceType::ALL.map(of_type);
+        let pushes = ResourceType::ALL
+            .into_iter()
+            .flat_map(|ty| Protocol::ALL.map(|p| type_protocol(ty, p)));
+        AdsMetrics {
+            connected: Series::new(Protocol::ALL.map(protocol)),
+            streams: Series::new(Protocol::ALL.map(protocol)),
+            acks: Series::new(types()),
+            nacks: Series::new(types()),
+            pushes: Series::new(pushes),
             refused: Counter::default(),
             stalled: Counter::default(),
-        };
-        for p in Protocol::ALL {
-            let _ = m.connected.get_or_create(&protocol(p));
-            let _ = m.streams.get_or_create(&protocol(p));
         }
-        for ty in ResourceType::ALL {
-            let _ = m.acks.get_or_create(&of_type(ty));
-            let _ = m.nacks.get_or_create(&of_type(ty));
-            for p in Protocol::ALL {
-                let _ = m.pushes.get_or_create(&type_protocol(ty, p));
-            }
-        }
-        m
     }
 }
 
@@ -114,20 +106,20 @@ impl AdsMetrics {
     }
 
     pub(super) fn connect(&self, p: Protocol) {
-        self.connected.get_or_create(&protocol(p)).inc();
-        self.streams.get_or_create(&protocol(p)).inc();
+        self.connected.get(&protocol(p)).inc();
+        self.streams.get(&protocol(p)).inc();
     }
 
     pub(super) fn disconnect(&self, p: Protocol) {
-        self.connected.get_or_create(&protocol(p)).dec();
+        self.connected.get(&protocol(p)).dec();
     }
 
     pub(super) fn ack(&self, ty: ResourceType) {
-        self.acks.get_or_create(&of_type(ty)).inc();
+        self.acks.get(&of_type(ty)).inc();
     }
 
     pub(super) fn nack(&self, ty: ResourceType) {
-        self.nacks.get_or_create(&of_type(ty)).inc();
+        self.nacks.get(&of_type(ty)).inc();
     }
 
     pub(super) fn refuse(&self) {
@@ -139,29 +131,29 @@ impl AdsMetrics {
     }
 
     pub(super) fn push(&self, ty: ResourceType, p: Protocol) {
-        self.pushes.get_or_create(&type_protocol(ty, p)).inc();
+        self.pushes.get(&type_protocol(ty, p)).inc();
     }
 
     /// Streams of protocol `p` open now.
     pub fn connected(&self, p: Protocol) -> i64 {
-        self.connected.get_or_create(&protocol(p)).get()
+        self.connected.get(&protocol(p)).get()
     }
 
     /// Streams of protocol `p` opened since start.
     pub fn streams(&self, p: Protocol) -> u64 {
-        self.streams.get_or_create(&protocol(p)).get()
+        self.streams.get(&protocol(p)).get()
     }
 
     pub fn acks(&self, ty: ResourceType) -> u64 {
-        self.acks.get_or_create(&of_type(ty)).get()
+        self.acks.get(&of_type(ty)).get()
     }
 
     pub fn nacks(&self, ty: ResourceType) -> u64 {
-        self.nacks.get_or_create(&of_type(ty)).get()
+        self.nacks.get(&of_type(ty)).get()
     }
 
     pub fn pushes(&self, ty: ResourceType, p: Protocol) -> u64 {
-        self.pushes.get_or_create(&type_protocol(ty, p)).get()
+        self.pushes.get(&type_protocol(ty, p)).get()
     }
 
     /// Streams refused for want of room.

@@ -7,8 +7,8 @@
 
 use super::reconcile::ServiceError;
 use super::{ReconcileErrors, ReconcileReport};
+use aether_metrics::Series;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 type Labels = [(&'static str, &'static str); 2];
@@ -20,21 +20,18 @@ fn write(op: &'static str, result: &'static str) -> Labels {
 /// Totals over every reconcile observed (shared; cheap to update and clone).
 #[derive(Debug, Clone)]
 pub struct ServiceMetrics {
-    writes: Family<Labels, Counter>,
+    writes: Series<Labels, Counter>,
     unchanged: Counter,
     reconciles_failed: Counter,
 }
 
 impl Default for ServiceMetrics {
     fn default() -> Self {
-        let writes = Family::default();
-        for op in ["apply", "delete"] {
-            for result in ["ok", "error"] {
-                let _ = writes.get_or_create(&write(op, result));
-            }
-        }
+        let writes = ["apply", "delete"]
+            .into_iter()
+            .flat_map(|op| ["ok", "error"].map(|result| write(op, result)));
         ServiceMetrics {
-            writes,
+            writes: Series::new(writes),
             unchanged: Counter::default(),
             reconciles_failed: Counter::default(),
         }
@@ -72,12 +69,12 @@ impl ServiceMetrics {
                         ServiceError::Apply { .. } => "apply",
                         ServiceError::Delete { .. } => "delete",
                     };
-                    self.writes.get_or_create(&write(op, "error")).inc();
+                    self.writes.get(&write(op, "error")).inc();
                 }
                 &errors.report
             }
         };
-        let add = |op, n: usize| self.writes.get_or_create(&write(op, "ok")).inc_by(n as u64);
+        let add = |op, n: usize| self.writes.get(&write(op, "ok")).inc_by(n as u64);
         add("apply", report.applied.len());
         add("delete", report.deleted.len());
         self.unchanged.inc_by(report.unchanged.len() as u64);
@@ -85,7 +82,7 @@ impl ServiceMetrics {
 
     /// Writes of `op` (`apply`, `delete`) with `result` (`ok`, `error`).
     pub fn writes(&self, op: &'static str, result: &'static str) -> u64 {
-        self.writes.get_or_create(&write(op, result)).get()
+        self.writes.get(&write(op, result)).get()
     }
 
     pub fn unchanged(&self) -> u64 {

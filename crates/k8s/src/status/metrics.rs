@@ -8,8 +8,8 @@
 //! ```
 
 use super::patch::StatusKind;
+use aether_metrics::Series;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::time::Duration;
@@ -47,7 +47,7 @@ fn labels(kind: StatusKind, result: WriteResult) -> Labels {
 /// The writer's counters (cheap to clone: every handle is shared).
 #[derive(Debug, Clone)]
 pub struct StatusMetrics {
-    writes: Family<Labels, Counter>,
+    writes: Series<Labels, Counter>,
     unchanged: Counter,
     batches_failed: Counter,
     follow: Histogram,
@@ -55,14 +55,11 @@ pub struct StatusMetrics {
 
 impl Default for StatusMetrics {
     fn default() -> Self {
-        let writes = Family::default();
-        for kind in StatusKind::ALL {
-            for result in WriteResult::ALL {
-                let _ = writes.get_or_create(&labels(kind, result));
-            }
-        }
+        let writes = StatusKind::ALL
+            .into_iter()
+            .flat_map(|kind| WriteResult::ALL.map(|result| labels(kind, result)));
         StatusMetrics {
-            writes,
+            writes: Series::new(writes),
             unchanged: Counter::default(),
             batches_failed: Counter::default(),
             follow: Histogram::new(FOLLOW_BUCKETS),
@@ -96,7 +93,7 @@ impl StatusMetrics {
     }
 
     pub(super) fn written(&self, kind: StatusKind, result: WriteResult) {
-        self.writes.get_or_create(&labels(kind, result)).inc();
+        self.writes.get(&labels(kind, result)).inc();
     }
 
     pub(super) fn unchanged_by(&self, n: usize) {
@@ -113,7 +110,7 @@ impl StatusMetrics {
 
     /// Writes of objects of `kind` with `result`.
     pub fn writes(&self, kind: StatusKind, result: WriteResult) -> u64 {
-        self.writes.get_or_create(&labels(kind, result)).get()
+        self.writes.get(&labels(kind, result)).get()
     }
 
     /// Writes with `result`, every kind together.
