@@ -5,12 +5,13 @@
 //!   ├─ process_*               ProcessCollector: /proc/self at each scrape
 //!   ├─ aether_ads_*            Fleet::metrics().register   (ADS counters)
 //!   └─ aether_edge_*           build_info, pipeline Stats, and per mode:
-//!        standalone:  ProblemMetrics (the config directory)
+//!        standalone:  ConfigProblems (the config directory)
 //!        Kubernetes:  status writer, Services, report refusals, served kinds,
 //!                     leader; LeaderOnly(convergence, fleet_envoy_connected)
 //! ```
 //!
-//! Each component owns typed handles (counters, gauges, families, histograms)
+//! Each component owns typed handles (counters, gauges, histograms, and
+//! `aether_metrics::Series` of them for labelled series)
 //! or a collector that reads its state at scrape time, and registers them
 //! under its prefix; nothing formats exposition text by hand. Counters are
 //! registered without `_total`: the encoders add it. `Registry::register`
