@@ -49,7 +49,7 @@ mod limits_tests;
 pub use aether_ir::AckState;
 pub use delta::DeltaStream;
 pub use event::{Event, Nack, Output};
-pub use fleet::{Fleet, FleetStream, FleetView, GatewayServed, Protocol};
+pub use fleet::{AdsMetrics, Fleet, FleetStream, FleetView, GatewayServed, Protocol};
 pub use serve::{ServeError, XdsListener, bind, serve, serve_on};
 pub use server::{AdsServer, DEFAULT_REMOVAL_GRACE, Limits};
 pub use sotw::SotwStream;

@@ -3,7 +3,7 @@
 //! responses. Both show in the fleet's metrics.
 
 use crate::fixtures::{LDS, RDS, mk_request, mk_snapshot};
-use crate::{AdsServer, Fleet, Limits, bind, serve_on};
+use crate::{AdsMetrics, AdsServer, Fleet, Limits, bind, serve_on};
 use aether_xds::{Resource, Snapshot};
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
@@ -65,16 +65,15 @@ async fn open(running: &Running, first: DiscoveryRequest) -> Result<Stream, toni
     Ok((tx, responses))
 }
 
-/// Polls the fleet's metrics until `series` reads `value`.
-async fn metric_reaches(fleet: &Fleet, series: &str, value: u64) {
-    let line = format!("{series} {value}\n");
+/// Polls one of the fleet's counters until it reads `value`.
+async fn metric_reaches(fleet: &Fleet, counter: fn(&AdsMetrics) -> u64, value: u64) {
     tokio::time::timeout(WAIT, async {
-        while !fleet.render_metrics().contains(&line) {
+        while counter(fleet.metrics()) != value {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
-    .unwrap_or_else(|_| panic!("{series} never read {value}:\n{}", fleet.render_metrics()));
+    .unwrap_or_else(|_| panic!("the counter never read {value}: {:?}", fleet.metrics()));
 }
 
 #[tokio::test]
@@ -100,7 +99,7 @@ async fn a_stream_beyond_the_maximum_is_refused_and_counted() {
         panic!("the third stream is accepted");
     };
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
-    metric_reaches(&running.fleet, "aether_ads_streams_refused_total", 1).await;
+    metric_reaches(&running.fleet, AdsMetrics::refused, 1).await;
 
     // A closed stream gives its place back.
     drop(held.pop());
@@ -153,12 +152,7 @@ async fn a_peer_that_stops_reading_is_disconnected_not_buffered() {
         running.snapshots.send_replace(big_routes(rev, 1 << 20));
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    metric_reaches(
-        &running.fleet,
-        "aether_ads_stalled_streams_disconnected_total",
-        1,
-    )
-    .await;
+    metric_reaches(&running.fleet, AdsMetrics::stalled, 1).await;
     // What was sent before the disconnect can still be read; then the stream ends.
     tokio::time::timeout(WAIT, async {
         while let Ok(Some(_)) = responses.message().await {}
@@ -194,12 +188,5 @@ async fn a_peer_that_reads_slowly_but_keeps_up_is_not_disconnected() {
     })
     .await;
     assert!(latest.is_ok(), "the newest snapshot arrives (last {last})");
-    assert!(
-        running
-            .fleet
-            .render_metrics()
-            .contains("aether_ads_stalled_streams_disconnected_total 0\n"),
-        "{}",
-        running.fleet.render_metrics()
-    );
+    assert_eq!(running.fleet.metrics().stalled(), 0);
 }

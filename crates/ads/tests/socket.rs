@@ -1,7 +1,7 @@
 //! The ADS server over a real socket: a tonic client plays Envoy, in SotW and in
 //! Delta, and the fleet view follows what it ACKs and NACKs.
 
-use aether_ads::{AckState, AdsServer, Fleet, bind, serve_on};
+use aether_ads::{AckState, AdsServer, Fleet, Protocol, bind, serve_on};
 use aether_ir::ObjectRef;
 use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
@@ -181,15 +181,9 @@ async fn sotw_handshake_ack_nack_and_disconnect() {
     let rejected =
         a_nack_is_reported_with_the_node_and_envoys_text(&running, &mut envoy, rds_version).await;
     let s3 = republishing_sends_nothing_and_the_fix_is_acked(&running, &mut envoy, rejected).await;
-    let metrics = running.fleet.render_metrics();
-    assert!(
-        metrics.contains("aether_ads_nacks_total{type=\"RDS\"} 1\n"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("aether_ads_connected_streams{protocol=\"sotw\"} 1\n"),
-        "{metrics}"
-    );
+    let metrics = running.fleet.metrics();
+    assert_eq!(metrics.nacks(ResourceType::Route), 1, "{metrics:?}");
+    assert_eq!(metrics.connected(Protocol::Sotw), 1, "{metrics:?}");
     drop(envoy);
     wait_for(&running.fleet, &s3, |s| *s == AckState::Pending).await;
     assert!(running.fleet.debug_view().nodes.is_empty());

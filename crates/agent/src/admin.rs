@@ -4,7 +4,7 @@
 //! |-------------------|----------------------------------------------------------------|
 //! | `/healthz`        | 200 while the process runs                                     |
 //! | `/readyz`         | 200 once a first complete configuration is published (Kubernetes mode: and the local Envoy has caught up), else 503 |
-//! | `/metrics`        | Prometheus text: config loads, publishes, ADS counters          |
+//! | `/metrics`        | the process's one registry ([`crate::metrics`]): OpenMetrics to who asks for it, else Prometheus text 0.0.4 |
 //! | `/debug/snapshot` | JSON: the resources pushed (private keys `[redacted]`), per Envoy node what it ACKed/NACKed |
 //! | `/debug/status`   | YAML: status as it stands given what Envoy has ACKed            |
 //! | `/debug/explain`  | what the edge does with one request (`?method=&url=&header=&sni=&output=text\|json`), and whether each Envoy serves it |
@@ -15,7 +15,7 @@ use aether_gateway::StatusPlan;
 use anyhow::Context;
 use axum::Router;
 use axum::extract::{RawQuery, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use std::sync::Arc;
@@ -28,8 +28,8 @@ pub struct AdminState {
     pub published: watch::Receiver<Option<Arc<Published>>>,
     /// The local ADS server's fleet: what the local Envoy(s) ACKed and NACKed.
     pub fleet: Fleet,
-    /// Prometheus text sources, concatenated on `/metrics`.
-    pub metrics: Vec<Box<dyn Fn() -> String + Send + Sync>>,
+    /// The process's one registry, encoded on `/metrics`.
+    pub metrics: prometheus_client::registry::Registry,
     /// The status as it stands: the plan after the ACK gate of this mode.
     pub status_view: Box<dyn Fn(&Published) -> StatusPlan + Send + Sync>,
     /// Kubernetes mode: whether the local Envoy has caught up (see
@@ -271,10 +271,10 @@ fn config_problems(state: &AdminState) -> String {
     out
 }
 
-async fn metrics(State(state): State<Shared>) -> Response {
-    let mut body: String = state.metrics.iter().map(|m| m()).collect();
-    body.push_str(&state.fleet.render_metrics());
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+async fn metrics(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|a| a.to_str().ok());
+    let (content_type, body) = crate::metrics::encode(&state.metrics, accept);
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 async fn debug_snapshot(State(state): State<Shared>) -> Response {

@@ -71,14 +71,42 @@ fn queries_decode() {
     assert_eq!(percent_decode("%zz"), "%zz");
 }
 
+/// Every sample line of an exposition: `name{labels} value`, the value a
+/// number; the names in order.
+fn sample_names(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').expect("a sample: series value");
+            assert!(value.parse::<f64>().is_ok(), "not a number: {l}");
+            let name = series.split('{').next().unwrap();
+            assert!(
+                name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "a bad name: {l}"
+            );
+            assert_eq!(series.contains('{'), series.ends_with('}'), "{l}");
+            name
+        })
+        .collect()
+}
+
 /// The metrics listener answers `/metrics` and nothing of the admin server:
-/// no debug view (Secrets' material), no explain.
+/// no debug view (Secrets' material), no explain. `/metrics` is the one
+/// registry, in the format the client asks for.
 #[tokio::test]
 async fn the_metrics_listener_serves_metrics_alone() {
+    let fleet = aether_ads::Fleet::new();
+    let stats = crate::pipeline::Stats::default();
+    let mut registry = crate::metrics::registry();
+    fleet
+        .metrics()
+        .register(registry.sub_registry_with_prefix("aether_ads"));
+    stats.register(registry.sub_registry_with_prefix("aether_edge"));
+    stats.loads_ok.inc();
     let state = Arc::new(AdminState {
         published: watch::channel(None).1,
-        fleet: aether_ads::Fleet::new(),
-        metrics: vec![Box::new(|| "aether_test_metric 1\n".to_string())],
+        fleet,
+        metrics: registry,
         status_view: Box::new(|p: &Published| p.status.clone()),
         envoy_ready: None,
         config_problems: None,
@@ -91,24 +119,71 @@ async fn the_metrics_listener_serves_metrics_alone() {
         LIMITS,
         std::future::pending(),
     ));
-    let get = |path: &'static str| async move {
+    let get = |path: &'static str, accept: &'static str| async move {
         let mut s = tokio::net::TcpStream::connect(address).await.unwrap();
-        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\n{accept}Connection: close\r\n\r\n");
         s.write_all(request.as_bytes()).await.unwrap();
         let mut answer = String::new();
         s.read_to_string(&mut answer).await.unwrap();
         answer
     };
-    let answer = get("/metrics").await;
+    let answer = get("/metrics", "").await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains("aether_test_metric 1"), "{answer}");
+    assert!(
+        answer.contains("content-type: text/plain; version=0.0.4"),
+        "{answer}"
+    );
+    let (_, text) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(
+        text.contains("aether_edge_config_loads_total{result=\"ok\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE aether_ads_acks_total counter\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains(".."),
+        "a help text ends with two periods: {text}"
+    );
+    let names = sample_names(text);
+    for name in [
+        "aether_edge_build_info",
+        "aether_ads_pushes_total",
+        "aether_ads_connected_streams",
+        "aether_edge_build_seconds",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_virtual_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(names.contains(&name), "no {name} in {text}");
+    }
+
+    let prometheus = "Accept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4\r\n";
+    let answer = get("/metrics", prometheus).await;
+    assert!(
+        answer.contains("content-type: application/openmetrics-text; version=1.0.0"),
+        "{answer}"
+    );
+    let (_, om) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    assert!(om.contains("# TYPE aether_ads_acks counter\n"), "{om}");
+    let mut plain = names.clone();
+    let mut openmetrics = sample_names(om);
+    plain.sort();
+    openmetrics.sort();
+    assert_eq!(plain, openmetrics, "the same series in both formats");
+
     for path in [
         "/debug/snapshot",
         "/debug/status",
         "/debug/explain",
         "/readyz",
     ] {
-        let answer = get(path).await;
+        let answer = get(path, "").await;
         assert!(answer.starts_with("HTTP/1.1 404"), "{path}: {answer}");
     }
 }

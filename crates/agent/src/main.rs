@@ -9,6 +9,7 @@ mod explain;
 mod fleet_cmd;
 mod kubernetes;
 mod logging;
+mod metrics;
 mod pipeline;
 mod serve;
 mod source;

@@ -17,9 +17,13 @@
 use aether_gateway::incremental::Translator;
 use aether_gateway::{Config, StatusPlan, Store, Translation};
 use aether_ir::{Ir, ObjectRef};
+use aether_metrics::Series;
 use aether_xds::{Builder, Snapshot};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::watch;
@@ -60,41 +64,66 @@ struct Engine {
     builder: Builder,
 }
 
-/// Counters exposed on `/metrics`.
-#[derive(Debug, Default)]
+/// What the pipeline counts (cheap to clone: every handle is shared). The
+/// labelled series are held one handle each, so a caller counts a load with
+/// `loads_ok.inc()`.
+#[derive(Debug, Clone)]
 pub struct Stats {
-    pub loads_ok: AtomicU64,
-    pub loads_failed: AtomicU64,
-    pub publishes: AtomicU64,
-    pub last_build_micros: AtomicU64,
+    loads: Series<[(&'static str, &'static str); 1], Counter>,
+    pub loads_ok: Counter,
+    pub loads_failed: Counter,
+    pub publishes: Counter,
+    /// Seconds the last translate + build took.
+    pub build_seconds: Gauge<f64, AtomicU64>,
+    refused: Series<[(&'static str, &'static str); 1], Counter>,
     /// Loads not published because they had no Gateway while the running
     /// configuration had some.
-    pub refused_empty: AtomicU64,
+    pub refused_empty: Counter,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        let loads: Series<_, Counter> = Series::new([[("result", "ok")], [("result", "error")]]);
+        let refused: Series<_, Counter> = Series::new([[("reason", "no_gateways")]]);
+        let loads_ok = loads.get(&[("result", "ok")]).clone();
+        let loads_failed = loads.get(&[("result", "error")]).clone();
+        let refused_empty = refused.get(&[("reason", "no_gateways")]).clone();
+        Stats {
+            loads,
+            loads_ok,
+            loads_failed,
+            publishes: Counter::default(),
+            build_seconds: Gauge::default(),
+            refused,
+            refused_empty,
+        }
+    }
 }
 
 impl Stats {
-    pub fn render(&self) -> String {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        format!(
-            "# HELP aether_edge_config_loads_total Configuration loads by result.\n\
-             # TYPE aether_edge_config_loads_total counter\n\
-             aether_edge_config_loads_total{{result=\"ok\"}} {}\n\
-             aether_edge_config_loads_total{{result=\"error\"}} {}\n\
-             # HELP aether_edge_snapshots_published_total Snapshots published to the ADS server (content changed).\n\
-             # TYPE aether_edge_snapshots_published_total counter\n\
-             aether_edge_snapshots_published_total {}\n\
-             # HELP aether_edge_build_seconds Duration of the last translate + build.\n\
-             # TYPE aether_edge_build_seconds gauge\n\
-             aether_edge_build_seconds {:.6}\n\
-             # HELP aether_edge_config_refused_total Loads not published: no Gateway left over a running configuration with some.\n\
-             # TYPE aether_edge_config_refused_total counter\n\
-             aether_edge_config_refused_total{{reason=\"no_gateways\"}} {}\n",
-            get(&self.loads_ok),
-            get(&self.loads_failed),
-            get(&self.publishes),
-            get(&self.last_build_micros) as f64 / 1e6,
-            get(&self.refused_empty),
-        )
+    /// `aether_edge_config_*`, `aether_edge_snapshots_published_total` and
+    /// `aether_edge_build_seconds` under a registry prefixed `aether_edge`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "config_loads",
+            "Configuration loads by result",
+            self.loads.clone(),
+        );
+        registry.register(
+            "snapshots_published",
+            "Snapshots published to the ADS server (content changed)",
+            self.publishes.clone(),
+        );
+        registry.register(
+            "build_seconds",
+            "Duration of the last translate + build",
+            self.build_seconds.clone(),
+        );
+        registry.register(
+            "config_refused",
+            "Loads not published: no Gateway left over a running configuration with some",
+            self.refused.clone(),
+        );
     }
 }
 
@@ -146,8 +175,8 @@ impl Pipeline {
         let snapshot = engine.builder.build(&served.ir);
         drop(engine);
         self.stats
-            .last_build_micros
-            .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            .build_seconds
+            .set(started.elapsed().as_secs_f64());
         let next = Published {
             snapshot: Arc::new(snapshot),
             status: served.status,
@@ -174,7 +203,7 @@ impl Pipeline {
         // reader of the new publication (the ADS streams among them).
         drop(replaced);
         if changed {
-            self.stats.publishes.fetch_add(1, Ordering::Relaxed);
+            self.stats.publishes.inc();
         }
         changed
     }

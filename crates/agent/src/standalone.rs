@@ -22,6 +22,7 @@
 //! left is not published over a running configuration that has some, unless
 //! `--allow-empty-config` says so.
 
+mod problems;
 mod state;
 mod watch;
 
@@ -36,9 +37,9 @@ use aether_gateway::{AckState, Addresses, Served, assemble};
 use aether_ir::ObjectRef;
 use aether_xds::Snapshot;
 use anyhow::Context;
+use problems::{ConfigProblems, Problems};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 use watch::{DirWatch, Wake, Writers};
@@ -81,16 +82,16 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let admin_state = Arc::new(AdminState {
         published: pipeline.subscribe(),
         fleet: fleet.clone(),
-        metrics: vec![
-            Box::new({
-                let stats = pipeline.stats.clone();
-                move || stats.render()
-            }),
-            Box::new({
-                let problems = problems_rx.clone();
-                move || problems.borrow().render()
-            }),
-        ],
+        metrics: {
+            let mut registry = crate::metrics::registry();
+            fleet
+                .metrics()
+                .register(registry.sub_registry_with_prefix("aether_ads"));
+            let edge = registry.sub_registry_with_prefix("aether_edge");
+            pipeline.stats.register(edge);
+            edge.register_collector(Box::new(ConfigProblems(problems_rx.clone())));
+            registry
+        },
         status_view: Box::new(move |p: &Published| {
             let served = gate_fleet.served(&p.snapshot);
             let served = |gw: &ObjectRef| local_served(&p.snapshot, gw, served.get(gw));
@@ -196,67 +197,6 @@ pub fn local_served(snapshot: &Snapshot, gw: &ObjectRef, served: Option<&Gateway
         unreported: Default::default(),
         refused: served.refused.clone(),
     }
-}
-
-/// What is wrong with the directory now: `/readyz` and `/metrics` say it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Problems {
-    /// One line per problem, each naming its file.
-    lines: Vec<String>,
-    /// Files served in the version saved before the restart.
-    from_state: Vec<String>,
-}
-
-impl Problems {
-    fn lines(&self) -> Vec<String> {
-        let saved = self
-            .from_state
-            .iter()
-            .map(|f| format!("{f}: the version served before the restart serves"));
-        self.lines.iter().cloned().chain(saved).collect()
-    }
-
-    fn render(&self) -> String {
-        let mut files: std::collections::BTreeSet<&str> = self
-            .lines
-            .iter()
-            .map(|l| l.split(':').next().unwrap_or_default())
-            .collect();
-        let mut out = String::from(
-            "# HELP aether_edge_config_broken Whether a file of the config directory does not load as it is (it keeps its last good version).\n\
-             # TYPE aether_edge_config_broken gauge\n",
-        );
-        out.push_str(&format!(
-            "aether_edge_config_broken {}\n",
-            u8::from(!files.is_empty())
-        ));
-        out.push_str(
-            "# HELP aether_edge_config_file_problem A file of the config directory that does not load as it is.\n\
-             # TYPE aether_edge_config_file_problem gauge\n",
-        );
-        for f in std::mem::take(&mut files) {
-            out.push_str(&format!(
-                "aether_edge_config_file_problem{{file=\"{}\"}} 1\n",
-                label(f)
-            ));
-        }
-        out.push_str(
-            "# HELP aether_edge_config_files_from_state Files served in the version saved before the restart.\n\
-             # TYPE aether_edge_config_files_from_state gauge\n",
-        );
-        out.push_str(&format!(
-            "aether_edge_config_files_from_state {}\n",
-            self.from_state.len()
-        ));
-        out
-    }
-}
-
-/// A Prometheus label value: backslash, quote and newline escaped.
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// The directory being served and what reading it needs.
@@ -374,7 +314,7 @@ impl Source {
         let (store, problems) = match self.cache.load_each(dir, edits) {
             Ok(loaded) => loaded,
             Err(failure) => {
-                stats.loads_failed.fetch_add(1, Ordering::Relaxed);
+                stats.loads_failed.inc();
                 error!("{failure}; the last good configuration keeps serving");
                 return;
             }
@@ -401,7 +341,7 @@ impl Source {
             && !seeded
             && let Some(failure) = failure
         {
-            stats.loads_failed.fetch_add(1, Ordering::Relaxed);
+            stats.loads_failed.inc();
             if news {
                 error!("{failure}; nothing is served until every file loads");
             }
@@ -413,7 +353,7 @@ impl Source {
         }
         match failure {
             None if !held => {
-                stats.loads_ok.fetch_add(1, Ordering::Relaxed);
+                stats.loads_ok.inc();
             }
             None => {}
             Some(failure) => {
@@ -422,13 +362,13 @@ impl Source {
                         "{failure}; those files keep their last good version, every other file is loaded"
                     );
                 }
-                stats.loads_failed.fetch_add(1, Ordering::Relaxed);
+                stats.loads_failed.inc();
             }
         };
         let running = running.unwrap_or(0);
         let left = store.gateway_count();
         if left == 0 && running > 0 && !self.allow_empty {
-            stats.refused_empty.fetch_add(1, Ordering::Relaxed);
+            stats.refused_empty.inc();
             error!(
                 dir = %dir.display(),
                 running,

@@ -5,7 +5,7 @@
 //!  FleetJoin (the status gate's join, node by node) ──observe──► per Gateway:
 //!    a new content hash: the change begins ("since")
 //!    every node that must serve it serves it: converged, since → now observed
-//!  render: aether_edge_gateway_convergence_seconds (histogram of those)
+//!  scrape (a Collector): aether_edge_gateway_convergence_seconds (histogram of those)
 //!          aether_edge_gateway_convergence_lag_seconds{gateway} (now − since while
 //!            not converged, else 0), aether_edge_gateway_nodes_behind{gateway}
 //! ```
@@ -17,13 +17,17 @@
 //! alert wants to see.
 
 use crate::fleet_doc::FleetJoin;
-use crate::histogram::Histogram;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-const BUCKETS: [f64; 12] = [
+/// Upper bounds of `aether_edge_gateway_convergence_seconds`, in seconds.
+pub const BUCKETS: [f64; 12] = [
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
@@ -35,15 +39,26 @@ struct Gateway {
     behind: usize,
 }
 
+/// One Gateway's gauges as of a moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lag {
+    /// Since its current config began waiting; zero once every node serves it.
+    pub waiting: Duration,
+    pub nodes_behind: usize,
+}
+
 #[derive(Debug)]
 pub struct Convergence {
-    inner: Mutex<(BTreeMap<String, Gateway>, Histogram)>,
+    gateways: Mutex<BTreeMap<String, Gateway>>,
+    /// Each change's wait, observed once when every node serves it.
+    histogram: Histogram,
 }
 
 impl Default for Convergence {
     fn default() -> Self {
         Convergence {
-            inner: Mutex::new((BTreeMap::new(), Histogram::new(&BUCKETS))),
+            gateways: Mutex::default(),
+            histogram: Histogram::new(BUCKETS),
         }
     }
 }
@@ -51,8 +66,7 @@ impl Default for Convergence {
 impl Convergence {
     /// One join of the fleet, at `now`.
     pub fn observe(&self, join: &FleetJoin, now: Instant) {
-        let mut inner = self.inner.lock().expect("convergence lock");
-        let (gateways, histogram) = &mut *inner;
+        let mut gateways = self.gateways.lock().expect("convergence lock");
         let mut next = BTreeMap::new();
         for (gw, nodes) in &join.per_node {
             let key = gw.to_string();
@@ -75,50 +89,67 @@ impl Convergence {
             }
             if !g.converged && behind == 0 && nodes.total() > 0 {
                 g.converged = true;
-                histogram.observe(now - g.since);
+                self.histogram.observe((now - g.since).as_secs_f64());
             }
             next.insert(key, g);
         }
         *gateways = next;
     }
 
-    /// Prometheus text exposition, as of `now`.
-    pub fn render(&self, now: Instant) -> String {
-        let inner = self.inner.lock().expect("convergence lock");
-        let (gateways, histogram) = &*inner;
-        let mut out = String::new();
-        histogram.render(
-            "aether_edge_gateway_convergence_seconds",
+    /// Per Gateway (`namespace/name`), its gauges as of `now`.
+    pub fn lags(&self, now: Instant) -> BTreeMap<String, Lag> {
+        let gateways = self.gateways.lock().expect("convergence lock");
+        gateways
+            .iter()
+            .map(|(gw, g)| {
+                let waiting = if g.converged {
+                    Duration::ZERO
+                } else {
+                    now - g.since
+                };
+                let lag = Lag {
+                    waiting,
+                    nodes_behind: g.behind,
+                };
+                (gw.clone(), lag)
+            })
+            .collect()
+    }
+}
+
+/// Read at each scrape (under a registry prefixed `aether_edge`): the lag
+/// grows while nobody observes, so it is computed as of the scrape.
+impl Collector for Convergence {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let histogram = encoder.encode_descriptor(
+            "gateway_convergence_seconds",
             "From a Gateway's new content hash (or a node no longer serving it) to every node that takes its traffic serving it (leader).",
-            &mut out,
-        );
-        out.push_str(
-            "# HELP aether_edge_gateway_convergence_lag_seconds How long the Gateway's current content hash has waited for a node to serve it; 0 once every node does (leader).\n\
-             # TYPE aether_edge_gateway_convergence_lag_seconds gauge\n",
-        );
-        for (gw, g) in gateways {
-            let lag = if g.converged {
-                0.0
-            } else {
-                (now - g.since).as_secs_f64()
-            };
-            let _ = writeln!(
-                out,
-                "aether_edge_gateway_convergence_lag_seconds{{gateway=\"{gw}\"}} {lag:.3}"
-            );
+            None,
+            MetricType::Histogram,
+        )?;
+        self.histogram.encode(histogram)?;
+        let lags = self.lags(Instant::now());
+        let mut family = encoder.encode_descriptor(
+            "gateway_convergence_lag_seconds",
+            "How long the Gateway's current content hash has waited for a node to serve it; 0 once every node does (leader).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (gw, lag) in &lags {
+            let gauge = ConstGauge::new(lag.waiting.as_secs_f64());
+            gauge.encode(family.encode_family(&[("gateway", gw.as_str())])?)?;
         }
-        out.push_str(
-            "# HELP aether_edge_gateway_nodes_behind Nodes that take the Gateway's traffic and do not serve its current config (behind, NACKed or not reporting) (leader).\n\
-             # TYPE aether_edge_gateway_nodes_behind gauge\n",
-        );
-        for (gw, g) in gateways {
-            let _ = writeln!(
-                out,
-                "aether_edge_gateway_nodes_behind{{gateway=\"{gw}\"}} {}",
-                g.behind
-            );
+        let mut family = encoder.encode_descriptor(
+            "gateway_nodes_behind",
+            "Nodes that take the Gateway's traffic and do not serve its current config (behind, NACKed or not reporting) (leader).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (gw, lag) in &lags {
+            let gauge = ConstGauge::new(lag.nodes_behind as i64);
+            gauge.encode(family.encode_family(&[("gateway", gw.as_str())])?)?;
         }
-        out
+        Ok(())
     }
 }
 
@@ -143,14 +174,12 @@ mod tests {
         }
     }
 
-    fn series(text: &str, name: &str) -> String {
-        text.lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
-            .rsplit(' ')
-            .next()
-            .unwrap()
-            .to_string()
+    fn lag(c: &Convergence, now: Instant) -> Lag {
+        c.lags(now)["apps/web"]
+    }
+
+    fn secs(n: f64) -> Duration {
+        Duration::from_secs_f64(n)
     }
 
     #[test]
@@ -159,83 +188,34 @@ mod tests {
         let t0 = Instant::now();
         let behind = NodeState::Behind { pending: vec![] };
         c.observe(&join("h1", &[NodeState::Served, behind.clone()]), t0);
-        let text = c.render(t0 + Duration::from_secs(3));
-        assert_eq!(
-            series(
-                &text,
-                "aether_edge_gateway_convergence_lag_seconds{gateway=\"apps/web\"}"
-            ),
-            "3.000"
-        );
-        assert_eq!(series(&text, "aether_edge_gateway_nodes_behind{"), "1");
-        assert_eq!(
-            series(&text, "aether_edge_gateway_convergence_seconds_count"),
-            "0"
-        );
+        let at = lag(&c, t0 + Duration::from_secs(3));
+        assert_eq!((at.waiting, at.nodes_behind), (secs(3.0), 1));
+        assert_eq!(c.histogram.count(), 0);
 
         let served = [NodeState::Served, NodeState::Served];
         c.observe(&join("h1", &served), t0 + Duration::from_millis(4_200));
         c.observe(&join("h1", &served), t0 + Duration::from_secs(9));
-        let text = c.render(t0 + Duration::from_secs(10));
-        assert_eq!(
-            series(&text, "aether_edge_gateway_convergence_lag_seconds{"),
-            "0.000"
-        );
-        assert_eq!(series(&text, "aether_edge_gateway_nodes_behind{"), "0");
-        assert_eq!(
-            series(&text, "aether_edge_gateway_convergence_seconds_count"),
-            "1"
-        );
-        assert_eq!(
-            series(&text, "aether_edge_gateway_convergence_seconds_sum"),
-            "4.2"
-        );
-        assert_eq!(
-            series(
-                &text,
-                "aether_edge_gateway_convergence_seconds_bucket{le=\"5\"}"
-            ),
-            "1"
-        );
-        assert_eq!(
-            series(
-                &text,
-                "aether_edge_gateway_convergence_seconds_bucket{le=\"2.5\"}"
-            ),
-            "0"
-        );
+        let at = lag(&c, t0 + Duration::from_secs(10));
+        assert_eq!((at.waiting, at.nodes_behind), (Duration::ZERO, 0));
+        assert_eq!(c.histogram.count(), 1, "observed once");
+        assert!((c.histogram.sum() - 4.2).abs() < 1e-9);
 
         // A node falling behind on the same hash starts a wait of its own.
         c.observe(
             &join("h1", &[NodeState::Served, NodeState::Unreported]),
             t0 + Duration::from_secs(11),
         );
-        let text = c.render(t0 + Duration::from_secs(13));
-        assert_eq!(
-            series(&text, "aether_edge_gateway_convergence_lag_seconds{"),
-            "2.000"
-        );
+        assert_eq!(lag(&c, t0 + Duration::from_secs(13)).waiting, secs(2.0));
         c.observe(&join("h1", &served), t0 + Duration::from_secs(14));
-        let text = c.render(t0 + Duration::from_secs(14));
-        assert_eq!(
-            series(&text, "aether_edge_gateway_convergence_seconds_count"),
-            "2"
-        );
+        assert_eq!(c.histogram.count(), 2);
 
         // A new hash starts a new change; a Gateway that is gone leaves no series.
         c.observe(
             &join("h2", &[NodeState::Served, NodeState::Unreported]),
             t0 + Duration::from_secs(20),
         );
-        let text = c.render(t0 + Duration::from_secs(21));
-        assert_eq!(
-            series(&text, "aether_edge_gateway_convergence_lag_seconds{"),
-            "1.000"
-        );
+        assert_eq!(lag(&c, t0 + Duration::from_secs(21)).waiting, secs(1.0));
         c.observe(&FleetJoin::default(), t0 + Duration::from_secs(22));
-        assert!(
-            !c.render(t0 + Duration::from_secs(22))
-                .contains("gateway=\"apps/web\"")
-        );
+        assert!(c.lags(t0 + Duration::from_secs(22)).is_empty());
     }
 }

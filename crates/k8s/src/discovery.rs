@@ -19,8 +19,11 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::{Api, Client};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 /// The Gateway API group.
 pub const GROUP: &str = "gateway.networking.k8s.io";
@@ -178,28 +181,46 @@ impl ServedVersions {
             .copied()
             .collect()
     }
+}
 
-    /// Prometheus text: `aether_edge_kind_missing` per kind, and the version read.
-    pub fn render_metrics(&self) -> String {
-        let mut out = String::from(
-            "# HELP aether_edge_kind_missing Gateway API kinds whose CRD serves no version we read (1: not installed, watched as empty).\n\
-             # TYPE aether_edge_kind_missing gauge\n",
-        );
+/// `aether_edge_kind_missing{kind}` (1: its CRD serves no version we read) and
+/// `aether_edge_kind_version{kind,version}` (under a registry prefixed
+/// `aether_edge`), from the latest discovery at each scrape; nothing before the
+/// first, when no kind is known missing yet.
+pub struct ServedKinds(pub tokio::sync::watch::Receiver<Option<ServedVersions>>);
+
+impl std::fmt::Debug for ServedKinds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ServedKinds").finish_non_exhaustive()
+    }
+}
+
+impl Collector for ServedKinds {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let Some(served) = self.0.borrow().clone() else {
+            return Ok(());
+        };
+        let mut missing = encoder.encode_descriptor(
+            "kind_missing",
+            "Gateway API kinds whose CRD serves no version we read (1: not installed, watched as empty).",
+            None,
+            MetricType::Gauge,
+        )?;
         for kind in KINDS {
-            let missing = u8::from(!self.versions.contains_key(kind));
-            let _ = writeln!(out, "aether_edge_kind_missing{{kind=\"{kind}\"}} {missing}");
+            let gauge = ConstGauge::new(i64::from(served.version(kind).is_none()));
+            gauge.encode(missing.encode_family(&[("kind", kind)])?)?;
         }
-        out.push_str(
-            "# HELP aether_edge_kind_version The served version each Gateway API kind is watched and written at.\n\
-             # TYPE aether_edge_kind_version gauge\n",
-        );
-        for (kind, version) in &self.versions {
-            let _ = writeln!(
-                out,
-                "aether_edge_kind_version{{kind=\"{kind}\",version=\"{version}\"}} 1"
-            );
+        let mut version = encoder.encode_descriptor(
+            "kind_version",
+            "The served version each Gateway API kind is watched and written at.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (kind, v) in &served.versions {
+            let labels = [("kind", *kind), ("version", *v)];
+            ConstGauge::new(1i64).encode(version.encode_family(&labels)?)?;
         }
-        out
+        Ok(())
     }
 }
 
@@ -346,25 +367,12 @@ mod tests {
     }
 
     #[test]
-    fn metrics_name_every_kind_and_the_version_read() {
+    fn missing_kinds_and_the_versions_read_are_what_the_metrics_show() {
         let served = ServedVersions::choose([("v1", "Gateway"), ("v1alpha2", "TCPRoute")]);
-        let text = served.render_metrics();
-        assert!(
-            text.contains("aether_edge_kind_missing{kind=\"UDPRoute\"} 1\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("aether_edge_kind_missing{kind=\"Gateway\"} 0\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("aether_edge_kind_version{kind=\"TCPRoute\",version=\"v1alpha2\"} 1\n"),
-            "{text}"
-        );
-        assert_eq!(
-            text.matches("aether_edge_kind_missing{").count(),
-            KINDS.len()
-        );
+        assert!(served.missing().contains(&"UDPRoute"));
+        assert!(!served.missing().contains(&"Gateway"));
+        assert_eq!(served.version("TCPRoute"), Some("v1alpha2"));
+        assert_eq!(served.missing().len() + 2, KINDS.len());
         assert!(ServedVersions::all_v1().missing().is_empty());
     }
 }

@@ -16,7 +16,6 @@ pub mod duties;
 pub mod events;
 pub mod finalizer;
 pub mod fleet_doc;
-pub mod histogram;
 pub mod index;
 pub mod leader;
 pub mod pods;

@@ -7,8 +7,8 @@
 use aether_gateway::{AckState, Addresses, Config, Served, assemble, translate};
 use aether_k8s::Index;
 use aether_k8s::leader::always_leader;
-use aether_k8s::status::{self, StatusInputs, StatusWriter};
-use aether_testkit::{ApiServer, metric_sum};
+use aether_k8s::status::{self, StatusInputs, StatusKind, StatusWriter, WriteResult};
+use aether_testkit::ApiServer;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
@@ -99,18 +99,14 @@ fn publish_inputs(
 }
 
 fn writes_ok(writer: &StatusWriter) -> u64 {
-    let metrics = writer.render_metrics();
-    ["GatewayClass", "Gateway", "HTTPRoute"]
-        .iter()
-        .map(|k| {
-            let kind = format!("kind=\"{k}\"");
-            metric_sum(
-                &metrics,
-                "aether_edge_status_writes_total",
-                &[&kind, "result=\"ok\""],
-            )
-        })
-        .sum()
+    [
+        StatusKind::GatewayClass,
+        StatusKind::Gateway,
+        StatusKind::HttpRoute,
+    ]
+    .into_iter()
+    .map(|kind| writer.metrics().writes(kind, WriteResult::Ok))
+    .sum()
 }
 
 async fn programmed(api: &Api<Gateway>, name: &str) -> Option<String> {
@@ -204,11 +200,7 @@ async fn every_object_is_written_once_and_the_echoes_write_nothing(
     assert_eq!(settled, (1 + 2 * N) as u64, "one write per object");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(writes_ok(writer), settled, "no write when nothing changed");
-    let metrics = writer.render_metrics();
-    assert!(
-        metric_sum(&metrics, "aether_edge_status_unchanged_total", &[]) > 0,
-        "{metrics}"
-    );
+    assert!(writer.metrics().unchanged() > 0);
 }
 
 async fn programmed_true_is_on_the_api_server_within_a_second(gateways: &Api<Gateway>) {

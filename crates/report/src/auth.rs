@@ -14,9 +14,11 @@
 //! leader asks the API server (TokenReview) which pod holds it, and on which
 //! node that pod runs.
 
+use aether_metrics::Series;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
@@ -82,40 +84,45 @@ pub fn bearer(metadata: &MetadataMap) -> Option<&str> {
     (!token.is_empty()).then_some(token)
 }
 
-/// Refused report streams by reason, for `/metrics`.
-#[derive(Debug, Default)]
+/// Refused report streams by reason: a counter per reason, each present
+/// (at zero) from the start; registered by the binary.
+#[derive(Debug, Clone)]
 pub struct Refusals {
-    counts: [AtomicU64; 4],
+    counts: Series<[(&'static str, &'static str); 1], Counter>,
 }
 
 /// The `reason` label of each refusal, in [`Refusal::index`] order.
 const REASONS: [&str; 4] = ["no_token", "not_an_agent", "wrong_node", "unverified"];
 
+impl Default for Refusals {
+    fn default() -> Self {
+        Refusals {
+            counts: Series::new(REASONS.map(|r| [("reason", r)])),
+        }
+    }
+}
+
 impl Refusals {
+    /// As `aether_edge_reports_refused_total` under a registry prefixed `aether_edge`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "reports_refused",
+            "Report streams refused, by reason",
+            self.counts.clone(),
+        );
+    }
+
     pub fn count(&self, refusal: &Refusal) {
-        self.counts[refusal.index()].fetch_add(1, Ordering::Relaxed);
+        self.counts
+            .get(&[("reason", REASONS[refusal.index()])])
+            .inc();
     }
 
     pub fn get(&self, reason: &str) -> u64 {
         REASONS
             .iter()
-            .position(|r| *r == reason)
-            .map_or(0, |i| self.counts[i].load(Ordering::Relaxed))
-    }
-
-    /// Prometheus text.
-    pub fn render(&self) -> String {
-        let mut out = String::from(
-            "# HELP aether_edge_reports_refused_total Report streams refused, by reason.\n\
-             # TYPE aether_edge_reports_refused_total counter\n",
-        );
-        for (reason, n) in REASONS.iter().zip(&self.counts) {
-            out.push_str(&format!(
-                "aether_edge_reports_refused_total{{reason=\"{reason}\"}} {}\n",
-                n.load(Ordering::Relaxed)
-            ));
-        }
-        out
+            .find(|r| **r == reason)
+            .map_or(0, |r| self.counts.get(&[("reason", r)]).get())
     }
 }
 
@@ -152,8 +159,7 @@ mod tests {
         }
         assert_eq!(refusals.get("no_token"), 2);
         assert_eq!(refusals.get("wrong_node"), 1);
-        let text = refusals.render();
-        assert!(text.contains("aether_edge_reports_refused_total{reason=\"unverified\"} 1\n"));
-        assert!(text.contains("aether_edge_reports_refused_total{reason=\"not_an_agent\"} 1\n"));
+        assert_eq!(refusals.get("unverified"), 1);
+        assert_eq!(refusals.get("not_an_agent"), 1);
     }
 }

@@ -28,7 +28,7 @@ pub mod pb {
 pub use join::{Members, Reports};
 pub use local::local_report;
 pub use pb::AckReport;
-pub use per_node::{GatewayNodes, NodeState};
+pub use per_node::{EnvoyConnected, GatewayNodes, NodeState};
 
 #[cfg(test)]
 mod server_tests;

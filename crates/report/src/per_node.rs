@@ -16,6 +16,10 @@ use aether_gateway::AckState;
 use aether_gateway::assemble::Pending;
 use aether_ir::ObjectRef;
 use aether_xds::Snapshot;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -170,20 +174,41 @@ impl Reports {
 }
 
 impl Reports {
-    /// Prometheus text exposition: per node that reports, whether its Envoy
-    /// has an ADS stream open (the leader's view of the fleet).
-    pub fn render_metrics(&self) -> String {
-        let mut out = String::from(
-            "# HELP aether_edge_fleet_envoy_connected Per reporting node, whether its Envoy has an ADS stream open to its agent (leader).\n\
-             # TYPE aether_edge_fleet_envoy_connected gauge\n",
-        );
-        for (node, report) in self.nodes.lock().expect("reports lock").iter() {
-            out.push_str(&format!(
-                "aether_edge_fleet_envoy_connected{{node=\"{node}\"}} {}\n",
-                u8::from(report.envoy_connected)
-            ));
+    /// Per node that reports, whether its Envoy has an ADS stream open.
+    pub fn envoy_connected(&self) -> BTreeMap<String, bool> {
+        let nodes = self.nodes.lock().expect("reports lock");
+        nodes
+            .iter()
+            .map(|(node, report)| (node.clone(), report.envoy_connected))
+            .collect()
+    }
+}
+
+/// `aether_edge_fleet_envoy_connected{node}` (under a registry prefixed
+/// `aether_edge`), read from the last reports at each scrape: a node that
+/// stops reporting leaves no series behind.
+#[derive(Clone)]
+pub struct EnvoyConnected(pub Reports);
+
+impl std::fmt::Debug for EnvoyConnected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("EnvoyConnected").finish_non_exhaustive()
+    }
+}
+
+impl Collector for EnvoyConnected {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let mut family = encoder.encode_descriptor(
+            "fleet_envoy_connected",
+            "Per reporting node, whether its Envoy has an ADS stream open to its agent (leader).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (node, connected) in self.0.envoy_connected() {
+            let labels = [("node", node.as_str())];
+            ConstGauge::new(i64::from(connected)).encode(family.encode_family(&labels)?)?;
         }
-        out
+        Ok(())
     }
 }
 
@@ -241,14 +266,8 @@ mod tests {
         assert!(!view.acked.contains_key("c") && !view.acked.contains_key("d"));
         assert_eq!(view.acked_snapshot["b"], old.version);
         assert_eq!(view.acked_snapshot.len(), 1, "{:?}", view.acked_snapshot);
-        let metrics = reports.render_metrics();
-        assert!(
-            metrics.contains("aether_edge_fleet_envoy_connected{node=\"a\"} 1\n"),
-            "{metrics}"
-        );
-        assert!(
-            !metrics.contains("node=\"d\""),
-            "d never reported: {metrics}"
-        );
+        let connected = reports.envoy_connected();
+        assert_eq!(connected.get("a"), Some(&true));
+        assert!(!connected.contains_key("d"), "d never reported");
     }
 }

@@ -1,10 +1,18 @@
-//! ADS counters, rendered in the Prometheus text exposition format.
+//! ADS counters: typed handles, registered in the binary's one registry.
 //!
-//! Kept beside the fleet state (same lock) so a scrape sees one consistent moment.
+//! ```text
+//!  streams ──connect/ack/nack/push──► AdsMetrics (atomic handles) ──register──► Registry
+//!                                          └── read back by tests (acks(ty), pushes(ty, p), ...)
+//! ```
+//!
+//! Every labelled series exists from the start (at zero), in a fixed order
+//! ([`Series`]), so dashboards and `rate()` see a series before its first event.
 
+use aether_metrics::Series;
 use aether_xds::ResourceType;
-use std::collections::BTreeMap;
-use std::fmt::Write;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
 /// The ADS flavour a stream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -14,6 +22,8 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    pub const ALL: [Protocol; 2] = [Protocol::Sotw, Protocol::Delta];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Sotw => "sotw",
@@ -22,136 +32,137 @@ impl Protocol {
     }
 }
 
-#[derive(Debug, Default)]
-pub(super) struct Metrics {
-    connected: BTreeMap<Protocol, u64>,
-    streams_total: BTreeMap<Protocol, u64>,
-    acks: BTreeMap<ResourceType, u64>,
-    nacks: BTreeMap<ResourceType, u64>,
-    pushes: BTreeMap<(ResourceType, Protocol), u64>,
-    refused: u64,
-    stalled: u64,
+type Label = (&'static str, &'static str);
+
+fn protocol(p: Protocol) -> [Label; 1] {
+    [("protocol", p.as_str())]
 }
 
-impl Metrics {
-    pub(super) fn connected(&mut self, p: Protocol) {
-        *self.connected.entry(p).or_default() += 1;
-        *self.streams_total.entry(p).or_default() += 1;
-    }
+fn of_type(ty: ResourceType) -> [Label; 1] {
+    [("type", ty.short_name())]
+}
 
-    pub(super) fn disconnected(&mut self, p: Protocol) {
-        let n = self.connected.entry(p).or_default();
-        *n = n.saturating_sub(1);
-    }
+fn type_protocol(ty: ResourceType, p: Protocol) -> [Label; 2] {
+    [("type", ty.short_name()), ("protocol", p.as_str())]
+}
 
-    pub(super) fn acked(&mut self, ty: ResourceType) {
-        *self.acks.entry(ty).or_default() += 1;
-    }
+/// The ADS server's counters (cheap to clone: every handle is shared).
+#[derive(Debug, Clone)]
+pub struct AdsMetrics {
+    connected: Series<[Label; 1], Gauge>,
+    streams: Series<[Label; 1], Counter>,
+    acks: Series<[Label; 1], Counter>,
+    nacks: Series<[Label; 1], Counter>,
+    pushes: Series<[Label; 2], Counter>,
+    refused: Counter,
+    stalled: Counter,
+}
 
-    pub(super) fn nacked(&mut self, ty: ResourceType) {
-        *self.nacks.entry(ty).or_default() += 1;
-    }
-
-    pub(super) fn refused(&mut self) {
-        self.refused += 1;
-    }
-
-    pub(super) fn stalled(&mut self) {
-        self.stalled += 1;
-    }
-
-    pub(super) fn pushed(&mut self, ty: ResourceType, p: Protocol) {
-        *self.pushes.entry((ty, p)).or_default() += 1;
-    }
-
-    /// Every series is present from the start (at zero), so dashboards and rate()
-    /// see a series before its first event.
-    pub(super) fn render(&self) -> String {
-        let protocols = [Protocol::Sotw, Protocol::Delta];
-        let mut out = String::new();
-        header(
-            &mut out,
-            "aether_ads_connected_streams",
-            "gauge",
-            "ADS streams currently open.",
-        );
-        for p in protocols {
-            let n = self.connected.get(&p).copied().unwrap_or(0);
-            let _ = writeln!(
-                out,
-                "aether_ads_connected_streams{{protocol=\"{}\"}} {n}",
-                p.as_str()
-            );
+impl Default for AdsMetrics {
+    fn default() -> Self {
+        let types = || ResourceType::ALL.map(of_type);
+        let pushes = ResourceType::ALL
+            .into_iter()
+            .flat_map(|ty| Protocol::ALL.map(|p| type_protocol(ty, p)));
+        AdsMetrics {
+            connected: Series::new(Protocol::ALL.map(protocol)),
+            streams: Series::new(Protocol::ALL.map(protocol)),
+            acks: Series::new(types()),
+            nacks: Series::new(types()),
+            pushes: Series::new(pushes),
+            refused: Counter::default(),
+            stalled: Counter::default(),
         }
-        header(
-            &mut out,
-            "aether_ads_streams_total",
-            "counter",
-            "ADS streams opened since start.",
-        );
-        for p in protocols {
-            let n = self.streams_total.get(&p).copied().unwrap_or(0);
-            let _ = writeln!(
-                out,
-                "aether_ads_streams_total{{protocol=\"{}\"}} {n}",
-                p.as_str()
-            );
-        }
-        for (name, help, counts) in [
-            (
-                "aether_ads_acks_total",
-                "Responses Envoy accepted.",
-                &self.acks,
-            ),
-            (
-                "aether_ads_nacks_total",
-                "Responses Envoy rejected.",
-                &self.nacks,
-            ),
-        ] {
-            header(&mut out, name, "counter", help);
-            for ty in ResourceType::ALL {
-                let n = counts.get(&ty).copied().unwrap_or(0);
-                let _ = writeln!(out, "{name}{{type=\"{}\"}} {n}", ty.short_name());
-            }
-        }
-        for (name, help, n) in [
-            (
-                "aether_ads_streams_refused_total",
-                "ADS streams refused because the server had its maximum open.",
-                self.refused,
-            ),
-            (
-                "aether_ads_stalled_streams_disconnected_total",
-                "ADS streams ended because the peer stopped reading responses.",
-                self.stalled,
-            ),
-        ] {
-            header(&mut out, name, "counter", help);
-            let _ = writeln!(out, "{name} {n}");
-        }
-        header(
-            &mut out,
-            "aether_ads_pushes_total",
-            "counter",
-            "Discovery responses sent.",
-        );
-        for ty in ResourceType::ALL {
-            for p in protocols {
-                let n = self.pushes.get(&(ty, p)).copied().unwrap_or(0);
-                let _ = writeln!(
-                    out,
-                    "aether_ads_pushes_total{{type=\"{}\",protocol=\"{}\"}} {n}",
-                    ty.short_name(),
-                    p.as_str()
-                );
-            }
-        }
-        out
     }
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+impl AdsMetrics {
+    /// Registers every series under `registry` (the binary gives it the
+    /// `aether_ads` prefix); counters get their `_total` from the encoder.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "connected_streams",
+            "ADS streams currently open",
+            self.connected.clone(),
+        );
+        registry.register(
+            "streams",
+            "ADS streams opened since start",
+            self.streams.clone(),
+        );
+        registry.register("acks", "Responses Envoy accepted", self.acks.clone());
+        registry.register("nacks", "Responses Envoy rejected", self.nacks.clone());
+        registry.register(
+            "streams_refused",
+            "ADS streams refused because the server had its maximum open",
+            self.refused.clone(),
+        );
+        registry.register(
+            "stalled_streams_disconnected",
+            "ADS streams ended because the peer stopped reading responses",
+            self.stalled.clone(),
+        );
+        registry.register("pushes", "Discovery responses sent", self.pushes.clone());
+    }
+
+    pub(super) fn connect(&self, p: Protocol) {
+        self.connected.get(&protocol(p)).inc();
+        self.streams.get(&protocol(p)).inc();
+    }
+
+    pub(super) fn disconnect(&self, p: Protocol) {
+        self.connected.get(&protocol(p)).dec();
+    }
+
+    pub(super) fn ack(&self, ty: ResourceType) {
+        self.acks.get(&of_type(ty)).inc();
+    }
+
+    pub(super) fn nack(&self, ty: ResourceType) {
+        self.nacks.get(&of_type(ty)).inc();
+    }
+
+    pub(super) fn refuse(&self) {
+        self.refused.inc();
+    }
+
+    pub(super) fn stall(&self) {
+        self.stalled.inc();
+    }
+
+    pub(super) fn push(&self, ty: ResourceType, p: Protocol) {
+        self.pushes.get(&type_protocol(ty, p)).inc();
+    }
+
+    /// Streams of protocol `p` open now.
+    pub fn connected(&self, p: Protocol) -> i64 {
+        self.connected.get(&protocol(p)).get()
+    }
+
+    /// Streams of protocol `p` opened since start.
+    pub fn streams(&self, p: Protocol) -> u64 {
+        self.streams.get(&protocol(p)).get()
+    }
+
+    pub fn acks(&self, ty: ResourceType) -> u64 {
+        self.acks.get(&of_type(ty)).get()
+    }
+
+    pub fn nacks(&self, ty: ResourceType) -> u64 {
+        self.nacks.get(&of_type(ty)).get()
+    }
+
+    pub fn pushes(&self, ty: ResourceType, p: Protocol) -> u64 {
+        self.pushes.get(&type_protocol(ty, p)).get()
+    }
+
+    /// Streams refused for want of room.
+    pub fn refused(&self) -> u64 {
+        self.refused.get()
+    }
+
+    /// Streams ended because their peer stopped reading.
+    pub fn stalled(&self) -> u64 {
+        self.stalled.get()
+    }
 }

@@ -8,7 +8,7 @@
 //!        ├─ gateway_state(s)(snapshot, ..)  Acked / Pending / Nacked(msg), whole Gateways
 //!        ├─ served(snapshot)         per Gateway: its listeners and each route (`served.rs`)
 //!        ├─ debug_view()             per node, per type: ACKed version, last NACK
-//!        ├─ render_metrics()         Prometheus text
+//!        ├─ metrics()                the ADS counters (`AdsMetrics`, registered by the binary)
 //!        └─ subscribe()              a counter bumped on every change
 //! ```
 //!
@@ -32,7 +32,7 @@ mod view;
 #[cfg(test)]
 mod tests;
 
-pub use metrics::Protocol;
+pub use metrics::{AdsMetrics, Protocol};
 pub use served::GatewayServed;
 pub use view::{FleetView, NackView, NodeView, TypeView};
 
@@ -42,10 +42,9 @@ use crate::subscription::Versions;
 use aether_ir::{AckState, ObjectRef};
 use aether_xds::{GatewayResources, ResourceType, Snapshot};
 use dashmap::DashMap;
-use metrics::Metrics;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::sync::watch;
 
 /// Shared by every stream of one ADS server; cheap to clone.
@@ -65,7 +64,7 @@ impl std::fmt::Debug for Fleet {
 struct Shared {
     next_stream: AtomicU64,
     streams: DashMap<u64, StreamState>,
-    metrics: Mutex<Metrics>,
+    metrics: AdsMetrics,
     history: RwLock<served::History>,
     holdback: Mutex<HoldBack>,
 }
@@ -138,7 +137,7 @@ impl Fleet {
                 refused: Vec::new(),
             },
         );
-        self.metrics().connected(protocol);
+        self.metrics().connect(protocol);
         self.bump();
         FleetStream {
             fleet: self.clone(),
@@ -193,24 +192,24 @@ impl Fleet {
         FleetView::of(&nodes(&streams))
     }
 
-    /// Prometheus text exposition of the ADS counters.
-    pub fn render_metrics(&self) -> String {
-        self.metrics().render()
+    /// The ADS counters: registered once by the binary, read by tests.
+    pub fn metrics(&self) -> &AdsMetrics {
+        &self.shared.metrics
     }
 
     /// Counts a stream refused for want of room.
     pub fn stream_refused(&self) {
-        self.metrics().refused();
+        self.metrics().refuse();
     }
 
     /// Counts a stream ended because its peer stopped reading.
     pub fn slow_reader_disconnected(&self) {
-        self.metrics().stalled();
+        self.metrics().stall();
     }
 
     /// Counts a response sent on some stream.
     pub fn record_push(&self, ty: ResourceType, protocol: Protocol) {
-        self.metrics().pushed(ty, protocol);
+        self.metrics().push(ty, protocol);
     }
 
     fn record(&self, id: u64, event: &Event) {
@@ -235,7 +234,7 @@ impl Fleet {
                         stream.last_nack = None;
                     }
                     drop(stream);
-                    self.metrics().acked(*ty);
+                    self.metrics().ack(*ty);
                 }
                 Event::Nacked { ty, nack } => {
                     if stream.refused.len() == MAX_REFUSED {
@@ -245,7 +244,7 @@ impl Fleet {
                     stream.nacks.insert(*ty, nack.clone());
                     stream.last_nack = Some(*ty);
                     drop(stream);
-                    self.metrics().nacked(*ty);
+                    self.metrics().nack(*ty);
                 }
             }
         }
@@ -254,7 +253,7 @@ impl Fleet {
 
     fn disconnect(&self, id: u64) {
         if let Some((_, stream)) = self.shared.streams.remove(&id) {
-            self.metrics().disconnected(stream.protocol);
+            self.metrics().disconnect(stream.protocol);
         }
         self.bump();
     }
@@ -277,13 +276,6 @@ impl Fleet {
     }
 
     // A panic while holding a lock leaves plain data behind; keep serving it.
-    fn metrics(&self) -> MutexGuard<'_, Metrics> {
-        self.shared
-            .metrics
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
     fn history(&self) -> RwLockReadGuard<'_, served::History> {
         self.shared
             .history

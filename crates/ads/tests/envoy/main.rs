@@ -18,7 +18,7 @@ mod config;
 #[path = "../support/mod.rs"]
 mod support;
 
-use aether_ads::{AckState, AdsServer, Fleet, bind, serve_on};
+use aether_ads::{AckState, AdsServer, Fleet, Protocol, bind, serve_on};
 use aether_ir::ObjectRef;
 use aether_xds::Snapshot;
 use config::{Variant, bad, other, snapshot, snapshot_with, web, with_other};
@@ -167,9 +167,14 @@ fn describe(fleet: &Fleet, s: &Snapshot, gw: &ObjectRef) -> String {
 
 /// How many responses of type `ty` (`"RDS"`, `"LDS"`) the fleet has pushed.
 fn pushes(fleet: &Fleet, ty: &str) -> u64 {
-    let metrics = fleet.render_metrics();
-    let label = format!("type=\"{ty}\"");
-    aether_testkit::metric_sum(&metrics, "aether_ads_pushes_total", &[&label])
+    let ty = aether_xds::ResourceType::ALL
+        .into_iter()
+        .find(|t| t.short_name() == ty)
+        .expect("an xDS type");
+    Protocol::ALL
+        .into_iter()
+        .map(|p| fleet.metrics().pushes(ty, p))
+        .sum()
 }
 
 /// A running Envoy, killed when dropped. Dropped while the test panics (an

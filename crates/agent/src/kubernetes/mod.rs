@@ -17,19 +17,21 @@
 //! for the local Envoy to catch up, so a node takes traffic only then.
 
 mod fleet;
+mod metrics;
 
 use crate::admin::{self, AdminState};
 use crate::pipeline::Pipeline;
 use crate::serve;
 use aether_ads::Fleet;
+use aether_k8s::Index;
 use aether_k8s::duties::{self, SETTLE};
 use aether_k8s::leader::{self, LeaderConfig, LeaderElector};
 use aether_k8s::service::{self, AddressMode, ServiceConfig, ServiceMetrics};
 use aether_k8s::status::StatusWriter;
-use aether_k8s::{Index, ServedVersions};
 use aether_report::Reports;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use metrics::{Registered, registry};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -402,47 +404,17 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
     let admin_state = Arc::new(AdminState {
         published: pipeline.subscribe(),
         fleet: fleet.clone(),
-        metrics: vec![
-            Box::new({
-                let stats = pipeline.stats.clone();
-                move || stats.render()
-            }),
-            Box::new(move || writer.render_metrics()),
-            Box::new(move || service_metrics.render()),
-            Box::new(move || report_refusals.render()),
-            // The fleet as the leader joins it; a follower's would be its own node only.
-            Box::new({
-                let (is_leader, reports) = (is_leader.clone(), reports.clone());
-                move || {
-                    if !*is_leader.borrow() {
-                        return String::new();
-                    }
-                    let mut out = convergence.render(std::time::Instant::now());
-                    out.push_str(&reports.render_metrics());
-                    out
-                }
-            }),
-            Box::new({
-                let served = served.clone();
-                // Nothing before the first discovery: no kind is known missing yet.
-                move || {
-                    served
-                        .borrow()
-                        .as_ref()
-                        .map(ServedVersions::render_metrics)
-                        .unwrap_or_default()
-                }
-            }),
-            Box::new({
-                let is_leader = is_leader.clone();
-                move || {
-                    format!(
-                        "# HELP aether_edge_leader Whether this agent leads (writes status and Services).\n# TYPE aether_edge_leader gauge\naether_edge_leader {}\n",
-                        u8::from(*is_leader.borrow())
-                    )
-                }
-            }),
-        ],
+        metrics: registry(&Registered {
+            fleet: &fleet,
+            stats: &pipeline.stats,
+            writer: writer.metrics(),
+            services: &service_metrics,
+            refusals: &report_refusals,
+            convergence,
+            reports: &reports,
+            served: served.clone(),
+            is_leader: is_leader.clone(),
+        }),
         status_view: Box::new(move |_| status_inputs.borrow().plan.clone()),
         envoy_ready: Some(envoy_ready),
         config_problems: None,

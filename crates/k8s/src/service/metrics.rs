@@ -1,76 +1,96 @@
-//! Counters of edge Service writes, for `/metrics`.
+//! Counters of edge Service writes: typed handles registered in the binary's
+//! registry.
 //!
 //! ```text
-//!  reconcile result ──observe──► ServiceMetrics (atomics) ──render──► Prometheus text
+//!  reconcile result ──observe──► ServiceMetrics (counter handles) ──register──► Registry
 //! ```
 
 use super::reconcile::ServiceError;
 use super::{ReconcileErrors, ReconcileReport};
-use std::sync::atomic::{AtomicU64, Ordering};
+use aether_metrics::Series;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 
-/// Totals over every reconcile observed (shared; cheap to update).
-#[derive(Debug, Default)]
+type Labels = [(&'static str, &'static str); 2];
+
+fn write(op: &'static str, result: &'static str) -> Labels {
+    [("op", op), ("result", result)]
+}
+
+/// Totals over every reconcile observed (shared; cheap to update and clone).
+#[derive(Debug, Clone)]
 pub struct ServiceMetrics {
-    applied: AtomicU64,
-    apply_failed: AtomicU64,
-    deleted: AtomicU64,
-    delete_failed: AtomicU64,
-    unchanged: AtomicU64,
-    reconciles_failed: AtomicU64,
+    writes: Series<Labels, Counter>,
+    unchanged: Counter,
+    reconciles_failed: Counter,
+}
+
+impl Default for ServiceMetrics {
+    fn default() -> Self {
+        let writes = ["apply", "delete"]
+            .into_iter()
+            .flat_map(|op| ["ok", "error"].map(|result| write(op, result)));
+        ServiceMetrics {
+            writes: Series::new(writes),
+            unchanged: Counter::default(),
+            reconciles_failed: Counter::default(),
+        }
+    }
 }
 
 impl ServiceMetrics {
+    /// `aether_edge_service_*` under a registry prefixed `aether_edge`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "service_writes",
+            "Edge Service writes by operation and result",
+            self.writes.clone(),
+        );
+        registry.register(
+            "service_unchanged",
+            "Edge Services already as desired (no write)",
+            self.unchanged.clone(),
+        );
+        registry.register(
+            "service_reconciles_failed",
+            "Reconciles with at least one failed write (requeued)",
+            self.reconciles_failed.clone(),
+        );
+    }
+
     /// Counts what one reconcile did, failures included.
     pub fn observe(&self, result: &Result<ReconcileReport, ReconcileErrors>) {
         let report = match result {
             Ok(report) => report,
             Err(errors) => {
-                self.reconciles_failed.fetch_add(1, Ordering::Relaxed);
+                self.reconciles_failed.inc();
                 for e in errors.errors.values() {
-                    let counter = match e {
-                        ServiceError::Apply { .. } => &self.apply_failed,
-                        ServiceError::Delete { .. } => &self.delete_failed,
+                    let op = match e {
+                        ServiceError::Apply { .. } => "apply",
+                        ServiceError::Delete { .. } => "delete",
                     };
-                    counter.fetch_add(1, Ordering::Relaxed);
+                    self.writes.get(&write(op, "error")).inc();
                 }
                 &errors.report
             }
         };
-        let add = |c: &AtomicU64, n: usize| c.fetch_add(n as u64, Ordering::Relaxed);
-        add(&self.applied, report.applied.len());
-        add(&self.deleted, report.deleted.len());
-        add(&self.unchanged, report.unchanged.len());
+        let add = |op, n: usize| self.writes.get(&write(op, "ok")).inc_by(n as u64);
+        add("apply", report.applied.len());
+        add("delete", report.deleted.len());
+        self.unchanged.inc_by(report.unchanged.len() as u64);
     }
 
-    /// Prometheus text exposition.
-    pub fn render(&self) -> String {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let mut out = String::from(
-            "# HELP aether_edge_service_writes_total Edge Service writes by operation and result.\n\
-             # TYPE aether_edge_service_writes_total counter\n",
-        );
-        for (op, result, c) in [
-            ("apply", "ok", &self.applied),
-            ("apply", "error", &self.apply_failed),
-            ("delete", "ok", &self.deleted),
-            ("delete", "error", &self.delete_failed),
-        ] {
-            out.push_str(&format!(
-                "aether_edge_service_writes_total{{op=\"{op}\",result=\"{result}\"}} {}\n",
-                get(c)
-            ));
-        }
-        out.push_str(&format!(
-            "# HELP aether_edge_service_unchanged_total Edge Services already as desired (no write).\n\
-             # TYPE aether_edge_service_unchanged_total counter\n\
-             aether_edge_service_unchanged_total {}\n\
-             # HELP aether_edge_service_reconciles_failed_total Reconciles with at least one failed write (requeued).\n\
-             # TYPE aether_edge_service_reconciles_failed_total counter\n\
-             aether_edge_service_reconciles_failed_total {}\n",
-            get(&self.unchanged),
-            get(&self.reconciles_failed),
-        ));
-        out
+    /// Writes of `op` (`apply`, `delete`) with `result` (`ok`, `error`).
+    pub fn writes(&self, op: &'static str, result: &'static str) -> u64 {
+        self.writes.get(&write(op, result)).get()
+    }
+
+    pub fn unchanged(&self) -> u64 {
+        self.unchanged.get()
+    }
+
+    pub fn reconciles_failed(&self) -> u64 {
+        self.reconciles_failed.get()
     }
 }
 
@@ -101,16 +121,10 @@ mod tests {
                 ..Default::default()
             },
         }));
-        let text = m.render();
-        for line in [
-            "aether_edge_service_writes_total{op=\"apply\",result=\"ok\"} 2",
-            "aether_edge_service_writes_total{op=\"apply\",result=\"error\"} 1",
-            "aether_edge_service_writes_total{op=\"delete\",result=\"ok\"} 1",
-            "aether_edge_service_writes_total{op=\"delete\",result=\"error\"} 0",
-            "aether_edge_service_unchanged_total 1",
-            "aether_edge_service_reconciles_failed_total 1",
-        ] {
-            assert!(text.contains(line), "{line} missing in\n{text}");
-        }
+        assert_eq!(m.writes("apply", "ok"), 2);
+        assert_eq!(m.writes("apply", "error"), 1);
+        assert_eq!(m.writes("delete", "ok"), 1);
+        assert_eq!(m.writes("delete", "error"), 0);
+        assert_eq!((m.unchanged(), m.reconciles_failed()), (1, 1));
     }
 }

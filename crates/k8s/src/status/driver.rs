@@ -256,6 +256,7 @@ fn now() -> Time {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::{StatusKind, WriteResult};
     use aether_gateway::{Config, Store, translate};
 
     const CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\n\
@@ -289,12 +290,7 @@ mod tests {
     }
 
     fn failed_batches(writer: &StatusWriter) -> u64 {
-        let text = writer.render_metrics();
-        text.lines()
-            .find_map(|l| l.strip_prefix("aether_edge_status_batches_failed_total "))
-            .unwrap()
-            .parse()
-            .unwrap()
+        writer.metrics().batches_failed()
     }
 
     fn mk_patch(name: &str, reason: &str, at: &str) -> StatusPatch {
@@ -367,11 +363,10 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let tries = failed_batches(&writer);
         assert!((2..=6).contains(&tries), "{tries} batches in 1.5 s");
-        assert!(
-            writer.render_metrics().contains(
-                "aether_edge_status_writes_total{kind=\"GatewayClass\",result=\"error\"} "
-            )
-        );
+        let failed = writer
+            .metrics()
+            .writes(StatusKind::GatewayClass, WriteResult::Error);
+        assert!(failed >= 1, "{failed} failed GatewayClass writes");
 
         // Leadership lost: the retries stop.
         leader_tx.send(false).unwrap();

@@ -16,8 +16,8 @@
 //!
 //! Wiring (the agent): publish the latest `Arc<StatusInputs>` on a `watch` whenever
 //! the store, the plan or the fleet's ACKs change, then
-//! `tokio::spawn(status::run(client, inputs, is_leader, writer.clone()))` and add
-//! `writer.render_metrics()` to `/metrics`. `is_leader` comes from
+//! `tokio::spawn(status::run(client, inputs, is_leader, writer.clone()))` and register
+//! `writer.metrics()` in the binary's registry. `is_leader` comes from
 //! [`crate::leader::LeaderElector::is_leader`] or [`crate::leader::always_leader`].
 //!
 //! Kinds: GatewayClass, Gateway, every route kind the plan has (HTTPRoute,
@@ -37,6 +37,7 @@
 mod condition;
 mod driver;
 mod listener_set;
+pub mod metrics;
 pub mod patch;
 mod policy;
 mod route;
@@ -54,5 +55,6 @@ mod test_support;
 mod tests;
 
 pub use driver::{DEBOUNCE, MAX_DELAY, run};
+pub use metrics::{StatusMetrics, WriteResult};
 pub use patch::{Computed, StatusInputs, StatusKind, StatusPatch, compute};
 pub use writer::{FIELD_MANAGER, StatusWriter, WriteError, WriteErrors, WriteFailure, WriteReport};

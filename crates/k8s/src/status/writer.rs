@@ -18,9 +18,9 @@
 //! lagging watch delivers them one by one). Any other version (ours caught up,
 //! or someone else's) ends the overlay.
 
+use super::metrics::{StatusMetrics, WriteResult};
 use super::patch::{Settled, StatusInputs, StatusKind, StatusPatch, compute_over};
 use crate::discovery::GROUP;
-use crate::histogram::Histogram;
 use crate::recent::RecentWrites;
 use crate::watch::convert;
 use aether_gateway::{Store, StoreObject};
@@ -39,10 +39,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tracing::{debug, warn};
 
@@ -118,28 +116,15 @@ fn join(failures: &[WriteFailure]) -> String {
 /// the store shows them ([`crate::recent`]).
 type Written = RecentWrites<(StatusKind, ObjectRef), Store>;
 
-#[derive(Default)]
-struct Counters {
-    ok: AtomicU64,
-    failed: AtomicU64,
-    gone: AtomicU64,
-}
-
 /// Applies status patches and counts what happened.
 pub struct StatusWriter {
     timeout: Duration,
     concurrency: usize,
-    counters: BTreeMap<StatusKind, Counters>,
-    unchanged: AtomicU64,
-    batches_failed: AtomicU64,
+    metrics: StatusMetrics,
     written: Mutex<Written>,
     /// Routes found as planned, so the next compute need not read them again.
     settled: Mutex<Settled>,
-    /// Fleet report → batch written, per batch that followed one.
-    follow: Mutex<Histogram>,
 }
-
-const FOLLOW_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5];
 
 impl Default for StatusWriter {
     /// 10 s per write, 16 in flight: an ACK that flips 40 objects lands in well
@@ -155,22 +140,15 @@ impl StatusWriter {
         StatusWriter {
             timeout,
             concurrency: concurrency.max(1),
-            counters: StatusKind::ALL
-                .into_iter()
-                .map(|k| (k, Counters::default()))
-                .collect(),
-            unchanged: AtomicU64::new(0),
-            batches_failed: AtomicU64::new(0),
+            metrics: StatusMetrics::default(),
             written: Mutex::default(),
             settled: Mutex::default(),
-            follow: Mutex::new(Histogram::new(&FOLLOW_BUCKETS)),
         }
     }
 
     /// A batch written `lag` after the fleet report it follows.
     pub fn observe_follow(&self, lag: Duration) {
-        let mut h = self.follow.lock().expect("follow histogram lock");
-        h.observe(lag);
+        self.metrics.follow(lag);
     }
 
     /// The patches for `inputs`, computed against the store with our own recent
@@ -182,8 +160,7 @@ impl StatusWriter {
             let top = overlay(&mut written, &inputs.store);
             compute_over(inputs, top.as_ref(), &mut settled, now)
         };
-        self.unchanged
-            .fetch_add(computed.unchanged as u64, Ordering::Relaxed);
+        self.metrics.unchanged_by(computed.unchanged);
         computed.patches
     }
 
@@ -205,11 +182,10 @@ impl StatusWriter {
         let mut report = WriteReport::default();
         let mut failures = Vec::new();
         for (patch, result) in results {
-            let counters = &self.counters[&patch.kind];
             let id = (patch.kind, patch.object.clone());
             match result {
                 Ok(Some(after)) => {
-                    counters.ok.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.written(patch.kind, WriteResult::Ok);
                     let mut written = self.written.lock().expect("writer lock");
                     let returned = seen(patch.kind, &after, &patch.object).flatten();
                     debug!(
@@ -223,11 +199,11 @@ impl StatusWriter {
                     report.written.push(id);
                 }
                 Ok(None) => {
-                    counters.gone.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.written(patch.kind, WriteResult::Gone);
                     report.gone.push(id);
                 }
                 Err(error) => {
-                    counters.failed.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.written(patch.kind, WriteResult::Error);
                     warn!(kind = %patch.kind, object = %patch.object, %error, "status write failed");
                     failures.push(WriteFailure {
                         kind: patch.kind,
@@ -243,7 +219,7 @@ impl StatusWriter {
         if failures.is_empty() {
             Ok(report)
         } else {
-            self.batches_failed.fetch_add(1, Ordering::Relaxed);
+            self.metrics.batch_failed();
             Err(WriteErrors { failures, report })
         }
     }
@@ -291,36 +267,9 @@ impl StatusWriter {
             .map_err(|_| WriteError::Timeout(self.timeout))?
     }
 
-    /// Prometheus text exposition of the writer's counters.
-    pub fn render_metrics(&self) -> String {
-        let mut out = String::from(
-            "# HELP aether_edge_status_writes_total Status subresource writes by kind and result.\n\
-             # TYPE aether_edge_status_writes_total counter\n",
-        );
-        for (kind, c) in &self.counters {
-            for (result, n) in [("ok", &c.ok), ("error", &c.failed), ("gone", &c.gone)] {
-                out.push_str(&format!(
-                    "aether_edge_status_writes_total{{kind=\"{kind}\",result=\"{result}\"}} {}\n",
-                    n.load(Ordering::Relaxed)
-                ));
-            }
-        }
-        out.push_str(&format!(
-            "# HELP aether_edge_status_unchanged_total Objects whose status already matched the plan (no write).\n\
-             # TYPE aether_edge_status_unchanged_total counter\n\
-             aether_edge_status_unchanged_total {}\n\
-             # HELP aether_edge_status_batches_failed_total Status batches with at least one failed write (requeued).\n\
-             # TYPE aether_edge_status_batches_failed_total counter\n\
-             aether_edge_status_batches_failed_total {}\n",
-            self.unchanged.load(Ordering::Relaxed),
-            self.batches_failed.load(Ordering::Relaxed),
-        ));
-        self.follow.lock().expect("follow histogram lock").render(
-            "aether_edge_status_follow_seconds",
-            "From a fleet report changing what is served to the status batch that follows it being written.",
-            &mut out,
-        );
-        out
+    /// What the writer counted: registered by the binary, read by tests.
+    pub fn metrics(&self) -> &StatusMetrics {
+        &self.metrics
     }
 }
 

@@ -9,8 +9,8 @@
 use crate::support::{create, create_class, create_namespaces, list_into};
 use aether_gateway::{AckState, Addresses, Config, Served, Store, assemble, translate};
 use aether_k8s::leader::always_leader;
-use aether_k8s::status::{self, StatusInputs, StatusWriter};
-use aether_testkit::{ApiServer, metric_sum, parent_controllers};
+use aether_k8s::status::{self, StatusInputs, StatusKind, StatusWriter, WriteResult};
+use aether_testkit::{ApiServer, parent_controllers};
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
@@ -408,12 +408,9 @@ async fn an_outage_names_and_counts_every_failed_object(w: &mut World) -> Store 
     assert!(!failing.is_empty());
     let failed = "Gateway infra/web";
     then_the_batch_fails(w, failing, "API server down", failed, failed).await;
-    let metrics = w.writer.render_metrics();
-    assert!(gateway_writes(&metrics, "error") >= 1, "{metrics}");
-    assert!(
-        metric_sum(&metrics, "aether_edge_status_batches_failed_total", &[]) >= 2,
-        "{metrics}"
-    );
+    let metrics = w.writer.metrics();
+    assert!(gateway_writes(w, WriteResult::Error) >= 1, "{metrics:?}");
+    assert!(metrics.batches_failed() >= 2, "{metrics:?}");
     store
 }
 
@@ -429,7 +426,7 @@ async fn the_driver_retries_until_the_server_is_back(w: &mut World, store: Store
         w.writer.clone(),
     ));
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let errors_during_outage = gateway_writes(&w.writer.render_metrics(), "error");
+    let errors_during_outage = gateway_writes(w, WriteResult::Error);
     assert!(
         errors_during_outage >= 3,
         "the driver kept retrying: {errors_during_outage}"
@@ -453,15 +450,12 @@ async fn the_driver_retries_until_the_server_is_back(w: &mut World, store: Store
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     driver.abort();
-    let metrics = w.writer.render_metrics();
-    assert!(gateway_writes(&metrics, "ok") >= 3, "{metrics}");
-    assert!(
-        metric_sum(&metrics, "aether_edge_status_unchanged_total", &[]) >= 1,
-        "{metrics}"
-    );
+    let metrics = w.writer.metrics();
+    assert!(gateway_writes(w, WriteResult::Ok) >= 3, "{metrics:?}");
+    assert!(metrics.unchanged() >= 1, "{metrics:?}");
 }
 
-/// Gateway status writes with `result` (`ok`, `error`), from the writer's metrics.
-fn gateway_writes(metrics: &str, result: &str) -> u64 {
-    aether_testkit::status_writes(metrics, "Gateway", result)
+/// Gateway status writes with `result`, as the writer counted them.
+fn gateway_writes(w: &World, result: WriteResult) -> u64 {
+    w.writer.metrics().writes(StatusKind::Gateway, result)
 }
