@@ -504,6 +504,9 @@ async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: Addres
                         service::problems(None, &unallocated)
                     })
                 });
+                // A cluster change translated is a configuration load (the
+                // cluster's objects are already valid: none fails here).
+                pipeline.stats.loads_ok.inc();
                 if published {
                     info!(objects = store.len(), "configuration published");
                 }

@@ -177,6 +177,15 @@ async fn http_and_tcp_routes_are_served(w: &World) {
     let r = http_get(&format!("{POD_IP}:{TCP_PORT}"), "example.test", "/", &[]).unwrap();
     assert_eq!(r.backend(), Some("b0"), "{r:?}");
     let metrics = w.agent.metrics();
+    // Each cluster change translated counts as a configuration load.
+    let loads = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("aether_edge_config_loads_total{result=\"ok\"} "))
+        .and_then(|v| v.parse::<f64>().ok());
+    assert!(
+        loads.is_some_and(|n| n >= 1.0),
+        "config loads {loads:?} in:\n{metrics}"
+    );
     for kind in ["TCPRoute", "UDPRoute", "ListenerSet", "BackendTLSPolicy"] {
         let line = format!("aether_edge_kind_missing{{kind=\"{kind}\"}} 0");
         assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
