@@ -4,7 +4,7 @@
 //! ```text
 //!  Store ─┬─ shared objects (Services, EndpointSlices, Secrets, ConfigMaps,
 //!         │   Namespaces, ReferenceGrants, BackendTLSPolicies, ListenerSets,
-//!         │   GatewayClasses) ── any of them changed? ──► forget everything
+//!         │   GatewayClasses, ClusterTrustBundles) ── changed? ──► forget everything
 //!         ├─ each route ──────────────► RouteModel      (same object: reused)
 //!         └─ each Gateway of ours ──┐
 //!              its parentRefs' routes┴► GatewayUnit     (same Gateway object and

@@ -518,6 +518,7 @@ mod one_pass {
             "ConfigMap" => both::<ConfigMap>(&value),
             "Namespace" => both::<Namespace>(&value),
             "EndpointSlice" => both::<EndpointSlice>(&value),
+            "ClusterTrustBundle" => both::<ClusterTrustBundle>(&value),
             _ => return None,
         })
     }
