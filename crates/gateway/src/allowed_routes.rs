@@ -9,7 +9,7 @@
 
 use crate::status::{GROUP, RouteGroupKind};
 use crate::store::Store;
-use gateway_api::apis::standard::gateways::{
+use gateway_api::apis::experimental::gateways::{
     GatewayListenersAllowedRoutes, GatewayListenersAllowedRoutesNamespacesFrom,
     GatewayListenersAllowedRoutesNamespacesSelector,
 };
@@ -136,7 +136,7 @@ pub fn route_kinds(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions as Expr;
+    use gateway_api::apis::experimental::gateways::GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions as Expr;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
@@ -193,7 +193,7 @@ mod tests {
         let spec = |selector| GatewayListenersAllowedRoutes {
             kinds: None,
             namespaces: Some(
-                gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespaces {
+                gateway_api::apis::experimental::gateways::GatewayListenersAllowedRoutesNamespaces {
                     from: Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector),
                     selector,
                 },

@@ -27,7 +27,7 @@ use crate::status::GROUP;
 use crate::store::Store;
 use crate::vocabulary::listener;
 use aether_ir::{CaBundle, ClientValidation, ObjectRef};
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::ConfigMap;
 use rustls::pki_types::CertificateDer;
@@ -104,14 +104,14 @@ pub fn insecure_fallback(gw: &Gateway) -> bool {
     let default = frontend.default.validation.as_ref().is_some_and(|v| {
         matches!(
             v.mode,
-            Some(gateway_api::apis::standard::gateways::GatewayTlsFrontendDefaultValidationMode::AllowInsecureFallback)
+            Some(gateway_api::apis::experimental::gateways::GatewayTlsFrontendDefaultValidationMode::AllowInsecureFallback)
         )
     });
     let per_port = frontend.per_port.iter().flatten().any(|p| {
         p.tls.validation.as_ref().is_some_and(|v| {
             matches!(
                 v.mode,
-                Some(gateway_api::apis::standard::gateways::GatewayTlsFrontendPerPortTlsValidationMode::AllowInsecureFallback)
+                Some(gateway_api::apis::experimental::gateways::GatewayTlsFrontendPerPortTlsValidationMode::AllowInsecureFallback)
             )
         })
     });
@@ -119,7 +119,7 @@ pub fn insecure_fallback(gw: &Gateway) -> bool {
 }
 
 fn spec_for_port(gw: &Gateway, port: u16) -> Option<Spec<'_>> {
-    use gateway_api::apis::standard::gateways::{
+    use gateway_api::apis::experimental::gateways::{
         GatewayTlsFrontendDefaultValidationMode as DefaultMode,
         GatewayTlsFrontendPerPortTlsValidationMode as PortMode,
     };

@@ -28,8 +28,8 @@ use crate::status::{Condition, Identity, ListenerCondition, RouteGroupKind};
 use crate::store::Store;
 use crate::vocabulary::listener;
 use aether_ir::{Certificate, ClientValidation, ObjectRef, PortProtocol};
-use gateway_api::apis::standard::gateways::GatewayListenersTlsMode;
-use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners};
+use gateway_api::apis::experimental::gateways::GatewayListenersTlsMode;
+use gateway_api::apis::experimental::gateways::{Gateway, GatewayListeners};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
@@ -484,7 +484,7 @@ fn backend_client_certificate(
         .client_certificate_ref
         .as_ref()?;
     let as_listener_ref =
-        gateway_api::apis::standard::gateways::GatewayListenersTlsCertificateRefs {
+        gateway_api::apis::experimental::gateways::GatewayListenersTlsCertificateRefs {
             group: r.group.clone(),
             kind: r.kind.clone(),
             name: r.name.clone(),

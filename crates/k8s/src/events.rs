@@ -20,7 +20,7 @@ use aether_gateway::vocabulary::Word;
 use aether_gateway::{StatusPlan, Store, StoreObject};
 use aether_ir::ObjectRef;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;

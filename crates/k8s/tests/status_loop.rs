@@ -11,7 +11,7 @@ use aether_k8s::status::{self, StatusInputs, StatusWriter};
 use aether_testkit::{ApiServer, metric_sum};
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::PostParams;
 use kube::{Api, Client};

@@ -9,7 +9,7 @@
 
 use crate::support::*;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use std::time::Duration;

@@ -141,7 +141,7 @@ async fn routes_added_one_by_one_are_accepted_once_served(
 /// Settled: every route attached, and no write when nothing changed. Returns the
 /// writes so far.
 async fn nothing_is_written_while_nothing_changes(w: &World) -> u64 {
-    let gw = get_json::<gateway_api::apis::standard::gateways::Gateway>(&w.client, Some(NS), "gw")
+    let gw = get_json::<gateway_api::apis::experimental::gateways::Gateway>(&w.client, Some(NS), "gw")
         .await
         .unwrap();
     assert_eq!(

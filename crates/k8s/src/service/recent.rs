@@ -106,7 +106,7 @@ mod tests {
     use crate::service::{ServiceConfig, allocations, desired_services};
     use aether_ir::{Ir, ObjectRef};
     use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-    use gateway_api::apis::standard::gateways::Gateway;
+    use gateway_api::apis::experimental::gateways::Gateway;
     use serde_json::json;
     use std::collections::BTreeMap;
 

@@ -6,7 +6,7 @@ use aether_gateway::{
 };
 use aether_k8s::service::{self, ReconcileReport, ServiceConfig, desired_services, reconcile};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::ListParams;
 use kube::{Api, Client};

@@ -43,7 +43,7 @@ use checker::*;
 use driver::*;
 use futures::StreamExt;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use pause::pause;
