@@ -31,6 +31,7 @@ pub mod incremental;
 pub mod l4_route;
 pub mod lenient;
 pub mod listener;
+pub mod listener_filters;
 pub mod listener_set;
 pub mod load;
 pub mod object_name;
