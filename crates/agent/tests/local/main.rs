@@ -17,3 +17,4 @@ mod live_listener_filters;
 mod live_resilience;
 mod live_rotation;
 mod live_routing;
+mod live_trust_bundle;
