@@ -190,7 +190,8 @@ mod tests {
 
     #[test]
     fn from_selector_without_a_selector_admits_no_namespace() {
-        let spec = |selector| GatewayListenersAllowedRoutes {
+        let spec = |selector| {
+            GatewayListenersAllowedRoutes {
             kinds: None,
             namespaces: Some(
                 gateway_api::apis::experimental::gateways::GatewayListenersAllowedRoutesNamespaces {
@@ -198,6 +199,7 @@ mod tests {
                     selector,
                 },
             ),
+        }
         };
         let store = Store::default();
         let none = AllowedNamespaces::from_spec(Some(&spec(None)));

@@ -180,9 +180,7 @@ fn source(
 
 /// A ClusterTrustBundle's `spec.trustBundle`, every PEM certificate in it parsed.
 pub fn trust_bundle(store: &Store, name: &str) -> Result<String, String> {
-    let ctb: &ClusterTrustBundle = store
-        .get("", name)
-        .ok_or("ClusterTrustBundle not found")?;
+    let ctb: &ClusterTrustBundle = store.get("", name).ok_or("ClusterTrustBundle not found")?;
     let pem = &ctb.spec.trust_bundle;
     check_bundle(pem).map_err(|why| why.replace("ca.crt", "trustBundle"))?;
     Ok(pem.clone())

@@ -44,9 +44,9 @@ mod identity;
 mod unit;
 use crate::{Config, Translation, grpc_route, http_route, l4_route};
 use aether_ir::{Cluster, ObjectRef};
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
-use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
@@ -332,10 +332,9 @@ impl Translator {
                         && e.taken == *lost
                         && !e.services.iter().any(|s| stale.contains(s)) =>
                 {
-                    e
-                    .unit
-                    .listener_sets
-                    .iter()
+                    e.unit
+                        .listener_sets
+                        .iter()
                         .map(|(k, _)| k.clone())
                         .collect()
                 }

@@ -58,8 +58,8 @@ pub use status::StatusPlan;
 pub use store::{Store, StoreObject};
 
 use aether_ir::{Ir, ObjectRef};
-use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::experimental::gateways::{Gateway, GatewayListenersTlsMode};
+use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use std::collections::{BTreeMap, BTreeSet};

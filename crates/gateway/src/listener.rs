@@ -21,13 +21,13 @@
 //! programmable listeners reach the IR.
 
 use crate::Config;
-use crate::backend::Backends;
-use crate::listener_filters::{self, FilterError, ListenerFilters};
 use crate::allowed_routes::{self, AllowedNamespaces};
+use crate::backend::Backends;
 use crate::certificate;
 use crate::certificate::CertificateError;
 use crate::client_validation::{self, CaRefError};
 use crate::hostname::{self, Wildcard};
+use crate::listener_filters::{self, FilterError, ListenerFilters};
 use crate::status::{Condition, Identity, ListenerCondition, RouteGroupKind};
 use crate::store::Store;
 use crate::vocabulary::listener;

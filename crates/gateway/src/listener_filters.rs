@@ -235,7 +235,10 @@ fn external_auth(a: &GatewayListenersFiltersRequestsExternalAuth) -> Result<Exte
         ExternalAuthProtocol::Http => {
             let http = a.http.as_ref();
             (
-                names(http.and_then(|h| h.allowed_headers.as_ref()), "allowedHeaders")?,
+                names(
+                    http.and_then(|h| h.allowed_headers.as_ref()),
+                    "allowedHeaders",
+                )?,
                 names(
                     http.and_then(|h| h.allowed_response_headers.as_ref()),
                     "allowedResponseHeaders",

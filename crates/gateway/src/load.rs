@@ -16,12 +16,12 @@
 
 use crate::store::{DEFAULT_NAMESPACE, Store, StoreObject};
 use aether_ir::ObjectRef;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::experimental::listenersets::ListenerSet;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::experimental::listenersets::ListenerSet;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
@@ -417,9 +417,11 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
         ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(value),
         ("Namespace", "v1", _) => ctx.load::<Namespace>(value),
         ("EndpointSlice", "discovery.k8s.io/v1", _) => ctx.load::<EndpointSlice>(value),
-        ("ClusterTrustBundle", "certificates.k8s.io/v1beta1" | "certificates.k8s.io/v1alpha1", _) => {
-            ctx.load::<ClusterTrustBundle>(value)
-        }
+        (
+            "ClusterTrustBundle",
+            "certificates.k8s.io/v1beta1" | "certificates.k8s.io/v1alpha1",
+            _,
+        ) => ctx.load::<ClusterTrustBundle>(value),
         _ => Err(LoadError::UnknownKind {
             file: file.to_string(),
             line: at(text_line),

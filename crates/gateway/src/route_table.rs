@@ -20,8 +20,8 @@
 //! upstream; prior-knowledge HTTP/2 is what gRPC needs).
 
 use crate::hostname;
-use crate::listener_filters;
 use crate::listener::{GatewayModel, ListenerProtocol};
+use crate::listener_filters;
 use crate::precedence::{Precedence, RouteOrigin};
 use crate::route::{ForwardSpec, RedirectSpec, RouteModel, RuleAction};
 use aether_ir::{

@@ -31,7 +31,11 @@ pub async fn run(client: Client, index: Arc<Index>, rediscover: Duration) {
     loop {
         match served(&client).await {
             Ok(true) => {
-                info!(kind = "ClusterTrustBundle", version = GROUP_VERSION, "watching");
+                info!(
+                    kind = "ClusterTrustBundle",
+                    version = GROUP_VERSION,
+                    "watching"
+                );
                 return watch_kind::<ClusterTrustBundle>(client, index, None).await;
             }
             Ok(false) if !listed_empty => {
@@ -56,7 +60,10 @@ pub async fn run(client: Client, index: Arc<Index>, rediscover: Duration) {
 /// when it cannot answer.
 async fn served(client: &Client) -> Result<bool, kube::Error> {
     match client.list_api_group_resources(GROUP_VERSION).await {
-        Ok(list) => Ok(list.resources.iter().any(|r| r.kind == "ClusterTrustBundle")),
+        Ok(list) => Ok(list
+            .resources
+            .iter()
+            .any(|r| r.kind == "ClusterTrustBundle")),
         Err(kube::Error::Api(s)) if s.is_not_found() => Ok(false),
         Err(e) => Err(e),
     }

@@ -275,7 +275,12 @@ mod tests {
         // Within a list, the filters run in list order.
         let key = list_key(&[a, b]);
         let names: Vec<&str> = filters.iter().map(|f| f.name.as_str()).collect();
-        let at = |i| names.iter().position(|n| *n == filter_name(&key, i)).unwrap();
+        let at = |i| {
+            names
+                .iter()
+                .position(|n| *n == filter_name(&key, i))
+                .unwrap()
+        };
         assert!(at(0) < at(1));
     }
 }

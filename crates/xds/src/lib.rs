@@ -292,7 +292,12 @@ fn build_gateway(
         if let Some(reads) = &reads {
             for (ty, name) in std::iter::once((ResourceType::Cluster, cluster.clone()))
                 .chain([(ResourceType::Endpoint, cluster.clone())])
-                .chain(reads.iter().filter(|(ty, _)| *ty == ResourceType::Secret).cloned())
+                .chain(
+                    reads
+                        .iter()
+                        .filter(|(ty, _)| *ty == ResourceType::Secret)
+                        .cloned(),
+                )
             {
                 let part = match ty {
                     ResourceType::Endpoint => Part::Present,
@@ -334,7 +339,11 @@ fn referenced_clusters(table: &ir::RouteTable) -> impl Iterator<Item = (&str, &s
 fn pre_routing_clusters(port: &ir::Port) -> impl Iterator<Item = String> + '_ {
     port.route_table
         .iter()
-        .chain(port.tls_chains.iter().filter_map(|c| c.route_table.as_ref()))
+        .chain(
+            port.tls_chains
+                .iter()
+                .filter_map(|c| c.route_table.as_ref()),
+        )
         .flat_map(|t| &t.virtual_hosts)
         .flat_map(|vh| &vh.pre_routing)
         .filter_map(|a| a.cluster.clone())

@@ -38,7 +38,11 @@ fn edge_yaml(port: u16, authz: &AuthServer, web: &Backend, vip: &Backend) -> Str
 #[test]
 fn a_listener_filter_checks_every_request_of_its_listener_before_routing_and_no_other() {
     let (dir, logs) = (temp_dir("filters"), temp_dir("filters-logs"));
-    let (authz, web, vip) = (AuthServer::start(), Backend::start("web"), Backend::start("vip"));
+    let (authz, web, vip) = (
+        AuthServer::start(),
+        Backend::start("web"),
+        Backend::start("vip"),
+    );
     let port = free_port();
     std::fs::write(dir.join("edge.yaml"), edge_yaml(port, &authz, &web, &vip)).unwrap();
     let (xds, admin) = (

@@ -27,7 +27,13 @@ fn openssl(dir: &Path, args: &[&str]) {
 /// A CA `<name>.crt` / `<name>.key` and a client certificate it signed,
 /// `<name>-client.crt` / `.key`, in `dir`; returns the CA's PEM.
 fn make_ca_and_client(dir: &Path, name: &str) -> String {
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
     let (ca_crt, ca_key) = (format!("{name}.crt"), format!("{name}.key"));
     let (crt, key, csr) = (
         format!("{name}-client.crt"),
@@ -49,8 +55,21 @@ fn make_ca_and_client(dir: &Path, name: &str) -> String {
     openssl(
         dir,
         &[
-            "x509", "-req", "-in", &csr, "-CA", &ca_crt, "-CAkey", &ca_key, "-CAcreateserial",
-            "-days", "2", "-extfile", "client.ext", "-out", &crt,
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_crt,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "client.ext",
+            "-out",
+            &crt,
         ],
     );
     std::fs::read_to_string(dir.join(&ca_crt)).unwrap()
@@ -95,7 +114,8 @@ fn get_with(port: u16, dir: &Path, client: Option<&str>) -> String {
         .spawn()
         .expect("the `openssl` command");
     let mut stdin = child.stdin.take().unwrap();
-    let _ = stdin.write_all(b"GET /mtls HTTP/1.1\r\nhost: www.example.com\r\nconnection: close\r\n\r\n");
+    let _ = stdin
+        .write_all(b"GET /mtls HTTP/1.1\r\nhost: www.example.com\r\nconnection: close\r\n\r\n");
     // TLS 1.3: the server judges the client certificate after the handshake;
     // give the answer (or the alert) time to come back.
     std::thread::sleep(Duration::from_millis(1000));
@@ -125,11 +145,15 @@ fn a_client_ca_from_a_cluster_trust_bundle_admits_its_clients_and_no_others() {
     let _agent = Agent::start(agent_bin(), &dir, &xds, &admin, &logs, &[]);
     let _envoy = envoy("ctb", &xds, true, &logs);
 
-    wait_until(Duration::from_secs(30), "a client of the bundle's CA", || {
-        get_with(port, &certs, Some("ours"))
-            .contains("web /mtls")
-            .then_some(())
-    });
+    wait_until(
+        Duration::from_secs(30),
+        "a client of the bundle's CA",
+        || {
+            get_with(port, &certs, Some("ours"))
+                .contains("web /mtls")
+                .then_some(())
+        },
+    );
     let theirs = get_with(port, &certs, Some("theirs"));
     assert!(
         !theirs.contains("web /mtls") && theirs.contains("alert unknown ca"),

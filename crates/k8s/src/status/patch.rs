@@ -27,14 +27,14 @@ use aether_gateway::status::{
 };
 use aether_gateway::{StatusPlan, Store, StoreObject};
 use aether_ir::ObjectRef;
-use gateway_api::apis::standard::gatewayclasses::{
-    GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
-};
 use gateway_api::apis::experimental::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
 use gateway_api::apis::experimental::listenersets::ListenerSet;
+use gateway_api::apis::standard::gatewayclasses::{
+    GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -19,7 +19,10 @@ impl AuthServer {
     pub fn start() -> AuthServer {
         let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
-        let (checks, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+        let (checks, stop) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
         let (c, s) = (checks.clone(), stop.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
