@@ -34,7 +34,7 @@ mod wait;
 mod yaml;
 
 pub use agent::{Agent, tcp_xds_flag};
-pub use auth_server::AuthServer;
+pub use auth_server::{AuthServer, GrpcAuthServer};
 pub use backend::{Backend, serve_forever, tcp_echo, udp_echo};
 pub use child::ChildBackend;
 pub use envoy::Envoy;
