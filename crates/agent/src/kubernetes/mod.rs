@@ -48,8 +48,8 @@ use tracing::info;
 /// Two experimental features v1.7.0 has no conformance test for yet are
 /// claimed on our own live tests through a real Envoy instead
 /// (`crates/agent/tests/local`): `GatewayListenerFilters` (live_listener_filters)
-/// and `ClusterTrustBundle` (live_trust_bundle, and the golden case
-/// cluster-trust-bundle for BackendTLSPolicy).
+/// and `ClusterTrustBundle` (live_trust_bundle: frontend validation and
+/// BackendTLSPolicy).
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "BackendTLSPolicy",
     "BackendTLSPolicySANValidation",
