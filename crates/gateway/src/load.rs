@@ -417,11 +417,16 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
         ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(value),
         ("Namespace", "v1", _) => ctx.load::<Namespace>(value),
         ("EndpointSlice", "discovery.k8s.io/v1", _) => ctx.load::<EndpointSlice>(value),
-        (
-            "ClusterTrustBundle",
-            "certificates.k8s.io/v1beta1" | "certificates.k8s.io/v1alpha1",
-            _,
-        ) => ctx.load::<ClusterTrustBundle>(value),
+        ("ClusterTrustBundle", "certificates.k8s.io/v1beta1", _) => {
+            ctx.load::<ClusterTrustBundle>(value)
+        }
+        // The alpha version has the same fields; the type checks its apiVersion.
+        ("ClusterTrustBundle", "certificates.k8s.io/v1alpha1", _) => {
+            if let Some(m) = value.as_mapping_mut() {
+                m.insert("apiVersion".into(), "certificates.k8s.io/v1beta1".into());
+            }
+            ctx.load::<ClusterTrustBundle>(value)
+        }
         _ => Err(LoadError::UnknownKind {
             file: file.to_string(),
             line: at(text_line),
