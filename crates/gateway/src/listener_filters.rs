@@ -21,7 +21,9 @@ use crate::backend::{BackendRef, Backends, Upstream};
 use crate::hostname;
 use crate::listener::Listener;
 use crate::vocabulary::listener;
-use aether_ir::{Cluster, ExternalAuth, ExternalAuthProtocol, RouteTable, VirtualHost, names};
+use aether_ir::{
+    Cluster, ExternalAuth, ExternalAuthProtocol, RouteTable, TlsChain, VirtualHost, names,
+};
 use gateway_api::apis::experimental::gateways::{
     GatewayListeners, GatewayListenersFiltersRequests, GatewayListenersFiltersRequestsExternalAuth,
     GatewayListenersFiltersRequestsExternalAuthProtocol as Protocol,
@@ -209,6 +211,28 @@ pub fn place(table: &mut RouteTable, listeners: &[&Listener], refusing: &[&Liste
         if let Some((_, filters)) = owner {
             vh.pre_routing.clone_from(filters);
         }
+    }
+}
+
+/// The chain of an HTTPS listener not accepted for its filters: its SNI and
+/// certificates, and a route table that refuses every request.
+pub fn refusing_chain(l: &Listener, table: String) -> TlsChain {
+    let any = VirtualHost {
+        name: names::CATCH_ALL_VHOST.to_string(),
+        domains: vec![names::CATCH_ALL_VHOST.to_string()],
+        routes: vec![],
+        pre_routing: vec![ListenerFilters::refuse_all()],
+    };
+    TlsChain {
+        listener: l.ir_name(),
+        server_names: l.hostname.iter().cloned().collect(),
+        certificates: l.certificates.clone(),
+        client_validation: l.client_validation.clone(),
+        route_table: Some(RouteTable {
+            name: table,
+            virtual_hosts: vec![any],
+        }),
+        forward: None,
     }
 }
 

@@ -256,27 +256,11 @@ impl TableContext<'_> {
         }
         for &li in self.refusing {
             let l = &self.gw.listeners[li];
-            if l.protocol != Some(ListenerProtocol::Https) {
-                continue;
+            if l.protocol == Some(ListenerProtocol::Https) {
+                let table = names::route_table(ns, name, self.port, Some(&l.ir_name()));
+                chains.push(listener_filters::refusing_chain(l, table));
+                claimed.insert(l.hostname.clone().unwrap_or_else(|| "*".into()));
             }
-            let any = VirtualHost {
-                pre_routing: vec![listener_filters::ListenerFilters::refuse_all()],
-                name: names::CATCH_ALL_VHOST.to_string(),
-                domains: vec![names::CATCH_ALL_VHOST.to_string()],
-                routes: vec![],
-            };
-            chains.push(TlsChain {
-                listener: l.ir_name(),
-                server_names: l.hostname.iter().cloned().collect(),
-                certificates: l.certificates.clone(),
-                client_validation: l.client_validation.clone(),
-                route_table: Some(RouteTable {
-                    name: names::route_table(ns, name, self.port, Some(&l.ir_name())),
-                    virtual_hosts: vec![any],
-                }),
-                forward: None,
-            });
-            claimed.insert(l.hostname.clone().unwrap_or_else(|| "*".into()));
         }
         for &li in listeners {
             let l = &self.gw.listeners[li];

@@ -120,6 +120,21 @@ pub fn not_found(vh: &ir::VirtualHost) -> Option<Route> {
     })
 }
 
+/// The clusters of the authorization servers a port's filters ask: the
+/// Gateway's own (its listener names them, so Envoy must hold them first).
+pub fn clusters(port: &ir::Port) -> impl Iterator<Item = String> + '_ {
+    port.route_table
+        .iter()
+        .chain(
+            port.tls_chains
+                .iter()
+                .filter_map(|c| c.route_table.as_ref()),
+        )
+        .flat_map(|t| &t.virtual_hosts)
+        .flat_map(|vh| &vh.pre_routing)
+        .filter_map(|a| a.cluster.clone())
+}
+
 fn filter_name(list: &str, i: usize) -> String {
     format!("edge_ext_authz_{list}_{i}")
 }

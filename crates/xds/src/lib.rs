@@ -199,7 +199,7 @@ fn build_gateway(
             .collect();
         // Its connection managers' authorization servers: Envoy refuses an
         // ext_authz filter whose gRPC cluster it does not have.
-        let of_port = pre_routing_clusters(port).filter(|c| known(c).is_some());
+        let of_port = ext_authz::clusters(port).filter(|c| known(c).is_some());
         let of_port: BTreeSet<String> = of_port.collect();
         auth_clusters.extend(of_port.iter().cloned());
         let references: Vec<String> = l4_clusters.into_iter().chain(of_port).collect();
@@ -333,20 +333,6 @@ fn referenced_clusters(table: &ir::RouteTable) -> impl Iterator<Item = (&str, &s
             _ => None,
         })
         .flatten()
-}
-
-/// The clusters of the authorization servers a port's pre-routing filters ask.
-fn pre_routing_clusters(port: &ir::Port) -> impl Iterator<Item = String> + '_ {
-    port.route_table
-        .iter()
-        .chain(
-            port.tls_chains
-                .iter()
-                .filter_map(|c| c.route_table.as_ref()),
-        )
-        .flat_map(|t| &t.virtual_hosts)
-        .flat_map(|vh| &vh.pre_routing)
-        .filter_map(|a| a.cluster.clone())
 }
 
 /// The clusters a route table's mirrors copy requests to.
