@@ -232,7 +232,7 @@ fn rollout(
 /// How many Gateways say `Programmed=True` and how many of their listeners
 /// count one attached route.
 fn programmed(store: &Store) -> (usize, usize) {
-    use gateway_api::apis::standard::gateways::Gateway;
+    use gateway_api::apis::experimental::gateways::Gateway;
     let (mut programmed, mut attached) = (0, 0);
     for g in 0..GATEWAYS {
         let Some(status) = store

@@ -18,6 +18,7 @@ const ROOTS: &[&str] = &[
     "envoy/config/listener/v3/listener.proto",
     "envoy/config/route/v3/route.proto",
     "envoy/extensions/filters/http/cors/v3/cors.proto",
+    "envoy/extensions/filters/http/ext_authz/v3/ext_authz.proto",
     "envoy/extensions/filters/http/router/v3/router.proto",
     "envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector.proto",
     "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",

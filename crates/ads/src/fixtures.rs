@@ -277,6 +277,7 @@ pub fn mk_routes_snapshot(routes: &[(&str, &str)]) -> Arc<Snapshot> {
             route_table: Some(ir::RouteTable {
                 name: ir::names::route_table("infra", "web", 80, None),
                 virtual_hosts: vec![ir::VirtualHost {
+                    pre_routing: Vec::new(),
                     name: "*".into(),
                     domains: vec!["*".into()],
                     routes: routes.iter().map(|(n, p)| route(n, p)).collect(),

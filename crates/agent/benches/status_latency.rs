@@ -93,9 +93,10 @@ async fn bench() {
         Duration::from_secs(300),
         "every served route attached",
         || async move {
-            let gw = get_json::<gateway_api::apis::standard::gateways::Gateway>(c, Some(NS), "gw")
-                .await
-                .ok_or("no Gateway")?;
+            let gw =
+                get_json::<gateway_api::apis::experimental::gateways::Gateway>(c, Some(NS), "gw")
+                    .await
+                    .ok_or("no Gateway")?;
             let n = &gw["status"]["listeners"][0]["attachedRoutes"];
             if n == served {
                 Ok(())

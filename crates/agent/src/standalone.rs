@@ -446,7 +446,7 @@ mod tests {
                 p.as_ref().is_some_and(|p| {
                     let served: Vec<&str> = p
                         .store
-                        .all::<gateway_api::apis::standard::gateways::Gateway>()
+                        .all::<gateway_api::apis::experimental::gateways::Gateway>()
                         .keys()
                         .map(|k| k.name.as_str())
                         .collect();

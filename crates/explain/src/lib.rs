@@ -33,7 +33,7 @@ use aether_gateway::status::{Condition, condition};
 use aether_gateway::store::Store;
 use aether_gateway::vocabulary::{Word, gateway as gw_words};
 use aether_ir::{Ir, ObjectRef, PortProtocol};
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use matching::HostMatch;
 use serde::Serialize;
 

@@ -230,6 +230,7 @@ mod tests {
     #[test]
     fn virtual_hosts_exact_then_longest_wildcard_then_catch_all() {
         let vh = |d: &str| VirtualHost {
+            pre_routing: Vec::new(),
             name: d.into(),
             domains: vec![d.into()],
             routes: vec![],

@@ -47,6 +47,9 @@ pub(crate) fn http(
         ),
     };
     steps.push(Step::new("virtual host", what));
+    if let Some(answer) = pre_routing(vhost, steps) {
+        return answer;
+    }
 
     let verdicts: Vec<(&Route, Result<(), String>)> = vhost
         .routes
@@ -441,4 +444,39 @@ fn push_refused(steps: &mut Vec<Step>, refused: &[(String, String)]) {
     );
     step.notes = listed(refused.iter().map(|(text, _)| text.clone()));
     steps.push(step);
+}
+
+/// The listener's pre-routing filters, which run before any route is matched:
+/// a step naming them, and the answer when one can only refuse.
+fn pre_routing(vhost: &aether_ir::VirtualHost, steps: &mut Vec<Step>) -> Option<Answer> {
+    if vhost.pre_routing.is_empty() {
+        return None;
+    }
+    let mut step = Step::new(
+        "pre-routing",
+        "the listener's filters run first, in order; below: if they allow the request",
+    );
+    step.notes = vhost
+        .pre_routing
+        .iter()
+        .map(|a| match &a.cluster {
+            Some(c) => {
+                let over = match a.protocol {
+                    aether_ir::ExternalAuthProtocol::Http => "HTTP",
+                    aether_ir::ExternalAuthProtocol::Grpc => "gRPC",
+                };
+                format!("ExternalAuth over {over} asks cluster {c}; a denial is its answer")
+            }
+            None => "a filter that cannot run: every request is refused".into(),
+        })
+        .collect();
+    steps.push(step);
+    vhost
+        .pre_routing
+        .iter()
+        .any(|a| a.cluster.is_none())
+        .then(|| Answer::Respond {
+            status: 500,
+            why: "a pre-routing filter of the listener cannot run (see its status)".into(),
+        })
 }

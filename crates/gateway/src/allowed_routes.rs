@@ -9,7 +9,7 @@
 
 use crate::status::{GROUP, RouteGroupKind};
 use crate::store::Store;
-use gateway_api::apis::standard::gateways::{
+use gateway_api::apis::experimental::gateways::{
     GatewayListenersAllowedRoutes, GatewayListenersAllowedRoutesNamespacesFrom,
     GatewayListenersAllowedRoutesNamespacesSelector,
 };
@@ -136,7 +136,7 @@ pub fn route_kinds(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions as Expr;
+    use gateway_api::apis::experimental::gateways::GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions as Expr;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
@@ -190,14 +190,16 @@ mod tests {
 
     #[test]
     fn from_selector_without_a_selector_admits_no_namespace() {
-        let spec = |selector| GatewayListenersAllowedRoutes {
+        let spec = |selector| {
+            GatewayListenersAllowedRoutes {
             kinds: None,
             namespaces: Some(
-                gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespaces {
+                gateway_api::apis::experimental::gateways::GatewayListenersAllowedRoutesNamespaces {
                     from: Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector),
                     selector,
                 },
             ),
+        }
         };
         let store = Store::default();
         let none = AllowedNamespaces::from_spec(Some(&spec(None)));

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  BackendTLSPolicy ── targetRefs* (core Service, sectionName = a port's name)
-//!                   └─ validation ── caCertificateRefs* (ConfigMap ca.crt) | wellKnownCACertificates: System
+//!                   └─ validation ── caCertificateRefs* (ConfigMap ca.crt, ClusterTrustBundle
+//!                                    spec.trustBundle) | wellKnownCACertificates: System
 //!                                 ├─ hostname (the SNI; the name verified when no SANs)
 //!                                 └─ subjectAltNames* (Hostname → DNS, URI → URI; any of them)
 //! ```
@@ -17,7 +18,7 @@
 //! A policy's ancestors are the Gateways of our class that a route attached to
 //! them sends to the Service: each gets the policy's conditions.
 
-use crate::client_validation::check_bundle;
+use crate::client_validation::{check_bundle, is_trust_bundle, trust_bundle as trust_bundle_pem};
 use crate::status::{Condition, GROUP, Identity, ParentReference};
 use crate::store::Store;
 use crate::vocabulary::policy::{Reason, Type};
@@ -227,33 +228,44 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
         invalid.get_or_insert(why);
     }
     for r in v.ca_certificate_refs.iter().flatten() {
-        let shown = format!("{}/{}", key.namespace, r.name);
-        if !r.group.is_empty() || r.kind != "ConfigMap" {
+        let trust_bundle = is_trust_bundle(&r.group, &r.kind);
+        let shown = if trust_bundle {
+            format!("ClusterTrustBundle {}", r.name)
+        } else {
+            format!("{}/{}", key.namespace, r.name)
+        };
+        if !trust_bundle && (!r.group.is_empty() || r.kind != "ConfigMap") {
             let gk = crate::status::group_kind(&r.group, &r.kind);
             unresolved.push((
                 Reason::InvalidKind,
                 format!(
-                    "caCertificateRef {shown}: kind {gk} is not supported (only core ConfigMaps)"
+                    "caCertificateRef {shown}: kind {gk} is not supported (only core ConfigMaps and certificates.k8s.io ClusterTrustBundles)"
                 ),
             ));
             continue;
         }
-        let bundle = store
-            .get::<ConfigMap>(&key.namespace, &r.name)
-            .ok_or("ConfigMap not found".to_string())
-            .and_then(|cm| {
-                cm.data
-                    .as_ref()
-                    .and_then(|d| d.get("ca.crt"))
-                    .cloned()
-                    .ok_or("no ca.crt key".to_string())
-            })
-            .and_then(|b| check_bundle(&b).map(|()| b));
+        let bundle = if trust_bundle {
+            trust_bundle_pem(store, &r.name)
+        } else {
+            store
+                .get::<ConfigMap>(&key.namespace, &r.name)
+                .ok_or("ConfigMap not found".to_string())
+                .and_then(|cm| {
+                    cm.data
+                        .as_ref()
+                        .and_then(|d| d.get("ca.crt"))
+                        .cloned()
+                        .ok_or("no ca.crt key".to_string())
+                })
+                .and_then(|b| check_bundle(&b).map(|()| b))
+        };
         match bundle {
             Ok(b) => {
                 pem.push_str(b.trim_end());
                 pem.push('\n');
-                sources.push(ObjectRef::new(&key.namespace, &r.name));
+                // A ClusterTrustBundle's identity has no namespace.
+                let ns = if trust_bundle { "" } else { &key.namespace };
+                sources.push(ObjectRef::new(ns, &r.name));
             }
             Err(why) => unresolved.push((
                 Reason::InvalidCACertificateRef,

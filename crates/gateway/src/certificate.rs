@@ -15,7 +15,7 @@ use crate::status::GROUP;
 use crate::store::Store;
 use crate::vocabulary::listener;
 use aether_ir::Certificate;
-use gateway_api::apis::standard::gateways::GatewayListenersTlsCertificateRefs;
+use gateway_api::apis::experimental::gateways::GatewayListenersTlsCertificateRefs;
 use k8s_openapi::api::core::v1::Secret;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};

@@ -5,13 +5,17 @@
 //!  spec.tls.frontend ── perPort[port].tls.validation ── (replaces, never merges)
 //!                    └─ default.validation ──────────── every other HTTPS port
 //!  validation ── caCertificateRefs* ── ConfigMap (core) `ca.crt`, PEM certificates
+//!             │                    └─ ClusterTrustBundle (certificates.k8s.io,
+//!             │                       cluster-scoped, no namespace) `spec.trustBundle`
 //!             └─ mode: AllowValidOnly (a valid client certificate is required)
 //!                    | AllowInsecureFallback (asked for, but not required)
 //! ```
 //!
-//! A ref of another kind is `InvalidCACertificateKind`; a missing ConfigMap,
-//! no `ca.crt` or no certificate that parses is `InvalidCACertificateRef`; one
-//! in another namespace without a ReferenceGrant is `RefNotPermitted`. Some
+//! A ref of another kind is `InvalidCACertificateKind`; a missing ConfigMap or
+//! ClusterTrustBundle, no `ca.crt` or no certificate that parses is
+//! `InvalidCACertificateRef`; a ConfigMap in another namespace without a
+//! ReferenceGrant is `RefNotPermitted` (a ClusterTrustBundle is cluster-scoped
+//! and public by design: no grant, and a ref naming a namespace is invalid). Some
 //! refs invalid: the listener's ResolvedRefs says so and the valid ones are
 //! used. All invalid: the listener is not accepted (`NoValidCACertificate`),
 //! since serving it without validation would let in what was meant to be kept
@@ -23,7 +27,8 @@ use crate::status::GROUP;
 use crate::store::Store;
 use crate::vocabulary::listener;
 use aether_ir::{CaBundle, ClientValidation, ObjectRef};
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
+use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::ConfigMap;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -31,7 +36,9 @@ use rustls::pki_types::pem::PemObject;
 /// Why a caCertificateRef does not resolve; each maps to a listener ResolvedRefs reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CaRefError {
-    #[error("caCertificateRef {0}: kind {1} is not supported (only core ConfigMaps)")]
+    #[error(
+        "caCertificateRef {0}: kind {1} is not supported (only core ConfigMaps and certificates.k8s.io ClusterTrustBundles)"
+    )]
     Kind(String, String),
     #[error("caCertificateRef {0} is not permitted by any ReferenceGrant")]
     RefNotPermitted(String),
@@ -76,7 +83,7 @@ pub fn for_port(store: &Store, gw: &Gateway, port: u16) -> Option<PortValidation
             Ok(bundle) => {
                 pem.push_str(bundle.trim_end());
                 pem.push('\n');
-                sources.push(ObjectRef::new(namespace.unwrap_or(ns), name));
+                sources.push(source(ns, group, kind, name, namespace));
             }
             Err(e) => errors.push(e),
         }
@@ -97,14 +104,14 @@ pub fn insecure_fallback(gw: &Gateway) -> bool {
     let default = frontend.default.validation.as_ref().is_some_and(|v| {
         matches!(
             v.mode,
-            Some(gateway_api::apis::standard::gateways::GatewayTlsFrontendDefaultValidationMode::AllowInsecureFallback)
+            Some(gateway_api::apis::experimental::gateways::GatewayTlsFrontendDefaultValidationMode::AllowInsecureFallback)
         )
     });
     let per_port = frontend.per_port.iter().flatten().any(|p| {
         p.tls.validation.as_ref().is_some_and(|v| {
             matches!(
                 v.mode,
-                Some(gateway_api::apis::standard::gateways::GatewayTlsFrontendPerPortTlsValidationMode::AllowInsecureFallback)
+                Some(gateway_api::apis::experimental::gateways::GatewayTlsFrontendPerPortTlsValidationMode::AllowInsecureFallback)
             )
         })
     });
@@ -112,7 +119,7 @@ pub fn insecure_fallback(gw: &Gateway) -> bool {
 }
 
 fn spec_for_port(gw: &Gateway, port: u16) -> Option<Spec<'_>> {
-    use gateway_api::apis::standard::gateways::{
+    use gateway_api::apis::experimental::gateways::{
         GatewayTlsFrontendDefaultValidationMode as DefaultMode,
         GatewayTlsFrontendPerPortTlsValidationMode as PortMode,
     };
@@ -147,6 +154,38 @@ fn spec_for_port(gw: &Gateway, port: u16) -> Option<Spec<'_>> {
     }
 }
 
+/// The group of ClusterTrustBundle.
+pub const CERTIFICATES_GROUP: &str = "certificates.k8s.io";
+
+/// Is this (group, kind) a ClusterTrustBundle?
+pub fn is_trust_bundle(group: &str, kind: &str) -> bool {
+    group == CERTIFICATES_GROUP && kind == "ClusterTrustBundle"
+}
+
+/// Where a resolved bundle came from, as the CA bundle's identity: a
+/// ClusterTrustBundle with an empty namespace (no ConfigMap has one).
+fn source(
+    gateway_ns: &str,
+    group: &str,
+    kind: &str,
+    name: &str,
+    namespace: Option<&str>,
+) -> ObjectRef {
+    if is_trust_bundle(group, kind) {
+        ObjectRef::new("", name)
+    } else {
+        ObjectRef::new(namespace.unwrap_or(gateway_ns), name)
+    }
+}
+
+/// A ClusterTrustBundle's `spec.trustBundle`, every PEM certificate in it parsed.
+pub fn trust_bundle(store: &Store, name: &str) -> Result<String, String> {
+    let ctb: &ClusterTrustBundle = store.get("", name).ok_or("ClusterTrustBundle not found")?;
+    let pem = &ctb.spec.trust_bundle;
+    check_bundle(pem).map_err(|why| why.replace("ca.crt", "trustBundle"))?;
+    Ok(pem.clone())
+}
+
 /// One ref's `ca.crt`, every PEM certificate in it parsed.
 fn resolve(
     store: &Store,
@@ -156,6 +195,14 @@ fn resolve(
     name: &str,
     namespace: Option<&str>,
 ) -> Result<String, CaRefError> {
+    if is_trust_bundle(group, kind) {
+        let shown = format!("ClusterTrustBundle {name}");
+        if namespace.is_some() {
+            let why = "a ClusterTrustBundle is cluster-scoped: namespace must not be set";
+            return Err(CaRefError::Invalid(shown, why.into()));
+        }
+        return trust_bundle(store, name).map_err(|why| CaRefError::Invalid(shown, why));
+    }
     let ns = namespace.unwrap_or(gateway_ns);
     let shown = format!("{ns}/{name}");
     if !group.is_empty() || kind != "ConfigMap" {

@@ -4,7 +4,7 @@
 //! ```text
 //!  Store ─┬─ shared objects (Services, EndpointSlices, Secrets, ConfigMaps,
 //!         │   Namespaces, ReferenceGrants, BackendTLSPolicies, ListenerSets,
-//!         │   GatewayClasses) ── any of them changed? ──► forget everything
+//!         │   GatewayClasses, ClusterTrustBundles) ── changed? ──► forget everything
 //!         ├─ each route ──────────────► RouteModel      (same object: reused)
 //!         └─ each Gateway of ours ──┐
 //!              its parentRefs' routes┴► GatewayUnit     (same Gateway object and
@@ -44,9 +44,9 @@ mod identity;
 mod unit;
 use crate::{Config, Translation, grpc_route, http_route, l4_route};
 use aether_ir::{Cluster, ObjectRef};
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
-use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
@@ -146,7 +146,13 @@ struct GatewayEntry {
     /// (route model, parentRef index), in route order.
     inputs: Vec<(Arc<RouteModel>, usize)>,
     unit: Arc<GatewayUnit>,
+    /// The Services whose EndpointSlices its model read (its listeners'
+    /// ExternalAuth servers), sorted.
+    services: Box<[ObjectRef]>,
 }
+
+/// A Gateway's model, and the Services whose EndpointSlices it read.
+type Modeled = (GatewayModel, BTreeSet<ObjectRef>);
 
 /// Everything one Gateway contributes to a translation.
 struct GatewayUnit {
@@ -194,12 +200,13 @@ impl Translator {
             .collect();
         let mut taken = crate::port_claims::taken(&gateways, &self.config);
         // Gateway models (listeners, ListenerSets), and which Gateway holds each ListenerSet.
-        let (mut models, set_gateway) = self.gateway_models(store, &gateways, &taken);
+        let (mut models, set_gateway) =
+            self.gateway_models(store, &backends, &stale, &gateways, &taken);
         // Each Gateway's inputs: the routes whose parentRefs reach it.
         let inputs = self.gateway_inputs(&gateways, &set_gateway, &routes);
         // Per Gateway: its routes attached, its status and IR (the unit).
         let units = self.gateway_units(
-            store,
+            (store, &backends, &stale),
             &gateways,
             &inputs,
             &routes,
@@ -306,30 +313,37 @@ impl Translator {
 
     /// The model of every Gateway whose unit cannot be reused as it is, and
     /// the Gateway of ours each ListenerSet names (as its model decides).
-    fn gateway_models(
+    fn gateway_models<'s>(
         &self,
-        store: &Store,
+        store: &'s Store,
+        backends: &dyn Fn() -> &'s Backends<'s>,
+        stale: &BTreeSet<ObjectRef>,
         gateways: &[(&ObjectRef, &Arc<Gateway>)],
         taken: &BTreeMap<ObjectRef, Taken>,
-    ) -> (
-        BTreeMap<ObjectRef, GatewayModel>,
-        BTreeMap<ObjectRef, ObjectRef>,
-    ) {
+    ) -> (BTreeMap<ObjectRef, Modeled>, BTreeMap<ObjectRef, ObjectRef>) {
         let no_ports_taken = Taken::new();
         let mut set_gateway = BTreeMap::new();
         let mut models = BTreeMap::new();
         for (key, gw) in gateways {
             let lost = taken.get(*key).unwrap_or(&no_ports_taken);
             let sets: Vec<ObjectRef> = match self.gateways.get(*key) {
-                Some(e) if same_input(&e.source, gw) && e.taken == *lost => e
-                    .unit
-                    .listener_sets
-                    .iter()
-                    .map(|(k, _)| k.clone())
-                    .collect(),
+                Some(e)
+                    if same_input(&e.source, gw)
+                        && e.taken == *lost
+                        && !e.services.iter().any(|s| stale.contains(s)) =>
+                {
+                    e.unit
+                        .listener_sets
+                        .iter()
+                        .map(|(k, _)| k.clone())
+                        .collect()
+                }
                 _ => {
-                    let m = GatewayModel::new(store, &self.config, (*key).clone(), gw, lost);
-                    let keys = m.listener_sets.iter().map(|s| s.key.clone()).collect();
+                    let b = backends();
+                    let m = b.reading_services(|| {
+                        GatewayModel::new(store, b, &self.config, (*key).clone(), gw, lost)
+                    });
+                    let keys = m.0.listener_sets.iter().map(|s| s.key.clone()).collect();
                     models.insert((*key).clone(), m);
                     keys
                 }
@@ -373,14 +387,18 @@ impl Translator {
 
     /// Every Gateway's unit: the cached one while the Gateway, the ports it
     /// lost and its inputs are the same, else translated again.
-    fn gateway_units<'g>(
+    fn gateway_units<'g, 's>(
         &mut self,
-        store: &Store,
+        (store, backends, stale): (
+            &'s Store,
+            &dyn Fn() -> &'s Backends<'s>,
+            &BTreeSet<ObjectRef>,
+        ),
         gateways: &[(&'g ObjectRef, &Arc<Gateway>)],
         inputs: &BTreeMap<&ObjectRef, Vec<(usize, usize)>>,
         routes: &[Arc<RouteModel>],
         (models, taken): (
-            &mut BTreeMap<ObjectRef, GatewayModel>,
+            &mut BTreeMap<ObjectRef, Modeled>,
             &mut BTreeMap<ObjectRef, Taken>,
         ),
         reuse: &mut Reuse,
@@ -396,6 +414,7 @@ impl Translator {
             let hit = self.gateways.get_mut(*key).filter(|e| {
                 same_input(&e.source, gw)
                     && e.taken == lost
+                    && !e.services.iter().any(|s| stale.contains(s))
                     && e.inputs.len() == keyed.len()
                     && e.inputs
                         .iter()
@@ -410,8 +429,11 @@ impl Translator {
                 }
                 None => {
                     reuse.gateways_translated += 1;
-                    let model = models.remove(*key).unwrap_or_else(|| {
-                        GatewayModel::new(store, &self.config, (*key).clone(), gw, &lost)
+                    let (model, services) = models.remove(*key).unwrap_or_else(|| {
+                        let b = backends();
+                        b.reading_services(|| {
+                            GatewayModel::new(store, b, &self.config, (*key).clone(), gw, &lost)
+                        })
                     });
                     let unit = Arc::new(translate_gateway(store, &self.config, model, &keyed));
                     self.gateways.insert(
@@ -421,6 +443,7 @@ impl Translator {
                             taken: lost,
                             inputs: keyed,
                             unit: unit.clone(),
+                            services: services.into_iter().collect(),
                         },
                     );
                     unit

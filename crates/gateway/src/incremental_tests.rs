@@ -193,3 +193,28 @@ fn an_endpoint_slice_change_redoes_only_the_routes_that_read_its_service() {
     t.translate(&store);
     assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (0, 0));
 }
+
+#[test]
+fn a_slice_of_a_listener_filters_auth_service_retranslates_that_gateway_alone() {
+    let config = Config::default();
+    let mut store = two_gateways();
+    let filtered = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw-0, namespace: default}\nspec:\n  gatewayClassName: aether\n  listeners:\n  \
+                    - {name: http, protocol: HTTP, port: 8000, filters: {requests: [{type: ExternalAuth, externalAuth: {protocol: HTTP, backendRef: {name: authz, port: 80}}}]}}\n---\n\
+                    apiVersion: v1\nkind: Service\nmetadata: {name: authz, namespace: default}\nspec:\n  ports: [{name: http, port: 80}]\n";
+    store.merge(&one(filtered));
+    let slice = |ip: &str| {
+        format!(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: authz-1\n  namespace: default\n  labels: {{kubernetes.io/service-name: authz}}\naddressType: IPv4\nports: [{{name: http, port: 9000}}]\nendpoints: [{{addresses: [\"{ip}\"]}}]\n"
+        )
+    };
+    store.merge(&one(&slice("10.0.0.1")));
+    let mut t = Translator::new(config.clone());
+    t.translate(&store);
+    store.merge(&one(&slice("10.0.0.2")));
+    let out = t.translate(&store);
+    assert_eq!(t.last.gateways_translated, 1, "{:?}", t.last);
+    assert_eq!(t.last.routes_reused, 20, "{:?}", t.last);
+    assert_eq!(out, crate::translate(&store, &config));
+    let served = format!("{:?}", out.ir.clusters);
+    assert!(served.contains("10.0.0.2"), "{served}");
+}

@@ -31,6 +31,7 @@ pub mod incremental;
 pub mod l4_route;
 pub mod lenient;
 pub mod listener;
+pub mod listener_filters;
 pub mod listener_set;
 pub mod load;
 pub mod object_name;
@@ -57,8 +58,8 @@ pub use status::StatusPlan;
 pub use store::{Store, StoreObject};
 
 use aether_ir::{Ir, ObjectRef};
+use gateway_api::apis::experimental::gateways::{Gateway, GatewayListenersTlsMode};
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::{Gateway, GatewayListenersTlsMode};
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use std::collections::{BTreeMap, BTreeSet};

@@ -10,6 +10,8 @@
 //!                       ├─ HTTPS / TLS Terminate certificateRefs → certificates (ResolvedRefs)
 //!                       ├─ HTTPS: the Gateway's frontend validation for the port
 //!                       │   (client_validation.rs: CA refs → ResolvedRefs, none → NoValidCACertificate)
+//!                       ├─ HTTP/HTTPS filters.requests (listener_filters.rs: ExternalAuth
+//!                       │   backendRef → ResolvedRefs; ExtensionRef → not accepted)
 //!                       └─ allowedRoutes (namespaces, kinds the protocol carries)
 //! ```
 //!
@@ -20,16 +22,18 @@
 
 use crate::Config;
 use crate::allowed_routes::{self, AllowedNamespaces};
+use crate::backend::Backends;
 use crate::certificate;
 use crate::certificate::CertificateError;
 use crate::client_validation::{self, CaRefError};
 use crate::hostname::{self, Wildcard};
+use crate::listener_filters::{self, FilterError, ListenerFilters};
 use crate::status::{Condition, Identity, ListenerCondition, RouteGroupKind};
 use crate::store::Store;
 use crate::vocabulary::listener;
 use aether_ir::{Certificate, ClientValidation, ObjectRef, PortProtocol};
-use gateway_api::apis::standard::gateways::GatewayListenersTlsMode;
-use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners};
+use gateway_api::apis::experimental::gateways::GatewayListenersTlsMode;
+use gateway_api::apis::experimental::gateways::{Gateway, GatewayListeners};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
@@ -117,6 +121,8 @@ pub struct Listener {
     pub certificates: Vec<Certificate>,
     /// HTTPS: the Gateway's frontend validation for this port.
     pub client_validation: Option<ClientValidation>,
+    /// HTTP and HTTPS: the pre-routing filters (`filters.requests`).
+    pub filters: ListenerFilters,
     /// Accepted, Conflicted and ResolvedRefs are decided here; Programmed derives.
     not_accepted: Option<NotAccepted>,
     conflicted: Option<Conflict>,
@@ -139,6 +145,8 @@ pub enum NotAccepted {
     InvalidHostname(String),
     /// Frontend validation asked for, and no caCertificateRef resolves.
     NoValidCaCertificate,
+    /// A pre-routing filter we cannot run (ExtensionRef) or encode.
+    Filter(FilterError),
     /// An older Gateway holds this port on this address (`port_claims`).
     PortTaken {
         port: u16,
@@ -166,6 +174,7 @@ impl NotAccepted {
                      Gateways cannot bind one port of one address"
                 ),
             ),
+            NotAccepted::Filter(e) => (e.reason(), e.to_string()),
             NotAccepted::NoValidCaCertificate => (
                 listener::Reason::NoValidCACertificate,
                 "no caCertificateRef of the Gateway's frontend validation for this port resolves"
@@ -201,6 +210,8 @@ pub enum Unresolved {
     RouteKinds(Vec<String>),
     Certificate(CertificateError),
     CaCertificate(CaRefError),
+    /// An ExternalAuth filter's backendRef: served, refusing every request.
+    Filter(FilterError),
 }
 
 impl Unresolved {
@@ -209,6 +220,7 @@ impl Unresolved {
             Unresolved::RouteKinds(_) => listener::Reason::InvalidRouteKinds,
             Unresolved::Certificate(e) => e.reason(),
             Unresolved::CaCertificate(e) => e.reason(),
+            Unresolved::Filter(e) => e.reason(),
         }
     }
 
@@ -219,6 +231,7 @@ impl Unresolved {
             }
             Unresolved::Certificate(e) => e.to_string(),
             Unresolved::CaCertificate(e) => e.to_string(),
+            Unresolved::Filter(e) => e.to_string(),
         }
     }
 }
@@ -257,11 +270,29 @@ impl Listener {
 
     /// Certificates resolved; unsupported route kinds alone do not block serving
     /// the supported ones, nor do CA refs beside one that resolves (none
-    /// resolving is `NoValidCACertificate`: not accepted).
+    /// resolving is `NoValidCACertificate`: not accepted), nor a filter's
+    /// backendRef (the filter refuses every request instead).
     fn resolved_refs_ok(&self) -> bool {
-        self.unresolved
-            .iter()
-            .all(|u| matches!(u, Unresolved::RouteKinds(_) | Unresolved::CaCertificate(_)))
+        self.unresolved.iter().all(|u| {
+            matches!(
+                u,
+                Unresolved::RouteKinds(_) | Unresolved::CaCertificate(_) | Unresolved::Filter(_)
+            )
+        })
+    }
+
+    /// Not accepted because of its filters: its hostname is still served,
+    /// refusing every request (see `listener_filters.rs`), unless something
+    /// else is wrong with it too.
+    pub fn fails_closed(&self) -> bool {
+        matches!(self.not_accepted, Some(NotAccepted::Filter(_)))
+            && self.conflicted.is_none()
+            && self.port != 0
+            && matches!(
+                self.protocol,
+                Some(ListenerProtocol::Http | ListenerProtocol::Https)
+            )
+            && !(self.protocol == Some(ListenerProtocol::Https) && self.certificates.is_empty())
     }
 
     pub fn supports_kind(&self, kind: &str) -> bool {
@@ -296,6 +327,7 @@ impl GatewayModel {
     /// `taken`: the ports an older Gateway holds (see `port_claims`).
     pub fn new(
         store: &Store,
+        backends: &Backends<'_>,
         config: &Config,
         key: ObjectRef,
         gw: &Gateway,
@@ -308,7 +340,7 @@ impl GatewayModel {
             .iter()
             .map(|l| {
                 let holder = certificate::Holder::gateway(&key.namespace);
-                let mut listener = listener(store, holder, None, l);
+                let mut listener = listener(store, backends, holder, None, l);
                 frontend_validation(&mut listener, store, gw);
                 listener.mark_taken(taken);
                 listener
@@ -321,7 +353,7 @@ impl GatewayModel {
                     kind: "ListenerSet",
                     namespace: ls_ns,
                 };
-                let mut listener = listener(store, holder, Some(ls), l);
+                let mut listener = listener(store, backends, holder, Some(ls), l);
                 frontend_validation(&mut listener, store, gw);
                 listener
             });
@@ -392,6 +424,7 @@ pub(crate) fn addresses(gw: &Gateway, config: &Config) -> Result<Vec<String>, St
 
 fn listener(
     store: &Store,
+    backends: &Backends<'_>,
     holder: certificate::Holder<'_>,
     origin: Option<&ObjectRef>,
     spec: &GatewayListeners,
@@ -445,6 +478,18 @@ fn listener(
             Err(e) => unresolved.push(Unresolved::Certificate(e)),
         }
     }
+    let http = matches!(
+        protocol,
+        Some(ListenerProtocol::Http | ListenerProtocol::Https)
+    );
+    let filters = listener_filters::resolve(backends, holder.kind, holder.namespace, spec, http);
+    for e in &filters.errors {
+        if !e.rejects_listener() {
+            unresolved.push(Unresolved::Filter(e.clone()));
+        } else if not_accepted.is_none() {
+            not_accepted = Some(NotAccepted::Filter(e.clone()));
+        }
+    }
     Listener {
         name: spec.name.clone(),
         origin: origin.cloned(),
@@ -460,6 +505,7 @@ fn listener(
         supported_kinds,
         certificates,
         client_validation: None,
+        filters,
         not_accepted,
         conflicted: None,
         unresolved,
@@ -484,7 +530,7 @@ fn backend_client_certificate(
         .client_certificate_ref
         .as_ref()?;
     let as_listener_ref =
-        gateway_api::apis::standard::gateways::GatewayListenersTlsCertificateRefs {
+        gateway_api::apis::experimental::gateways::GatewayListenersTlsCertificateRefs {
             group: r.group.clone(),
             kind: r.kind.clone(),
             name: r.name.clone(),

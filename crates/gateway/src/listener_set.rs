@@ -21,10 +21,10 @@ use crate::status::{Condition, GROUP, Identity, ListenerStatus};
 use crate::store::Store;
 use crate::vocabulary::listener_set::{Reason, Type};
 use aether_ir::ObjectRef;
-use gateway_api::apis::standard::gateways::{
+use gateway_api::apis::experimental::gateways::{
     Gateway, GatewayAllowedListenersNamespacesFrom, GatewayListeners,
 };
-use gateway_api::apis::standard::listenersets::ListenerSet;
+use gateway_api::apis::experimental::listenersets::ListenerSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 pub type ListenerSetCondition = Condition<Type, Reason>;

@@ -16,16 +16,17 @@
 
 use crate::store::{DEFAULT_NAMESPACE, Store, StoreObject};
 use aether_ir::ObjectRef;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::experimental::listenersets::ListenerSet;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
+use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Serialize;
@@ -416,6 +417,16 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
         ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(value),
         ("Namespace", "v1", _) => ctx.load::<Namespace>(value),
         ("EndpointSlice", "discovery.k8s.io/v1", _) => ctx.load::<EndpointSlice>(value),
+        ("ClusterTrustBundle", "certificates.k8s.io/v1beta1", _) => {
+            ctx.load::<ClusterTrustBundle>(value)
+        }
+        // The alpha version has the same fields; the type checks its apiVersion.
+        ("ClusterTrustBundle", "certificates.k8s.io/v1alpha1", _) => {
+            if let Some(m) = value.as_mapping_mut() {
+                m.insert("apiVersion".into(), "certificates.k8s.io/v1beta1".into());
+            }
+            ctx.load::<ClusterTrustBundle>(value)
+        }
         _ => Err(LoadError::UnknownKind {
             file: file.to_string(),
             line: at(text_line),

@@ -23,6 +23,27 @@ spec:
 ";
 
 #[test]
+fn cluster_trust_bundles_load_at_v1beta1_and_v1alpha1_without_a_namespace() {
+    let bundle = |version: &str, name: &str| {
+        format!(
+            "apiVersion: certificates.k8s.io/{version}\nkind: ClusterTrustBundle\nmetadata: {{name: {name}}}\nspec:\n  trustBundle: pem\n"
+        )
+    };
+    let text = format!(
+        "{}---\n{}",
+        bundle("v1beta1", "new"),
+        bundle("v1alpha1", "old")
+    );
+    let store = load(&text).unwrap();
+    let names: Vec<_> = store
+        .all::<ClusterTrustBundle>()
+        .keys()
+        .map(|k| (k.namespace.as_str(), k.name.as_str()))
+        .collect();
+    assert_eq!(names, [("", "new"), ("", "old")]);
+}
+
+#[test]
 fn loads_multi_document_files_and_skips_empty_documents() {
     let text =
         format!("{GATEWAY}---\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n");
@@ -518,6 +539,7 @@ mod one_pass {
             "ConfigMap" => both::<ConfigMap>(&value),
             "Namespace" => both::<Namespace>(&value),
             "EndpointSlice" => both::<EndpointSlice>(&value),
+            "ClusterTrustBundle" => both::<ClusterTrustBundle>(&value),
             _ => return None,
         })
     }

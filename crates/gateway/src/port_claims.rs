@@ -21,7 +21,7 @@
 
 use crate::Config;
 use aether_ir::ObjectRef;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -11,12 +11,17 @@
 //!                        in one precedence order
 //! ```
 //!
+//! Each virtual host carries the pre-routing filters of the listener that owns
+//! its host (`listener_filters::place`); their authorization servers' clusters
+//! go into the IR with the port.
+//!
 //! A cluster is put in the IR only when a served route forwards to it. A cluster
 //! shared by an HTTP/1.1 and an h2c consumer becomes h2c (the Service port is one
 //! upstream; prior-knowledge HTTP/2 is what gRPC needs).
 
 use crate::hostname;
 use crate::listener::{GatewayModel, ListenerProtocol};
+use crate::listener_filters;
 use crate::precedence::{Precedence, RouteOrigin};
 use crate::route::{ForwardSpec, RedirectSpec, RouteModel, RuleAction};
 use aether_ir::{
@@ -40,7 +45,13 @@ pub fn gateway(
     let (ns, name) = (&gw.key.namespace, &gw.key.name);
     // TCP and UDP ports apart: (UDP?, port).
     let mut by_port: BTreeMap<(bool, u16), Vec<usize>> = BTreeMap::new();
+    // Listeners not accepted for their filters: their hostnames refuse every
+    // request on a port that is served for others.
+    let mut refusing: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
     for (i, l) in gw.listeners.iter().enumerate() {
+        if l.fails_closed() {
+            refusing.entry(l.port).or_default().push(i);
+        }
         if let Some(p) = l.protocol.filter(|_| l.is_programmable()) {
             by_port
                 .entry((p == ListenerProtocol::Udp, l.port))
@@ -82,11 +93,24 @@ pub fn gateway(
             attached,
             port,
             protocol,
+            refusing: if udp {
+                &[]
+            } else {
+                refusing.get(&port).map_or(&[][..], Vec::as_slice)
+            },
         };
+        for &li in &listeners {
+            for c in &gw.listeners[li].filters.clusters {
+                add_cluster(clusters, c);
+            }
+        }
         match protocol {
             PortProtocol::Http => {
                 let table_name = names::route_table(ns, name, port, None);
-                p.route_table = Some(ctx.table(table_name, &listeners, &listeners, clusters));
+                let mut table = ctx.table(table_name, &listeners, &listeners, clusters);
+                let of = |ls: &[usize]| ls.iter().map(|&li| &gw.listeners[li]).collect::<Vec<_>>();
+                listener_filters::place(&mut table, &of(&listeners), &of(ctx.refusing));
+                p.route_table = Some(table);
             }
             PortProtocol::Https | PortProtocol::Tls => {
                 p.tls_chains = ctx.tls_chains(&listeners, clusters);
@@ -112,6 +136,8 @@ struct TableContext<'a> {
     attached: &'a BTreeSet<(usize, usize)>,
     port: u16,
     protocol: PortProtocol,
+    /// Listeners on the port not accepted for their filters.
+    refusing: &'a [usize],
 }
 
 impl TableContext<'_> {
@@ -182,6 +208,7 @@ impl TableContext<'_> {
                 let mut routes: Vec<(Precedence, Route)> = routes.into_values().collect();
                 routes.sort_by(|a, b| a.0.cmp(&b.0));
                 VirtualHost {
+                    pre_routing: Vec::new(),
                     name: host.clone(),
                     domains: vec![host],
                     routes: routes.into_iter().map(|(_, r)| r).collect(),
@@ -212,6 +239,10 @@ impl TableContext<'_> {
                 let table_name = names::route_table(ns, name, self.port, Some(&l.ir_name()));
                 let mut table = self.table(table_name, &[li], listeners, clusters);
                 self.misdirected(&mut table, li, listeners);
+                // The chain is this listener's: every request on it is filtered.
+                for vh in &mut table.virtual_hosts {
+                    vh.pre_routing.clone_from(&l.filters.pre_routing);
+                }
                 chains.push(TlsChain {
                     listener: l.ir_name(),
                     server_names: l.hostname.iter().cloned().collect(),
@@ -220,6 +251,14 @@ impl TableContext<'_> {
                     route_table: Some(table),
                     forward: None,
                 });
+                claimed.insert(l.hostname.clone().unwrap_or_else(|| "*".into()));
+            }
+        }
+        for &li in self.refusing {
+            let l = &self.gw.listeners[li];
+            if l.protocol == Some(ListenerProtocol::Https) {
+                let table = names::route_table(ns, name, self.port, Some(&l.ir_name()));
+                chains.push(listener_filters::refusing_chain(l, table));
                 claimed.insert(l.hostname.clone().unwrap_or_else(|| "*".into()));
             }
         }
@@ -351,6 +390,7 @@ impl TableContext<'_> {
         for host in taken {
             if !table.virtual_hosts.iter().any(|v| v.name == host) {
                 table.virtual_hosts.push(VirtualHost {
+                    pre_routing: Vec::new(),
                     name: host.clone(),
                     domains: vec![host.clone()],
                     routes: vec![answer(&host)],

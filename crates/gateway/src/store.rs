@@ -8,20 +8,21 @@
 //!
 //! One `BTreeMap` per kind, keyed by [`ObjectRef`] (namespace, name), so every walk
 //! over the store is in a stable order. Cluster-scoped kinds (GatewayClass,
-//! Namespace) are keyed with an empty namespace. Objects without a namespace are
+//! Namespace, ClusterTrustBundle) are keyed with an empty namespace. Objects without a namespace are
 //! filed under `default`, as the API server would.
 
 use aether_ir::ObjectRef;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::experimental::listenersets::ListenerSet;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
+use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -49,6 +50,7 @@ pub struct Store {
     namespaces: BTreeMap<ObjectRef, Arc<Namespace>>,
     backend_tls_policies: BTreeMap<ObjectRef, Arc<BackendTlsPolicy>>,
     listener_sets: BTreeMap<ObjectRef, Arc<ListenerSet>>,
+    cluster_trust_bundles: BTreeMap<ObjectRef, Arc<ClusterTrustBundle>>,
 }
 
 /// A kind the store holds.
@@ -130,7 +132,8 @@ macro_rules! every_kind {
             ConfigMap,
             Namespace,
             BackendTlsPolicy,
-            ListenerSet
+            ListenerSet,
+            ClusterTrustBundle
         )
     };
 }
@@ -156,6 +159,12 @@ store_object!(
     status
 );
 store_object!(Namespace, "Namespace", namespaces, true, status);
+store_object!(
+    ClusterTrustBundle,
+    "ClusterTrustBundle",
+    cluster_trust_bundles,
+    true
+);
 
 /// The store key of an object: namespace defaulted (or emptied for cluster-scoped
 /// kinds) and name.

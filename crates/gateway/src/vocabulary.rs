@@ -119,6 +119,10 @@ pub mod listener {
         NoValidCACertificate,
         InvalidRouteKinds,
         RefNotPermitted,
+        /// A pre-routing filter that cannot be encoded as written (GEP-5224).
+        InvalidListenerFilter,
+        /// A pre-routing filter's reference does not resolve (GEP-5224).
+        InvalidListenerFilterRef,
         Programmed,
         Invalid,
         Pending,

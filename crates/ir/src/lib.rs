@@ -234,6 +234,46 @@ pub struct VirtualHost {
     /// In Gateway API precedence order across every route sharing this virtual
     /// host: Envoy takes the first route that matches.
     pub routes: Vec<Route>,
+    /// The pre-routing filters of the Gateway listener this virtual host serves
+    /// (`filters.requests`), in list order: each runs on every request here
+    /// before any route is matched, and on no other virtual host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pre_routing: Vec<ExternalAuth>,
+}
+
+/// A listener's pre-routing ExternalAuth filter: every request is checked by an
+/// authorization server first (Envoy's ext_authz), and refused unless it says yes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ExternalAuth {
+    pub protocol: ExternalAuthProtocol,
+    /// The authorization server. `None`: there is none to ask (its backendRef
+    /// does not resolve, or the listener asked for a filter we do not have):
+    /// every request is refused with a 500, never let through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// HTTP: prepended to the request path sent to the server.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path_prefix: String,
+    /// Request headers sent to the server, lower-cased: HTTP, besides those
+    /// always sent (Host, Method, Path, Content-Length, Authorization); gRPC,
+    /// empty means all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_headers: Vec<String>,
+    /// HTTP: headers of the server's answer copied into the request, lower-cased;
+    /// empty means all but Host and `:authority`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_response_headers: Vec<String>,
+    /// Bytes of the request body sent along; 0: none. A longer body is refused.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_body_bytes: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ExternalAuthProtocol {
+    #[serde(rename = "HTTP")]
+    Http,
+    #[serde(rename = "GRPC")]
+    Grpc,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -4,8 +4,8 @@
 use super::*;
 use aether_gateway::vocabulary::gateway::{Reason, Type};
 use aether_gateway::{Config, status::condition, translate};
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
 use serde_json::json;
 
 /// One publication: the snapshot of `ir`, the plan, and what it left out.

@@ -18,8 +18,8 @@
 use crate::backoff::Backoff;
 use crate::status::StatusInputs;
 use aether_gateway::Store;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use std::collections::BTreeSet;
 use std::sync::Arc;

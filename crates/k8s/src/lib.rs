@@ -22,6 +22,7 @@ pub mod pods;
 pub mod recent;
 pub mod service;
 pub mod status;
+pub mod trust_bundles;
 pub mod watch;
 
 pub use discovery::ServedVersions;

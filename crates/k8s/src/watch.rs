@@ -2,6 +2,7 @@
 //!
 //! ```text
 //!  core kinds (Service, EndpointSlice, Secret, ConfigMap, Namespace) ──► watch ──┐
+//!  ClusterTrustBundle (when served: crate::trust_bundles) ──► watch ─────────────┤
 //!                                                                                ├─► Index
 //!  discovery (at start, then every `rediscover`) ─► per Gateway API kind:        │
 //!     served at v ──► watch at v (restarted when v changes) ────────────────────┤
@@ -27,16 +28,17 @@ use aether_gateway::lenient;
 use aether_gateway::load::default_older_versions_json;
 use aether_ir::ObjectRef;
 use futures::StreamExt;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::experimental::listenersets::ListenerSet;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
+use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ApiResource, DynamicObject};
@@ -52,7 +54,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tracing::{info, warn};
 
 /// Every kind the store holds; all must list before anything is published.
-pub const KINDS: [&str; 15] = [
+pub const KINDS: [&str; 16] = [
     GatewayClass::KIND,
     Gateway::KIND,
     HttpRoute::KIND,
@@ -68,6 +70,7 @@ pub const KINDS: [&str; 15] = [
     Secret::KIND,
     ConfigMap::KIND,
     Namespace::KIND,
+    ClusterTrustBundle::KIND,
 ];
 
 /// How often the served Gateway API versions are looked up again, so a CRD
@@ -89,7 +92,8 @@ pub async fn run(
         watch_kind::<EndpointSlice>(client.clone(), index.clone(), None),
         watch_secrets(client.clone(), index.clone()),
         watch_kind::<ConfigMap>(client.clone(), index.clone(), None),
-        watch_kind::<Namespace>(client, index, None),
+        watch_kind::<Namespace>(client.clone(), index.clone(), None),
+        crate::trust_bundles::run(client, index, rediscover),
     );
 }
 
@@ -256,7 +260,7 @@ where
 }
 
 /// A kind nobody serves: listed, with no objects (any it had are gone).
-fn list_empty<T: StoreObject>(index: &Index) {
+pub(crate) fn list_empty<T: StoreObject>(index: &Index) {
     index.apply(Event::<T>::Init);
     index.apply(Event::<T>::InitDone);
 }
@@ -302,7 +306,7 @@ pub(crate) fn convert<T: StoreObject + DeserializeOwned>(obj: DynamicObject) -> 
 }
 
 /// `version`: the served version to watch (Gateway API kinds); `None`: the type's own.
-async fn watch_kind<T>(client: Client, index: Arc<Index>, version: Option<&str>)
+pub(crate) async fn watch_kind<T>(client: Client, index: Arc<Index>, version: Option<&str>)
 where
     T: StoreObject + DeserializeOwned + Resource<DynamicType = ()>,
 {

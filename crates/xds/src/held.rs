@@ -39,6 +39,8 @@ struct HeldRoute {
     /// The names of the routes before it in its virtual host, nearest first.
     after: Vec<String>,
     route: Route,
+    /// Its virtual host ran a listener's pre-routing filters (`ext_authz.rs`).
+    filtered: bool,
 }
 
 /// A route table that does not decode as one.
@@ -76,6 +78,7 @@ impl HeldRoutes {
                         .map(|p| p.name.clone())
                         .collect(),
                     route: r.clone(),
+                    filtered: !vh.typed_per_filter_config.is_empty(),
                 });
             }
         }
@@ -155,7 +158,8 @@ pub fn splice(
 }
 
 /// Puts one held route back: into its virtual host (added back if the table
-/// lost it and no other virtual host took one of its domains), after the
+/// lost it, no other virtual host took one of its domains and it ran no
+/// pre-routing filters), after the
 /// nearest of its old predecessors still there, else first.
 fn put_back(rc: &mut RouteConfiguration, h: &HeldRoute) {
     let at = match rc
@@ -169,7 +173,9 @@ fn put_back(rc: &mut RouteConfiguration, h: &HeldRoute) {
                 .virtual_hosts
                 .iter()
                 .any(|v| v.domains.iter().any(|d| h.domains.contains(d)));
-            if taken {
+            // Its listener's filters are not known here: never served
+            // without them.
+            if taken || h.filtered {
                 return;
             }
             rc.virtual_hosts.push(VirtualHost {

@@ -147,3 +147,16 @@ fn a_held_route_whose_host_moved_comes_back_with_its_host() {
     let (spliced, _) = splice(&new, &held(&old, &[A]), |_| true).unwrap();
     assert_eq!(names(&spliced), names(&old));
 }
+
+#[test]
+fn a_held_route_of_a_filtered_virtual_host_the_table_lost_is_not_served_unfiltered() {
+    let mut filtered = vhost("f", vec![route("HTTPRoute/app/a/rule/0/match/0", "a")]);
+    filtered.typed_per_filter_config.insert(
+        "edge_ext_authz_x_0".into(),
+        envoy_types::pb::google::protobuf::Any::default(),
+    );
+    let old = table(vec![filtered, vhost("h", vec![])]);
+    let new = table(vec![vhost("h", vec![])]);
+    let (spliced, _) = splice(&new, &held(&old, &[A]), |_| true).unwrap();
+    assert_eq!(names(&spliced), [("h".to_string(), vec![])]);
+}

@@ -23,6 +23,7 @@ pub mod cluster;
 mod cors;
 pub mod edge;
 pub mod endpoint;
+mod ext_authz;
 pub mod held;
 mod incremental;
 pub mod listener;
@@ -163,6 +164,8 @@ fn build_gateway(
         }
     };
     let mut secrets_added = BTreeSet::new();
+    // The authorization servers of listeners' pre-routing filters: the Gateway's own.
+    let mut auth_clusters: BTreeSet<String> = BTreeSet::new();
     for port in &gw.ports {
         let listener = listener::listener(gw, port, log);
         // Envoy rejects a listener without filter chains, and a rejected LDS
@@ -187,16 +190,22 @@ fn build_gateway(
             }
         }
         // An L4 listener forwards to its clusters itself.
-        let l4_clusters = port
+        let l4_clusters: Vec<String> = port
             .forward
             .iter()
             .chain(port.tls_chains.iter().filter_map(|c| c.forward.as_ref()))
             .flat_map(|f| f.backends.iter().map(|b| b.cluster.clone()))
             .filter(|c| known(c).is_some())
             .collect();
+        // Its connection managers' authorization servers: Envoy refuses an
+        // ext_authz filter whose gRPC cluster it does not have.
+        let of_port = ext_authz::clusters(port).filter(|c| known(c).is_some());
+        let of_port: BTreeSet<String> = of_port.collect();
+        auth_clusters.extend(of_port.iter().cloned());
+        let references: Vec<String> = l4_clusters.into_iter().chain(of_port).collect();
         // Not among its references: Envoy asks for a listener's secrets only
         // once it has the listener, and warms it until they arrive.
-        add(lds.0, &lds.1, listener.encode_to_vec(), l4_clusters);
+        add(lds.0, &lds.1, listener.encode_to_vec(), references);
         mine.insert(lds.clone());
         // Its certificates and CAs, each one SDS secret, which the object
         // owning the chain needs as it is now.
@@ -278,6 +287,28 @@ fn build_gateway(
         }
         fragments.push((lds, Arc::new(of_listener)));
     }
+    for cluster in auth_clusters {
+        let reads = known(&cluster);
+        if let Some(reads) = &reads {
+            for (ty, name) in std::iter::once((ResourceType::Cluster, cluster.clone()))
+                .chain([(ResourceType::Endpoint, cluster.clone())])
+                .chain(
+                    reads
+                        .iter()
+                        .filter(|(ty, _)| *ty == ResourceType::Secret)
+                        .cloned(),
+                )
+            {
+                let part = match ty {
+                    ResourceType::Endpoint => Part::Present,
+                    _ => Part::Whole,
+                };
+                own.require(ty, &name, part);
+                mine.insert((ty, name));
+            }
+        }
+        clusters_named.insert(cluster, reads);
+    }
     out.wholes = out
         .routes
         .values()
@@ -356,6 +387,7 @@ mod tests {
                 route_table: Some(ir::RouteTable {
                     name: ir::names::route_table("infra", name, 80, None),
                     virtual_hosts: vec![ir::VirtualHost {
+                        pre_routing: Vec::new(),
                         name: "*".into(),
                         domains: vec!["*".into()],
                         routes: clusters.iter().map(|c| route(c)).collect(),

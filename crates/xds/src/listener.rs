@@ -87,7 +87,7 @@ pub fn listener(gateway: &ir::Gateway, port: &ir::Port, log: AccessLog) -> Liste
         ir::PortProtocol::Http => {
             if let Some(table) = &port.route_table {
                 listener.filter_chains = vec![FilterChain {
-                    filters: vec![hcm_filter(&port.listener_name, &table.name, log)],
+                    filters: vec![hcm_filter(&port.listener_name, table, log)],
                     ..Default::default()
                 }];
             }
@@ -186,7 +186,7 @@ pub fn fragments(port: &ir::Port, listener: &Listener) -> BTreeMap<String, Strin
 /// the IR, never sent).
 fn tls_filter_chain(chain: &ir::TlsChain, log: AccessLog) -> Option<FilterChain> {
     let filter = match (&chain.route_table, &chain.forward) {
-        (Some(table), _) => hcm_filter(&table.name, &table.name, log),
+        (Some(table), _) => hcm_filter(&table.name, table, log),
         (None, Some(forward)) => tcp_proxy_filter(&chain.listener, Some(forward), log),
         (None, None) => return None,
     };
@@ -401,12 +401,15 @@ pub fn http_connection_manager(
     hcm
 }
 
-fn hcm_filter(stat_prefix: &str, route_table: &str, log: AccessLog) -> Filter {
+/// The connection manager of `table`: its listeners' pre-routing filters
+/// first (off but where a virtual host turns them on, see `ext_authz.rs`).
+fn hcm_filter(stat_prefix: &str, table: &ir::RouteTable, log: AccessLog) -> Filter {
+    let mut hcm = http_connection_manager(stat_prefix, &table.name, log);
+    let pre_routing = crate::ext_authz::http_filters(table);
+    hcm.http_filters.splice(0..0, pre_routing);
     Filter {
         name: HTTP_CONNECTION_MANAGER.to_string(),
-        config_type: Some(filter::ConfigType::TypedConfig(pack(
-            &http_connection_manager(stat_prefix, route_table, log),
-        ))),
+        config_type: Some(filter::ConfigType::TypedConfig(pack(&hcm))),
     }
 }
 

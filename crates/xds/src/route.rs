@@ -67,10 +67,13 @@ pub fn fragments(rc: &RouteConfiguration) -> BTreeMap<String, String> {
 }
 
 fn virtual_host(vh: &ir::VirtualHost, scheme: Scheme) -> VirtualHost {
+    let mut routes: Vec<Route> = vh.routes.iter().map(|r| route(r, vh, scheme)).collect();
+    routes.extend(crate::ext_authz::not_found(vh));
     VirtualHost {
         name: vh.name.clone(),
         domains: vh.domains.clone(),
-        routes: vh.routes.iter().map(|r| route(r, vh, scheme)).collect(),
+        routes,
+        typed_per_filter_config: crate::ext_authz::per_virtual_host(&vh.pre_routing),
         ..Default::default()
     }
 }

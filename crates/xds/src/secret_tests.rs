@@ -50,6 +50,7 @@ fn tls_ir(key: &str) -> ir::Ir {
         route_table: Some(ir::RouteTable {
             name: "edge_rt_infra_gw_443_https".into(),
             virtual_hosts: vec![ir::VirtualHost {
+                pre_routing: Vec::new(),
                 name: "*".into(),
                 domains: vec!["*".into()],
                 routes: vec![route],

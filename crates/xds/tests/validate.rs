@@ -75,6 +75,7 @@ fn envoy_rejects_an_invalid_regex() {
                 route_table: Some(ir::RouteTable {
                     name: ir::names::route_table("infra", "gw", 8080, None),
                     virtual_hosts: vec![ir::VirtualHost {
+                        pre_routing: Vec::new(),
                         name: "*".into(),
                         domains: vec!["*".into()],
                         routes: vec![route(path)],

@@ -46,9 +46,16 @@ use tracing::info;
 /// passes it. Older suites know some of them by other names (v1.6.1:
 /// `GatewayInfrastructurePropagation`, `HTTPRouteRetry`,
 /// `HTTPRouteRetryBackendTimeout`); their tests do not run there.
+///
+/// Two experimental features v1.7.0 has no conformance test for yet are
+/// claimed on our own live tests through a real Envoy instead
+/// (`crates/agent/tests/local`): `GatewayListenerFilters` (live_listener_filters)
+/// and `ClusterTrustBundle` (live_trust_bundle: frontend validation and
+/// BackendTLSPolicy).
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "BackendTLSPolicy",
     "BackendTLSPolicySANValidation",
+    "ClusterTrustBundle",
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
     "GRPCRouteRequestHeaderModifier",
@@ -60,6 +67,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "GatewayHTTPListenerIsolation",
     "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayInfrastructure",
+    "GatewayListenerFilters",
     "GatewayPort8080",
     "GatewayRouteHostnameIntersectionPrecedence",
     "GatewayStaticAddresses",

@@ -90,7 +90,7 @@ fn gateway(name: &str, port: u16) -> String {
 }
 
 fn port_of(store: &Store, name: &str) -> i32 {
-    use gateway_api::apis::standard::gateways::Gateway;
+    use gateway_api::apis::experimental::gateways::Gateway;
     store
         .get::<Gateway>("default", name)
         .expect("gateway")

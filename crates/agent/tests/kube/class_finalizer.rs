@@ -4,8 +4,8 @@
 //! the class waits until its last Gateway is gone.
 
 use crate::support::*;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
 use kube::api::DeleteParams;
 use std::time::Duration;
 

@@ -11,8 +11,8 @@
 //! arrives, so nothing here waits on a race between reports.
 
 use crate::support::*;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Patch, PatchParams};

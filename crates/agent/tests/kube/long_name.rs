@@ -8,8 +8,8 @@
 //!   of ours carries that generation.
 
 use crate::support::*;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::Gateway;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use std::time::Duration;

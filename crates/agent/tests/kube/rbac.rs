@@ -6,9 +6,9 @@
 //! those rights, and nothing is refused.
 
 use crate::support::*;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};

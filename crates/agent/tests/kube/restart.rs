@@ -6,7 +6,7 @@
 
 use crate::support::*;
 use futures::StreamExt;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::WatchStreamExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -7,9 +7,9 @@
 //! routes the one before left (the Gateway's attachedRoutes count them all).
 
 use crate::support::*;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};

@@ -11,7 +11,7 @@
 //!   on `/metrics`, logged with the object named, retried, and land once it is back.
 
 use crate::support::*;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -7,7 +7,7 @@
 //! with the reason, without disturbing the others, and recovers when allowed.
 
 use crate::support::*;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;

@@ -8,8 +8,8 @@
 //! Secrets are read at all.
 
 use crate::support::*;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use std::time::Duration;

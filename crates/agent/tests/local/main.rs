@@ -13,6 +13,8 @@ mod live_change;
 mod live_edits;
 mod live_explain;
 mod live_l4;
+mod live_listener_filters;
 mod live_resilience;
 mod live_rotation;
 mod live_routing;
+mod live_trust_bundle;

@@ -141,9 +141,10 @@ async fn routes_added_one_by_one_are_accepted_once_served(
 /// Settled: every route attached, and no write when nothing changed. Returns the
 /// writes so far.
 async fn nothing_is_written_while_nothing_changes(w: &World) -> u64 {
-    let gw = get_json::<gateway_api::apis::standard::gateways::Gateway>(&w.client, Some(NS), "gw")
-        .await
-        .unwrap();
+    let gw =
+        get_json::<gateway_api::apis::experimental::gateways::Gateway>(&w.client, Some(NS), "gw")
+            .await
+            .unwrap();
     assert_eq!(
         gw["status"]["listeners"][0]["attachedRoutes"],
         ROUTES as u64

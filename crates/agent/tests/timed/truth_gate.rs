@@ -8,8 +8,8 @@
 
 use crate::support::*;
 use futures::StreamExt;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::Gateway;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};

@@ -4,10 +4,11 @@
 
 use super::Shared;
 use crate::store::{Store, StoreObject};
+use gateway_api::apis::experimental::listenersets::ListenerSet;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::listenersets::ListenerSet;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::sync::Arc;
@@ -70,6 +71,7 @@ pub(super) fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) 
     kind::<Namespace>(store, f);
     kind::<BackendTlsPolicy>(store, f);
     kind::<ListenerSet>(store, f);
+    kind::<ClusterTrustBundle>(store, f);
 }
 
 /// Every EndpointSlice: routes read them only through the Services they name.

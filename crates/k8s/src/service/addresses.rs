@@ -15,7 +15,7 @@ use aether_gateway::Store;
 use aether_gateway::status::GatewayStatusAddress;
 use aether_gateway::{Addresses, Assignment};
 use aether_ir::ObjectRef;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
 use std::collections::BTreeMap;
 

@@ -22,9 +22,9 @@ use super::{
 };
 use aether_gateway::Store;
 use aether_ir::{Ir, ObjectRef};
+use gateway_api::apis::experimental::gateways::Gateway;
+use gateway_api::apis::experimental::listenersets::ListenerSet;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::listenersets::ListenerSet;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

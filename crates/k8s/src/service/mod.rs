@@ -83,7 +83,7 @@ pub const REQUESTED_IPS_ANNOTATION: &str = "metallb.io/loadBalancerIPs";
 
 /// The IP addresses a Gateway's `spec.addresses` name (type IPAddress or none,
 /// with a value that is an IP), in spec order, once each.
-pub fn requested_ips(gw: &gateway_api::apis::standard::gateways::Gateway) -> Vec<String> {
+pub fn requested_ips(gw: &gateway_api::apis::experimental::gateways::Gateway) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for a in gw.spec.addresses.iter().flatten() {
         if a.r#type.as_deref().is_some_and(|t| t != "IPAddress") {

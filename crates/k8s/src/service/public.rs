@@ -26,7 +26,7 @@ use super::{
 };
 use aether_gateway::Store;
 use aether_ir::ObjectRef;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::core::v1::{Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};

@@ -105,8 +105,8 @@ mod tests {
     use super::*;
     use crate::service::{ServiceConfig, allocations, desired_services};
     use aether_ir::{Ir, ObjectRef};
+    use gateway_api::apis::experimental::gateways::Gateway;
     use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-    use gateway_api::apis::standard::gateways::Gateway;
     use serde_json::json;
     use std::collections::BTreeMap;
 

@@ -4,8 +4,8 @@
 use super::patch::{StatusKind, compute};
 use super::test_support::{at, mk_doc, mk_inputs, mk_store, mk_web_world};
 use aether_gateway::{AckState, Store};
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::Gateway;
 
 /// [`mk_web_world`] with HTTPRoute `apps/r` on `web`, each object with a uid.
 fn uid_world() -> String {

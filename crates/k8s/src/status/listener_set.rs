@@ -5,8 +5,8 @@ use super::condition;
 use super::patch::{Precondition, StatusKind, StatusPatch, body, listener};
 use aether_gateway::listener_set::ListenerSetStatus as Planned;
 use aether_ir::ObjectRef;
-use gateway_api::apis::standard::gateways::GatewayStatusListeners;
-use gateway_api::apis::standard::listenersets::{ListenerSet, ListenerSetStatusListeners};
+use gateway_api::apis::experimental::gateways::GatewayStatusListeners;
+use gateway_api::apis::experimental::listenersets::{ListenerSet, ListenerSetStatusListeners};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
 

@@ -27,14 +27,14 @@ use aether_gateway::status::{
 };
 use aether_gateway::{StatusPlan, Store, StoreObject};
 use aether_ir::ObjectRef;
-use gateway_api::apis::standard::gatewayclasses::{
-    GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
-};
-use gateway_api::apis::standard::gateways::{
+use gateway_api::apis::experimental::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
-use gateway_api::apis::standard::listenersets::ListenerSet;
+use gateway_api::apis::experimental::listenersets::ListenerSet;
+use gateway_api::apis::standard::gatewayclasses::{
+    GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -584,6 +584,7 @@ fn gateway(gw: &Gateway, planned: &Planned, api_version: &str, now: &Time) -> Op
         .map(|a| GatewayStatusAddresses {
             r#type: Some(a.type_.clone()),
             value: a.value.clone(),
+            routability: None,
         })
         .collect();
     let conditions = condition::from_plan(&planned.conditions, &current_conditions, now);

@@ -5,8 +5,8 @@
 use super::patch::{Computed, Settled, StatusInputs, compute, compute_over};
 use super::test_support::{apply_all, at, mk_inputs, mk_store, web_world};
 use aether_gateway::{AckState, Store};
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::Gateway;
 
 /// Both computations agree; the cached one's result.
 fn both(inputs: &StatusInputs, settled: &mut Settled, now: i64) -> Computed {

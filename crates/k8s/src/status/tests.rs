@@ -8,8 +8,8 @@ use super::test_support::{
 };
 use aether_gateway::{AckState, Store};
 use aether_testkit::parent_controllers;
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::Gateway;
 use serde_json::{Value, json};
 
 /// Every condition list anywhere in a JSON value.

@@ -6,8 +6,8 @@
 use aether_gateway::{Config, Store, translate};
 use aether_ir::Ir;
 use aether_k8s::service::{ServiceConfig, allocations, apply_allocations, desired_services};
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::json;
 use std::path::PathBuf;

@@ -12,7 +12,7 @@ use aether_gateway::vocabulary::gateway::{Reason, Type};
 use aether_ir::ObjectRef;
 use aether_k8s::service::{ServiceConfig, desired_services, public_name, reconcile, service_name};
 use aether_testkit::ApiServer;
-use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};

@@ -11,9 +11,9 @@ use aether_gateway::{AckState, Addresses, Config, Served, Store, assemble, trans
 use aether_k8s::leader::always_leader;
 use aether_k8s::status::{self, StatusInputs, StatusKind, StatusWriter, WriteResult};
 use aether_testkit::{ApiServer, parent_controllers};
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -5,8 +5,8 @@ use aether_gateway::{
     AckState, Config, Served, StatusPlan, Store, StoreObject, assemble, translate,
 };
 use aether_k8s::service::{self, ReconcileReport, ServiceConfig, desired_services, reconcile};
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::ListParams;
 use kube::{Api, Client};

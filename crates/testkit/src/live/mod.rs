@@ -9,6 +9,7 @@
 //!    ├─ Backend::start / ::on(POD_IP) ◄── Envoy::start(bin, …) ◄─ADS─ Agent / KubeAgent (bin, …)
 //!    │     backend.rs, http.rs                envoy.rs              agent.rs, kube_agent.rs
 //!    ├─ ChildBackend (child.rs): a backend process, to kill -9          │ status
+//!    ├─ AuthServer (auth_server.rs): an ext_authz HTTP server, allow on `x-allow: yes`
 //!    ├─ traffic::Load / drive (traffic/): keep-alive clients while a Scenario changes the config
 //!    ├─ eventually / wait_until (wait.rs) ◄── get_json, until_object, programmed … (status.rs)
 //!    └─ mk_gateway, mk_route … (yaml.rs): the objects, as YAML
@@ -18,6 +19,7 @@
 //! log file of the test's temp directory for the failure message.
 
 mod agent;
+mod auth_server;
 mod backend;
 mod child;
 mod envoy;
@@ -32,6 +34,7 @@ mod wait;
 mod yaml;
 
 pub use agent::{Agent, tcp_xds_flag};
+pub use auth_server::{AuthServer, GrpcAuthServer};
 pub use backend::{Backend, serve_forever, tcp_echo, udp_echo};
 pub use child::ChildBackend;
 pub use envoy::Envoy;

@@ -2,8 +2,8 @@
 //! route parent entries, the Gateway's `Programmed`, the edge Services; and the
 //! objects every Kubernetes-mode test starts from.
 
+use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

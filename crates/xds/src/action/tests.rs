@@ -161,6 +161,7 @@ fn replacing_the_full_path_keeps_the_query() {
 
 fn vhost(domains: &[&str]) -> ir::VirtualHost {
     ir::VirtualHost {
+        pre_routing: Vec::new(),
         name: domains[0].into(),
         domains: domains.iter().map(|d| d.to_string()).collect(),
         routes: vec![],

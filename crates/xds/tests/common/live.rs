@@ -210,6 +210,7 @@ pub fn mk_http_port(gateway: &str, port: u16, virtual_hosts: Vec<ir::VirtualHost
 /// A virtual host `name` for `domains`.
 pub fn mk_virtual_host(name: &str, domains: &[&str], routes: Vec<ir::Route>) -> ir::VirtualHost {
     ir::VirtualHost {
+        pre_routing: Vec::new(),
         name: name.into(),
         domains: domains.iter().map(|d| d.to_string()).collect(),
         routes,
