@@ -318,6 +318,10 @@ async fn launch(
         // (a loud retry every 10 s); nothing here routes to it anyway.
         "--endpoint-reconciler-type=none".to_string(),
         "--profiling=false".to_string(),
+        // ClusterTrustBundle (beta in 1.34, off by default): a CA the Gateway API
+        // may name in caCertificateRefs.
+        "--feature-gates=ClusterTrustBundle=true".to_string(),
+        "--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true".to_string(),
     ];
     let program = bin_dir.join("kube-apiserver");
     let mut apiserver = Process::spawn(

@@ -21,5 +21,6 @@ mod service;
 mod service_l4;
 mod services_many;
 mod status_refused;
+mod trust_bundle;
 mod watch;
 mod watch_expiry;
