@@ -102,6 +102,9 @@ pub struct Assignment {
     /// `missing` is about addresses the Gateway asked for and did not get
     /// (AddressNotUsable), rather than about no address at all (AddressNotAssigned).
     pub unusable: bool,
+    /// Each `spec.addresses` entry matched ([`crate::routability`]), once the
+    /// Service's addresses are known: `AddressesAssigned`. `None`: not yet.
+    pub assigned: Option<crate::routability::Assigned>,
 }
 
 /// Why a Gateway planned `Programmed=True` is not, for its Gateway condition
@@ -164,6 +167,17 @@ pub fn assemble(
         };
         if let Some(a) = assignment {
             status.addresses = a.map(|a| a.addresses.clone()).unwrap_or_default();
+            // The plan matched the planned addresses; the Service's decide.
+            status
+                .conditions
+                .retain(|c| c.type_ != gateway::Type::AddressesAssigned);
+            let generation = condition(&status.conditions, gateway::Type::Accepted)
+                .map_or(0, |c| c.observed_generation);
+            if let Some(assigned) = a.and_then(|a| a.assigned.as_ref()) {
+                status
+                    .conditions
+                    .push(crate::routability::condition(assigned, generation));
+            }
         }
         // 1. A Gateway that is not served has nothing to wait for.
         if !condition(&status.conditions, gateway::Type::Programmed).is_some_and(|c| c.ok) {

@@ -25,9 +25,11 @@ fn given_addresses(missing: Option<&str>) -> Addresses {
         addresses: vec![GatewayStatusAddress {
             type_: "IPAddress".into(),
             value: "10.0.0.7".into(),
+            routability: Some(String::new()),
         }],
         missing: missing.map(str::to_string),
         unusable: false,
+        assigned: None,
     };
     Addresses::LoadBalancer(BTreeMap::from([(web(), a)]))
 }

@@ -39,6 +39,7 @@ pub mod port_claims;
 pub mod precedence;
 pub mod re2;
 pub mod reference_grant;
+pub mod routability;
 pub mod route;
 pub mod route_table;
 pub mod status;
@@ -76,6 +77,16 @@ pub struct Config {
     /// for the others (`port_claims`). `false` in service address mode, where
     /// each Gateway gets Envoy ports of its own.
     pub shared_ports: bool,
+}
+
+impl Config {
+    /// The plan's addresses are the ones Envoy binds and status reports
+    /// (standalone, static mode). Otherwise (service mode) each Gateway's
+    /// Service decides them later: its load balancer's and its ClusterIP, in
+    /// [`assemble`].
+    pub fn planned_addresses_are_final(&self) -> bool {
+        self.shared_ports
+    }
 }
 
 impl Default for Config {

@@ -308,6 +308,11 @@ pub struct GatewayModel {
     pub of: Identity,
     /// Err: why the addresses cannot be used.
     pub addresses: Result<Vec<String>, String>,
+    /// `spec.addresses`, entry by entry, with their routability.
+    pub address_requests: Vec<crate::routability::Request>,
+    /// [`crate::Config::planned_addresses_are_final`]: status reports
+    /// `addresses` matched against `address_requests`.
+    pub addresses_final: bool,
     /// Why `spec.infrastructure.parametersRef` cannot be used: we read no
     /// parameters kind, so any reference is invalid (the Gateway is not accepted).
     pub invalid_parameters: Option<String>,
@@ -374,6 +379,8 @@ impl GatewayModel {
             of: Identity::of(&gw.metadata),
             key,
             addresses,
+            address_requests: crate::routability::requests(gw),
+            addresses_final: config.planned_addresses_are_final(),
             invalid_parameters,
             listeners,
             insecure_frontend_validation: client_validation::insecure_fallback(gw),

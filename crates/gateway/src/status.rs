@@ -175,6 +175,10 @@ pub struct GatewayStatusAddress {
     #[serde(rename = "type")]
     pub type_: String,
     pub value: String,
+    /// Where the address is reachable from ([`crate::routability`]): set on
+    /// every address we report, `""` for the default scope.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routability: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

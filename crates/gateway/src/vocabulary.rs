@@ -70,6 +70,9 @@ pub mod gateway {
         InsecureFrontendValidationMode,
         /// Written when `spec.tls.backend.clientCertificateRef` is set.
         ResolvedRefs,
+        /// Whether every `spec.addresses` entry got an address (GEP-5093);
+        /// omitted until addresses are known.
+        AddressesAssigned,
     });
     words!(Reason {
         Accepted,
@@ -90,6 +93,12 @@ pub mod gateway {
         ResolvedRefs,
         InvalidClientCertificateRef,
         RefNotPermitted,
+        /// AddressesAssigned: every entry got an address.
+        AddressesAssigned,
+        /// AddressesAssigned: some entries did not.
+        PartiallyAssigned,
+        /// AddressesAssigned: no entry did.
+        NotAssigned,
     });
 }
 
@@ -214,8 +223,13 @@ mod tests {
                 "Accepted",
                 "Programmed",
                 "InsecureFrontendValidationMode",
-                "ResolvedRefs"
+                "ResolvedRefs",
+                "AddressesAssigned"
             ]
+        );
+        assert_eq!(
+            gateway::Reason::PartiallyAssigned.as_str(),
+            "PartiallyAssigned"
         );
         assert_eq!(
             listener::Reason::NoValidCACertificate.as_str(),

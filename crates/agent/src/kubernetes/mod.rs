@@ -61,6 +61,8 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "GRPCRouteRequestHeaderModifier",
     "Gateway",
     "GatewayAddressEmpty",
+    "GatewayAddressRoutability",
+    "GatewayAddressRoutabilityCluster",
     "GatewayBackendClientCertificate",
     "GatewayFrontendClientCertificateValidation",
     "GatewayFrontendClientCertificateValidationInsecureFallback",

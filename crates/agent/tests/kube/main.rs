@@ -16,6 +16,7 @@ mod long_name;
 mod rbac;
 mod report_auth;
 mod restart;
+mod routability;
 mod route_status;
 mod service;
 mod service_l4;

@@ -3,6 +3,7 @@
 //! `assemble`).
 
 use super::{CertificateError, GatewayModel, Listener, Unresolved};
+use crate::routability;
 use crate::status::{
     Condition, GatewayCondition, GatewayStatus, GatewayStatusAddress, ListenerCondition,
     ListenerStatus, set_condition,
@@ -40,7 +41,34 @@ impl GatewayModel {
             ),
         };
         set_condition(&mut conditions, accepted);
-        let (ok, reason, message) = if served {
+        // Static addresses (standalone, static mode): each spec entry matched
+        // now; in service mode `assemble` does it with the Service's.
+        let planned: Vec<GatewayStatusAddress> = match (&self.addresses, served) {
+            (Ok(a), true) => a
+                .iter()
+                .map(|v| GatewayStatusAddress {
+                    type_: routability::IP_ADDRESS.into(),
+                    value: v.clone(),
+                    routability: None,
+                })
+                .collect(),
+            _ => vec![],
+        };
+        let assigned = (served && self.addresses_final).then(|| {
+            let offer = routability::Offer {
+                default: planned.clone(),
+                cluster_ip: None,
+            };
+            routability::assign(&self.address_requests, &offer)
+        });
+        let unassigned = assigned.as_ref().is_some_and(routability::Assigned::none);
+        let (ok, reason, message) = if served && unassigned {
+            (
+                false,
+                Reason::AddressNotAssigned,
+                "no requested address can be assigned (see AddressesAssigned)",
+            )
+        } else if served {
             (true, Reason::Programmed, "Gateway is programmed")
         } else if self.invalid_parameters.is_some() {
             (
@@ -87,15 +115,12 @@ impl GatewayModel {
             );
             set_condition(&mut conditions, insecure);
         }
-        let addresses = match (&self.addresses, served) {
-            (Ok(a), true) => a
-                .iter()
-                .map(|v| GatewayStatusAddress {
-                    type_: "IPAddress".into(),
-                    value: v.clone(),
-                })
-                .collect(),
-            _ => vec![],
+        let addresses = match &assigned {
+            Some(a) => {
+                set_condition(&mut conditions, routability::condition(a, g));
+                a.addresses.clone()
+            }
+            None => planned,
         };
         let attached_sets = self
             .listener_sets

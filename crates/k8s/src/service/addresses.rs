@@ -11,9 +11,9 @@
 //! whatever Envoy ACKed.
 
 use super::{ReconcileErrors, Unallocated, gateway_of, is_public_service, public_name};
-use aether_gateway::Store;
 use aether_gateway::status::GatewayStatusAddress;
 use aether_gateway::{Addresses, Assignment};
+use aether_gateway::{Store, routability};
 use aether_ir::ObjectRef;
 use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::core::v1::Service;
@@ -45,10 +45,13 @@ fn assignment(gw: &ObjectRef, store: &Store, problem: Option<&String>) -> Assign
         .filter(|s| is_public_service(s) && gateway_of(s).as_ref() == Some(gw));
     let addresses = svc.map(ingress_addresses).unwrap_or_default();
     let service = format!("Service {}/{name}", gw.namespace);
-    let requested = store
-        .get::<Gateway>(&gw.namespace, &gw.name)
-        .map(super::requested_ips)
-        .unwrap_or_default();
+    let gateway = store.get::<Gateway>(&gw.namespace, &gw.name);
+    let requested = gateway.map(super::requested_ips).unwrap_or_default();
+    let requests = gateway.map(routability::requests).unwrap_or_default();
+    let cluster_ip = svc
+        .and_then(|s| s.spec.as_ref())
+        .and_then(|s| s.cluster_ip.clone())
+        .filter(|ip| !ip.is_empty() && ip != "None");
     let not_given: Vec<&str> = requested
         .iter()
         .filter(|ip| !addresses.iter().any(|a| &a.value == *ip))
@@ -68,17 +71,34 @@ fn assignment(gw: &ObjectRef, store: &Store, problem: Option<&String>) -> Assign
             if not_given.len() > 1 { "es" } else { "" },
             not_given.join(", ")
         ))
-    } else if addresses.is_empty() {
+    } else if addresses.is_empty() && routability::wants_default_scope(&requests) {
         Some(format!(
             "waiting for a load balancer to assign an address to {service}"
         ))
     } else {
         None
     };
+    // Each spec entry matched once the Service's addresses are known (a
+    // problem or no Service yet: not reconciled, no AddressesAssigned).
+    let assigned = (problem.is_none() && svc.is_some()).then(|| {
+        let offer = routability::Offer {
+            default: addresses.clone(),
+            cluster_ip,
+        };
+        routability::assign(&requests, &offer)
+    });
+    let missing = match (&missing, &assigned) {
+        (None, Some(a)) if a.none() => Some(format!(
+            "no requested address can be assigned: {}",
+            a.unsatisfied.join("; ")
+        )),
+        _ => missing,
+    };
     Assignment {
-        addresses,
+        addresses: assigned.as_ref().map_or(addresses, |a| a.addresses.clone()),
         missing,
         unusable,
+        assigned,
     }
 }
 
@@ -118,6 +138,7 @@ fn ingress_addresses(svc: &Service) -> Vec<GatewayStatusAddress> {
             let a = GatewayStatusAddress {
                 type_: type_.into(),
                 value: value.clone(),
+                routability: None,
             };
             if !out.contains(&a) {
                 out.push(a);
@@ -245,6 +266,92 @@ mod tests {
             vec![("IPAddress", "192.0.2.7"), ("Hostname", "lb.example.com")]
         );
         assert!(programmed(&plan, &gw).is_true());
+    }
+
+    fn mk_gateway(gw: &ObjectRef, addresses: &str) -> Gateway {
+        let yaml = format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {}, namespace: {}}}\nspec:\n  gatewayClassName: aether\n  addresses: {addresses}\n  listeners: [{{name: http, port: 80, protocol: HTTP}}]\n",
+            gw.name, gw.namespace
+        );
+        serde_json::from_value(serde_yaml::from_str(&yaml).unwrap()).unwrap()
+    }
+
+    /// (value, routability) of each status address, and AddressesAssigned's
+    /// (status, reason).
+    fn routability_of(
+        plan: &StatusPlan,
+        gw: &ObjectRef,
+    ) -> (Vec<(String, String)>, Option<(bool, gateway::Reason)>) {
+        let s = &plan.gateways[gw];
+        let addresses = s
+            .addresses
+            .iter()
+            .map(|a| {
+                (
+                    a.value.clone(),
+                    a.routability.clone().unwrap_or_else(|| "unset".into()),
+                )
+            })
+            .collect();
+        let assigned = condition(&s.conditions, Type::AddressesAssigned).map(|c| (c.ok, c.reason));
+        (addresses, assigned)
+    }
+
+    #[test]
+    fn an_empty_and_a_cluster_entry_get_the_load_balancers_address_and_the_cluster_ip() {
+        let gw = ObjectRef::new("infra", "web");
+        let mut store = Store::default();
+        let mut svc = mk_svc(&gw, vec![(Some("192.0.2.7"), None)]);
+        svc.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+            cluster_ip: Some("10.96.0.9".into()),
+            ..Default::default()
+        });
+        store.insert(svc);
+        store.insert(mk_gateway(
+            &gw,
+            "[{type: IPAddress, routability: Cluster}, {type: IPAddress}]",
+        ));
+        let plan = mk_plan(&[(&gw, true, gateway::Reason::Programmed)]);
+        let plan = assembled(&plan, &store, &BTreeMap::new(), &[]);
+        let (addresses, assigned) = routability_of(&plan, &gw);
+        assert_eq!(
+            addresses,
+            [
+                ("192.0.2.7".into(), String::new()),
+                ("10.96.0.9".into(), "Cluster".into())
+            ]
+        );
+        assert_eq!(assigned, Some((true, gateway::Reason::AddressesAssigned)));
+        assert!(programmed(&plan, &gw).is_true());
+    }
+
+    #[test]
+    fn an_unknown_scope_alone_is_not_assigned_and_not_programmed() {
+        let gw = ObjectRef::new("infra", "web");
+        let mut store = Store::default();
+        store.insert(mk_svc(&gw, vec![(Some("192.0.2.7"), None)]));
+        store.insert(mk_gateway(
+            &gw,
+            "[{type: IPAddress, routability: example.com/CorpWan}]",
+        ));
+        let plan = mk_plan(&[(&gw, true, gateway::Reason::Programmed)]);
+        let plan = assembled(&plan, &store, &BTreeMap::new(), &[]);
+        let (addresses, assigned) = routability_of(&plan, &gw);
+        assert_eq!(addresses, []);
+        assert_eq!(assigned, Some((false, gateway::Reason::NotAssigned)));
+        let p = programmed(&plan, &gw);
+        assert_eq!(
+            (p.ok, p.reason),
+            (false, gateway::Reason::AddressNotAssigned)
+        );
+    }
+
+    #[test]
+    fn no_addresses_condition_before_the_service_exists() {
+        let gw = ObjectRef::new("infra", "web");
+        let plan = mk_plan(&[(&gw, true, gateway::Reason::Programmed)]);
+        let plan = assembled(&plan, &Store::default(), &BTreeMap::new(), &[]);
+        assert_eq!(routability_of(&plan, &gw).1, None);
     }
 
     #[test]

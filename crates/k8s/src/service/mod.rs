@@ -89,6 +89,12 @@ pub fn requested_ips(gw: &gateway_api::apis::experimental::gateways::Gateway) ->
         if a.r#type.as_deref().is_some_and(|t| t != "IPAddress") {
             continue;
         }
+        // Only the default scope's addresses come from the load balancer; a
+        // Cluster one is the Service's ClusterIP (`aether_gateway::routability`).
+        let scope = a.routability.as_deref().unwrap_or_default();
+        if !scope.is_empty() && scope != aether_gateway::routability::SENTINEL {
+            continue;
+        }
         let ip = a
             .value
             .as_deref()

@@ -120,15 +120,29 @@ fn service(
     metadata.labels = Some(labels);
     metadata.annotations = Some(annotations);
     let ports = record.spec.as_ref().and_then(|s| s.ports.clone());
-    Service {
-        metadata,
-        spec: Some(ServiceSpec {
+    // A Gateway whose every address is Cluster-scoped gets no load balancer:
+    // its ClusterIP is its address.
+    let requests = spec
+        .map(aether_gateway::routability::requests)
+        .unwrap_or_default();
+    let spec = if aether_gateway::routability::wants_default_scope(&requests) {
+        ServiceSpec {
             type_: Some("LoadBalancer".into()),
             ports,
             load_balancer_class: cfg.load_balancer_class.clone(),
             allocate_load_balancer_node_ports: cfg.allocate_node_ports,
             ..Default::default()
-        }),
+        }
+    } else {
+        ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            ports,
+            ..Default::default()
+        }
+    };
+    Service {
+        metadata,
+        spec: Some(spec),
         status: None,
     }
 }

@@ -293,3 +293,41 @@ fn a_changed_endpoint_is_not_up_to_date() {
     assert!(slice_up_to_date(&a, &a));
     assert!(!slice_up_to_date(&a, &b));
 }
+
+#[test]
+fn a_gateway_whose_every_address_is_cluster_scoped_gets_no_load_balancer() {
+    let cluster = mk_gateway(
+        "internal",
+        json!({"addresses": [{"type": "IPAddress", "routability": "Cluster", "value": "10.96.0.10"}]}),
+    );
+    let mixed = mk_gateway(
+        "web",
+        json!({"addresses": [{"routability": "Cluster"}, {"value": "10.250.0.9"}]}),
+    );
+    let (store, records) = given(vec![cluster, mixed], vec![]);
+    let public = public_of(&store, &records);
+    let by_name = |gw: &str| {
+        let name = public_name(&ObjectRef::new("infra", gw));
+        public
+            .services
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(name.as_str()))
+            .unwrap()
+    };
+    let internal = by_name("internal");
+    let spec = internal.spec.as_ref().unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+    assert_eq!(spec.allocate_load_balancer_node_ports, None);
+    let ann = internal.metadata.annotations.as_ref().unwrap();
+    assert!(
+        !ann.contains_key(REQUESTED_IPS_ANNOTATION),
+        "a Cluster address is not asked of the load balancer"
+    );
+    let web = by_name("web");
+    assert_eq!(
+        web.spec.as_ref().unwrap().type_.as_deref(),
+        Some("LoadBalancer")
+    );
+    let ann = web.metadata.annotations.as_ref().unwrap();
+    assert_eq!(ann[REQUESTED_IPS_ANNOTATION], "10.250.0.9");
+}

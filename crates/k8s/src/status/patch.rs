@@ -584,7 +584,7 @@ fn gateway(gw: &Gateway, planned: &Planned, api_version: &str, now: &Time) -> Op
         .map(|a| GatewayStatusAddresses {
             r#type: Some(a.type_.clone()),
             value: a.value.clone(),
-            routability: None,
+            routability: a.routability.clone(),
         })
         .collect();
     let conditions = condition::from_plan(&planned.conditions, &current_conditions, now);
