@@ -278,10 +278,9 @@ mod tests {
 
     /// (value, routability) of each status address, and AddressesAssigned's
     /// (status, reason).
-    fn routability_of(
-        plan: &StatusPlan,
-        gw: &ObjectRef,
-    ) -> (Vec<(String, String)>, Option<(bool, gateway::Reason)>) {
+    type Reported = (Vec<(String, String)>, Option<(bool, gateway::Reason)>);
+
+    fn routability_of(plan: &StatusPlan, gw: &ObjectRef) -> Reported {
         let s = &plan.gateways[gw];
         let addresses = s
             .addresses
