@@ -21,7 +21,7 @@ const WAIT: Duration = Duration::from_secs(30);
 fn older_and_missing_crds_are_watched_at_what_is_served() {
     in_netns(async {
         let w = given_an_old_tcproute_crd_no_udproute_crd_and_an_agent().await;
-        both_route_kinds_are_served_and_accepted(&w).await;
+        both_routes_accepted_and_the_tcp_one_served(&w, "v1alpha2").await;
         the_missing_kind_is_reported_once(&w).await;
     });
 }
@@ -96,13 +96,14 @@ async fn given_an_old_tcproute_crd_no_udproute_crd_and_an_agent() -> World {
     OneNode::start(server, b0, &flags, &logs)
 }
 
-/// The v1alpha2 TCPRoute is served (bytes to the TCP listener reach b0) and its
-/// status written at v1alpha2.
-async fn both_route_kinds_are_served_and_accepted(w: &World) {
+/// r1 and t1 (its status read at `version`) Accepted; bytes to the TCP
+/// listener reach b0.
+async fn both_routes_accepted_and_the_tcp_one_served(w: &World, version: &str) {
     let c = &w.client;
     eventually(WAIT, "r1 accepted", || route_accepted(c, NS, "r1", "gw")).await;
-    eventually(WAIT, "t1 accepted, written at v1alpha2", || async move {
-        let r = tcp_route_at(c, "v1alpha2").await?;
+    let what = format!("t1 accepted, written at {version}");
+    eventually(WAIT, &what, || async move {
+        let r = tcp_route_at(c, version).await?;
         let a = parent_accepted(&r, "gw", Some("tcp"));
         if a == cond("True", "Accepted") {
             Ok(())
@@ -160,21 +161,8 @@ async fn given_the_previous_release_s_crds_and_an_agent() -> World {
 
 /// Both kinds served at v1 by those CRDs: routed, accepted, and no kind missing.
 async fn http_and_tcp_routes_are_served(w: &World) {
-    let c = &w.client;
-    eventually(WAIT, "r1 accepted", || route_accepted(c, NS, "r1", "gw")).await;
-    eventually(WAIT, "t1 accepted", || async move {
-        let r = tcp_route_at(c, "v1").await?;
-        let a = parent_accepted(&r, "gw", Some("tcp"));
-        if a == cond("True", "Accepted") {
-            Ok(())
-        } else {
-            Err(format!("{a:?} in {}", r["status"]))
-        }
-    })
-    .await;
+    both_routes_accepted_and_the_tcp_one_served(w, "v1").await;
     let r = http_get(&format!("{POD_IP}:80"), "example.test", "/", &[]).unwrap();
-    assert_eq!(r.backend(), Some("b0"), "{r:?}");
-    let r = http_get(&format!("{POD_IP}:{TCP_PORT}"), "example.test", "/", &[]).unwrap();
     assert_eq!(r.backend(), Some("b0"), "{r:?}");
     let metrics = w.agent.metrics();
     // Each cluster change translated counts as a configuration load.

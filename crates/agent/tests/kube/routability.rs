@@ -21,12 +21,7 @@ fn a_cluster_scoped_gateway_reports_its_cluster_ip() {
     });
 }
 
-struct World {
-    client: kube::Client,
-    _agent: KubeAgent,
-    _envoy: Envoy,
-    _server: aether_testkit::ApiServer,
-}
+type World = OneNode;
 
 fn app_yaml() -> String {
     [
@@ -43,14 +38,7 @@ async fn given_a_cluster_scoped_gateway_in_service_mode() -> World {
     let server = aether_testkit::ApiServer::start().await;
     server.apply(&app_yaml()).await.unwrap();
     let flags = ["--leader-elect=false", "--address-mode", "service"];
-    let agent = kube_agent(server.kubeconfig_path(), &flags, &logs);
-    let envoy = envoy("node-a", &agent.xds, true, &logs);
-    World {
-        client: server.client(),
-        _agent: agent,
-        _envoy: envoy,
-        _server: server,
-    }
+    OneNode::start(server, Backend::on(POD_IP, "b0"), &flags, &logs)
 }
 
 /// The public Service is type ClusterIP; returns its ClusterIP.
