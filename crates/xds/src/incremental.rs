@@ -42,6 +42,10 @@ pub struct Reuse {
     pub clusters_encoded: usize,
     pub gateways_reused: usize,
     pub gateways_encoded: usize,
+    /// IR routes of the encoded Gateways whose Envoy routes were taken from
+    /// the Gateway's build before, and those encoded.
+    pub routes_reused: usize,
+    pub routes_encoded: usize,
 }
 
 impl Builder {
@@ -88,9 +92,13 @@ impl Builder {
                     reuse.gateways_reused += 1;
                     built.clone()
                 }
-                _ => {
+                before => {
                     reuse.gateways_encoded += 1;
-                    Arc::new(build_gateway(gw, &known, self.access_log))
+                    let before = before.map(|(gw, b)| (&**gw, &**b));
+                    let built = build_gateway(gw, &known, self.access_log, before);
+                    reuse.routes_reused += built.route_count.reused;
+                    reuse.routes_encoded += built.route_count.encoded;
+                    Arc::new(built)
                 }
             };
             gateways.insert(key, (gw.clone(), built));
