@@ -3,9 +3,13 @@
 //! ```text
 //!  Ir ─┬─ each cluster ─► CDS + EDS + SDS resources   (equal IR cluster: reused)
 //!      └─ each Gateway ─► listeners, route tables, secrets, members, parts,
-//!                         fragments (equal IR Gateway, and the clusters it
-//!                         names still defined or not, with the same
-//!                         references, as before: reused)
+//!          │              fragments (equal IR Gateway, and the clusters it
+//!          │              names still defined or not, with the same
+//!          │              references, as before: reused)
+//!          └─ changed ──► each route table from its routes' encodings: an
+//!                         IR route equal to the one before (same name,
+//!                         virtual host and scheme) keeps its encoding
+//!                         (`route_cache.rs`)
 //!         ──► Snapshot::new + with_parts: versions, hashes, fingerprints
 //! ```
 //!

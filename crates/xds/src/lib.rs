@@ -13,7 +13,8 @@
 //!
 //! One module per resource kind (`listener`, `route` + `action`, `cluster`,
 //! `endpoint`, `secret`); `render` turns any of them into proto3 JSON/YAML through a
-//! descriptor pool compiled from Envoy's own `.proto` files.
+//! descriptor pool compiled from Envoy's own `.proto` files. `incremental` caches
+//! what a build encodes, per cluster, per Gateway and (`route_cache`) per route.
 
 pub mod access_log;
 mod action;
