@@ -1,5 +1,6 @@
-//! What a warm [`Builder`] re-encodes. (That it gives what a fresh build
-//! gives, over random edits, is `tests/incremental.rs`.)
+//! What a warm [`Builder`] re-encodes, and that it gives what a fresh build
+//! gives over random edits of one Gateway's many routes (`one_gateway`; over
+//! the golden cases' objects, `tests/incremental.rs`).
 
 use super::*;
 
