@@ -110,6 +110,7 @@ fn child(routes: usize) {
             "one Gateway retranslated"
         );
         assert_eq!(builder.last.gateways_encoded, 1, "one Gateway re-encoded");
+        assert_eq!(builder.last.routes_encoded, 1, "one IR route re-encoded");
         assert_eq!(snapshot.gateways.len(), gateways);
     }
     let (ot, _) = median_p99(&mut one_translate);

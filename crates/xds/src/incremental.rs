@@ -3,9 +3,13 @@
 //! ```text
 //!  Ir ─┬─ each cluster ─► CDS + EDS + SDS resources   (equal IR cluster: reused)
 //!      └─ each Gateway ─► listeners, route tables, secrets, members, parts,
-//!                         fragments (equal IR Gateway, and the clusters it
-//!                         names still defined or not, with the same
-//!                         references, as before: reused)
+//!          │              fragments (equal IR Gateway, and the clusters it
+//!          │              names still defined or not, with the same
+//!          │              references, as before: reused)
+//!          └─ changed ──► each route table from its routes' encodings: an
+//!                         IR route equal to the one before (same name,
+//!                         virtual host and scheme) keeps its encoding
+//!                         (`route_cache.rs`)
 //!         ──► Snapshot::new + with_parts: versions, hashes, fingerprints
 //! ```
 //!
@@ -42,6 +46,10 @@ pub struct Reuse {
     pub clusters_encoded: usize,
     pub gateways_reused: usize,
     pub gateways_encoded: usize,
+    /// IR routes of the encoded Gateways whose Envoy routes were taken from
+    /// the Gateway's build before, and those encoded.
+    pub routes_reused: usize,
+    pub routes_encoded: usize,
 }
 
 impl Builder {
@@ -88,9 +96,13 @@ impl Builder {
                     reuse.gateways_reused += 1;
                     built.clone()
                 }
-                _ => {
+                before => {
                     reuse.gateways_encoded += 1;
-                    Arc::new(build_gateway(gw, &known, self.access_log))
+                    let before = before.map(|(gw, b)| (&**gw, &**b));
+                    let built = build_gateway(gw, &known, self.access_log, before);
+                    reuse.routes_reused += built.route_count.reused;
+                    reuse.routes_encoded += built.route_count.encoded;
+                    Arc::new(built)
                 }
             };
             gateways.insert(key, (gw.clone(), built));

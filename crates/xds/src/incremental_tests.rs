@@ -1,5 +1,6 @@
-//! What a warm [`Builder`] re-encodes. (That it gives what a fresh build
-//! gives, over random edits, is `tests/incremental.rs`.)
+//! What a warm [`Builder`] re-encodes, and that it gives what a fresh build
+//! gives over random edits of one Gateway's many routes (`one_gateway`; over
+//! the golden cases' objects, `tests/incremental.rs`).
 
 use super::*;
 
@@ -42,7 +43,8 @@ fn a_warm_builder_encodes_only_what_changed() {
     b.build(&ir_of(10, "/", "10.0.0.1"));
     assert_eq!((b.last.clusters_encoded, b.last.gateways_encoded), (10, 2));
 
-    // One route moved: its Gateway alone is encoded again.
+    // One route moved: its Gateway alone is encoded again, and of its five
+    // routes only that one.
     let ir = ir_of(10, "/moved/", "10.0.0.1");
     let warm = b.build(&ir);
     assert_eq!(
@@ -52,6 +54,8 @@ fn a_warm_builder_encodes_only_what_changed() {
             clusters_encoded: 0,
             gateways_reused: 1,
             gateways_encoded: 1,
+            routes_reused: 4,
+            routes_encoded: 1,
         }
     );
     assert_eq!(warm, crate::build(&ir));
@@ -80,4 +84,163 @@ fn a_gateway_is_encoded_again_when_a_cluster_it_names_comes_or_goes() {
         assert_eq!(warm, crate::build(ir));
     }
     assert_eq!(b.last.gateways_encoded, 1, "gw-0 names svc-0's cluster");
+}
+
+/// One Gateway carrying many HTTPRoutes, edited one route at a time: a warm
+/// builder gives what a fresh build gives, byte for byte, and encodes at most
+/// the one IR route that changed.
+mod one_gateway {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// An HTTPRoute with one rule and one match, each field an index into a
+    /// few choices (few, so that routes tie on precedence and vhosts fill).
+    #[derive(Debug, Clone)]
+    struct Spec {
+        path: usize,
+        host: usize,
+        backend: usize,
+        filter: usize,
+        /// Seconds into its creation minute: the precedence tie-break.
+        age: u8,
+    }
+
+    const PATHS: [&str; 4] = ["/", "/a", "/a/b", "/b"];
+    /// `None`: the route names no hostname (the `*` virtual host).
+    const HOSTS: [Option<&str>; 3] = [None, Some("one.example"), Some("*.example")];
+    const FILTERS: usize = 3;
+
+    fn spec() -> impl Strategy<Value = Spec> {
+        (
+            0..PATHS.len(),
+            0..HOSTS.len(),
+            0..4usize,
+            0..FILTERS,
+            0..60u8,
+        )
+            .prop_map(|(path, host, backend, filter, age)| Spec {
+                path,
+                host,
+                backend,
+                filter,
+                age,
+            })
+    }
+
+    #[derive(Debug, Clone)]
+    enum Edit {
+        /// The n-th route (modulo) takes another spec: its match, hostname,
+        /// backend or filter, or only its age (precedence alone).
+        Change(usize, Spec),
+        /// The n-th route ties differently: only its age moves.
+        Reorder(usize, u8),
+        Add(Spec),
+        Remove(usize),
+    }
+
+    fn edit() -> impl Strategy<Value = Edit> {
+        prop_oneof![
+            4 => (any::<usize>(), spec()).prop_map(|(n, s)| Edit::Change(n, s)),
+            2 => (any::<usize>(), 0..60u8).prop_map(|(n, a)| Edit::Reorder(n, a)),
+            2 => spec().prop_map(Edit::Add),
+            2 => any::<usize>().prop_map(Edit::Remove),
+        ]
+    }
+
+    fn route_yaml(id: usize, s: &Spec) -> String {
+        let hostnames = HOSTS[s.host]
+            .map(|h| format!("  hostnames: [\"{h}\"]\n"))
+            .unwrap_or_default();
+        let matches = format!(
+            "  - matches: [{{path: {{type: PathPrefix, value: \"{}\"}}}}]\n",
+            PATHS[s.path]
+        );
+        // svc-3 does not exist: an unresolved backend.
+        let backend = format!("    backendRefs: [{{name: svc-{}, port: 80}}]\n", s.backend);
+        let rule = match s.filter {
+            0 => backend,
+            1 => format!(
+                "    filters: [{{type: RequestHeaderModifier, requestHeaderModifier: {{set: [{{name: x-route, value: \"{id}\"}}]}}}}]\n{backend}"
+            ),
+            // A redirect keeping the host: it reads the virtual host's domains.
+            _ => "    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 302, path: {type: ReplaceFullPath, replaceFullPath: /elsewhere}}}]\n".to_string(),
+        };
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: route-{id}, namespace: default, creationTimestamp: \"2026-01-01T00:00:{:02}Z\"}}\nspec:\n  parentRefs: [{{name: gw}}]\n{hostnames}  rules:\n{matches}{rule}",
+            s.age
+        )
+    }
+
+    fn ir_of(routes: &BTreeMap<usize, Spec>) -> ir::Ir {
+        use aether_testkit::live::mk_gateway;
+        let mut docs = vec![
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: aether}\nspec: {controllerName: gateway.aether.io/edge}\n".to_string(),
+            mk_gateway("default", "gw", &["{name: http, protocol: HTTP, port: 8000}"]),
+        ];
+        for s in 0..3 {
+            docs.push(format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: svc-{s}, namespace: default}}\nspec:\n  ports: [{{name: http, port: 80}}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: svc-{s}, namespace: default, labels: {{kubernetes.io/service-name: svc-{s}}}}}\naddressType: IPv4\nports: [{{name: http, port: 8080}}]\nendpoints:\n- addresses: [\"10.0.0.{s}\"]\n"
+            ));
+        }
+        docs.extend(routes.iter().map(|(id, s)| route_yaml(*id, s)));
+        let mut store = aether_gateway::Store::default();
+        store.add_yaml("in.yaml", &docs.join("---\n")).unwrap();
+        aether_gateway::translate(&store, &aether_gateway::Config::default()).ir
+    }
+
+    fn nth(routes: &BTreeMap<usize, Spec>, n: usize) -> Option<usize> {
+        (!routes.is_empty()).then(|| *routes.keys().nth(n % routes.len()).unwrap())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        #[test]
+        fn warm_equals_fresh_route_by_route(
+            start in proptest::collection::vec(spec(), 10..50),
+            edits in proptest::collection::vec(edit(), 1..30),
+        ) {
+            let mut routes: BTreeMap<usize, Spec> = start.into_iter().enumerate().collect();
+            let mut next = routes.len();
+            let mut b = Builder::default();
+            b.build(&ir_of(&routes));
+            for (step, e) in edits.iter().enumerate() {
+                match e.clone() {
+                    Edit::Change(n, s) => {
+                        if let Some(id) = nth(&routes, n) {
+                            routes.insert(id, s);
+                        }
+                    }
+                    Edit::Reorder(n, age) => {
+                        if let Some(id) = nth(&routes, n) {
+                            routes.get_mut(&id).unwrap().age = age;
+                        }
+                    }
+                    Edit::Add(s) => {
+                        routes.insert(next, s);
+                        next += 1;
+                    }
+                    Edit::Remove(n) => {
+                        if let Some(id) = nth(&routes, n) {
+                            routes.remove(&id);
+                        }
+                    }
+                }
+                let ir = ir_of(&routes);
+                let warm = b.build(&ir);
+                let fresh = crate::build(&ir);
+                prop_assert!(warm == fresh, "after {} edits {:?}: warm != fresh", step + 1, &edits[..=step]);
+                prop_assert_eq!(crate::to_yaml(&warm).unwrap(), crate::to_yaml(&fresh).unwrap());
+                let most = match e {
+                    Edit::Reorder(..) | Edit::Remove(_) => 0,
+                    _ => 1,
+                };
+                prop_assert!(
+                    b.last.routes_encoded <= most,
+                    "after {:?}: {} routes encoded", e, b.last.routes_encoded
+                );
+            }
+        }
+    }
 }

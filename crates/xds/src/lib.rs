@@ -13,7 +13,8 @@
 //!
 //! One module per resource kind (`listener`, `route` + `action`, `cluster`,
 //! `endpoint`, `secret`); `render` turns any of them into proto3 JSON/YAML through a
-//! descriptor pool compiled from Envoy's own `.proto` files.
+//! descriptor pool compiled from Envoy's own `.proto` files. `incremental` caches
+//! what a build encodes, per cluster, per Gateway and (`route_cache`) per route.
 
 pub mod access_log;
 mod action;
@@ -30,6 +31,7 @@ pub mod listener;
 pub mod parts;
 pub mod render;
 pub mod route;
+mod route_cache;
 pub mod secret;
 pub mod snapshot;
 pub mod stats_listener;
@@ -48,6 +50,7 @@ pub use validate::validation_bootstrap;
 use aether_ir as ir;
 use parts::OWN;
 use prost::Message;
+use route_cache::{EncodedTable, RouteCount};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -117,14 +120,22 @@ struct GatewayBuild {
     /// The resources some route's parts take whole: what the routes'
     /// fingerprints read besides the parts themselves.
     wholes: BTreeSet<(ResourceType, String)>,
+    /// Its route tables encoded route by route, by name: what the next build
+    /// of the Gateway takes unchanged routes' encodings from.
+    tables: BTreeMap<String, EncodedTable>,
+    /// IR routes whose encodings this build took from the one before, and
+    /// those it encoded.
+    route_count: RouteCount,
 }
 
 /// One Gateway's resources; `known` says which clusters the IR defines, and
-/// what each references.
+/// what each references; `before` is an earlier build of it (and the IR it
+/// was built from) to take unchanged routes' encodings from.
 fn build_gateway(
     gw: &ir::Gateway,
     known: &dyn Fn(&str) -> ClusterReads,
     log: AccessLog,
+    before: Option<(&ir::Gateway, &GatewayBuild)>,
 ) -> GatewayBuild {
     let mut out = GatewayBuild::default();
     let GatewayBuild {
@@ -134,6 +145,8 @@ fn build_gateway(
         routes,
         fragments,
         clusters_named,
+        tables: encoded_tables,
+        route_count,
         ..
     } = &mut out;
     let mut add = |ty: ResourceType, name: &str, encoded: Vec<u8>, clusters: Vec<String>| {
@@ -249,10 +262,16 @@ fn build_gateway(
             }
         }
         for (table, scheme) in tables {
-            let rc = route::route_configuration(table, scheme);
+            let earlier = before.and_then(|(gw, b)| {
+                Some((
+                    route_cache::route_table(gw, &table.name)?,
+                    b.tables.get(&table.name)?,
+                ))
+            });
+            let encoded = EncodedTable::new(table, scheme, earlier, route_count);
             let rds = (ResourceType::Route, table.name.clone());
             own.require(rds.0, &rds.1, Part::Present);
-            let of_table = route::fragments(&rc);
+            let of_table = encoded.fragments(table);
             for (key, hash) in &of_table {
                 let r = routes.entry(key.clone()).or_default();
                 r.require(rds.0, &rds.1, Part::Fragment(hash.clone()));
@@ -267,7 +286,8 @@ fn build_gateway(
                 .chain(mirrored_clusters(table))
                 .filter(|c| known(c).is_some())
                 .collect();
-            add(rds.0, &rds.1, rc.encode_to_vec(), table_clusters);
+            add(rds.0, &rds.1, encoded.bytes(), table_clusters);
+            encoded_tables.insert(table.name.clone(), encoded);
             mine.insert(rds);
             for (key, cluster) in referenced_clusters(table) {
                 // A backend naming a cluster the IR does not define would be a

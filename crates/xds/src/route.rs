@@ -34,12 +34,20 @@ use std::collections::BTreeMap;
 /// a TLS chain): a redirect that does not change the scheme keeps it.
 pub fn route_configuration(table: &ir::RouteTable, scheme: Scheme) -> RouteConfiguration {
     RouteConfiguration {
-        name: table.name.clone(),
         virtual_hosts: table
             .virtual_hosts
             .iter()
             .map(|vh| virtual_host(vh, scheme))
             .collect(),
+        ..route_configuration_frame(table)
+    }
+}
+
+/// The route table without its virtual hosts: what `route_cache.rs` puts
+/// around their encodings.
+pub(crate) fn route_configuration_frame(table: &ir::RouteTable) -> RouteConfiguration {
+    RouteConfiguration {
+        name: table.name.clone(),
         // Invalid backends are routed to a cluster that never exists (see
         // `action.rs`); validating clusters would make Envoy reject the table.
         validate_clusters: Some(BoolValue { value: false }),
@@ -67,18 +75,29 @@ pub fn fragments(rc: &RouteConfiguration) -> BTreeMap<String, String> {
 }
 
 fn virtual_host(vh: &ir::VirtualHost, scheme: Scheme) -> VirtualHost {
-    let mut routes: Vec<Route> = vh.routes.iter().map(|r| route(r, vh, scheme)).collect();
-    routes.extend(crate::ext_authz::not_found(vh));
+    let mut v = virtual_host_frame(vh);
+    let own = std::mem::take(&mut v.routes);
+    v.routes = vh.routes.iter().map(|r| route(r, vh, scheme)).collect();
+    v.routes.extend(own);
+    v
+}
+
+/// The virtual host without the Envoy routes of its IR routes, which come
+/// first, in IR order, before any route of the frame's own (a pre-routing
+/// filter's catch-all 404): what `route_cache.rs` puts around their encodings.
+pub(crate) fn virtual_host_frame(vh: &ir::VirtualHost) -> VirtualHost {
     VirtualHost {
         name: vh.name.clone(),
         domains: vh.domains.clone(),
-        routes,
+        routes: crate::ext_authz::not_found(vh).into_iter().collect(),
         typed_per_filter_config: crate::ext_authz::per_virtual_host(&vh.pre_routing),
         ..Default::default()
     }
 }
 
-fn route(r: &ir::Route, vh: &ir::VirtualHost, scheme: Scheme) -> Route {
+/// One IR route's Envoy route; it reads the route, the scheme and its virtual
+/// host (see `route_cache.rs` for what a cached encoding is keyed by).
+pub(crate) fn route(r: &ir::Route, vh: &ir::VirtualHost, scheme: Scheme) -> Route {
     let cors = match &r.action {
         ir::RouteAction::Forward(ir::Forward { cors: Some(c), .. }) => Some(c),
         _ => None,

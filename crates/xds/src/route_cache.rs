@@ -1,0 +1,290 @@
+//! Route tables encoded route by route, so that a changed route costs its own
+//! encoding and not its table's.
+//!
+//! ```text
+//!  RouteConfiguration bytes
+//!   ├─ head: the table's name                        (frame, see route.rs)
+//!   ├─ per virtual host, in IR order: field 2 {
+//!   │     head: its name and domains                 (frame)
+//!   │     per IR route, in precedence order: field 3 { encoded route }   ◄─ cached
+//!   │     the frame's own routes: field 3 { … }
+//!   │     tail: every field after `routes`           (frame)
+//!   │  }
+//!   └─ tail: every field after `virtual_hosts`       (frame)
+//! ```
+//!
+//! Protobuf concatenates: a message's encoding is its fields' encodings one
+//! after another, and prost writes them in declaration order (`name`, then
+//! `virtual_hosts` in a RouteConfiguration; `name`, `domains`, then `routes`
+//! in a VirtualHost). So the assembled bytes are exactly those of
+//! `route::route_configuration(..).encode_to_vec()` (tested below), and the
+//! table's version, a sha256 over them, is what a fresh build gives.
+//!
+//! An IR route's encoding reads the route, the table's scheme and its virtual
+//! host (the domains, for redirects). A warm build reuses an encoding when all
+//! three equal what it was encoded from: the same scheme, the same virtual
+//! host frame (compared encoded), an equal IR route of the same name.
+//! Precedence is the IR's order: the assembly walks the new IR and picks each
+//! route's encoding by name, so reordering a table encodes nothing.
+
+use crate::action::Scheme;
+use crate::parts::Fragments;
+use crate::route;
+use aether_ir as ir;
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+use prost::Message;
+use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// `RouteConfiguration.virtual_hosts`.
+const VIRTUAL_HOSTS: u32 = 2;
+/// `VirtualHost.routes`.
+const ROUTES: u32 = 3;
+
+/// One route table, its virtual hosts and routes each encoded.
+#[derive(Debug)]
+pub(crate) struct EncodedTable {
+    scheme: Scheme,
+    frame: Frame,
+    /// Aligned with the IR table's virtual hosts.
+    virtual_hosts: Vec<EncodedVirtualHost>,
+}
+
+#[derive(Debug)]
+struct EncodedVirtualHost {
+    name: String,
+    /// Its domains as the fragments hash them (see `route::fragments`).
+    domains: String,
+    frame: Frame,
+    /// Aligned with the IR virtual host's routes.
+    routes: Vec<Arc<[u8]>>,
+}
+
+/// A message with one repeated field taken out: the encoded fields before it,
+/// the elements the frame brings itself (name, encoding), the fields after.
+#[derive(Debug, PartialEq, Eq)]
+struct Frame {
+    head: Vec<u8>,
+    own: Vec<(String, Vec<u8>)>,
+    tail: Vec<u8>,
+}
+
+/// How many IR routes an encoding took from the cache, and how many it encoded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RouteCount {
+    pub reused: usize,
+    pub encoded: usize,
+}
+
+impl EncodedTable {
+    /// `table` encoded, taking from `before` (an earlier table and its
+    /// encoding) every route encoding that still holds.
+    pub(crate) fn new(
+        table: &ir::RouteTable,
+        scheme: Scheme,
+        before: Option<(&ir::RouteTable, &EncodedTable)>,
+        count: &mut RouteCount,
+    ) -> Self {
+        let rc = route::route_configuration_frame(table);
+        let head = RouteConfiguration {
+            name: rc.name.clone(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let tail = RouteConfiguration {
+            name: String::new(),
+            ..rc
+        }
+        .encode_to_vec();
+        let before = before.filter(|(_, b)| b.scheme == scheme);
+        let by_name: HashMap<&str, usize> = before
+            .map(|(t, _)| {
+                t.virtual_hosts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, vh)| (vh.name.as_str(), i))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let virtual_hosts = table
+            .virtual_hosts
+            .iter()
+            .map(|vh| {
+                let frame = virtual_host_frame(vh);
+                let earlier = before.and_then(|(t, b)| {
+                    let i = *by_name.get(vh.name.as_str())?;
+                    let encoded = &b.virtual_hosts[i];
+                    (encoded.frame == frame).then(|| (&t.virtual_hosts[i], encoded))
+                });
+                EncodedVirtualHost {
+                    name: vh.name.clone(),
+                    domains: vh.domains.join("\n"),
+                    routes: encode_routes(vh, scheme, earlier, count),
+                    frame,
+                }
+            })
+            .collect();
+        EncodedTable {
+            scheme,
+            frame: Frame {
+                head,
+                own: vec![],
+                tail,
+            },
+            virtual_hosts,
+        }
+    }
+
+    /// The RouteConfiguration, encoded.
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        let vh_len: Vec<usize> = self.virtual_hosts.iter().map(|v| v.len()).collect();
+        let total = self.frame.head.len()
+            + vh_len.iter().map(|&l| field_len(l)).sum::<usize>()
+            + self.frame.tail.len();
+        let mut out = Vec::with_capacity(total);
+        out.extend_from_slice(&self.frame.head);
+        for (vh, len) in self.virtual_hosts.iter().zip(vh_len) {
+            field(&mut out, VIRTUAL_HOSTS, len);
+            out.extend_from_slice(&vh.frame.head);
+            for r in vh.routes() {
+                field(&mut out, ROUTES, r.len());
+                out.extend_from_slice(r);
+            }
+            out.extend_from_slice(&vh.frame.tail);
+        }
+        out.extend_from_slice(&self.frame.tail);
+        debug_assert_eq!(out.len(), total);
+        out
+    }
+
+    /// Per route key, the hash over the routes it owns: what
+    /// [`route::fragments`] gives of the decoded table.
+    pub(crate) fn fragments(&self, table: &ir::RouteTable) -> BTreeMap<String, String> {
+        let mut f = Fragments::default();
+        for (vh, ir_vh) in self.virtual_hosts.iter().zip(&table.virtual_hosts) {
+            let names = ir_vh
+                .routes
+                .iter()
+                .map(|r| r.name.as_str())
+                .chain(vh.frame.own.iter().map(|(n, _)| n.as_str()));
+            for (name, r) in names.zip(vh.routes()) {
+                if let Some(key) = ir::names::route_key_of(name) {
+                    f.add(key, &[vh.name.as_bytes(), vh.domains.as_bytes(), r]);
+                }
+            }
+        }
+        f.finish()
+    }
+}
+
+impl EncodedVirtualHost {
+    /// Its Envoy routes' encodings, in order: the IR routes', then the frame's.
+    fn routes(&self) -> impl Iterator<Item = &[u8]> {
+        self.routes
+            .iter()
+            .map(|r| &r[..])
+            .chain(self.frame.own.iter().map(|(_, r)| &r[..]))
+    }
+
+    /// The length of its encoding.
+    fn len(&self) -> usize {
+        self.frame.head.len()
+            + self.routes().map(|r| field_len(r.len())).sum::<usize>()
+            + self.frame.tail.len()
+    }
+}
+
+/// The encodings of `vh`'s routes, each taken from `earlier` (the same
+/// virtual host before, and its encodings) when the route there is equal.
+fn encode_routes(
+    vh: &ir::VirtualHost,
+    scheme: Scheme,
+    earlier: Option<(&ir::VirtualHost, &EncodedVirtualHost)>,
+    count: &mut RouteCount,
+) -> Vec<Arc<[u8]>> {
+    // Built only when a route is not where it was.
+    let mut by_name: Option<HashMap<&str, usize>> = None;
+    vh.routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let cached = earlier.and_then(|(old, encoded)| {
+                let j = if old.routes.get(i).is_some_and(|o| o.name == r.name) {
+                    i
+                } else {
+                    let index = by_name.get_or_insert_with(|| {
+                        old.routes
+                            .iter()
+                            .enumerate()
+                            .map(|(j, o)| (o.name.as_str(), j))
+                            .collect()
+                    });
+                    *index.get(r.name.as_str())?
+                };
+                (old.routes[j] == *r).then(|| encoded.routes[j].clone())
+            });
+            match cached {
+                Some(bytes) => {
+                    count.reused += 1;
+                    bytes
+                }
+                None => {
+                    count.encoded += 1;
+                    route::route(r, vh, scheme).encode_to_vec().into()
+                }
+            }
+        })
+        .collect()
+}
+
+/// `vh`'s frame: its Envoy virtual host with the routes taken out.
+fn virtual_host_frame(vh: &ir::VirtualHost) -> Frame {
+    let v = route::virtual_host_frame(vh);
+    let head = VirtualHost {
+        name: v.name.clone(),
+        domains: v.domains.clone(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let own = v
+        .routes
+        .iter()
+        .map(|r| (r.name.clone(), r.encode_to_vec()))
+        .collect();
+    let tail = VirtualHost {
+        name: String::new(),
+        domains: vec![],
+        routes: vec![],
+        ..v
+    }
+    .encode_to_vec();
+    Frame { head, own, tail }
+}
+
+/// The length of a length-delimited field of `len` bytes (tags below 16).
+fn field_len(len: usize) -> usize {
+    1 + encoded_len_varint(len as u64) + len
+}
+
+/// Writes the key and length of a length-delimited field.
+fn field(out: &mut Vec<u8>, tag: u32, len: usize) {
+    encode_key(tag, WireType::LengthDelimited, out);
+    encode_varint(len as u64, out);
+}
+
+/// The route table of `gw` named `name`.
+pub(crate) fn route_table<'a>(gw: &'a ir::Gateway, name: &str) -> Option<&'a ir::RouteTable> {
+    gw.ports
+        .iter()
+        .flat_map(|p| {
+            p.route_table
+                .iter()
+                .chain(p.tls_chains.iter().filter_map(|c| c.route_table.as_ref()))
+        })
+        .find(|t| t.name == name)
+}
+
+#[cfg(test)]
+#[path = "route_cache_tests.rs"]
+mod tests;

@@ -1,0 +1,124 @@
+//! An assembled table is the prost encoding of the table, byte for byte, cold
+//! or warm; a warm encoding encodes only the routes that changed.
+
+use super::*;
+use std::path::Path;
+
+/// Every route table of every golden IR (this crate's and the workspace's).
+fn golden_tables() -> Vec<(String, ir::RouteTable)> {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut tables = Vec::new();
+    for root in [crate_dir.join("testdata"), crate_dir.join("../../testdata")] {
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            continue;
+        };
+        let mut dirs: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+        dirs.sort();
+        for dir in dirs {
+            let Ok(text) = std::fs::read_to_string(dir.join("ir.yaml")) else {
+                continue;
+            };
+            let ir: ir::Ir = serde_yaml::from_str(&text).expect("golden IR parses");
+            for gw in &ir.gateways {
+                for port in &gw.ports {
+                    let chains = port
+                        .tls_chains
+                        .iter()
+                        .filter_map(|c| c.route_table.as_ref());
+                    for t in port.route_table.iter().chain(chains) {
+                        tables.push((dir.display().to_string(), t.clone()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(tables.len() > 50, "golden tables: {}", tables.len());
+    tables
+}
+
+fn fresh(t: &ir::RouteTable, scheme: Scheme) -> EncodedTable {
+    EncodedTable::new(t, scheme, None, &mut RouteCount::default())
+}
+
+#[test]
+fn an_assembled_table_is_the_prost_encoding_of_the_table() {
+    for (case, t) in golden_tables() {
+        for scheme in [Scheme::Http, Scheme::Https] {
+            let rc = route::route_configuration(&t, scheme);
+            let encoded = fresh(&t, scheme);
+            assert!(encoded.bytes() == rc.encode_to_vec(), "{case}: {}", t.name);
+            assert_eq!(encoded.fragments(&t), route::fragments(&rc), "{case}");
+        }
+    }
+}
+
+#[test]
+fn a_warm_table_encodes_only_changed_routes_and_gives_the_same_bytes() {
+    let (_, table) = golden_tables()
+        .into_iter()
+        .max_by_key(|(_, t)| {
+            t.virtual_hosts
+                .iter()
+                .map(|v| v.routes.len())
+                .sum::<usize>()
+        })
+        .unwrap();
+    let vh = table
+        .virtual_hosts
+        .iter()
+        .position(|v| v.routes.len() >= 2)
+        .expect("a virtual host with two routes");
+    let routes = table.virtual_hosts[vh].routes.len();
+    let before = fresh(&table, Scheme::Http);
+
+    // Changed: the first route's path.
+    let mut changed = table.clone();
+    changed.virtual_hosts[vh].routes[0].matcher.path = ir::PathMatch::Exact("/changed".into());
+    // Reordered: the last route first.
+    let mut reordered = table.clone();
+    reordered.virtual_hosts[vh].routes.rotate_right(1);
+    // Removed: the first route.
+    let mut removed = table.clone();
+    removed.virtual_hosts[vh].routes.remove(0);
+    // Added: a copy of the first route under a new name.
+    let mut added = table.clone();
+    let mut extra = added.virtual_hosts[vh].routes[0].clone();
+    extra.name = "HTTPRoute/default/added/rule/0/match/0".into();
+    added.virtual_hosts[vh].routes.insert(1, extra);
+    // Moved: another virtual host's domains (its redirects read them).
+    let mut domains = table.clone();
+    domains.virtual_hosts[vh]
+        .domains
+        .push("moved.example".into());
+
+    let all: usize = table.virtual_hosts.iter().map(|v| v.routes.len()).sum();
+    for (what, t, encoded) in [
+        ("changed", &changed, 1),
+        ("reordered", &reordered, 0),
+        ("removed", &removed, 0),
+        ("added", &added, 1),
+        ("domains", &domains, routes),
+    ] {
+        let mut count = RouteCount::default();
+        let warm = EncodedTable::new(t, Scheme::Http, Some((&table, &before)), &mut count);
+        assert_eq!(count.encoded, encoded, "{what}");
+        assert_eq!(
+            count.reused + count.encoded,
+            t.virtual_hosts
+                .iter()
+                .map(|v| v.routes.len())
+                .sum::<usize>(),
+            "{what}"
+        );
+        assert!(warm.bytes() == fresh(t, Scheme::Http).bytes(), "{what}");
+        assert_eq!(
+            warm.fragments(t),
+            fresh(t, Scheme::Http).fragments(t),
+            "{what}"
+        );
+    }
+    // Another scheme: every route again (a redirect keeps the scheme).
+    let mut count = RouteCount::default();
+    EncodedTable::new(&table, Scheme::Https, Some((&table, &before)), &mut count);
+    assert_eq!(count.encoded, all);
+}
