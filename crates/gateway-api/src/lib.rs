@@ -7,7 +7,8 @@
 //! ```
 //!
 //! The kinds: GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute,
-//! UDPRoute, ReferenceGrant, ListenerSet, BackendTLSPolicy.
+//! UDPRoute, ReferenceGrant, ListenerSet, BackendTLSPolicy; and XBackend
+//! (`gateway.networking.x-k8s.io/v1alpha1`, experimental channel only).
 #![allow(clippy::all, clippy::pedantic, missing_docs)]
 
 pub mod apis;

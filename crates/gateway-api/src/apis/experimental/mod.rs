@@ -9,3 +9,4 @@ pub mod referencegrants;
 pub mod tcproutes;
 pub mod tlsroutes;
 pub mod udproutes;
+pub mod xbackends;
