@@ -28,90 +28,63 @@ fn openssl(dir: &Path, args: &[&str]) {
     assert!(out.status.success(), "openssl {args:?}: {out:?}");
 }
 
-/// A CA `<name>.crt` / `<name>.key` and a client certificate it signed,
-/// `<name>-client.crt` / `.key`, in `dir`; returns the CA's PEM.
+const EC_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
+/// A CA `<name>.crt` / `<name>.key` and two certificates it signed, in `dir`:
+/// a client certificate `<name>-client.crt` / `.key` and a server certificate
+/// for backend.example.com, `<name>-server.crt` / `.key`. Returns the CA's PEM.
 fn make_ca_and_client(dir: &Path, name: &str) -> String {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let (ca_crt, ca_key) = (format!("{name}.crt"), format!("{name}.key"));
-    let (crt, key, csr) = (
-        format!("{name}-client.crt"),
-        format!("{name}-client.key"),
-        format!("{name}-client.csr"),
-    );
     let subject = format!("/CN={name} CA");
+    let (ca_crt, ca_key) = (format!("{name}.crt"), format!("{name}.key"));
     let mut args = vec!["req", "-x509", "-days", "2", "-subj", &subject];
-    args.extend(ec);
+    args.extend(EC_KEY);
     args.extend(["-addext", "basicConstraints=critical,CA:TRUE"]);
     args.extend(["-addext", "keyUsage=critical,keyCertSign"]);
     args.extend(["-keyout", &ca_key, "-out", &ca_crt]);
     openssl(dir, &args);
-    let client = format!("/CN={name} client");
-    let mut args = vec!["req", "-subj", &client, "-keyout", &key, "-out", &csr];
-    args.extend(ec);
-    openssl(dir, &args);
-    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &ca_crt,
-            "-CAkey",
-            &ca_key,
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "client.ext",
-            "-out",
-            &crt,
-        ],
-    );
-    // And a server certificate for backend.example.com.
-    let (crt, key, csr) = (
-        format!("{name}-server.crt"),
-        format!("{name}-server.key"),
-        format!("{name}-server.csr"),
-    );
-    let server = format!("/CN={name} server");
-    let mut args = vec!["req", "-subj", &server, "-keyout", &key, "-out", &csr];
-    args.extend(ec);
-    openssl(dir, &args);
-    std::fs::write(
-        dir.join("server.ext"),
-        "extendedKeyUsage=serverAuth\nsubjectAltName=DNS:backend.example.com\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &ca_crt,
-            "-CAkey",
-            &ca_key,
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-            "-out",
-            &crt,
-        ],
-    );
+    sign(dir, name, "client", "extendedKeyUsage=clientAuth\n");
+    let server = "extendedKeyUsage=serverAuth\nsubjectAltName=DNS:backend.example.com\n";
+    sign(dir, name, "server", server);
     std::fs::read_to_string(dir.join(&ca_crt)).unwrap()
+}
+
+/// `<ca>-<leaf>.crt` / `.key` in `dir`: a new key and a certificate for it,
+/// subject `/CN=<ca> <leaf>` with the extensions `ext`, signed by the CA `<ca>`.
+fn sign(dir: &Path, ca: &str, leaf: &str, ext: &str) {
+    let (crt, key, csr) = (
+        format!("{ca}-{leaf}.crt"),
+        format!("{ca}-{leaf}.key"),
+        format!("{ca}-{leaf}.csr"),
+    );
+    let (ca_crt, ca_key, ext_file) = (
+        format!("{ca}.crt"),
+        format!("{ca}.key"),
+        format!("{leaf}.ext"),
+    );
+    let subject = format!("/CN={ca} {leaf}");
+    let mut args = vec!["req", "-subj", &subject, "-keyout", &key, "-out", &csr];
+    args.extend(EC_KEY);
+    openssl(dir, &args);
+    std::fs::write(dir.join(&ext_file), ext).unwrap();
+    let args = [
+        "x509", "-req", "-in", &csr, "-CA", &ca_crt, "-CAkey", &ca_key,
+    ];
+    let days = [
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        &ext_file,
+        "-out",
+        &crt,
+    ];
+    openssl(dir, &[&args[..], &days[..]].concat());
 }
 
 fn edge_yaml(port: u16, cert: &(String, String), bundle: &str, web: &Backend) -> String {

@@ -113,26 +113,9 @@ impl GrpcAuthServer {
         use envoy_types::pb::envoy::service::auth::v3::authorization_server::AuthorizationServer;
         let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
-        listener.set_nonblocking(true).expect("non-blocking");
         let checks = Arc::new(AtomicUsize::new(0));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let service = Judge(checks.clone());
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
-                let incoming = tonic::transport::server::TcpIncoming::from(listener);
-                let _ = tonic::transport::Server::builder()
-                    .add_service(AuthorizationServer::new(service))
-                    .serve_with_incoming_shutdown(incoming, async {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
-        });
+        let service = AuthorizationServer::new(Judge(checks.clone()));
+        let stop = super::grpc_backend::serve(listener, tonic::service::Routes::new(service));
         GrpcAuthServer {
             port,
             checks,

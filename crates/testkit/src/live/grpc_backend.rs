@@ -13,6 +13,33 @@ pub mod echo {
 use echo::echo_server::{Echo, EchoServer};
 use echo::{Ping, Pong};
 
+/// Serves `routes` (gRPC over HTTP/2 cleartext) on `listener` from a thread of its
+/// own, until the returned sender fires or is dropped.
+pub(crate) fn serve(
+    listener: std::net::TcpListener,
+    routes: tonic::service::Routes,
+) -> tokio::sync::oneshot::Sender<()> {
+    listener.set_nonblocking(true).expect("non-blocking");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+            let incoming = tonic::transport::server::TcpIncoming::from(listener);
+            let _ = tonic::transport::Server::builder()
+                .add_routes(routes)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+    });
+    stop
+}
+
 pub struct GrpcBackend {
     pub name: String,
     pub ip: String,
@@ -30,25 +57,8 @@ impl GrpcBackend {
     pub fn on(addr: &str, name: &str) -> std::io::Result<GrpcBackend> {
         let listener = std::net::TcpListener::bind(addr)?;
         let addr: SocketAddr = listener.local_addr().expect("its address");
-        listener.set_nonblocking(true).expect("non-blocking");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let service = Named(name.to_string());
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
-                let incoming = tonic::transport::server::TcpIncoming::from(listener);
-                let _ = tonic::transport::Server::builder()
-                    .add_service(EchoServer::new(service))
-                    .serve_with_incoming_shutdown(incoming, async {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
-        });
+        let service = EchoServer::new(Named(name.to_string()));
+        let stop = serve(listener, tonic::service::Routes::new(service));
         Ok(GrpcBackend {
             name: name.to_string(),
             ip: addr.ip().to_string(),
