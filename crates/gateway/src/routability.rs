@@ -51,6 +51,11 @@ pub struct Assigned {
     pub addresses: Vec<GatewayStatusAddress>,
     /// Why each unsatisfied entry is, in spec order.
     pub unsatisfied: Vec<String>,
+    /// The IP addresses asked of the default scope (a load balancer) by value
+    /// and not offered, once each in spec order: the load balancer cannot be
+    /// told apart from a slow one, so these make the Gateway's addresses not
+    /// usable rather than merely unassigned.
+    pub not_given: Vec<String>,
 }
 
 impl Assigned {
@@ -106,7 +111,12 @@ pub fn assign(requests: &[Request], offer: &Offer) -> Assigned {
                         "{what}: its address already satisfies another entry"
                     )),
                     None => Err(match &r.value {
-                        Some(v) => format!("{what}: {v} is not assigned"),
+                        Some(v) => {
+                            if r.type_ == IP_ADDRESS && !out.not_given.contains(v) {
+                                out.not_given.push(v.clone());
+                            }
+                            format!("{what}: {v} is not assigned")
+                        }
                         None => format!("{what}: no address is assigned"),
                     }),
                 }
@@ -293,5 +303,21 @@ mod tests {
         let a = assign(&[req("", None), req("", None)], &offer());
         assert_eq!(a.addresses.len(), 1);
         assert_eq!(a.unsatisfied.len(), 1);
+    }
+
+    #[test]
+    fn an_ip_asked_of_the_load_balancer_and_not_offered_is_not_given_once() {
+        let mut hostname = req("", Some("edge.example.com"));
+        hostname.type_ = "Hostname".into();
+        let requests = [
+            req("", Some("10.250.0.9")),
+            req("", Some("10.250.0.9")),
+            req("", Some("10.250.0.7")),
+            req(CLUSTER, Some("10.96.9.9")),
+            hostname,
+        ];
+        let a = assign(&requests, &offer());
+        assert_eq!(a.not_given, ["10.250.0.9"]);
+        assert_eq!(a.unsatisfied.len(), 4, "{:?}", a.unsatisfied);
     }
 }

@@ -46,17 +46,21 @@ fn assignment(gw: &ObjectRef, store: &Store, problem: Option<&String>) -> Assign
     let addresses = svc.map(ingress_addresses).unwrap_or_default();
     let service = format!("Service {}/{name}", gw.namespace);
     let gateway = store.get::<Gateway>(&gw.namespace, &gw.name);
-    let requested = gateway.map(super::requested_ips).unwrap_or_default();
     let requests = gateway.map(routability::requests).unwrap_or_default();
     let cluster_ip = svc
         .and_then(|s| s.spec.as_ref())
         .and_then(|s| s.cluster_ip.clone())
         .filter(|ip| !ip.is_empty() && ip != "None");
-    let not_given: Vec<&str> = requested
-        .iter()
-        .filter(|ip| !addresses.iter().any(|a| &a.value == *ip))
-        .map(String::as_str)
-        .collect();
+    // Each spec entry matched once the Service's addresses are known (a
+    // problem or no Service yet: not reconciled, no AddressesAssigned).
+    let assigned = (problem.is_none() && svc.is_some()).then(|| {
+        let offer = routability::Offer {
+            default: addresses.clone(),
+            cluster_ip,
+        };
+        routability::assign(&requests, &offer)
+    });
+    let not_given = assigned.as_ref().map_or(&[][..], |a| &a.not_given[..]);
     let mut unusable = false;
     let missing = if let Some(problem) = problem {
         Some(format!("{service} could not be put in place: {problem}"))
@@ -78,15 +82,6 @@ fn assignment(gw: &ObjectRef, store: &Store, problem: Option<&String>) -> Assign
     } else {
         None
     };
-    // Each spec entry matched once the Service's addresses are known (a
-    // problem or no Service yet: not reconciled, no AddressesAssigned).
-    let assigned = (problem.is_none() && svc.is_some()).then(|| {
-        let offer = routability::Offer {
-            default: addresses.clone(),
-            cluster_ip,
-        };
-        routability::assign(&requests, &offer)
-    });
     let missing = match (&missing, &assigned) {
         (None, Some(a)) if a.none() => Some(format!(
             "no requested address can be assigned: {}",
