@@ -184,6 +184,13 @@ pub struct XdsArgs {
     /// connection (TCP), Envoy's default text line, or none.
     #[arg(long, value_enum, default_value = "json")]
     pub access_log: AccessLogFormat,
+    /// Every TCP listener expects a PROXY protocol (v1 or v2) header first and
+    /// takes the client's address from it: set this when a load balancer that
+    /// sends one (e.g. AWS NLB with proxy protocol v2) is in front of Envoy.
+    /// A connection without the header is closed, so only that load balancer
+    /// may reach Envoy's ports: any other client could claim any address.
+    #[arg(long)]
+    pub proxy_protocol: bool,
 }
 
 /// `--access-log`.
@@ -195,12 +202,19 @@ pub enum AccessLogFormat {
 }
 
 impl XdsArgs {
-    pub fn access_log(&self) -> aether_xds::AccessLog {
-        match self.access_log {
+    /// Builds Envoy's resources as these flags say (access log, PROXY protocol).
+    pub fn builder(&self) -> aether_xds::Builder {
+        let log = match self.access_log {
             AccessLogFormat::Json => aether_xds::AccessLog::Json,
             AccessLogFormat::Text => aether_xds::AccessLog::Text,
             AccessLogFormat::Off => aether_xds::AccessLog::Off,
-        }
+        };
+        let proxy = if self.proxy_protocol {
+            aether_xds::ProxyProtocol::Required
+        } else {
+            aether_xds::ProxyProtocol::Off
+        };
+        aether_xds::Builder::with_access_log(log).with_proxy_protocol(proxy)
     }
 
     pub fn removal_grace(&self) -> std::time::Duration {

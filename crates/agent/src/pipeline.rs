@@ -135,13 +135,14 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// A pipeline whose Envoy listeners log as `log` says.
-    pub fn new(config: Config, log: aether_xds::AccessLog) -> Self {
+    /// A pipeline whose Envoy resources `builder` builds (how listeners log,
+    /// whether they read a PROXY protocol header).
+    pub fn new(config: Config, builder: Builder) -> Self {
         let (published, _) = watch::channel(None);
         Pipeline {
             engine: Mutex::new(Engine {
                 translator: Translator::new(config),
-                builder: Builder::with_access_log(log),
+                builder,
             }),
             published,
             stats: Arc::default(),

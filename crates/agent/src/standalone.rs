@@ -72,7 +72,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     );
     let pipeline = Arc::new(Pipeline::new(
         args.config.translate_config(),
-        args.xds.access_log(),
+        args.xds.builder(),
     ));
     let fleet = Fleet::new();
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -413,7 +413,7 @@ mod tests {
             default_address: "127.0.0.1".into(),
             shared_ports: true,
         };
-        let pipeline = Arc::new(Pipeline::new(config, aether_xds::AccessLog::Json));
+        let pipeline = Arc::new(Pipeline::new(config, aether_xds::Builder::default()));
         let source = Source {
             dir: dir.to_path_buf(),
             pipeline: pipeline.clone(),

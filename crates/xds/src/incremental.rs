@@ -20,7 +20,9 @@
 //! `incremental_tests.rs`).
 
 use crate::snapshot::{FingerprintedParts, Resource, ResourceType, Snapshot};
-use crate::{AccessLog, ClusterBuild, GatewayBuild, ObjectParts, build_cluster, build_gateway};
+use crate::{
+    AccessLog, ClusterBuild, GatewayBuild, ObjectParts, ProxyProtocol, build_cluster, build_gateway,
+};
 use aether_ir as ir;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -37,6 +39,8 @@ pub struct Builder {
     pub last: Reuse,
     /// How every HTTP connection manager and TCP proxy logs.
     access_log: AccessLog,
+    /// Whether every TCP listener reads a PROXY protocol header first.
+    proxy_protocol: ProxyProtocol,
 }
 
 /// How much of the last build came from the cache.
@@ -58,6 +62,15 @@ impl Builder {
         Builder {
             access_log: log,
             ..Builder::default()
+        }
+    }
+
+    /// This builder with every TCP listener reading a PROXY protocol header
+    /// first (`proxy_protocol.rs`), or not.
+    pub fn with_proxy_protocol(self, proxy_protocol: ProxyProtocol) -> Self {
+        Builder {
+            proxy_protocol,
+            ..self
         }
     }
 
@@ -99,7 +112,8 @@ impl Builder {
                 before => {
                     reuse.gateways_encoded += 1;
                     let before = before.map(|(gw, b)| (&**gw, &**b));
-                    let built = build_gateway(gw, &known, self.access_log, before);
+                    let built =
+                        build_gateway(gw, &known, self.access_log, self.proxy_protocol, before);
                     reuse.routes_reused += built.route_count.reused;
                     reuse.routes_encoded += built.route_count.encoded;
                     Arc::new(built)

@@ -29,6 +29,7 @@ pub mod held;
 mod incremental;
 pub mod listener;
 pub mod parts;
+pub mod proxy_protocol;
 pub mod render;
 pub mod route;
 mod route_cache;
@@ -43,6 +44,7 @@ pub use action::{INVALID_BACKEND, Scheme};
 pub use bootstrap::{BootstrapError, BootstrapOptions, bootstrap, try_bootstrap};
 pub use incremental::Builder;
 pub use parts::{ObjectParts, Part};
+pub use proxy_protocol::ProxyProtocol;
 pub use render::{RenderError, to_yaml, to_yaml_redacted};
 pub use snapshot::{GatewayResources, Resource, ResourceType, Snapshot};
 pub use validate::validation_bootstrap;
@@ -135,6 +137,7 @@ fn build_gateway(
     gw: &ir::Gateway,
     known: &dyn Fn(&str) -> ClusterReads,
     log: AccessLog,
+    proxy: ProxyProtocol,
     before: Option<(&ir::Gateway, &GatewayBuild)>,
 ) -> GatewayBuild {
     let mut out = GatewayBuild::default();
@@ -180,7 +183,7 @@ fn build_gateway(
     // The authorization servers of listeners' pre-routing filters: the Gateway's own.
     let mut auth_clusters: BTreeSet<String> = BTreeSet::new();
     for port in &gw.ports {
-        let listener = listener::listener(gw, port, log);
+        let listener = listener::listener(gw, port, log, proxy);
         // Envoy rejects a listener without filter chains, and a rejected LDS
         // update takes every other listener down with it. A port with nothing
         // to serve (say, every HTTPS listener lost its certificate, which the

@@ -26,6 +26,7 @@ use crate::access_log::AccessLog;
 use crate::any::{ads_config_source, pack};
 use crate::endpoint::socket_address;
 use crate::parts::{Fragments, OWN};
+use crate::proxy_protocol::ProxyProtocol;
 use crate::secret;
 use aether_ir as ir;
 use envoy_types::pb::envoy::config::core::v3::{Address, TransportSocket, address, socket_address};
@@ -67,7 +68,12 @@ const UDP_ROUTE_ACTION: &str = "route";
 /// Where Envoy binds when a Gateway has no address (the IR promises at least one).
 const ANY_ADDRESS: &str = "0.0.0.0";
 
-pub fn listener(gateway: &ir::Gateway, port: &ir::Port, log: AccessLog) -> Listener {
+pub fn listener(
+    gateway: &ir::Gateway,
+    port: &ir::Port,
+    log: AccessLog,
+    proxy: ProxyProtocol,
+) -> Listener {
     let mut addresses = gateway.addresses.iter();
     let bind = addresses.next().map(String::as_str).unwrap_or(ANY_ADDRESS);
     let additional_addresses = addresses
@@ -127,6 +133,10 @@ pub fn listener(gateway: &ir::Gateway, port: &ir::Port, log: AccessLog) -> Liste
                 udp_listener(&mut listener, forward);
             }
         }
+    }
+    if proxy == ProxyProtocol::Required && port.protocol != ir::PortProtocol::Udp {
+        let first = crate::proxy_protocol::listener_filter();
+        listener.listener_filters.insert(0, first);
     }
     listener
 }
@@ -483,7 +493,12 @@ mod tests {
             tls_chains: vec![],
             forward: None,
         };
-        let l = listener(&gateway(vec![port.clone()]), &port, AccessLog::Json);
+        let l = listener(
+            &gateway(vec![port.clone()]),
+            &port,
+            AccessLog::Json,
+            ProxyProtocol::Off,
+        );
         assert_eq!(l.name, "edge_ls_infra_gw_80");
         assert_eq!(ip(&l.address), "10.0.0.1");
         assert_eq!(l.additional_addresses.len(), 1);
@@ -517,7 +532,12 @@ mod tests {
             ],
             forward: None,
         };
-        let l = listener(&gateway(vec![port.clone()]), &port, AccessLog::Json);
+        let l = listener(
+            &gateway(vec![port.clone()]),
+            &port,
+            AccessLog::Json,
+            ProxyProtocol::Off,
+        );
         assert_eq!(l.listener_filters[0].name, TLS_INSPECTOR);
         let names: Vec<&str> = l.filter_chains.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, vec!["a", "b", "any"]);

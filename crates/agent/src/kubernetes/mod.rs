@@ -153,6 +153,15 @@ pub struct AgentArgs {
     /// Service mode: Envoy ports are allocated from this inclusive range.
     #[arg(long, default_value = "20000-29999", value_parser = parse_range)]
     pub port_range: (u16, u16),
+    /// Service mode: `spec.externalTrafficPolicy` of each Gateway's load-balanced
+    /// Service (unset: the API default, Cluster). `Local` keeps the client's
+    /// source address: the load balancer sends only to nodes with an edge pod.
+    #[arg(long, value_parser = ["Cluster", "Local"])]
+    pub external_traffic_policy: Option<String>,
+    /// Service mode: `spec.loadBalancerClass` of each Gateway's load-balanced
+    /// Service, to pick one of several load-balancer implementations.
+    #[arg(long)]
+    pub load_balancer_class: Option<String>,
     /// Static mode: the address listeners bind on when a Gateway has no spec.addresses.
     #[arg(long, default_value = "0.0.0.0")]
     pub default_address: String,
@@ -238,6 +247,8 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             namespace: args.namespace.clone(),
             port_range: args.port_range,
             bind_address: args.bind_address.clone(),
+            external_traffic_policy: args.external_traffic_policy.clone(),
+            load_balancer_class: args.load_balancer_class.clone(),
             ..ServiceConfig::default()
         }),
         AddressModeArg::Static => AddressMode::Static,
@@ -249,7 +260,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             // Service mode gives each Gateway Envoy ports of its own.
             shared_ports: matches!(mode, AddressMode::Static),
         },
-        args.xds.access_log(),
+        args.xds.builder(),
     ));
     let fleet = Fleet::new();
     let reports = Reports::default();

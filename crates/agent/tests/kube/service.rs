@@ -23,7 +23,13 @@ const WAIT: Duration = Duration::from_secs(30);
 #[test]
 fn service_mode_ports_allocations_and_load_balancer_addresses() {
     in_netns(async {
-        let w = given_a_gateway_and_an_agent(&["--address-mode", "service"], "kube-service").await;
+        let flags = [
+            "--address-mode",
+            "service",
+            "--external-traffic-policy",
+            "Local",
+        ];
+        let w = given_a_gateway_and_an_agent(&flags, "kube-service").await;
         let (svc, ports) = the_service_has_one_port_per_listener_port(&w).await;
         no_load_balancer_means_no_address(&w).await;
         the_load_balancers_address_programs_it_and_every_port_serves(&w, &svc, &ports).await;
@@ -112,7 +118,8 @@ async fn given_a_gateway_and_an_agent(flags: &[&str], tag: &str) -> World {
 /// A record Service in the edge namespace, one port per distinct listener port,
 /// whose targetPort is its allocation, recorded on it; and the public
 /// LoadBalancer Service beside the Gateway, with the same ports, labelled with
-/// the Gateway's name. Returns the public one.
+/// the Gateway's name, `externalTrafficPolicy: Local` as the agent's flag says.
+/// Returns the public one.
 async fn the_service_has_one_port_per_listener_port(w: &World) -> (Service, BTreeMap<i32, i32>) {
     let svc = edge_service(&w.client).await;
     let name = svc.metadata.name.clone().unwrap();
@@ -140,6 +147,11 @@ async fn the_service_has_one_port_per_listener_port(w: &World) -> (Service, BTre
     assert_eq!(public.metadata.namespace.as_deref(), Some(NS));
     let spec = public.spec.clone().unwrap();
     assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+    assert_eq!(
+        spec.external_traffic_policy.as_deref(),
+        Some("Local"),
+        "as the flag says"
+    );
     assert_eq!(spec.selector, None);
     assert_eq!(tcp_ports(&public), ports, "the record's ports");
     let labels = public.metadata.labels.clone().unwrap();

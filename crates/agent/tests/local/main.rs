@@ -14,6 +14,7 @@ mod live_edits;
 mod live_explain;
 mod live_l4;
 mod live_listener_filters;
+mod live_operability;
 mod live_resilience;
 mod live_rotation;
 mod live_routing;

@@ -155,6 +155,11 @@ pub struct ServiceConfig {
     pub load_balancer_class: Option<String>,
     /// `spec.allocateLoadBalancerNodePorts`; `None` leaves the API default (true).
     pub allocate_node_ports: Option<bool>,
+    /// `spec.externalTrafficPolicy` of the load-balanced Services: `Local`
+    /// keeps the client's source address (the load balancer sends only to
+    /// nodes with an edge pod, and kube-proxy does not hop); `None` leaves the
+    /// API default (`Cluster`).
+    pub external_traffic_policy: Option<String>,
 }
 
 impl Default for ServiceConfig {
@@ -170,6 +175,7 @@ impl Default for ServiceConfig {
             bind_address: "0.0.0.0".into(),
             load_balancer_class: None,
             allocate_node_ports: None,
+            external_traffic_policy: None,
         }
     }
 }

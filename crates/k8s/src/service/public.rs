@@ -131,6 +131,7 @@ fn service(
             ports,
             load_balancer_class: cfg.load_balancer_class.clone(),
             allocate_load_balancer_node_ports: cfg.allocate_node_ports,
+            external_traffic_policy: cfg.external_traffic_policy.clone(),
             ..Default::default()
         }
     } else {

@@ -331,3 +331,43 @@ fn a_gateway_whose_every_address_is_cluster_scoped_gets_no_load_balancer() {
     let ann = web.metadata.annotations.as_ref().unwrap();
     assert_eq!(ann[REQUESTED_IPS_ANNOTATION], "10.250.0.9");
 }
+
+/// The public Service of Gateway `infra/<gw>` in `public`.
+fn public_service<'a>(public: &'a Public, gw: &str) -> &'a Service {
+    let name = public_name(&ObjectRef::new("infra", gw));
+    let mut of_gw = public.services.iter();
+    of_gw
+        .find(|s| s.metadata.name.as_deref() == Some(name.as_str()))
+        .unwrap()
+}
+
+#[test]
+fn the_traffic_policy_and_class_set_go_on_load_balanced_services_only() {
+    let cluster = mk_gateway(
+        "internal",
+        json!({"addresses": [{"type": "IPAddress", "routability": "Cluster"}]}),
+    );
+    let (store, records) = given(vec![cluster, mk_gateway("web", json!({}))], vec![]);
+    let cfg = ServiceConfig {
+        external_traffic_policy: Some("Local".into()),
+        load_balancer_class: Some("example.com/lb".into()),
+        ..ServiceConfig::default()
+    };
+    let public = desired_public(&store, &records, &cfg);
+    let web = public_service(&public, "web").spec.clone().unwrap();
+    assert_eq!(web.external_traffic_policy.as_deref(), Some("Local"));
+    assert_eq!(web.load_balancer_class.as_deref(), Some("example.com/lb"));
+    let internal = public_service(&public, "internal").spec.clone().unwrap();
+    assert_eq!(
+        internal.external_traffic_policy, None,
+        "a ClusterIP Service"
+    );
+    assert_eq!(internal.load_balancer_class, None);
+    // A Service left at Local once the setting is dropped is applied again.
+    let default = desired_public(&store, &records, &ServiceConfig::default());
+    let desired = public_service(&default, "web");
+    let mut current = desired.clone();
+    assert!(crate::service::reconcile::up_to_date(desired, &current));
+    current.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());
+    assert!(!crate::service::reconcile::up_to_date(desired, &current));
+}

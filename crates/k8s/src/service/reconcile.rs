@@ -310,6 +310,17 @@ pub fn up_to_date(desired: &Service, current: &Service) -> bool {
         && (d.load_balancer_class.is_none() || d.load_balancer_class == c.load_balancer_class)
         && (d.allocate_load_balancer_node_ports.is_none()
             || d.allocate_load_balancer_node_ports == c.allocate_load_balancer_node_ports)
+        && traffic_policy(d) == traffic_policy(c)
+}
+
+/// `spec.externalTrafficPolicy` as the API server defaults it: a Service left
+/// at `Local` after the setting is dropped is not up to date.
+fn traffic_policy(s: &k8s_openapi::api::core::v1::ServiceSpec) -> &str {
+    match (s.type_.as_deref(), s.external_traffic_policy.as_deref()) {
+        (_, Some(policy)) => policy,
+        (Some("LoadBalancer" | "NodePort"), None) => "Cluster",
+        _ => "",
+    }
 }
 
 /// The `metadata.<field>` keys our field manager owns on `svc` (from managedFields).
