@@ -248,6 +248,10 @@ tolerations:
 podAnnotations:
   example.com/scrape: "true"
 priorityClassName: system-node-critical
+proxyProtocol: true
+service:
+  externalTrafficPolicy: Local
+  loadBalancerClass: example.com/lb
 `)
 	objs := render(t, "aether-ingress", "-f", values)
 
@@ -277,7 +281,8 @@ priorityClassName: system-node-critical
 
 	agent := container(t, ds, "agent")
 	args := agent["args"].([]any)
-	for _, a := range []string{"--controller-name=example.com/edge", "--address-mode=static", "--log-format=json", "--log-level=debug", "--port-range=30000-30999"} {
+	for _, a := range []string{"--controller-name=example.com/edge", "--address-mode=static", "--log-format=json", "--log-level=debug", "--port-range=30000-30999",
+		"--proxy-protocol", "--external-traffic-policy=Local", "--load-balancer-class=example.com/lb"} {
 		if !slices.Contains(args, any(a)) {
 			t.Errorf("agent args lack %s: %v", a, args)
 		}
@@ -325,6 +330,7 @@ func TestBadValuesFail(t *testing.T) {
 			{[]string{"--namespace", "aether-ingress", "--set", "addressMode=dynamic"}, []string{"schema", "addressMode"}},
 			{[]string{"--namespace", "aether-ingress", "--set", "logFormat=yaml"}, []string{"schema", "logFormat"}},
 			{[]string{"--namespace", "aether-ingress", "--set", "accessLog=verbose"}, []string{"schema", "accessLog"}},
+			{[]string{"--namespace", "aether-ingress", "--set", "service.externalTrafficPolicy=local"}, []string{"schema", "externalTrafficPolicy"}},
 			{[]string{"--namespace", "aether-ingress", "--set", "metrics.port=70000"}, []string{"schema", "port"}},
 			{[]string{"--namespace", "aether-ingress", "--set", "envoy.logLevel=loud"}, []string{"schema", "logLevel"}},
 			// A misspelt key is refused, not silently ignored.
