@@ -41,6 +41,7 @@ go-check:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	scripts/deny
 
 # Every benchmark driver (release build), then one table of their numbers
 # against the targets (benches/run; each driver's output in target/bench/).
