@@ -219,7 +219,7 @@ async fn bench() {
 /// clock measures the API server and what follows, not a TLS handshake or
 /// discovery.
 async fn apply(routes: &Api<HttpRoute>, name: &str) {
-    let route: HttpRoute = serde_yaml::from_str(&mk_prefix_route(NS, name, "b0")).unwrap();
+    let route: HttpRoute = serde_norway::from_str(&mk_prefix_route(NS, name, "b0")).unwrap();
     let params = PatchParams::apply("bench").force();
     routes
         .patch(name, &params, &Patch::Apply(&route))

@@ -42,7 +42,7 @@ fn knob(name: &str, default: usize) -> usize {
 }
 
 fn route(name: &str, backend: &str) -> HttpRoute {
-    serde_yaml::from_str(&format!(
+    serde_norway::from_str(&format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /{name}}}}}]\n    backendRefs: [{{name: {backend}, port: 80}}]\n"
     ))
     .unwrap()

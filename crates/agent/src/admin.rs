@@ -284,7 +284,7 @@ async fn debug_snapshot(State(state): State<Shared>) -> Response {
     // Private keys travel in SDS secrets; this endpoint shows them redacted.
     let resources = match aether_xds::to_yaml_redacted(&p.snapshot)
         .map_err(|e| e.to_string())
-        .and_then(|y| serde_yaml::from_str::<serde_json::Value>(&y).map_err(|e| e.to_string()))
+        .and_then(|y| serde_norway::from_str::<serde_json::Value>(&y).map_err(|e| e.to_string()))
     {
         Ok(v) => v,
         Err(e) => serde_json::Value::String(format!("rendering failed: {e}")),

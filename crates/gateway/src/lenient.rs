@@ -17,7 +17,7 @@
 //! with that prefix on the input are removed first, so nobody else can set one.
 
 use serde::de::DeserializeOwned;
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 use std::collections::BTreeMap;
 
 /// `<prefix><rule index>`: why that rule was dropped while decoding.
@@ -48,9 +48,9 @@ pub fn decode_noting_unknown<T: DeserializeOwned>(
             return Ok((typed, unknown_paths(value, ignored)));
         }
         // Through text, for an error that names its field path.
-        let text = serde_yaml::to_string(value).map_err(|e| e.to_string())?;
+        let text = serde_norway::to_string(value).map_err(|e| e.to_string())?;
         let mut ignored = Vec::new();
-        let again = serde_ignored::deserialize(serde_yaml::Deserializer::from_str(&text), |path| {
+        let again = serde_ignored::deserialize(serde_norway::Deserializer::from_str(&text), |path| {
             ignored.push(segments(&path))
         });
         let message = match again {
@@ -78,7 +78,7 @@ pub fn decode_json<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, 
     if !own_notes && let Ok(typed) = T::deserialize(value) {
         return Ok(typed);
     }
-    let mut v = serde_yaml::to_value(value).map_err(|e| e.to_string())?;
+    let mut v = serde_norway::to_value(value).map_err(|e| e.to_string())?;
     decode(&mut v)
 }
 
@@ -217,7 +217,7 @@ fn strip_own_annotations(value: &mut Value) {
     }
 }
 
-/// serde_yaml mentions positions inside the text it parsed, which is ours.
+/// serde_norway mentions positions inside the text it parsed, which is ours.
 fn without_position(msg: &str) -> String {
     match msg.find(" at line ") {
         Some(i) => msg[..i].to_string(),
@@ -231,7 +231,7 @@ mod tests {
     use gateway_api::apis::experimental::httproutes::HttpRoute;
 
     fn mk(yaml: &str) -> Value {
-        serde_yaml::from_str(yaml).unwrap()
+        serde_norway::from_str(yaml).unwrap()
     }
 
     const ROUTE: &str = r#"

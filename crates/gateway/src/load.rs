@@ -2,7 +2,7 @@
 //!
 //! A file may hold many documents (`---`). One pass of a linear parser guards
 //! the file and builds each document's YAML value ([`crate::yaml_guard::read`];
-//! what it leaves, `serde_yaml` reads); the value gives apiVersion, kind and name
+//! what it leaves, `serde_norway` reads); the value gives apiVersion, kind and name
 //! for error messages, then decodes into its typed struct, noting in the same
 //! pass every field the type has no place for, so a misspelt field (`listner:`)
 //! is an error instead of being silently dropped — the generated API types do
@@ -31,7 +31,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_yaml::Value;
+use serde_norway::Value;
 use std::collections::BTreeMap;
 
 /// Why a file could not be loaded. Every variant names the file and 1-based line.
@@ -462,7 +462,7 @@ impl Context<'_> {
         let (typed, unknown) =
             crate::lenient::decode_noting_unknown::<T>(&mut value).map_err(|reason| {
                 // The text again, for the line the error is on.
-                let line = serde_yaml::from_str::<T>(self.doc.text)
+                let line = serde_norway::from_str::<T>(self.doc.text)
                     .err()
                     .and_then(|e| e.location())
                     .map_or_else(|| first_content_line(self.doc.text), |l| l.line());

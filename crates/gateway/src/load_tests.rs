@@ -477,7 +477,7 @@ mod one_pass {
                     }
                     let key = match k {
                         Value::String(s) => s.clone(),
-                        other => serde_yaml::to_string(other)
+                        other => serde_norway::to_string(other)
                             .unwrap_or_default()
                             .trim()
                             .to_string(),
@@ -511,7 +511,7 @@ mod one_pass {
         let mut slow = value.clone();
         let typed: T = crate::lenient::decode(&mut slow).unwrap();
         let mut old = Vec::new();
-        round_trip_unknown(&slow, &serde_yaml::to_value(&typed).unwrap(), "", &mut old);
+        round_trip_unknown(&slow, &serde_norway::to_value(&typed).unwrap(), "", &mut old);
         (one_pass, old)
     }
 
@@ -563,7 +563,7 @@ mod one_pass {
             .flat_map(|text| {
                 crate::yaml_guard::read(&text)
                     .map(Result::unwrap)
-                    .filter_map(|d| serde_yaml::from_str::<Value>(d.text).ok())
+                    .filter_map(|d| serde_norway::from_str::<Value>(d.text).ok())
                     .filter(|v| !v.is_null())
                     .collect::<Vec<_>>()
             })
@@ -605,7 +605,7 @@ mod one_pass {
         assert!(docs.len() > 300, "{} documents", docs.len());
         for doc in docs {
             if let Some((one_pass, old)) = compare(doc) {
-                assert_eq!(one_pass, old, "{}", serde_yaml::to_string(doc).unwrap());
+                assert_eq!(one_pass, old, "{}", serde_norway::to_string(doc).unwrap());
             }
         }
     }

@@ -132,7 +132,7 @@ mod tests {
         );
         (
             ObjectRef::new("infra", name),
-            Arc::new(serde_yaml::from_str(&yaml).unwrap()),
+            Arc::new(serde_norway::from_str(&yaml).unwrap()),
         )
     }
 

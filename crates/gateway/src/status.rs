@@ -347,7 +347,7 @@ fn push_doc<S: Serialize>(
         status,
     };
     out.push_str("---\n");
-    out.push_str(&serde_yaml::to_string(&doc).expect("status serializes"));
+    out.push_str(&serde_norway::to_string(&doc).expect("status serializes"));
 }
 
 impl StatusPlan {

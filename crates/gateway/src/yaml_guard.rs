@@ -1,7 +1,7 @@
 //! The YAML reader: a guard against hostile YAML and the builder of each
 //! document's value, in one pass of a linear event parser.
 //!
-//! libyaml (under `serde_yaml`) is quadratic in flow nesting depth (a 200 KB
+//! libyaml (under `serde_norway`) is quadratic in flow nesting depth (a 200 KB
 //! file of 100k nested `[` took minutes), and building a value expands every
 //! alias in full (a 14 KB file whose anchor is aliased thousands of times took
 //! hundreds of megabytes). So values are built from a linear event parser that
@@ -18,13 +18,13 @@
 //! does not take is an error here, with its line — a syntax error, a tag other
 //! than the core schema's (`!!str` and friends), a duplicate key, an integer
 //! wider than 64 bits, two documents between `---` markers. (Each of these once
-//! passed the text on to `serde_yaml` unguarded: one `!!str` made a 200 KB
+//! passed the text on to `serde_norway` unguarded: one `!!str` made a 200 KB
 //! nesting bomb cost 34 s of CPU per parse.) Reading values here instead of
 //! with libyaml took the parse of 10,000 routes from ~910 ms to the number in
 //! benches/README.md.
 
 use granit_parser::{Event, Parser, ScalarStyle};
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 use std::collections::HashMap;
 
 /// Deepest nesting of sequences and mappings a file may have.
@@ -80,7 +80,7 @@ pub struct Document<'a> {
 /// The documents of `text`, each one's value built in the same pass that
 /// guards it: nesting deeper than [`MAX_DEPTH`], or aliases expanding the file
 /// past [`expansion_budget`], refuse the file (the first `Err`; a caller stops
-/// there). Values are what `serde_yaml::from_str::<Value>` gives for the same
+/// there). Values are what `serde_norway::from_str::<Value>` gives for the same
 /// text (a test holds the two to it), built from a linear parser, one document
 /// at a time.
 pub fn read(text: &str) -> impl Iterator<Item = Result<Document<'_>, Refusal>> {
@@ -327,7 +327,7 @@ fn describe_key(key: &Value) -> String {
     }
 }
 
-/// A scalar as `serde_yaml` resolves it: quoted and block scalars are strings;
+/// A scalar as `serde_norway` resolves it: quoted and block scalars are strings;
 /// a plain one is null, a bool, an integer, a float or else a string. `None`
 /// for an integer wider than 64 bits.
 fn scalar(v: &str, plain: bool) -> Option<Value> {

@@ -1,5 +1,5 @@
 //! [`super`]: hostile YAML refused, what libyaml would take unguarded refused
-//! here, and values read as `serde_yaml` reads them.
+//! here, and values read as `serde_norway` reads them.
 
 use super::*;
 use std::time::Instant;
@@ -66,9 +66,9 @@ fn one_anchor_aliased_thousands_of_times_is_refused() {
 }
 
 /// Every golden input, document by document: the value built here is the
-/// one `serde_yaml` builds, and the documents are where they were.
+/// one `serde_norway` builds, and the documents are where they were.
 #[test]
-fn the_golden_inputs_read_as_serde_yaml_reads_them() {
+fn the_golden_inputs_read_as_serde_norway_reads_them() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata");
     let mut built = 0;
     for dir in std::fs::read_dir(root).unwrap().flatten() {
@@ -77,7 +77,7 @@ fn the_golden_inputs_read_as_serde_yaml_reads_them() {
         };
         for doc in read(&text) {
             let doc = doc.unwrap();
-            let theirs: Value = serde_yaml::from_str(doc.text).unwrap();
+            let theirs: Value = serde_norway::from_str(doc.text).unwrap();
             assert_eq!(
                 doc.value,
                 theirs,
@@ -134,7 +134,7 @@ fn core_schema_tags_read_as_their_type() {
         .next()
         .unwrap()
         .unwrap();
-    let want: Value = serde_yaml::from_str("{a: '123', b: 7, c: true, d: {e: null}}").unwrap();
+    let want: Value = serde_norway::from_str("{a: '123', b: 7, c: true, d: {e: null}}").unwrap();
     assert_eq!(doc.value, want);
 }
 
@@ -149,23 +149,23 @@ fn documents_are_split_on_their_markers() {
     );
     assert_eq!(
         docs[1].value,
-        serde_yaml::from_str::<Value>("{b: 2}").unwrap()
+        serde_norway::from_str::<Value>("{b: 2}").unwrap()
     );
     assert_eq!(docs[2].value, Value::Null);
 }
 
 proptest::proptest! {
-    /// Plain scalars resolve as `serde_yaml` resolves them: null, bools,
+    /// Plain scalars resolve as `serde_norway` resolves them: null, bools,
     /// integers in every radix, floats, leading zeros, or strings.
     #[test]
-    fn plain_scalars_resolve_as_serde_yaml_does(v in "[-+]?(0[xob])?[0-9a-fA-F._eE+~]{0,6}|null|Null|TRUE|False|~|\\.inf|-\\.Inf|\\.nan|[0-9]{1,25}") {
-        let theirs: Result<Value, _> = serde_yaml::from_str(&format!("k: {v}\n"));
+    fn plain_scalars_resolve_as_serde_norway_does(v in "[-+]?(0[xob])?[0-9a-fA-F._eE+~]{0,6}|null|Null|TRUE|False|~|\\.inf|-\\.Inf|\\.nan|[0-9]{1,25}") {
+        let theirs: Result<Value, _> = serde_norway::from_str(&format!("k: {v}\n"));
         let ours = read(&format!("k: {v}\n")).next().unwrap().map(|d| d.value);
         if let (Ok(theirs), Ok(ours)) = (theirs, ours) {
             let (t, o) = (&theirs["k"], &ours["k"]);
             // NaN is not equal to itself.
             let both_nan = t.as_f64().is_some_and(f64::is_nan) && o.as_f64().is_some_and(f64::is_nan);
-            proptest::prop_assert!(both_nan || t == o, "{:?}: serde_yaml {:?}, ours {:?}", v, t, o);
+            proptest::prop_assert!(both_nan || t == o, "{:?}: serde_norway {:?}, ours {:?}", v, t, o);
         }
     }
 }

@@ -31,7 +31,7 @@ fn render(case: &Path) -> [String; 2] {
         case.display()
     );
     [
-        serde_yaml::to_string(&t.ir).expect("IR serializes"),
+        serde_norway::to_string(&t.ir).expect("IR serializes"),
         t.status.to_yaml(),
     ]
 }

@@ -28,14 +28,14 @@ pub(crate) fn read(dir: &Path) -> Result<Vec<CustomResourceDefinition>, Error> {
     let mut crds = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).map_err(|e| Error::io("read", &file, e))?;
-        for doc in serde_yaml::Deserializer::from_str(&text) {
+        for doc in serde_norway::Deserializer::from_str(&text) {
             let parse = |e| Error::CrdParse {
                 path: file.clone(),
                 source: e,
             };
-            let value = serde_yaml::Value::deserialize(doc).map_err(parse)?;
+            let value = serde_norway::Value::deserialize(doc).map_err(parse)?;
             if value.get("kind").and_then(|k| k.as_str()) == Some("CustomResourceDefinition") {
-                crds.push(serde_yaml::from_value(value).map_err(parse)?);
+                crds.push(serde_norway::from_value(value).map_err(parse)?);
             }
         }
     }

@@ -46,7 +46,7 @@ pub enum Error {
     #[error("CRD file {path}: {source}")]
     CrdParse {
         path: PathBuf,
-        source: serde_yaml::Error,
+        source: serde_norway::Error,
     },
     #[error("no CustomResourceDefinition in {0}")]
     NoCrds(PathBuf),

@@ -17,14 +17,14 @@ pub(crate) const FIELD_MANAGER: &str = "aether-testkit";
 /// `Kind name` for cluster-scoped objects) per object, in document order.
 pub(crate) async fn apply(client: &Client, yaml: &str) -> Result<Vec<String>, Error> {
     let mut applied = Vec::new();
-    for (index, doc) in serde_yaml::Deserializer::from_str(yaml).enumerate() {
+    for (index, doc) in serde_norway::Deserializer::from_str(yaml).enumerate() {
         let invalid = |reason: String| Error::Manifest { index, reason };
-        let value = serde_yaml::Value::deserialize(doc).map_err(|e| invalid(e.to_string()))?;
+        let value = serde_norway::Value::deserialize(doc).map_err(|e| invalid(e.to_string()))?;
         if value.is_null() {
             continue;
         }
         let object: DynamicObject =
-            serde_yaml::from_value(value).map_err(|e| invalid(e.to_string()))?;
+            serde_norway::from_value(value).map_err(|e| invalid(e.to_string()))?;
         let types = object
             .types
             .as_ref()

@@ -309,14 +309,14 @@ mod tests {
 
     #[test]
     fn the_stats_listener_answers_prometheus_alone_through_the_admin() {
-        let none: serde_yaml::Value =
-            serde_yaml::from_str(&bootstrap(&opts("127.0.0.1:18000", "127.0.0.1:9901"))).unwrap();
+        let none: serde_norway::Value =
+            serde_norway::from_str(&bootstrap(&opts("127.0.0.1:18000", "127.0.0.1:9901"))).unwrap();
         assert!(none["staticResources"]["listeners"].is_null());
         let yaml = bootstrap(&BootstrapOptions {
             stats_address: Some("0.0.0.0:19004".into()),
             ..opts("127.0.0.1:18000", "127.0.0.1:9901")
         });
-        let v: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
+        let v: serde_norway::Value = serde_norway::from_str(&yaml).unwrap();
         let l = &v["staticResources"]["listeners"][0];
         assert_eq!(l["name"], "edge_stats");
         assert_eq!(l["address"]["socketAddress"]["portValue"], 19004);
@@ -381,7 +381,7 @@ mod tests {
     #[test]
     fn bootstrap_names_node_ads_and_admin() {
         let yaml = bootstrap(&opts("127.0.0.1:18000", "localhost:9901"));
-        let v: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
+        let v: serde_norway::Value = serde_norway::from_str(&yaml).unwrap();
         assert_eq!(v["node"]["id"], "edge-1");
         assert_eq!(v["node"]["cluster"], "aether-edge");
         assert_eq!(v["dynamicResources"]["adsConfig"]["apiType"], "GRPC");
@@ -407,7 +407,7 @@ mod tests {
             delta: true,
             ..opts("127.0.0.1:18000", "localhost:9901")
         });
-        let d: serde_yaml::Value = serde_yaml::from_str(&delta).unwrap();
+        let d: serde_norway::Value = serde_norway::from_str(&delta).unwrap();
         assert_eq!(d["dynamicResources"]["adsConfig"]["apiType"], "DELTA_GRPC");
         assert_eq!(
             v["dynamicResources"]["adsConfig"]["grpcServices"][0]["envoyGrpc"]["clusterName"],

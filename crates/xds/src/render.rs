@@ -6,16 +6,16 @@
 //! names (lowerCamelCase, enums by name, durations as `"5s"`, `Any` with `@type`).
 //!
 //! ```text
-//!  Resource.body (Any: type_url + bytes) ─► DynamicMessage ─► serde_yaml::Value ─► YAML
+//!  Resource.body (Any: type_url + bytes) ─► DynamicMessage ─► serde_norway::Value ─► YAML
 //! ```
 //!
-//! We serialize straight into `serde_yaml::Value`, whose mappings keep insertion
+//! We serialize straight into `serde_norway::Value`, whose mappings keep insertion
 //! order (the proto field order), so the output never depends on whether some other
 //! crate in the build turned on serde_json's `preserve_order`.
 
 use crate::snapshot::{ResourceType, Snapshot};
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 use std::sync::OnceLock;
 
 static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_descriptors.bin"));
@@ -41,7 +41,7 @@ pub enum RenderError {
     Serialize {
         type_name: String,
         #[source]
-        source: serde_yaml::Error,
+        source: serde_norway::Error,
     },
 }
 
@@ -64,7 +64,7 @@ pub fn message_value(type_name: &str, encoded: &[u8]) -> Result<Value, RenderErr
             source,
         })?;
     message
-        .serialize_with_options(serde_yaml::value::Serializer, &SerializeOptions::new())
+        .serialize_with_options(serde_norway::value::Serializer, &SerializeOptions::new())
         .map_err(|source| RenderError::Serialize {
             type_name: type_name.to_string(),
             source,
@@ -166,12 +166,12 @@ mod redact_tests {
 
     #[test]
     fn private_keys_and_passwords_are_redacted_wherever_they_are() {
-        let mut v: Value = serde_yaml::from_str(
+        let mut v: Value = serde_norway::from_str(
             "listeners:\n- filterChains:\n  - transportSocket:\n      typedConfig:\n        commonTlsContext:\n          tlsCertificates:\n          - certificateChain: {inlineBytes: Q0VSVA==}\n            privateKey: {inlineBytes: S0VZ}\n            password: {inlineString: hunter2}\n",
         )
         .unwrap();
         redact(&mut v);
-        let text = serde_yaml::to_string(&v).unwrap();
+        let text = serde_norway::to_string(&v).unwrap();
         assert!(
             !text.contains("S0VZ") && !text.contains("hunter2"),
             "{text}"

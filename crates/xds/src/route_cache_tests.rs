@@ -18,7 +18,7 @@ fn golden_tables() -> Vec<(String, ir::RouteTable)> {
             let Ok(text) = std::fs::read_to_string(dir.join("ir.yaml")) else {
                 continue;
             };
-            let ir: ir::Ir = serde_yaml::from_str(&text).expect("golden IR parses");
+            let ir: ir::Ir = serde_norway::from_str(&text).expect("golden IR parses");
             for gw in &ir.gateways {
                 for port in &gw.ports {
                     let chains = port

@@ -1,6 +1,6 @@
 //! YAML text that every YAML reader takes back the same, Envoy included.
 //!
-//! serde_yaml writes YAML 1.2, where `yes`, `y`, `on` and `off` are plain strings,
+//! serde_norway writes YAML 1.2, where `yes`, `y`, `on` and `off` are plain strings,
 //! so it leaves them unquoted. Envoy parses YAML with yaml-cpp, which follows YAML
 //! 1.1 and reads them as booleans: a header match on the value `yes` became
 //! `exact: true` and Envoy rejected the whole config. This emitter quotes every
@@ -14,7 +14,7 @@
 //!  "…"       everything else, JSON-escaped          control characters
 //! ```
 
-use serde_yaml::Value;
+use serde_norway::Value;
 
 /// Words YAML 1.1 reads as booleans or null (compared case-insensitively).
 const YAML11_WORDS: &[&str] = &["y", "n", "yes", "no", "true", "false", "on", "off", "null"];
@@ -59,7 +59,7 @@ fn inline(value: &Value, indent: usize) -> String {
     }
 }
 
-fn mapping(out: &mut String, m: &serde_yaml::Mapping, indent: usize) {
+fn mapping(out: &mut String, m: &serde_norway::Mapping, indent: usize) {
     for (i, (k, v)) in m.iter().enumerate() {
         // The first entry of a mapping inside a sequence sits on the `- ` line.
         if i > 0 || !out.ends_with("- ") {
@@ -82,7 +82,7 @@ fn mapping(out: &mut String, m: &serde_yaml::Mapping, indent: usize) {
 }
 
 /// A nested collection under a mapping key: mappings indent, sequences do not
-/// (the `- ` already marks them), as serde_yaml lays them out.
+/// (the `- ` already marks them), as serde_norway lays them out.
 fn block(out: &mut String, v: &Value, indent: usize) {
     match v {
         Value::Mapping(m) => mapping(out, m, indent + 2),
@@ -178,7 +178,7 @@ mod tests {
 
     fn roundtrip(v: &Value) {
         let text = to_string(v);
-        let back: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+        let back: Value = serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
         assert_eq!(&back, v, "{text}");
     }
 
@@ -221,7 +221,7 @@ mod tests {
 
     #[test]
     fn nested_collections_roundtrip() {
-        let v: Value = serde_yaml::from_str(
+        let v: Value = serde_norway::from_str(
             r#"
 listeners:
 - name: l

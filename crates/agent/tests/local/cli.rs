@@ -21,7 +21,7 @@ fn status_prints_kubernetes_shaped_documents() {
     let dir = quickstart();
     let (ok, out, err) = run(&["status", "--config-dir", dir.to_str().unwrap()]);
     assert!(ok, "{err}");
-    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&out)
+    let docs: Vec<serde_norway::Value> = serde_norway::Deserializer::from_str(&out)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect();
     let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
@@ -40,7 +40,7 @@ fn translate_prints_envoy_resources_and_is_deterministic() {
     assert!(ok, "{err}");
     let (_, second, _) = run(&["translate", "--config-dir", dir.to_str().unwrap()]);
     assert_eq!(first, second, "same input, same bytes");
-    let doc: serde_yaml::Value = serde_yaml::from_str(&first).unwrap();
+    let doc: serde_norway::Value = serde_norway::from_str(&first).unwrap();
     assert_eq!(
         doc["listeners"][0]["name"].as_str(),
         Some("edge_ls_default_quickstart_10080")

@@ -17,7 +17,7 @@ fn manifest(file: &str) -> String {
 }
 
 fn pod() -> PodSpec {
-    let ds: DaemonSet = serde_yaml::from_str(&manifest("30-daemonset.yaml")).unwrap();
+    let ds: DaemonSet = serde_norway::from_str(&manifest("30-daemonset.yaml")).unwrap();
     ds.spec.unwrap().template.spec.unwrap()
 }
 
@@ -140,9 +140,9 @@ fn the_pod_runs_confined_and_ads_is_a_socket_the_two_containers_share() {
 #[test]
 fn the_leader_may_review_tokens_and_reads_nothing_it_does_not_watch() {
     let text = manifest("10-rbac.yaml");
-    let role: ClusterRole = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
-        .find_map(|v| (v["kind"] == "ClusterRole").then(|| serde_yaml::from_value(v).unwrap()))
+    let role: ClusterRole = serde_norway::Deserializer::from_str(&text)
+        .map(|d| serde_norway::Value::deserialize(d).unwrap())
+        .find_map(|v| (v["kind"] == "ClusterRole").then(|| serde_norway::from_value(v).unwrap()))
         .expect("a ClusterRole");
     let rules = role.rules.unwrap_or_default();
     let grants = |group: &str, resource: &str, verb: &str| {
@@ -259,7 +259,7 @@ fn a_stopping_pod_drains_envoy_before_envoy_gets_its_sigterm() {
         .termination_grace_period_seconds
         .expect("a grace period");
     assert!(grace > envoy_wait, "the kubelet kills Envoy mid-drain");
-    let pdb: serde_yaml::Value = serde_yaml::from_str(&manifest("40-pdb.yaml")).unwrap();
+    let pdb: serde_norway::Value = serde_norway::from_str(&manifest("40-pdb.yaml")).unwrap();
     assert_eq!(pdb["kind"], "PodDisruptionBudget");
     // An integer minAvailable: for DaemonSet pods (no scale subresource) the
     // disruption controller counts nothing else, and a maxUnavailable budget

@@ -1,6 +1,6 @@
 //! Older served versions of a kind, read as its `v1`.
 
-use serde_yaml::Value;
+use serde_norway::Value;
 
 /// Older served versions (TLSRoute `v1alpha2`/`v1alpha3`, TCPRoute and UDPRoute
 /// `v1alpha2`) leave optional what `v1` requires: TLSRoute `spec.hostnames` and

@@ -268,7 +268,7 @@ mod tests {
             "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {}, namespace: {}}}\nspec:\n  gatewayClassName: aether\n  addresses: {addresses}\n  listeners: [{{name: http, port: 80, protocol: HTTP}}]\n",
             gw.name, gw.namespace
         );
-        serde_json::from_value(serde_yaml::from_str(&yaml).unwrap()).unwrap()
+        serde_json::from_value(serde_norway::from_str(&yaml).unwrap()).unwrap()
     }
 
     /// (value, routability) of each status address, and AddressesAssigned's

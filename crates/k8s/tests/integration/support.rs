@@ -163,7 +163,7 @@ pub async fn install_rbac(client: &Client) {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/10-rbac.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
+    for doc in serde_norway::Deserializer::from_str(&text) {
         let value: Value = serde::Deserialize::deserialize(doc).unwrap();
         if value.is_null() {
             continue;

@@ -56,7 +56,7 @@ pub fn load_ir(dir: &Path) -> aether_ir::Ir {
     let path = dir.join("ir.yaml");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
 }
 
 pub use aether_testkit::envoy_bin;
