@@ -4,7 +4,8 @@
 //! ```text
 //!  Store ─┬─ shared objects (Services, EndpointSlices, Secrets, ConfigMaps,
 //!         │   Namespaces, ReferenceGrants, BackendTLSPolicies, ListenerSets,
-//!         │   GatewayClasses, ClusterTrustBundles) ── changed? ──► forget everything
+//!         │   GatewayClasses, ClusterTrustBundles, XBackends) ── changed? ──► forget
+//!         │                                                      everything
 //!         ├─ each route ──────────────► RouteModel      (same object: reused)
 //!         └─ each Gateway of ours ──┐
 //!              its parentRefs' routes┴► GatewayUnit     (same Gateway object and
