@@ -305,6 +305,9 @@ impl<'a> Backends<'a> {
             protocol,
             endpoints: self.endpoints(&memo.0, port_name),
             tls,
+            backend_kind: aether_ir::BackendKind::Service,
+            discovery: aether_ir::Discovery::Eds,
+            session: None,
         });
         self.resolved.borrow_mut().insert(memo, cluster.clone());
         Ok(cluster)

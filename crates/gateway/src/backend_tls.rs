@@ -288,6 +288,7 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
             trusted_ca,
             subject_alt_names: subject_alt_names(p),
             client_certificate: None,
+            alpn: vec![],
         }),
     };
     PolicyModel {

@@ -547,6 +547,12 @@ fn forward(f: &ForwardSpec) -> Forward {
             })
             .collect(),
         cors: f.cors.clone(),
+        // A backend with session persistence is its rule's only one (see
+        // `route::resolve_backends_with`).
+        session: match f.backends.as_slice() {
+            [(c, _)] => c.session.clone(),
+            _ => None,
+        },
     }
 }
 
@@ -583,6 +589,9 @@ fn udp_weighted_cluster(r: &RouteModel, backends: &[(Arc<Cluster>, u32)]) -> Clu
             })
             .collect(),
         tls: None,
+        backend_kind: aether_ir::BackendKind::Service,
+        discovery: aether_ir::Discovery::Eds,
+        session: None,
     }
 }
 
