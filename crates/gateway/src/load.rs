@@ -19,6 +19,7 @@ use aether_ir::ObjectRef;
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::experimental::listenersets::ListenerSet;
+use gateway_api::apis::experimental::xbackends::XBackend;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -412,6 +413,7 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
         ("ReferenceGrant", _, Some("v1" | "v1beta1")) => ctx.load::<ReferenceGrant>(value),
         ("BackendTLSPolicy", _, Some("v1" | "v1alpha3")) => ctx.load::<BackendTlsPolicy>(value),
         ("ListenerSet", _, Some("v1")) => ctx.load::<ListenerSet>(value),
+        ("XBackend", "gateway.networking.x-k8s.io/v1alpha1", _) => ctx.load::<XBackend>(value),
         ("Service", "v1", _) => ctx.load::<Service>(value),
         ("Secret", "v1", _) => ctx.load::<Secret>(value),
         ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(value),

@@ -43,6 +43,41 @@ fn cluster_trust_bundles_load_at_v1beta1_and_v1alpha1_without_a_namespace() {
     assert_eq!(names, [("", "new"), ("", "old")]);
 }
 
+const XBACKEND: &str = "\
+apiVersion: gateway.networking.x-k8s.io/v1alpha1
+kind: XBackend
+metadata:
+  name: api
+  namespace: apps
+spec:
+  type: ExternalHostname
+  externalHostname:
+    hostname: api.example.com
+  port:
+    number: 443
+  protocol: HTTP2
+  tls:
+    mode: ServerOnly
+    validation:
+      hostname: api.example.com
+      wellKnownCACertificates: System
+";
+
+#[test]
+fn xbackends_load_at_x_k8s_v1alpha1_and_refuse_unknown_fields() {
+    let store = load(XBACKEND).unwrap();
+    let x: &XBackend = store.get("apps", "api").expect("loaded");
+    assert_eq!(x.spec.port.number, Some(443));
+    let err = load(&XBACKEND.replace("  protocol:", "  protocl: HTTP2\n  protocol:")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "gateways.yaml:12: XBackend apps/api: unknown field `spec.protocl`"
+    );
+    // The group is gateway.networking.x-k8s.io, not the standard one.
+    let wrong = XBACKEND.replace("x-k8s.io/v1alpha1", "k8s.io/v1");
+    assert!(matches!(load(&wrong), Err(LoadError::UnknownKind { .. })));
+}
+
 #[test]
 fn loads_multi_document_files_and_skips_empty_documents() {
     let text =
@@ -540,6 +575,7 @@ mod one_pass {
             "Namespace" => both::<Namespace>(&value),
             "EndpointSlice" => both::<EndpointSlice>(&value),
             "ClusterTrustBundle" => both::<ClusterTrustBundle>(&value),
+            "XBackend" => both::<XBackend>(&value),
             _ => return None,
         })
     }

@@ -83,6 +83,9 @@ pub struct ForwardSpec {
     /// mirrored share (numerator, denominator).
     pub mirrors: Vec<Mirror>,
     pub cors: Option<Box<Cors>>,
+    /// The rule's own `sessionPersistence` (HTTPRoute); an XBackend's comes
+    /// with its cluster.
+    pub session: Option<Box<aether_ir::SessionPersistence>>,
     /// TLSRoute only: the backends and the invalid weight as a Terminate
     /// listener sends to them (TLS again where a BackendTLSPolicy says so);
     /// `None` when they are `backends` and `invalid_weight` as they are.
@@ -350,6 +353,19 @@ pub fn resolve_backends_with<'a, P>(
                 errors.push(e);
             }
         }
+    }
+    // Envoy picks one of a rule's backends before a session can steer the
+    // request: a session to one of several backends would not hold.
+    if valid.len() > 1
+        && let Some((c, ..)) = valid.iter().find(|(c, ..)| c.session.is_some())
+    {
+        return Err(format!(
+            "backendRefs split requests between {} backends and XBackend {} has \
+             sessionPersistence, which cannot hold when the backend is picked per \
+             request: give it a rule of its own",
+            valid.len(),
+            c.service
+        ));
     }
     Ok((valid, invalid_weight))
 }

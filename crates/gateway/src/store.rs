@@ -15,6 +15,7 @@ use aether_ir::ObjectRef;
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::experimental::listenersets::ListenerSet;
+use gateway_api::apis::experimental::xbackends::XBackend;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -51,6 +52,7 @@ pub struct Store {
     backend_tls_policies: BTreeMap<ObjectRef, Arc<BackendTlsPolicy>>,
     listener_sets: BTreeMap<ObjectRef, Arc<ListenerSet>>,
     cluster_trust_bundles: BTreeMap<ObjectRef, Arc<ClusterTrustBundle>>,
+    x_backends: BTreeMap<ObjectRef, Arc<XBackend>>,
 }
 
 /// A kind the store holds.
@@ -133,7 +135,8 @@ macro_rules! every_kind {
             Namespace,
             BackendTlsPolicy,
             ListenerSet,
-            ClusterTrustBundle
+            ClusterTrustBundle,
+            XBackend
         )
     };
 }
@@ -165,6 +168,7 @@ store_object!(
     cluster_trust_bundles,
     true
 );
+store_object!(XBackend, "XBackend", x_backends, false, status);
 
 /// The store key of an object: namespace defaulted (or emptied for cluster-scoped
 /// kinds) and name.

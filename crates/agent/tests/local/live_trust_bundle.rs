@@ -39,7 +39,7 @@ const EC_KEY: [&str; 5] = [
 /// A CA `<name>.crt` / `<name>.key` and two certificates it signed, in `dir`:
 /// a client certificate `<name>-client.crt` / `.key` and a server certificate
 /// for backend.example.com, `<name>-server.crt` / `.key`. Returns the CA's PEM.
-fn make_ca_and_client(dir: &Path, name: &str) -> String {
+pub(crate) fn make_ca_and_client(dir: &Path, name: &str) -> String {
     let subject = format!("/CN={name} CA");
     let (ca_crt, ca_key) = (format!("{name}.crt"), format!("{name}.key"));
     let mut args = vec!["req", "-x509", "-days", "2", "-subj", &subject];

@@ -5,6 +5,7 @@
 use super::Shared;
 use crate::store::{Store, StoreObject};
 use gateway_api::apis::experimental::listenersets::ListenerSet;
+use gateway_api::apis::experimental::xbackends::XBackend;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
@@ -72,6 +73,7 @@ pub(super) fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) 
     kind::<BackendTlsPolicy>(store, f);
     kind::<ListenerSet>(store, f);
     kind::<ClusterTrustBundle>(store, f);
+    kind::<XBackend>(store, f);
 }
 
 /// Every EndpointSlice: routes read them only through the Services they name.
