@@ -25,3 +25,4 @@ mod status_refused;
 mod trust_bundle;
 mod watch;
 mod watch_expiry;
+mod xbackend_service;

@@ -1,0 +1,156 @@
+//! Kubernetes mode, an EndpointSelector XBackend (Gateway API v1.7.0,
+//! experimental): the leader keeps exactly one headless Service for it, made
+//! from its selector and port and owned by it; a restarted agent finds that one
+//! by its ownerReference and makes no second; a changed selector updates it;
+//! switching the XBackend to ExternalHostname, or deleting it, removes it (there
+//! is no garbage collector in these tests: the agent does it).
+
+use crate::support::*;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const NS: &str = "app";
+const PORT: u16 = 8080;
+const WAIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn an_endpoint_selector_xbackend_gets_one_headless_service() {
+    in_netns(async {
+        let mut w = given_an_xbackend_and_an_agent().await;
+        let first = the_leader_creates_one_headless_service(&w).await;
+        a_restarted_agent_creates_no_second_one(&mut w, &first).await;
+        a_changed_selector_updates_it(&w, &first).await;
+        switching_to_external_hostname_removes_it(&w).await;
+        deleting_the_xbackend_removes_its_service(&w).await;
+    });
+}
+
+type World = OneNode;
+
+async fn given_an_xbackend_and_an_agent() -> World {
+    let logs = temp_dir("kube-xbackend-service");
+    let b0 = Backend::on(POD_IP, "b0");
+    let yaml = [base_yaml(&[NS]), mk_xbackend(NS, "pay", "{app: pay}", PORT)];
+    let server = given_cluster(&yaml).await;
+    OneNode::start(server, b0, &STATIC_AT_POD_IP, &logs)
+}
+
+/// The XBackend's uid, as the API server has it.
+async fn uid_of_pay(w: &World) -> String {
+    let xbackends: kube::Api<gateway_api::apis::experimental::xbackends::XBackend> =
+        kube::Api::namespaced(w.client.clone(), NS);
+    xbackends.get("pay").await.unwrap().metadata.uid.unwrap()
+}
+
+async fn the_leader_creates_one_headless_service(w: &World) -> Service {
+    let mut one = until_xbackend_services(&w.client, NS, "one XBackend Service", WAIT, |s| {
+        s.len() == 1
+    })
+    .await;
+    let svc = one.remove(0);
+    let name = svc.metadata.name.clone().unwrap();
+    assert!(
+        name.starts_with("pay-") && name.len() == "pay-".len() + 5,
+        "{name}"
+    );
+    let spec = svc.spec.clone().unwrap();
+    assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(
+        spec.selector,
+        Some(BTreeMap::from([("app".into(), "pay".into())]))
+    );
+    let ports = spec.ports.unwrap();
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0].port, i32::from(PORT));
+    assert_eq!(
+        ports[0].target_port,
+        Some(IntOrString::Int(i32::from(PORT)))
+    );
+    assert_eq!(ports[0].protocol.as_deref(), Some("TCP"));
+    let owner = &svc.metadata.owner_references.clone().unwrap()[0];
+    assert_eq!(
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.name.as_str()
+        ),
+        ("gateway.networking.x-k8s.io/v1alpha1", "XBackend", "pay")
+    );
+    assert_eq!(owner.uid, uid_of_pay(w).await);
+    assert_eq!(
+        (owner.controller, owner.block_owner_deletion),
+        (Some(true), Some(false))
+    );
+    let labels = svc.metadata.labels.clone().unwrap();
+    assert_eq!(labels["gateway.aether.io/xbackend"], "pay");
+    svc
+}
+
+/// Restarted (a new leader with an empty memory): the same one Service, a few
+/// seconds later still.
+async fn a_restarted_agent_creates_no_second_one(w: &mut World, first: &Service) {
+    w.agent.restart();
+    wait_until(WAIT, "the restarted agent publishes", || w.agent.snapshot());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let now = xbackend_services_now(&w.client, NS).await.unwrap();
+    assert_eq!(now.len(), 1, "{now:#?}");
+    assert_eq!(now[0].metadata.uid, first.metadata.uid);
+}
+
+async fn a_changed_selector_updates_it(w: &World, first: &Service) {
+    w.server
+        .apply(&mk_xbackend(
+            NS,
+            "pay",
+            "{app: pay, track: canary}",
+            PORT + 1,
+        ))
+        .await
+        .unwrap();
+    let now = until_xbackend_services(&w.client, NS, "the selector and port updated", WAIT, |s| {
+        s.len() == 1
+            && s[0]
+                .spec
+                .as_ref()
+                .and_then(|s| s.selector.as_ref())
+                .map(|l| l.len())
+                == Some(2)
+            && s[0]
+                .spec
+                .as_ref()
+                .and_then(|s| s.ports.as_ref())
+                .map(|p| p[0].port)
+                == Some(i32::from(PORT + 1))
+    })
+    .await;
+    assert_eq!(
+        now[0].metadata.uid, first.metadata.uid,
+        "updated, not replaced by another"
+    );
+    assert_eq!(
+        now[0].spec.as_ref().unwrap().ports.as_ref().unwrap().len(),
+        1
+    );
+}
+
+async fn switching_to_external_hostname_removes_it(w: &World) {
+    w.server
+        .apply(&mk_external_xbackend(NS, "pay", 443))
+        .await
+        .unwrap();
+    until_xbackend_services(&w.client, NS, "no XBackend Service", WAIT, |s| s.is_empty()).await;
+}
+
+async fn deleting_the_xbackend_removes_its_service(w: &World) {
+    w.server
+        .apply(&mk_xbackend(NS, "pay", "{app: pay}", PORT))
+        .await
+        .unwrap();
+    until_xbackend_services(&w.client, NS, "a Service again", WAIT, |s| s.len() == 1).await;
+    let xbackends: kube::Api<gateway_api::apis::experimental::xbackends::XBackend> =
+        kube::Api::namespaced(w.client.clone(), NS);
+    xbackends.delete("pay", &Default::default()).await.unwrap();
+    until_xbackend_services(&w.client, NS, "no XBackend Service", WAIT, |s| s.is_empty()).await;
+}
