@@ -170,7 +170,8 @@ pub(crate) fn routes<'a>(
         StatusKind::GatewayClass
         | StatusKind::Gateway
         | StatusKind::BackendTlsPolicy
-        | StatusKind::ListenerSet => Vec::new(),
+        | StatusKind::ListenerSet
+        | StatusKind::XBackend => Vec::new(),
     }
 }
 
