@@ -84,10 +84,10 @@ pub async fn run(
         generation.borrow_and_update();
         let leading = *is_leader.borrow_and_update();
         if let (true, Some(store)) = (leading, index.store()) {
-            let services = recent.overlay(
-                store.all::<Service>().values().map(|s| &**s),
-                Instant::now(),
-            );
+            // Ours only: every other Service of the cluster is not copied.
+            let ours = store.all::<Service>().values().map(|s| &**s);
+            let ours = ours.filter(|s| plan::owner(s).is_some());
+            let services = recent.overlay(ours, Instant::now());
             let xbackends = store.all::<XBackend>().values().map(|x| &**x);
             let actions = plan(xbackends, &services);
             let failed = apply(&client, actions, &mut recent).await;

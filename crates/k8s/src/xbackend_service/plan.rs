@@ -118,7 +118,7 @@ pub fn generate_name(xbackend: &str) -> String {
 
 /// The XBackend (namespace, uid) that owns `svc` as its controller, if the
 /// Service is ours.
-fn owner(svc: &Service) -> Option<(ObjectRef, &str)> {
+pub(super) fn owner(svc: &Service) -> Option<(ObjectRef, &str)> {
     let ours = svc
         .metadata
         .labels
