@@ -265,6 +265,9 @@ pub fn mk_routes_snapshot(routes: &[(&str, &str)]) -> Arc<Snapshot> {
             weight: 0,
         }],
         tls: None,
+        backend_kind: ir::BackendKind::Service,
+        discovery: ir::Discovery::Eds,
+        session: None,
     };
     let gateway = ir::Gateway {
         namespace: "infra".into(),

@@ -20,9 +20,11 @@ use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
 use crate::store::{Store, StoreObject};
 use crate::vocabulary::route;
+use crate::xbackend::{self, XBackendModel};
 use aether_ir::{Cluster, Endpoint, ObjectRef, UpstreamProtocol, names};
+use gateway_api::apis::experimental::xbackends::XBackend;
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -32,7 +34,9 @@ const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Why a backendRef does not resolve; each maps to a route ResolvedRefs reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
-    #[error("backendRef {0}: kind {1} is not supported (only core Services)")]
+    #[error(
+        "backendRef {0}: kind {1} is not supported (only core Services and gateway.networking.x-k8s.io XBackends)"
+    )]
     InvalidKind(String, String),
     #[error("backendRef {0}: {1}")]
     NotFound(String, String),
@@ -44,6 +48,15 @@ pub enum BackendError {
     /// would go there answer 500 (never plain text, never unverified TLS).
     #[error("backendRef {0}: BackendTLSPolicy {1} cannot be met: {2}")]
     TlsPolicy(String, String, String),
+    /// The XBackend's protocol (MCP, or one that does not fit the route kind).
+    #[error("backendRef {0}: XBackend protocol {1}: {2}")]
+    XBackendProtocol(String, String, String),
+    /// The XBackend is not accepted, or its TLS references do not resolve.
+    #[error("backendRef {0}: XBackend cannot be used: {1}")]
+    XBackendInvalid(String, String),
+    /// The XBackend asks for what Envoy cannot do (here).
+    #[error("backendRef {0}: XBackend {1}")]
+    XBackendUnsupported(String, String),
 }
 
 impl BackendError {
@@ -55,6 +68,9 @@ impl BackendError {
             BackendError::RefNotPermitted(_) => route::Reason::RefNotPermitted,
             BackendError::UnsupportedProtocol(..) => route::Reason::UnsupportedProtocol,
             BackendError::TlsPolicy(..) => route::Reason::InvalidBackendTLSPolicy,
+            BackendError::XBackendProtocol(..) => route::Reason::UnsupportedProtocol,
+            BackendError::XBackendInvalid(..) => route::Reason::InvalidXBackend,
+            BackendError::XBackendUnsupported(..) => route::Reason::UnsupportedValue,
         }
     }
 }
@@ -97,6 +113,10 @@ pub struct Backends<'a> {
     /// name one backend share one cluster (with its endpoints) instead of
     /// each holding a copy — at 10,000 routes, megabytes.
     resolved: RefCell<BTreeMap<(ObjectRef, u16, Upstream), Arc<Cluster>>>,
+    /// XBackends read so far (`None`: there is none of that name).
+    xbackends: RefCell<BTreeMap<ObjectRef, Option<Arc<XBackendModel>>>>,
+    /// XBackend clusters resolved so far, by (XBackend, upstream).
+    xbackend_clusters: RefCell<BTreeMap<(ObjectRef, Upstream), Arc<Cluster>>>,
 }
 
 /// What resolving needs beyond point lookups: EndpointSlices by Service, and
@@ -166,6 +186,8 @@ impl<'a> Backends<'a> {
             index,
             read: RefCell::new(None),
             resolved: RefCell::new(BTreeMap::new()),
+            xbackends: RefCell::new(BTreeMap::new()),
+            xbackend_clusters: RefCell::new(BTreeMap::new()),
         }
     }
 
@@ -198,6 +220,9 @@ impl<'a> Backends<'a> {
         let group = r.group.unwrap_or("");
         let kind = r.kind.unwrap_or("Service");
         let shown = format!("{ns}/{}", r.name);
+        if group == xbackend::GROUP && kind == xbackend::KIND {
+            return xbackend::resolve::resolve(self, route_kind, route_ns, r, upstream);
+        }
         if !group.is_empty() || kind != "Service" {
             let gk = crate::status::group_kind(group, kind);
             return Err(BackendError::InvalidKind(shown, gk));
@@ -303,11 +328,55 @@ impl<'a> Backends<'a> {
             service: memo.0.clone(),
             port,
             protocol,
-            endpoints: self.endpoints(&memo.0, port_name),
+            endpoints: self.endpoints(&memo.0, |p| p.name.as_deref().unwrap_or("") == port_name),
             tls,
+            backend_kind: aether_ir::BackendKind::Service,
+            discovery: aether_ir::Discovery::Eds,
+            session: None,
         });
         self.resolved.borrow_mut().insert(memo, cluster.clone());
         Ok(cluster)
+    }
+
+    pub(crate) fn store(&self) -> &'a Store {
+        self.store
+    }
+
+    /// The XBackend `key`, read once per translation.
+    pub(crate) fn xbackend(&self, key: &ObjectRef) -> Option<Arc<XBackendModel>> {
+        if let Some(m) = self.xbackends.borrow().get(key) {
+            return m.clone();
+        }
+        let m = self
+            .store
+            .get::<XBackend>(&key.namespace, &key.name)
+            .map(|x| Arc::new(xbackend::model(self.store, key, x)));
+        self.xbackends.borrow_mut().insert(key.clone(), m.clone());
+        m
+    }
+
+    /// An XBackend cluster resolved before in this translation (its
+    /// Service's slices noted as read again).
+    pub(crate) fn xbackend_cluster(&self, memo: &(ObjectRef, Upstream)) -> Option<Arc<Cluster>> {
+        let cluster = self.xbackend_clusters.borrow().get(memo).cloned()?;
+        if let Some(Some(m)) = self.xbackends.borrow().get(&memo.0)
+            && let xbackend::Target::Endpoints {
+                service: Some(service),
+            } = &m.target
+        {
+            self.note_read(service);
+        }
+        Some(cluster)
+    }
+
+    pub(crate) fn remember_xbackend_cluster(&self, memo: (ObjectRef, Upstream), c: Arc<Cluster>) {
+        self.xbackend_clusters.borrow_mut().insert(memo, c);
+    }
+
+    /// Ready endpoints of a Service's slices on the port numbered `port`
+    /// (the target port: an XBackend's Service is read by the number).
+    pub(crate) fn endpoints_numbered(&self, service: &ObjectRef, port: u16) -> Vec<Endpoint> {
+        self.endpoints(service, |p| p.port == Some(i32::from(port)))
     }
 
     /// Records, while [`Backends::reading_services`] runs, that the
@@ -318,12 +387,17 @@ impl<'a> Backends<'a> {
         }
     }
 
-    /// Ready endpoints of a Service port, sorted and deduplicated. A pod being
+    /// Ready endpoints of a Service port (the slice port `port` picks),
+    /// sorted and deduplicated. A pod being
     /// deleted turns not ready at once and leaves the load balancing while its
     /// process still finishes what it has; when every endpoint is terminating
     /// (a rollout's last moments), those still serving take the traffic rather
     /// than none, as kube-proxy does.
-    fn endpoints(&self, service: &ObjectRef, port_name: &str) -> Vec<Endpoint> {
+    fn endpoints(
+        &self,
+        service: &ObjectRef,
+        port: impl Fn(&EndpointPort) -> bool,
+    ) -> Vec<Endpoint> {
         self.note_read(service);
         let mut out = Vec::new();
         let mut terminating = Vec::new();
@@ -345,7 +419,7 @@ impl<'a> Backends<'a> {
                 .ports
                 .iter()
                 .flatten()
-                .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+                .find(|p| port(p))
                 .and_then(|p| p.port)
                 .and_then(|p| u16::try_from(p).ok());
             let Some(port) = port else { continue };

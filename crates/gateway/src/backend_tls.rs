@@ -24,7 +24,8 @@ use crate::store::Store;
 use crate::vocabulary::policy::{Reason, Type};
 use aether_ir::{CaBundle, ObjectRef, SubjectAltName, TrustedCa, UpstreamTls};
 use gateway_api::apis::standard::backendtlspolicies::{
-    BackendTlsPolicy, BackendTlsPolicyValidationSubjectAltNamesType as SanType,
+    BackendTlsPolicy, BackendTlsPolicyValidation,
+    BackendTlsPolicyValidationSubjectAltNamesType as SanType,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -205,7 +206,38 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
             )
         })
         .collect();
-    let v = &p.spec.validation;
+    let Validation {
+        tls,
+        unresolved,
+        invalid,
+    } = validation(store, &key.namespace, &p.spec.validation);
+    PolicyModel {
+        key: key.clone(),
+        of: Identity::of(&p.metadata),
+        created: p.metadata.creation_timestamp.clone(),
+        targets,
+        tls,
+        unresolved,
+        invalid,
+        conflicted_by: None,
+    }
+}
+
+/// What a `validation` stanza comes to (a BackendTLSPolicy's, or an
+/// XBackend's `tls.validation`: the same API type).
+#[derive(Debug, Clone)]
+pub struct Validation {
+    /// The TLS to speak (no client certificate), or why it cannot be met.
+    pub tls: Result<UpstreamTls, String>,
+    /// CA refs that did not resolve: (reason, message).
+    pub unresolved: Vec<(Reason, String)>,
+    /// A value we do not support (`wellKnownCACertificates`, the hostname).
+    pub invalid: Option<String>,
+}
+
+/// Reads a `validation` stanza of an object in `namespace` (where its
+/// ConfigMaps are).
+pub fn validation(store: &Store, namespace: &str, v: &BackendTlsPolicyValidation) -> Validation {
     let mut unresolved = Vec::new();
     let mut invalid = None;
     let mut pem = String::new();
@@ -232,7 +264,7 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
         let shown = if trust_bundle {
             format!("ClusterTrustBundle {}", r.name)
         } else {
-            format!("{}/{}", key.namespace, r.name)
+            format!("{namespace}/{}", r.name)
         };
         if !trust_bundle && (!r.group.is_empty() || r.kind != "ConfigMap") {
             let gk = crate::status::group_kind(&r.group, &r.kind);
@@ -248,7 +280,7 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
             trust_bundle_pem(store, &r.name)
         } else {
             store
-                .get::<ConfigMap>(&key.namespace, &r.name)
+                .get::<ConfigMap>(namespace, &r.name)
                 .ok_or("ConfigMap not found".to_string())
                 .and_then(|cm| {
                     cm.data
@@ -264,7 +296,7 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
                 pem.push_str(b.trim_end());
                 pem.push('\n');
                 // A ClusterTrustBundle's identity has no namespace.
-                let ns = if trust_bundle { "" } else { &key.namespace };
+                let ns = if trust_bundle { "" } else { namespace };
                 sources.push(ObjectRef::new(ns, &r.name));
             }
             Err(why) => unresolved.push((
@@ -286,26 +318,21 @@ fn model(store: &Store, key: &ObjectRef, p: &BackendTlsPolicy) -> PolicyModel {
         (Some(trusted_ca), None) => Ok(UpstreamTls {
             sni: v.hostname.to_ascii_lowercase(),
             trusted_ca,
-            subject_alt_names: subject_alt_names(p),
+            subject_alt_names: subject_alt_names(v),
             client_certificate: None,
+            alpn: vec![],
         }),
     };
-    PolicyModel {
-        key: key.clone(),
-        of: Identity::of(&p.metadata),
-        created: p.metadata.creation_timestamp.clone(),
-        targets,
+    Validation {
         tls,
         unresolved,
         invalid,
-        conflicted_by: None,
     }
 }
 
 /// The names the backend's certificate must carry one of: the listed SANs, or
 /// else the hostname (which then is not the only name, but the one verified).
-fn subject_alt_names(p: &BackendTlsPolicy) -> Vec<SubjectAltName> {
-    let v = &p.spec.validation;
+fn subject_alt_names(v: &BackendTlsPolicyValidation) -> Vec<SubjectAltName> {
     let listed: Vec<SubjectAltName> = v
         .subject_alt_names
         .iter()

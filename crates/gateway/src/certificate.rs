@@ -39,10 +39,13 @@ impl CertificateError {
     }
 }
 
-/// Who holds the certificateRefs: a Gateway or a ListenerSet, in its namespace
+/// Who holds the certificateRefs: a Gateway, a ListenerSet or an XBackend, in its namespace
 /// (the default namespace of a ref, and the `from` of a ReferenceGrant).
 #[derive(Debug, Clone, Copy)]
 pub struct Holder<'a> {
+    /// The holder's API group (`gateway.networking.k8s.io`, or
+    /// `gateway.networking.x-k8s.io` for an XBackend).
+    pub group: &'a str,
     pub kind: &'a str,
     pub namespace: &'a str,
 }
@@ -50,6 +53,7 @@ pub struct Holder<'a> {
 impl<'a> Holder<'a> {
     pub fn gateway(namespace: &'a str) -> Self {
         Holder {
+            group: GROUP,
             kind: "Gateway",
             namespace,
         }
@@ -89,7 +93,7 @@ pub fn resolve_one(
         ));
     }
     let from = Referent {
-        group: GROUP,
+        group: holder.group,
         kind: holder.kind,
         namespace: holder.namespace,
         name: "",

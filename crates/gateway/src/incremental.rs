@@ -47,6 +47,7 @@ use crate::{Config, Translation, grpc_route, http_route, l4_route};
 use aether_ir::{Cluster, ObjectRef};
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::experimental::xbackends::XBackend;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
@@ -224,6 +225,16 @@ impl Translator {
             let by_service = crate::gateways_by_service(store, &keys);
             status.backend_tls_policies = backends().tls().status(
                 |svc| by_service.get(svc).cloned().unwrap_or_default(),
+                &self.config.controller_name,
+            );
+        }
+        // XBackend status: its ancestors are our Gateways whose routes name it.
+        if !store.all::<XBackend>().is_empty() {
+            let keys: BTreeSet<ObjectRef> = units.iter().map(|(k, _)| (*k).clone()).collect();
+            status.x_backends = crate::xbackend::status::statuses(
+                store,
+                &keys,
+                backends(),
                 &self.config.controller_name,
             );
         }

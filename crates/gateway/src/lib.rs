@@ -46,6 +46,7 @@ pub mod status;
 pub mod store;
 pub mod tls_overlap;
 pub mod vocabulary;
+pub mod xbackend;
 pub mod yaml_guard;
 
 #[cfg(any(test, feature = "fuzz"))]

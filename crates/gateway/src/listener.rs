@@ -355,6 +355,7 @@ impl GatewayModel {
         let listener_sets =
             crate::listener_set::attach(store, &key, gw, &mut listeners, |ls_ns, ls, l| {
                 let holder = certificate::Holder {
+                    group: crate::status::GROUP,
                     kind: "ListenerSet",
                     namespace: ls_ns,
                 };

@@ -351,6 +351,19 @@ pub fn resolve_backends_with<'a, P>(
             }
         }
     }
+    // Envoy picks one of a rule's backends before a session can steer the
+    // request: a session to one of several backends would not hold.
+    if valid.len() > 1
+        && let Some((c, ..)) = valid.iter().find(|(c, ..)| c.session.is_some())
+    {
+        return Err(format!(
+            "backendRefs split requests between {} backends and XBackend {} has \
+             sessionPersistence, which cannot hold when the backend is picked per \
+             request: give it a rule of its own",
+            valid.len(),
+            c.service
+        ));
+    }
     Ok((valid, invalid_weight))
 }
 

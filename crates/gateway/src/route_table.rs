@@ -342,7 +342,9 @@ impl TableContext<'_> {
         };
         let (ns, gw) = (&self.gw.key.namespace, &self.gw.key.name);
         let variant = |c: &Arc<Cluster>| {
-            let Some(tls) = &c.tls else {
+            // An XBackend's `tls.mode` says whether a client certificate is
+            // presented, and which: the Gateway's is not added to it.
+            let Some(tls) = c.tls.as_ref().filter(|_| c.backend_kind.is_service()) else {
                 return c.clone();
             };
             let mut tls = tls.clone();
@@ -517,6 +519,10 @@ fn add_cluster(clusters: &mut BTreeMap<String, Cluster>, cluster: &Cluster) {
         .and_modify(|c| {
             if cluster.protocol == UpstreamProtocol::H2c {
                 c.protocol = UpstreamProtocol::H2c;
+                // An XBackend's ALPN follows (`h2`, as gRPC needs).
+                if let Some(tls) = c.tls.as_mut().filter(|t| !t.alpn.is_empty()) {
+                    tls.alpn = vec!["h2".into()];
+                }
             }
         })
         .or_insert_with(|| cluster.clone());
@@ -547,6 +553,12 @@ fn forward(f: &ForwardSpec) -> Forward {
             })
             .collect(),
         cors: f.cors.clone(),
+        // A backend with session persistence is its rule's only one (see
+        // `route::resolve_backends_with`).
+        session: match f.backends.as_slice() {
+            [(c, _)] => c.session.clone(),
+            _ => None,
+        },
     }
 }
 
@@ -583,6 +595,9 @@ fn udp_weighted_cluster(r: &RouteModel, backends: &[(Arc<Cluster>, u32)]) -> Clu
             })
             .collect(),
         tls: None,
+        backend_kind: aether_ir::BackendKind::Service,
+        discovery: aether_ir::Discovery::Eds,
+        session: None,
     }
 }
 

@@ -312,6 +312,8 @@ pub struct StatusPlan {
     /// Not gated on the fleet: a policy's conditions are about the policy.
     pub backend_tls_policies: BTreeMap<ObjectRef, crate::backend_tls::PolicyStatus>,
     pub listener_sets: BTreeMap<ObjectRef, crate::listener_set::ListenerSetStatus>,
+    /// Not gated on the fleet, as a policy's: its conditions are about the XBackend.
+    pub x_backends: BTreeMap<ObjectRef, crate::xbackend::status::XBackendStatus>,
 }
 
 #[derive(Serialize)]
@@ -337,8 +339,19 @@ fn push_doc<S: Serialize>(
     name: &str,
     status: &S,
 ) {
+    push_doc_of(out, "gateway.networking.k8s.io/v1", kind, ns, name, status);
+}
+
+fn push_doc_of<S: Serialize>(
+    out: &mut String,
+    api_version: &'static str,
+    kind: &'static str,
+    ns: Option<&str>,
+    name: &str,
+    status: &S,
+) {
     let doc = Document {
-        api_version: "gateway.networking.k8s.io/v1",
+        api_version,
         kind,
         metadata: Metadata {
             name,
@@ -381,6 +394,10 @@ impl StatusPlan {
         }
         for (r, s) in &self.udp_routes {
             push_doc(&mut out, "UDPRoute", Some(&r.namespace), &r.name, s);
+        }
+        for (r, s) in &self.x_backends {
+            let (api, kind) = (crate::xbackend::API_VERSION, crate::xbackend::KIND);
+            push_doc_of(&mut out, api, kind, Some(&r.namespace), &r.name, s);
         }
         out
     }

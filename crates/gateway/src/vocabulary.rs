@@ -7,6 +7,7 @@
 //!  listener::{Type, Reason}        a Gateway listener's conditions
 //!  route::{Type, Reason}           a route's conditions on one parentRef (every route kind)
 //!  policy::{Type, Reason}          a policy's conditions on one ancestor (BackendTLSPolicy)
+//!  xbackend::{Type, Reason}        an XBackend's conditions on one ancestor
 //! ```
 //!
 //! Every status stage works with these enums; [`Word::as_str`] is called only
@@ -176,6 +177,33 @@ pub mod policy {
     });
 }
 
+/// An XBackend's conditions on one ancestor (a Gateway that routes to it).
+pub mod xbackend {
+    words!(Type {
+        Accepted,
+        ResolvedRefs
+    });
+    words!(Reason {
+        Accepted,
+        /// What the CRD's validation would refuse on a cluster (standalone
+        /// has no CEL): the message is the CRD's.
+        Invalid,
+        /// Valid, but Envoy cannot do what it says.
+        UnsupportedValue,
+        UnsupportedProtocol,
+        /// No CA certificate reference of `tls.validation` resolves.
+        NoValidCACertificate,
+        ResolvedRefs,
+        InvalidCACertificateRef,
+        InvalidKind,
+        InvalidClientCertificateRef,
+        RefNotPermitted,
+        /// EndpointSelector: no Service made for the XBackend yet, so its
+        /// endpoints are not resolved.
+        BackendNotFound,
+    });
+}
+
 /// A route's conditions on one parentRef (HTTPRoute, GRPCRoute, TLSRoute,
 /// TCPRoute, UDPRoute).
 pub mod route {
@@ -204,6 +232,10 @@ pub mod route {
         /// reason for this invalid backendRef).
         InvalidBackendTLSPolicy,
         UnsupportedProtocol,
+        /// The XBackend is not accepted, or its TLS references do not
+        /// resolve (the API names no reason for this invalid backendRef;
+        /// named like InvalidBackendTLSPolicy).
+        InvalidXBackend,
     });
 }
 

@@ -383,6 +383,26 @@ pub struct Forward {
     pub mirrors: Vec<Mirror>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<Box<Cors>>,
+    /// Requests of one session go to the endpoint the first was sent to (the
+    /// XBackend's `sessionPersistence`; its rule has that one backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionPersistence>,
+}
+
+/// How a session is recognized, so its requests reach the same endpoint
+/// (Envoy's stateful session: the endpoint's address travels with the client).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SessionPersistence {
+    /// A cookie Envoy sets on the first answer.
+    Cookie {
+        name: String,
+        path: String,
+        /// The cookie's Max-Age; `None`: a session cookie (no expiry).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_seconds: Option<u64>,
+    },
+    /// A header Envoy sets on the first answer and the client sends back.
+    Header { name: String },
 }
 
 fn is_false(v: &bool) -> bool {
@@ -521,9 +541,51 @@ pub struct Cluster {
     pub protocol: UpstreamProtocol,
     /// Ready endpoints, sorted by (address, port), deduplicated.
     pub endpoints: Vec<Endpoint>,
-    /// TLS to the endpoints (a BackendTLSPolicy); `None`: plain text.
+    /// TLS to the endpoints (a BackendTLSPolicy, an XBackend's `tls`); `None`:
+    /// plain text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<UpstreamTls>,
+    /// What the cluster stands for: a Service port, or an XBackend (then
+    /// `service` is the XBackend and `port` its `spec.port.number`).
+    #[serde(default, skip_serializing_if = "BackendKind::is_service")]
+    pub backend_kind: BackendKind,
+    /// Where Envoy learns the endpoints.
+    #[serde(default, skip_serializing_if = "Discovery::is_eds")]
+    pub discovery: Discovery,
+    /// The XBackend's `sessionPersistence`, for the routes that forward here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionPersistence>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BackendKind {
+    #[default]
+    Service,
+    XBackend,
+}
+
+impl BackendKind {
+    pub fn is_service(&self) -> bool {
+        *self == BackendKind::Service
+    }
+}
+
+/// Where a cluster's endpoints come from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Discovery {
+    /// `endpoints`, sent over EDS.
+    #[default]
+    Eds,
+    /// A DNS name Envoy resolves itself, at the cluster's `port` (an
+    /// ExternalHostname XBackend); `endpoints` is empty and there is no EDS
+    /// resource.
+    Dns { hostname: String },
+}
+
+impl Discovery {
+    pub fn is_eds(&self) -> bool {
+        *self == Discovery::Eds
+    }
 }
 
 /// TLS from Envoy to a backend, verified.
@@ -534,9 +596,14 @@ pub struct UpstreamTls {
     pub trusted_ca: TrustedCa,
     /// The backend certificate must carry one of these.
     pub subject_alt_names: Vec<SubjectAltName>,
-    /// Presented to the backend (the Gateway's `spec.tls.backend`).
+    /// Presented to the backend (the Gateway's `spec.tls.backend`, an
+    /// XBackend's `clientCertificateRef`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_certificate: Option<Certificate>,
+    /// ALPN protocols offered, in order (an XBackend's protocol); empty: `h2`
+    /// for an HTTP/2 cluster, none for HTTP/1.1 (a BackendTLSPolicy).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alpn: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -14,6 +14,7 @@
 //!  UDP cluster       edge_cl_<ns>_<svc>_<port>_udp          4 parts
 //!  ... of a Gateway  <cluster>_for_<ns>_<gw>                6 or 7 parts
 //!  UDPRoute cluster  edge_udproute_<ns>_<route>             its own prefix
+//!  XBackend cluster  edge_xb_<ns>_<xbackend>_<port>         its own prefix
 //!  certificate from Secret app/web            edge_cert_app_web
 //!  CA bundle from ConfigMaps app/ca, infra/ca edge_ca_app_ca_infra_ca   (pairs: even part count)
 //!  CA bundle known by nothing but its PEM     edge_ca_<sha256 hex>      (one part: odd count)
@@ -58,6 +59,12 @@ pub fn route_table(namespace: &str, gateway: &str, port: u16, listener: Option<&
 /// The cluster of one Service port: `edge_cl_<ns>_<svc>_<port>`.
 pub fn cluster(namespace: &str, service: &str, port: u16) -> String {
     format!("edge_cl_{}_{}_{port}", part(namespace), part(service))
+}
+
+/// The cluster of an XBackend: `edge_xb_<ns>_<name>_<port>` (its own prefix:
+/// an XBackend and a Service may share a name).
+pub fn xbackend_cluster(namespace: &str, xbackend: &str, port: u16) -> String {
+    format!("edge_xb_{}_{}_{port}", part(namespace), part(xbackend))
 }
 
 /// A TLS cluster as one Gateway uses it, presenting that Gateway's backend
@@ -147,6 +154,7 @@ mod tests {
             "edge_rt_infra_gw_443_https-1"
         );
         assert_eq!(cluster("app", "web", 8080), "edge_cl_app_web_8080");
+        assert_eq!(xbackend_cluster("app", "web", 443), "edge_xb_app_web_443");
         assert_ne!(listener("a-b", "c", 1), listener("a", "b-c", 1));
     }
 

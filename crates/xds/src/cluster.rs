@@ -1,5 +1,14 @@
 //! IR clusters → Envoy `Cluster` (CDS): EDS over ADS, round robin.
 //!
+//! An ExternalHostname XBackend is a `LOGICAL_DNS` cluster instead: Envoy
+//! resolves the name itself (IPv4 first) and connects to the first address it
+//! gets, re-resolving as the record's TTL says. Logical rather than strict
+//! DNS: an external name (a CDN, a cloud API) answers with many rotating
+//! addresses, and a strict cluster would make each of them a host, churning
+//! connection pools on every answer; Envoy recommends logical DNS for exactly
+//! that. (Strict DNS would only spread load over addresses the owner of the
+//! name already spreads.)
+//!
 //! h2c upstreams (`appProtocol: kubernetes.io/h2c`, gRPC) speak HTTP/2 with prior
 //! knowledge, set through the upstream `HttpProtocolOptions` extension; everything
 //! else speaks HTTP/1.1 (websocket upgrades ride on it). A BackendTLSPolicy adds
@@ -12,10 +21,13 @@ use crate::secret;
 use aether_ir as ir;
 use envoy_types::pb::envoy::config::cluster::v3::{
     Cluster, OutlierDetection, cluster::ClusterDiscoveryType, cluster::DiscoveryType,
-    cluster::EdsClusterConfig, cluster::LbPolicy,
+    cluster::DnsLookupFamily, cluster::EdsClusterConfig, cluster::LbPolicy,
 };
 use envoy_types::pb::envoy::config::core::v3::{
     DataSource, Http2ProtocolOptions, TransportSocket, data_source, transport_socket,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, CommonTlsContext, SubjectAltNameMatcher, UpstreamTlsContext,
@@ -74,13 +86,29 @@ fn outlier_detection() -> OutlierDetection {
 }
 
 pub fn cluster(c: &ir::Cluster) -> Cluster {
+    let (discovery, eds_cluster_config, load_assignment, dns_lookup_family) = match &c.discovery {
+        ir::Discovery::Eds => (
+            DiscoveryType::Eds,
+            Some(EdsClusterConfig {
+                eds_config: Some(ads_config_source()),
+                service_name: String::new(),
+            }),
+            None,
+            DnsLookupFamily::Auto,
+        ),
+        ir::Discovery::Dns { hostname } => (
+            DiscoveryType::LogicalDns,
+            None,
+            Some(dns_load_assignment(&c.name, hostname, c.port)),
+            DnsLookupFamily::V4Preferred,
+        ),
+    };
     Cluster {
         name: c.name.clone(),
-        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
-        eds_cluster_config: Some(EdsClusterConfig {
-            eds_config: Some(ads_config_source()),
-            service_name: String::new(),
-        }),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(discovery as i32)),
+        eds_cluster_config,
+        load_assignment,
+        dns_lookup_family: dns_lookup_family as i32,
         connect_timeout: Some(Duration {
             seconds: CONNECT_TIMEOUT_SECONDS,
             nanos: 0,
@@ -97,7 +125,28 @@ pub fn cluster(c: &ir::Cluster) -> Cluster {
     }
 }
 
-/// TLS to the endpoints (a BackendTLSPolicy): the policy's hostname as SNI,
+/// The one host of a DNS cluster: the name and port Envoy resolves.
+fn dns_load_assignment(cluster: &str, hostname: &str, port: u16) -> ClusterLoadAssignment {
+    ClusterLoadAssignment {
+        cluster_name: cluster.to_string(),
+        endpoints: vec![LocalityLbEndpoints {
+            lb_endpoints: vec![LbEndpoint {
+                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                    address: Some(crate::endpoint::socket_address(hostname, port)),
+                    // The name the TLS certificate is checked against is the
+                    // XBackend's, not this: hostname here only names the host.
+                    hostname: hostname.to_string(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// TLS to the endpoints (a BackendTLSPolicy, an XBackend's `tls`): the policy's hostname as SNI,
 /// the certificate verified against its CAs (an SDS secret, or the host's
 /// bundle file) and required to carry one of the names (exact matches); the
 /// Gateway's client certificate presented (an SDS secret), if it has one.
@@ -156,6 +205,7 @@ fn upstream_tls(t: &ir::UpstreamTls, protocol: ir::UpstreamProtocol) -> Transpor
                 .map(|c| secret::sds(secret::certificate_name(c)))
                 .collect(),
             alpn_protocols: match protocol {
+                _ if !t.alpn.is_empty() => t.alpn.clone(),
                 ir::UpstreamProtocol::H2c => vec!["h2".into()],
                 ir::UpstreamProtocol::Http1 => vec![],
             },
@@ -198,7 +248,36 @@ mod tests {
             protocol,
             endpoints: vec![],
             tls: None,
+            backend_kind: ir::BackendKind::Service,
+            discovery: ir::Discovery::Eds,
+            session: None,
         }
+    }
+
+    #[test]
+    fn an_external_hostname_is_a_logical_dns_cluster_ipv4_first() {
+        let mut c = ir_cluster(ir::UpstreamProtocol::Http1);
+        c.discovery = ir::Discovery::Dns {
+            hostname: "api.example.com".into(),
+        };
+        c.port = 443;
+        let built = cluster(&c);
+        assert_eq!(
+            built.cluster_discovery_type,
+            Some(ClusterDiscoveryType::Type(DiscoveryType::LogicalDns as i32))
+        );
+        assert!(built.eds_cluster_config.is_none());
+        assert_eq!(built.dns_lookup_family, DnsLookupFamily::V4Preferred as i32);
+        let cla = built.load_assignment.unwrap();
+        let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) =
+            &cla.endpoints[0].lb_endpoints[0].host_identifier
+        else {
+            panic!("no endpoint");
+        };
+        assert_eq!(
+            ep.address,
+            Some(crate::endpoint::socket_address("api.example.com", 443))
+        );
     }
 
     #[test]

@@ -71,6 +71,9 @@ mod tests {
                 })
                 .collect(),
             tls: None,
+            backend_kind: ir::BackendKind::Service,
+            discovery: ir::Discovery::Eds,
+            session: None,
         }
     }
 

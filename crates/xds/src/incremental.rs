@@ -120,10 +120,12 @@ impl Builder {
                 .entry(ResourceType::Cluster)
                 .or_default()
                 .insert(name.clone(), b.cluster.clone());
-            resources
-                .entry(ResourceType::Endpoint)
-                .or_default()
-                .insert(name.clone(), b.endpoints.clone());
+            if let Some(endpoints) = &b.endpoints {
+                resources
+                    .entry(ResourceType::Endpoint)
+                    .or_default()
+                    .insert(name.clone(), endpoints.clone());
+            }
             // Unused clusters are served, so are their secrets. One Secret's
             // content is the same wherever the IR carries it (one store read).
             for s in &b.secrets {

@@ -34,6 +34,7 @@ pub mod route;
 mod route_cache;
 pub mod secret;
 pub mod snapshot;
+mod stateful_session;
 pub mod stats_listener;
 mod validate;
 mod yaml;
@@ -70,19 +71,24 @@ pub fn build(ir: &ir::Ir) -> Snapshot {
 #[derive(Debug)]
 struct ClusterBuild {
     cluster: Resource,
-    endpoints: Resource,
+    /// `None` for a cluster that resolves a DNS name itself (no EDS).
+    endpoints: Option<Resource>,
     secrets: Vec<Resource>,
 }
 
 fn build_cluster(c: &ir::Cluster) -> ClusterBuild {
     let secrets: Vec<Resource> = secret::of_cluster(c).iter().map(secret::resource).collect();
     // Envoy warms a cluster until its endpoints and secrets arrive: the
-    // cluster names both.
-    let references = std::iter::once((ResourceType::Endpoint, c.name.clone())).chain(
-        secrets
-            .iter()
-            .map(|s| (ResourceType::Secret, s.name.clone())),
-    );
+    // cluster names both (a DNS cluster has no EDS endpoints to wait for).
+    let eds = c.discovery.is_eds();
+    let references = eds
+        .then(|| (ResourceType::Endpoint, c.name.clone()))
+        .into_iter()
+        .chain(
+            secrets
+                .iter()
+                .map(|s| (ResourceType::Secret, s.name.clone())),
+        );
     ClusterBuild {
         cluster: Resource::new(
             &c.name,
@@ -90,11 +96,13 @@ fn build_cluster(c: &ir::Cluster) -> ClusterBuild {
             cluster::cluster(c).encode_to_vec(),
         )
         .with_references(references),
-        endpoints: Resource::new(
-            &c.name,
-            ResourceType::Endpoint.type_url(),
-            endpoint::load_assignment(c).encode_to_vec(),
-        ),
+        endpoints: eds.then(|| {
+            Resource::new(
+                &c.name,
+                ResourceType::Endpoint.type_url(),
+                endpoint::load_assignment(c).encode_to_vec(),
+            )
+        }),
         secrets,
     }
 }
@@ -166,13 +174,20 @@ fn build_gateway(
         clusters_named.insert(cluster.to_string(), reads.clone());
         if let Some(reads) = reads {
             mine.insert((ResourceType::Cluster, cluster.to_string()));
-            mine.insert((ResourceType::Endpoint, cluster.to_string()));
             let r = routes.entry(key.to_string()).or_default();
             r.require(ResourceType::Cluster, cluster, Part::Whole);
-            r.require(ResourceType::Endpoint, cluster, Part::Present);
-            for (ty, name) in reads.iter().filter(|(ty, _)| *ty == ResourceType::Secret) {
-                mine.insert((*ty, name.clone()));
-                r.require(*ty, name, Part::Whole);
+            for (ty, name) in reads.iter() {
+                match ty {
+                    ResourceType::Endpoint => {
+                        mine.insert((*ty, name.clone()));
+                        r.require(*ty, name, Part::Present);
+                    }
+                    ResourceType::Secret => {
+                        mine.insert((*ty, name.clone()));
+                        r.require(*ty, name, Part::Whole);
+                    }
+                    _ => {}
+                }
             }
         }
     };
@@ -310,15 +325,12 @@ fn build_gateway(
     for cluster in auth_clusters {
         let reads = known(&cluster);
         if let Some(reads) = &reads {
-            for (ty, name) in std::iter::once((ResourceType::Cluster, cluster.clone()))
-                .chain([(ResourceType::Endpoint, cluster.clone())])
-                .chain(
-                    reads
-                        .iter()
-                        .filter(|(ty, _)| *ty == ResourceType::Secret)
-                        .cloned(),
-                )
-            {
+            for (ty, name) in std::iter::once((ResourceType::Cluster, cluster.clone())).chain(
+                reads
+                    .iter()
+                    .filter(|(ty, _)| matches!(ty, ResourceType::Endpoint | ResourceType::Secret))
+                    .cloned(),
+            ) {
                 let part = match ty {
                     ResourceType::Endpoint => Part::Present,
                     _ => Part::Whole,
@@ -428,6 +440,9 @@ mod tests {
                 weight: 0,
             }],
             tls: None,
+            backend_kind: ir::BackendKind::Service,
+            discovery: ir::Discovery::Eds,
+            session: None,
         };
         ir::Ir::new(
             vec![gateway("a", &["shared"]), gateway("b", &["shared", "own"])],

@@ -407,6 +407,12 @@ fn hcm_filter(stat_prefix: &str, table: &ir::RouteTable, log: AccessLog) -> Filt
     let mut hcm = http_connection_manager(stat_prefix, &table.name, log);
     let pre_routing = crate::ext_authz::http_filters(table);
     hcm.http_filters.splice(0..0, pre_routing);
+    // Just before the router: the session picks among the endpoints of the
+    // cluster the route chose.
+    if let Some(session) = crate::stateful_session::http_filter(table) {
+        let router = hcm.http_filters.len() - 1;
+        hcm.http_filters.insert(router, session);
+    }
     Filter {
         name: HTTP_CONNECTION_MANAGER.to_string(),
         config_type: Some(filter::ConfigType::TypedConfig(pack(&hcm))),

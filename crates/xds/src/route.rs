@@ -102,10 +102,15 @@ pub(crate) fn route(r: &ir::Route, vh: &ir::VirtualHost, scheme: Scheme) -> Rout
         ir::RouteAction::Forward(ir::Forward { cors: Some(c), .. }) => Some(c),
         _ => None,
     };
+    let session = crate::stateful_session::of_route(r);
     Route {
         typed_per_filter_config: cors
             .map(|c| (crate::cors::FILTER.to_string(), crate::cors::policy(c)))
             .into_iter()
+            .chain(session.map(|s| {
+                let name = crate::stateful_session::FILTER.to_string();
+                (name, crate::stateful_session::per_route(s))
+            }))
             .collect(),
         name: r.name.clone(),
         r#match: Some(route_match(&r.matcher)),

@@ -89,7 +89,11 @@ fn tls_ir(key: &str) -> ir::Ir {
             }),
             subject_alt_names: vec![ir::SubjectAltName::Dns("web.example.com".into())],
             client_certificate: Some(cert),
+            alpn: vec![],
         }),
+        backend_kind: ir::BackendKind::Service,
+        discovery: ir::Discovery::Eds,
+        session: None,
     };
     ir::Ir::new(vec![gateway], vec![cluster])
 }

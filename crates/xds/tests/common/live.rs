@@ -176,6 +176,9 @@ pub fn mk_cluster(service: &str, addr: SocketAddr, protocol: ir::UpstreamProtoco
             weight: 0,
         }],
         tls: None,
+        backend_kind: ir::BackendKind::Service,
+        discovery: ir::Discovery::Eds,
+        session: None,
     }
 }
 

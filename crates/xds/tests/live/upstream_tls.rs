@@ -55,6 +55,7 @@ fn tls_cluster(name: &str, backend: SocketAddr, ca: &str, san: &str) -> ir::Clus
         }),
         subject_alt_names: vec![ir::SubjectAltName::Dns(san.into())],
         client_certificate: None,
+        alpn: vec![],
     });
     c
 }
