@@ -349,6 +349,17 @@ pub fn compute_over(
     ) {
         out.push(patch);
     }
+    let api_version = inputs.served.api_version(StatusKind::XBackend.as_str());
+    for patch in super::xbackend::patches(
+        &inputs.store,
+        top,
+        &inputs.plan.x_backends,
+        &inputs.controller_name,
+        &api_version,
+        now,
+    ) {
+        out.push(patch);
+    }
     out.patches
         .sort_by(|a, b| (a.kind, &a.object).cmp(&(b.kind, &b.object)));
     out
