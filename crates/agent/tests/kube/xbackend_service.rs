@@ -3,7 +3,8 @@
 //! from its selector and port and owned by it; a restarted agent finds that one
 //! by its ownerReference and makes no second; a changed selector updates it;
 //! switching the XBackend to ExternalHostname, or deleting it, removes it (there
-//! is no garbage collector in these tests: the agent does it).
+//! is no garbage collector in these tests: the agent does it). A Service the API
+//! server refuses (a quota) is a Warning Event on the XBackend.
 
 use crate::support::*;
 use k8s_openapi::api::core::v1::Service;
@@ -24,6 +25,7 @@ fn an_endpoint_selector_xbackend_gets_one_headless_service() {
         a_changed_selector_updates_it(&w, &first).await;
         switching_to_external_hostname_removes_it(&w).await;
         deleting_the_xbackend_removes_its_service(&w).await;
+        a_refused_service_is_an_event_on_the_xbackend(&w).await;
     });
 }
 
@@ -153,4 +155,54 @@ async fn deleting_the_xbackend_removes_its_service(w: &World) {
         kube::Api::namespaced(w.client.clone(), NS);
     xbackends.delete("pay", &Default::default()).await.unwrap();
     until_xbackend_services(&w.client, NS, "no XBackend Service", WAIT, |s| s.is_empty()).await;
+}
+
+/// A namespace where an admission policy refuses every new Service.
+const FULL: &str = "full";
+
+fn mk_refusing_namespace() -> String {
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {FULL}}}\n---\n\
+         apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: no-services}}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - {{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [services]}}\n  validations:\n  - {{expression: \"false\", message: no Services here}}\n---\n\
+         apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: no-services}}\nspec:\n  policyName: no-services\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector:\n      matchLabels: {{kubernetes.io/metadata.name: {FULL}}}\n"
+    )
+}
+
+async fn a_refused_service_is_an_event_on_the_xbackend(w: &World) {
+    w.server.apply(&mk_refusing_namespace()).await.unwrap();
+    // The policy takes effect a moment later.
+    let probe = "apiVersion: v1\nkind: Service\nmetadata: {name: probe, namespace: full}\nspec:\n  ports: [{port: 80}]\n";
+    eventually(WAIT, "the policy refuses Services", || async {
+        match w.server.apply(probe).await {
+            Err(_) => Ok(()),
+            Ok(_) => {
+                let api: kube::Api<Service> = kube::Api::namespaced(w.client.clone(), FULL);
+                let _ = api.delete("probe", &Default::default()).await;
+                Err("a Service was created".to_string())
+            }
+        }
+    })
+    .await;
+    w.server
+        .apply(&mk_xbackend(FULL, "blocked", "{app: blocked}", PORT))
+        .await
+        .unwrap();
+    until_event(
+        &w.client,
+        FULL,
+        "ServiceNotWritten on XBackend blocked",
+        |e| {
+            e.reason.as_deref() == Some("ServiceNotWritten")
+                && e.type_.as_deref() == Some("Warning")
+                && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("XBackend")
+                && regarding(e) == Some("blocked")
+        },
+    )
+    .await;
+    assert!(
+        xbackend_services_now(&w.client, FULL)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
