@@ -316,3 +316,6 @@ pub fn owned_service(store: &Store, key: &ObjectRef, x: &XBackend) -> Option<Obj
         })
         .map(|(k, _)| k.clone())
 }
+
+#[cfg(test)]
+mod tests;

@@ -30,7 +30,7 @@ fn openssl(dir: &Path, args: &[&str]) {
 
 /// A CA `<name>.crt` / `<name>.key` and a client certificate it signed,
 /// `<name>-client.crt` / `.key`, in `dir`; returns the CA's PEM.
-fn make_ca_and_client(dir: &Path, name: &str) -> String {
+pub(crate) fn make_ca_and_client(dir: &Path, name: &str) -> String {
     let ec = [
         "-newkey",
         "ec",

@@ -18,3 +18,4 @@ mod live_resilience;
 mod live_rotation;
 mod live_routing;
 mod live_trust_bundle;
+mod live_xbackend;

@@ -29,6 +29,7 @@ mod kube_agent;
 mod netns;
 mod proc;
 mod status;
+mod tls_backend;
 pub mod traffic;
 mod wait;
 mod yaml;
@@ -49,6 +50,7 @@ pub use status::{
     public_services, regarding, route_accepted, service_ports, status_reason, until_event,
     until_leader, until_object, until_programmed,
 };
+pub use tls_backend::TlsBackend;
 pub use wait::{eventually, median_p99, wait_until};
 pub use yaml::{
     HTTP_80, mk_gateway, mk_gateway_of, mk_prefix_route, mk_route, mk_route_to, mk_service,
