@@ -1,7 +1,8 @@
 //! Kubernetes mode, an EndpointSelector XBackend (Gateway API v1.7.0,
 //! experimental): the leader keeps exactly one headless Service for it, made
 //! from its selector and port and owned by it; a restarted agent finds that one
-//! by its ownerReference and makes no second; a changed selector updates it;
+//! by its ownerReference and makes no second, nor does a follower or the next
+//! leader after a failover; a changed selector updates it;
 //! switching the XBackend to ExternalHostname, or deleting it, removes it (there
 //! is no garbage collector in these tests: the agent does it). A Service the API
 //! server refuses (a quota) is a Warning Event on the XBackend.
@@ -26,6 +27,47 @@ fn an_endpoint_selector_xbackend_gets_one_headless_service() {
         switching_to_external_hostname_removes_it(&w).await;
         deleting_the_xbackend_removes_its_service(&w).await;
         a_refused_service_is_an_event_on_the_xbackend(&w).await;
+    });
+}
+
+/// Two agents with leader election: a leads and makes the Service; b follows
+/// and writes nothing; a dies, b takes over and keeps that one Service.
+#[test]
+fn a_new_leader_keeps_the_one_service() {
+    in_netns(async {
+        let logs = temp_dir("kube-xbackend-leader");
+        let yaml = [base_yaml(&[NS]), mk_xbackend(NS, "pay", "{app: pay}", PORT)];
+        let server = given_cluster(&yaml).await;
+        let client = server.client();
+        let elected = ["--leader-elect=true", "--address-mode", "static"];
+        let mut agents = Vec::new();
+        for (node, pod) in [("node-a", "agent-a"), ("node-b", "agent-b")] {
+            issue_report_token(&server, node, pod, &logs).await;
+            let path = server.kubeconfig_path();
+            agents.push(KubeAgent::start(
+                agent_bin(),
+                node,
+                pod,
+                path,
+                &elected,
+                &logs,
+            ));
+            if pod == "agent-a" {
+                until_leader(&client, "agent-a", WAIT).await;
+            }
+        }
+        let one = |s: &[Service]| s.len() == 1;
+        let first = until_xbackend_services(&client, NS, "a's Service", WAIT, one).await;
+        agents[0].proc.kill();
+        until_leader(&client, "agent-b", Duration::from_secs(40)).await;
+        wait_until(WAIT, "b publishes", || agents[1].snapshot());
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = xbackend_services_now(&client, NS).await.unwrap();
+        assert_eq!(now.len(), 1, "{now:#?}");
+        assert_eq!(now[0].metadata.uid, first[0].metadata.uid);
+        // Not made and then collected as a duplicate either: b made none.
+        let log = agents[1].proc.log_text();
+        assert!(!log.contains("XBackend Service created"), "{log}");
     });
 }
 
