@@ -225,7 +225,14 @@ fn shares(
             Share {
                 backend: c.map_or_else(
                     || b.cluster.clone(),
-                    |c| format!("Service {}:{}", c.service, c.port),
+                    |c| match c.backend_kind {
+                        aether_ir::BackendKind::Service => {
+                            format!("Service {}:{}", c.service, c.port)
+                        }
+                        aether_ir::BackendKind::XBackend => {
+                            format!("XBackend {}:{}", c.service, c.port)
+                        }
+                    },
                 ),
                 cluster: b.cluster.clone(),
                 weight: b.weight,

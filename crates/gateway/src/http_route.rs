@@ -1,9 +1,10 @@
 //! HTTPRoute → [`RouteModel`]: matches, filters and backends of each rule.
 //!
 //! Filters are read in `http_filters.rs`; one we do not serve (ExtensionRef)
-//! makes its rule invalid rather than silently ignored, as does
-//! `sessionPersistence`. `timeouts` and `retry.backoff` are Gateway API
-//! durations (`duration.rs`).
+//! makes its rule invalid rather than silently ignored. `sessionPersistence`
+//! maps as an XBackend's does (`xbackend/session.rs`: Envoy's stateful
+//! session), on a rule with one backend. `timeouts` and `retry.backoff` are
+//! Gateway API durations (`duration.rs`).
 //! Paths, header names and values, and hostnames in them are checked as Envoy
 //! would (see `header.rs`, `hostname.rs`): a bad one drops the rule.
 
@@ -15,27 +16,31 @@ use crate::route::{
     self, ForwardSpec, RouteModel, Rule, RuleAction, check_prefix_rewrite, enum_name,
     query_param_matches,
 };
-use aether_ir::{ObjectRef, PathMatch, Retry, RouteMatch, Timeouts, UrlRewrite};
+use aether_ir::{
+    Cluster, ObjectRef, PathMatch, Retry, RouteMatch, SessionPersistence, Timeouts, UrlRewrite,
+};
 use gateway_api::apis::experimental::httproutes::{
     HttpRoute, HttpRouteRules, HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType,
     HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType, HttpRouteRulesRetry,
-    HttpRouteRulesTimeouts,
+    HttpRouteRulesSessionPersistence, HttpRouteRulesTimeouts,
 };
+use std::sync::Arc;
 
 pub const KIND: &str = "HTTPRoute";
 
 pub fn model(backends: &Backends<'_>, key: ObjectRef, r: &HttpRoute) -> RouteModel {
     let parents = route::parent_references!(r.spec.parent_refs);
+    let name = key.name.clone();
     let mut m = RouteModel::new(KIND, key, &r.metadata, r.spec.hostnames.as_ref(), parents);
     m.read_rules(r.spec.rules.as_ref(), |ns, index, spec, errors| {
-        rule(backends, ns, index, spec, errors)
+        rule(backends, (ns, &name), index, spec, errors)
     });
     m
 }
 
 fn rule(
     backends: &Backends<'_>,
-    ns: &str,
+    (ns, name): (&str, &str),
     index: usize,
     spec: &HttpRouteRules,
     errors: &mut Vec<crate::backend::BackendError>,
@@ -44,9 +49,11 @@ fn rule(
         None | Some([]) => vec![catch_all()],
         Some(ms) => ms.iter().map(route_match).collect::<Result<_, _>>()?,
     };
-    if spec.session_persistence.is_some() {
-        return Err("sessionPersistence is not supported".into());
-    }
+    let session = spec
+        .session_persistence
+        .as_ref()
+        .map(|sp| rule_session(ns, name, index, sp))
+        .transpose()?;
     let mut filters = RuleFilters::default();
     for f in spec.filters.iter().flatten() {
         filters.apply(f, backends, ns, errors)?;
@@ -89,6 +96,9 @@ fn rule(
             });
             let (valid, invalid_weight) =
                 route::resolve_backends_with(backends, KIND, ns, refs, Upstream::Http, errors)?;
+            if session.is_some() {
+                check_rule_session(&valid)?;
+            }
             let any_headers = valid
                 .iter()
                 .any(|(_, _, (rq, rs))| !rq.is_empty() || !rs.is_empty());
@@ -99,6 +109,7 @@ fn rule(
                 retry: spec.retry.as_ref().map(retry).transpose()?,
                 mirrors,
                 cors: cors.map(Box::new),
+                session: session.map(Box::new),
                 ..ForwardSpec::default()
             };
             forward.backends.reserve_exact(valid.len());
@@ -118,6 +129,38 @@ fn rule(
         response_headers,
         action,
     })
+}
+
+/// A rule's `sessionPersistence` (the same API type as an XBackend's); the
+/// default cookie name is the rule's own.
+fn rule_session(
+    ns: &str,
+    name: &str,
+    index: usize,
+    sp: &HttpRouteRulesSessionPersistence,
+) -> Result<SessionPersistence, String> {
+    let sp = serde_json::to_value(sp)
+        .and_then(serde_json::from_value)
+        .map_err(|e| format!("sessionPersistence: {e}"))?;
+    let of = ObjectRef::new(ns, format!("{KIND}/{name}/rule/{index}"));
+    crate::xbackend::session::session(&of, &sp).map_err(|(_, why)| why)
+}
+
+/// A rule's session holds only on its one backend (Envoy picks the backend
+/// before the session can steer), and only one session may steer it.
+fn check_rule_session<P>(valid: &[(Arc<Cluster>, u32, P)]) -> Result<(), String> {
+    match valid {
+        [(c, ..)] if c.session.is_some() => Err(format!(
+            "sessionPersistence is set on the rule and on its XBackend {}: one of them must go",
+            c.service
+        )),
+        [] | [_] => Ok(()),
+        more => Err(format!(
+            "sessionPersistence cannot hold on a rule that splits requests between {} \
+             backends (Envoy picks the backend before the session)",
+            more.len()
+        )),
+    }
 }
 
 /// `retry`: codes among the 4xx/5xx the spec allows, attempts 0 or more (the

@@ -83,6 +83,9 @@ pub struct ForwardSpec {
     /// mirrored share (numerator, denominator).
     pub mirrors: Vec<Mirror>,
     pub cors: Option<Box<Cors>>,
+    /// The rule's own `sessionPersistence` (HTTPRoute); an XBackend's comes
+    /// with its cluster.
+    pub session: Option<Box<aether_ir::SessionPersistence>>,
     /// TLSRoute only: the backends and the invalid weight as a Terminate
     /// listener sends to them (TLS again where a BackendTLSPolicy says so);
     /// `None` when they are `backends` and `invalid_weight` as they are.

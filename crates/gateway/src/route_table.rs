@@ -555,10 +555,14 @@ fn forward(f: &ForwardSpec) -> Forward {
         cors: f.cors.clone(),
         // A backend with session persistence is its rule's only one (see
         // `route::resolve_backends_with`).
-        session: match f.backends.as_slice() {
-            [(c, _)] => c.session.clone(),
-            _ => None,
-        },
+        session: f
+            .session
+            .as_deref()
+            .cloned()
+            .or_else(|| match f.backends.as_slice() {
+                [(c, _)] => c.session.clone(),
+                _ => None,
+            }),
     }
 }
 

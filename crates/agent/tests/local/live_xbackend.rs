@@ -316,3 +316,42 @@ fn an_external_hostname_is_resolved_by_envoy() {
     });
     assert_eq!(answer.body, "ext /external www.example.com");
 }
+
+#[test]
+fn a_route_rule_session_keeps_to_one_endpoint_of_a_service() {
+    let backend_port = two_endpoints();
+    let port = free_port();
+    let service = format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: pair, namespace: default}}\nspec:\n  ports:\n  - {{name: http, port: 80, targetPort: {backend_port}}}\n---\n\
+         apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: pair-1\n  namespace: default\n  labels: {{kubernetes.io/service-name: pair}}\n\
+         addressType: IPv4\nports:\n- {{name: http, port: {backend_port}}}\nendpoints:\n- addresses: [\"127.0.0.1\", \"127.0.0.2\"]\n"
+    );
+    let route = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: web, namespace: default}\nspec:\n  parentRefs: [{name: edge}]\n  rules:\n  \
+         - sessionPersistence: {cookie: {name: rule-session}}\n    backendRefs: [{name: pair, port: 80}]\n";
+    let _edge = Edge::start(
+        "xb-rule-session",
+        &[CLASS.into(), gateway(port), service, route.into()],
+    );
+    let addr = format!("127.0.0.1:{port}");
+    let get = |headers: &[(&str, &str)]| {
+        http_get(&addr, "www.example.com", "/", headers).expect("an answer")
+    };
+    wait_until(Duration::from_secs(30), "the route", || {
+        http_get(&addr, "www.example.com", "/", &[])
+            .is_ok_and(|r| r.status == 200)
+            .then_some(())
+    });
+    let reached = |headers: &[(&str, &str)]| -> BTreeSet<String> {
+        (0..20)
+            .map(|_| get(headers).backend().unwrap_or("none").to_string())
+            .collect()
+    };
+    assert_eq!(reached(&[]).len(), 2, "without a session: both");
+    let first = get(&[]);
+    let set_cookie = first.header("set-cookie").expect("a session cookie");
+    let cookie = set_cookie.split(';').next().unwrap().trim().to_string();
+    assert!(cookie.starts_with("rule-session="), "{set_cookie}");
+    let stuck = reached(&[("cookie", &cookie)]);
+    assert_eq!(stuck.len(), 1, "one backend for the session: {stuck:?}");
+    assert!(stuck.contains(first.backend().unwrap()), "{stuck:?}");
+}
