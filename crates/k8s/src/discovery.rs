@@ -15,6 +15,10 @@
 //! status of an object is written at the version it is read at, so a cluster whose
 //! CRDs serve only an older version is read and written all the same. A kind whose
 //! CRD is not installed at all counts as listed and empty.
+//!
+//! The experimental group ([`X_GROUP`], XBackend at v1alpha1) is discovered the
+//! same way: a cluster with the standard channel or an older release has no
+//! XBackend, and it is reported missing like any other kind.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
@@ -28,12 +32,18 @@ use std::collections::BTreeMap;
 /// The Gateway API group.
 pub const GROUP: &str = "gateway.networking.k8s.io";
 
+/// The Gateway API's experimental group (`XBackend`).
+pub const X_GROUP: &str = "gateway.networking.x-k8s.io";
+
 /// The versions we read, most preferred first (Kubernetes version priority). Our
 /// types decode each of them, for every kind that has it.
 pub const PREFERENCE: [&str; 4] = ["v1", "v1beta1", "v1alpha3", "v1alpha2"];
 
+/// The versions of [`X_GROUP`] kinds we read.
+pub const X_PREFERENCE: [&str; 1] = ["v1alpha1"];
+
 /// Every Gateway API kind the store holds, sorted.
-pub const KINDS: [&str; 10] = [
+pub const KINDS: [&str; 11] = [
     "BackendTLSPolicy",
     "GRPCRoute",
     "Gateway",
@@ -44,7 +54,22 @@ pub const KINDS: [&str; 10] = [
     "TCPRoute",
     "TLSRoute",
     "UDPRoute",
+    "XBackend",
 ];
+
+/// The group `kind` belongs to.
+pub fn group(kind: &str) -> &'static str {
+    if kind == "XBackend" { X_GROUP } else { GROUP }
+}
+
+/// The versions we read of `kind`, most preferred first.
+pub fn preference(kind: &str) -> &'static [&'static str] {
+    if group(kind) == X_GROUP {
+        &X_PREFERENCE
+    } else {
+        &PREFERENCE
+    }
+}
 
 /// The annotation a Gateway API CRD carries its release in.
 pub const BUNDLE_VERSION: &str = "gateway.networking.k8s.io/bundle-version";
@@ -76,21 +101,22 @@ pub enum Bundles {
 
 impl ServedVersions {
     /// From what the API server serves, as (version, kind) pairs: per kind of
-    /// [`KINDS`], the most preferred version ([`PREFERENCE`]) among them.
+    /// [`KINDS`], the most preferred version ([`preference`]) among them.
     pub fn choose<'a>(served: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         let mut versions: BTreeMap<&'static str, &'static str> = BTreeMap::new();
         for (version, kind) in served {
             let Some(kind) = KINDS.iter().find(|k| **k == kind) else {
                 continue;
             };
-            let Some(rank) = PREFERENCE.iter().position(|v| *v == version) else {
+            let order = preference(kind);
+            let Some(rank) = order.iter().position(|v| *v == version) else {
                 continue;
             };
             let better = versions
                 .get(kind)
-                .is_none_or(|have| PREFERENCE.iter().position(|v| v == have) > Some(rank));
+                .is_none_or(|have| order.iter().position(|v| v == have) > Some(rank));
             if better {
-                versions.insert(kind, PREFERENCE[rank]);
+                versions.insert(kind, order[rank]);
             }
         }
         ServedVersions {
@@ -153,10 +179,11 @@ impl ServedVersions {
         }
     }
 
-    /// Every kind at v1: what a cluster with current CRDs serves.
+    /// Every kind at its current version (v1; XBackend v1alpha1): what a
+    /// cluster with current experimental CRDs serves.
     pub fn all_v1() -> Self {
         ServedVersions {
-            versions: KINDS.iter().map(|k| (*k, "v1")).collect(),
+            versions: KINDS.iter().map(|k| (*k, preference(k)[0])).collect(),
             bundles: Bundles::NotRead,
         }
     }
@@ -167,10 +194,12 @@ impl ServedVersions {
         self.versions.get(kind).copied()
     }
 
-    /// The `apiVersion` to write `kind` at: its served version, v1 if there is
-    /// none (a kind that is not served has no objects to write).
+    /// The `apiVersion` to write `kind` at: its served version, its most
+    /// preferred if there is none (a kind that is not served has no objects to
+    /// write).
     pub fn api_version(&self, kind: &str) -> String {
-        format!("{GROUP}/{}", self.version(kind).unwrap_or("v1"))
+        let version = self.version(kind).unwrap_or(preference(kind)[0]);
+        format!("{}/{version}", group(kind))
     }
 
     /// The Gateway API kinds no preferred version serves, sorted.
@@ -228,31 +257,34 @@ impl Collector for ServedKinds {
 /// version that is not there is simply not served.
 pub async fn discover(client: &Client) -> Result<ServedVersions, kube::Error> {
     let groups = client.list_api_groups().await?;
-    let Some(group) = groups.groups.into_iter().find(|g| g.name == GROUP) else {
-        return Ok(ServedVersions::default());
-    };
-    let mut lists: Vec<(String, APIResourceList)> = Vec::new();
-    for v in group.versions {
-        match client.list_api_group_resources(&v.group_version).await {
-            Ok(list) => lists.push((v.version, list)),
-            // A CRD removed between the two requests.
-            Err(kube::Error::Api(s)) if s.is_not_found() => {}
-            Err(e) => return Err(e),
+    // (group, version, resources) of every served version of both groups.
+    let mut lists: Vec<(&'static str, String, APIResourceList)> = Vec::new();
+    for name in [GROUP, X_GROUP] {
+        let Some(group) = groups.groups.iter().find(|g| g.name == name) else {
+            continue;
+        };
+        for v in &group.versions {
+            match client.list_api_group_resources(&v.group_version).await {
+                Ok(list) => lists.push((name, v.version.clone(), list)),
+                // A CRD removed between the two requests.
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
         }
     }
-    let pairs = lists.iter().flat_map(|(version, list)| {
-        list.resources
-            .iter()
-            .filter(|r| !r.name.contains('/'))
-            .map(move |r| (version.as_str(), r.kind.as_str()))
-    });
-    let served = ServedVersions::choose(pairs);
+    // Only a kind of the group it belongs to.
+    let resources = || {
+        lists.iter().flat_map(|(g, version, list)| {
+            list.resources
+                .iter()
+                .filter(move |r| !r.name.contains('/') && group(&r.kind) == *g)
+                .map(move |r| (version.as_str(), r))
+        })
+    };
+    let served = ServedVersions::choose(resources().map(|(v, r)| (v, r.kind.as_str())));
     // Each served kind's CRD, `<plural>.<group>`, for its release.
-    let plurals: BTreeMap<&'static str, &str> = lists
-        .iter()
-        .flat_map(|(_, list)| &list.resources)
-        .filter(|r| !r.name.contains('/'))
-        .filter_map(|r| Some((*KINDS.iter().find(|k| **k == r.kind)?, r.name.as_str())))
+    let plurals: BTreeMap<&'static str, &str> = resources()
+        .filter_map(|(_, r)| Some((*KINDS.iter().find(|k| **k == r.kind)?, r.name.as_str())))
         .collect();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut read = BTreeMap::new();
@@ -260,7 +292,10 @@ pub async fn discover(client: &Client) -> Result<ServedVersions, kube::Error> {
         if served.version(kind).is_none() {
             continue;
         }
-        match crds.get_metadata_opt(&format!("{plural}.{GROUP}")).await {
+        match crds
+            .get_metadata_opt(&format!("{plural}.{}", group(kind)))
+            .await
+        {
             Ok(Some(crd)) => {
                 let bundle = crd
                     .metadata
@@ -300,7 +335,7 @@ mod tests {
         assert_eq!(served.version("TCPRoute"), Some("v1alpha2"));
         assert_eq!(served.version("Gateway"), Some("v1"));
         assert_eq!(served.version("ReferenceGrant"), Some("v1beta1"));
-        assert_eq!(served.version("XBackend"), None);
+        assert_eq!(served.version("XBackend"), Some("v1alpha1"));
         assert_eq!(
             served.version("GRPCRoute"),
             None,
@@ -313,8 +348,17 @@ mod tests {
                 "GRPCRoute",
                 "GatewayClass",
                 "ListenerSet",
-                "UDPRoute"
+                "UDPRoute",
             ]
+        );
+        assert_eq!(
+            ServedVersions::choose([("v1", "XBackend")]).version("XBackend"),
+            None,
+            "XBackend is read at v1alpha1 only"
+        );
+        assert_eq!(
+            served.api_version("XBackend"),
+            "gateway.networking.x-k8s.io/v1alpha1"
         );
         assert_eq!(
             served.api_version("TCPRoute"),

@@ -6,6 +6,7 @@
 //!                                                                                             │
 //!                          status writer (at the served version) ◄── duties::Join (assemble) ◄─┘ (translate, fleet ACKs, addresses)
 //!  duties::reconcile_services (leader): one edge Service per served Gateway
+//!  xbackend_service::run (leader): one headless Service per EndpointSelector XBackend
 //! ```
 
 pub mod agent_token;
@@ -24,6 +25,7 @@ pub mod service;
 pub mod status;
 pub mod trust_bundles;
 pub mod watch;
+pub mod xbackend_service;
 
 pub use discovery::ServedVersions;
 pub use index::Index;

@@ -4,7 +4,8 @@
 //!  core kinds (Service, EndpointSlice, Secret, ConfigMap, Namespace) ──► watch ──┐
 //!  ClusterTrustBundle (when served: crate::trust_bundles) ──► watch ─────────────┤
 //!                                                                                ├─► Index
-//!  discovery (at start, then every `rediscover`) ─► per Gateway API kind:        │
+//!  discovery (at start, then every `rediscover`) ─► per Gateway API kind         │
+//!    (XBackend of the experimental group included):                              │
 //!     served at v ──► watch at v (restarted when v changes) ────────────────────┤
 //!     not installed (two passes in a row) ──► warn once, listed as empty ───────┘
 //! ```
@@ -31,6 +32,7 @@ use futures::StreamExt;
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::experimental::listenersets::ListenerSet;
+use gateway_api::apis::experimental::xbackends::XBackend;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -54,7 +56,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tracing::{info, warn};
 
 /// Every kind the store holds; all must list before anything is published.
-pub const KINDS: [&str; 16] = [
+pub const KINDS: [&str; 17] = [
     GatewayClass::KIND,
     Gateway::KIND,
     HttpRoute::KIND,
@@ -65,6 +67,7 @@ pub const KINDS: [&str; 16] = [
     ReferenceGrant::KIND,
     BackendTlsPolicy::KIND,
     ListenerSet::KIND,
+    XBackend::KIND,
     Service::KIND,
     EndpointSlice::KIND,
     Secret::KIND,
@@ -122,6 +125,7 @@ macro_rules! by_kind {
             "ReferenceGrant" => $f::<ReferenceGrant>($($arg),*),
             "BackendTLSPolicy" => $f::<BackendTlsPolicy>($($arg),*),
             "ListenerSet" => $f::<ListenerSet>($($arg),*),
+            "XBackend" => $f::<XBackend>($($arg),*),
             other => unreachable!("{other} is not a Gateway API kind we read"),
         }
     };
@@ -229,7 +233,7 @@ async fn gateway_api(
                 None => {
                     warn!(
                         kind,
-                        group = discovery::GROUP,
+                        group = discovery::group(kind),
                         "CRD not installed (no served version we read): no objects of this kind"
                     );
                     by_kind!(kind, list_empty(&index));
@@ -468,7 +472,7 @@ mod tests {
             discovery::KINDS
                 .iter()
                 .filter(|k| **k != "UDPRoute")
-                .map(|k| ("v1", *k)),
+                .map(|k| (discovery::preference(k)[0], *k)),
         );
         assert!(step(&mut watched, &mut unconfirmed, &no_udp).is_empty());
         assert_eq!(

@@ -6,7 +6,8 @@
 //!                                           │            local report ◄── Fleet ◄────────────┘
 //!                                           │                 │ gRPC stream (or in process on the leader)
 //!                                           ▼                 ▼
-//!  leader only:  duties::reconcile_services   Reports (every node) ─► duties::Join (assemble) ─► status writer (SSA)
+//!  leader only:  duties::reconcile_services, xbackend_service::run
+//!                                             Reports (every node) ─► duties::Join (assemble) ─► status writer (SSA)
 //! ```
 //!
 //! Every agent serves its own Envoy from its own watches; only the elected leader
@@ -411,6 +412,13 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         client.clone(),
         status_inputs.clone(),
         is_leader.clone(),
+    ));
+    // EndpointSelector XBackends: the headless Service translation resolves them through.
+    tokio::spawn(aether_k8s::xbackend_service::run(
+        client.clone(),
+        index.clone(),
+        is_leader.clone(),
+        aether_k8s::events::Events::new(client.clone(), identity.clone()),
     ));
     tokio::spawn(aether_k8s::events::run(
         aether_k8s::events::Events::new(client.clone(), identity.clone()),

@@ -5,9 +5,10 @@
 //!   installed. The agent publishes at once (UDPRoute counts as listed and
 //!   empty), says once in its log and in /metrics that UDPRoute is missing,
 //!   serves the v1alpha2 TCPRoute and writes its status at v1alpha2.
-//! - Every CRD of the previous release (v1.6.3, experimental channel): the agent
-//!   syncs, serves both route kinds, and its GatewayClass says the release is
-//!   supported.
+//! - Every CRD of the previous release (v1.6.3, experimental channel), so no
+//!   XBackend (new in v1.7.0): the agent syncs, serves both route kinds, says
+//!   once in its log and in /metrics that XBackend is missing, and its
+//!   GatewayClass says the release is supported.
 
 use crate::support::*;
 use kube::api::DynamicObject;
@@ -28,6 +29,8 @@ fn older_and_missing_crds_are_watched_at_what_is_served() {
 
 /// The previous release, installed whole.
 const PREVIOUS: &str = "v1.6.3";
+/// Not in that release.
+const XBACKENDS: &str = "xbackends.gateway.networking.x-k8s.io";
 const ALL_KINDS: [&str; 10] = [
     "gatewayclasses.gateway.networking.k8s.io",
     "gateways.gateway.networking.k8s.io",
@@ -46,6 +49,7 @@ fn the_previous_release_s_crds_are_served_and_supported() {
     in_netns(async {
         let w = given_the_previous_release_s_crds_and_an_agent().await;
         http_and_tcp_routes_are_served(&w).await;
+        xbackend_is_reported_missing_once(&w).await;
         the_class_names_that_release_supported(&w).await;
     });
 }
@@ -146,6 +150,7 @@ async fn given_the_previous_release_s_crds_and_an_agent() -> World {
     let logs = temp_dir("kube-discovery-previous");
     let server = aether_testkit::ApiServer::start().await;
     server.delete_crds(&ALL_KINDS).await.unwrap();
+    server.delete_crds(&[XBACKENDS]).await.unwrap();
     let old = aether_testkit::gateway_api_crd_dir_at(PREVIOUS, "experimental")
         .await
         .unwrap();
@@ -156,7 +161,8 @@ async fn given_the_previous_release_s_crds_and_an_agent() -> World {
         "gateway.networking.k8s.io/v1\n",
     );
     server.apply(&app).await.unwrap();
-    OneNode::start(server, b0, &STATIC_AT_POD_IP, &logs)
+    let flags = [&STATIC_AT_POD_IP[..], &["--discovery-interval", "1"]].concat();
+    OneNode::start(server, b0, &flags, &logs)
 }
 
 /// Both kinds served at v1 by those CRDs: routed, accepted, and no kind missing.
@@ -178,6 +184,26 @@ async fn http_and_tcp_routes_are_served(w: &World) {
         let line = format!("aether_edge_kind_missing{{kind=\"{kind}\"}} 0");
         assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
     }
+}
+
+/// In /metrics, and once in the log (as a warning naming its group) however
+/// many discovery passes ran.
+async fn xbackend_is_reported_missing_once(w: &World) {
+    let metrics = w.agent.metrics();
+    let line = "aether_edge_kind_missing{kind=\"XBackend\"} 1";
+    assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let log = w.agent.proc.log_text();
+    let missing: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("CRD not installed"))
+        .collect();
+    assert_eq!(missing.len(), 1, "{missing:#?}");
+    assert!(
+        missing[0].contains("XBackend") && missing[0].contains("gateway.networking.x-k8s.io"),
+        "{}",
+        missing[0]
+    );
 }
 
 async fn the_class_names_that_release_supported(w: &World) {

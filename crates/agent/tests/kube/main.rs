@@ -25,3 +25,5 @@ mod status_refused;
 mod trust_bundle;
 mod watch;
 mod watch_expiry;
+mod xbackend_route;
+mod xbackend_service;

@@ -2,12 +2,14 @@
 //! `aether-edge` ServiceAccount with exactly the RBAC of `deploy/` (a real token, a
 //! real authorizer), leader election on, and its Envoy reaches ADS over a Unix
 //! socket only. Everything the agent must do — watch, elect, create the Service,
-//! write every kind of status (TCPRoute and UDPRoute included) — works under
-//! those rights, and nothing is refused.
+//! write every kind of status (TCPRoute, UDPRoute and XBackend included), keep an
+//! EndpointSelector XBackend's headless Service in the XBackend's namespace
+//! (create, update, delete) — works under those rights, and nothing is refused.
 
 use crate::support::*;
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::experimental::xbackends::XBackend;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
@@ -16,6 +18,8 @@ use std::time::Duration;
 
 const NS: &str = "app";
 const WAIT: Duration = Duration::from_secs(30);
+/// `/xb` to XBackend `pay`: its status is ours to write too.
+const XB_ROUTE: &str = "  parentRefs: [{name: gw}]\n  rules:\n  - matches: [{path: {type: PathPrefix, value: /xb}}]\n    backendRefs: [{group: gateway.networking.x-k8s.io, kind: XBackend, name: pay}]\n";
 
 #[test]
 fn the_agent_works_with_the_deployed_rbac_and_a_unix_socket() {
@@ -24,6 +28,7 @@ fn the_agent_works_with_the_deployed_rbac_and_a_unix_socket() {
         let svc = it_leads_and_writes_every_kinds_status(&w).await;
         its_envoy_serves_the_service_port(&svc);
         it_collects_a_deleted_gateways_service(&w).await;
+        it_keeps_the_xbackends_service(&w).await;
         it_publishes_the_fleet_view(&w).await;
         nothing_was_refused(&mut w);
     });
@@ -48,6 +53,8 @@ fn mk_app() -> String {
         to_b0("HTTPRoute", "r1", "{name: gw}"),
         to_b0("TCPRoute", "t1", "{name: gw, sectionName: tcp}"),
         to_b0("UDPRoute", "u1", "{name: gw, sectionName: udp}"),
+        mk_xbackend(NS, "pay", "{app: pay}", 8080),
+        mk_route("HTTPRoute", NS, "x1", XB_ROUTE),
     ]
     .join("---\n")
 }
@@ -93,6 +100,21 @@ async fn it_leads_and_writes_every_kinds_status(w: &World) -> Service {
             (Some(_), Some(_)) => Ok(()),
             _ => Err(format!("{} {}", t["status"], u["status"])),
         }
+    })
+    .await;
+    eventually(WAIT, "our ancestor entry on XBackend pay", || async move {
+        let x = get_json::<XBackend>(c, Some(NS), "pay")
+            .await
+            .ok_or("no pay")?;
+        let ancestors = x["status"]["ancestors"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        ancestors
+            .iter()
+            .any(|a| a["ancestorRef"]["name"] == "gw")
+            .then_some(())
+            .ok_or(x["status"].to_string())
     })
     .await;
     let classes: kube::Api<GatewayClass> = kube::Api::all(c.clone());
@@ -145,6 +167,29 @@ async fn it_collects_a_deleted_gateways_service(w: &World) {
     gateways.delete("gw", &Default::default()).await.unwrap();
     edge_services(&w.client, 0, WAIT).await;
     public_services(&w.client, 0, WAIT).await;
+}
+
+/// The XBackend's Service created, updated (replaced) and deleted: the
+/// ClusterRole's Service verbs, in a namespace other than the edge one.
+async fn it_keeps_the_xbackends_service(w: &World) {
+    let c = &w.client;
+    let first =
+        until_xbackend_services(c, NS, "the XBackend Service", WAIT, |s| s.len() == 1).await;
+    w.server
+        .apply(&mk_xbackend(NS, "pay", "{app: pay}", 8081))
+        .await
+        .unwrap();
+    until_xbackend_services(c, NS, "its port updated", WAIT, |s| {
+        s.len() == 1
+            && s[0].metadata.uid == first[0].metadata.uid
+            && service_ports(&s[0])[0].1 == 8081
+    })
+    .await;
+    w.server
+        .apply(&mk_external_xbackend(NS, "pay", 443))
+        .await
+        .unwrap();
+    until_xbackend_services(c, NS, "no XBackend Service", WAIT, |s| s.is_empty()).await;
 }
 
 /// The leader's fleet view for `aether-edge fleet`: created, then patched

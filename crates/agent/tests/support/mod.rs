@@ -5,9 +5,11 @@
 use std::path::Path;
 
 pub mod change;
+pub mod xbackend;
 
 pub use aether_testkit::live::*;
 pub use aether_testkit::{envoy_bin, metric_sum, status_writes};
+pub use xbackend::*;
 
 pub fn agent_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_aether-edge"))

@@ -42,6 +42,7 @@ pub mod patch;
 mod policy;
 mod route;
 mod writer;
+mod xbackend;
 
 #[cfg(test)]
 mod identity_tests;

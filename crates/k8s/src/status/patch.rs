@@ -75,10 +75,11 @@ pub enum StatusKind {
     UdpRoute,
     BackendTlsPolicy,
     ListenerSet,
+    XBackend,
 }
 
 impl StatusKind {
-    pub const ALL: [StatusKind; 9] = [
+    pub const ALL: [StatusKind; 10] = [
         StatusKind::GatewayClass,
         StatusKind::Gateway,
         StatusKind::HttpRoute,
@@ -88,6 +89,7 @@ impl StatusKind {
         StatusKind::UdpRoute,
         StatusKind::BackendTlsPolicy,
         StatusKind::ListenerSet,
+        StatusKind::XBackend,
     ];
 
     /// The route kinds: a shared `status.parents` list each.
@@ -111,6 +113,7 @@ impl StatusKind {
             StatusKind::UdpRoute => "UDPRoute",
             StatusKind::BackendTlsPolicy => "BackendTLSPolicy",
             StatusKind::ListenerSet => "ListenerSet",
+            StatusKind::XBackend => "XBackend",
         }
     }
 
@@ -126,6 +129,7 @@ impl StatusKind {
             StatusKind::UdpRoute => "udproutes",
             StatusKind::BackendTlsPolicy => "backendtlspolicies",
             StatusKind::ListenerSet => "listenersets",
+            StatusKind::XBackend => "xbackends",
         }
     }
 
@@ -138,7 +142,8 @@ impl StatusKind {
             StatusKind::GatewayClass
             | StatusKind::Gateway
             | StatusKind::BackendTlsPolicy
-            | StatusKind::ListenerSet => None,
+            | StatusKind::ListenerSet
+            | StatusKind::XBackend => None,
             StatusKind::HttpRoute => Some(&plan.http_routes),
             StatusKind::GrpcRoute => Some(&plan.grpc_routes),
             StatusKind::TlsRoute => Some(&plan.tls_routes),
@@ -183,6 +188,7 @@ impl StatusPatch {
     /// an object `store` lacks is left as it is (the server would answer 404).
     pub fn apply_to(&self, store: &mut Store) -> Result<(), serde_json::Error> {
         use gateway_api::apis::experimental::httproutes::HttpRoute;
+        use gateway_api::apis::experimental::xbackends::XBackend;
         use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
         use gateway_api::apis::standard::grpcroutes::GrpcRoute;
         use gateway_api::apis::standard::tcproutes::TcpRoute;
@@ -218,6 +224,7 @@ impl StatusPatch {
             StatusKind::UdpRoute => set::<UdpRoute>(store, self),
             StatusKind::BackendTlsPolicy => set::<BackendTlsPolicy>(store, self),
             StatusKind::ListenerSet => set::<ListenerSet>(store, self),
+            StatusKind::XBackend => set::<XBackend>(store, self),
         }
     }
 }
@@ -336,6 +343,17 @@ pub fn compute_over(
         &inputs.store,
         top,
         &inputs.plan.backend_tls_policies,
+        &inputs.controller_name,
+        &api_version,
+        now,
+    ) {
+        out.push(patch);
+    }
+    let api_version = inputs.served.api_version(StatusKind::XBackend.as_str());
+    for patch in super::xbackend::patches(
+        &inputs.store,
+        top,
+        &inputs.plan.x_backends,
         &inputs.controller_name,
         &api_version,
         now,

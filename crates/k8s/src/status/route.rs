@@ -59,8 +59,8 @@ fn parent_reference(r: &EntryRef) -> ParentReference {
 }
 
 /// A planned parent (or ancestor) reference as a status entry's generated
-/// reference type (a route's parentRef, a BackendTLSPolicy's ancestorRef: the
-/// same fields).
+/// reference type (a route's parentRef, a BackendTLSPolicy's or an XBackend's
+/// ancestorRef: the same fields).
 pub(crate) trait FromParentRef {
     fn from_parent_ref(p: &ParentReference) -> Self;
 }
@@ -83,7 +83,8 @@ macro_rules! from_parent_ref {
 }
 from_parent_ref!(
     EntryRef,
-    gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicyStatusAncestorsAncestorRef
+    gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicyStatusAncestorsAncestorRef,
+    gateway_api::apis::experimental::xbackends::XBackendStatusAncestorsAncestorRef
 );
 
 fn entry_ref(p: &ParentReference) -> EntryRef {
@@ -170,7 +171,8 @@ pub(crate) fn routes<'a>(
         StatusKind::GatewayClass
         | StatusKind::Gateway
         | StatusKind::BackendTlsPolicy
-        | StatusKind::ListenerSet => Vec::new(),
+        | StatusKind::ListenerSet
+        | StatusKind::XBackend => Vec::new(),
     }
 }
 

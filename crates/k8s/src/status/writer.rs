@@ -20,7 +20,6 @@
 
 use super::metrics::{StatusMetrics, WriteResult};
 use super::patch::{Settled, StatusInputs, StatusKind, StatusPatch, compute_over};
-use crate::discovery::GROUP;
 use crate::recent::RecentWrites;
 use crate::watch::convert;
 use aether_gateway::{Store, StoreObject};
@@ -29,6 +28,7 @@ use futures::StreamExt;
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::experimental::listenersets::ListenerSet;
+use gateway_api::apis::experimental::xbackends::XBackend;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -233,10 +233,11 @@ impl StatusWriter {
     ) -> Result<Option<Store>, WriteError> {
         let kind = patch.kind;
         let version = patch.version();
+        let group = crate::discovery::group(kind.as_str());
         let resource = ApiResource {
-            group: GROUP.to_string(),
+            group: group.to_string(),
             version: version.to_string(),
-            api_version: format!("{GROUP}/{version}"),
+            api_version: format!("{group}/{version}"),
             kind: kind.as_str().to_string(),
             plural: kind.plural().to_string(),
         };
@@ -258,6 +259,7 @@ impl StatusWriter {
                 StatusKind::TcpRoute => keep::<TcpRoute>(&mut store, obj),
                 StatusKind::UdpRoute => keep::<UdpRoute>(&mut store, obj),
                 StatusKind::BackendTlsPolicy => keep::<BackendTlsPolicy>(&mut store, obj),
+                StatusKind::XBackend => keep::<XBackend>(&mut store, obj),
                 StatusKind::ListenerSet => keep::<ListenerSet>(&mut store, obj),
             }
             Ok(Some(store))
@@ -321,6 +323,7 @@ fn seen(kind: StatusKind, store: &Store, key: &ObjectRef) -> Option<Option<Strin
         StatusKind::UdpRoute => version::<UdpRoute>(store, key),
         StatusKind::BackendTlsPolicy => version::<BackendTlsPolicy>(store, key),
         StatusKind::ListenerSet => version::<ListenerSet>(store, key),
+        StatusKind::XBackend => version::<XBackend>(store, key),
     }
 }
 
