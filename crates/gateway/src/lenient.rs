@@ -50,9 +50,10 @@ pub fn decode_noting_unknown<T: DeserializeOwned>(
         // Through text, for an error that names its field path.
         let text = serde_norway::to_string(value).map_err(|e| e.to_string())?;
         let mut ignored = Vec::new();
-        let again = serde_ignored::deserialize(serde_norway::Deserializer::from_str(&text), |path| {
-            ignored.push(segments(&path))
-        });
+        let again =
+            serde_ignored::deserialize(serde_norway::Deserializer::from_str(&text), |path| {
+                ignored.push(segments(&path))
+            });
         let message = match again {
             Ok(typed) => return Ok((typed, unknown_paths(value, ignored))),
             Err(e) => without_position(&e.to_string()),

@@ -546,7 +546,12 @@ mod one_pass {
         let mut slow = value.clone();
         let typed: T = crate::lenient::decode(&mut slow).unwrap();
         let mut old = Vec::new();
-        round_trip_unknown(&slow, &serde_norway::to_value(&typed).unwrap(), "", &mut old);
+        round_trip_unknown(
+            &slow,
+            &serde_norway::to_value(&typed).unwrap(),
+            "",
+            &mut old,
+        );
         (one_pass, old)
     }
 
