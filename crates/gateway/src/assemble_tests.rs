@@ -17,7 +17,10 @@ fn only(keys: &[&str]) -> Pending {
 }
 
 fn nacked() -> AckState {
-    AckState::Nacked("duplicate domain".into())
+    AckState::Nacked(Rejection::new(
+        "node-b",
+        "RDS version 0123456789ab: duplicate domain",
+    ))
 }
 
 fn given_addresses(missing: Option<&str>) -> Addresses {
@@ -162,7 +165,10 @@ fn messages_say_why() {
         &given_addresses(Some("x")),
     );
     let g = condition(&out.gateways[&web()].conditions, gateway::Type::Programmed).unwrap();
-    assert!(g.message.contains("duplicate domain"), "{}", g.message);
+    assert_eq!(
+        g.message,
+        "Envoy on node node-b rejected the configuration: RDS version 0123456789ab: duplicate domain"
+    );
     let out = assemble(
         &plan(),
         |_| Served::whole(AckState::Acked),

@@ -226,7 +226,7 @@ fn the_fleet_puts_the_refusal_on_the_route_not_on_its_gateway() {
     });
     let gw = ObjectRef::new("infra", "web");
     // Before the hold-back answers: the Gateway carries the NACK.
-    let before = &fleet.served(&s2)[&gw];
+    let before = &fleet.served_by("n", &s2)[&gw];
     assert!(matches!(before.gateway, aether_ir::AckState::Nacked(_)));
     // Two suspects: both held, then tried one at a time as Envoy takes each.
     for _ in 0..4 {
@@ -247,7 +247,7 @@ fn the_fleet_puts_the_refusal_on_the_route_not_on_its_gateway() {
     }
     let served = fleet.serve(&s2);
     assert_eq!(paths(&served), ["a=/a2", "b=/b"]);
-    let after = &fleet.served(&s2)[&gw];
+    let after = &fleet.served_by("n", &s2)[&gw];
     assert_eq!(after.gateway, aether_ir::AckState::Acked, "{after:?}");
     assert!(
         after.routes.contains("HTTPRoute/app/a"),
