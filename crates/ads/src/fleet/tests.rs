@@ -1,4 +1,5 @@
-//! Fleet scripts: streams connect, ACK, NACK and leave; the Gateway view follows.
+//! Fleet scripts: streams connect, ACK, NACK and leave; what each node serves
+//! follows. (The gate over nodes, one or many: `aether_report`'s tests.)
 
 use super::{AckState, Fleet, FleetStream, Protocol};
 use crate::event::{Event, Nack};
@@ -39,24 +40,28 @@ fn ack_everything(stream: &FleetStream, snap: &Snapshot) {
     }
 }
 
+/// What node `node` serves of Gateway `gateway` of `snap`: whole, and its own state.
+fn of(fleet: &Fleet, node: &str, snap: &Snapshot, gateway: &str) -> (bool, AckState) {
+    let s = fleet.served_by(node, snap).remove(&gw(gateway)).unwrap();
+    (s.whole, s.gateway)
+}
+
 #[test]
-fn acked_needs_every_connected_node() {
+fn each_node_serves_what_its_own_envoy_acked() {
     let fleet = Fleet::new();
     let snap = snapshot(1);
     let one = gw("a/one");
-    assert_eq!(
-        fleet.gateway_state(&snap, &one),
-        AckState::Pending,
-        "no node connected"
-    );
-
     let a = fleet.connect("node-a", Protocol::Sotw);
     let b = fleet.connect("node-b", Protocol::Delta);
     ack_everything(&a, &snap);
     assert_eq!(
-        fleet.gateway_state(&snap, &one),
-        AckState::Pending,
-        "node-b has nothing"
+        of(&fleet, "node-a", &snap, "a/one"),
+        (true, AckState::Acked)
+    );
+    assert_eq!(
+        of(&fleet, "node-b", &snap, "a/one"),
+        (false, AckState::Pending),
+        "node-b has ACKed nothing"
     );
     let acks = fleet.gateway_acks(&snap);
     assert_eq!(
@@ -65,18 +70,11 @@ fn acked_needs_every_connected_node() {
     );
     assert_eq!(acks["node-b"][&one], None);
 
+    // A new route table for a/one: b/two stays whole, a/one is not.
     ack_everything(&b, &snap);
-    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Acked);
-    assert_eq!(fleet.gateway_state(&snap, &gw("b/two")), AckState::Acked);
-    assert_eq!(
-        fleet.gateway_state(&snap, &gw("c/absent")),
-        AckState::Pending
-    );
-
-    // A new route table for a/one: b/two stays Acked, a/one waits.
     let next = snapshot(2);
-    assert_eq!(fleet.gateway_state(&next, &one), AckState::Pending);
-    assert_eq!(fleet.gateway_state(&next, &gw("b/two")), AckState::Acked);
+    assert!(!of(&fleet, "node-a", &next, "a/one").0);
+    assert!(of(&fleet, "node-a", &next, "b/two").0);
     assert_ne!(
         fleet.gateway_acks(&next)["node-a"][&one].as_deref(),
         Some(next.gateways[&one].hash.as_str()),
@@ -85,11 +83,10 @@ fn acked_needs_every_connected_node() {
 }
 
 #[test]
-fn nack_names_the_node_and_envoys_message_until_it_acks() {
+fn a_nack_is_its_nodes_and_its_gateways_until_that_node_acks() {
     let fleet = Fleet::new();
     let snap = snapshot(1);
     let next = snapshot(2);
-    let one = gw("a/one");
     let a = fleet.connect("node-a", Protocol::Sotw);
     let b = fleet.connect("node-b", Protocol::Sotw);
     ack_everything(&a, &snap);
@@ -109,10 +106,10 @@ fn nack_names_the_node_and_envoys_message_until_it_acks() {
             .into(),
         },
     });
-    let AckState::Nacked(rejection) = fleet.gateway_state(&next, &one) else {
+    let (_, AckState::Nacked(rejection)) = of(&fleet, "node-b", &next, "a/one") else {
         panic!(
-            "expected Nacked, got {:?}",
-            fleet.gateway_state(&next, &one)
+            "expected Nacked: {:?}",
+            of(&fleet, "node-b", &next, "a/one")
         );
     };
     assert_eq!(rejection.node, "node-b");
@@ -120,8 +117,15 @@ fn nack_names_the_node_and_envoys_message_until_it_acks() {
         rejection.message,
         "RDS version 0123456789ab: duplicate domain"
     );
+    assert_eq!(
+        of(&fleet, "node-a", &next, "a/one"),
+        (true, AckState::Acked)
+    );
     // The rejection is about a/one's route table, not b/two.
-    assert_eq!(fleet.gateway_state(&next, &gw("b/two")), AckState::Acked);
+    assert_eq!(
+        of(&fleet, "node-b", &next, "b/two"),
+        (true, AckState::Acked)
+    );
 
     let view = fleet.debug_view();
     let nack = view.nodes["node-b"]
@@ -133,12 +137,15 @@ fn nack_names_the_node_and_envoys_message_until_it_acks() {
     assert!(view.nodes["node-a"].last_nack.is_none());
 
     b.record(&ack_all(&next, RDS));
-    assert_eq!(fleet.gateway_state(&next, &one), AckState::Acked);
+    assert_eq!(
+        of(&fleet, "node-b", &next, "a/one"),
+        (true, AckState::Acked)
+    );
     assert!(fleet.debug_view().nodes["node-b"].last_nack.is_none());
 }
 
 #[test]
-fn disconnected_nodes_drop_out_and_reconnects_start_empty() {
+fn a_disconnected_node_drops_out_and_a_reconnect_starts_empty() {
     let fleet = Fleet::new();
     let snap = snapshot(1);
     let one = gw("a/one");
@@ -148,26 +155,28 @@ fn disconnected_nodes_drop_out_and_reconnects_start_empty() {
     ack_everything(&a, &snap);
     assert!(changes.has_changed().unwrap());
     changes.mark_unchanged();
-    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Pending);
 
     drop(b);
     assert!(changes.has_changed().unwrap(), "a disconnect is a change");
-    assert_eq!(
-        fleet.gateway_state(&snap, &one),
-        AckState::Acked,
-        "only node-a is left"
-    );
+    assert_eq!(fleet.nodes().into_iter().collect::<Vec<_>>(), ["node-a"]);
     assert_eq!(
         fleet.debug_view().nodes.keys().collect::<Vec<_>>(),
         ["node-a"]
     );
 
     drop(a);
-    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Pending);
+    assert!(fleet.nodes().is_empty());
     let again = fleet.connect("node-a", Protocol::Delta);
     assert_eq!(fleet.gateway_acks(&snap)["node-a"][&one], None);
+    assert_eq!(
+        of(&fleet, "node-a", &snap, "a/one"),
+        (false, AckState::Pending)
+    );
     ack_everything(&again, &snap);
-    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Acked);
+    assert_eq!(
+        of(&fleet, "node-a", &snap, "a/one"),
+        (true, AckState::Acked)
+    );
 }
 
 #[test]
@@ -182,7 +191,10 @@ fn streams_of_one_node_merge() {
     for ty in [LDS, RDS] {
         new.record(&ack_all(&snap, ty));
     }
-    assert_eq!(fleet.gateway_state(&snap, &gw("a/one")), AckState::Acked);
+    assert_eq!(
+        of(&fleet, "node-a", &snap, "a/one"),
+        (true, AckState::Acked)
+    );
     let view = fleet.debug_view();
     assert_eq!(view.nodes.len(), 1);
     assert_eq!(view.nodes["node-a"].streams, 2);
@@ -311,14 +323,6 @@ mod served {
         (Fleet::new(), gw("infra/web"), v1)
     }
 
-    /// [`given_web_at_v1`], v1 remembered and node-a connected over SotW.
-    fn given_node_a_on_web_at_v1() -> (Fleet, ObjectRef, Arc<Snapshot>, FleetStream) {
-        let (fleet, web, v1) = given_web_at_v1();
-        let node = fleet.connect("node-a", Protocol::Sotw);
-        fleet.remember(&v1);
-        (fleet, web, v1, node)
-    }
-
     fn keys(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|n| format!("HTTPRoute/app/{n}")).collect()
     }
@@ -335,30 +339,6 @@ mod served {
                 rejected: [(rds, version)].into(),
             },
         }
-    }
-
-    #[test]
-    fn a_new_route_leaves_the_others_served_until_it_is_acked() {
-        let (fleet, web, v1, node) = given_node_a_on_web_at_v1();
-        let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("c", "/c")]);
-        let served = |s: &Snapshot| fleet.served_by("node-a", s)[&web].clone();
-        assert_eq!(served(&v1).gateway, AckState::Pending);
-        assert!(served(&v1).routes.is_empty());
-        ack_everything(&node, &v1);
-        assert!(served(&v1).whole);
-        assert_eq!(served(&v1).routes, keys(&["a", "b"]));
-
-        // v2 is published; the node still holds v1.
-        fleet.remember(&v2);
-        let s = served(&v2);
-        assert!(!s.whole);
-        assert_eq!(s.gateway, AckState::Acked, "the listener is unchanged");
-        assert_eq!(s.routes, keys(&["a", "b"]), "c is not served yet");
-
-        ack_everything(&node, &v2);
-        let s = served(&v2);
-        assert!(s.whole);
-        assert_eq!(s.routes, keys(&["a", "b", "c"]));
     }
 
     #[test]
@@ -387,28 +367,6 @@ mod served {
             fleet.served_by("node-slow", &v3)[&web].routes,
             keys(&["a", "b", "c"])
         );
-    }
-
-    #[test]
-    fn a_nack_surfaces_on_the_gateway_while_the_routes_from_before_stay_served() {
-        let (fleet, web, v1, node) = given_node_a_on_web_at_v1();
-        let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("bad", "/bad")]);
-        ack_everything(&node, &v1);
-        fleet.remember(&v2);
-        for ty in [CDS, EDS] {
-            node.record(&ack_all(&v2, ty));
-        }
-        node.record(&nack_web_routes(&v2, "invalid regex"));
-        let s = &fleet.served_by("node-a", &v2)[&web];
-        let AckState::Nacked(rejection) = &s.gateway else {
-            panic!("expected Nacked, got {:?}", s.gateway);
-        };
-        assert_eq!(rejection.node, "node-a");
-        assert!(
-            rejection.message.ends_with(": invalid regex"),
-            "{rejection:?}"
-        );
-        assert_eq!(s.routes, keys(&["a", "b"]), "Envoy still serves v1's");
     }
 
     #[test]
