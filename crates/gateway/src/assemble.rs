@@ -109,6 +109,15 @@ pub fn rejected(r: &Rejection) -> String {
     )
 }
 
+/// The sentence a route's status (and `explain`) says of a route an Envoy
+/// refused alone, which it serves as it was (`aether_ads::holdback`).
+pub fn served_as_it_was(r: &Rejection) -> String {
+    format!(
+        "Envoy {} refused this route's configuration, so the route is served as it was: {}",
+        r.node, r.message
+    )
+}
+
 /// The status to write: `plan` as far as the fleet serves it (`served`, per
 /// Gateway) and with the Gateways' `addresses`. Pure; the override order is in
 /// the module docs and in [`Held::of`], nowhere else.
@@ -236,7 +245,9 @@ fn hold_routes(out: &mut StatusPlan, gated: &BTreeMap<ObjectRef, Served>) {
                     continue;
                 };
                 match s.refused.get(&key) {
-                    Some(message) => c.hold(route::Reason::UnsupportedValue, message),
+                    Some(refusal) => {
+                        c.hold(route::Reason::UnsupportedValue, &served_as_it_was(refusal));
+                    }
                     None => {
                         let message = format!(
                             "waiting for every ready Envoy to serve this route{}",

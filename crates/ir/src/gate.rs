@@ -57,8 +57,9 @@ pub struct Served {
     /// reported what their Envoy serves: named in the `Pending` messages.
     pub unreported: BTreeSet<String>,
     /// Routes an Envoy refused (served as they were before), by route key:
-    /// `Accepted=False/UnsupportedValue` with this message instead of `Pending`.
-    pub refused: BTreeMap<String, String>,
+    /// `Accepted=False/UnsupportedValue` with a message worded from this
+    /// instead of `Pending`.
+    pub refused: BTreeMap<String, Rejection>,
 }
 
 /// Which routes of a Gateway wait for the fleet.

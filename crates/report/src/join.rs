@@ -354,8 +354,12 @@ pub(crate) fn join(
             let part = crate::local::part_key(key, route);
             ready
                 .iter()
-                .find_map(|r| r.refused_routes.get(&part))
-                .map(|m| (route.clone(), m.clone()))
+                .find_map(|r| {
+                    r.refused_routes
+                        .get(&part)
+                        .map(|m| Rejection::new(&r.node, m))
+                })
+                .map(|refusal| (route.clone(), refusal))
         })
         .collect();
     Served {

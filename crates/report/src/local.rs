@@ -53,10 +53,10 @@ pub fn local_report(node: &str, fleet: &Fleet, snapshot: &Snapshot) -> AckReport
             }
             AckState::Pending => {}
         }
-        for (route, message) in s.refused {
+        for (route, refusal) in s.refused {
             report
                 .refused_routes
-                .insert(part_key(&key, &route), message);
+                .insert(part_key(&key, &route), refusal.message);
         }
         for route in s.routes {
             if let Some(parts) = resources.routes.get(&route) {

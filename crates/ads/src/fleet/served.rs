@@ -15,7 +15,7 @@
 //! the fragments of the versions an Envoy may hold (see `aether_xds::parts`).
 
 use super::{AckState, Fleet, NodeState, StreamState};
-use aether_ir::ObjectRef;
+use aether_ir::{ObjectRef, Rejection};
 use aether_xds::parts::OWN;
 use aether_xds::{ObjectParts, ResourceType, Snapshot};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -35,8 +35,8 @@ pub struct GatewayServed {
     /// Route keys whose current config the Envoy serves.
     pub routes: BTreeSet<String>,
     /// Routes an Envoy refused, served as they were (`crate::holdback`):
-    /// what their status says.
-    pub refused: BTreeMap<String, String>,
+    /// who refused each and Envoy's words.
+    pub refused: BTreeMap<String, Rejection>,
 }
 
 type Fragments = Arc<BTreeMap<String, String>>;
@@ -156,8 +156,8 @@ impl Fleet {
     }
 
     /// Routes an Envoy refused, held back (`crate::holdback`): by route key,
-    /// what their status says.
-    pub fn refused_routes(&self) -> BTreeMap<String, String> {
+    /// who refused it and Envoy's words.
+    pub fn refused_routes(&self) -> BTreeMap<String, Rejection> {
         self.holdback()
             .holds()
             .into_iter()
