@@ -113,7 +113,7 @@ pub fn rejected(r: &Rejection) -> String {
 /// refused alone, which it serves as it was (`aether_ads::holdback`).
 pub fn served_as_it_was(r: &Rejection) -> String {
     format!(
-        "Envoy {} refused this route's configuration, so the route is served as it was: {}",
+        "Envoy on node {} refused this route's configuration, so the route is served as it was: {}",
         r.node, r.message
     )
 }

@@ -261,6 +261,27 @@ fn a_route_being_served_is_not_held_back_by_another_one_changing() {
 }
 
 #[test]
+fn a_route_an_envoy_refused_says_who_and_envoys_words() {
+    let served = Served {
+        gateway: AckState::Acked,
+        pending: only(&["HTTPRoute/apps/r"]),
+        unreported: BTreeSet::new(),
+        refused: [(
+            "HTTPRoute/apps/r".to_string(),
+            Rejection::new("node-b", "regex too big"),
+        )]
+        .into(),
+    };
+    let g = assemble(&plan(), |_| served.clone(), &Addresses::Planned);
+    let r = &g.http_routes[&route_r()].parents[0].conditions[0];
+    assert_eq!(r.reason, route::Reason::UnsupportedValue);
+    assert_eq!(
+        r.message,
+        "Envoy on node node-b refused this route's configuration, so the route is served as it was: regex too big"
+    );
+}
+
+#[test]
 fn routes_keep_their_acceptance_while_the_gateways_listeners_change() {
     let served = Served {
         gateway: AckState::Pending,
