@@ -5,8 +5,8 @@
 //! clients (one node each) that subscribe to every resource of a snapshot of
 //! 100 Gateways (a cluster, its endpoints, a listener and a route table each)
 //! and ACK every response at once; and, as the leader's status gate does, a
-//! task that on every fleet change asks for every Gateway's state
-//! (`gateway_states`) and what every node serves (`served`). Then 40 times:
+//! task that on every fleet change runs the status gate over every connected
+//! node (`aether_report::fleet_served`: each node's report, joined). Then 40 times:
 //! one Gateway's route table changes, and the clock runs from publishing the
 //! snapshot to the fleet saying every Gateway is Acked on all 50 nodes.
 //! Prints median / p99 of that, the ACKs recorded per second, and how long the
@@ -16,6 +16,7 @@
 
 use aether_ads::{AckState, AdsServer, Fleet, bind, serve_on};
 use aether_benches::median_p99;
+use aether_report::fleet_served;
 use aether_xds::{ResourceType, Snapshot};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
@@ -100,7 +101,7 @@ async fn bench(streams: usize) {
             acks.clone(),
         ));
     }
-    // The status gate: every fleet change, every Gateway's state and what is served.
+    // The status gate: every fleet change, every node's report joined.
     let reads: Arc<Mutex<Vec<Duration>>> = Arc::default();
     let gate = tokio::spawn({
         let (fleet, reads, mut current) = (fleet.clone(), reads.clone(), publish.subscribe());
@@ -109,18 +110,16 @@ async fn bench(streams: usize) {
             while changes.changed().await.is_ok() {
                 let snapshot = current.borrow_and_update().clone();
                 let t = Instant::now();
-                std::hint::black_box(fleet.gateway_states(&snapshot));
-                std::hint::black_box(fleet.served(&snapshot));
+                std::hint::black_box(fleet_served(&fleet, &snapshot));
                 reads.lock().unwrap().push(t.elapsed());
             }
         }
     });
     let all_acked = |s: &Snapshot| {
         fleet.debug_view().nodes.len() == streams
-            && fleet
-                .gateway_states(s)
-                .values()
-                .all(|a| *a == AckState::Acked)
+            && s.gateways
+                .keys()
+                .all(|gw| fleet.gateway_state(s, gw) == AckState::Acked)
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     while !all_acked(&first) {
@@ -182,7 +181,7 @@ async fn bench(streams: usize) {
         "-",
     );
     println!(
-        "  status gate reads (gateway_states + served, on every fleet change): {} reads, median {read_median:.2} ms, p99 {read_p99:.2} ms",
+        "  status gate reads (fleet_served, on every fleet change): {} reads, median {read_median:.2} ms, p99 {read_p99:.2} ms",
         reads.len()
     );
 }

@@ -31,6 +31,7 @@
 //! holds and refused, and serves the snapshot it gets back.
 
 use crate::subscription::Versions;
+use aether_ir::Rejection;
 use aether_xds::held::{self, HeldRoutes};
 use aether_xds::{Resource, ResourceType, Snapshot};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -95,15 +96,12 @@ pub struct HoldBack {
 }
 
 impl Hold {
-    /// What the route's status says, when Envoy refused the route alone
-    /// (one held among several is only pending: it waits its turn).
-    pub fn refusal(&self) -> Option<String> {
-        self.alone.then(|| {
-            format!(
-                "Envoy {} refused this route's configuration, so the route is served as it was: {}",
-                self.node, self.message
-            )
-        })
+    /// Who refused the route and Envoy's words, when Envoy refused the route
+    /// alone (one held among several is only pending: it waits its turn).
+    /// Its status sentence is worded where status is assembled.
+    pub fn refusal(&self) -> Option<Rejection> {
+        self.alone
+            .then(|| Rejection::new(&self.node, &self.message))
     }
 }
 

@@ -1,6 +1,5 @@
 //! The Aggregated Discovery Service: serves [`aether_xds::Snapshot`]s to Envoy over
-//! SotW and Delta ADS, tracks what every Envoy ACKed or NACKed, and joins that into
-//! a fleet view the status writer waits on.
+//! SotW and Delta ADS and tracks, per node, what its Envoy ACKed or NACKed.
 //!
 //! ```text
 //!  desired Snapshot ─► Fleet::serve (routes Envoy refused held back: `holdback`)
@@ -13,8 +12,23 @@
 //!                               │  Acked / Nacked events
 //!                               ▼
 //!                           Fleet (per node, per type: ACKed versions, last NACK)
-//!                               └──► gateway_state(): Acked / Pending / Nacked(msg)
+//!                               └──► served_by(node): what that node's Envoy serves
 //! ```
+//!
+//! This crate is the first step of the status gate, not the gate. There is one
+//! path from an ACK to a status, the same for a standalone fleet of one (or a
+//! few) Envoys and for a DaemonSet of a hundred:
+//!
+//! ```text
+//!  Fleet (per node: what its Envoy ACKed)        this crate
+//!    └─ local_report(node) per node ─► AckReport  aether_report::local
+//!         └─ join over the Gateway's members      aether_report::join
+//!              └─ Served per Gateway              aether_ir::Served
+//!                   └─ assemble ─► status         aether_gateway::assemble
+//! ```
+//!
+//! [`Fleet::gateway_state`] answers another question, whether every connected
+//! Envoy holds a Gateway whole: what this crate's own tests wait on.
 //!
 //! Wiring it up:
 //!
@@ -23,8 +37,9 @@
 //! # -> Result<(), aether_ads::ServeError> {
 //! let fleet = aether_ads::Fleet::new();
 //! let server = aether_ads::AdsServer::new(snapshots, fleet.clone());
-//! // `fleet.gateway_state(&snapshot, &gateway)` gates status; `fleet.subscribe()`
-//! // says when to look again.
+//! // `aether_report::fleet_served(&fleet, &snapshot)` (standalone) or each
+//! // node's `aether_report::local_report` (an agent) feeds the status gate;
+//! // `fleet.subscribe()` says when to look again.
 //! aether_ads::serve("127.0.0.1:18000", server, std::future::pending()).await
 //! # }
 //! ```

@@ -238,12 +238,12 @@ async fn a_nack_is_reported_with_the_node_and_envoys_text(
     };
     tx.send(nack).await.unwrap();
     let state = wait_for(&running.fleet, &s2, |s| matches!(s, AckState::Nacked(_))).await;
-    let AckState::Nacked(msg) = state else {
+    let AckState::Nacked(rejection) = state else {
         unreachable!()
     };
     assert!(
-        msg.contains("envoy-sotw") && msg.contains("route: bad regex"),
-        "{msg}"
+        rejection.node == "envoy-sotw" && rejection.message.contains("route: bad regex"),
+        "{rejection:?}"
     );
     pushed
 }

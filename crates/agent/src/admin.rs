@@ -419,8 +419,9 @@ async fn debug_explain(State(state): State<Shared>, RawQuery(query): RawQuery) -
         e.served_by(&p.snapshot.version, computed.as_deref(), &nodes);
         // Routes of this Gateway an Envoy refused are served as they were.
         if let Some(resources) = p.snapshot.gateways.get(&gw) {
-            for (key, why) in state.fleet.refused_routes() {
+            for (key, refusal) in state.fleet.refused_routes() {
                 if resources.routes.contains_key(&key) {
+                    let why = aether_gateway::assemble::served_as_it_was(&refusal);
                     e.caveats.push(format!("{key}: {why}"));
                 }
             }

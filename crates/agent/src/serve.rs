@@ -4,7 +4,9 @@
 
 use crate::pipeline::Published;
 use aether_ads::{AckState, AdsServer, Fleet};
-use aether_ir::ObjectRef;
+use aether_gateway::assemble::rejected;
+use aether_ir::{ObjectRef, Pending};
+use aether_report::fleet_served;
 use aether_xds::Snapshot;
 use anyhow::Context;
 use std::collections::BTreeMap;
@@ -165,7 +167,8 @@ async fn forward_snapshots(
 }
 
 /// Logs each Gateway's transitions between pending, programmed and rejected as
-/// the local Envoy ACKs and NACKs.
+/// the Envoys connected here ACK and NACK: the status gate's own join over
+/// them ([`fleet_served`]), so the log and the status say the same.
 async fn report_programmed(mut published: watch::Receiver<Option<Arc<Published>>>, fleet: Fleet) {
     let mut fleet_changes = fleet.subscribe();
     let mut last: BTreeMap<ObjectRef, String> = BTreeMap::new();
@@ -176,11 +179,13 @@ async fn report_programmed(mut published: watch::Receiver<Option<Arc<Published>>
             .map(|p| p.snapshot.clone());
         if let Some(snapshot) = snapshot {
             let mut now = BTreeMap::new();
-            for (gw, state) in fleet.gateway_states(&snapshot) {
-                let state = match state {
-                    AckState::Acked => "programmed".to_string(),
-                    AckState::Pending => "pending".to_string(),
-                    AckState::Nacked(msg) => format!("rejected by Envoy: {msg}"),
+            for (gw, served) in fleet_served(&fleet, &snapshot) {
+                let state = match &served.gateway {
+                    AckState::Nacked(rejection) => rejected(rejection),
+                    AckState::Acked if served.pending == Pending::Only(Default::default()) => {
+                        "programmed".to_string()
+                    }
+                    AckState::Acked | AckState::Pending => "pending".to_string(),
                 };
                 if last.get(&gw) != Some(&state) {
                     info!(gateway = %gw, "{state}");

@@ -31,11 +31,10 @@ use crate::cli::StandaloneArgs;
 use crate::pipeline::{Pipeline, Published};
 use crate::serve;
 use crate::source::{self, Edits, Fingerprint, ParseCache};
-use aether_ads::{Fleet, GatewayServed};
-use aether_gateway::assemble::Pending;
+use aether_ads::Fleet;
 use aether_gateway::{AckState, Addresses, Served, assemble};
 use aether_ir::ObjectRef;
-use aether_xds::Snapshot;
+use aether_report::fleet_served;
 use anyhow::Context;
 use problems::{ConfigProblems, Problems};
 use std::path::PathBuf;
@@ -93,8 +92,14 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
             registry
         },
         status_view: Box::new(move |p: &Published| {
-            let served = gate_fleet.served(&p.snapshot);
-            let served = |gw: &ObjectRef| local_served(&p.snapshot, gw, served.get(gw));
+            // A fleet of the Envoys connected here, through the leader's join.
+            let served = fleet_served(&gate_fleet, &p.snapshot);
+            let served = |gw: &ObjectRef| {
+                served
+                    .get(gw)
+                    .cloned()
+                    .unwrap_or_else(|| Served::whole(AckState::Pending))
+            };
             assemble(&p.status, served, &Addresses::Planned)
         }),
         envoy_ready: None,
@@ -177,26 +182,6 @@ fn open_state(
         Err(e) => warn!("{e:#}; starting without it"),
     }
     Some(file)
-}
-
-/// The local fleet's view of one Gateway, as the status gate takes it.
-pub fn local_served(snapshot: &Snapshot, gw: &ObjectRef, served: Option<&GatewayServed>) -> Served {
-    let (Some(served), Some(resources)) = (served, snapshot.gateways.get(gw)) else {
-        return Served::whole(AckState::Pending);
-    };
-    let gateway = served.gateway.clone();
-    let pending = resources
-        .routes
-        .keys()
-        .filter(|k| !served.routes.contains(*k))
-        .cloned()
-        .collect();
-    Served {
-        gateway,
-        pending: Pending::Only(pending),
-        unreported: Default::default(),
-        refused: served.refused.clone(),
-    }
 }
 
 /// The directory being served and what reading it needs.

@@ -28,58 +28,10 @@ use crate::status::{
     GatewayStatus, GatewayStatusAddress, ListenerStatus, StatusPlan, condition, condition_mut,
 };
 use crate::vocabulary::{gateway, listener, listener_set, route};
-pub use aether_ir::AckState;
+pub use aether_ir::{AckState, Pending, Rejection, Served};
 use aether_ir::{ObjectRef, names};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
-/// What the fleet serves of one Gateway.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Served {
-    /// The Gateway's own config: its listeners.
-    pub gateway: AckState,
-    /// Routes not served at their current config by every Envoy.
-    pub pending: Pending,
-    /// Nodes that must serve the Gateway (they take its traffic) but have not
-    /// reported what their Envoy serves: named in the `Pending` messages.
-    pub unreported: BTreeSet<String>,
-    /// Routes an Envoy refused (served as they were before), by route key:
-    /// `Accepted=False/UnsupportedValue` with this message instead of `Pending`.
-    pub refused: BTreeMap<String, String>,
-}
-
-/// Which routes of a Gateway wait for the fleet.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pending {
-    /// Every route (nothing of the Gateway is known to be served).
-    All,
-    /// These route keys (see [`names::route_key`]); every other route is served.
-    Only(BTreeSet<String>),
-}
-
-impl Served {
-    /// The whole Gateway in one state: all served when Acked, none otherwise.
-    pub fn whole(state: AckState) -> Self {
-        let pending = if state == AckState::Acked {
-            Pending::Only(BTreeSet::new())
-        } else {
-            Pending::All
-        };
-        Served {
-            gateway: state,
-            pending,
-            unreported: BTreeSet::new(),
-            refused: BTreeMap::new(),
-        }
-    }
-
-    pub fn serves_route(&self, key: &str) -> bool {
-        match &self.pending {
-            Pending::All => false,
-            Pending::Only(keys) => !keys.contains(key),
-        }
-    }
-}
 
 /// Where Gateways' `status.addresses` come from.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -119,10 +71,10 @@ impl Held {
     fn of(served: &Served, no_address: Option<(gateway::Reason, &str)>) -> Held {
         let fleet = match &served.gateway {
             AckState::Acked => None,
-            AckState::Nacked(msg) => Some((
+            AckState::Nacked(rejection) => Some((
                 gateway::Reason::Invalid,
                 listener::Reason::Invalid,
-                format!("Envoy rejected the configuration: {msg}"),
+                rejected(rejection),
             )),
             AckState::Pending => Some((
                 gateway::Reason::Pending,
@@ -146,6 +98,24 @@ impl Held {
             listeners: fleet.map(|(_, r, m)| (r, m)),
         }
     }
+}
+
+/// The sentence status (and a log line) says of an Envoy's NACK: the one
+/// place it is worded.
+pub fn rejected(r: &Rejection) -> String {
+    format!(
+        "Envoy on node {} rejected the configuration: {}",
+        r.node, r.message
+    )
+}
+
+/// The sentence a route's status (and `explain`) says of a route an Envoy
+/// refused alone, which it serves as it was (`aether_ads::holdback`).
+pub fn served_as_it_was(r: &Rejection) -> String {
+    format!(
+        "Envoy on node {} refused this route's configuration, so the route is served as it was: {}",
+        r.node, r.message
+    )
 }
 
 /// The status to write: `plan` as far as the fleet serves it (`served`, per
@@ -275,7 +245,9 @@ fn hold_routes(out: &mut StatusPlan, gated: &BTreeMap<ObjectRef, Served>) {
                     continue;
                 };
                 match s.refused.get(&key) {
-                    Some(message) => c.hold(route::Reason::UnsupportedValue, message),
+                    Some(refusal) => {
+                        c.hold(route::Reason::UnsupportedValue, &served_as_it_was(refusal));
+                    }
                     None => {
                         let message = format!(
                             "waiting for every ready Envoy to serve this route{}",

@@ -17,7 +17,10 @@ fn only(keys: &[&str]) -> Pending {
 }
 
 fn nacked() -> AckState {
-    AckState::Nacked("duplicate domain".into())
+    AckState::Nacked(Rejection::new(
+        "node-b",
+        "RDS version 0123456789ab: duplicate domain",
+    ))
 }
 
 fn given_addresses(missing: Option<&str>) -> Addresses {
@@ -162,7 +165,10 @@ fn messages_say_why() {
         &given_addresses(Some("x")),
     );
     let g = condition(&out.gateways[&web()].conditions, gateway::Type::Programmed).unwrap();
-    assert!(g.message.contains("duplicate domain"), "{}", g.message);
+    assert_eq!(
+        g.message,
+        "Envoy on node node-b rejected the configuration: RDS version 0123456789ab: duplicate domain"
+    );
     let out = assemble(
         &plan(),
         |_| Served::whole(AckState::Acked),
@@ -252,6 +258,27 @@ fn a_route_being_served_is_not_held_back_by_another_one_changing() {
     // The same name of another kind is another route.
     let g = served_but(&["GRPCRoute/apps/r"]);
     assert!(g.http_routes[&route_r()].parents[0].conditions[0].ok);
+}
+
+#[test]
+fn a_route_an_envoy_refused_says_who_and_envoys_words() {
+    let served = Served {
+        gateway: AckState::Acked,
+        pending: only(&["HTTPRoute/apps/r"]),
+        unreported: BTreeSet::new(),
+        refused: [(
+            "HTTPRoute/apps/r".to_string(),
+            Rejection::new("node-b", "regex too big"),
+        )]
+        .into(),
+    };
+    let g = assemble(&plan(), |_| served.clone(), &Addresses::Planned);
+    let r = &g.http_routes[&route_r()].parents[0].conditions[0];
+    assert_eq!(r.reason, route::Reason::UnsupportedValue);
+    assert_eq!(
+        r.message,
+        "Envoy on node node-b refused this route's configuration, so the route is served as it was: regex too big"
+    );
 }
 
 #[test]

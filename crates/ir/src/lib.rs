@@ -22,8 +22,11 @@ use std::sync::Arc;
 
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
+pub mod gate;
 pub mod names;
 pub mod untrusted;
+
+pub use gate::{AckState, Pending, Rejection, Served};
 
 /// A namespaced Kubernetes object, ordered namespace first.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
@@ -45,18 +48,6 @@ impl fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
     }
-}
-
-/// What the Envoy fleet has done with (part of) a Gateway's current config: the
-/// one vocabulary of the ACK gate, from the ADS fleet view to the status plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AckState {
-    /// Every connected Envoy ACKed it (and there is at least one).
-    Acked,
-    /// Not everywhere yet, or no Envoy is connected.
-    Pending,
-    /// An Envoy rejected it: which node, and what it said.
-    Nacked(String),
 }
 
 /// Everything one data plane serves.

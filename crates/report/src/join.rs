@@ -3,9 +3,7 @@
 use crate::local::part_key;
 use crate::pb::AckReport;
 use crate::recent::{Prints, Recent};
-use aether_gateway::assemble::Pending;
-use aether_gateway::{AckState, Served};
-use aether_ir::ObjectRef;
+use aether_ir::{AckState, ObjectRef, Pending, Rejection, Served};
 use aether_xds::parts::OWN;
 use aether_xds::{GatewayResources, Snapshot};
 use std::collections::{BTreeMap, BTreeSet};
@@ -123,23 +121,36 @@ impl Reports {
     pub fn served(&self, snapshot: &Snapshot, members: &Members) -> BTreeMap<ObjectRef, Served> {
         let recent = self.recent.lock().expect("recent snapshots lock");
         let nodes = self.nodes.lock().expect("reports lock");
-        snapshot
-            .gateways
-            .iter()
-            .map(|(gw, resources)| {
-                let current = Current {
-                    snapshot,
-                    gw,
-                    resources,
-                    key: gw.to_string(),
-                };
-                let (reporting, unreported) = members.required(gw, &nodes);
-                let mut served = join(&reporting, &current, &recent);
-                served.unreported = unreported;
-                (gw.clone(), served)
-            })
-            .collect()
+        served(snapshot, &nodes, members, &recent)
     }
+}
+
+/// The status gate, pure: per Gateway of `snapshot`, [`join`] over the
+/// reports of the nodes `members` says must serve it. The leader calls it
+/// over the last report of every agent ([`Reports::served`]); standalone over
+/// a report of each Envoy connected to it (`crate::local::fleet_served`).
+pub(crate) fn served(
+    snapshot: &Snapshot,
+    nodes: &BTreeMap<String, AckReport>,
+    members: &Members,
+    recent: &Recent,
+) -> BTreeMap<ObjectRef, Served> {
+    snapshot
+        .gateways
+        .iter()
+        .map(|(gw, resources)| {
+            let current = Current {
+                snapshot,
+                gw,
+                resources,
+                key: gw.to_string(),
+            };
+            let (reporting, unreported) = members.required(gw, nodes);
+            let mut served = join(&reporting, &current, recent);
+            served.unreported = unreported;
+            (gw.clone(), served)
+        })
+        .collect()
 }
 
 impl Reports {
@@ -304,16 +315,11 @@ pub(crate) fn join(
             }
         })
         .collect();
-    let gateway = if let Some((node, msg)) = ready
+    let gateway = if let Some(rejection) = ready
         .iter()
-        .find_map(|r| r.nacked.get(key).map(|m| (&r.node, m)))
+        .find_map(|r| r.nacked.get(key).map(|m| Rejection::new(&r.node, m)))
     {
-        // The agent's message names its node already ("Envoy <node> rejected …").
-        if msg.starts_with(&format!("Envoy {node} ")) {
-            AckState::Nacked(msg.clone())
-        } else {
-            AckState::Nacked(format!("node {node}: {msg}"))
-        }
+        AckState::Nacked(rejection)
     } else if !all_reported {
         AckState::Pending
     } else if nodes.iter().all(|n| {
@@ -348,8 +354,12 @@ pub(crate) fn join(
             let part = crate::local::part_key(key, route);
             ready
                 .iter()
-                .find_map(|r| r.refused_routes.get(&part))
-                .map(|m| (route.clone(), m.clone()))
+                .find_map(|r| {
+                    r.refused_routes
+                        .get(&part)
+                        .map(|m| Rejection::new(&r.node, m))
+                })
+                .map(|refusal| (route.clone(), refusal))
         })
         .collect();
     Served {

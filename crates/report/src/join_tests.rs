@@ -49,21 +49,6 @@ fn acked_only_when_every_connected_node_has_the_leaders_hash() {
     assert_eq!(state(&reports, &snapshot), AckState::Acked);
 }
 
-#[test]
-fn a_nack_names_the_node_and_envoys_message() {
-    let snapshot = mk_snapshot(b"v1");
-    let reports = Reports::default();
-    let mut a = mk_report("a", true);
-    a.nacked.insert("ns/gw".into(), "bad regex".into());
-    reports.update(a);
-    assert_eq!(
-        state(&reports, &snapshot),
-        AckState::Nacked("node a: bad regex".into())
-    );
-    reports.remove("a");
-    assert_eq!(state(&reports, &snapshot), AckState::Pending);
-}
-
 /// Gateway ns/gw with routes a and b, each owning a fragment of table "rt".
 fn mk_parted_snapshot() -> Snapshot {
     mk_parted("fa", "fb", b"v1")
@@ -219,7 +204,10 @@ fn the_nodes_that_take_the_traffic_must_serve_reported_or_not() {
     a.nacked.insert("ns/gw".into(), "bad regex".into());
     reports.update(a);
     let served = &reports.served(&snapshot, &members)[&gw];
-    assert_eq!(served.gateway, AckState::Nacked("node a: bad regex".into()));
+    assert_eq!(
+        served.gateway,
+        AckState::Nacked(Rejection::new("a", "bad regex"))
+    );
     assert!(!served.serves_route("HTTPRoute/ns/a"));
 
     // Static mode: the Ready edge pods take every Gateway's traffic; a

@@ -1,10 +1,23 @@
-//! Fleet ACK reports: the status gate across a DaemonSet of agents.
+//! Fleet ACK reports and their join: the status gate, for a fleet of any size.
 //!
 //! ```text
+//!  Fleet (per node: what its Envoy ACKed)  ─ aether_ads
+//!    └─ local_report(node, fleet, snapshot) per node ─► AckReport
+//!         └─ join over the Gateway's members ─► Served per Gateway (aether_ir)
+//!              └─ assemble ─► status (aether_gateway::assemble)
+//!
+//!  DaemonSet: each agent reports its node, the leader joins the last reports
 //!  agent (node A) ── local Fleet ─► AckReport ──gRPC stream──┐
-//!  agent (node B) ── local Fleet ─► AckReport ──gRPC stream──┼─► leader: Reports ─► join ─► AckState per Gateway
+//!  agent (node B) ── local Fleet ─► AckReport ──gRPC stream──┼─► leader: Reports::served ─► join
 //!  leader's own node ─ local Fleet ─► AckReport ─(in process)─┘
+//!
+//!  standalone: every Envoy connected to the one ADS server is a node
+//!  Fleet ─► local_report per connected node ─► join (members: those nodes) = fleet_served
 //! ```
+//!
+//! So each behaviour of the gate (a partial ACK, a NACK confined to its
+//! Gateway, a refused route served as it was, an Envoy gone or not ACKed yet)
+//! is decided once, in [`join`], and its text is worded once, in `assemble`.
 //!
 //! Every agent translates the same store into the same snapshot, so a Gateway's
 //! content hash is comparable across nodes: the leader calls a Gateway ACKed when
@@ -26,7 +39,7 @@ pub mod pb {
 }
 
 pub use join::{Members, Reports};
-pub use local::local_report;
+pub use local::{fleet_served, local_report};
 pub use pb::AckReport;
 pub use per_node::{EnvoyConnected, GatewayNodes, NodeState};
 

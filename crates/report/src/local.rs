@@ -1,9 +1,15 @@
-//! What one agent's local Envoy serves, as a report for the leader.
+//! What an Envoy connected to this ADS server serves, as an [`AckReport`]:
+//! an agent's report for the leader, and in standalone each connected
+//! Envoy's report for the same join ([`fleet_served`]).
 
+use crate::join::{Members, served};
 use crate::pb::AckReport;
+use crate::recent::Recent;
 use aether_ads::{AckState, Fleet};
+use aether_ir::{ObjectRef, Served};
 use aether_xds::Snapshot;
 use aether_xds::parts::OWN;
+use std::collections::BTreeMap;
 
 /// The key of one part of a Gateway in `AckReport.acked_parts`.
 pub fn part_key(gateway: &str, object: &str) -> String {
@@ -12,7 +18,7 @@ pub fn part_key(gateway: &str, object: &str) -> String {
 
 /// The report for `node` given its local ADS fleet and the snapshot it serves.
 pub fn local_report(node: &str, fleet: &Fleet, snapshot: &Snapshot) -> AckReport {
-    let envoy_connected = fleet.gateway_acks(snapshot).contains_key(node);
+    let envoy_connected = fleet.nodes().contains(node);
     let mut report = AckReport {
         node: node.to_string(),
         envoy_connected,
@@ -42,15 +48,15 @@ pub fn local_report(node: &str, fleet: &Fleet, snapshot: &Snapshot) -> AckReport
                     .acked_parts
                     .insert(part_key(&key, OWN), resources.own.fingerprint.clone());
             }
-            AckState::Nacked(msg) => {
-                report.nacked.insert(key.clone(), msg);
+            AckState::Nacked(rejection) => {
+                report.nacked.insert(key.clone(), rejection.message);
             }
             AckState::Pending => {}
         }
-        for (route, message) in s.refused {
+        for (route, refusal) in s.refused {
             report
                 .refused_routes
-                .insert(part_key(&key, &route), message);
+                .insert(part_key(&key, &route), refusal.message);
         }
         for route in s.routes {
             if let Some(parts) = resources.routes.get(&route) {
@@ -62,3 +68,28 @@ pub fn local_report(node: &str, fleet: &Fleet, snapshot: &Snapshot) -> AckReport
     }
     report
 }
+
+/// The status gate of a fleet that is every Envoy connected to `fleet`'s ADS
+/// server (standalone: one node, or a few): each one's [`local_report`], joined
+/// with the connected nodes as the members of every Gateway. The same join the
+/// leader runs over its agents' reports; every report is relative to
+/// `snapshot` itself, so no older snapshot needs remembering.
+pub fn fleet_served(fleet: &Fleet, snapshot: &Snapshot) -> BTreeMap<ObjectRef, Served> {
+    let reports: BTreeMap<String, AckReport> = fleet
+        .nodes()
+        .into_iter()
+        .map(|node| {
+            let report = local_report(&node, fleet, snapshot);
+            (node, report)
+        })
+        .collect();
+    let members = Members {
+        every_gateway: reports.keys().cloned().collect(),
+        ..Members::default()
+    };
+    served(snapshot, &reports, &members, &Recent::default())
+}
+
+#[cfg(test)]
+#[path = "local_tests.rs"]
+mod tests;

@@ -12,9 +12,7 @@
 use crate::AckReport;
 use crate::join::{Current, Members, Reports, join};
 use crate::recent::Recent;
-use aether_gateway::AckState;
-use aether_gateway::assemble::Pending;
-use aether_ir::ObjectRef;
+use aether_ir::{AckState, ObjectRef, Pending};
 use aether_xds::Snapshot;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -139,9 +137,9 @@ impl Reports {
                     }
                     let served = join(&[Some(report)], &current, &recent);
                     let state = match (&served.gateway, &served.pending) {
-                        // Envoy's own words (the joined message names the node).
-                        (AckState::Nacked(joined), _) => NodeState::Nacked {
-                            message: report.nacked.get(&current.key).unwrap_or(joined).clone(),
+                        // Envoy's own words; the node is the map's key.
+                        (AckState::Nacked(rejection), _) => NodeState::Nacked {
+                            message: rejection.message.clone(),
                         },
                         (AckState::Acked, Pending::Only(p)) if p.is_empty() => NodeState::Served,
                         (AckState::Acked, Pending::Only(p)) => NodeState::Behind {

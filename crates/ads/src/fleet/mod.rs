@@ -1,12 +1,16 @@
-//! The fleet ACK view: what every connected Envoy holds, joined per Gateway.
+//! The fleet ACK view: what each connected Envoy holds, per node.
 //!
 //! ```text
 //!  Fleet ── streams[id] = { node, protocol, acked[type][name] = version, nacks[type] }
 //!        │        (one entry per open ADS stream; removed when the stream ends;
 //!        │         a concurrent map: each stream writes its own entry)
+//!        ├─ nodes()                  the node ids of the open streams
+//!        ├─ served_by(node, snapshot) per Gateway: its listeners and each route,
+//!        │                           as that node's Envoy serves them (`served.rs`);
+//!        │                           the input of its `AckReport`, never the gate
 //!        ├─ gateway_acks(snapshot)   per node, per Gateway: hash of what it ACKed
-//!        ├─ gateway_state(s)(snapshot, ..)  Acked / Pending / Nacked(msg), whole Gateways
-//!        ├─ served(snapshot)         per Gateway: its listeners and each route (`served.rs`)
+//!        ├─ gateway_state(snapshot, gw)  Acked / Pending / Nacked: whole Gateways
+//!        │                           on every node (for the ADS tests, not status)
 //!        ├─ debug_view()             per node, per type: ACKed version, last NACK
 //!        ├─ metrics()                the ADS counters (`AdsMetrics`, registered by the binary)
 //!        └─ subscribe()              a counter bumped on every change
@@ -16,6 +20,9 @@
 //! they are merged by node, later streams winning per resource. A node with no open
 //! stream is not in the view: when it comes back it starts from nothing until it
 //! ACKs again, which is what Envoy's own state is worth after a restart.
+//!
+//! The status gate joins per-node reports (`aether_report::join`), one node
+//! or many; see the crate docs for the one path.
 //!
 //! Many streams record at once while the status gate reads: the streams live in
 //! a sharded map (`DashMap`), a stream's write locks only its shard, and a
@@ -39,10 +46,10 @@ pub use view::{FleetView, NackView, NodeView, TypeView};
 use crate::event::{Event, Nack};
 use crate::holdback::HoldBack;
 use crate::subscription::Versions;
-use aether_ir::{AckState, ObjectRef};
+use aether_ir::{AckState, ObjectRef, Rejection};
 use aether_xds::{GatewayResources, ResourceType, Snapshot};
 use dashmap::DashMap;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::sync::watch;
@@ -145,6 +152,16 @@ impl Fleet {
         }
     }
 
+    /// The node ids of every open stream, sorted: the members of a fleet of
+    /// Envoys connected to this server (standalone's whole fleet).
+    pub fn nodes(&self) -> BTreeSet<String> {
+        self.shared
+            .streams
+            .iter()
+            .map(|e| e.value().node.clone())
+            .collect()
+    }
+
     /// Per connected node, per Gateway of `snapshot`: the hash over the versions
     /// that node ACKed, `None` while some member is not ACKed at all.
     pub fn gateway_acks(
@@ -165,25 +182,34 @@ impl Fleet {
             .collect()
     }
 
-    /// The status gate for one Gateway of `snapshot`.
+    /// Whether every connected Envoy holds Gateway `gw` of `snapshot` whole:
+    /// Acked when each one ACKed every member at its current version, Nacked
+    /// when one that does not stands on a NACK of a member (the first such
+    /// node by id), Pending otherwise and with no node connected. Not the
+    /// status gate, which is per object and joins per-node reports
+    /// (`aether_report::join`): this whole-Gateway answer is what the ADS
+    /// server's own tests wait on.
     pub fn gateway_state(&self, snapshot: &Snapshot, gw: &ObjectRef) -> AckState {
         let Some(resources) = snapshot.gateways.get(gw) else {
             return AckState::Pending;
         };
         let streams = self.streams();
-        gateway_state(&nodes(&streams), snapshot, resources)
-    }
-
-    /// [`Fleet::gateway_state`] for every Gateway of `snapshot` at once: the fleet
-    /// is merged once, not once per Gateway.
-    pub fn gateway_states(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, AckState> {
-        let streams = self.streams();
         let nodes = nodes(&streams);
-        snapshot
-            .gateways
-            .iter()
-            .map(|(gw, resources)| (gw.clone(), gateway_state(&nodes, snapshot, resources)))
-            .collect()
+        let mut all_whole = !nodes.is_empty();
+        for (node, state) in &nodes {
+            if state.serves(snapshot, resources) {
+                continue;
+            }
+            all_whole = false;
+            if let Some(rejection) = state.rejection(node, snapshot, resources) {
+                return AckState::Nacked(rejection);
+            }
+        }
+        if all_whole {
+            AckState::Acked
+        } else {
+            AckState::Pending
+        }
     }
 
     /// Per node, per type: the ACKed version and resources, and the last NACK.
@@ -359,16 +385,25 @@ impl<'a> NodeState<'a> {
         })
     }
 
-    /// "rejected <type> version <v>: <Envoy's message>", for the newest standing
-    /// rejection of a resource of the Gateway at the version the snapshot
-    /// still holds (a rejection of a version since replaced says nothing).
-    fn rejection(&self, snapshot: &Snapshot, resources: &GatewayResources) -> Option<String> {
+    /// The newest standing rejection of a resource of the Gateway at the
+    /// version the snapshot still holds (a rejection of a version since
+    /// replaced says nothing), as [`Rejection`] data: "<type> version <v>:
+    /// <Envoy's message>". Its sentence is worded where status is assembled.
+    fn rejection(
+        &self,
+        node: &str,
+        snapshot: &Snapshot,
+        resources: &GatewayResources,
+    ) -> Option<Rejection> {
         self.nack_concerning(snapshot, resources).map(|(ty, nack)| {
-            format!(
-                "rejected {} version {}: {}",
-                ty.short_name(),
-                short_version(&nack.version),
-                nack.message
+            Rejection::new(
+                node,
+                format!(
+                    "{} version {}: {}",
+                    ty.short_name(),
+                    short_version(&nack.version),
+                    nack.message
+                ),
             )
         })
     }
@@ -393,15 +428,6 @@ impl<'a> NodeState<'a> {
     }
 }
 
-/// One node's standing on one Gateway.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-struct NodeGateway {
-    /// The node ACKed every member at the version the snapshot holds.
-    serves_current: bool,
-    /// Why the node does not serve the current config, when it rejected it.
-    rejected: Option<String>,
-}
-
 impl<'a> NodeState<'a> {
     /// Equal versions for every member is equal hashes, without hashing: this is
     /// the hot path of the status gate.
@@ -411,55 +437,6 @@ impl<'a> NodeState<'a> {
             acked.is_some() && acked == snapshot.version_of(*ty, name)
         })
     }
-
-    fn standing(&self, snapshot: &Snapshot, resources: &GatewayResources) -> NodeGateway {
-        let serves_current = self.serves(snapshot, resources);
-        let rejected = if serves_current {
-            None
-        } else {
-            self.rejection(snapshot, resources)
-        };
-        NodeGateway {
-            serves_current,
-            rejected,
-        }
-    }
-}
-
-/// The status gate over every connected node's standing: Acked when all of them
-/// serve the Gateway's current config; Nacked when one that does not stands on a
-/// NACK of one of its resources (the first such node by id); Pending otherwise,
-/// including when no node is connected.
-fn join<'n>(nodes: impl IntoIterator<Item = (&'n str, NodeGateway)>) -> AckState {
-    let mut any = false;
-    let mut all_acked = true;
-    for (node, standing) in nodes {
-        any = true;
-        if standing.serves_current {
-            continue;
-        }
-        all_acked = false;
-        if let Some(why) = standing.rejected {
-            return AckState::Nacked(format!("Envoy {node} {why}"));
-        }
-    }
-    if any && all_acked {
-        AckState::Acked
-    } else {
-        AckState::Pending
-    }
-}
-
-fn gateway_state(
-    nodes: &BTreeMap<&str, NodeState<'_>>,
-    snapshot: &Snapshot,
-    resources: &GatewayResources,
-) -> AckState {
-    join(
-        nodes
-            .iter()
-            .map(|(node, state)| (*node, state.standing(snapshot, resources))),
-    )
 }
 
 /// Versions are sha256 hex; twelve characters identify one in a message.

@@ -1,17 +1,21 @@
-//! Per object: does every connected Envoy serve its current config?
+//! Per object: does one node's Envoy serve its current config?
 //!
 //! ```text
 //!  remember(snapshot) ── the snapshot's fragments (History), before any stream gets it
-//!  served(snapshot) ── per Gateway: whole (every member current everywhere),
-//!                      gateway (its own listeners), routes served everywhere
+//!  served_by(node, snapshot) ── per Gateway: whole (every member current),
+//!                               gateway (its own listeners), routes it serves
 //! ```
+//!
+//! This is one node's side of the status gate, never the gate: each node's
+//! answer becomes its `AckReport` and the gate is the join over the nodes
+//! that must serve a Gateway (`aether_report::join`), one node or many.
 //!
 //! An Envoy that has not ACKed the newest version of a route table still serves
 //! the routes that version carries unchanged: [`History`] keeps, per resource,
 //! the fragments of the versions an Envoy may hold (see `aether_xds::parts`).
 
 use super::{AckState, Fleet, NodeState, StreamState};
-use aether_ir::ObjectRef;
+use aether_ir::{ObjectRef, Rejection};
 use aether_xds::parts::OWN;
 use aether_xds::{ObjectParts, ResourceType, Snapshot};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -20,19 +24,19 @@ use std::sync::Arc;
 /// Versions remembered per resource beyond those some stream holds.
 const RECENT: usize = 4;
 
-/// What the fleet serves of one Gateway of a snapshot.
+/// What one node's Envoy serves of one Gateway of a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayServed {
-    /// Every member at the snapshot's version on every connected node.
+    /// Every member at the snapshot's version.
     pub whole: bool,
-    /// The Gateway's own share (its listeners): Acked when every node serves
-    /// it; Nacked when a node rejected any of the Gateway's resources.
+    /// The Gateway's own share (its listeners): Acked when the Envoy serves
+    /// it; Nacked when it rejected any of the Gateway's resources.
     pub gateway: AckState,
-    /// Route keys whose current config every connected node serves.
+    /// Route keys whose current config the Envoy serves.
     pub routes: BTreeSet<String>,
     /// Routes an Envoy refused, served as they were (`crate::holdback`):
-    /// what their status says.
-    pub refused: BTreeMap<String, String>,
+    /// who refused each and Envoy's words.
+    pub refused: BTreeMap<String, Rejection>,
 }
 
 type Fragments = Arc<BTreeMap<String, String>>;
@@ -88,96 +92,55 @@ impl Fleet {
         self.history_mut().remember(snapshot, &held);
     }
 
-    /// Per Gateway of `snapshot`, what every connected node serves of it. A
-    /// version an Envoy holds is read from the fragments [`Fleet::remember`]
-    /// kept of it; one never remembered serves only what is current.
-    pub fn served(&self, snapshot: &Snapshot) -> BTreeMap<ObjectRef, GatewayServed> {
-        self.served_among(snapshot, |_| true)
-    }
-
-    /// [`Fleet::served`] counting only the Envoy of `node`: an agent's report
-    /// says what its own Envoy serves, and another client of its ADS server
-    /// (a stray process with another node id) must neither hold it back nor
-    /// put its NACK text into it.
+    /// Per Gateway of `snapshot`, what the Envoy of `node` serves of it: the
+    /// input of that node's `AckReport` (`aether_report::local_report`). A
+    /// version it holds is read from the fragments [`Fleet::remember`] kept of
+    /// it; one never remembered serves only what is current. Only this node
+    /// counts: another client of the same ADS server (a stray process with
+    /// another node id) neither holds it back nor puts its NACK into it.
     pub fn served_by(&self, node: &str, snapshot: &Snapshot) -> BTreeMap<ObjectRef, GatewayServed> {
-        self.served_among(snapshot, |n| n == node)
-    }
-
-    /// Routes an Envoy refused, held back (`crate::holdback`): by route key,
-    /// what their status says.
-    pub fn refused_routes(&self) -> BTreeMap<String, String> {
-        self.holdback()
-            .holds()
-            .into_iter()
-            .filter_map(|(k, h)| Some((k.to_string(), h.refusal()?)))
-            .collect()
-    }
-
-    fn served_among(
-        &self,
-        snapshot: &Snapshot,
-        counts: impl Fn(&str) -> bool,
-    ) -> BTreeMap<ObjectRef, GatewayServed> {
         let streams = self.streams();
-        let mut nodes = super::nodes(&streams);
-        nodes.retain(|n, _| counts(n));
+        let nodes = super::nodes(&streams);
+        let state = nodes.get(node);
         let history = &*self.history();
         let holds = self.refused_routes();
         snapshot
             .gateways
             .iter()
             .map(|(gw, resources)| {
-                let standings: Vec<(&str, bool, bool)> = nodes
-                    .iter()
-                    .map(|(node, state)| {
-                        let whole = state.serves(snapshot, resources);
-                        let own = whole
-                            || (!resources.own.parts.is_empty()
-                                && serves(state, snapshot, history, OWN, &resources.own));
-                        (*node, whole, own)
-                    })
-                    .collect();
-                let any = !standings.is_empty();
-                let whole = any && standings.iter().all(|(_, w, _)| *w);
-                // A NACK of any of the Gateway's resources surfaces on the
-                // Gateway, even while Envoy serves its listeners from before.
-                let rejected =
-                    nodes
-                        .iter()
-                        .zip(&standings)
-                        .find_map(|((node, state), (_, whole, _))| {
-                            if *whole {
-                                return None;
-                            }
-                            let why = state.rejection(snapshot, resources)?;
-                            Some(format!("Envoy {node} {why}"))
-                        });
-                let gateway = match rejected {
-                    Some(msg) => AckState::Nacked(msg),
-                    None if any && standings.iter().all(|(_, _, own)| *own) => AckState::Acked,
-                    None => AckState::Pending,
-                };
-                let routes = if !any {
-                    BTreeSet::new()
-                } else {
-                    resources
-                        .routes
-                        .iter()
-                        .filter(|(key, parts)| {
-                            nodes
-                                .values()
-                                .zip(&standings)
-                                .all(|(state, (_, whole, _))| {
-                                    *whole || serves(state, snapshot, history, key, parts)
-                                })
-                        })
-                        .map(|(key, _)| key.clone())
-                        .collect()
-                };
                 let refused = resources
                     .routes
                     .keys()
                     .filter_map(|k| holds.get(k).map(|h| (k.clone(), h.clone())))
+                    .collect();
+                let Some(state) = state else {
+                    let nothing = GatewayServed {
+                        whole: false,
+                        gateway: AckState::Pending,
+                        routes: BTreeSet::new(),
+                        refused,
+                    };
+                    return (gw.clone(), nothing);
+                };
+                let whole = state.serves(snapshot, resources);
+                let own = whole
+                    || (!resources.own.parts.is_empty()
+                        && serves(state, snapshot, history, OWN, &resources.own));
+                // A NACK of any of the Gateway's resources surfaces on the
+                // Gateway, even while Envoy serves its listeners from before.
+                let rejected = (!whole)
+                    .then(|| state.rejection(node, snapshot, resources))
+                    .flatten();
+                let gateway = match rejected {
+                    Some(rejection) => AckState::Nacked(rejection),
+                    None if own => AckState::Acked,
+                    None => AckState::Pending,
+                };
+                let routes = resources
+                    .routes
+                    .iter()
+                    .filter(|(key, parts)| whole || serves(state, snapshot, history, key, parts))
+                    .map(|(key, _)| key.clone())
                     .collect();
                 (
                     gw.clone(),
@@ -189,6 +152,16 @@ impl Fleet {
                     },
                 )
             })
+            .collect()
+    }
+
+    /// Routes an Envoy refused, held back (`crate::holdback`): by route key,
+    /// who refused it and Envoy's words.
+    pub fn refused_routes(&self) -> BTreeMap<String, Rejection> {
+        self.holdback()
+            .holds()
+            .into_iter()
+            .filter_map(|(k, h)| Some((k.to_string(), h.refusal()?)))
             .collect()
     }
 }

@@ -1,4 +1,5 @@
-//! Fleet scripts: streams connect, ACK, NACK and leave; the Gateway view follows.
+//! Fleet scripts: streams connect, ACK, NACK and leave; what each node serves
+//! follows. (The gate over nodes, one or many: `aether_report`'s tests.)
 
 use super::{AckState, Fleet, FleetStream, Protocol};
 use crate::event::{Event, Nack};
@@ -39,24 +40,28 @@ fn ack_everything(stream: &FleetStream, snap: &Snapshot) {
     }
 }
 
+/// What node `node` serves of Gateway `gateway` of `snap`: whole, and its own state.
+fn of(fleet: &Fleet, node: &str, snap: &Snapshot, gateway: &str) -> (bool, AckState) {
+    let s = fleet.served_by(node, snap).remove(&gw(gateway)).unwrap();
+    (s.whole, s.gateway)
+}
+
 #[test]
-fn acked_needs_every_connected_node() {
+fn each_node_serves_what_its_own_envoy_acked() {
     let fleet = Fleet::new();
     let snap = snapshot(1);
     let one = gw("a/one");
-    assert_eq!(
-        fleet.gateway_state(&snap, &one),
-        AckState::Pending,
-        "no node connected"
-    );
-
     let a = fleet.connect("node-a", Protocol::Sotw);
     let b = fleet.connect("node-b", Protocol::Delta);
     ack_everything(&a, &snap);
     assert_eq!(
-        fleet.gateway_state(&snap, &one),
-        AckState::Pending,
-        "node-b has nothing"
+        of(&fleet, "node-a", &snap, "a/one"),
+        (true, AckState::Acked)
+    );
+    assert_eq!(
+        of(&fleet, "node-b", &snap, "a/one"),
+        (false, AckState::Pending),
+        "node-b has ACKed nothing"
     );
     let acks = fleet.gateway_acks(&snap);
     assert_eq!(
@@ -65,18 +70,11 @@ fn acked_needs_every_connected_node() {
     );
     assert_eq!(acks["node-b"][&one], None);
 
+    // A new route table for a/one: b/two stays whole, a/one is not.
     ack_everything(&b, &snap);
-    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Acked);
-    assert_eq!(fleet.gateway_state(&snap, &gw("b/two")), AckState::Acked);
-    assert_eq!(
-        fleet.gateway_state(&snap, &gw("c/absent")),
-        AckState::Pending
-    );
-
-    // A new route table for a/one: b/two stays Acked, a/one waits.
     let next = snapshot(2);
-    assert_eq!(fleet.gateway_state(&next, &one), AckState::Pending);
-    assert_eq!(fleet.gateway_state(&next, &gw("b/two")), AckState::Acked);
+    assert!(!of(&fleet, "node-a", &next, "a/one").0);
+    assert!(of(&fleet, "node-a", &next, "b/two").0);
     assert_ne!(
         fleet.gateway_acks(&next)["node-a"][&one].as_deref(),
         Some(next.gateways[&one].hash.as_str()),
@@ -85,11 +83,10 @@ fn acked_needs_every_connected_node() {
 }
 
 #[test]
-fn nack_names_the_node_and_envoys_message_until_it_acks() {
+fn a_nack_is_its_nodes_and_its_gateways_until_that_node_acks() {
     let fleet = Fleet::new();
     let snap = snapshot(1);
     let next = snapshot(2);
-    let one = gw("a/one");
     let a = fleet.connect("node-a", Protocol::Sotw);
     let b = fleet.connect("node-b", Protocol::Sotw);
     ack_everything(&a, &snap);
@@ -109,21 +106,26 @@ fn nack_names_the_node_and_envoys_message_until_it_acks() {
             .into(),
         },
     });
-    let AckState::Nacked(msg) = fleet.gateway_state(&next, &one) else {
+    let (_, AckState::Nacked(rejection)) = of(&fleet, "node-b", &next, "a/one") else {
         panic!(
-            "expected Nacked, got {:?}",
-            fleet.gateway_state(&next, &one)
+            "expected Nacked: {:?}",
+            of(&fleet, "node-b", &next, "a/one")
         );
     };
-    assert!(msg.contains("node-b"), "{msg}");
-    assert!(msg.contains("duplicate domain"), "{msg}");
-    assert!(msg.contains("RDS"), "{msg}");
+    assert_eq!(rejection.node, "node-b");
+    assert_eq!(
+        rejection.message,
+        "RDS version 0123456789ab: duplicate domain"
+    );
+    assert_eq!(
+        of(&fleet, "node-a", &next, "a/one"),
+        (true, AckState::Acked)
+    );
     // The rejection is about a/one's route table, not b/two.
-    assert_eq!(fleet.gateway_state(&next, &gw("b/two")), AckState::Acked);
-    let all = fleet.gateway_states(&next);
-    assert_eq!(all.len(), 2);
-    assert!(matches!(&all[&one], AckState::Nacked(m) if *m == msg));
-    assert_eq!(all[&gw("b/two")], AckState::Acked);
+    assert_eq!(
+        of(&fleet, "node-b", &next, "b/two"),
+        (true, AckState::Acked)
+    );
 
     let view = fleet.debug_view();
     let nack = view.nodes["node-b"]
@@ -135,12 +137,15 @@ fn nack_names_the_node_and_envoys_message_until_it_acks() {
     assert!(view.nodes["node-a"].last_nack.is_none());
 
     b.record(&ack_all(&next, RDS));
-    assert_eq!(fleet.gateway_state(&next, &one), AckState::Acked);
+    assert_eq!(
+        of(&fleet, "node-b", &next, "a/one"),
+        (true, AckState::Acked)
+    );
     assert!(fleet.debug_view().nodes["node-b"].last_nack.is_none());
 }
 
 #[test]
-fn disconnected_nodes_drop_out_and_reconnects_start_empty() {
+fn a_disconnected_node_drops_out_and_a_reconnect_starts_empty() {
     let fleet = Fleet::new();
     let snap = snapshot(1);
     let one = gw("a/one");
@@ -150,26 +155,28 @@ fn disconnected_nodes_drop_out_and_reconnects_start_empty() {
     ack_everything(&a, &snap);
     assert!(changes.has_changed().unwrap());
     changes.mark_unchanged();
-    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Pending);
 
     drop(b);
     assert!(changes.has_changed().unwrap(), "a disconnect is a change");
-    assert_eq!(
-        fleet.gateway_state(&snap, &one),
-        AckState::Acked,
-        "only node-a is left"
-    );
+    assert_eq!(fleet.nodes().into_iter().collect::<Vec<_>>(), ["node-a"]);
     assert_eq!(
         fleet.debug_view().nodes.keys().collect::<Vec<_>>(),
         ["node-a"]
     );
 
     drop(a);
-    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Pending);
+    assert!(fleet.nodes().is_empty());
     let again = fleet.connect("node-a", Protocol::Delta);
     assert_eq!(fleet.gateway_acks(&snap)["node-a"][&one], None);
+    assert_eq!(
+        of(&fleet, "node-a", &snap, "a/one"),
+        (false, AckState::Pending)
+    );
     ack_everything(&again, &snap);
-    assert_eq!(fleet.gateway_state(&snap, &one), AckState::Acked);
+    assert_eq!(
+        of(&fleet, "node-a", &snap, "a/one"),
+        (true, AckState::Acked)
+    );
 }
 
 #[test]
@@ -184,7 +191,10 @@ fn streams_of_one_node_merge() {
     for ty in [LDS, RDS] {
         new.record(&ack_all(&snap, ty));
     }
-    assert_eq!(fleet.gateway_state(&snap, &gw("a/one")), AckState::Acked);
+    assert_eq!(
+        of(&fleet, "node-a", &snap, "a/one"),
+        (true, AckState::Acked)
+    );
     let view = fleet.debug_view();
     assert_eq!(view.nodes.len(), 1);
     assert_eq!(view.nodes["node-a"].streams, 2);
@@ -229,9 +239,9 @@ fn debug_view_serializes_and_metrics_count() {
     assert_eq!(m.streams(Protocol::Delta), 1);
 }
 
-/// The status gate at the scale the design names: 1,000 Gateways × 100 nodes.
+/// The whole-Gateway view at the scale the design names: 1,000 Gateways × 100 nodes.
 #[test]
-fn gateway_states_at_fleet_scale() {
+fn gateway_state_at_fleet_scale() {
     let gateways = 1000;
     let mut resources = Vec::new();
     let names: Vec<[String; 4]> = (0..gateways)
@@ -276,25 +286,27 @@ fn gateway_states_at_fleet_scale() {
     for s in &streams {
         ack_everything(s, &snap);
     }
+    let states = || -> std::collections::BTreeMap<_, _> {
+        snap.gateways
+            .keys()
+            .map(|gw| (gw.clone(), fleet.gateway_state(&snap, gw)))
+            .collect()
+    };
     let started = std::time::Instant::now();
-    let states = fleet.gateway_states(&snap);
+    let all = states();
     eprintln!("1000 Gateways × 100 nodes: {:?}", started.elapsed());
-    assert_eq!(states.len(), gateways);
-    assert!(states.values().all(|s| *s == AckState::Acked));
-    // One by one agrees (sampled: each call hashes the Gateway for every node).
-    for gw in snap.gateways.keys().step_by(100) {
-        assert_eq!(fleet.gateway_state(&snap, gw), AckState::Acked);
-    }
+    assert_eq!(all.len(), gateways);
+    assert!(all.values().all(|s| *s == AckState::Acked));
     // One node holding an older route table of one Gateway: only that one waits.
     let Event::Acked { ty, mut versions } = ack_all(&snap, RDS) else {
         unreachable!()
     };
     versions.insert("r7".to_string(), "older".to_string());
     streams[42].record(&Event::Acked { ty, versions });
-    let states = fleet.gateway_states(&snap);
-    assert_eq!(states[&gw("ns/gw7")], AckState::Pending);
+    let all = states();
+    assert_eq!(all[&gw("ns/gw7")], AckState::Pending);
     assert_eq!(
-        states.values().filter(|s| **s == AckState::Acked).count(),
+        all.values().filter(|s| **s == AckState::Acked).count(),
         gateways - 1
     );
 }
@@ -309,14 +321,6 @@ mod served {
     fn given_web_at_v1() -> (Fleet, ObjectRef, Arc<Snapshot>) {
         let v1 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b")]);
         (Fleet::new(), gw("infra/web"), v1)
-    }
-
-    /// [`given_web_at_v1`], v1 remembered and node-a connected over SotW.
-    fn given_node_a_on_web_at_v1() -> (Fleet, ObjectRef, Arc<Snapshot>, FleetStream) {
-        let (fleet, web, v1) = given_web_at_v1();
-        let node = fleet.connect("node-a", Protocol::Sotw);
-        fleet.remember(&v1);
-        (fleet, web, v1, node)
     }
 
     fn keys(names: &[&str]) -> BTreeSet<String> {
@@ -338,34 +342,6 @@ mod served {
     }
 
     #[test]
-    fn a_new_route_leaves_the_others_served_until_it_is_acked() {
-        let (fleet, web, v1, node) = given_node_a_on_web_at_v1();
-        let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("c", "/c")]);
-        assert_eq!(fleet.served(&v1)[&web].gateway, AckState::Pending);
-        assert!(fleet.served(&v1)[&web].routes.is_empty());
-        ack_everything(&node, &v1);
-        let s = fleet.served(&v1);
-        assert!(s[&web].whole);
-        assert_eq!(s[&web].routes, keys(&["a", "b"]));
-
-        // v2 is published; the node still holds v1.
-        fleet.remember(&v2);
-        let s = fleet.served(&v2);
-        assert!(!s[&web].whole);
-        assert_eq!(
-            s[&web].gateway,
-            AckState::Acked,
-            "the listener is unchanged"
-        );
-        assert_eq!(s[&web].routes, keys(&["a", "b"]), "c is not served yet");
-
-        ack_everything(&node, &v2);
-        let s = fleet.served(&v2);
-        assert!(s[&web].whole);
-        assert_eq!(s[&web].routes, keys(&["a", "b", "c"]));
-    }
-
-    #[test]
     fn a_changed_route_waits_and_an_older_version_is_read_from_history() {
         let (fleet, web, v1) = given_web_at_v1();
         let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("c", "/c")]);
@@ -377,32 +353,20 @@ mod served {
         ack_everything(&quick, &v1);
         fleet.remember(&v2);
         ack_everything(&quick, &v2);
-        // v3 changes a: nobody serves it; b is served by v1 (slow) and v2 (quick)
-        // alike; c only by quick.
-        let s = fleet.served(&v3);
-        assert_eq!(s[&web].routes, keys(&["b"]));
-        assert_eq!(s[&web].gateway, AckState::Acked);
+        // v3 changes a: neither serves it; b is served by v1 (slow) and v2
+        // (quick) alike; c only by quick, whose v2 carries it.
+        let slow_serves = &fleet.served_by("node-slow", &v3)[&web];
+        assert_eq!(slow_serves.routes, keys(&["b"]));
+        assert_eq!(slow_serves.gateway, AckState::Acked);
+        assert_eq!(
+            fleet.served_by("node-quick", &v3)[&web].routes,
+            keys(&["b", "c"])
+        );
         ack_everything(&slow, &v3);
-        ack_everything(&quick, &v3);
-        assert_eq!(fleet.served(&v3)[&web].routes, keys(&["a", "b", "c"]));
-    }
-
-    #[test]
-    fn a_nack_surfaces_on_the_gateway_while_the_routes_from_before_stay_served() {
-        let (fleet, web, v1, node) = given_node_a_on_web_at_v1();
-        let v2 = mk_routes_snapshot(&[("a", "/a"), ("b", "/b"), ("bad", "/bad")]);
-        ack_everything(&node, &v1);
-        fleet.remember(&v2);
-        for ty in [CDS, EDS] {
-            node.record(&ack_all(&v2, ty));
-        }
-        node.record(&nack_web_routes(&v2, "invalid regex"));
-        let s = fleet.served(&v2);
-        let AckState::Nacked(msg) = &s[&web].gateway else {
-            panic!("expected Nacked, got {:?}", s[&web].gateway);
-        };
-        assert!(msg.contains("invalid regex"), "{msg}");
-        assert_eq!(s[&web].routes, keys(&["a", "b"]), "Envoy still serves v1's");
+        assert_eq!(
+            fleet.served_by("node-slow", &v3)[&web].routes,
+            keys(&["a", "b", "c"])
+        );
     }
 
     #[test]
@@ -413,12 +377,11 @@ mod served {
         // v1 was never remembered: its fragments are unknown, so only
         // the resources at v2's version count.
         ack_everything(&node, &v1);
-        let s = fleet.served(&v2);
-        assert!(s[&web].routes.is_empty());
+        assert!(fleet.served_by("node-a", &v2)[&web].routes.is_empty());
     }
 
     #[test]
-    fn a_stray_client_counts_only_for_the_whole_fleet_view() {
+    fn a_stray_client_counts_for_its_own_node_only() {
         let fleet = Fleet::new();
         let web = gw("infra/web");
         let v1 = mk_routes_snapshot(&[("a", "/a")]);
@@ -429,8 +392,8 @@ mod served {
         let stray = fleet.connect("intruder", Protocol::Sotw);
         stray.record(&nack_web_routes(&v1, "text of the intruder's choosing"));
         assert!(matches!(
-            fleet.served(&v1)[&web].gateway,
-            AckState::Nacked(_)
+            &fleet.served_by("intruder", &v1)[&web].gateway,
+            AckState::Nacked(r) if r.node == "intruder"
         ));
         let s = fleet.served_by("node-a", &v1);
         assert!(s[&web].whole);
@@ -439,6 +402,10 @@ mod served {
         assert!(
             fleet.served_by("node-b", &v1)[&web].routes.is_empty(),
             "not connected"
+        );
+        assert_eq!(
+            fleet.nodes().into_iter().collect::<Vec<_>>(),
+            ["intruder", "node-a"]
         );
     }
 }

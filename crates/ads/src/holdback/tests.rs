@@ -144,7 +144,7 @@ fn a_refused_route_is_served_as_it_was_and_the_rest_of_its_table_goes_on() {
         "c was tried alone and taken"
     );
     let hold = &hb.holds()["HTTPRoute/app/b"];
-    assert!(hold.refusal().unwrap().contains("regex too big"));
+    assert!(hold.refusal().unwrap().message.contains("regex too big"));
 
     // An unrelated edit of the table goes on; b stays held.
     let s3 = mk_routes_snapshot(&[("a", "/a2"), ("b", "/bad"), ("c", "/c")]);
@@ -226,7 +226,7 @@ fn the_fleet_puts_the_refusal_on_the_route_not_on_its_gateway() {
     });
     let gw = ObjectRef::new("infra", "web");
     // Before the hold-back answers: the Gateway carries the NACK.
-    let before = &fleet.served(&s2)[&gw];
+    let before = &fleet.served_by("n", &s2)[&gw];
     assert!(matches!(before.gateway, aether_ir::AckState::Nacked(_)));
     // Two suspects: both held, then tried one at a time as Envoy takes each.
     for _ in 0..4 {
@@ -247,14 +247,18 @@ fn the_fleet_puts_the_refusal_on_the_route_not_on_its_gateway() {
     }
     let served = fleet.serve(&s2);
     assert_eq!(paths(&served), ["a=/a2", "b=/b"]);
-    let after = &fleet.served(&s2)[&gw];
+    let after = &fleet.served_by("n", &s2)[&gw];
     assert_eq!(after.gateway, aether_ir::AckState::Acked, "{after:?}");
     assert!(
         after.routes.contains("HTTPRoute/app/a"),
         "a's change is served"
     );
     assert!(!after.routes.contains("HTTPRoute/app/b"));
-    assert!(after.refused["HTTPRoute/app/b"].contains("regex too big"));
+    assert!(
+        after.refused["HTTPRoute/app/b"]
+            .message
+            .contains("regex too big")
+    );
 }
 
 #[test]

@@ -402,7 +402,13 @@ async fn an_outage_names_and_counts_every_failed_object(w: &mut World) -> Store 
     let store = load(&w.client).await;
     w.server.stop_apiserver().await;
     let failing = w.writer.patches(
-        &inputs(store.clone(), AckState::Nacked("bad cluster".into())),
+        &inputs(
+            store.clone(),
+            AckState::Nacked(aether_ir::Rejection::new(
+                "node-a",
+                "CDS version 0123456789ab: bad cluster",
+            )),
+        ),
         &now(),
     );
     assert!(!failing.is_empty());
@@ -417,7 +423,13 @@ async fn an_outage_names_and_counts_every_failed_object(w: &mut World) -> Store 
 /// The driver keeps retrying through the outage, and the write lands once the API
 /// server is back.
 async fn the_driver_retries_until_the_server_is_back(w: &mut World, store: Store) {
-    let inputs = inputs(store, AckState::Nacked("bad cluster".into()));
+    let inputs = inputs(
+        store,
+        AckState::Nacked(aether_ir::Rejection::new(
+            "node-a",
+            "CDS version 0123456789ab: bad cluster",
+        )),
+    );
     let (_tx, rx) = watch::channel(Arc::new(inputs));
     let driver = tokio::spawn(status::run(
         w.client.clone(),
