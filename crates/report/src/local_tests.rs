@@ -71,6 +71,9 @@ fn mk_fleet_snapshot(gateways: &[(&str, &[(&str, &str)])]) -> Arc<Snapshot> {
                 weight: 0,
             }],
             tls: None,
+            backend_kind: ir::BackendKind::Service,
+            discovery: ir::Discovery::Eds,
+            session: None,
         })
         .collect();
     let gateways = gateways.iter().map(|(n, r)| gateway(n, r)).collect();
