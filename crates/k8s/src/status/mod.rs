@@ -34,6 +34,7 @@
 //! `resourceVersion` as a precondition so an entry another controller wrote in the
 //! meantime is never overwritten (a conflict is retried from fresher state).
 
+mod ancestors;
 mod condition;
 mod driver;
 mod listener_set;

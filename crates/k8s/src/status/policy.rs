@@ -1,32 +1,44 @@
 //! BackendTLSPolicy status: our `PolicyAncestorStatus` entries merged into the
-//! `status.ancestors` list every controller shares.
-//!
-//! As for routes (`route.rs`), the list is atomic: the apply sends every other
-//! controller's entry as read, then ours in plan order, with the policy's
-//! `resourceVersion` and `uid` as preconditions. A policy's conditions are
+//! `status.ancestors` list every controller shares (`ancestors.rs`: theirs as
+//! read, ours in plan order, the policy's `resourceVersion` and `uid` as
+//! preconditions). A policy's conditions are
 //! about the policy (its refs, its conflicts), not about what Envoy serves, so
 //! they are written at once, ungated. At most [`ANCESTORS_MAX`] entries.
 
-use super::condition;
+use super::ancestors::{self, Ancestor};
 use super::patch::{Precondition, StatusKind, StatusPatch, body};
 use aether_gateway::backend_tls::PolicyStatus;
-use aether_gateway::status::ParentReference;
 use aether_gateway::{Store, StoreObject};
 use aether_ir::ObjectRef;
 use gateway_api::apis::standard::backendtlspolicies::{
     BackendTlsPolicy, BackendTlsPolicyStatusAncestors as Entry,
     BackendTlsPolicyStatusAncestorsAncestorRef as EntryRef,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use serde_json::{Value, json};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as Written, Time};
+use serde_json::json;
 use std::collections::BTreeMap;
 
 /// `status.ancestors` maxItems.
 const ANCESTORS_MAX: usize = 16;
 
-fn entry_ref(p: &ParentReference) -> EntryRef {
-    use super::route::FromParentRef;
-    EntryRef::from_parent_ref(p)
+impl ancestors::Entry for Entry {
+    type Ref = EntryRef;
+    fn new(ancestor_ref: EntryRef, conditions: Vec<Written>, controller_name: &str) -> Self {
+        Entry {
+            ancestor_ref,
+            conditions,
+            controller_name: controller_name.to_string(),
+        }
+    }
+    fn controller_name(&self) -> &str {
+        &self.controller_name
+    }
+    fn ancestor_ref(&self) -> &EntryRef {
+        &self.ancestor_ref
+    }
+    fn conditions(&self) -> &[Written] {
+        &self.conditions
+    }
 }
 
 /// The patches that bring every policy's entries of ours to `plan` (a
@@ -65,41 +77,16 @@ fn patch(
         .as_ref()
         .map(|s| s.ancestors.clone())
         .unwrap_or_default();
-    let (ours, others): (Vec<Entry>, Vec<Entry>) = current
-        .into_iter()
-        .partition(|e| e.controller_name == controller_name);
-    let room = ANCESTORS_MAX.saturating_sub(others.len());
-    let desired: Vec<Entry> = planned
+    let planned: Vec<Ancestor<'_, _, _>> = planned
         .map(|s| s.ancestors.as_slice())
         .unwrap_or_default()
         .iter()
-        .take(room)
-        .map(|a| {
-            let ancestor_ref = entry_ref(&a.ancestor_ref);
-            let was = ours
-                .iter()
-                .find(|o| o.ancestor_ref == ancestor_ref)
-                .map(|o| o.conditions.as_slice())
-                .unwrap_or_default();
-            Entry {
-                ancestor_ref,
-                conditions: condition::from_plan(&a.conditions, was, now),
-                controller_name: controller_name.to_string(),
-            }
+        .map(|a| Ancestor {
+            ancestor_ref: &a.ancestor_ref,
+            conditions: &a.conditions,
         })
         .collect();
-    let unchanged = ours.len() == desired.len()
-        && ours.iter().zip(&desired).all(|(o, d)| {
-            o.ancestor_ref == d.ancestor_ref && condition::same(&o.conditions, &d.conditions)
-        });
-    if unchanged {
-        return None;
-    }
-    let list: Vec<Value> = others
-        .iter()
-        .chain(&desired)
-        .map(|e| serde_json::to_value(e).expect("an ancestor status serializes"))
-        .collect();
+    let list = ancestors::merged(current, &planned, ANCESTORS_MAX, controller_name, now)?;
     let meta = p.metadata();
     Some(StatusPatch {
         kind: StatusKind::BackendTlsPolicy,
@@ -122,7 +109,7 @@ fn patch(
 mod tests {
     use super::*;
     use aether_gateway::backend_tls::PolicyAncestorStatus;
-    use aether_gateway::status::{Condition, GROUP, Identity};
+    use aether_gateway::status::{Condition, GROUP, Identity, ParentReference};
     use aether_gateway::vocabulary::policy::{Reason, Type};
 
     const OURS: &str = "gateway.aether.io/edge";

@@ -9,17 +9,11 @@
 //!                           apply (resourceVersion + uid preconditions)
 //! ```
 //!
-//! As for BackendTLSPolicy (`policy.rs`), the list is atomic: the apply sends
-//! every other controller's entry exactly as read, then ours, with the
-//! XBackend's `resourceVersion` and `uid` as preconditions, so another
-//! controller's entry is never removed or altered (a write racing theirs fails
-//! and is computed again). At most [`ANCESTORS_MAX`] entries: theirs are kept
-//! whole, ours fill what room is left.
+//! As for BackendTLSPolicy (`policy.rs`): the list is shared and atomic
+//! (`ancestors.rs`); at most [`ANCESTORS_MAX`] entries.
 
-use super::condition;
+use super::ancestors::{self, Ancestor};
 use super::patch::{Precondition, StatusKind, StatusPatch, body};
-use super::route::FromParentRef;
-use aether_gateway::status::{Condition, ParentReference};
 use aether_gateway::vocabulary::Word;
 use aether_gateway::xbackend::status::XBackendStatus;
 use aether_gateway::{Store, StoreObject};
@@ -27,17 +21,31 @@ use aether_ir::ObjectRef;
 use gateway_api::apis::experimental::xbackends::{
     XBackend, XBackendStatusAncestors as Entry, XBackendStatusAncestorsAncestorRef as EntryRef,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use serde_json::{Value, json};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as Written, Time};
+use serde_json::json;
 use std::collections::BTreeMap;
 
 /// `status.ancestors` maxItems.
 const ANCESTORS_MAX: usize = 32;
 
-/// One planned ancestor entry of ours, whatever the plan's condition words.
-struct Ancestor<'a, T, R> {
-    ancestor_ref: &'a ParentReference,
-    conditions: &'a [Condition<T, R>],
+impl ancestors::Entry for Entry {
+    type Ref = EntryRef;
+    fn new(ancestor_ref: EntryRef, conditions: Vec<Written>, controller_name: &str) -> Self {
+        Entry {
+            ancestor_ref,
+            conditions: Some(conditions),
+            controller_name: controller_name.to_string(),
+        }
+    }
+    fn controller_name(&self) -> &str {
+        &self.controller_name
+    }
+    fn ancestor_ref(&self) -> &EntryRef {
+        &self.ancestor_ref
+    }
+    fn conditions(&self) -> &[Written] {
+        self.conditions.as_deref().unwrap_or_default()
+    }
 }
 
 /// The patches that bring every XBackend's entries of ours to `plan` (one the
@@ -93,40 +101,7 @@ fn patch<T: Word, R: Word>(
         .as_ref()
         .and_then(|s| s.ancestors.clone())
         .unwrap_or_default();
-    let (ours, others): (Vec<Entry>, Vec<Entry>) = current
-        .into_iter()
-        .partition(|e| e.controller_name == controller_name);
-    let room = ANCESTORS_MAX.saturating_sub(others.len());
-    let desired: Vec<Entry> = planned
-        .iter()
-        .take(room)
-        .map(|a| {
-            let ancestor_ref = EntryRef::from_parent_ref(a.ancestor_ref);
-            let was = ours
-                .iter()
-                .find(|o| o.ancestor_ref == ancestor_ref)
-                .and_then(|o| o.conditions.as_deref())
-                .unwrap_or_default();
-            Entry {
-                ancestor_ref,
-                conditions: Some(condition::from_plan(a.conditions, was, now)),
-                controller_name: controller_name.to_string(),
-            }
-        })
-        .collect();
-    let conditions = |e: &Entry| e.conditions.clone().unwrap_or_default();
-    let unchanged = ours.len() == desired.len()
-        && ours.iter().zip(&desired).all(|(o, d)| {
-            o.ancestor_ref == d.ancestor_ref && condition::same(&conditions(o), &conditions(d))
-        });
-    if unchanged {
-        return None;
-    }
-    let list: Vec<Value> = others
-        .iter()
-        .chain(&desired)
-        .map(|e| serde_json::to_value(e).expect("an ancestor status serializes"))
-        .collect();
+    let list = ancestors::merged(current, planned, ANCESTORS_MAX, controller_name, now)?;
     let meta = &x.metadata;
     Some(StatusPatch {
         kind: StatusKind::XBackend,
@@ -149,7 +124,9 @@ fn patch<T: Word, R: Word>(
 mod tests {
     use super::*;
     use aether_gateway::status::GROUP;
+    use aether_gateway::status::{Condition, ParentReference};
     use aether_gateway::vocabulary::policy::{Reason, Type};
+    use serde_json::Value;
 
     const OURS: &str = "gateway.aether.io/edge";
     const API: &str = "gateway.networking.x-k8s.io/v1alpha1";
