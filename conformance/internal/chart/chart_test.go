@@ -249,6 +249,7 @@ podAnnotations:
   example.com/scrape: "true"
 priorityClassName: system-node-critical
 proxyProtocol: true
+allowExternalHostnameBackends: true
 service:
   externalTrafficPolicy: Local
   loadBalancerClass: example.com/lb
@@ -282,7 +283,8 @@ service:
 	agent := container(t, ds, "agent")
 	args := agent["args"].([]any)
 	for _, a := range []string{"--controller-name=example.com/edge", "--address-mode=static", "--log-format=json", "--log-level=debug", "--port-range=30000-30999",
-		"--proxy-protocol", "--external-traffic-policy=Local", "--load-balancer-class=example.com/lb"} {
+		"--proxy-protocol", "--external-traffic-policy=Local", "--load-balancer-class=example.com/lb",
+		"--allow-external-hostname-backends"} {
 		if !slices.Contains(args, any(a)) {
 			t.Errorf("agent args lack %s: %v", a, args)
 		}

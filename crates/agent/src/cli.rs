@@ -85,6 +85,11 @@ pub struct ConfigArgs {
     /// is not read (an error naming it instead); the files loaded stay.
     #[arg(long, default_value_t = crate::source::DEFAULT_MAX_TOTAL_BYTES)]
     pub max_total_bytes: u64,
+    /// Serve XBackends of type ExternalHostname. Off by default: whoever may
+    /// write an XBackend could name any host this machine reaches (localhost
+    /// and Envoy's admin port, private addresses behind a public name).
+    #[arg(long)]
+    pub allow_external_hostname_backends: bool,
 }
 
 impl ConfigArgs {
@@ -107,6 +112,7 @@ impl ConfigArgs {
             controller_name: self.controller_name.clone(),
             default_address: self.default_address.clone(),
             shared_ports: true,
+            external_hostnames: self.allow_external_hostname_backends,
         }
     }
 }

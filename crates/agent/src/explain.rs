@@ -43,6 +43,10 @@ pub struct ExplainArgs {
     /// Offline: the address listeners bind on when a Gateway has no `spec.addresses`.
     #[arg(long, default_value = "127.0.0.1")]
     default_address: String,
+    /// Offline: serve XBackends of type ExternalHostname, as an agent started
+    /// with this flag does.
+    #[arg(long)]
+    allow_external_hostname_backends: bool,
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
 }
@@ -68,6 +72,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
                 default_address: args.default_address.clone(),
                 max_file_bytes: crate::source::DEFAULT_MAX_FILE_BYTES,
                 max_total_bytes: crate::source::DEFAULT_MAX_TOTAL_BYTES,
+                allow_external_hostname_backends: args.allow_external_hostname_backends,
             };
             let store = config.load_once()?;
             let translation = aether_gateway::translate(&store, &config.translate_config());

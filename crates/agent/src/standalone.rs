@@ -397,6 +397,7 @@ mod tests {
             controller_name: crate::cli::DEFAULT_CONTROLLER_NAME.into(),
             default_address: "127.0.0.1".into(),
             shared_ports: true,
+            external_hostnames: false,
         };
         let pipeline = Arc::new(Pipeline::new(config, aether_xds::Builder::default()));
         let source = Source {

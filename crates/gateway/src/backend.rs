@@ -117,6 +117,8 @@ pub struct Backends<'a> {
     xbackends: RefCell<BTreeMap<ObjectRef, Option<Arc<XBackendModel>>>>,
     /// XBackend clusters resolved so far, by (XBackend, upstream).
     xbackend_clusters: RefCell<BTreeMap<(ObjectRef, Upstream), Arc<Cluster>>>,
+    /// ExternalHostname XBackends are served ([`crate::Config::external_hostnames`]).
+    external_hostnames: bool,
 }
 
 /// What resolving needs beyond point lookups: EndpointSlices by Service, and
@@ -188,6 +190,16 @@ impl<'a> Backends<'a> {
             resolved: RefCell::new(BTreeMap::new()),
             xbackends: RefCell::new(BTreeMap::new()),
             xbackend_clusters: RefCell::new(BTreeMap::new()),
+            external_hostnames: false,
+        }
+    }
+
+    /// These backends with ExternalHostname XBackends served, or not (the
+    /// default; see [`crate::Config::external_hostnames`]).
+    pub fn allowing_external_hostnames(self, external_hostnames: bool) -> Self {
+        Backends {
+            external_hostnames,
+            ..self
         }
     }
 
@@ -350,7 +362,10 @@ impl<'a> Backends<'a> {
         let m = self
             .store
             .get::<XBackend>(&key.namespace, &key.name)
-            .map(|x| Arc::new(xbackend::model(self.store, key, x)));
+            .map(|x| {
+                let model = xbackend::model(self.store, key, x, self.external_hostnames);
+                Arc::new(model)
+            });
         self.xbackends.borrow_mut().insert(key.clone(), m.clone());
         m
     }

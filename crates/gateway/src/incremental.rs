@@ -189,7 +189,13 @@ impl Translator {
         // What every route and Gateway reads: a change forgets the cache.
         let (index, stale) = self.shared_objects(store);
         let backends = OnceCell::new();
-        let backends = || backends.get_or_init(|| Backends::with_index(store, index.clone()));
+        let external_hostnames = self.config.external_hostnames;
+        let backends = || {
+            backends.get_or_init(|| {
+                Backends::with_index(store, index.clone())
+                    .allowing_external_hostnames(external_hostnames)
+            })
+        };
         // GatewayClasses of ours, with their status.
         let ours = classes(store, &self.config, &mut status);
         // Every route modeled on its own (rules, backends, filters), in route order.

@@ -78,6 +78,13 @@ pub struct Config {
     /// for the others (`port_claims`). `false` in service address mode, where
     /// each Gateway gets Envoy ports of its own.
     pub shared_ports: bool,
+    /// XBackends of type ExternalHostname are served (off by default). A
+    /// tenant who may create an XBackend could otherwise name any host the
+    /// edge node reaches — `localhost` and Envoy's admin port, a name whose
+    /// DNS answers with the node's or the cluster's private addresses — and
+    /// route the internet to it (Contour's ExternalName advisory,
+    /// GHSA-5ph6-qq5x-7jwc). Off, such an XBackend is `Accepted=False`.
+    pub external_hostnames: bool,
 }
 
 impl Config {
@@ -96,6 +103,7 @@ impl Default for Config {
             controller_name: "gateway.aether.io/edge".into(),
             default_address: "127.0.0.1".into(),
             shared_ports: true,
+            external_hostnames: false,
         }
     }
 }

@@ -78,8 +78,14 @@ pub enum Target {
     Dns { hostname: String },
 }
 
-/// Reads one XBackend (`key` is its store key).
-pub fn model(store: &Store, key: &ObjectRef, x: &XBackend) -> XBackendModel {
+/// Reads one XBackend (`key` is its store key); an ExternalHostname one is
+/// accepted only where `external_hostnames` allows it ([`crate::Config`]).
+pub fn model(
+    store: &Store,
+    key: &ObjectRef,
+    x: &XBackend,
+    external_hostnames: bool,
+) -> XBackendModel {
     let mut m = XBackendModel {
         key: key.clone(),
         of: Identity::of(&x.metadata),
@@ -91,7 +97,7 @@ pub fn model(store: &Store, key: &ObjectRef, x: &XBackend) -> XBackendModel {
         not_accepted: None,
         unresolved: vec![],
     };
-    if let Err(why) = checked(store, key, x, &mut m) {
+    if let Err(why) = checked(store, key, x, external_hostnames, &mut m) {
         m.not_accepted = Some(why);
     }
     m
@@ -108,6 +114,7 @@ fn checked(
     store: &Store,
     key: &ObjectRef,
     x: &XBackend,
+    external_hostnames: bool,
     m: &mut XBackendModel,
 ) -> Result<(), Refusal> {
     let spec = &x.spec;
@@ -127,9 +134,11 @@ fn checked(
             let hostname = spec.external_hostname.as_ref().ok_or_else(|| {
                 invalid("externalHostname must be set when type is ExternalHostname and must be unset otherwise")
             })?;
-            Target::Dns {
-                hostname: external_hostname(&hostname.hostname)?,
+            let hostname = external_hostname(&hostname.hostname)?;
+            if !external_hostnames {
+                return Err((Reason::UnsupportedValue, EXTERNAL_HOSTNAMES_OFF.into()));
             }
+            Target::Dns { hostname }
         }
         XBackendType::EndpointSelector => {
             if spec.external_hostname.is_some() {
@@ -198,12 +207,28 @@ fn checked(
     Ok(())
 }
 
+/// Why an ExternalHostname XBackend is not served where the edge does not
+/// allow them.
+pub const EXTERNAL_HOSTNAMES_OFF: &str = "type ExternalHostname is turned off on this edge: \
+     a backend named by hostname could be any host the edge node reaches (its own \
+     admin ports, private addresses); the agent's --allow-external-hostname-backends \
+     turns it on";
+
 /// An ExternalHostname's name, lower-cased: a DNS name, not an IP address
 /// and not a cluster-local Service name (the CRD's rule, and the spec's MUST
-/// for the trust domain).
+/// for the trust domain), nor `localhost` (RFC 6761: the edge node itself).
 fn external_hostname(hostname: &str) -> Result<String, Refusal> {
     let not_ip = hostname.trim_start_matches('[').trim_end_matches(']');
     let lower = hostname.to_ascii_lowercase();
+    let bare = lower.trim_end_matches('.');
+    if bare == "localhost" || bare.ends_with(".localhost") {
+        return Err((
+            Reason::UnsupportedValue,
+            format!(
+                "externalHostname.hostname {hostname:?}: a localhost name is the edge node itself, never a backend"
+            ),
+        ));
+    }
     if not_ip.parse::<std::net::IpAddr>().is_ok()
         || lower.trim_end_matches('.').ends_with(".cluster.local")
     {

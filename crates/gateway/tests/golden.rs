@@ -15,15 +15,35 @@ fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
 }
 
+/// The translation's settings for a case: the defaults, or as its optional
+/// `config.yaml` says (`allowExternalHostnameBackends: true`, the agent's
+/// `--allow-external-hostname-backends`; nothing else).
+fn config(case: &Path) -> Config {
+    let mut config = Config::default();
+    let Ok(text) = fs::read_to_string(case.join("config.yaml")) else {
+        return config;
+    };
+    let settings: std::collections::BTreeMap<String, bool> = serde_norway::from_str(&text)
+        .unwrap_or_else(|e| panic!("{}/config.yaml: {e}", case.display()));
+    for (key, on) in settings {
+        match key.as_str() {
+            "allowExternalHostnameBackends" => config.external_hostnames = on,
+            other => panic!("{}/config.yaml: unknown setting {other}", case.display()),
+        }
+    }
+    config
+}
+
 fn render(case: &Path) -> [String; 2] {
     let text = fs::read_to_string(case.join("in.yaml")).expect("read in.yaml");
     let mut store = Store::default();
     store
         .add_yaml("in.yaml", &text)
         .unwrap_or_else(|e| panic!("{}: {e}", case.display()));
-    let t = translate(&store, &Config::default());
+    let config = config(case);
+    let t = translate(&store, &config);
     check_invariants(case, &t.ir);
-    let again = translate(&store, &Config::default());
+    let again = translate(&store, &config);
     assert_eq!(
         t,
         again,

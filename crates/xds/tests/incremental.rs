@@ -147,7 +147,7 @@ proptest! {
         start in proptest::collection::vec(any::<usize>(), 0..30),
         edits in proptest::collection::vec(edit(), 1..40),
     ) {
-        let config = Config::default();
+        let config = every_backend();
         let mut store = Store::default();
         let mut docs = BTreeMap::new();
         for i in start {
@@ -193,7 +193,7 @@ fn an_endpoint_slice_change_moves_only_endpoints() {
     let mut store = Store::default();
     store.add_yaml("base.yaml", base).unwrap();
     store.merge(&one(&slice("10.0.0.1")));
-    let mut translator = Translator::new(Config::default());
+    let mut translator = Translator::new(every_backend());
     let mut builder = Builder::default();
     let before = builder.build(&translator.translate(&store).ir);
     store.merge(&one(&slice("10.0.0.2")));
@@ -213,9 +213,18 @@ fn an_endpoint_slice_change_moves_only_endpoints() {
     assert_ne!(versions(&before, Endpoint), versions(&after, Endpoint));
     // And what the warm builder kept (parts, fingerprints) is what a fresh
     // build gives.
-    let fresh = aether_xds::build(&aether_gateway::translate(&store, &Config::default()).ir);
+    let fresh = aether_xds::build(&aether_gateway::translate(&store, &every_backend()).ir);
     assert!(
         after == fresh,
         "warm build != fresh build after the slice changed"
     );
+}
+
+/// The translation's settings with every backend kind served (ExternalHostname
+/// XBackends too), so warm == fresh covers their clusters.
+fn every_backend() -> Config {
+    Config {
+        external_hostnames: true,
+        ..Config::default()
+    }
 }

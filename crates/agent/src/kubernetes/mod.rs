@@ -163,6 +163,12 @@ pub struct AgentArgs {
     /// Service, to pick one of several load-balancer implementations.
     #[arg(long)]
     pub load_balancer_class: Option<String>,
+    /// Serve XBackends of type ExternalHostname. Off by default: whoever may
+    /// write an XBackend could name any host the edge node reaches (localhost
+    /// and Envoy's admin port, the node's and the cluster's private addresses
+    /// behind a public name).
+    #[arg(long)]
+    pub allow_external_hostname_backends: bool,
     /// Static mode: the address listeners bind on when a Gateway has no spec.addresses.
     #[arg(long, default_value = "0.0.0.0")]
     pub default_address: String,
@@ -260,6 +266,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
             default_address: args.default_address.clone(),
             // Service mode gives each Gateway Envoy ports of its own.
             shared_ports: matches!(mode, AddressMode::Static),
+            external_hostnames: args.allow_external_hostname_backends,
         },
         args.xds.builder(),
     ));

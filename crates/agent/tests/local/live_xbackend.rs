@@ -7,7 +7,7 @@
 //!                           ├─ /no-cert ─TLS without one────────────────────► the same backend: refused
 //!                           ├─ /cookie, /header ─ one XBackend, two endpoints (127.0.0.1 and
 //!                           │                     127.0.0.2, one port): stateful sessions
-//!                           └─ /external ─ ExternalHostname localhost (Envoy resolves it) ─► "ext"
+//!                           └─ /external ─ ExternalHostname pods.aether.test (its own netns; Envoy resolves it) ─► "ext"
 //! ```
 //!
 //! In standalone mode the Service an EndpointSelector XBackend reads (made by
@@ -81,13 +81,18 @@ struct Edge {
 
 impl Edge {
     fn start(tag: &str, docs: &[String]) -> Edge {
+        Edge::start_with(tag, docs, &[])
+    }
+
+    /// [`Edge::start`] with the agent's `flags`.
+    fn start_with(tag: &str, docs: &[String], flags: &[&str]) -> Edge {
         let (dir, logs) = (temp_dir(tag), temp_dir(&format!("{tag}-logs")));
         std::fs::write(dir.join("edge.yaml"), docs.join("---\n")).unwrap();
         let (xds, admin) = (
             format!("127.0.0.1:{}", free_port()),
             format!("127.0.0.1:{}", free_port()),
         );
-        let agent = Agent::start(agent_bin(), &dir, &xds, &admin, &logs, &[]);
+        let agent = Agent::start(agent_bin(), &dir, &xds, &admin, &logs, flags);
         let envoy = envoy(tag, &xds, true, &logs);
         Edge {
             _agent: agent,
@@ -292,21 +297,27 @@ fn a_session_keeps_to_one_endpoint_and_requests_without_it_reach_both() {
 }
 
 #[test]
-fn an_external_hostname_is_resolved_by_envoy() {
-    let ext = Backend::start("ext");
+fn an_external_hostname_is_resolved_by_envoy_where_the_edge_allows_it() {
+    // In a namespace of its own, where POD_HOSTNAME names the backend's
+    // address (a `localhost` name is refused: the edge node itself).
+    if !isolated() {
+        return;
+    }
+    let ext = Backend::on(POD_IP, "ext");
     let port = free_port();
-    let _edge = Edge::start(
+    let _edge = Edge::start_with(
         "xb-external",
         &[
             CLASS.into(),
             gateway(port),
             format!(
                 "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\nmetadata: {{name: ext, namespace: default}}\nspec:\n  \
-                 type: ExternalHostname\n  externalHostname: {{hostname: localhost}}\n  port: {{number: {}}}\n",
+                 type: ExternalHostname\n  externalHostname: {{hostname: {POD_HOSTNAME}}}\n  port: {{number: {}}}\n",
                 ext.port
             ),
             route(&[("/external", "ext")]),
         ],
+        &["--allow-external-hostname-backends"],
     );
     let addr = format!("127.0.0.1:{port}");
     let answer = wait_until(Duration::from_secs(30), "the external hostname", || {

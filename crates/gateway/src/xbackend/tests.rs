@@ -75,6 +75,36 @@ fn an_external_hostname_is_a_dns_name_outside_the_cluster() {
         external_hostname("API.example.com"),
         Ok("api.example.com".into())
     );
+    for local in ["localhost", "LocalHost.", "admin.localhost"] {
+        let r = external_hostname(local);
+        assert_eq!(r.map_err(|e| e.0), Err(Reason::UnsupportedValue), "{local}");
+    }
+}
+
+/// Off by default: a tenant's XBackend could name any host the edge reaches.
+#[test]
+fn external_hostnames_are_served_only_where_the_edge_allows_them() {
+    let s = store(&xbackend("apps", "x", None, EXTERNAL_TLS));
+    let x = s.get::<XBackend>("apps", "x").unwrap();
+    let key = ObjectRef::new("apps", "x");
+    let off = model(&s, &key, x, false);
+    let (reason, message) = off.not_accepted.unwrap();
+    assert_eq!(reason, Reason::UnsupportedValue);
+    assert!(
+        message.contains("--allow-external-hostname-backends"),
+        "{message}"
+    );
+    let on = model(&s, &key, x, true);
+    assert_eq!(on.not_accepted, None);
+    let r = BackendRef {
+        group: Some(GROUP),
+        kind: Some(KIND),
+        name: "x",
+        namespace: None,
+        port: None,
+    };
+    let got = Backends::new(&s).resolve("HTTPRoute", "apps", r, Upstream::Http);
+    assert!(got.is_err(), "served without the edge's allowance: {got:?}");
 }
 
 /// Resolves a ref to XBackend apps/x (spec `spec`) from a route of `kind`.
@@ -89,7 +119,7 @@ fn resolve_x(
         xbackend("apps", "x", None, spec),
         service("apps", "x-svc", "x", "", "2026-01-01T00:00:00Z"),
     ));
-    let backends = Backends::new(&s);
+    let backends = Backends::new(&s).allowing_external_hostnames(true);
     let r = BackendRef {
         group: Some(GROUP),
         kind: Some(KIND),

@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 pub const NETNS_MARKER: &str = "AETHER_EDGE_TEST_NETNS";
 /// The backends' address: on `lo` inside the test's namespace only.
 pub const POD_IP: &str = "10.99.0.1";
+/// A DNS name of [`POD_IP`], inside the test's namespace only: `ip netns exec`
+/// lays `/etc/netns/<namespace>/hosts` over `/etc/hosts` for what it runs.
+pub const POD_HOSTNAME: &str = "pods.aether.test";
 
 /// A network namespace deleted on drop (also when the test panics).
 struct Netns {
@@ -54,7 +57,16 @@ impl Netns {
         ip(&["-n", &ns.name, "link", "set", "lo", "up"]);
         let address = format!("{POD_IP}/32");
         ip(&["-n", &ns.name, "addr", "add", &address, "dev", "lo"]);
+        let etc = ns.etc();
+        std::fs::create_dir_all(&etc).expect("creating /etc/netns/<namespace>");
+        let hosts = format!("127.0.0.1 localhost\n{POD_IP} {POD_HOSTNAME}\n");
+        std::fs::write(etc.join("hosts"), hosts).expect("writing the namespace's hosts file");
         ns
+    }
+
+    /// What `ip netns exec` lays over `/etc` in this namespace.
+    fn etc(&self) -> PathBuf {
+        PathBuf::from("/etc/netns").join(&self.name)
     }
 }
 
@@ -63,6 +75,7 @@ impl Drop for Netns {
         let _ = Command::new("ip")
             .args(["netns", "del", &self.name])
             .status();
+        let _ = std::fs::remove_dir_all(self.etc());
     }
 }
 
