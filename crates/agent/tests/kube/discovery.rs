@@ -11,6 +11,7 @@
 //!   GatewayClass says the release is supported.
 
 use crate::support::*;
+use gateway_api::apis::experimental::gateways::Gateway;
 use kube::api::DynamicObject;
 use std::time::Duration;
 
@@ -49,6 +50,7 @@ fn the_previous_release_s_crds_are_served_and_supported() {
     in_netns(async {
         let w = given_the_previous_release_s_crds_and_an_agent().await;
         http_and_tcp_routes_are_served(&w).await;
+        the_gateway_status_fits_that_release_s_schema(&w).await;
         xbackend_is_reported_missing_once(&w).await;
         the_class_names_that_release_supported(&w).await;
     });
@@ -184,6 +186,29 @@ async fn http_and_tcp_routes_are_served(w: &World) {
         let line = format!("aether_edge_kind_missing{{kind=\"{kind}\"}} 0");
         assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
     }
+}
+
+/// The Gateway's status is written (Programmed, with its address) although
+/// that release's schema has no `routability` on status addresses: the
+/// default scope is left unset, which the spec reads the same.
+async fn the_gateway_status_fits_that_release_s_schema(w: &World) {
+    until_object::<Gateway, _>(
+        &w.client,
+        NS,
+        "gw",
+        WAIT,
+        "Programmed",
+        |gw| match programmed(gw) {
+            Some((s, _)) if s == "True" => Ok(()),
+            p => Err(format!("{p:?} in {}", gw["status"])),
+        },
+    )
+    .await;
+    let log = w.agent.proc.log_text();
+    assert!(
+        !log.contains("status write failed"),
+        "a status write failed:\n{log}"
+    );
 }
 
 /// In /metrics, and once in the log (as a warning naming its group) however

@@ -188,7 +188,7 @@ async fn the_load_balancers_address_programs_it_and_every_port_serves(
     let what = "addresses + Programmed";
     let gw = until_programmed(&w.client, NS, "gw", WAIT, what, |gw| {
         let addresses = &gw["status"]["addresses"];
-        (*addresses == json!([{"type": "IPAddress", "value": POD_IP, "routability": ""}]))
+        (*addresses == json!([{"type": "IPAddress", "value": POD_IP}]))
             .then_some(())
             .ok_or(format!("addresses {addresses}"))
     })

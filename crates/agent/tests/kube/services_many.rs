@@ -164,8 +164,7 @@ async fn every_gateway_is_programmed_and_serves(
     for name in &w.names {
         let what = format!("{name} programmed");
         until_programmed(&w.client, NS, name, Duration::from_secs(60), &what, |gw| {
-            let ok = gw["status"]["addresses"]
-                == json!([{"type": "IPAddress", "value": POD_IP, "routability": ""}])
+            let ok = gw["status"]["addresses"] == json!([{"type": "IPAddress", "value": POD_IP}])
                 && gw["status"]["listeners"].as_array().map(Vec::len) == Some(4);
             ok.then_some(()).ok_or(gw["status"].to_string())
         })

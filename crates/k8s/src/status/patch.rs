@@ -602,7 +602,10 @@ fn gateway(gw: &Gateway, planned: &Planned, api_version: &str, now: &Time) -> Op
         .map(|a| GatewayStatusAddresses {
             r#type: Some(a.type_.clone()),
             value: a.value.clone(),
-            routability: a.routability.clone(),
+            // The default scope is left unset, which the spec reads the same
+            // as "": a cluster on CRDs before v1.7 has no such field and
+            // refuses the whole status apply over it.
+            routability: a.routability.clone().filter(|r| !r.is_empty()),
         })
         .collect();
     let conditions = condition::from_plan(&planned.conditions, &current_conditions, now);
