@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,16 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// The parent-death signal belongs to a thread: the one that execs keeps it and leads
+// the new process; threads the Go runtime starts afterwards begin with none. Main may
+// run on any of them unless an init locks it to the first, so the probe, which reads
+// the setting, keeps to the thread it was exec'd on.
+func init() {
+	if filepath.Base(os.Args[0]) == "probe" {
+		runtime.LockOSThread()
+	}
+}
 
 // The test binary plays two more parts: container-exec (PODEXEC_TEST_ROLE=exec) and,
 // copied into a root file system as /bin/probe, the container's program.
