@@ -19,7 +19,7 @@
 //! them sends to the Service: each gets the policy's conditions.
 
 use crate::client_validation::{check_bundle, is_trust_bundle, trust_bundle as trust_bundle_pem};
-use crate::status::{Condition, GROUP, Identity, ParentReference};
+use crate::status::{AncestorStatus, AncestorsStatus, Condition, Identity};
 use crate::store::Store;
 use crate::vocabulary::policy::{Reason, Type};
 use aether_ir::{CaBundle, ObjectRef, SubjectAltName, TrustedCa, UpstreamTls};
@@ -123,29 +123,13 @@ impl Policies {
             if ancestors.is_empty() {
                 continue;
             }
-            let conditions = m.conditions();
-            let ancestors = ancestors
-                .into_iter()
-                .map(|gw| PolicyAncestorStatus {
-                    ancestor_ref: ParentReference::defaulted(
-                        Some(GROUP),
-                        Some("Gateway"),
-                        Some(&gw.namespace),
-                        &gw.name,
-                        None,
-                        None,
-                    ),
-                    controller_name: controller_name.to_string(),
-                    conditions: conditions.clone(),
-                })
-                .collect();
-            out.insert(
-                m.key.clone(),
-                PolicyStatus {
-                    ancestors,
-                    of: m.of.clone(),
-                },
+            let status = PolicyStatus::on_gateways(
+                ancestors,
+                &m.conditions(),
+                controller_name,
+                m.of.clone(),
             );
+            out.insert(m.key.clone(), status);
         }
         out
     }
@@ -350,18 +334,5 @@ fn subject_alt_names(v: &BackendTlsPolicyValidation) -> Vec<SubjectAltName> {
 }
 
 /// A policy's status: one entry per ancestor Gateway.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PolicyStatus {
-    pub ancestors: Vec<PolicyAncestorStatus>,
-    /// Not part of the written status.
-    #[serde(skip)]
-    pub of: Identity,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PolicyAncestorStatus {
-    pub ancestor_ref: ParentReference,
-    pub controller_name: String,
-    pub conditions: Vec<PolicyCondition>,
-}
+pub type PolicyStatus = AncestorsStatus<Type, Reason>;
+pub type PolicyAncestorStatus = AncestorStatus<Type, Reason>;

@@ -232,6 +232,52 @@ pub fn group_kind(group: &str, kind: &str) -> String {
     }
 }
 
+/// The status of a policy-like object (BackendTLSPolicy, XBackend): the same
+/// conditions, about the object itself, on one entry per ancestor Gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(bound(serialize = "T: Word, R: Word"))]
+pub struct AncestorsStatus<T, R> {
+    pub ancestors: Vec<AncestorStatus<T, R>>,
+    /// Not part of the written status.
+    #[serde(skip)]
+    pub of: Identity,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", bound(serialize = "T: Word, R: Word"))]
+pub struct AncestorStatus<T, R> {
+    pub ancestor_ref: ParentReference,
+    pub controller_name: String,
+    pub conditions: Vec<Condition<T, R>>,
+}
+
+impl<T: Word, R: Word> AncestorsStatus<T, R> {
+    /// `conditions` on each of `gateways`, in their order.
+    pub fn on_gateways(
+        gateways: impl IntoIterator<Item = ObjectRef>,
+        conditions: &[Condition<T, R>],
+        controller_name: &str,
+        of: Identity,
+    ) -> Self {
+        let ancestors = gateways
+            .into_iter()
+            .map(|gw| AncestorStatus {
+                ancestor_ref: ParentReference::defaulted(
+                    None,
+                    None,
+                    Some(&gw.namespace),
+                    &gw.name,
+                    None,
+                    None,
+                ),
+                controller_name: controller_name.to_string(),
+                conditions: conditions.to_vec(),
+            })
+            .collect();
+        AncestorsStatus { ancestors, of }
+    }
+}
+
 /// A route's parentRef echoed back, with group and kind defaulted.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -19,7 +19,7 @@
 
 use super::{Target, XBackendModel};
 use crate::backend::Backends;
-use crate::status::{Condition, GROUP, Identity, ParentReference};
+use crate::status::{AncestorStatus, AncestorsStatus, Condition, GROUP};
 use crate::store::Store;
 use crate::vocabulary::xbackend::{Reason, Type};
 use aether_ir::ObjectRef;
@@ -32,21 +32,8 @@ use std::collections::{BTreeMap, BTreeSet};
 pub type XBackendCondition = Condition<Type, Reason>;
 
 /// An XBackend's status: one entry per ancestor Gateway.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct XBackendStatus {
-    pub ancestors: Vec<XBackendAncestorStatus>,
-    /// Not part of the written status.
-    #[serde(skip)]
-    pub of: Identity,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct XBackendAncestorStatus {
-    pub ancestor_ref: ParentReference,
-    pub controller_name: String,
-    pub conditions: Vec<XBackendCondition>,
-}
+pub type XBackendStatus = AncestorsStatus<Type, Reason>;
+pub type XBackendAncestorStatus = AncestorStatus<Type, Reason>;
 
 /// The status of every XBackend a route attached to one of `gateways` names.
 pub fn statuses(
@@ -60,24 +47,9 @@ pub fn statuses(
         let Some(m) = backends.xbackend(&key) else {
             continue;
         };
-        let conditions = conditions(&m);
-        let ancestors = ancestors
-            .into_iter()
-            .map(|gw| XBackendAncestorStatus {
-                ancestor_ref: ParentReference::defaulted(
-                    Some(GROUP),
-                    Some("Gateway"),
-                    Some(&gw.namespace),
-                    &gw.name,
-                    None,
-                    None,
-                ),
-                controller_name: controller_name.to_string(),
-                conditions: conditions.clone(),
-            })
-            .collect();
-        let of = m.of.clone();
-        out.insert(key, XBackendStatus { ancestors, of });
+        let status =
+            XBackendStatus::on_gateways(ancestors, &conditions(&m), controller_name, m.of.clone());
+        out.insert(key, status);
     }
     out
 }

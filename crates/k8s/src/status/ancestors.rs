@@ -12,20 +12,88 @@
 //! as read, then ours, with the object's `resourceVersion` and `uid` as
 //! preconditions, so another controller's entry is never removed or altered (a
 //! write racing theirs fails and is computed again). Theirs are kept whole;
-//! ours fill what room is left under the CRD's maxItems.
+//! ours fill what room is left under the CRD's maxItems. A plan about another
+//! uid or an older generation than the object's is not written: the next plan
+//! will be about this one.
 
 use super::condition;
+use super::patch::{Precondition, StatusKind, StatusPatch, body};
 use super::route::FromParentRef;
-use aether_gateway::status::{Condition, ParentReference};
+use aether_gateway::status::{AncestorStatus, AncestorsStatus};
 use aether_gateway::vocabulary::Word;
+use aether_gateway::{Store, StoreObject};
+use aether_ir::ObjectRef;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as Written, Time};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
-/// One planned ancestor entry of ours, whatever the plan's condition words.
-pub(super) struct Ancestor<'a, T, R> {
-    pub ancestor_ref: &'a ParentReference,
-    pub conditions: &'a [Condition<T, R>],
+/// A kind whose status is a shared `status.ancestors` list.
+pub(super) trait Ancestored: StoreObject {
+    type Entry: Entry;
+    const STATUS: StatusKind;
+    /// The CRD's maxItems for `status.ancestors`.
+    const MAX: usize;
+    /// Its `status.ancestors` as read.
+    fn entries(&self) -> Vec<Self::Entry>;
+}
+
+/// The patches that bring every `K`'s entries of ours to `plan` (one the plan
+/// lacks: no entries of ours, so a route no longer reaching it takes ours away).
+pub(super) fn patches<K: Ancestored, T: Word, R: Word>(
+    store: &Store,
+    top: Option<&Store>,
+    plan: &BTreeMap<ObjectRef, AncestorsStatus<T, R>>,
+    controller_name: &str,
+    api_version: &str,
+    now: &Time,
+) -> Vec<Option<StatusPatch>> {
+    store
+        .all::<K>()
+        .iter()
+        .map(|(key, object)| {
+            let object = top
+                .and_then(|t| t.get::<K>(&key.namespace, &key.name))
+                .unwrap_or(object);
+            let planned = plan.get(key);
+            if planned.is_some_and(|s| !s.of.describes(object.metadata())) {
+                return None;
+            }
+            let planned = planned.map(|s| s.ancestors.as_slice());
+            let planned = planned.unwrap_or_default();
+            patch(key, object, planned, controller_name, api_version, now)
+        })
+        .collect()
+}
+
+/// The patch that brings our entries on `object` to `planned` (empty: ours
+/// go), or `None` when they already say it.
+pub(super) fn patch<K: Ancestored, T: Word, R: Word>(
+    key: &ObjectRef,
+    object: &K,
+    planned: &[AncestorStatus<T, R>],
+    controller_name: &str,
+    api_version: &str,
+    now: &Time,
+) -> Option<StatusPatch> {
+    let list = merged(object.entries(), planned, K::MAX, controller_name, now)?;
+    let meta = object.metadata();
+    let precondition = Precondition {
+        resource_version: meta.resource_version.as_deref(),
+        uid: meta.uid.as_deref(),
+    };
+    Some(StatusPatch {
+        kind: K::STATUS,
+        object: key.clone(),
+        based_on: meta.resource_version.clone(),
+        body: body(
+            K::STATUS,
+            api_version,
+            key,
+            precondition,
+            json!({ "ancestors": list }),
+        ),
+    })
 }
 
 /// An ancestor status entry as a kind's generated type spells it.
@@ -40,9 +108,9 @@ pub(super) trait Entry: Serialize + Sized {
 /// The whole `status.ancestors` list that brings our entries of `current` to
 /// `planned` (none planned: ours go), at most `max` entries; `None` when ours
 /// already say it.
-pub(super) fn merged<E: Entry, T: Word, R: Word>(
+fn merged<E: Entry, T: Word, R: Word>(
     current: Vec<E>,
-    planned: &[Ancestor<'_, T, R>],
+    planned: &[AncestorStatus<T, R>],
     max: usize,
     controller_name: &str,
     now: &Time,
@@ -55,13 +123,13 @@ pub(super) fn merged<E: Entry, T: Word, R: Word>(
         .iter()
         .take(room)
         .map(|a| {
-            let ancestor_ref = E::Ref::from_parent_ref(a.ancestor_ref);
+            let ancestor_ref = E::Ref::from_parent_ref(&a.ancestor_ref);
             let was = ours
                 .iter()
                 .find(|o| *o.ancestor_ref() == ancestor_ref)
                 .map(E::conditions)
                 .unwrap_or_default();
-            let conditions = condition::from_plan(a.conditions, was, now);
+            let conditions = condition::from_plan(&a.conditions, was, now);
             E::new(ancestor_ref, conditions, controller_name)
         })
         .collect();

@@ -32,6 +32,8 @@ use gateway_api::apis::experimental::gateways::{
     GatewayStatusListenersSupportedKinds,
 };
 use gateway_api::apis::experimental::listenersets::ListenerSet;
+use gateway_api::apis::experimental::xbackends::XBackend;
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::{
     GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
 };
@@ -339,7 +341,7 @@ pub fn compute_over(
     let api_version = inputs
         .served
         .api_version(StatusKind::BackendTlsPolicy.as_str());
-    for patch in super::policy::patches(
+    for patch in super::ancestors::patches::<BackendTlsPolicy, _, _>(
         &inputs.store,
         top,
         &inputs.plan.backend_tls_policies,
@@ -350,7 +352,7 @@ pub fn compute_over(
         out.push(patch);
     }
     let api_version = inputs.served.api_version(StatusKind::XBackend.as_str());
-    for patch in super::xbackend::patches(
+    for patch in super::ancestors::patches::<XBackend, _, _>(
         &inputs.store,
         top,
         &inputs.plan.x_backends,

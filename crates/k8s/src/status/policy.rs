@@ -3,23 +3,15 @@
 //! read, ours in plan order, the policy's `resourceVersion` and `uid` as
 //! preconditions). A policy's conditions are
 //! about the policy (its refs, its conflicts), not about what Envoy serves, so
-//! they are written at once, ungated. At most [`ANCESTORS_MAX`] entries.
+//! they are written at once, ungated. At most 16 entries (the CRD's maxItems).
 
-use super::ancestors::{self, Ancestor};
-use super::patch::{Precondition, StatusKind, StatusPatch, body};
-use aether_gateway::backend_tls::PolicyStatus;
-use aether_gateway::{Store, StoreObject};
-use aether_ir::ObjectRef;
+use super::ancestors::{self, Ancestored};
+use super::patch::StatusKind;
 use gateway_api::apis::standard::backendtlspolicies::{
     BackendTlsPolicy, BackendTlsPolicyStatusAncestors as Entry,
     BackendTlsPolicyStatusAncestorsAncestorRef as EntryRef,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as Written, Time};
-use serde_json::json;
-use std::collections::BTreeMap;
-
-/// `status.ancestors` maxItems.
-const ANCESTORS_MAX: usize = 16;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as Written;
 
 impl ancestors::Entry for Entry {
     type Ref = EntryRef;
@@ -41,76 +33,28 @@ impl ancestors::Entry for Entry {
     }
 }
 
-/// The patches that bring every policy's entries of ours to `plan` (a
-/// policy the plan lacks: no entries of ours).
-pub(crate) fn patches(
-    store: &Store,
-    top: Option<&Store>,
-    plan: &BTreeMap<ObjectRef, PolicyStatus>,
-    controller_name: &str,
-    api_version: &str,
-    now: &Time,
-) -> Vec<Option<StatusPatch>> {
-    store
-        .all::<BackendTlsPolicy>()
-        .iter()
-        .map(|(key, p)| {
-            let p = top
-                .and_then(|t| t.get::<BackendTlsPolicy>(&key.namespace, &key.name))
-                .unwrap_or(p);
-            let planned = plan.get(key).filter(|s| s.of.describes(p.metadata()));
-            patch(key, p, planned, controller_name, api_version, now)
-        })
-        .collect()
-}
-
-fn patch(
-    key: &ObjectRef,
-    p: &BackendTlsPolicy,
-    planned: Option<&PolicyStatus>,
-    controller_name: &str,
-    api_version: &str,
-    now: &Time,
-) -> Option<StatusPatch> {
-    let current: Vec<Entry> = p
-        .status
-        .as_ref()
-        .map(|s| s.ancestors.clone())
-        .unwrap_or_default();
-    let planned: Vec<Ancestor<'_, _, _>> = planned
-        .map(|s| s.ancestors.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(|a| Ancestor {
-            ancestor_ref: &a.ancestor_ref,
-            conditions: &a.conditions,
-        })
-        .collect();
-    let list = ancestors::merged(current, &planned, ANCESTORS_MAX, controller_name, now)?;
-    let meta = p.metadata();
-    Some(StatusPatch {
-        kind: StatusKind::BackendTlsPolicy,
-        object: key.clone(),
-        based_on: meta.resource_version.clone(),
-        body: body(
-            StatusKind::BackendTlsPolicy,
-            api_version,
-            key,
-            Precondition {
-                resource_version: meta.resource_version.as_deref(),
-                uid: meta.uid.as_deref(),
-            },
-            json!({ "ancestors": list }),
-        ),
-    })
+impl Ancestored for BackendTlsPolicy {
+    type Entry = Entry;
+    const STATUS: StatusKind = StatusKind::BackendTlsPolicy;
+    const MAX: usize = 16;
+    fn entries(&self) -> Vec<Entry> {
+        let status = self.status.as_ref();
+        status.map(|s| s.ancestors.clone()).unwrap_or_default()
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::ancestors::patches;
+    use super::super::patch::StatusPatch;
     use super::*;
-    use aether_gateway::backend_tls::PolicyAncestorStatus;
+    use aether_gateway::Store;
+    use aether_gateway::backend_tls::{PolicyAncestorStatus, PolicyStatus};
     use aether_gateway::status::{Condition, GROUP, Identity, ParentReference};
     use aether_gateway::vocabulary::policy::{Reason, Type};
+    use aether_ir::ObjectRef;
+    use serde_json::json;
+    use std::collections::BTreeMap;
 
     const OURS: &str = "gateway.aether.io/edge";
 
@@ -157,7 +101,7 @@ mod tests {
 
     fn computed(store: &Store, plan: &BTreeMap<ObjectRef, PolicyStatus>) -> Vec<StatusPatch> {
         let now = super::super::test_support::at(1);
-        patches(
+        patches::<BackendTlsPolicy, _, _>(
             store,
             None,
             plan,

@@ -10,23 +10,14 @@
 //! ```
 //!
 //! As for BackendTLSPolicy (`policy.rs`): the list is shared and atomic
-//! (`ancestors.rs`); at most [`ANCESTORS_MAX`] entries.
+//! (`ancestors.rs`); at most 32 entries (the CRD's maxItems).
 
-use super::ancestors::{self, Ancestor};
-use super::patch::{Precondition, StatusKind, StatusPatch, body};
-use aether_gateway::vocabulary::Word;
-use aether_gateway::xbackend::status::XBackendStatus;
-use aether_gateway::{Store, StoreObject};
-use aether_ir::ObjectRef;
+use super::ancestors::{self, Ancestored};
+use super::patch::StatusKind;
 use gateway_api::apis::experimental::xbackends::{
     XBackend, XBackendStatusAncestors as Entry, XBackendStatusAncestorsAncestorRef as EntryRef,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as Written, Time};
-use serde_json::json;
-use std::collections::BTreeMap;
-
-/// `status.ancestors` maxItems.
-const ANCESTORS_MAX: usize = 32;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as Written;
 
 impl ancestors::Entry for Entry {
     type Ref = EntryRef;
@@ -48,85 +39,28 @@ impl ancestors::Entry for Entry {
     }
 }
 
-/// The patches that bring every XBackend's entries of ours to `plan` (one the
-/// plan lacks, or whose plan is about another uid or generation: no entries
-/// of ours; a route no longer reaching it takes ours away).
-pub(crate) fn patches(
-    store: &Store,
-    top: Option<&Store>,
-    plan: &BTreeMap<ObjectRef, XBackendStatus>,
-    controller_name: &str,
-    api_version: &str,
-    now: &Time,
-) -> Vec<Option<StatusPatch>> {
-    store
-        .all::<XBackend>()
-        .iter()
-        .map(|(key, x)| {
-            let x = top
-                .and_then(|t| t.get::<XBackend>(&key.namespace, &key.name))
-                .unwrap_or(x);
-            let planned = plan.get(key);
-            if planned.is_some_and(|s| !s.of.describes(x.metadata())) {
-                // About a deleted namesake or an older generation: the next
-                // plan will be about this one.
-                return None;
-            }
-            let ancestors: Vec<Ancestor<'_, _, _>> = planned
-                .map(|s| s.ancestors.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .map(|a| Ancestor {
-                    ancestor_ref: &a.ancestor_ref,
-                    conditions: &a.conditions,
-                })
-                .collect();
-            patch(key, x, &ancestors, controller_name, api_version, now)
-        })
-        .collect()
-}
-
-/// The patch that brings our entries on `x` to `planned` (empty: ours go), or
-/// `None` when they already say it.
-fn patch<T: Word, R: Word>(
-    key: &ObjectRef,
-    x: &XBackend,
-    planned: &[Ancestor<'_, T, R>],
-    controller_name: &str,
-    api_version: &str,
-    now: &Time,
-) -> Option<StatusPatch> {
-    let current: Vec<Entry> = x
-        .status
-        .as_ref()
-        .and_then(|s| s.ancestors.clone())
-        .unwrap_or_default();
-    let list = ancestors::merged(current, planned, ANCESTORS_MAX, controller_name, now)?;
-    let meta = &x.metadata;
-    Some(StatusPatch {
-        kind: StatusKind::XBackend,
-        object: key.clone(),
-        based_on: meta.resource_version.clone(),
-        body: body(
-            StatusKind::XBackend,
-            api_version,
-            key,
-            Precondition {
-                resource_version: meta.resource_version.as_deref(),
-                uid: meta.uid.as_deref(),
-            },
-            json!({ "ancestors": list }),
-        ),
-    })
+impl Ancestored for XBackend {
+    type Entry = Entry;
+    const STATUS: StatusKind = StatusKind::XBackend;
+    const MAX: usize = 32;
+    fn entries(&self) -> Vec<Entry> {
+        let status = self.status.as_ref();
+        status.and_then(|s| s.ancestors.clone()).unwrap_or_default()
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::ancestors::{patch, patches};
+    use super::super::patch::StatusPatch;
     use super::*;
-    use aether_gateway::status::GROUP;
-    use aether_gateway::status::{Condition, ParentReference};
+    use aether_gateway::Store;
+    use aether_gateway::status::{AncestorStatus, Condition, GROUP, ParentReference};
     use aether_gateway::vocabulary::policy::{Reason, Type};
+    use aether_ir::ObjectRef;
     use serde_json::Value;
+    use serde_json::json;
+    use std::collections::BTreeMap;
 
     const OURS: &str = "gateway.aether.io/edge";
     const API: &str = "gateway.networking.x-k8s.io/v1alpha1";
@@ -160,11 +94,11 @@ mod tests {
                 vec![Condition::new(Type::Accepted, ok, reason, "m", 2)]
             })
             .unwrap_or_default();
-        let parent = gw();
-        let planned: Vec<Ancestor<'_, Type, Reason>> = accepted
-            .map(|_| Ancestor {
-                ancestor_ref: &parent,
-                conditions: &conditions,
+        let planned: Vec<AncestorStatus<Type, Reason>> = accepted
+            .map(|_| AncestorStatus {
+                ancestor_ref: gw(),
+                controller_name: OURS.into(),
+                conditions,
             })
             .into_iter()
             .collect();
@@ -200,7 +134,7 @@ mod tests {
 
     #[test]
     fn theirs_are_kept_whole_and_ours_fill_the_room_left() {
-        let theirs: Vec<Value> = (0..ANCESTORS_MAX)
+        let theirs: Vec<Value> = (0..XBackend::MAX)
             .map(|i| json!({"ancestorRef": {"name": format!("g{i}")}, "controllerName": "example.com/other"}))
             .collect();
         let x = mk_xbackend(Value::Array(theirs));
@@ -214,7 +148,7 @@ mod tests {
     #[test]
     fn a_plan_about_another_generation_is_not_written() {
         use aether_gateway::status::Identity;
-        use aether_gateway::xbackend::status::XBackendAncestorStatus;
+        use aether_gateway::xbackend::status::{XBackendAncestorStatus, XBackendStatus};
         let mut store = Store::default();
         store.insert(mk_xbackend(json!([])));
         let status = |generation| XBackendStatus {
@@ -232,7 +166,7 @@ mod tests {
         let key = ObjectRef::new("app", "pay");
         let plan = |g| BTreeMap::from([(key.clone(), status(g))]);
         let count = |g| {
-            patches(&store, None, &plan(g), OURS, API, &now)
+            patches::<XBackend, _, _>(&store, None, &plan(g), OURS, API, &now)
                 .into_iter()
                 .flatten()
                 .count()
