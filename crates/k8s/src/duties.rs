@@ -10,6 +10,7 @@
 //!  reports + members (Service endpoints | Ready pods) ─► Join ─► assemble(plan, served, addresses) ─► StatusInputs ─► status::run
 //! ```
 
+use crate::backoff::{Failed, Writer, run_writer};
 use crate::service::{self, AddressMode, RecentWrites, ServiceConfig, ServiceMetrics};
 use crate::status::StatusInputs;
 use crate::{Index, ServedVersions};
@@ -24,8 +25,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::warn;
 
-/// Coalesces bursts of changes before acting on them.
-pub const SETTLE: Duration = Duration::from_millis(20);
+pub use crate::backoff::SETTLE;
 /// A (re)started agent knows nothing yet of what the Envoys serve: they reconnect
 /// with backoff, still serving the last config. Gating on that empty picture would
 /// flip every served Gateway to Pending and back on each restart of the leader (a
@@ -52,48 +52,70 @@ pub trait Translated: Send + Sync + 'static {
 type Published<P> = watch::Receiver<Option<Arc<P>>>;
 
 /// Leader only: keeps one Service per served Gateway; per-Gateway failures go to
-/// `problems` (and so to the status), retried with backoff.
+/// `problems` (and so to the status), retried ([`run_writer`]).
 pub async fn reconcile_services<P: Translated>(
     client: kube::Client,
     index: Arc<Index>,
-    mut published: Published<P>,
-    mut is_leader: watch::Receiver<bool>,
+    published: Published<P>,
+    is_leader: watch::Receiver<bool>,
     cfg: ServiceConfig,
     problems: watch::Sender<BTreeMap<ObjectRef, String>>,
     metrics: Arc<ServiceMetrics>,
 ) {
-    let mut generation = index.subscribe();
-    let mut backoff = crate::backoff::Backoff::default();
-    // Our own writes until the watch shows them: allocating from a store that
-    // trails the API server could move a Gateway's ports.
-    let mut recent = RecentWrites::default();
-    loop {
-        let ir = published
+    let generation = index.subscribe();
+    let services = EdgeServices {
+        client,
+        index,
+        generation,
+        published,
+        cfg,
+        problems,
+        metrics,
+        recent: RecentWrites::default(),
+    };
+    run_writer(services, is_leader).await
+}
+
+struct EdgeServices<P> {
+    client: kube::Client,
+    index: Arc<Index>,
+    generation: watch::Receiver<u64>,
+    published: Published<P>,
+    cfg: ServiceConfig,
+    problems: watch::Sender<BTreeMap<ObjectRef, String>>,
+    metrics: Arc<ServiceMetrics>,
+    /// Our own writes until the watch shows them: allocating from a store that
+    /// trails the API server could move a Gateway's ports.
+    recent: RecentWrites,
+}
+
+impl<P: Translated> Writer for EdgeServices<P> {
+    async fn pass(&mut self, leading: bool) -> Result<(), Failed> {
+        self.generation.borrow_and_update();
+        let ir = self
+            .published
             .borrow_and_update()
             .as_ref()
             .map(|p| p.ir().clone());
-        let leading = *is_leader.borrow_and_update();
-        if let (true, Some(ir), Some(store)) = (leading, ir, index.store()) {
-            let by_gateway =
-                reconcile_once(&client, &store, &ir, &cfg, &mut recent, &metrics).await;
-            let failed = !by_gateway.is_empty();
-            problems.send_if_modified(|p| {
-                let changed = *p != by_gateway;
-                *p = by_gateway;
-                changed
-            });
-            if failed {
-                backoff.sleep().await;
-                continue;
-            }
-        }
-        backoff.succeeded();
+        let (true, Some(ir), Some(store)) = (leading, ir, self.index.store()) else {
+            return Ok(());
+        };
+        let (client, cfg, metrics) = (&self.client, &self.cfg, &self.metrics);
+        let by_gateway = reconcile_once(client, &store, &ir, cfg, &mut self.recent, metrics).await;
+        let failed = !by_gateway.is_empty();
+        self.problems.send_if_modified(|p| {
+            let changed = *p != by_gateway;
+            *p = by_gateway;
+            changed
+        });
+        if failed { Err(Failed) } else { Ok(()) }
+    }
+
+    async fn changed(&mut self) -> bool {
         tokio::select! {
-            r = published.changed() => if r.is_err() { return },
-            r = generation.changed() => if r.is_err() { return },
-            r = is_leader.changed() => if r.is_err() { return },
+            r = self.published.changed() => r.is_ok(),
+            r = self.generation.changed() => r.is_ok(),
         }
-        tokio::time::sleep(SETTLE).await;
     }
 }
 

@@ -15,7 +15,7 @@
 //! class as the watch then shows it. A class being deleted gets no new
 //! finalizer (the API server refuses one), only loses ours.
 
-use crate::backoff::Backoff;
+use crate::backoff::{Failed, Writer, run_writer};
 use crate::status::StatusInputs;
 use aether_gateway::Store;
 use gateway_api::apis::experimental::gateways::Gateway;
@@ -71,35 +71,40 @@ pub fn changes<'a>(store: &Store, classes: impl IntoIterator<Item = &'a String>)
 }
 
 /// Leader only: keeps [`FINALIZER`] on each of our classes exactly while a
-/// Gateway uses it; failed writes are retried with [`Backoff`].
+/// Gateway uses it; failed writes are retried ([`run_writer`]).
 pub async fn run(
     client: kube::Client,
-    mut inputs: watch::Receiver<Arc<StatusInputs>>,
-    mut is_leader: watch::Receiver<bool>,
+    inputs: watch::Receiver<Arc<StatusInputs>>,
+    is_leader: watch::Receiver<bool>,
 ) {
-    let mut backoff = Backoff::default();
-    loop {
-        let now = inputs.borrow_and_update().clone();
-        if *is_leader.borrow_and_update() {
-            let classes = now.plan.gateway_classes.keys();
-            let version = now.served.version("GatewayClass").unwrap_or("v1");
-            let mut failed = false;
-            for change in changes(&now.store, classes) {
-                if let Err(e) = write(&client, version, &change).await {
-                    tracing::warn!(class = %change.class, error = %e, "GatewayClass finalizer not written; retrying");
-                    failed = true;
-                }
-            }
-            if failed {
-                backoff.sleep().await;
-                continue;
-            }
-            backoff.succeeded();
+    run_writer(Finalizers { client, inputs }, is_leader).await
+}
+
+struct Finalizers {
+    client: kube::Client,
+    inputs: watch::Receiver<Arc<StatusInputs>>,
+}
+
+impl Writer for Finalizers {
+    async fn pass(&mut self, leading: bool) -> Result<(), Failed> {
+        let now = self.inputs.borrow_and_update().clone();
+        if !leading {
+            return Ok(());
         }
-        tokio::select! {
-            r = inputs.changed() => if r.is_err() { return },
-            r = is_leader.changed() => if r.is_err() { return },
+        let classes = now.plan.gateway_classes.keys();
+        let version = now.served.version("GatewayClass").unwrap_or("v1");
+        let mut result = Ok(());
+        for change in changes(&now.store, classes) {
+            if let Err(e) = write(&self.client, version, &change).await {
+                tracing::warn!(class = %change.class, error = %e, "GatewayClass finalizer not written; retrying");
+                result = Err(Failed);
+            }
         }
+        result
+    }
+
+    async fn changed(&mut self) -> bool {
+        self.inputs.changed().await.is_ok()
     }
 }
 

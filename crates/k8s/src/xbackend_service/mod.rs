@@ -7,7 +7,7 @@
 //!  recent: our own writes, until the watch shows them ─────┘            delete (uid)           ─┘
 //!                                                                          │ failure
 //!                                                                          ▼
-//!                                               Warning Event on the XBackend, retry with Backoff
+//!                                               Warning Event on the XBackend, retry (backoff::run_writer)
 //! ```
 //!
 //! Gateway API v1.7.0 lets an implementation resolve an EndpointSelector
@@ -33,7 +33,7 @@ mod recent;
 pub use plan::{Action, desired, generate_name, plan};
 pub use recent::Recent;
 
-use crate::backoff::Backoff;
+use crate::backoff::{Failed, Writer, run_writer};
 use crate::events::{Events, Notice};
 use crate::index::Index;
 use crate::service::FIELD_MANAGER;
@@ -67,55 +67,73 @@ fn api_version() -> String {
 }
 
 /// Leader only: one headless Service per EndpointSelector XBackend, kept as
-/// its XBackend says; failures retried with [`Backoff`], each new one a Warning
-/// Event on the XBackend.
+/// its XBackend says; failures retried ([`run_writer`]), each new one a
+/// Warning Event on the XBackend.
 pub async fn run(
     client: kube::Client,
     index: Arc<Index>,
-    mut is_leader: watch::Receiver<bool>,
+    is_leader: watch::Receiver<bool>,
     events: Events,
 ) {
-    let mut generation = index.subscribe();
-    let mut backoff = Backoff::default();
-    let mut recent = Recent::default();
-    // The last failure told per XBackend: an Event for a new one only.
-    let mut told: BTreeMap<ObjectRef, String> = BTreeMap::new();
-    loop {
-        generation.borrow_and_update();
-        let leading = *is_leader.borrow_and_update();
-        if let (true, Some(store)) = (leading, index.store()) {
-            // Ours only: every other Service of the cluster is not copied.
-            let ours = store.all::<Service>().values().map(|s| &**s);
-            let ours = ours.filter(|s| plan::owner(s).is_some());
-            let services = recent.overlay(ours, Instant::now());
-            let xbackends = store.all::<XBackend>().values().map(|x| &**x);
-            let actions = plan(xbackends, &services);
-            let failed = apply(&client, actions, &mut recent).await;
-            for (xbackend, why) in &failed {
-                tracing::warn!(xbackend = %xbackend, error = %why, "XBackend Service not written; retrying");
-                if told.get(xbackend) != Some(why) {
-                    let uid = store
-                        .get::<XBackend>(&xbackend.namespace, &xbackend.name)
-                        .and_then(|x| x.metadata.uid.clone());
-                    events
-                        .emit(regarding(xbackend, uid), &notice(xbackend, why))
-                        .await;
-                }
+    let generation = index.subscribe();
+    let services = XBackendServices {
+        client,
+        index,
+        generation,
+        events,
+        recent: Recent::default(),
+        told: BTreeMap::new(),
+    };
+    run_writer(services, is_leader).await
+}
+
+struct XBackendServices {
+    client: kube::Client,
+    index: Arc<Index>,
+    generation: watch::Receiver<u64>,
+    events: Events,
+    recent: Recent,
+    /// The last failure told per XBackend: an Event for a new one only.
+    told: BTreeMap<ObjectRef, String>,
+}
+
+impl Writer for XBackendServices {
+    async fn pass(&mut self, leading: bool) -> Result<(), Failed> {
+        self.generation.borrow_and_update();
+        let (true, Some(store)) = (leading, self.index.store()) else {
+            return Ok(());
+        };
+        // Ours only: every other Service of the cluster is not copied.
+        let ours = store.all::<Service>().values().map(|s| &**s);
+        let ours = ours.filter(|s| plan::owner(s).is_some());
+        let services = self.recent.overlay(ours, Instant::now());
+        let xbackends = store.all::<XBackend>().values().map(|x| &**x);
+        let actions = plan(xbackends, &services);
+        let failed = apply(&self.client, actions, &mut self.recent).await;
+        for (xbackend, why) in &failed {
+            tracing::warn!(xbackend = %xbackend, error = %why, "XBackend Service not written; retrying");
+            if self.told.get(xbackend) != Some(why) {
+                let uid = store
+                    .get::<XBackend>(&xbackend.namespace, &xbackend.name)
+                    .and_then(|x| x.metadata.uid.clone());
+                let notice = notice(xbackend, why);
+                self.events.emit(regarding(xbackend, uid), &notice).await;
             }
-            told = failed;
-            if !told.is_empty() {
-                backoff.sleep().await;
-                continue;
-            }
-            backoff.succeeded();
         }
+        self.told = failed;
+        if self.told.is_empty() {
+            Ok(())
+        } else {
+            Err(Failed)
+        }
+    }
+
+    async fn changed(&mut self) -> bool {
         tokio::select! {
-            r = generation.changed() => if r.is_err() { return },
-            r = is_leader.changed() => if r.is_err() { return },
+            r = self.generation.changed() => r.is_ok(),
             // A write the watch never showed (deleted at once) is looked at again.
-            _ = tokio::time::sleep(RECENT_TTL), if !recent.is_empty() => {}
+            _ = tokio::time::sleep(RECENT_TTL), if !self.recent.is_empty() => true,
         }
-        tokio::time::sleep(crate::duties::SETTLE).await;
     }
 }
 
