@@ -233,64 +233,13 @@ pub fn any_names(
 /// `(route, path)` an HTTPRoute `app/<route>` matching that path prefix and
 /// forwarding to its own cluster.
 pub fn mk_routes_snapshot(routes: &[(&str, &str)]) -> Arc<Snapshot> {
-    use aether_ir as ir;
-    let route = |name: &str, path: &str| ir::Route {
-        name: format!("HTTPRoute/app/{name}/rule/0/match/0"),
-        matcher: ir::RouteMatch {
-            path: ir::PathMatch::Prefix(path.into()),
-            method: None,
-            headers: vec![],
-            query_params: vec![],
-        },
-        action: ir::RouteAction::Forward(ir::Forward {
-            backends: vec![ir::WeightedBackend::new(
-                ir::names::cluster("app", name, 80),
-                1,
-            )],
-            invalid_weight: 0,
-            rewrite: None,
-            ..Default::default()
-        }),
-        request_headers: Default::default(),
-        response_headers: Default::default(),
-    };
-    let cluster = |name: &str| ir::Cluster {
-        name: ir::names::cluster("app", name, 80),
-        service: ObjectRef::new("app", name),
-        port: 80,
-        protocol: ir::UpstreamProtocol::Http1,
-        endpoints: vec![ir::Endpoint {
-            address: "10.1.0.1".into(),
-            port: 8080,
-            weight: 0,
-        }],
-        tls: None,
-        backend_kind: ir::BackendKind::Service,
-        discovery: ir::Discovery::Eds,
-        session: None,
-    };
-    let gateway = ir::Gateway {
-        namespace: "infra".into(),
-        name: "web".into(),
-        addresses: vec!["10.0.0.1".into()],
-        ports: vec![ir::Port {
-            port: 80,
-            protocol: ir::PortProtocol::Http,
-            listener_name: ir::names::listener("infra", "web", 80),
-            route_table: Some(ir::RouteTable {
-                name: ir::names::route_table("infra", "web", 80, None),
-                virtual_hosts: vec![ir::VirtualHost {
-                    pre_routing: Vec::new(),
-                    name: "*".into(),
-                    domains: vec!["*".into()],
-                    routes: routes.iter().map(|(n, p)| route(n, p)).collect(),
-                }],
-            }),
-            tls_chains: vec![],
-            forward: None,
-        }],
-    };
-    let mut clusters: Vec<ir::Cluster> = routes.iter().map(|(n, _)| cluster(n)).collect();
+    use aether_ir::{self as ir, fixtures};
+    let rules = routes.iter().map(|(n, p)| fixtures::forward_route(n, p, n));
+    let gateway = fixtures::http_gateway("web", rules.collect());
+    let mut clusters: Vec<ir::Cluster> = routes
+        .iter()
+        .map(|(n, _)| fixtures::service_cluster(n, "10.1.0.1"))
+        .collect();
     clusters.sort_by(|a, b| a.name.cmp(&b.name));
     Arc::new(aether_xds::build(&ir::Ir::new(vec![gateway], clusters)))
 }

@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::Arc;
 
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod gate;

@@ -166,9 +166,12 @@ async fn reconcile_once(
 /// allocated yet), then the Service writes that failed.
 fn why_unaddressed<P: Translated>(
     p: &P,
-    services: &mut watch::Receiver<BTreeMap<ObjectRef, String>>,
+    services: Option<&mut watch::Receiver<BTreeMap<ObjectRef, String>>>,
 ) -> BTreeMap<ObjectRef, String> {
     let mut all = p.left_out().clone();
+    let Some(services) = services else {
+        return all;
+    };
     for (gw, message) in services.borrow_and_update().iter() {
         all.entry(gw.clone())
             .and_modify(|m| {
@@ -189,8 +192,9 @@ pub struct Join<P> {
     /// Static mode's Ready edge pods (service mode reads each Service's
     /// endpoints from the store).
     pub ready_pods: Option<watch::Receiver<BTreeSet<String>>>,
-    /// Per-Gateway failures of the Service writes ([`reconcile_services`]).
-    pub service_problems: watch::Receiver<BTreeMap<ObjectRef, String>>,
+    /// Service mode's per-Gateway failures of the Service writes
+    /// ([`reconcile_services`]); static mode writes no Services.
+    pub service_problems: Option<watch::Receiver<BTreeMap<ObjectRef, String>>>,
     pub served: watch::Receiver<Option<ServedVersions>>,
     pub controller_name: String,
     /// What the GatewayClass claims in `status.supportedFeatures`.
@@ -238,7 +242,7 @@ impl<P: Translated> Join<P> {
                 r = self.published.changed() => if r.is_err() { return },
                 r = generation.changed() => if r.is_err() { return },
                 r = report_changes.changed() => if r.is_err() { return } else { report = true },
-                r = self.service_problems.changed() => if r.is_err() { return },
+                r = changed(&mut self.service_problems), if self.service_problems.is_some() => if r.is_err() { return },
                 r = self.served.changed() => if r.is_err() { return },
                 r = changed(&mut self.ready_pods), if self.ready_pods.is_some() => if r.is_err() { return },
                 _ = tokio::time::sleep_until(grace_ends), if !settled => {}
@@ -276,7 +280,7 @@ impl<P: Translated> Join<P> {
         // Read before the join: the plan covers at least this change.
         let served_at = self.reports.changed_at();
         let gating = std::time::Instant::now();
-        let problems = why_unaddressed(p, &mut self.service_problems);
+        let problems = why_unaddressed(p, self.service_problems.as_mut());
         let plan = gate(p, &self.reports, members, &store, &self.mode, &problems);
         // Under the status loop's target: the status latency bench reads it.
         tracing::debug!(target: "aether_k8s::status::inputs", gate_us = gating.elapsed().as_micros(), "status inputs joined");

@@ -109,7 +109,7 @@ fn given_a_join(store: Store, cfg: ServiceConfig) -> Given {
         reports: Reports::default(),
         mode: AddressMode::Service(cfg),
         ready_pods: None,
-        service_problems,
+        service_problems: Some(service_problems),
         served,
         controller_name: "gateway.aether.io/edge".into(),
         supported_features: Vec::new(),

@@ -5,7 +5,7 @@
 
 use super::*;
 use aether_ads::{Event, FleetStream, Nack, Protocol, Versions};
-use aether_ir::{self as ir, Pending, Rejection};
+use aether_ir::{self as ir, Pending, Rejection, fixtures};
 use aether_xds::ResourceType;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -13,70 +13,21 @@ use std::sync::Arc;
 /// Gateways `infra/<name>`, each one HTTP port whose route table carries the
 /// given routes (`HTTPRoute/app/<route>`, path prefix).
 fn mk_fleet_snapshot(gateways: &[(&str, &[(&str, &str)])]) -> Arc<Snapshot> {
-    let route = |name: &str, path: &str| ir::Route {
-        name: format!("HTTPRoute/app/{name}/rule/0/match/0"),
-        matcher: ir::RouteMatch {
-            path: ir::PathMatch::Prefix(path.into()),
-            method: None,
-            headers: vec![],
-            query_params: vec![],
-        },
-        action: ir::RouteAction::Forward(ir::Forward {
-            backends: vec![ir::WeightedBackend::new(
-                ir::names::cluster("app", name, 80),
-                1,
-            )],
-            invalid_weight: 0,
-            rewrite: None,
-            ..Default::default()
-        }),
-        request_headers: Default::default(),
-        response_headers: Default::default(),
-    };
-    let gateway = |name: &str, routes: &[(&str, &str)]| ir::Gateway {
-        namespace: "infra".into(),
-        name: name.into(),
-        addresses: vec!["10.0.0.1".into()],
-        ports: vec![ir::Port {
-            port: 80,
-            protocol: ir::PortProtocol::Http,
-            listener_name: ir::names::listener("infra", name, 80),
-            route_table: Some(ir::RouteTable {
-                name: ir::names::route_table("infra", name, 80, None),
-                virtual_hosts: vec![ir::VirtualHost {
-                    pre_routing: Vec::new(),
-                    name: "*".into(),
-                    domains: vec!["*".into()],
-                    routes: routes.iter().map(|(n, p)| route(n, p)).collect(),
-                }],
-            }),
-            tls_chains: vec![],
-            forward: None,
-        }],
-    };
     let names: BTreeSet<&str> = gateways
         .iter()
         .flat_map(|(_, routes)| routes.iter().map(|(n, _)| *n))
         .collect();
     let clusters = names
         .into_iter()
-        .map(|name| ir::Cluster {
-            name: ir::names::cluster("app", name, 80),
-            service: ObjectRef::new("app", name),
-            port: 80,
-            protocol: ir::UpstreamProtocol::Http1,
-            endpoints: vec![ir::Endpoint {
-                address: "10.1.0.1".into(),
-                port: 8080,
-                weight: 0,
-            }],
-            tls: None,
-            backend_kind: ir::BackendKind::Service,
-            discovery: ir::Discovery::Eds,
-            session: None,
+        .map(|name| fixtures::service_cluster(name, "10.1.0.1"))
+        .collect();
+    let gateways = gateways
+        .iter()
+        .map(|(gw, routes)| {
+            let rules = routes.iter().map(|(n, p)| fixtures::forward_route(n, p, n));
+            fixtures::http_gateway(gw, rules.collect())
         })
         .collect();
-    let gateways = gateways.iter().map(|(n, r)| gateway(n, r)).collect();
     Arc::new(aether_xds::build(&ir::Ir::new(gateways, clusters)))
 }
 

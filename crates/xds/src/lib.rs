@@ -391,68 +391,17 @@ mod tests {
     /// Two Gateways: `a` routes to `shared`, `b` to `shared` and `own`; `unused`
     /// belongs to nobody.
     fn sample() -> ir::Ir {
-        let route = |cluster: &str| ir::Route {
-            name: format!("httproute/app/{cluster}/rule/0/match/0"),
-            matcher: ir::RouteMatch {
-                path: ir::PathMatch::Prefix("/".into()),
-                method: None,
-                headers: vec![],
-                query_params: vec![],
-            },
-            action: ir::RouteAction::Forward(ir::Forward {
-                backends: vec![ir::WeightedBackend::new(
-                    ir::names::cluster("app", cluster, 80),
-                    1,
-                )],
-                invalid_weight: 0,
-                rewrite: None,
-                ..Default::default()
-            }),
-            request_headers: Default::default(),
-            response_headers: Default::default(),
-        };
-        let gateway = |name: &str, clusters: &[&str]| ir::Gateway {
-            namespace: "infra".into(),
-            name: name.into(),
-            addresses: vec!["10.0.0.1".into()],
-            ports: vec![ir::Port {
-                port: 80,
-                protocol: ir::PortProtocol::Http,
-                listener_name: ir::names::listener("infra", name, 80),
-                route_table: Some(ir::RouteTable {
-                    name: ir::names::route_table("infra", name, 80, None),
-                    virtual_hosts: vec![ir::VirtualHost {
-                        pre_routing: Vec::new(),
-                        name: "*".into(),
-                        domains: vec!["*".into()],
-                        routes: clusters.iter().map(|c| route(c)).collect(),
-                    }],
-                }),
-                tls_chains: vec![],
-                forward: None,
-            }],
-        };
-        let cluster = |name: &str, ip: &str| ir::Cluster {
-            name: ir::names::cluster("app", name, 80),
-            service: ir::ObjectRef::new("app", name),
-            port: 80,
-            protocol: ir::UpstreamProtocol::Http1,
-            endpoints: vec![ir::Endpoint {
-                address: ip.into(),
-                port: 8080,
-                weight: 0,
-            }],
-            tls: None,
-            backend_kind: ir::BackendKind::Service,
-            discovery: ir::Discovery::Eds,
-            session: None,
+        use ir::fixtures::{forward_route, http_gateway, service_cluster};
+        let gateway = |name: &str, clusters: &[&str]| {
+            let routes = clusters.iter().map(|c| forward_route(c, "/", c));
+            http_gateway(name, routes.collect())
         };
         ir::Ir::new(
             vec![gateway("a", &["shared"]), gateway("b", &["shared", "own"])],
             vec![
-                cluster("own", "10.1.0.1"),
-                cluster("shared", "10.1.0.2"),
-                cluster("unused", "10.1.0.3"),
+                service_cluster("own", "10.1.0.1"),
+                service_cluster("shared", "10.1.0.2"),
+                service_cluster("unused", "10.1.0.3"),
             ],
         )
     }
@@ -470,7 +419,7 @@ mod tests {
         let s = build(&sample());
         let b = gateway_b(&s);
         assert_eq!(
-            parts(&b.routes["httproute/app/own"]),
+            parts(&b.routes["HTTPRoute/app/own"]),
             vec![
                 "CDS:edge_cl_app_own_80:whole",
                 "EDS:edge_cl_app_own_80:present",
@@ -520,7 +469,7 @@ mod tests {
             .as_mut()
             .unwrap();
         let mut route = extra.virtual_hosts[0].routes[0].clone();
-        route.name = "httproute/app/extra/rule/0/match/0".into();
+        route.name = "HTTPRoute/app/extra/rule/0/match/0".into();
         extra.virtual_hosts[0].routes.push(route);
         let t = build(&more);
         let (b, b2) = (gateway_b(s), gateway_b(&t));
@@ -528,7 +477,7 @@ mod tests {
             s.version_of(ResourceType::Route, RDS_B),
             t.version_of(ResourceType::Route, RDS_B)
         );
-        for key in ["httproute/app/own", "httproute/app/shared"] {
+        for key in ["HTTPRoute/app/own", "HTTPRoute/app/shared"] {
             assert_eq!(
                 s.fragment(ResourceType::Route, RDS_B, key),
                 t.fragment(ResourceType::Route, RDS_B, key)
@@ -536,7 +485,7 @@ mod tests {
             assert_eq!(b.routes[key].fingerprint, b2.routes[key].fingerprint);
         }
         assert_eq!(b.own.fingerprint, b2.own.fingerprint);
-        assert!(b2.routes.contains_key("httproute/app/extra"));
+        assert!(b2.routes.contains_key("HTTPRoute/app/extra"));
     }
 
     /// The listener bound elsewhere: the same route table, but no route is
@@ -547,13 +496,13 @@ mod tests {
         let u = build(&moved);
         let (b, b3) = (gateway_b(s), gateway_b(&u));
         assert_eq!(
-            s.fragment(ResourceType::Route, RDS_B, "httproute/app/own"),
-            u.fragment(ResourceType::Route, RDS_B, "httproute/app/own")
+            s.fragment(ResourceType::Route, RDS_B, "HTTPRoute/app/own"),
+            u.fragment(ResourceType::Route, RDS_B, "HTTPRoute/app/own")
         );
         assert_ne!(b.own.fingerprint, b3.own.fingerprint);
         assert_ne!(
-            b.routes["httproute/app/own"].fingerprint,
-            b3.routes["httproute/app/own"].fingerprint
+            b.routes["HTTPRoute/app/own"].fingerprint,
+            b3.routes["HTTPRoute/app/own"].fingerprint
         );
     }
 

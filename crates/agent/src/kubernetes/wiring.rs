@@ -230,20 +230,24 @@ impl Agent {
         is_leader: &watch::Receiver<bool>,
     ) -> Duties {
         let (client, args) = (&self.client, &self.args);
-        let (problems_tx, problems_rx) = watch::channel(BTreeMap::new());
         let service_metrics = Arc::new(ServiceMetrics::default());
-        if let AddressMode::Service(cfg) = &self.mode {
-            tokio::spawn(duties::reconcile_services(
-                client.clone(),
-                index.clone(),
-                self.pipeline.subscribe(),
-                is_leader.clone(),
-                cfg.clone(),
-                problems_tx,
-                service_metrics.clone(),
-            ));
-        }
-        let (status_inputs, convergence) = self.join(index, served, is_leader, problems_rx);
+        let service_problems = match &self.mode {
+            AddressMode::Service(cfg) => {
+                let (problems_tx, problems) = watch::channel(BTreeMap::new());
+                tokio::spawn(duties::reconcile_services(
+                    client.clone(),
+                    index.clone(),
+                    self.pipeline.subscribe(),
+                    is_leader.clone(),
+                    cfg.clone(),
+                    problems_tx,
+                    service_metrics.clone(),
+                ));
+                Some(problems)
+            }
+            AddressMode::Static => None,
+        };
+        let (status_inputs, convergence) = self.join(index, served, is_leader, service_problems);
         let writer = Arc::new(StatusWriter::default());
         tokio::spawn(aether_k8s::status::run(
             client.clone(),
@@ -289,7 +293,7 @@ impl Agent {
         index: &Arc<Index>,
         served: &Served,
         is_leader: &watch::Receiver<bool>,
-        service_problems: watch::Receiver<BTreeMap<aether_ir::ObjectRef, String>>,
+        service_problems: Option<watch::Receiver<BTreeMap<aether_ir::ObjectRef, String>>>,
     ) -> (watch::Receiver<Arc<StatusInputs>>, Arc<Convergence>) {
         let (client, args) = (&self.client, &self.args);
         // Static mode: every Ready edge pod takes every Gateway's traffic.
