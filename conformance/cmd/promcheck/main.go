@@ -219,6 +219,9 @@ func main() {
 	}
 }
 
+// control is a query over a metric that no target exports.
+const control = "sum by (instance) (rate(aether_edge_promcheck_control_absent_total[1m]))"
+
 func run(c client, queries []query, window string, targets, minScrapes int, wait time.Duration) bool {
 	deadline := time.Now().Add(wait)
 	var up []sample
@@ -274,10 +277,18 @@ func run(c client, queries []query, window string, targets, minScrapes int, wait
 			failed = append(failed, fmt.Sprintf("%q: %s: %s", q.Panel, expr, why))
 		}
 	}
+	// The negative twin: the same path, on this Prometheus, must find no data for a
+	// dashboard-shaped query over a metric nobody exports, or the check proves nothing.
+	if ss, err := c.instant(control); err != nil || withData(ss) != 0 {
+		fmt.Printf("%6s  %s (control: must have no data)\n", "FAIL", control)
+		failed = append(failed, fmt.Sprintf("control %s: %d series, error %v; want no data", control, len(ss), err))
+	} else {
+		fmt.Printf("%6s  %s (control: no data, as it must)\n", "0", control)
+	}
 	fmt.Println()
 	if len(failed) > 0 {
 		ok = false
-		fmt.Printf("promcheck: FAIL: %d of %d dashboard queries returned no data:\n", len(failed), len(queries))
+		fmt.Printf("promcheck: FAIL: %d of %d checks failed (dashboard queries without data, or the control):\n", len(failed), len(queries)+1)
 		for _, f := range failed {
 			fmt.Println("  panel", f)
 		}

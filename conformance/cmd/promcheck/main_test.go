@@ -86,6 +86,16 @@ func TestAQueryWithoutDataOrOnlyNaNFailsTheCheck(t *testing.T) {
 	}
 }
 
+func TestAPrometheusThatAnswersEverythingFailsTheControl(t *testing.T) {
+	c := fakePrometheus(t, map[string]string{
+		"a":     `[{"metric":{},"value":[1,"1"]}]`,
+		control: `[{"metric":{},"value":[1,"0"]}]`,
+	})
+	if run(c, []query{{"A", "a"}}, "1m", 1, 5, time.Second) {
+		t.Fatal("data for a metric nobody exports: the check cannot tell, and must fail")
+	}
+}
+
 func TestTargetsMustAllBeThereAndUp(t *testing.T) {
 	c := fakePrometheus(t, map[string]string{"a": `[{"metric":{},"value":[1,"1"]}]`})
 	if run(c, []query{{"A", "a"}}, "1m", 2, 5, 10*time.Millisecond) {
