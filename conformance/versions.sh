@@ -26,3 +26,7 @@ GATEWAY_API_OLDER_VERSION="${GATEWAY_API_OLDER_VERSION:-v1.5.1}"
 # The previous release, still selectable here (conformance/suite/v1.6.3) and
 # installed whole by the Rust version-skew test (kube::discovery).
 GATEWAY_API_PREVIOUS_VERSION="${GATEWAY_API_PREVIOUS_VERSION:-v1.6.3}"
+# Prometheus (github.com/prometheus/prometheus, cmd/prometheus; 3.x is tagged v0.3xx.y:
+# v0.316.0 is Prometheus 3.16.0): `conformance/run --prometheus` scrapes the edge with it
+# and runs every query of deploy/grafana.
+PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
