@@ -22,7 +22,7 @@ use crate::client_validation::{check_bundle, is_trust_bundle, trust_bundle as tr
 use crate::status::{Condition, GROUP, Identity, ParentReference};
 use crate::store::Store;
 use crate::vocabulary::policy::{Reason, Type};
-use aether_ir::{CaBundle, ObjectRef, SubjectAltName, TrustedCa, UpstreamTls};
+use aether_ir::{CaBundle, Kind, ObjectRef, SubjectAltName, TrustedCa, UpstreamTls};
 use gateway_api::apis::standard::backendtlspolicies::{
     BackendTlsPolicy, BackendTlsPolicyValidation,
     BackendTlsPolicyValidationSubjectAltNamesType as SanType,
@@ -129,7 +129,7 @@ impl Policies {
                 .map(|gw| PolicyAncestorStatus {
                     ancestor_ref: ParentReference::defaulted(
                         Some(GROUP),
-                        Some("Gateway"),
+                        Some(Kind::Gateway.as_str()),
                         Some(&gw.namespace),
                         &gw.name,
                         None,

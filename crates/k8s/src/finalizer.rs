@@ -17,7 +17,7 @@
 
 use crate::backoff::Backoff;
 use crate::status::StatusInputs;
-use aether_gateway::Store;
+use aether_gateway::{Kind, Store};
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -82,7 +82,7 @@ pub async fn run(
         let now = inputs.borrow_and_update().clone();
         if *is_leader.borrow_and_update() {
             let classes = now.plan.gateway_classes.keys();
-            let version = now.served.version("GatewayClass").unwrap_or("v1");
+            let version = now.served.version(Kind::GatewayClass).unwrap_or("v1");
             let mut failed = false;
             for change in changes(&now.store, classes) {
                 if let Err(e) = write(&client, version, &change).await {
@@ -104,12 +104,13 @@ pub async fn run(
 }
 
 async fn write(client: &kube::Client, version: &str, change: &Change) -> Result<(), kube::Error> {
+    let kind = Kind::GatewayClass;
     let resource = ApiResource {
-        group: crate::discovery::GROUP.to_string(),
+        group: kind.spec().group.to_string(),
         version: version.to_string(),
-        api_version: format!("{}/{version}", crate::discovery::GROUP),
-        kind: "GatewayClass".to_string(),
-        plural: "gatewayclasses".to_string(),
+        api_version: kind.api_version(version),
+        kind: kind.as_str().to_string(),
+        plural: kind.spec().plural.to_string(),
     };
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let patch = serde_json::json!({
