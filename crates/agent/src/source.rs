@@ -39,7 +39,7 @@
 mod read;
 
 use aether_gateway::Store;
-use aether_ir::ObjectRef;
+use aether_ir::{Kind, ObjectRef};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::os::unix::fs::MetadataExt;
@@ -185,7 +185,7 @@ fn file_name(path: &Path) -> String {
 }
 
 /// An object as a user names it: `Kind namespace/name`, `Kind name` when cluster-scoped.
-fn object(kind: &str, key: &ObjectRef) -> String {
+fn object(kind: Kind, key: &ObjectRef) -> String {
     if key.namespace.is_empty() {
         format!("{kind} {}", key.name)
     } else {
@@ -493,11 +493,11 @@ impl ParseCache {
     /// walk over their keys, not a map of them all.
     fn clashes(&self, parsed: &[(PathBuf, FileStamp, Store, String)]) -> Vec<Option<String>> {
         let replaced: BTreeSet<&PathBuf> = parsed.iter().map(|(p, ..)| p).collect();
-        let brought: BTreeSet<(&str, &ObjectRef)> = parsed
+        let brought: BTreeSet<(Kind, &ObjectRef)> = parsed
             .iter()
             .flat_map(|(_, _, store, _)| store.keys())
             .collect();
-        let mut owners: BTreeMap<(&str, &ObjectRef), &PathBuf> = BTreeMap::new();
+        let mut owners: BTreeMap<(Kind, &ObjectRef), &PathBuf> = BTreeMap::new();
         for (path, cached) in &self.files {
             if !replaced.contains(path) {
                 for key in cached
@@ -521,7 +521,7 @@ impl ParseCache {
                     return Some(format!(
                         "{}: {} is already defined in {}; this file keeps its last good version",
                         file_name(path),
-                        object(kind, key),
+                        object(*kind, key),
                         file_name(other)
                     ));
                 }

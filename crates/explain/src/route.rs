@@ -4,7 +4,8 @@
 use crate::matching::{self, HostMatch};
 use crate::request::{Request, Scheme};
 use crate::{Answer, Share, Step, View, how_text, said};
-use aether_gateway::status::{RouteStatus, condition};
+use aether_gateway::RouteKind;
+use aether_gateway::status::condition;
 use aether_gateway::vocabulary::route;
 use aether_ir::{
     Forward, HeaderModifier, L4Forward, ObjectRef, PathMatch, PathRewrite, Redirect, Route,
@@ -386,14 +387,10 @@ fn listed(items: impl Iterator<Item = String>) -> Vec<String> {
 /// whose hostnames would take the request's Host: (route text, reason).
 fn not_attached(t: &View<'_>, gw: &ObjectRef, r: &Request) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let kinds: [(&str, &BTreeMap<ObjectRef, std::sync::Arc<RouteStatus>>); 2] = [
-        ("HTTPRoute", &t.plan.http_routes),
-        ("GRPCRoute", &t.plan.grpc_routes),
-    ];
-    for (kind, routes) in kinds {
-        for (key, status) in routes {
+    for kind in [RouteKind::Http, RouteKind::Grpc] {
+        for (key, status) in t.plan.routes_of_kind(kind) {
             let hostnames = match kind {
-                "HTTPRoute" => t
+                RouteKind::Http => t
                     .store
                     .get::<HttpRoute>(&key.namespace, &key.name)
                     .and_then(|h| h.spec.hostnames.clone()),

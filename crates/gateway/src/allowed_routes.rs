@@ -9,6 +9,7 @@
 
 use crate::status::{GROUP, RouteGroupKind};
 use crate::store::Store;
+use aether_ir::RouteKind;
 use gateway_api::apis::experimental::gateways::{
     GatewayListenersAllowedRoutes, GatewayListenersAllowedRoutesNamespacesFrom,
     GatewayListenersAllowedRoutesNamespacesSelector,
@@ -17,7 +18,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use std::collections::BTreeMap;
 
 /// Route kinds an HTTP or HTTPS listener can carry.
-pub const HTTP_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
+pub const HTTP_KINDS: [RouteKind; 2] = [RouteKind::Http, RouteKind::Grpc];
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum AllowedNamespaces {
@@ -100,7 +101,7 @@ fn selects(
 /// that it cannot carry.
 pub fn route_kinds(
     spec: Option<&GatewayListenersAllowedRoutes>,
-    carried: &[&str],
+    carried: &[RouteKind],
 ) -> (Vec<RouteGroupKind>, Vec<String>) {
     let gk = |kind: &str| RouteGroupKind {
         group: GROUP.into(),
@@ -110,13 +111,13 @@ pub fn route_kinds(
         .and_then(|a| a.kinds.as_ref())
         .filter(|k| !k.is_empty())
     {
-        None => (carried.iter().map(|k| gk(k)).collect(), vec![]),
+        None => (carried.iter().map(|k| gk(k.as_str())).collect(), vec![]),
         Some(kinds) => {
             let mut supported = Vec::new();
             let mut unsupported = Vec::new();
             for k in kinds {
                 let group = k.group.as_deref().unwrap_or(GROUP);
-                if group == GROUP && carried.contains(&k.kind.as_str()) {
+                if group == GROUP && carried.iter().any(|c| c.as_str() == k.kind) {
                     if !supported.contains(&gk(&k.kind)) {
                         supported.push(gk(&k.kind));
                     }

@@ -22,7 +22,7 @@ use crate::status::{Condition, ParentReference, RouteParentStatus, condition_mut
 use crate::store::Store;
 use crate::vocabulary::route::{Reason, Type};
 use crate::{grpc_route, hostname, http_route};
-use aether_ir::ObjectRef;
+use aether_ir::{Kind, ObjectRef, RouteKind};
 use std::collections::BTreeSet;
 
 /// Decides the route's status on one parentRef of `gw`, and records the route on
@@ -37,8 +37,8 @@ pub fn attach(
     let g = route.of.generation;
     // A Gateway parentRef reaches the Gateway's own listeners; a ListenerSet
     // one, that set's.
-    let origin =
-        (parent_ref.kind == "ListenerSet").then(|| parent_ref.gateway(&route.key.namespace));
+    let origin = (parent_ref.kind == Kind::ListenerSet.as_str())
+        .then(|| parent_ref.gateway(&route.key.namespace));
     let hosting = hosting_listeners(store, gw, route, parent_ref, origin.as_ref());
     let (conditions, attached) = match hosting {
         Err((reason, message)) => {
@@ -153,7 +153,7 @@ pub fn reject_mixed_kinds(
             .collect();
         // Each kind's routes with the hostnames they serve here, each computed
         // once: a listener with thousands of routes of one kind costs a walk.
-        let of_kind = |kind: &str| -> Vec<(usize, Vec<String>)> {
+        let of_kind = |kind: RouteKind| -> Vec<(usize, Vec<String>)> {
             on.iter()
                 .filter(|&&ri| routes[ri].kind == kind)
                 .map(|&ri| {

@@ -21,7 +21,7 @@ use crate::status::GROUP;
 use crate::store::{Store, StoreObject};
 use crate::vocabulary::route;
 use crate::xbackend::{self, XBackendModel};
-use aether_ir::{Cluster, Endpoint, ObjectRef, UpstreamProtocol, names};
+use aether_ir::{Cluster, Endpoint, Kind, ObjectRef, UpstreamProtocol, names};
 use gateway_api::apis::experimental::xbackends::XBackend;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
@@ -218,15 +218,17 @@ impl<'a> Backends<'a> {
         &self.index.tls
     }
 
-    /// Resolves one backendRef of a route (`route_kind` in `route_ns`). gRPC
+    /// Resolves one backendRef of a route (`route_kind` in `route_ns`; or of a
+    /// listener filter, whose holder is a Gateway or ListenerSet). gRPC
     /// routes always speak h2c upstream; UDP routes need a UDP Service port.
     pub fn resolve(
         &self,
-        route_kind: &str,
+        route_kind: impl Into<Kind>,
         route_ns: &str,
         r: BackendRef<'_>,
         upstream: Upstream,
     ) -> Result<Arc<Cluster>, BackendError> {
+        let route_kind = route_kind.into();
         let store = self.store;
         let ns = r.namespace.unwrap_or(route_ns);
         let group = r.group.unwrap_or("");
@@ -241,7 +243,7 @@ impl<'a> Backends<'a> {
         }
         let from = Referent {
             group: GROUP,
-            kind: route_kind,
+            kind: route_kind.as_str(),
             namespace: route_ns,
             name: "",
         };

@@ -14,7 +14,7 @@ use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
 use crate::store::Store;
 use crate::vocabulary::listener;
-use aether_ir::Certificate;
+use aether_ir::{Certificate, Kind};
 use gateway_api::apis::experimental::gateways::GatewayListenersTlsCertificateRefs;
 use k8s_openapi::api::core::v1::Secret;
 use rustls::pki_types::pem::PemObject;
@@ -46,7 +46,7 @@ pub struct Holder<'a> {
     /// The holder's API group (`gateway.networking.k8s.io`, or
     /// `gateway.networking.x-k8s.io` for an XBackend).
     pub group: &'a str,
-    pub kind: &'a str,
+    pub kind: Kind,
     pub namespace: &'a str,
 }
 
@@ -54,7 +54,7 @@ impl<'a> Holder<'a> {
     pub fn gateway(namespace: &'a str) -> Self {
         Holder {
             group: GROUP,
-            kind: "Gateway",
+            kind: Kind::Gateway,
             namespace,
         }
     }
@@ -94,7 +94,7 @@ pub fn resolve_one(
     }
     let from = Referent {
         group: holder.group,
-        kind: holder.kind,
+        kind: holder.kind.as_str(),
         namespace: holder.namespace,
         name: "",
     };

@@ -26,7 +26,7 @@ use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
 use crate::store::Store;
 use crate::vocabulary::listener;
-use aether_ir::{CaBundle, ClientValidation, ObjectRef};
+use aether_ir::{CaBundle, ClientValidation, Kind, ObjectRef};
 use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -213,7 +213,7 @@ fn resolve(
     }
     let from = Referent {
         group: GROUP,
-        kind: "Gateway",
+        kind: Kind::Gateway.as_str(),
         namespace: gateway_ns,
         name: "",
     };

@@ -21,7 +21,7 @@ use gateway_api::apis::standard::grpcroutes::{
     GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
 };
 
-pub const KIND: &str = "GRPCRoute";
+pub const KIND: aether_ir::RouteKind = aether_ir::RouteKind::Grpc;
 
 pub fn model(backends: &Backends<'_>, key: ObjectRef, r: &GrpcRoute) -> RouteModel {
     let parents = route::parent_references!(r.spec.parent_refs);

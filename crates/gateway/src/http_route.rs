@@ -26,7 +26,7 @@ use gateway_api::apis::experimental::httproutes::{
 };
 use std::sync::Arc;
 
-pub const KIND: &str = "HTTPRoute";
+pub const KIND: aether_ir::RouteKind = aether_ir::RouteKind::Http;
 
 pub fn model(backends: &Backends<'_>, key: ObjectRef, r: &HttpRoute) -> RouteModel {
     let parents = route::parent_references!(r.spec.parent_refs);

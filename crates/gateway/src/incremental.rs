@@ -44,7 +44,7 @@ use unit::{classes, merge, translate_gateway};
 mod identity;
 mod unit;
 use crate::{Config, Translation, grpc_route, http_route, l4_route};
-use aether_ir::{Cluster, ObjectRef};
+use aether_ir::{Cluster, Kind, ObjectRef};
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::experimental::xbackends::XBackend;
@@ -73,7 +73,7 @@ pub struct Translator {
     slices: Vec<Shared>,
     /// Per route kind, sorted by key as the store is: a merge with the store
     /// moves entries over instead of looking each one up.
-    routes: BTreeMap<&'static str, Vec<RouteEntry>>,
+    routes: BTreeMap<Kind, Vec<RouteEntry>>,
     gateways: BTreeMap<ObjectRef, GatewayEntry>,
     /// EndpointSlices by Service and BackendTLSPolicies, for this world.
     backend_index: Option<Arc<BackendIndex>>,
@@ -117,9 +117,9 @@ impl RouteEntry {
             .enumerate()
             .filter(|(_, p)| p.group == status::GROUP)
             .filter_map(|(pi, p)| {
-                let set = match p.kind.as_str() {
-                    "Gateway" => false,
-                    "ListenerSet" => true,
+                let set = match p.kind.parse() {
+                    Ok(Kind::Gateway) => false,
+                    Ok(Kind::ListenerSet) => true,
                     _ => return None,
                 };
                 Some((pi, p.gateway(&model.key.namespace), set))
@@ -289,7 +289,7 @@ impl Translator {
                 let objects = store.all::<$ty>();
                 let mut cached = self
                     .routes
-                    .remove(kind)
+                    .remove(&kind)
                     .unwrap_or_default()
                     .into_iter()
                     .peekable();
@@ -320,7 +320,7 @@ impl Translator {
                 self.routes.insert(kind, entries);
             }};
         }
-        // In the order of their KIND strings, the order `self.routes` iterates in.
+        // In the order of their kinds (by name), the order `self.routes` iterates in.
         models!(GrpcRoute, grpc_route::model);
         models!(HttpRoute, http_route::model);
         models!(TcpRoute, l4_route::tcp_model);

@@ -18,14 +18,14 @@
 
 use crate::backend::{BackendError, BackendRef, Backends, Upstream};
 use crate::route::{self, ForwardSpec, RouteModel, Rule, RuleAction};
-use aether_ir::ObjectRef;
+use aether_ir::{ObjectRef, RouteKind};
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
 
-pub const TLS_KIND: &str = "TLSRoute";
-pub const TCP_KIND: &str = "TCPRoute";
-pub const UDP_KIND: &str = "UDPRoute";
+pub const TLS_KIND: RouteKind = RouteKind::Tls;
+pub const TCP_KIND: RouteKind = RouteKind::Tcp;
+pub const UDP_KIND: RouteKind = RouteKind::Udp;
 
 /// `<kind>_model(backends, key, route)` for one of the three kinds: hostnames
 /// (TLSRoute only), parentRefs, and the first rule's backendRefs.

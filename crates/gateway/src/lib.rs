@@ -54,6 +54,7 @@ pub mod fuzz;
 #[cfg(test)]
 mod fuzz_tests;
 
+pub use aether_ir::{Kind, RouteKind};
 pub use assemble::{AckState, Addresses, Assignment, Served, assemble};
 pub use load::{FileErrors, LoadError};
 pub use status::StatusPlan;
@@ -152,7 +153,9 @@ pub(crate) fn gateways_by_service(
                     .flatten()
                     .filter(|p| {
                         p.group.as_deref().unwrap_or(status::GROUP) == status::GROUP
-                            && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+                            && p.kind
+                                .as_deref()
+                                .is_none_or(|k| k == Kind::Gateway.as_str())
                     })
                     .map(|p| {
                         ObjectRef::new(p.namespace.as_deref().unwrap_or(&key.namespace), &p.name)

@@ -31,7 +31,7 @@ use crate::listener_filters::{self, FilterError, ListenerFilters};
 use crate::status::{Condition, Identity, ListenerCondition, RouteGroupKind};
 use crate::store::Store;
 use crate::vocabulary::listener;
-use aether_ir::{Certificate, ClientValidation, ObjectRef, PortProtocol};
+use aether_ir::{Certificate, ClientValidation, Kind, ObjectRef, PortProtocol, RouteKind};
 use gateway_api::apis::experimental::gateways::GatewayListenersTlsMode;
 use gateway_api::apis::experimental::gateways::{Gateway, GatewayListeners};
 use std::collections::BTreeSet;
@@ -66,12 +66,12 @@ impl ListenerProtocol {
     }
 
     /// The route kinds a listener of this protocol carries.
-    pub fn route_kinds(self) -> &'static [&'static str] {
+    pub fn route_kinds(self) -> &'static [RouteKind] {
         match self {
             ListenerProtocol::Http | ListenerProtocol::Https => &allowed_routes::HTTP_KINDS,
-            ListenerProtocol::TlsPassthrough | ListenerProtocol::TlsTerminate => &["TLSRoute"],
-            ListenerProtocol::Tcp => &["TCPRoute"],
-            ListenerProtocol::Udp => &["UDPRoute"],
+            ListenerProtocol::TlsPassthrough | ListenerProtocol::TlsTerminate => &[RouteKind::Tls],
+            ListenerProtocol::Tcp => &[RouteKind::Tcp],
+            ListenerProtocol::Udp => &[RouteKind::Udp],
         }
     }
 
@@ -129,7 +129,7 @@ pub struct Listener {
     /// Every reference that does not resolve, in the order found.
     unresolved: Vec<Unresolved>,
     /// Routes attached (Accepted) here, by (kind, route).
-    pub attached: BTreeSet<(&'static str, ObjectRef)>,
+    pub attached: BTreeSet<(RouteKind, ObjectRef)>,
     /// Why `OverlappingTLSConfig` is True here (see `tls_overlap.rs`).
     pub overlapping_tls: Option<String>,
 }
@@ -295,8 +295,8 @@ impl Listener {
             && !(self.protocol == Some(ListenerProtocol::Https) && self.certificates.is_empty())
     }
 
-    pub fn supports_kind(&self, kind: &str) -> bool {
-        self.supported_kinds.iter().any(|k| k.kind == kind)
+    pub fn supports_kind(&self, kind: RouteKind) -> bool {
+        self.supported_kinds.iter().any(|k| k.kind == kind.as_str())
     }
 }
 
@@ -356,7 +356,7 @@ impl GatewayModel {
             crate::listener_set::attach(store, &key, gw, &mut listeners, |ls_ns, ls, l| {
                 let holder = certificate::Holder {
                     group: crate::status::GROUP,
-                    kind: "ListenerSet",
+                    kind: Kind::ListenerSet,
                     namespace: ls_ns,
                 };
                 let mut listener = listener(store, backends, holder, Some(ls), l);

@@ -22,7 +22,7 @@ use crate::hostname;
 use crate::listener::Listener;
 use crate::vocabulary::listener;
 use aether_ir::{
-    Cluster, ExternalAuth, ExternalAuthProtocol, RouteTable, TlsChain, VirtualHost, names,
+    Cluster, ExternalAuth, ExternalAuthProtocol, Kind, RouteTable, TlsChain, VirtualHost, names,
 };
 use gateway_api::apis::experimental::gateways::{
     GatewayListeners, GatewayListenersFiltersRequests, GatewayListenersFiltersRequestsExternalAuth,
@@ -98,7 +98,7 @@ impl ListenerFilters {
 /// ListenerSet) in `holder_ns`. `http`: the listener speaks HTTP (HTTP or HTTPS).
 pub fn resolve(
     backends: &Backends<'_>,
-    holder_kind: &str,
+    holder_kind: Kind,
     holder_ns: &str,
     spec: &GatewayListeners,
     http: bool,
@@ -132,7 +132,7 @@ pub fn resolve(
 
 fn one(
     backends: &Backends<'_>,
-    holder_kind: &str,
+    holder_kind: Kind,
     holder_ns: &str,
     i: usize,
     f: &GatewayListenersFiltersRequests,

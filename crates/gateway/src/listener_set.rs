@@ -20,7 +20,7 @@ use crate::listener::{GatewayModel, Listener, listener_status, mark_later_confli
 use crate::status::{Condition, GROUP, Identity, ListenerStatus};
 use crate::store::Store;
 use crate::vocabulary::listener_set::{Reason, Type};
-use aether_ir::ObjectRef;
+use aether_ir::{Kind, ObjectRef};
 use gateway_api::apis::experimental::gateways::{
     Gateway, GatewayAllowedListenersNamespacesFrom, GatewayListeners,
 };
@@ -141,7 +141,9 @@ fn naming<'a>(store: &'a Store, gw_key: &ObjectRef) -> Vec<(&'a ObjectRef, &'a L
         .filter(|(key, ls)| {
             let p = &ls.spec.parent_ref;
             p.group.as_deref().unwrap_or(GROUP) == GROUP
-                && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+                && p.kind
+                    .as_deref()
+                    .is_none_or(|k| k == Kind::Gateway.as_str())
                 && p.name == gw_key.name
                 && p.namespace.as_deref().unwrap_or(&key.namespace) == gw_key.namespace
         })

@@ -15,21 +15,7 @@
 //! stanza is ignored.
 
 use crate::store::{DEFAULT_NAMESPACE, Store, StoreObject};
-use aether_ir::ObjectRef;
-use gateway_api::apis::experimental::gateways::Gateway;
-use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::experimental::listenersets::ListenerSet;
-use gateway_api::apis::experimental::xbackends::XBackend;
-use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
-use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::referencegrants::ReferenceGrant;
-use gateway_api::apis::standard::tcproutes::TcpRoute;
-use gateway_api::apis::standard::tlsroutes::TlsRoute;
-use gateway_api::apis::standard::udproutes::UdpRoute;
-use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use aether_ir::{Kind, ObjectRef};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_norway::Value;
@@ -112,7 +98,7 @@ impl Store {
     pub fn add_file(&mut self, file: &str, text: &str) -> Result<usize, FileErrors> {
         let mut staged: Vec<Staged> = Vec::new();
         let mut errors: Vec<LoadError> = Vec::new();
-        let mut seen: BTreeMap<(&'static str, ObjectRef), usize> = BTreeMap::new();
+        let mut seen: BTreeMap<(Kind, ObjectRef), usize> = BTreeMap::new();
         // Parts of the file read side by side, then taken in document order.
         for part in read_in_parts(file, text) {
             errors.extend(part.errors);
@@ -291,7 +277,7 @@ fn read_part(file: &str, docs: Vec<(usize, &str)>, budget: u64, limit: u64) -> P
 
 /// A parsed object waiting for the whole file to parse before it is inserted.
 struct Staged {
-    kind: &'static str,
+    kind: Kind,
     key: ObjectRef,
     insert: Box<dyn FnOnce(&mut Store) + Send>,
 }
@@ -360,11 +346,12 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
             reason: "`metadata.name` is required".into(),
         });
     }
-    let cluster_scoped = matches!(kind.as_str(), "GatewayClass" | "Namespace");
+    let known = kind.parse::<Kind>().ok();
+    let cluster_scoped = known.is_some_and(|k| !k.spec().namespaced);
     let ns = meta_field("namespace").unwrap_or_else(|| DEFAULT_NAMESPACE.into());
     // A name the API server would refuse is refused here too: Envoy names and
     // status keys are built from these.
-    let invalid = match (crate::object_name::check(&kind, &name), cluster_scoped) {
+    let invalid = match (crate::object_name::check(known, &name), cluster_scoped) {
         (Err(why), _) => Some(("name", why)),
         (Ok(()), false) => crate::object_name::check_namespace(&ns)
             .err()
@@ -384,7 +371,7 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
             reason: format!("`metadata.{field}` is not a valid name: {why}"),
         });
     }
-    if kind == "EndpointSlice"
+    if known == Some(Kind::EndpointSlice)
         && let Some(why) = endpoint_address_error(&value)
     {
         return Err(LoadError::InvalidField {
@@ -394,50 +381,37 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
             reason: why,
         });
     }
-    default_older_versions(&kind, &mut value);
-    let ctx = Context {
-        file,
-        doc,
-        object: &object,
-    };
-    const GW: &str = "gateway.networking.k8s.io/";
-    let gw_version = api_version.strip_prefix(GW);
-    match (kind.as_str(), api_version.as_str(), gw_version) {
-        ("GatewayClass", _, Some("v1" | "v1beta1")) => ctx.load::<GatewayClass>(value),
-        ("Gateway", _, Some("v1" | "v1beta1")) => ctx.load::<Gateway>(value),
-        ("HTTPRoute", _, Some("v1" | "v1beta1")) => ctx.load::<HttpRoute>(value),
-        ("GRPCRoute", _, Some("v1")) => ctx.load::<GrpcRoute>(value),
-        ("TLSRoute", _, Some("v1" | "v1alpha2" | "v1alpha3")) => ctx.load::<TlsRoute>(value),
-        ("TCPRoute", _, Some("v1" | "v1alpha2")) => ctx.load::<TcpRoute>(value),
-        ("UDPRoute", _, Some("v1" | "v1alpha2")) => ctx.load::<UdpRoute>(value),
-        ("ReferenceGrant", _, Some("v1" | "v1beta1")) => ctx.load::<ReferenceGrant>(value),
-        ("BackendTLSPolicy", _, Some("v1" | "v1alpha3")) => ctx.load::<BackendTlsPolicy>(value),
-        ("ListenerSet", _, Some("v1")) => ctx.load::<ListenerSet>(value),
-        ("XBackend", "gateway.networking.x-k8s.io/v1alpha1", _) => ctx.load::<XBackend>(value),
-        ("Service", "v1", _) => ctx.load::<Service>(value),
-        ("Secret", "v1", _) => ctx.load::<Secret>(value),
-        ("ConfigMap", "v1", _) => ctx.load::<ConfigMap>(value),
-        ("Namespace", "v1", _) => ctx.load::<Namespace>(value),
-        ("EndpointSlice", "discovery.k8s.io/v1", _) => ctx.load::<EndpointSlice>(value),
-        ("ClusterTrustBundle", "certificates.k8s.io/v1beta1", _) => {
-            ctx.load::<ClusterTrustBundle>(value)
-        }
-        // The alpha version has the same fields; the type checks its apiVersion.
-        ("ClusterTrustBundle", "certificates.k8s.io/v1alpha1", _) => {
-            if let Some(m) = value.as_mapping_mut() {
-                m.insert("apiVersion".into(), "certificates.k8s.io/v1beta1".into());
-            }
-            ctx.load::<ClusterTrustBundle>(value)
-        }
-        _ => Err(LoadError::UnknownKind {
+    // A kind we read, at a version a manifest may carry it at ([`Kind::spec`]).
+    let read = known.and_then(|k| Some((k, k.manifest_version(&api_version)?)));
+    let Some((known, version)) = read else {
+        return Err(LoadError::UnknownKind {
             file: file.to_string(),
             line: at(text_line),
             object,
             api_version,
             kind,
-        }),
+        });
+    };
+    default_older_versions(known, &mut value);
+    if known == Kind::ClusterTrustBundle
+        && version == "v1alpha1"
+        && let Some(m) = value.as_mapping_mut()
+    {
+        // The alpha version has the same fields; the type checks its apiVersion.
+        m.insert("apiVersion".into(), known.api_version("v1beta1").into());
     }
-    .map(Some)
+    let ctx = Context {
+        file,
+        doc,
+        object: &object,
+    };
+    fn load<T: StoreObject + DeserializeOwned + Serialize + Send + 'static>(
+        ctx: &Context<'_>,
+        value: Value,
+    ) -> Result<Staged, LoadError> {
+        ctx.load::<T>(value)
+    }
+    crate::with_store_type!(known, load(&ctx, value)).map(Some)
 }
 
 struct Context<'a> {

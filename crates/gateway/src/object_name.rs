@@ -11,12 +11,14 @@
 //!  every other kind                 RFC 1123 subdomain  labels joined by '.', ≤ 253
 //! ```
 
+use aether_ir::Kind;
+
 /// Why a name is not one the API server would take, in its own words;
 /// `Ok` for a valid name of an object of `kind`.
-pub fn check(kind: &str, name: &str) -> Result<(), &'static str> {
+pub fn check(kind: Option<Kind>, name: &str) -> Result<(), &'static str> {
     match kind {
-        "Namespace" => label(name),
-        "Service" => dns1035_label(name),
+        Some(Kind::Namespace) => label(name),
+        Some(Kind::Service) => dns1035_label(name),
         _ => subdomain(name),
     }
 }
@@ -76,22 +78,22 @@ mod tests {
     #[test]
     fn names_are_checked_as_the_api_server_checks_them() {
         for ok in ["web", "a-b", "web.example", "0abc"] {
-            assert_eq!(check("HTTPRoute", ok), Ok(()), "{ok}");
+            assert_eq!(check(Some(Kind::HttpRoute), ok), Ok(()), "{ok}");
         }
         for bad in ["b_c", "B", "a/b", "a b", "a\u{7}", "-a", "a-", "a..b", ""] {
-            assert!(check("HTTPRoute", bad).is_err(), "{bad:?}");
-            assert!(check("Service", bad).is_err(), "{bad:?}");
+            assert!(check(Some(Kind::HttpRoute), bad).is_err(), "{bad:?}");
+            assert!(check(Some(Kind::Service), bad).is_err(), "{bad:?}");
             assert!(check_namespace(bad).is_err(), "{bad:?}");
         }
         // One 253-character part is a valid subdomain (and a valid Gateway name).
-        assert!(check("Gateway", &"a".repeat(253)).is_ok());
-        assert!(check("HTTPRoute", &"a".repeat(254)).is_err());
+        assert!(check(Some(Kind::Gateway), &"a".repeat(253)).is_ok());
+        assert!(check(Some(Kind::HttpRoute), &"a".repeat(254)).is_err());
         assert!(
-            check("Service", "0abc").is_err(),
+            check(Some(Kind::Service), "0abc").is_err(),
             "a DNS-1035 label starts with a letter"
         );
-        assert!(check("Service", "web.example").is_err());
-        assert!(check("Namespace", &"a".repeat(64)).is_err());
+        assert!(check(Some(Kind::Service), "web.example").is_err());
+        assert!(check(Some(Kind::Namespace), &"a".repeat(64)).is_err());
         assert!(check_namespace("a.b").is_err());
     }
 }

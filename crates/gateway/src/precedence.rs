@@ -21,7 +21,7 @@
 //! Regular expressions cannot be ordered by specificity; they go after exact and
 //! prefix matches, as other implementations do.
 
-use aether_ir::{ObjectRef, PathMatch, RouteMatch};
+use aether_ir::{ObjectRef, PathMatch, RouteKind, RouteMatch};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::cmp::Reverse;
 
@@ -31,8 +31,8 @@ pub struct RouteOrigin {
     /// `None` sorts after every timestamp.
     pub created: Option<Time>,
     pub route: ObjectRef,
-    /// `GRPCRoute` or `HTTPRoute`.
-    pub kind: &'static str,
+    /// GRPCRoute or HTTPRoute.
+    pub kind: RouteKind,
 }
 
 /// Smaller sorts first (higher precedence).
@@ -98,7 +98,7 @@ mod tests {
         RouteOrigin {
             created: created.map(|t| Time(t.parse().unwrap())),
             route: ObjectRef::new(ns, name),
-            kind: "HTTPRoute",
+            kind: RouteKind::Http,
         }
     }
 

@@ -19,7 +19,7 @@ use crate::status::{Condition, Identity, ParentReference, RouteCondition, set_co
 use crate::vocabulary::route::{Reason, Type};
 use aether_ir::{
     Cluster, Cors, HeaderModifier, ObjectRef, PathMatch, PathRewrite, QueryParamMatch, Retry,
-    RouteMatch, StringMatch, Timeouts, UrlRewrite,
+    RouteKind, RouteMatch, StringMatch, Timeouts, UrlRewrite,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::BTreeMap;
@@ -28,8 +28,7 @@ use std::sync::Arc;
 /// One HTTPRoute or GRPCRoute, read.
 #[derive(Debug, Clone)]
 pub struct RouteModel {
-    /// `HTTPRoute` or `GRPCRoute`.
-    pub kind: &'static str,
+    pub kind: RouteKind,
     pub key: ObjectRef,
     /// uid and generation: whose status this route's is.
     pub of: Identity,
@@ -158,7 +157,7 @@ pub(crate) use backend_ref;
 impl RouteModel {
     /// A route with no rules read yet.
     pub fn new(
-        kind: &'static str,
+        kind: RouteKind,
         key: ObjectRef,
         meta: &ObjectMeta,
         hostnames: Option<&Vec<String>>,
@@ -301,7 +300,7 @@ pub type ResolvedWith<P> = (Vec<(Arc<Cluster>, u32, P)>, u32);
 /// refuses the route table).
 pub fn resolve_backends<'a>(
     backends: &Backends<'_>,
-    kind: &str,
+    kind: RouteKind,
     route_ns: &str,
     refs: impl Iterator<Item = (BackendRef<'a>, Option<i32>)>,
     upstream: Upstream,
@@ -320,7 +319,7 @@ pub fn resolve_backends<'a>(
 /// stays with it when it resolves.
 pub fn resolve_backends_with<'a, P>(
     backends: &Backends<'_>,
-    kind: &str,
+    kind: RouteKind,
     route_ns: &str,
     refs: impl Iterator<Item = (BackendRef<'a>, Option<i32>, P)>,
     upstream: Upstream,
@@ -486,7 +485,7 @@ mod tests {
             let mut errors = Vec::new();
             let got = resolve_backends(
                 &backends,
-                "HTTPRoute",
+                RouteKind::Http,
                 "apps",
                 refs,
                 Upstream::Http,

@@ -11,13 +11,13 @@
 //! stamps it when a condition actually changes).
 
 use crate::vocabulary::{Word, gateway, gateway_class, listener, route};
-use aether_ir::ObjectRef;
+use aether_ir::{Kind, ObjectRef, RouteKind};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-pub const GROUP: &str = "gateway.networking.k8s.io";
+pub const GROUP: &str = aether_ir::kind::GATEWAY_GROUP;
 
 /// One status condition of a kind whose types are `T` and reasons `R` (see
 /// [`crate::vocabulary`]).
@@ -307,7 +307,7 @@ impl ParentReference {
     ) -> Self {
         ParentReference {
             group: group.unwrap_or(GROUP).to_string(),
-            kind: kind.unwrap_or("Gateway").to_string(),
+            kind: kind.unwrap_or(Kind::Gateway.as_str()).to_string(),
             namespace: namespace.map(str::to_string),
             name: name.to_string(),
             section_name: section_name.map(str::to_string),
@@ -365,8 +365,8 @@ pub struct StatusPlan {
 #[derive(Serialize)]
 struct Document<'a, S: Serialize> {
     #[serde(rename = "apiVersion")]
-    api_version: &'static str,
-    kind: &'static str,
+    api_version: String,
+    kind: Kind,
     metadata: Metadata<'a>,
     status: &'a S,
 }
@@ -378,26 +378,18 @@ struct Metadata<'a> {
     namespace: Option<&'a str>,
 }
 
+/// One document of `kind` at its most preferred version (`v1`; XBackend
+/// `v1alpha1`); `ns` `None` for a cluster-scoped kind.
 fn push_doc<S: Serialize>(
     out: &mut String,
-    kind: &'static str,
+    kind: impl Into<Kind>,
     ns: Option<&str>,
     name: &str,
     status: &S,
 ) {
-    push_doc_of(out, "gateway.networking.k8s.io/v1", kind, ns, name, status);
-}
-
-fn push_doc_of<S: Serialize>(
-    out: &mut String,
-    api_version: &'static str,
-    kind: &'static str,
-    ns: Option<&str>,
-    name: &str,
-    status: &S,
-) {
+    let kind = kind.into();
     let doc = Document {
-        api_version,
+        api_version: kind.api_version(kind.served_versions()[0]),
         kind,
         metadata: Metadata {
             name,
@@ -415,70 +407,73 @@ impl StatusPlan {
     pub fn to_yaml(&self) -> String {
         let mut out = String::new();
         for (r, s) in &self.backend_tls_policies {
-            push_doc(&mut out, "BackendTLSPolicy", Some(&r.namespace), &r.name, s);
+            push_doc(
+                &mut out,
+                Kind::BackendTlsPolicy,
+                Some(&r.namespace),
+                &r.name,
+                s,
+            );
         }
         for (name, s) in &self.gateway_classes {
-            push_doc(&mut out, "GatewayClass", None, name, s);
+            push_doc(&mut out, Kind::GatewayClass, None, name, s);
         }
         for (r, s) in &self.gateways {
-            push_doc(&mut out, "Gateway", Some(&r.namespace), &r.name, s);
+            push_doc(&mut out, Kind::Gateway, Some(&r.namespace), &r.name, s);
         }
         for (r, s) in &self.listener_sets {
-            push_doc(&mut out, "ListenerSet", Some(&r.namespace), &r.name, s);
+            push_doc(&mut out, Kind::ListenerSet, Some(&r.namespace), &r.name, s);
         }
-        for (r, s) in &self.grpc_routes {
-            push_doc(&mut out, "GRPCRoute", Some(&r.namespace), &r.name, s);
-        }
-        for (r, s) in &self.http_routes {
-            push_doc(&mut out, "HTTPRoute", Some(&r.namespace), &r.name, s);
-        }
-        for (r, s) in &self.tcp_routes {
-            push_doc(&mut out, "TCPRoute", Some(&r.namespace), &r.name, s);
-        }
-        for (r, s) in &self.tls_routes {
-            push_doc(&mut out, "TLSRoute", Some(&r.namespace), &r.name, s);
-        }
-        for (r, s) in &self.udp_routes {
-            push_doc(&mut out, "UDPRoute", Some(&r.namespace), &r.name, s);
+        for (kind, routes) in self.routes() {
+            for (r, s) in routes {
+                push_doc(&mut out, kind, Some(&r.namespace), &r.name, s);
+            }
         }
         for (r, s) in &self.x_backends {
-            let (api, kind) = (crate::xbackend::API_VERSION, crate::xbackend::KIND);
-            push_doc_of(&mut out, api, kind, Some(&r.namespace), &r.name, s);
+            push_doc(&mut out, Kind::XBackend, Some(&r.namespace), &r.name, s);
         }
         out
     }
 
-    /// Route statuses of every kind, by kind.
-    pub fn routes(&self) -> [(&'static str, &BTreeMap<ObjectRef, Arc<RouteStatus>>); 5] {
-        [
-            ("GRPCRoute", &self.grpc_routes),
-            ("HTTPRoute", &self.http_routes),
-            ("TCPRoute", &self.tcp_routes),
-            ("TLSRoute", &self.tls_routes),
-            ("UDPRoute", &self.udp_routes),
-        ]
+    /// Route statuses of every kind, by kind (sorted by name).
+    pub fn routes(&self) -> [(RouteKind, &BTreeMap<ObjectRef, Arc<RouteStatus>>); 5] {
+        RouteKind::ALL.map(|kind| (kind, self.routes_of_kind(kind)))
     }
 
-    /// The route status map of one kind (`HTTPRoute`, ...).
-    pub fn routes_of_kind_mut(&mut self, kind: &str) -> &mut BTreeMap<ObjectRef, Arc<RouteStatus>> {
+    /// The route status map of one kind.
+    pub fn routes_of_kind(&self, kind: RouteKind) -> &BTreeMap<ObjectRef, Arc<RouteStatus>> {
         match kind {
-            "GRPCRoute" => &mut self.grpc_routes,
-            "TLSRoute" => &mut self.tls_routes,
-            "TCPRoute" => &mut self.tcp_routes,
-            "UDPRoute" => &mut self.udp_routes,
-            _ => &mut self.http_routes,
+            RouteKind::Grpc => &self.grpc_routes,
+            RouteKind::Http => &self.http_routes,
+            RouteKind::Tcp => &self.tcp_routes,
+            RouteKind::Tls => &self.tls_routes,
+            RouteKind::Udp => &self.udp_routes,
+        }
+    }
+
+    /// The route status map of one kind.
+    pub fn routes_of_kind_mut(
+        &mut self,
+        kind: RouteKind,
+    ) -> &mut BTreeMap<ObjectRef, Arc<RouteStatus>> {
+        match kind {
+            RouteKind::Grpc => &mut self.grpc_routes,
+            RouteKind::Http => &mut self.http_routes,
+            RouteKind::Tcp => &mut self.tcp_routes,
+            RouteKind::Tls => &mut self.tls_routes,
+            RouteKind::Udp => &mut self.udp_routes,
         }
     }
 
     pub(crate) fn routes_mut(
         &mut self,
-    ) -> [(&'static str, &mut BTreeMap<ObjectRef, Arc<RouteStatus>>); 5] {
+    ) -> [(RouteKind, &mut BTreeMap<ObjectRef, Arc<RouteStatus>>); 5] {
         [
-            ("GRPCRoute", &mut self.grpc_routes),
-            ("HTTPRoute", &mut self.http_routes),
-            ("TCPRoute", &mut self.tcp_routes),
-            ("TLSRoute", &mut self.tls_routes),
-            ("UDPRoute", &mut self.udp_routes),
+            (RouteKind::Grpc, &mut self.grpc_routes),
+            (RouteKind::Http, &mut self.http_routes),
+            (RouteKind::Tcp, &mut self.tcp_routes),
+            (RouteKind::Tls, &mut self.tls_routes),
+            (RouteKind::Udp, &mut self.udp_routes),
         ]
     }
 }

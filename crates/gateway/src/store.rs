@@ -8,24 +8,16 @@
 //!
 //! One `BTreeMap` per kind, keyed by [`ObjectRef`] (namespace, name), so every walk
 //! over the store is in a stable order. Cluster-scoped kinds (GatewayClass,
-//! Namespace, ClusterTrustBundle) are keyed with an empty namespace. Objects without a namespace are
-//! filed under `default`, as the API server would.
+//! Namespace, ClusterTrustBundle: [`aether_ir::KindSpec::namespaced`]) are keyed
+//! with an empty namespace. Objects without a namespace are filed under
+//! `default`, as the API server would.
+//!
+//! What a kind is comes from the table in [`aether_ir::kind`]; which Rust type
+//! holds it, from [`with_store_type!`] (the one match from [`Kind`] to a type,
+//! exhaustive, so a new kind is a compile error there and nowhere else).
 
-use aether_ir::ObjectRef;
-use gateway_api::apis::experimental::gateways::Gateway;
-use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::experimental::listenersets::ListenerSet;
-use gateway_api::apis::experimental::xbackends::XBackend;
-use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
-use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::referencegrants::ReferenceGrant;
-use gateway_api::apis::standard::tcproutes::TcpRoute;
-use gateway_api::apis::standard::tlsroutes::TlsRoute;
-use gateway_api::apis::standard::udproutes::UdpRoute;
-use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use self::types::*;
+use aether_ir::{Kind, ObjectRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -57,10 +49,10 @@ pub struct Store {
 
 /// A kind the store holds.
 pub trait StoreObject: Clone + Sized {
-    /// The Kubernetes kind, e.g. `HTTPRoute`.
-    const KIND: &'static str;
-    /// GatewayClass and Namespace: keyed with an empty namespace.
-    const CLUSTER_SCOPED: bool;
+    /// The Kubernetes kind, e.g. [`Kind::HttpRoute`].
+    const KIND: Kind;
+    /// GatewayClass, Namespace, ClusterTrustBundle: keyed with an empty namespace.
+    const CLUSTER_SCOPED: bool = !Self::KIND.spec().namespaced;
     fn metadata(&self) -> &ObjectMeta;
     fn metadata_mut(&mut self) -> &mut ObjectMeta;
     fn objects(store: &Store) -> &BTreeMap<ObjectRef, Arc<Self>>;
@@ -82,19 +74,19 @@ fn unread_from<T: StoreObject>(a: &T, b: &T) -> T {
     x
 }
 
+/// `impl StoreObject` for type `$ty`, of the [`Kind`] variant of the same name.
 macro_rules! store_object {
-    ($ty:ty, $kind:literal, $field:ident, $cluster:literal) => {
-        store_object!($ty, $kind, $field, $cluster, |_: &mut $ty, _: &$ty| {});
+    ($ty:ident, $field:ident) => {
+        store_object!($ty, $field, |_: &mut $ty, _: &$ty| {});
     };
-    ($ty:ty, $kind:literal, $field:ident, $cluster:literal, status) => {
-        store_object!($ty, $kind, $field, $cluster, |x: &mut $ty, b: &$ty| x
+    ($ty:ident, $field:ident, status) => {
+        store_object!($ty, $field, |x: &mut $ty, b: &$ty| x
             .status
             .clone_from(&b.status));
     };
-    ($ty:ty, $kind:literal, $field:ident, $cluster:literal, $status:expr) => {
+    ($ty:ident, $field:ident, $status:expr) => {
         impl StoreObject for $ty {
-            const KIND: &'static str = $kind;
-            const CLUSTER_SCOPED: bool = $cluster;
+            const KIND: Kind = Kind::$ty;
             fn metadata(&self) -> &ObjectMeta {
                 &self.metadata
             }
@@ -116,59 +108,69 @@ macro_rules! store_object {
     };
 }
 
-/// Calls macro `$m` with every kind the store holds (the one list of them).
-macro_rules! every_kind {
-    ($m:ident) => {
-        $m!(
-            GatewayClass,
-            Gateway,
-            HttpRoute,
-            GrpcRoute,
-            TlsRoute,
-            TcpRoute,
-            UdpRoute,
-            ReferenceGrant,
-            Service,
-            EndpointSlice,
-            Secret,
-            ConfigMap,
-            Namespace,
-            BackendTlsPolicy,
-            ListenerSet,
-            ClusterTrustBundle,
-            XBackend
-        )
-    };
+store_object!(GatewayClass, gateway_classes, status);
+store_object!(Gateway, gateways, status);
+store_object!(HttpRoute, http_routes, status);
+store_object!(GrpcRoute, grpc_routes, status);
+store_object!(TlsRoute, tls_routes, status);
+store_object!(TcpRoute, tcp_routes, status);
+store_object!(UdpRoute, udp_routes, status);
+store_object!(ReferenceGrant, reference_grants);
+store_object!(Service, services, status);
+store_object!(EndpointSlice, endpoint_slices);
+store_object!(Secret, secrets);
+store_object!(ConfigMap, config_maps);
+store_object!(ListenerSet, listener_sets, status);
+store_object!(BackendTlsPolicy, backend_tls_policies, status);
+store_object!(Namespace, namespaces, status);
+store_object!(ClusterTrustBundle, cluster_trust_bundles);
+store_object!(XBackend, x_backends, status);
+
+/// Calls `$f::<T>($args)` with `T` the store's type of the [`Kind`] `$kind`
+/// (the match is exhaustive: a new kind is a compile error here).
+#[macro_export]
+macro_rules! with_store_type {
+    ($kind:expr, $f:ident ( $($arg:expr),* )) => {{
+        use $crate::store::types::*;
+        match $kind {
+            $crate::Kind::BackendTlsPolicy => $f::<BackendTlsPolicy>($($arg),*),
+            $crate::Kind::ClusterTrustBundle => $f::<ClusterTrustBundle>($($arg),*),
+            $crate::Kind::ConfigMap => $f::<ConfigMap>($($arg),*),
+            $crate::Kind::EndpointSlice => $f::<EndpointSlice>($($arg),*),
+            $crate::Kind::GrpcRoute => $f::<GrpcRoute>($($arg),*),
+            $crate::Kind::Gateway => $f::<Gateway>($($arg),*),
+            $crate::Kind::GatewayClass => $f::<GatewayClass>($($arg),*),
+            $crate::Kind::HttpRoute => $f::<HttpRoute>($($arg),*),
+            $crate::Kind::ListenerSet => $f::<ListenerSet>($($arg),*),
+            $crate::Kind::Namespace => $f::<Namespace>($($arg),*),
+            $crate::Kind::ReferenceGrant => $f::<ReferenceGrant>($($arg),*),
+            $crate::Kind::Secret => $f::<Secret>($($arg),*),
+            $crate::Kind::Service => $f::<Service>($($arg),*),
+            $crate::Kind::TcpRoute => $f::<TcpRoute>($($arg),*),
+            $crate::Kind::TlsRoute => $f::<TlsRoute>($($arg),*),
+            $crate::Kind::UdpRoute => $f::<UdpRoute>($($arg),*),
+            $crate::Kind::XBackend => $f::<XBackend>($($arg),*),
+        }
+    }};
 }
 
-store_object!(GatewayClass, "GatewayClass", gateway_classes, true, status);
-store_object!(Gateway, "Gateway", gateways, false, status);
-store_object!(HttpRoute, "HTTPRoute", http_routes, false, status);
-store_object!(GrpcRoute, "GRPCRoute", grpc_routes, false, status);
-store_object!(TlsRoute, "TLSRoute", tls_routes, false, status);
-store_object!(TcpRoute, "TCPRoute", tcp_routes, false, status);
-store_object!(UdpRoute, "UDPRoute", udp_routes, false, status);
-store_object!(ReferenceGrant, "ReferenceGrant", reference_grants, false);
-store_object!(Service, "Service", services, false, status);
-store_object!(EndpointSlice, "EndpointSlice", endpoint_slices, false);
-store_object!(Secret, "Secret", secrets, false);
-store_object!(ConfigMap, "ConfigMap", config_maps, false);
-store_object!(ListenerSet, "ListenerSet", listener_sets, false, status);
-store_object!(
-    BackendTlsPolicy,
-    "BackendTLSPolicy",
-    backend_tls_policies,
-    false,
-    status
-);
-store_object!(Namespace, "Namespace", namespaces, true, status);
-store_object!(
-    ClusterTrustBundle,
-    "ClusterTrustBundle",
-    cluster_trust_bundles,
-    true
-);
-store_object!(XBackend, "XBackend", x_backends, false, status);
+/// The Rust type of every kind the store holds, by the kind's name.
+pub mod types {
+    pub use gateway_api::apis::experimental::gateways::Gateway;
+    pub use gateway_api::apis::experimental::httproutes::HttpRoute;
+    pub use gateway_api::apis::experimental::listenersets::ListenerSet;
+    pub use gateway_api::apis::experimental::xbackends::XBackend;
+    pub use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
+    pub use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+    pub use gateway_api::apis::standard::grpcroutes::GrpcRoute;
+    pub use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+    pub use gateway_api::apis::standard::tcproutes::TcpRoute;
+    pub use gateway_api::apis::standard::tlsroutes::TlsRoute;
+    pub use gateway_api::apis::standard::udproutes::UdpRoute;
+    pub use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
+    pub use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+    pub use k8s_openapi::api::discovery::v1::EndpointSlice;
+}
 
 /// The store key of an object: namespace defaulted (or emptied for cluster-scoped
 /// kinds) and name.
@@ -230,10 +232,13 @@ impl Store {
 
     /// Total number of objects of every kind.
     pub fn len(&self) -> usize {
-        macro_rules! sum {
-            ($($ty:ty),*) => { 0 $(+ <$ty>::objects(self).len())* };
+        fn count<T: StoreObject>(store: &Store) -> usize {
+            T::objects(store).len()
         }
-        every_kind!(sum)
+        Kind::ALL
+            .into_iter()
+            .map(|kind| with_store_type!(kind, count(self)))
+            .sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -246,44 +251,37 @@ impl Store {
     }
 
     /// Every object's kind and key, sorted by kind, then (namespace, name).
-    pub fn keys(&self) -> Vec<(&'static str, &ObjectRef)> {
-        fn of<'a, T: StoreObject + 'a>(
-            store: &'a Store,
-        ) -> impl Iterator<Item = (&'static str, &'a ObjectRef)> {
-            T::objects(store).keys().map(|k| (T::KIND, k))
+    pub fn keys(&self) -> Vec<(Kind, &ObjectRef)> {
+        fn push<'a, T: StoreObject + 'a>(store: &'a Store, out: &mut Vec<(Kind, &'a ObjectRef)>) {
+            out.extend(T::objects(store).keys().map(|k| (T::KIND, k)));
         }
-        macro_rules! chain {
-            ($first:ty, $($ty:ty),*) => { of::<$first>(self)$(.chain(of::<$ty>(self)))* };
+        // `Kind::ALL` is in the order of `Kind`: the walk comes out sorted.
+        let mut keys = Vec::with_capacity(self.len());
+        for kind in Kind::ALL {
+            with_store_type!(kind, push(self, &mut keys));
         }
-        let mut keys: Vec<_> = every_kind!(chain).collect();
-        keys.sort();
         keys
     }
 
-    /// Removes the object of kind `kind` (as [`StoreObject::KIND`] spells it)
-    /// under `key`. Returns whether there was one.
-    pub fn remove_kind(&mut self, kind: &str, key: &ObjectRef) -> bool {
-        macro_rules! by_kind {
-            ($($ty:ty),*) => {
-                $(if kind == <$ty>::KIND {
-                    return <$ty>::objects_mut(self).remove(key).is_some();
-                })*
-            };
+    /// Removes the object of kind `kind` under `key`. Returns whether there
+    /// was one.
+    pub fn remove_kind(&mut self, kind: Kind, key: &ObjectRef) -> bool {
+        fn remove<T: StoreObject>(store: &mut Store, key: &ObjectRef) -> bool {
+            T::objects_mut(store).remove(key).is_some()
         }
-        every_kind!(by_kind);
-        false
+        with_store_type!(kind, remove(self, key))
     }
 
     /// Adds every object of `other`, replacing objects with the same key (as
     /// loading `other`'s file after this store's would).
     pub fn merge(&mut self, other: &Store) {
-        macro_rules! merge_kinds {
-            ($($ty:ty),*) => {
-                $(<$ty>::objects_mut(self)
-                    .extend(<$ty>::objects(other).iter().map(|(k, v)| (k.clone(), v.clone())));)*
-            };
+        fn merge<T: StoreObject>(into: &mut Store, from: &Store) {
+            let objects = T::objects(from).iter();
+            T::objects_mut(into).extend(objects.map(|(k, v)| (k.clone(), v.clone())));
         }
-        every_kind!(merge_kinds);
+        for kind in Kind::ALL {
+            with_store_type!(kind, merge(self, other));
+        }
     }
 }
 

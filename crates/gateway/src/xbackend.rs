@@ -45,8 +45,8 @@ use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicyValidation;
 use k8s_openapi::api::core::v1::Service;
 
 /// The XBackend's API group.
-pub const GROUP: &str = "gateway.networking.x-k8s.io";
-pub const KIND: &str = "XBackend";
+pub const GROUP: &str = aether_ir::kind::X_GATEWAY_GROUP;
+pub const KIND: &str = aether_ir::Kind::XBackend.as_str();
 pub const API_VERSION: &str = "gateway.networking.x-k8s.io/v1alpha1";
 /// The label on the Service made for an XBackend (its name), for watches.
 pub const SERVICE_LABEL: &str = "gateway.aether.io/xbackend";
@@ -295,7 +295,7 @@ fn upstream_tls(
         };
         let holder = certificate::Holder {
             group: GROUP,
-            kind: KIND,
+            kind: aether_ir::Kind::XBackend,
             namespace: &key.namespace,
         };
         match certificate::resolve_one(store, holder, &as_ref) {

@@ -25,10 +25,12 @@ pub mod fixtures;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod gate;
+pub mod kind;
 pub mod names;
 pub mod untrusted;
 
 pub use gate::{AckState, Pending, Rejection, Served};
+pub use kind::{Kind, KindSpec, RouteKind, UnknownKind};
 
 /// A namespaced Kubernetes object, ordered namespace first.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]

@@ -125,7 +125,7 @@ pub fn part(part: &str) -> String {
 
 /// The key of one route object in what is served: `<kind>/<namespace>/<name>`.
 /// Envoy route names, L4 forwards and TLS chains of that route start with it.
-pub fn route_key(kind: &str, namespace: &str, name: &str) -> String {
+pub fn route_key(kind: crate::RouteKind, namespace: &str, name: &str) -> String {
     format!("{kind}/{namespace}/{name}")
 }
 
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn route_keys_are_the_prefix_of_envoy_route_names() {
-        let key = route_key("HTTPRoute", "app", "web");
+        let key = route_key(crate::RouteKind::Http, "app", "web");
         assert_eq!(key, "HTTPRoute/app/web");
         assert_eq!(
             route_key_of("HTTPRoute/app/web/rule/0/match/1"),

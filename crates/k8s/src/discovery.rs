@@ -20,6 +20,7 @@
 //! same way: a cluster with the standard channel or an older release has no
 //! XBackend, and it is reported missing like any other kind.
 
+use aether_ir::Kind;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::{Api, Client};
@@ -30,46 +31,10 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use std::collections::BTreeMap;
 
 /// The Gateway API group.
-pub const GROUP: &str = "gateway.networking.k8s.io";
+pub const GROUP: &str = aether_ir::kind::GATEWAY_GROUP;
 
 /// The Gateway API's experimental group (`XBackend`).
-pub const X_GROUP: &str = "gateway.networking.x-k8s.io";
-
-/// The versions we read, most preferred first (Kubernetes version priority). Our
-/// types decode each of them, for every kind that has it.
-pub const PREFERENCE: [&str; 4] = ["v1", "v1beta1", "v1alpha3", "v1alpha2"];
-
-/// The versions of [`X_GROUP`] kinds we read.
-pub const X_PREFERENCE: [&str; 1] = ["v1alpha1"];
-
-/// Every Gateway API kind the store holds, sorted.
-pub const KINDS: [&str; 11] = [
-    "BackendTLSPolicy",
-    "GRPCRoute",
-    "Gateway",
-    "GatewayClass",
-    "HTTPRoute",
-    "ListenerSet",
-    "ReferenceGrant",
-    "TCPRoute",
-    "TLSRoute",
-    "UDPRoute",
-    "XBackend",
-];
-
-/// The group `kind` belongs to.
-pub fn group(kind: &str) -> &'static str {
-    if kind == "XBackend" { X_GROUP } else { GROUP }
-}
-
-/// The versions we read of `kind`, most preferred first.
-pub fn preference(kind: &str) -> &'static [&'static str] {
-    if group(kind) == X_GROUP {
-        &X_PREFERENCE
-    } else {
-        &PREFERENCE
-    }
-}
+pub const X_GROUP: &str = aether_ir::kind::X_GATEWAY_GROUP;
 
 /// The annotation a Gateway API CRD carries its release in.
 pub const BUNDLE_VERSION: &str = "gateway.networking.k8s.io/bundle-version";
@@ -82,7 +47,7 @@ pub const SUPPORTED_RELEASES: [&str; 3] = ["v1.5.", "v1.6.", "v1.7."];
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServedVersions {
     /// Kind → version; a kind that no preferred version serves is absent.
-    versions: BTreeMap<&'static str, &'static str>,
+    versions: BTreeMap<Kind, &'static str>,
     /// The installed CRDs' releases ([`BUNDLE_VERSION`]).
     bundles: Bundles,
 }
@@ -94,26 +59,27 @@ pub enum Bundles {
     #[default]
     NotRead,
     /// Per installed kind, its CRD's annotation (`None`: not annotated).
-    Read(BTreeMap<&'static str, Option<String>>),
+    Read(BTreeMap<Kind, Option<String>>),
     /// The API server would not say (e.g. RBAC), and why.
     Unreadable(String),
 }
 
 impl ServedVersions {
     /// From what the API server serves, as (version, kind) pairs: per kind of
-    /// [`KINDS`], the most preferred version ([`preference`]) among them.
+    /// Gateway API kind, the most preferred version ([`Kind::served_versions`])
+    /// among them.
     pub fn choose<'a>(served: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
-        let mut versions: BTreeMap<&'static str, &'static str> = BTreeMap::new();
+        let mut versions: BTreeMap<Kind, &'static str> = BTreeMap::new();
         for (version, kind) in served {
-            let Some(kind) = KINDS.iter().find(|k| **k == kind) else {
+            let Some(kind) = kind.parse::<Kind>().ok().filter(|k| k.is_gateway_api()) else {
                 continue;
             };
-            let order = preference(kind);
+            let order = kind.served_versions();
             let Some(rank) = order.iter().position(|v| *v == version) else {
                 continue;
             };
             let better = versions
-                .get(kind)
+                .get(&kind)
                 .is_none_or(|have| order.iter().position(|v| v == have) > Some(rank));
             if better {
                 versions.insert(kind, order[rank]);
@@ -183,31 +149,33 @@ impl ServedVersions {
     /// cluster with current experimental CRDs serves.
     pub fn all_v1() -> Self {
         ServedVersions {
-            versions: KINDS.iter().map(|k| (*k, preference(k)[0])).collect(),
+            versions: Kind::gateway_api()
+                .map(|k| (k, k.served_versions()[0]))
+                .collect(),
             bundles: Bundles::NotRead,
         }
     }
 
     /// The version `kind` is read at; `None` when its CRD is not installed (or
     /// serves no version we read). Kinds outside the Gateway API: `None`.
-    pub fn version(&self, kind: &str) -> Option<&'static str> {
-        self.versions.get(kind).copied()
+    pub fn version(&self, kind: Kind) -> Option<&'static str> {
+        self.versions.get(&kind).copied()
     }
 
     /// The `apiVersion` to write `kind` at: its served version, its most
     /// preferred if there is none (a kind that is not served has no objects to
     /// write).
-    pub fn api_version(&self, kind: &str) -> String {
-        let version = self.version(kind).unwrap_or(preference(kind)[0]);
-        format!("{}/{version}", group(kind))
+    pub fn api_version(&self, kind: Kind) -> String {
+        let version = self
+            .version(kind)
+            .or(kind.served_versions().first().copied());
+        kind.api_version(version.unwrap_or("v1"))
     }
 
     /// The Gateway API kinds no preferred version serves, sorted.
-    pub fn missing(&self) -> Vec<&'static str> {
-        KINDS
-            .iter()
-            .filter(|k| !self.versions.contains_key(*k))
-            .copied()
+    pub fn missing(&self) -> Vec<Kind> {
+        Kind::gateway_api()
+            .filter(|k| !self.versions.contains_key(k))
             .collect()
     }
 }
@@ -235,9 +203,9 @@ impl Collector for ServedKinds {
             None,
             MetricType::Gauge,
         )?;
-        for kind in KINDS {
+        for kind in Kind::gateway_api() {
             let gauge = ConstGauge::new(i64::from(served.version(kind).is_none()));
-            gauge.encode(missing.encode_family(&[("kind", kind)])?)?;
+            gauge.encode(missing.encode_family(&[("kind", kind.as_str())])?)?;
         }
         let mut version = encoder.encode_descriptor(
             "kind_version",
@@ -246,7 +214,7 @@ impl Collector for ServedKinds {
             MetricType::Gauge,
         )?;
         for (kind, v) in &served.versions {
-            let labels = [("kind", *kind), ("version", *v)];
+            let labels = [("kind", kind.as_str()), ("version", *v)];
             ConstGauge::new(1i64).encode(version.encode_family(&labels)?)?;
         }
         Ok(())
@@ -277,14 +245,17 @@ pub async fn discover(client: &Client) -> Result<ServedVersions, kube::Error> {
         lists.iter().flat_map(|(g, version, list)| {
             list.resources
                 .iter()
-                .filter(move |r| !r.name.contains('/') && group(&r.kind) == *g)
+                .filter(move |r| {
+                    !r.name.contains('/')
+                        && r.kind.parse::<Kind>().is_ok_and(|k| k.spec().group == *g)
+                })
                 .map(move |r| (version.as_str(), r))
         })
     };
     let served = ServedVersions::choose(resources().map(|(v, r)| (v, r.kind.as_str())));
     // Each served kind's CRD, `<plural>.<group>`, for its release.
-    let plurals: BTreeMap<&'static str, &str> = resources()
-        .filter_map(|(_, r)| Some((*KINDS.iter().find(|k| **k == r.kind)?, r.name.as_str())))
+    let plurals: BTreeMap<Kind, &str> = resources()
+        .filter_map(|(_, r)| Some((r.kind.parse::<Kind>().ok()?, r.name.as_str())))
         .collect();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut read = BTreeMap::new();
@@ -293,7 +264,7 @@ pub async fn discover(client: &Client) -> Result<ServedVersions, kube::Error> {
             continue;
         }
         match crds
-            .get_metadata_opt(&format!("{plural}.{}", group(kind)))
+            .get_metadata_opt(&format!("{plural}.{}", kind.spec().group))
             .await
         {
             Ok(Some(crd)) => {
@@ -331,50 +302,52 @@ mod tests {
             ("v1alpha1", "XBackend"),
             ("v2", "GRPCRoute"),
         ]);
-        assert_eq!(served.version("TLSRoute"), Some("v1alpha3"));
-        assert_eq!(served.version("TCPRoute"), Some("v1alpha2"));
-        assert_eq!(served.version("Gateway"), Some("v1"));
-        assert_eq!(served.version("ReferenceGrant"), Some("v1beta1"));
-        assert_eq!(served.version("XBackend"), Some("v1alpha1"));
+        assert_eq!(served.version(Kind::TlsRoute), Some("v1alpha3"));
+        assert_eq!(served.version(Kind::TcpRoute), Some("v1alpha2"));
+        assert_eq!(served.version(Kind::Gateway), Some("v1"));
+        assert_eq!(served.version(Kind::ReferenceGrant), Some("v1beta1"));
+        assert_eq!(served.version(Kind::XBackend), Some("v1alpha1"));
         assert_eq!(
-            served.version("GRPCRoute"),
+            served.version(Kind::GrpcRoute),
             None,
             "v2 is not a version we read"
         );
         assert_eq!(
             served.missing(),
             vec![
-                "BackendTLSPolicy",
-                "GRPCRoute",
-                "GatewayClass",
-                "ListenerSet",
-                "UDPRoute",
+                Kind::BackendTlsPolicy,
+                Kind::GrpcRoute,
+                Kind::GatewayClass,
+                Kind::ListenerSet,
+                Kind::UdpRoute,
             ]
         );
         assert_eq!(
-            ServedVersions::choose([("v1", "XBackend")]).version("XBackend"),
+            ServedVersions::choose([("v1", "XBackend")]).version(Kind::XBackend),
             None,
             "XBackend is read at v1alpha1 only"
         );
         assert_eq!(
-            served.api_version("XBackend"),
+            served.api_version(Kind::XBackend),
             "gateway.networking.x-k8s.io/v1alpha1"
         );
         assert_eq!(
-            served.api_version("TCPRoute"),
+            served.api_version(Kind::TcpRoute),
             "gateway.networking.k8s.io/v1alpha2"
         );
         assert_eq!(
-            served.api_version("UDPRoute"),
+            served.api_version(Kind::UdpRoute),
             "gateway.networking.k8s.io/v1"
         );
     }
 
     #[test]
     fn supported_version_names_every_crd_of_another_release() {
-        let served = |b: &[(&'static str, Option<&str>)]| {
+        let served = |b: &[(&str, Option<&str>)]| {
             ServedVersions::all_v1().with_bundles(Bundles::Read(
-                b.iter().map(|(k, v)| (*k, v.map(str::to_string))).collect(),
+                b.iter()
+                    .map(|(k, v)| (k.parse().unwrap(), v.map(str::to_string)))
+                    .collect(),
             ))
         };
         assert_eq!(ServedVersions::all_v1().supported_version(), None);
@@ -407,16 +380,16 @@ mod tests {
         let a = ServedVersions::choose([("v1", "TLSRoute"), ("v1alpha2", "TLSRoute")]);
         let b = ServedVersions::choose([("v1alpha2", "TLSRoute"), ("v1", "TLSRoute")]);
         assert_eq!(a, b);
-        assert_eq!(a.version("TLSRoute"), Some("v1"));
+        assert_eq!(a.version(Kind::TlsRoute), Some("v1"));
     }
 
     #[test]
     fn missing_kinds_and_the_versions_read_are_what_the_metrics_show() {
         let served = ServedVersions::choose([("v1", "Gateway"), ("v1alpha2", "TCPRoute")]);
-        assert!(served.missing().contains(&"UDPRoute"));
-        assert!(!served.missing().contains(&"Gateway"));
-        assert_eq!(served.version("TCPRoute"), Some("v1alpha2"));
-        assert_eq!(served.missing().len() + 2, KINDS.len());
+        assert!(served.missing().contains(&Kind::UdpRoute));
+        assert!(!served.missing().contains(&Kind::Gateway));
+        assert_eq!(served.version(Kind::TcpRoute), Some("v1alpha2"));
+        assert_eq!(served.missing().len() + 2, Kind::gateway_api().count());
         assert!(ServedVersions::all_v1().missing().is_empty());
     }
 }

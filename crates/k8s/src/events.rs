@@ -18,13 +18,7 @@ use crate::status::StatusInputs;
 use aether_gateway::status::Condition;
 use aether_gateway::vocabulary::Word;
 use aether_gateway::{StatusPlan, Store, StoreObject};
-use aether_ir::ObjectRef;
-use gateway_api::apis::experimental::gateways::Gateway;
-use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::tcproutes::TcpRoute;
-use gateway_api::apis::standard::tlsroutes::TlsRoute;
-use gateway_api::apis::standard::udproutes::UdpRoute;
+use aether_ir::{Kind, ObjectRef};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -68,7 +62,7 @@ fn failing(plan: &StatusPlan) -> BTreeMap<(&'static str, ObjectRef), Vec<Said>> 
     for (gw, status) in &plan.gateways {
         let f: Vec<Said> = status.conditions.iter().map(said).filter(worth).collect();
         if !f.is_empty() {
-            out.insert(("Gateway", gw.clone()), f);
+            out.insert((Kind::Gateway.as_str(), gw.clone()), f);
         }
     }
     for (kind, routes) in plan.routes() {
@@ -80,7 +74,7 @@ fn failing(plan: &StatusPlan) -> BTreeMap<(&'static str, ObjectRef), Vec<Said>> 
                 .filter(worth)
                 .collect();
             if !f.is_empty() {
-                out.insert((kind, route.clone()), f);
+                out.insert((kind.as_str(), route.clone()), f);
             }
         }
     }
@@ -212,7 +206,11 @@ pub async fn run(
 /// its uid when the store has it.
 fn reference(inputs: &StatusInputs, n: &Notice) -> ObjectReference {
     ObjectReference {
-        api_version: Some(inputs.served.api_version(n.kind)),
+        api_version: Some(
+            n.kind
+                .parse()
+                .map_or_else(|_| "v1".into(), |k| inputs.served.api_version(k)),
+        ),
         kind: Some(n.kind.to_string()),
         namespace: Some(n.object.namespace.clone()),
         name: Some(n.object.name.clone()),
@@ -223,6 +221,7 @@ fn reference(inputs: &StatusInputs, n: &Notice) -> ObjectReference {
 
 /// The uid of the object as the store has it.
 fn uid_of(store: &Store, kind: &str, o: &ObjectRef) -> Option<String> {
+    use aether_gateway::with_store_type;
     fn uid<T: StoreObject>(store: &Store, o: &ObjectRef) -> Option<String> {
         store
             .get::<T>(&o.namespace, &o.name)?
@@ -230,15 +229,12 @@ fn uid_of(store: &Store, kind: &str, o: &ObjectRef) -> Option<String> {
             .uid
             .clone()
     }
-    match kind {
-        "Gateway" => uid::<Gateway>(store, o),
-        "HTTPRoute" => uid::<HttpRoute>(store, o),
-        "GRPCRoute" => uid::<GrpcRoute>(store, o),
-        "TLSRoute" => uid::<TlsRoute>(store, o),
-        "TCPRoute" => uid::<TcpRoute>(store, o),
-        "UDPRoute" => uid::<UdpRoute>(store, o),
-        _ => None,
-    }
+    // Gateways and routes only (a Pod, for leader election, is not in the store).
+    let kind = kind
+        .parse::<Kind>()
+        .ok()
+        .filter(|k| *k == Kind::Gateway || k.route().is_some())?;
+    with_store_type!(kind, uid(store, o))
 }
 
 /// The Event for this agent's becoming leader, on its pod.

@@ -17,7 +17,7 @@
 
 use crate::backoff::{Failed, Writer, run_writer};
 use crate::status::StatusInputs;
-use aether_gateway::Store;
+use aether_gateway::{Kind, Store};
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -92,7 +92,7 @@ impl Writer for Finalizers {
             return Ok(());
         }
         let classes = now.plan.gateway_classes.keys();
-        let version = now.served.version("GatewayClass").unwrap_or("v1");
+        let version = now.served.version(Kind::GatewayClass).unwrap_or("v1");
         let mut result = Ok(());
         for change in changes(&now.store, classes) {
             if let Err(e) = write(&self.client, version, &change).await {
@@ -109,12 +109,13 @@ impl Writer for Finalizers {
 }
 
 async fn write(client: &kube::Client, version: &str, change: &Change) -> Result<(), kube::Error> {
+    let kind = Kind::GatewayClass;
     let resource = ApiResource {
-        group: crate::discovery::GROUP.to_string(),
+        group: kind.spec().group.to_string(),
         version: version.to_string(),
-        api_version: format!("{}/{version}", crate::discovery::GROUP),
-        kind: "GatewayClass".to_string(),
-        plural: "gatewayclasses".to_string(),
+        api_version: kind.api_version(version),
+        kind: kind.as_str().to_string(),
+        plural: kind.spec().plural.to_string(),
     };
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let patch = serde_json::json!({

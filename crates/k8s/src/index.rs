@@ -7,7 +7,7 @@
 //! must never become an empty snapshot that wipes a running Envoy.
 
 use aether_gateway::{Store, StoreObject};
-use aether_ir::ObjectRef;
+use aether_ir::{Kind, ObjectRef};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -32,22 +32,22 @@ struct State {
     store: Arc<Store>,
     /// Relists in progress, per kind: the objects seen so far (type-erased as a
     /// store holding only that kind).
-    relisting: BTreeMap<&'static str, Store>,
-    listed: BTreeSet<&'static str>,
+    relisting: BTreeMap<Kind, Store>,
+    listed: BTreeSet<Kind>,
 }
 
 /// The shared, watch-fed store. Every change bumps a generation that
 /// [`Index::subscribe`] receivers see.
 pub struct Index {
     state: Mutex<State>,
-    required: BTreeSet<&'static str>,
+    required: BTreeSet<Kind>,
     generation: watch::Sender<u64>,
 }
 
 impl Index {
     /// `required`: the kinds that must finish their first list before the store
     /// is readable.
-    pub fn new(required: impl IntoIterator<Item = &'static str>) -> Self {
+    pub fn new(required: impl IntoIterator<Item = Kind>) -> Self {
         let (generation, _) = watch::channel(0);
         Index {
             state: Mutex::default(),
@@ -61,7 +61,7 @@ impl Index {
     }
 
     /// Kinds that have not completed their first list yet.
-    pub fn pending_kinds(&self) -> Vec<&'static str> {
+    pub fn pending_kinds(&self) -> Vec<Kind> {
         let state = self.state.lock().expect("index lock");
         self.required
             .iter()
@@ -93,7 +93,7 @@ impl Index {
                 false
             }
             Event::InitDone => {
-                let fresh = state.relisting.remove(T::KIND).unwrap_or_default();
+                let fresh = state.relisting.remove(&T::KIND).unwrap_or_default();
                 let objects: BTreeMap<ObjectRef, Arc<T>> = fresh.all::<T>().clone();
                 state.listed.insert(T::KIND);
                 let current = state.store.all::<T>().keys().cloned().collect::<Vec<_>>();
@@ -164,7 +164,7 @@ mod tests {
         index.apply(Event::InitApply(mk_service("a", "one")));
         index.apply(Event::<Service>::InitDone);
         assert!(index.store().is_none());
-        assert_eq!(index.pending_kinds(), vec!["Namespace"]);
+        assert_eq!(index.pending_kinds(), vec![Kind::Namespace]);
         index.apply(Event::<Namespace>::Init);
         index.apply(Event::InitApply(mk_namespace("a")));
         index.apply(Event::<Namespace>::InitDone);

@@ -27,20 +27,9 @@ use crate::index::{Event, Index};
 use aether_gateway::StoreObject;
 use aether_gateway::lenient;
 use aether_gateway::load::default_older_versions_json;
-use aether_ir::ObjectRef;
+use aether_gateway::with_store_type;
+use aether_ir::{Kind, ObjectRef};
 use futures::StreamExt;
-use gateway_api::apis::experimental::gateways::Gateway;
-use gateway_api::apis::experimental::httproutes::HttpRoute;
-use gateway_api::apis::experimental::listenersets::ListenerSet;
-use gateway_api::apis::experimental::xbackends::XBackend;
-use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
-use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::grpcroutes::GrpcRoute;
-use gateway_api::apis::standard::referencegrants::ReferenceGrant;
-use gateway_api::apis::standard::tcproutes::TcpRoute;
-use gateway_api::apis::standard::tlsroutes::TlsRoute;
-use gateway_api::apis::standard::udproutes::UdpRoute;
-use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ApiResource, DynamicObject};
@@ -56,25 +45,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tracing::{info, warn};
 
 /// Every kind the store holds; all must list before anything is published.
-pub const KINDS: [&str; 17] = [
-    GatewayClass::KIND,
-    Gateway::KIND,
-    HttpRoute::KIND,
-    GrpcRoute::KIND,
-    TlsRoute::KIND,
-    TcpRoute::KIND,
-    UdpRoute::KIND,
-    ReferenceGrant::KIND,
-    BackendTlsPolicy::KIND,
-    ListenerSet::KIND,
-    XBackend::KIND,
-    Service::KIND,
-    EndpointSlice::KIND,
-    Secret::KIND,
-    ConfigMap::KIND,
-    Namespace::KIND,
-    ClusterTrustBundle::KIND,
-];
+pub const KINDS: [Kind; 17] = Kind::ALL;
 
 /// How often the served Gateway API versions are looked up again, so a CRD
 /// installed (or upgraded) later gets watched (at its new version).
@@ -111,26 +82,6 @@ async fn watch_secrets(client: Client, index: Arc<Index>) {
     watch_kind_with::<Secret>(client, index, None, config).await
 }
 
-/// Calls `$f::<T>($args)` with `T` the type of the Gateway API kind `$kind`.
-macro_rules! by_kind {
-    ($kind:expr, $f:ident ( $($arg:expr),* )) => {
-        match $kind {
-            "GatewayClass" => $f::<GatewayClass>($($arg),*),
-            "Gateway" => $f::<Gateway>($($arg),*),
-            "HTTPRoute" => $f::<HttpRoute>($($arg),*),
-            "GRPCRoute" => $f::<GrpcRoute>($($arg),*),
-            "TLSRoute" => $f::<TlsRoute>($($arg),*),
-            "TCPRoute" => $f::<TcpRoute>($($arg),*),
-            "UDPRoute" => $f::<UdpRoute>($($arg),*),
-            "ReferenceGrant" => $f::<ReferenceGrant>($($arg),*),
-            "BackendTLSPolicy" => $f::<BackendTlsPolicy>($($arg),*),
-            "ListenerSet" => $f::<ListenerSet>($($arg),*),
-            "XBackend" => $f::<XBackend>($($arg),*),
-            other => unreachable!("{other} is not a Gateway API kind we read"),
-        }
-    };
-}
-
 /// A kind absent from discovery is declared missing only when the next pass, this
 /// much later, agrees: an API server that has just (re)started can list its
 /// groups before it serves every CRD, and taking that for "not installed" would
@@ -139,31 +90,31 @@ pub const CONFIRM_MISSING: Duration = Duration::from_secs(2);
 
 /// Per Gateway API kind, what runs: a watch at `Some(version)`, or nothing
 /// (`None`: not installed, listed as empty).
-type Watched = BTreeMap<&'static str, Option<&'static str>>;
+type Watched = BTreeMap<Kind, Option<&'static str>>;
 
 /// What one discovery pass changes.
 #[derive(Debug, Default, PartialEq)]
 struct Pass {
     /// Kinds whose watch changes, with what to: a kind that stays as it is
     /// (missing included) is not named again.
-    changes: Vec<(&'static str, Option<&'static str>)>,
+    changes: Vec<(Kind, Option<&'static str>)>,
     /// Kinds absent from this pass but not (yet) declared missing: the next pass
     /// decides. What ran for them keeps running.
-    unconfirmed: BTreeSet<&'static str>,
+    unconfirmed: BTreeSet<Kind>,
 }
 
 /// Compares a discovery pass with what runs. `unconfirmed`: the kinds the
 /// previous pass found absent.
-fn pass(watched: &Watched, unconfirmed: &BTreeSet<&'static str>, found: &ServedVersions) -> Pass {
+fn pass(watched: &Watched, unconfirmed: &BTreeSet<Kind>, found: &ServedVersions) -> Pass {
     let mut out = Pass::default();
-    for kind in discovery::KINDS {
+    for kind in Kind::gateway_api() {
         let version = found.version(kind);
-        let now = watched.get(kind);
+        let now = watched.get(&kind);
         match version {
             Some(_) if now != Some(&version) => out.changes.push((kind, version)),
             Some(_) => {}
             None if now == Some(&None) => {}
-            None if unconfirmed.contains(kind) => out.changes.push((kind, None)),
+            None if unconfirmed.contains(&kind) => out.changes.push((kind, None)),
             None => {
                 out.unconfirmed.insert(kind);
             }
@@ -174,7 +125,11 @@ fn pass(watched: &Watched, unconfirmed: &BTreeSet<&'static str>, found: &ServedV
 
 /// The versions in use, as the status writer and /metrics see them.
 fn in_use(watched: &Watched) -> ServedVersions {
-    ServedVersions::choose(watched.iter().filter_map(|(k, v)| Some(((*v)?, *k))))
+    ServedVersions::choose(
+        watched
+            .iter()
+            .filter_map(|(k, v)| Some(((*v)?, k.as_str()))),
+    )
 }
 
 /// Discovery, then one watch per served Gateway API kind; re-checked every
@@ -188,7 +143,7 @@ async fn gateway_api(
     let mut tasks = JoinSet::new();
     let mut watched = Watched::new();
     let mut unconfirmed = BTreeSet::new();
-    let mut running: BTreeMap<&'static str, AbortHandle> = BTreeMap::new();
+    let mut running: BTreeMap<Kind, AbortHandle> = BTreeMap::new();
     let mut retry = Duration::from_millis(500);
     loop {
         let found = match discovery::discover(&client).await {
@@ -207,11 +162,11 @@ async fn gateway_api(
         } = pass(&watched, &unconfirmed, &found);
         unconfirmed = absent;
         for (kind, version) in &changes {
-            watched.insert(kind, *version);
+            watched.insert(*kind, *version);
         }
         // Before any watch lists at a new version: status is written at it. Nothing
         // before every kind is settled (watched, or confirmed missing).
-        if watched.len() == discovery::KINDS.len() {
+        if watched.len() == Kind::gateway_api().count() {
             let now = in_use(&watched).with_bundles(found.bundles().clone());
             served.send_if_modified(|current| {
                 let changed = current.as_ref() != Some(&now);
@@ -220,23 +175,23 @@ async fn gateway_api(
             });
         }
         for (kind, version) in changes {
-            if let Some(task) = running.remove(kind) {
+            if let Some(task) = running.remove(&kind) {
                 task.abort();
             }
             match version {
                 Some(v) => {
-                    info!(kind, version = v, "watching");
+                    info!(kind = kind.as_str(), version = v, "watching");
                     let (client, index) = (client.clone(), index.clone());
-                    let task = by_kind!(kind, spawn_watch(&mut tasks, client, index, v));
+                    let task = with_store_type!(kind, spawn_watch(&mut tasks, client, index, v));
                     running.insert(kind, task);
                 }
                 None => {
                     warn!(
-                        kind,
-                        group = discovery::group(kind),
+                        kind = kind.as_str(),
+                        group = kind.spec().group,
                         "CRD not installed (no served version we read): no objects of this kind"
                     );
-                    by_kind!(kind, list_empty(&index));
+                    with_store_type!(kind, list_empty(&index));
                 }
             }
         }
@@ -281,7 +236,7 @@ pub(crate) fn convert<T: StoreObject + DeserializeOwned>(obj: DynamicObject) -> 
     let mut value = match serde_json::to_value(&obj) {
         Ok(v) => v,
         Err(e) => {
-            warn!(kind = T::KIND, object = %name, error = %e, "skipping object");
+            warn!(kind = T::KIND.as_str(), object = %name, error = %e, "skipping object");
             return None;
         }
     };
@@ -299,11 +254,11 @@ pub(crate) fn convert<T: StoreObject + DeserializeOwned>(obj: DynamicObject) -> 
     match lenient::decode_json::<T>(&value) {
         Ok(t) => {
             let dropped = lenient::dropped_rules(t.metadata().annotations.as_ref());
-            warn!(kind = T::KIND, object = %name, dropped = ?dropped, "rules with unsupported values dropped");
+            warn!(kind = T::KIND.as_str(), object = %name, dropped = ?dropped, "rules with unsupported values dropped");
             Some(t)
         }
         Err(e) => {
-            warn!(kind = T::KIND, object = %name, error = %e, "an object that does not deserialize is not served");
+            warn!(kind = T::KIND.as_str(), object = %name, error = %e, "an object that does not deserialize is not served");
             None
         }
     }
@@ -357,7 +312,9 @@ async fn watch_kind_with<T>(
                 let name = obj.metadata.name.unwrap_or_default();
                 index.apply(Event::<T>::Delete(ObjectRef::new(namespace, name)));
             }
-            Err(e) => warn!(kind = T::KIND, error = %e, "watch failed; retrying with backoff"),
+            Err(e) => {
+                warn!(kind = T::KIND.as_str(), error = %e, "watch failed; retrying with backoff")
+            }
         }
     }
 }
@@ -365,6 +322,7 @@ async fn watch_kind_with<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aether_gateway::store::types::TcpRoute;
     use serde_json::json;
 
     #[test]
@@ -414,9 +372,9 @@ mod tests {
     /// Runs a pass and applies it, as the loop does.
     fn step(
         watched: &mut Watched,
-        unconfirmed: &mut BTreeSet<&'static str>,
+        unconfirmed: &mut BTreeSet<Kind>,
         found: &ServedVersions,
-    ) -> Vec<(&'static str, Option<&'static str>)> {
+    ) -> Vec<(Kind, Option<&'static str>)> {
         let p = pass(watched, unconfirmed, found);
         watched.extend(p.changes.iter().copied());
         *unconfirmed = p.unconfirmed;
@@ -430,13 +388,20 @@ mod tests {
         let first = step(&mut watched, &mut unconfirmed, &older);
         assert_eq!(
             first,
-            vec![("Gateway", Some("v1")), ("TCPRoute", Some("v1alpha2"))]
+            vec![
+                (Kind::Gateway, Some("v1")),
+                (Kind::TcpRoute, Some("v1alpha2"))
+            ]
         );
-        assert_eq!(unconfirmed.len(), discovery::KINDS.len() - 2, "to confirm");
+        assert_eq!(
+            unconfirmed.len(),
+            Kind::gateway_api().count() - 2,
+            "to confirm"
+        );
         // Confirmed: the absent kinds are missing, once.
         let second = step(&mut watched, &mut unconfirmed, &older);
-        assert_eq!(second.len(), discovery::KINDS.len() - 2);
-        assert!(second.contains(&("UDPRoute", None)));
+        assert_eq!(second.len(), Kind::gateway_api().count() - 2);
+        assert!(second.contains(&(Kind::UdpRoute, None)));
         assert!(unconfirmed.is_empty());
         assert_eq!(in_use(&watched), older);
         // The same answer again: nothing restarts, nothing is reported again.
@@ -450,7 +415,7 @@ mod tests {
         ]);
         assert_eq!(
             step(&mut watched, &mut unconfirmed, &newer),
-            vec![("TCPRoute", Some("v1")), ("UDPRoute", Some("v1"))]
+            vec![(Kind::TcpRoute, Some("v1")), (Kind::UdpRoute, Some("v1"))]
         );
     }
 
@@ -462,28 +427,27 @@ mod tests {
         // An API server just restarted lists no Gateway API group yet.
         let blip = ServedVersions::default();
         assert!(step(&mut watched, &mut unconfirmed, &blip).is_empty());
-        assert_eq!(unconfirmed.len(), discovery::KINDS.len());
+        assert_eq!(unconfirmed.len(), Kind::gateway_api().count());
         assert_eq!(in_use(&watched), all, "status still written at v1");
         // Back: nothing changed, nothing to confirm.
         assert!(step(&mut watched, &mut unconfirmed, &all).is_empty());
         assert!(unconfirmed.is_empty());
         // Really gone (two passes): listed empty.
         let no_udp = ServedVersions::choose(
-            discovery::KINDS
-                .iter()
-                .filter(|k| **k != "UDPRoute")
-                .map(|k| (discovery::preference(k)[0], *k)),
+            Kind::gateway_api()
+                .filter(|k| *k != Kind::UdpRoute)
+                .map(|k| (k.served_versions()[0], k.as_str())),
         );
         assert!(step(&mut watched, &mut unconfirmed, &no_udp).is_empty());
         assert_eq!(
             step(&mut watched, &mut unconfirmed, &no_udp),
-            vec![("UDPRoute", None)]
+            vec![(Kind::UdpRoute, None)]
         );
     }
 
     #[test]
     fn every_gateway_api_kind_is_a_store_kind() {
-        for kind in discovery::KINDS {
+        for kind in Kind::gateway_api() {
             assert!(KINDS.contains(&kind), "{kind}");
         }
     }

@@ -146,7 +146,7 @@ impl Reports {
                             pending: p.iter().cloned().collect(),
                         },
                         (AckState::Pending, Pending::Only(p)) => NodeState::Behind {
-                            pending: std::iter::once("Gateway".to_string())
+                            pending: std::iter::once(aether_ir::Kind::Gateway.as_str().to_string())
                                 .chain(p.iter().cloned())
                                 .collect(),
                         },

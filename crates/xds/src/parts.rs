@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The key of the Gateway's own share of a listener (route keys have slashes).
-pub const OWN: &str = "Gateway";
+pub const OWN: &str = aether_ir::Kind::Gateway.as_str();
 
 /// What an object needs of one resource.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -4,7 +4,7 @@
 
 use aether_gateway::incremental::Translator;
 use aether_gateway::{Config, Store};
-use aether_ir::ObjectRef;
+use aether_ir::{Kind, ObjectRef};
 use aether_xds::Builder;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -72,9 +72,9 @@ fn edit() -> impl Strategy<Value = Edit> {
 /// The n-th object's kind, key and document, if the store has any.
 fn nth(
     store: &Store,
-    docs: &BTreeMap<(&'static str, ObjectRef), String>,
+    docs: &BTreeMap<(Kind, ObjectRef), String>,
     n: usize,
-) -> Option<(&'static str, ObjectRef, String)> {
+) -> Option<(Kind, ObjectRef, String)> {
     let keys = store.keys();
     if keys.is_empty() {
         return None;
@@ -84,7 +84,7 @@ fn nth(
     Some((kind, key.clone(), doc))
 }
 
-fn apply(store: &mut Store, docs: &mut BTreeMap<(&'static str, ObjectRef), String>, e: &Edit) {
+fn apply(store: &mut Store, docs: &mut BTreeMap<(Kind, ObjectRef), String>, e: &Edit) {
     let pool = pool();
     match e {
         Edit::Put(i) => {

@@ -164,7 +164,7 @@ pub(crate) fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> Lis
         attached: l
             .attached
             .iter()
-            .map(|(kind, r)| names::route_key(kind, &r.namespace, &r.name))
+            .map(|(kind, r)| names::route_key(*kind, &r.namespace, &r.name))
             .collect(),
     }
 }

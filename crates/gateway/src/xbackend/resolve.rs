@@ -28,7 +28,7 @@ use super::{KIND, Target, XBackendModel};
 use crate::backend::{BackendError, BackendRef, Backends, Upstream};
 use crate::reference_grant::{self, Referent};
 use crate::vocabulary::xbackend::Reason;
-use aether_ir::{BackendKind, Cluster, Discovery, ObjectRef, UpstreamProtocol, names};
+use aether_ir::{BackendKind, Cluster, Discovery, Kind, ObjectRef, UpstreamProtocol, names};
 use gateway_api::apis::experimental::xbackends::XBackendProtocol;
 use std::sync::Arc;
 
@@ -49,7 +49,7 @@ pub fn protocol_name(p: &XBackendProtocol) -> &'static str {
 /// Resolves a backendRef whose group and kind are the XBackend's.
 pub fn resolve(
     backends: &Backends<'_>,
-    route_kind: &str,
+    route_kind: Kind,
     route_ns: &str,
     r: BackendRef<'_>,
     upstream: Upstream,
@@ -58,7 +58,7 @@ pub fn resolve(
     let shown = format!("{ns}/{}", r.name);
     let from = Referent {
         group: crate::status::GROUP,
-        kind: route_kind,
+        kind: route_kind.as_str(),
         namespace: route_ns,
         name: "",
     };
@@ -110,7 +110,7 @@ pub fn resolve(
         Some(Err(why)) => return Err(BackendError::XBackendInvalid(shown, why.clone())),
         // TLS passthrough carries the client's own TLS: wrapping it again
         // would reach the backend as TLS inside TLS.
-        Some(Ok(_)) if route_kind == "TLSRoute" && upstream == Upstream::Tcp => {
+        Some(Ok(_)) if route_kind == Kind::TlsRoute && upstream == Upstream::Tcp => {
             return Err(BackendError::XBackendUnsupported(
                 shown,
                 "tls on the backend of a TLS passthrough listener: the stream is already the client's TLS".into(),
@@ -161,7 +161,7 @@ pub fn resolve(
 /// names offered over TLS, or why the protocol does not fit the route.
 fn wire(
     m: &XBackendModel,
-    route_kind: &str,
+    route_kind: Kind,
     upstream: Upstream,
 ) -> Result<(UpstreamProtocol, Vec<String>), String> {
     use XBackendProtocol as P;

@@ -22,7 +22,7 @@ use crate::backend::Backends;
 use crate::status::{AncestorStatus, AncestorsStatus, Condition, GROUP};
 use crate::store::Store;
 use crate::vocabulary::xbackend::{Reason, Type};
-use aether_ir::ObjectRef;
+use aether_ir::{Kind, ObjectRef};
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
@@ -107,7 +107,9 @@ fn gateways_by_xbackend(
                     .flatten()
                     .filter(|p| {
                         p.group.as_deref().unwrap_or(GROUP) == GROUP
-                            && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+                            && p.kind
+                                .as_deref()
+                                .is_none_or(|k| k == Kind::Gateway.as_str())
                     })
                     .map(|p| {
                         ObjectRef::new(p.namespace.as_deref().unwrap_or(&key.namespace), &p.name)

@@ -4,7 +4,7 @@
 use super::*;
 use crate::backend::{BackendRef, Backends, Upstream};
 use crate::vocabulary::route;
-use aether_ir::{Discovery, UpstreamProtocol};
+use aether_ir::{Discovery, RouteKind, UpstreamProtocol};
 
 fn store(yaml: &str) -> Store {
     let mut s = Store::default();
@@ -103,14 +103,14 @@ fn external_hostnames_are_served_only_where_the_edge_allows_them() {
         namespace: None,
         port: None,
     };
-    let got = Backends::new(&s).resolve("HTTPRoute", "apps", r, Upstream::Http);
+    let got = Backends::new(&s).resolve(RouteKind::Http, "apps", r, Upstream::Http);
     assert!(got.is_err(), "served without the edge's allowance: {got:?}");
 }
 
 /// Resolves a ref to XBackend apps/x (spec `spec`) from a route of `kind`.
 fn resolve_x(
     spec: &str,
-    kind: &str,
+    kind: RouteKind,
     upstream: Upstream,
     port: Option<i32>,
 ) -> Result<Arc<aether_ir::Cluster>, route::Reason> {
@@ -141,12 +141,12 @@ const EXTERNAL_TLS: &str = "  type: ExternalHostname\n  externalHostname: {hostn
 fn each_protocol_is_spoken_as_its_route_kind_allows() {
     let with = |p: &str| format!("{EXTERNAL_TLS}  protocol: {p}\n");
     let alpn = |c: &aether_ir::Cluster| c.tls.as_ref().unwrap().alpn.clone();
-    let h2 = resolve_x(&with("HTTP2"), "HTTPRoute", Upstream::Http, None).unwrap();
+    let h2 = resolve_x(&with("HTTP2"), RouteKind::Http, Upstream::Http, None).unwrap();
     assert_eq!(
         (h2.protocol, alpn(&h2)),
         (UpstreamProtocol::H2c, vec!["h2".into()])
     );
-    let wss = resolve_x(&with("WSS"), "HTTPRoute", Upstream::Http, None).unwrap();
+    let wss = resolve_x(&with("WSS"), RouteKind::Http, Upstream::Http, None).unwrap();
     assert_eq!(
         (wss.protocol, alpn(&wss)),
         (UpstreamProtocol::Http1, vec!["http/1.1".into()])
@@ -157,17 +157,17 @@ fn each_protocol_is_spoken_as_its_route_kind_allows() {
             hostname: "api.example.com".into()
         }
     );
-    let grpc = resolve_x(EXTERNAL_TLS, "GRPCRoute", Upstream::Grpc, None).unwrap();
+    let grpc = resolve_x(EXTERNAL_TLS, RouteKind::Grpc, Upstream::Grpc, None).unwrap();
     assert_eq!(grpc.protocol, UpstreamProtocol::H2c);
-    let stream = resolve_x(&with("TCP"), "TCPRoute", Upstream::Tcp, None).unwrap();
+    let stream = resolve_x(&with("TCP"), RouteKind::Tcp, Upstream::Tcp, None).unwrap();
     assert_eq!(alpn(&stream), Vec::<String>::new());
     for (p, kind, upstream) in [
-        ("TCP", "HTTPRoute", Upstream::Http),
-        ("HTTP11", "GRPCRoute", Upstream::Grpc),
-        ("WSS", "GRPCRoute", Upstream::Grpc),
-        ("HTTP2", "TCPRoute", Upstream::Tcp),
-        ("MCP", "HTTPRoute", Upstream::Http),
-        ("TCP", "UDPRoute", Upstream::Udp),
+        ("TCP", RouteKind::Http, Upstream::Http),
+        ("HTTP11", RouteKind::Grpc, Upstream::Grpc),
+        ("WSS", RouteKind::Grpc, Upstream::Grpc),
+        ("HTTP2", RouteKind::Tcp, Upstream::Tcp),
+        ("MCP", RouteKind::Http, Upstream::Http),
+        ("TCP", RouteKind::Udp, Upstream::Udp),
     ] {
         let got = resolve_x(&with(p), kind, upstream, None);
         assert_eq!(
@@ -177,16 +177,16 @@ fn each_protocol_is_spoken_as_its_route_kind_allows() {
         );
     }
     // TLS passthrough carries the client's TLS: no second TLS around it.
-    let passthrough = resolve_x(&with("TCP"), "TLSRoute", Upstream::Tcp, None);
+    let passthrough = resolve_x(&with("TCP"), RouteKind::Tls, Upstream::Tcp, None);
     assert_eq!(passthrough.err(), Some(route::Reason::UnsupportedValue));
 }
 
 #[test]
 fn a_ref_port_must_be_the_xbackends_and_endpoints_come_by_its_number() {
-    let c = resolve_x(SELECTOR, "HTTPRoute", Upstream::Http, Some(8080)).unwrap();
+    let c = resolve_x(SELECTOR, RouteKind::Http, Upstream::Http, Some(8080)).unwrap();
     assert_eq!(c.name, "edge_xb_apps_x_8080");
     assert_eq!(c.endpoints.len(), 1);
-    let other = resolve_x(SELECTOR, "HTTPRoute", Upstream::Http, Some(9090));
+    let other = resolve_x(SELECTOR, RouteKind::Http, Upstream::Http, Some(9090));
     assert_eq!(other.err(), Some(route::Reason::BackendNotFound));
 }
 
@@ -213,7 +213,7 @@ fn across_namespaces_a_grant_must_name_the_xbackend_kind() {
             namespace: Some("backends"),
             port: None,
         };
-        let got = Backends::new(&s).resolve("HTTPRoute", "apps", r, Upstream::Http);
+        let got = Backends::new(&s).resolve(RouteKind::Http, "apps", r, Upstream::Http);
         assert_eq!(got.is_ok(), ok, "{to_kind}: {got:?}");
     }
 }

@@ -74,8 +74,8 @@ fn meta(gw: &ObjectRef, spec: Option<&Gateway>, name: String) -> ObjectMeta {
     ]);
     let owner = spec.and_then(|g| {
         Some(OwnerReference {
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: "Gateway".into(),
+            api_version: aether_ir::Kind::Gateway.api_version("v1"),
+            kind: aether_ir::Kind::Gateway.as_str().into(),
             name: gw.name.clone(),
             uid: g.metadata.uid.clone()?,
             controller: Some(true),

@@ -26,7 +26,7 @@ use aether_gateway::status::{
     GatewayClassStatus as PlannedClass, GatewayStatus as Planned, RouteStatus as PlannedRoute,
 };
 use aether_gateway::{StatusPlan, Store, StoreObject};
-use aether_ir::ObjectRef;
+use aether_ir::{Kind, ObjectRef};
 use gateway_api::apis::experimental::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
@@ -103,36 +103,30 @@ impl StatusKind {
         StatusKind::UdpRoute,
     ];
 
+    /// The kind of the table ([`Kind::spec`]) this is.
+    pub const fn kind(self) -> Kind {
+        match self {
+            StatusKind::GatewayClass => Kind::GatewayClass,
+            StatusKind::Gateway => Kind::Gateway,
+            StatusKind::HttpRoute => Kind::HttpRoute,
+            StatusKind::GrpcRoute => Kind::GrpcRoute,
+            StatusKind::TlsRoute => Kind::TlsRoute,
+            StatusKind::TcpRoute => Kind::TcpRoute,
+            StatusKind::UdpRoute => Kind::UdpRoute,
+            StatusKind::BackendTlsPolicy => Kind::BackendTlsPolicy,
+            StatusKind::ListenerSet => Kind::ListenerSet,
+            StatusKind::XBackend => Kind::XBackend,
+        }
+    }
+
     /// The Kubernetes kind.
     pub fn as_str(self) -> &'static str {
-        match self {
-            StatusKind::GatewayClass => "GatewayClass",
-            StatusKind::Gateway => "Gateway",
-            StatusKind::HttpRoute => "HTTPRoute",
-            StatusKind::GrpcRoute => "GRPCRoute",
-            StatusKind::TlsRoute => "TLSRoute",
-            StatusKind::TcpRoute => "TCPRoute",
-            StatusKind::UdpRoute => "UDPRoute",
-            StatusKind::BackendTlsPolicy => "BackendTLSPolicy",
-            StatusKind::ListenerSet => "ListenerSet",
-            StatusKind::XBackend => "XBackend",
-        }
+        self.kind().as_str()
     }
 
     /// The resource name in API paths.
     pub fn plural(self) -> &'static str {
-        match self {
-            StatusKind::GatewayClass => "gatewayclasses",
-            StatusKind::Gateway => "gateways",
-            StatusKind::HttpRoute => "httproutes",
-            StatusKind::GrpcRoute => "grpcroutes",
-            StatusKind::TlsRoute => "tlsroutes",
-            StatusKind::TcpRoute => "tcproutes",
-            StatusKind::UdpRoute => "udproutes",
-            StatusKind::BackendTlsPolicy => "backendtlspolicies",
-            StatusKind::ListenerSet => "listenersets",
-            StatusKind::XBackend => "xbackends",
-        }
+        self.kind().spec().plural
     }
 
     /// The planned statuses of a route kind (`None` for GatewayClass, Gateway).
@@ -338,9 +332,7 @@ pub fn compute_over(
         push_routes(&mut out, &mut still, kind, inputs, top, settled, now);
     }
     settled.routes = still;
-    let api_version = inputs
-        .served
-        .api_version(StatusKind::BackendTlsPolicy.as_str());
+    let api_version = inputs.served.api_version(Kind::BackendTlsPolicy);
     for patch in super::ancestors::patches::<BackendTlsPolicy, _, _>(
         &inputs.store,
         top,
@@ -351,7 +343,7 @@ pub fn compute_over(
     ) {
         out.push(patch);
     }
-    let api_version = inputs.served.api_version(StatusKind::XBackend.as_str());
+    let api_version = inputs.served.api_version(Kind::XBackend);
     for patch in super::ancestors::patches::<XBackend, _, _>(
         &inputs.store,
         top,
@@ -377,7 +369,7 @@ fn push_classes_and_gateways(
     for (name, planned) in &inputs.plan.gateway_classes {
         if let Some(class) = layered::<GatewayClass>(store, top, &ObjectRef::new("", name.as_str()))
         {
-            let api_version = inputs.served.api_version(StatusKind::GatewayClass.as_str());
+            let api_version = inputs.served.api_version(Kind::GatewayClass);
             out.push(gateway_class(
                 class,
                 &with_supported_version(planned, &inputs.served, class),
@@ -391,7 +383,7 @@ fn push_classes_and_gateways(
         if let Some(set) =
             layered::<ListenerSet>(store, top, key).filter(|s| planned.of.describes(&s.metadata))
         {
-            let api_version = inputs.served.api_version(StatusKind::ListenerSet.as_str());
+            let api_version = inputs.served.api_version(Kind::ListenerSet);
             out.push(super::listener_set::patch(set, planned, &api_version, now));
         }
     }
@@ -400,7 +392,7 @@ fn push_classes_and_gateways(
         if let Some(gw) =
             layered::<Gateway>(store, top, key).filter(|gw| planned.of.describes(&gw.metadata))
         {
-            let api_version = inputs.served.api_version(StatusKind::Gateway.as_str());
+            let api_version = inputs.served.api_version(Kind::Gateway);
             out.push(gateway(gw, planned, &api_version, now));
         }
     }
@@ -420,7 +412,7 @@ fn push_routes(
     let ours = &inputs.controller_name;
     let our_gateway = |gw: &ObjectRef| inputs.plan.gateways.contains_key(gw);
     let plan = kind.planned(&inputs.plan);
-    let api_version = inputs.served.api_version(kind.as_str());
+    let api_version = inputs.served.api_version(kind.kind());
     let context = route_context(inputs, &api_version);
     let hits = std::cell::RefCell::new(Vec::new());
     let skip = |key: &ObjectRef, rv: Option<&str>| {

@@ -234,7 +234,7 @@ impl RouteView<'_> {
     ) -> bool {
         let ns = self.key.namespace.as_str();
         parent_ref.group == GROUP
-            && parent_ref.kind == "Gateway"
+            && parent_ref.kind == aether_ir::Kind::Gateway.as_str()
             && our_gateway(&parent_ref.gateway(ns))
             && self
                 .spec_parents

@@ -11,6 +11,7 @@ use aether_testkit::parent_controllers;
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 
 /// Every condition list anywhere in a JSON value.
 fn conditions(v: &Value, out: &mut Vec<Value>) {
@@ -370,4 +371,16 @@ fn a_plan_older_than_the_route_keeps_our_entry_and_a_deleted_gateway_loses_it() 
     let got = compute(&mk_inputs(store, AckState::Acked), &at(300));
     let route = find(&got.patches, StatusKind::HttpRoute, "r");
     assert!(parent_controllers(&route.body["status"]).is_empty());
+}
+
+#[test]
+fn the_kinds_we_write_status_for_are_the_tables() {
+    let ours: BTreeSet<aether_ir::Kind> = StatusKind::ALL.iter().map(|k| k.kind()).collect();
+    let table: BTreeSet<aether_ir::Kind> = aether_ir::Kind::with_status().collect();
+    assert_eq!(ours, table);
+    let routes: Vec<_> = StatusKind::ROUTES
+        .iter()
+        .filter_map(|k| k.kind().route())
+        .collect();
+    assert_eq!(routes.len(), aether_ir::RouteKind::ALL.len());
 }

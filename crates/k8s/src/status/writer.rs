@@ -233,7 +233,7 @@ impl StatusWriter {
     ) -> Result<Option<Store>, WriteError> {
         let kind = patch.kind;
         let version = patch.version();
-        let group = crate::discovery::group(kind.as_str());
+        let group = kind.kind().spec().group;
         let resource = ApiResource {
             group: group.to_string(),
             version: version.to_string(),

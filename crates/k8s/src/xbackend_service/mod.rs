@@ -211,7 +211,7 @@ fn regarding(xbackend: &ObjectRef, uid: Option<String>) -> ObjectReference {
 
 fn notice(xbackend: &ObjectRef, why: &str) -> Notice {
     Notice {
-        kind: "XBackend",
+        kind: aether_ir::Kind::XBackend.as_str(),
         object: xbackend.clone(),
         warning: true,
         reason: "ServiceNotWritten".into(),

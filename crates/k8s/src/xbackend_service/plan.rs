@@ -130,7 +130,7 @@ pub(super) fn owner(svc: &Service) -> Option<(ObjectRef, &str)> {
     }
     let group = XBackend::group(&());
     let r = svc.metadata.owner_references.as_ref()?.iter().find(|r| {
-        r.kind == XBackend::KIND
+        r.kind == XBackend::KIND.as_str()
             && r.api_version.split('/').next() == Some(group.as_ref())
             && r.controller == Some(true)
     })?;

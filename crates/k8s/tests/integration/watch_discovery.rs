@@ -3,6 +3,7 @@
 //! installed; a kind served only at an older version (TCPRoute v1alpha2, from the
 //! v1.5.1 CRDs) is read at that version and its status written there.
 
+use aether_gateway::Kind;
 use aether_gateway::status::{
     Condition, Identity, ParentReference, RouteParentStatus, RouteStatus,
 };
@@ -73,8 +74,8 @@ async fn a_missing_crd_is_listed_empty_and_watched_once_installed() {
     })
     .await;
     let now = served.borrow().clone().expect("discovered");
-    assert_eq!(now.missing(), vec!["TCPRoute", "UDPRoute"]);
-    assert_eq!(now.version("HTTPRoute"), Some("v1"));
+    assert_eq!(now.missing(), vec![Kind::TcpRoute, Kind::UdpRoute]);
+    assert_eq!(now.version(Kind::HttpRoute), Some("v1"));
 
     // Installed later: watched from the next discovery pass, objects and all.
     let crds = gateway_api_crd_dir().await.unwrap();
@@ -85,8 +86,8 @@ async fn a_missing_crd_is_listed_empty_and_watched_once_installed() {
     })
     .await;
     let now = served.borrow().clone().unwrap();
-    assert_eq!(now.version("TCPRoute"), Some("v1"));
-    assert_eq!(now.missing(), vec!["UDPRoute"]);
+    assert_eq!(now.version(Kind::TcpRoute), Some("v1"));
+    assert_eq!(now.missing(), vec![Kind::UdpRoute]);
     task.abort();
 }
 
@@ -136,7 +137,7 @@ async fn an_older_served_version_is_read_and_written_at_that_version() {
     )
     .await;
     let served = served.borrow().clone().unwrap();
-    assert_eq!(served.version("TCPRoute"), Some("v1alpha2"));
+    assert_eq!(served.version(Kind::TcpRoute), Some("v1alpha2"));
 
     // Our parent entry, written at v1alpha2 with the route's resourceVersion.
     let mut inputs = StatusInputs {
