@@ -25,7 +25,8 @@
 //! the report to the written batch is measured (`aether_edge_status_follow_seconds`).
 //! Writes stay bounded: a batch writes only objects whose status changed.
 
-use super::patch::{StatusInputs, StatusKind, StatusPatch};
+use super::compute::StatusInputs;
+use super::patch::{StatusKind, StatusPatch};
 use super::writer::StatusWriter;
 use crate::backoff::Backoff;
 use aether_ir::ObjectRef;

@@ -1,7 +1,8 @@
 //! Status keyed by object identity: a plan is written only to the object, at the
 //! generation, it was computed for; bodies carry the uid read.
 
-use super::patch::{StatusKind, compute};
+use super::compute::compute;
+use super::patch::StatusKind;
 use super::test_support::{at, mk_doc, mk_inputs, mk_store, mk_web_world};
 use aether_gateway::{AckState, Store};
 use gateway_api::apis::experimental::gateways::Gateway;

@@ -4,7 +4,8 @@
 //! The plan entries are given here rather than translated, so these scripts test
 //! the writer alone.
 
-use super::patch::{Computed, StatusInputs, StatusKind, StatusPatch, compute};
+use super::compute::{Computed, StatusInputs, compute};
+use super::patch::{StatusKind, StatusPatch};
 use super::test_support::{
     OURS, THEIRS, apply_all, at, find, mk_class, mk_doc, mk_gateway, mk_inputs, mk_listener,
     mk_store, mk_world, over_store,

@@ -2,7 +2,8 @@
 //! keyed by type and name under server-side apply), as a Gateway's are.
 
 use super::condition;
-use super::patch::{Precondition, StatusKind, StatusPatch, body, listener};
+use super::gateway::listener;
+use super::patch::{Precondition, StatusKind, StatusPatch, body};
 use aether_gateway::listener_set::ListenerSetStatus as Planned;
 use aether_ir::ObjectRef;
 use gateway_api::apis::experimental::gateways::GatewayStatusListeners;

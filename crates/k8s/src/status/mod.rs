@@ -35,8 +35,10 @@
 //! meantime is never overwritten (a conflict is retried from fresher state).
 
 mod ancestors;
+mod compute;
 mod condition;
 mod driver;
+mod gateway;
 mod listener_set;
 pub mod metrics;
 pub mod patch;
@@ -56,7 +58,8 @@ mod test_support;
 #[cfg(test)]
 mod tests;
 
+pub use compute::{Computed, StatusInputs, compute};
 pub use driver::{DEBOUNCE, MAX_DELAY, run};
 pub use metrics::{StatusMetrics, WriteResult};
-pub use patch::{Computed, StatusInputs, StatusKind, StatusPatch, compute};
+pub use patch::{StatusKind, StatusPatch};
 pub use writer::{FIELD_MANAGER, StatusWriter, WriteError, WriteErrors, WriteFailure, WriteReport};

@@ -2,7 +2,7 @@
 //! our writes, someone else's write and a deletion, the cached computation
 //! gives exactly what a fresh one does, and the cache is actually used.
 
-use super::patch::{Computed, Settled, StatusInputs, compute, compute_over};
+use super::compute::{Computed, Settled, StatusInputs, compute, compute_over};
 use super::test_support::{apply_all, at, mk_inputs, mk_store, web_world};
 use aether_gateway::{AckState, Store};
 use gateway_api::apis::experimental::gateways::Gateway;

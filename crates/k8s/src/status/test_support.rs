@@ -2,7 +2,8 @@
 //! share: worlds written as YAML, the inputs a plan of them makes, and the API
 //! server's side of our applies played locally.
 
-use super::patch::{StatusInputs, StatusKind, StatusPatch};
+use super::compute::StatusInputs;
+use super::patch::{StatusKind, StatusPatch};
 use crate::ServedVersions;
 use aether_gateway::{AckState, Addresses, Config, Served, Store, assemble, translate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

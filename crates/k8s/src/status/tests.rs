@@ -1,7 +1,8 @@
 //! Patch computation as event scripts: translate a small world, compute, apply the
 //! bodies the way the API server would, change something, compute again.
 
-use super::patch::{StatusInputs, StatusKind, compute};
+use super::compute::{StatusInputs, compute};
+use super::patch::StatusKind;
 use super::test_support::{
     OURS, THEIRS, apply_all, at, find, mk_class, mk_doc, mk_gateway, mk_inputs, mk_store, mk_world,
     web_world,

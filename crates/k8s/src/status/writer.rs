@@ -18,8 +18,9 @@
 //! lagging watch delivers them one by one). Any other version (ours caught up,
 //! or someone else's) ends the overlay.
 
+use super::compute::{Settled, StatusInputs, compute_over};
 use super::metrics::{StatusMetrics, WriteResult};
-use super::patch::{Settled, StatusInputs, StatusKind, StatusPatch, compute_over};
+use super::patch::{StatusKind, StatusPatch};
 use crate::recent::RecentWrites;
 use crate::watch::convert;
 use aether_gateway::{Store, StoreObject};
