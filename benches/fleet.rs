@@ -21,7 +21,7 @@ use aether_benches::{median_p99, scale_yaml};
 use aether_gateway::{AckState, Addresses, Config, Served, StatusPlan, Store, assemble};
 use aether_ir::ObjectRef;
 use aether_k8s::ServedVersions;
-use aether_k8s::status::patch::{Settled, compute_over};
+use aether_k8s::status::{Settled, compute_over};
 use aether_k8s::status::{StatusInputs, StatusKind};
 use aether_report::{AckReport, Members, Reports};
 use aether_xds::{ResourceType, Snapshot};

@@ -58,7 +58,7 @@ mod test_support;
 #[cfg(test)]
 mod tests;
 
-pub use compute::{Computed, StatusInputs, compute};
+pub use compute::{Computed, Settled, StatusInputs, compute, compute_over};
 pub use driver::{DEBOUNCE, MAX_DELAY, run};
 pub use metrics::{StatusMetrics, WriteResult};
 pub use patch::{StatusKind, StatusPatch};
