@@ -19,7 +19,7 @@
 //! them sends to the Service: each gets the policy's conditions.
 
 use crate::client_validation::{check_bundle, is_trust_bundle, trust_bundle as trust_bundle_pem};
-use crate::status::{AncestorStatus, AncestorsStatus, Condition, Identity};
+use crate::status::{AncestorStatus, Condition, Identity};
 use crate::store::Store;
 use crate::vocabulary::policy::{Reason, Type};
 use aether_ir::{CaBundle, ObjectRef, SubjectAltName, TrustedCa, UpstreamTls};
@@ -333,6 +333,5 @@ fn subject_alt_names(v: &BackendTlsPolicyValidation) -> Vec<SubjectAltName> {
     }
 }
 
-/// A policy's status: one entry per ancestor Gateway.
-pub type PolicyStatus = AncestorsStatus<Type, Reason>;
+pub use crate::status::PolicyStatus;
 pub type PolicyAncestorStatus = AncestorStatus<Type, Reason>;

@@ -17,7 +17,7 @@
 
 use crate::allowed_routes::selects_namespace;
 use crate::listener::{GatewayModel, Listener, listener_status, mark_later_conflicts};
-use crate::status::{Condition, GROUP, Identity, ListenerStatus};
+use crate::status::{Condition, GROUP, Identity};
 use crate::store::Store;
 use crate::vocabulary::listener_set::{Reason, Type};
 use aether_ir::{Kind, ObjectRef};
@@ -27,7 +27,7 @@ use gateway_api::apis::experimental::gateways::{
 use gateway_api::apis::experimental::listenersets::ListenerSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-pub type ListenerSetCondition = Condition<Type, Reason>;
+pub use crate::status::{ListenerSetCondition, ListenerSetStatus};
 
 /// One ListenerSet naming a Gateway of ours.
 #[derive(Debug, Clone)]
@@ -37,19 +37,6 @@ pub struct ListenerSetModel {
     pub allowed: bool,
     /// Its listeners, as indices into the Gateway's listeners.
     pub listeners: Vec<usize>,
-}
-
-/// A ListenerSet's status, as planned.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ListenerSetStatus {
-    pub conditions: Vec<ListenerSetCondition>,
-    pub listeners: Vec<ListenerStatus>,
-    /// Not part of the written status.
-    #[serde(skip)]
-    pub of: Identity,
-    /// The Gateway whose config carries it (not written either).
-    #[serde(skip)]
-    pub gateway: ObjectRef,
 }
 
 impl ListenerSetModel {

@@ -10,7 +10,9 @@
 //! These are our own serde structs (camelCase, no `lastTransitionTime`: the writer
 //! stamps it when a condition actually changes).
 
-use crate::vocabulary::{Word, gateway, gateway_class, listener, route};
+use crate::vocabulary::{
+    Word, gateway, gateway_class, listener, listener_set, policy, route, xbackend,
+};
 use aether_ir::{Kind, ObjectRef, RouteKind};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
@@ -35,6 +37,7 @@ pub type GatewayClassCondition = Condition<gateway_class::Type, gateway_class::R
 pub type GatewayCondition = Condition<gateway::Type, gateway::Reason>;
 pub type ListenerCondition = Condition<listener::Type, listener::Reason>;
 pub type RouteCondition = Condition<route::Type, route::Reason>;
+pub type ListenerSetCondition = Condition<listener_set::Type, listener_set::Reason>;
 
 impl<T: Word, R: Word> Condition<T, R> {
     /// A message quotes input and Envoy: it is kept redacted of key material,
@@ -232,6 +235,19 @@ pub fn group_kind(group: &str, kind: &str) -> String {
     }
 }
 
+/// A ListenerSet's status, as planned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListenerSetStatus {
+    pub conditions: Vec<ListenerSetCondition>,
+    pub listeners: Vec<ListenerStatus>,
+    /// Not part of the written status.
+    #[serde(skip)]
+    pub of: Identity,
+    /// The Gateway whose config carries it (not written either).
+    #[serde(skip)]
+    pub gateway: ObjectRef,
+}
+
 /// The status of a policy-like object (BackendTLSPolicy, XBackend): the same
 /// conditions, about the object itself, on one entry per ancestor Gateway.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -250,6 +266,11 @@ pub struct AncestorStatus<T, R> {
     pub controller_name: String,
     pub conditions: Vec<Condition<T, R>>,
 }
+
+/// A BackendTLSPolicy's status: one entry per ancestor Gateway.
+pub type PolicyStatus = AncestorsStatus<policy::Type, policy::Reason>;
+/// An XBackend's status: one entry per ancestor Gateway.
+pub type XBackendStatus = AncestorsStatus<xbackend::Type, xbackend::Reason>;
 
 impl<T: Word, R: Word> AncestorsStatus<T, R> {
     /// `conditions` on each of `gateways`, in their order.
@@ -356,10 +377,10 @@ pub struct StatusPlan {
     pub tcp_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
     pub udp_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
     /// Not gated on the fleet: a policy's conditions are about the policy.
-    pub backend_tls_policies: BTreeMap<ObjectRef, crate::backend_tls::PolicyStatus>,
-    pub listener_sets: BTreeMap<ObjectRef, crate::listener_set::ListenerSetStatus>,
+    pub backend_tls_policies: BTreeMap<ObjectRef, PolicyStatus>,
+    pub listener_sets: BTreeMap<ObjectRef, ListenerSetStatus>,
     /// Not gated on the fleet, as a policy's: its conditions are about the XBackend.
-    pub x_backends: BTreeMap<ObjectRef, crate::xbackend::status::XBackendStatus>,
+    pub x_backends: BTreeMap<ObjectRef, XBackendStatus>,
 }
 
 #[derive(Serialize)]

@@ -19,7 +19,7 @@
 
 use super::{Target, XBackendModel};
 use crate::backend::Backends;
-use crate::status::{AncestorStatus, AncestorsStatus, Condition, GROUP};
+use crate::status::{AncestorStatus, Condition, GROUP};
 use crate::store::Store;
 use crate::vocabulary::xbackend::{Reason, Type};
 use aether_ir::{Kind, ObjectRef};
@@ -31,8 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub type XBackendCondition = Condition<Type, Reason>;
 
-/// An XBackend's status: one entry per ancestor Gateway.
-pub type XBackendStatus = AncestorsStatus<Type, Reason>;
+pub use crate::status::XBackendStatus;
 pub type XBackendAncestorStatus = AncestorStatus<Type, Reason>;
 
 /// The status of every XBackend a route attached to one of `gateways` names.
