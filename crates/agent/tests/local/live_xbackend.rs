@@ -300,7 +300,7 @@ fn a_session_keeps_to_one_endpoint_and_requests_without_it_reach_both() {
 fn an_external_hostname_is_resolved_by_envoy_where_the_edge_allows_it() {
     // In a namespace of its own, where POD_HOSTNAME names the backend's
     // address (a `localhost` name is refused: the edge node itself).
-    if !isolated() {
+    if !isolated_standalone() {
         return;
     }
     let ext = Backend::on(POD_IP, "ext");

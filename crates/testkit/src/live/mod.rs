@@ -42,7 +42,10 @@ pub use envoy::Envoy;
 pub use grpc_backend::GrpcBackend;
 pub use http::{Response, http_get, http_request, read_response, request_text};
 pub use kube_agent::{KubeAgent, issue_report_token, snapshot_acked};
-pub use netns::{NETNS_MARKER, POD_HOSTNAME, POD_IP, in_netns, isolated, isolated_main, runtime};
+pub use netns::{
+    NETNS_MARKER, POD_HOSTNAME, POD_IP, in_netns, isolated, isolated_main, isolated_standalone,
+    runtime,
+};
 pub use proc::{Proc, free_port, temp_dir};
 pub use status::{
     assign_load_balancer, base_yaml, cond, condition, edge_service, edge_services, get_json,

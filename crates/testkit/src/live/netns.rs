@@ -90,6 +90,25 @@ fn netns_exists(name: &str) -> bool {
 /// re-executes the current test (by its full name) in a fresh namespace, prints its
 /// output, asserts it passed, removes the namespace, and returns false.
 pub fn isolated() -> bool {
+    isolated_with(Needs::Cluster)
+}
+
+/// [`isolated`] for a test that starts no API server: it does not wait for
+/// kube-apiserver and etcd to be built (on a fresh machine, minutes that
+/// `make test` spends building them beside the tests that need none).
+pub fn isolated_standalone() -> bool {
+    isolated_with(Needs::Nothing)
+}
+
+/// What an isolated test needs resolved before it runs in its namespace.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    /// kube-apiserver, etcd and the Gateway API CRDs.
+    Cluster,
+    Nothing,
+}
+
+fn isolated_with(needs: Needs) -> bool {
     if std::env::var_os(NETNS_MARKER).is_some() {
         return true;
     }
@@ -98,7 +117,7 @@ pub fn isolated() -> bool {
         Some(name) if name != "main" => name,
         _ => panic!("isolated() must run on a libtest test thread (it is named after the test)"),
     };
-    let run = run_isolated(&[test, "--exact", "--nocapture", "--test-threads=1"]);
+    let run = run_isolated(&[test, "--exact", "--nocapture", "--test-threads=1"], needs);
     assert!(
         run.success && run.stdout.contains("test result: ok. 1 passed"),
         "{test} failed in netns {}: {} (its output is above; process logs in {}/aether-edge-live-kube-*-{}-*)",
@@ -126,7 +145,7 @@ pub fn isolated_main() -> bool {
     if std::env::var_os(NETNS_MARKER).is_some() {
         return true;
     }
-    let run = run_isolated(&[]);
+    let run = run_isolated(&[], Needs::Cluster);
     assert!(run.success, "failed in netns {}: {}", run.netns, run.status);
     run.clean_up();
     false
@@ -161,9 +180,12 @@ impl Isolated {
 
 /// Runs this binary with `args` in a fresh namespace, prints its output, and
 /// asserts it finished in time and left no namespace behind.
-fn run_isolated(args: &[&str]) -> Isolated {
+fn run_isolated(args: &[&str], needs: Needs) -> Isolated {
     let test = args.first().copied().unwrap_or("the benchmark");
-    let kube = kube_env();
+    let kube = match needs {
+        Needs::Cluster => kube_env().to_vec(),
+        Needs::Nothing => Vec::new(),
+    };
     let ns = Netns::create();
     let mut child = isolated_command(&ns.name, args, &kube)
         .spawn()
