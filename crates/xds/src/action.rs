@@ -91,9 +91,9 @@ pub(crate) fn forward(f: &ir::Forward, path: &ir::PathMatch) -> RouteAction {
             let mut clusters: Vec<ClusterWeight> = valid
                 .iter()
                 .map(|b| ClusterWeight {
-                    request_headers_to_add: crate::route::headers_to_add(&b.request_headers),
+                    request_headers_to_add: crate::values::headers_to_add(&b.request_headers),
                     request_headers_to_remove: b.request_headers.remove.clone(),
-                    response_headers_to_add: crate::route::headers_to_add(&b.response_headers),
+                    response_headers_to_add: crate::values::headers_to_add(&b.response_headers),
                     response_headers_to_remove: b.response_headers.remove.clone(),
                     ..cluster_weight(&b.cluster, b.weight)
                 })
@@ -274,7 +274,7 @@ pub(crate) fn path_rewrite(
         }
     };
     Some(RegexMatchAndSubstitute {
-        pattern: Some(crate::route::regex(&pattern)),
+        pattern: Some(crate::values::regex(&pattern)),
         substitution,
     })
 }

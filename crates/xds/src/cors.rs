@@ -46,13 +46,13 @@ pub fn policy(c: &ir::Cors) -> Any {
 
 fn origin(o: &str) -> StringMatcher {
     let pattern = match o.split_once("://*.") {
-        Some((scheme, rest)) => MatchPattern::SafeRegex(crate::route::regex(&format!(
+        Some((scheme, rest)) => MatchPattern::SafeRegex(crate::values::regex(&format!(
             "{scheme}://([a-zA-Z0-9-]+\\.)+{}",
             rest.replace('.', "\\.")
         ))),
         None => match o.split_once("://*") {
             // A host that is only the wildcard: any host, the port as given.
-            Some((scheme, port)) => MatchPattern::SafeRegex(crate::route::regex(&format!(
+            Some((scheme, port)) => MatchPattern::SafeRegex(crate::values::regex(&format!(
                 "{scheme}://[^/:]+{}",
                 port.replace('.', "\\.")
             ))),

@@ -38,6 +38,7 @@ pub mod snapshot;
 mod stateful_session;
 pub mod stats_listener;
 mod validate;
+mod values;
 mod yaml;
 
 pub use access_log::AccessLog;

@@ -14,17 +14,11 @@
 
 use crate::action::{self, Scheme};
 use crate::parts::Fragments;
+use crate::values::{header_matcher, headers_to_add, regex, string_matcher};
 use aether_ir as ir;
-use envoy_types::pb::envoy::config::core::v3::{
-    HeaderValue, HeaderValueOption, header_value_option::HeaderAppendAction,
-};
 use envoy_types::pb::envoy::config::route::v3::{
     HeaderMatcher, QueryParameterMatcher, Route, RouteConfiguration, RouteMatch, VirtualHost,
-    header_matcher::HeaderMatchSpecifier, query_parameter_matcher::QueryParameterMatchSpecifier,
-    route_match::PathSpecifier,
-};
-use envoy_types::pb::envoy::r#type::matcher::v3::{
-    RegexMatcher, StringMatcher, string_matcher::MatchPattern,
+    query_parameter_matcher::QueryParameterMatchSpecifier, route_match::PathSpecifier,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 use prost::Message;
@@ -167,58 +161,14 @@ pub(crate) fn path_specifier(path: &ir::PathMatch) -> PathSpecifier {
     }
 }
 
-/// A regex for Envoy's default engine (RE2).
-pub(crate) fn regex(r: &str) -> RegexMatcher {
-    RegexMatcher {
-        regex: r.to_string(),
-        engine_type: None,
-    }
-}
-
-fn string_matcher(v: &ir::StringMatch) -> StringMatcher {
-    StringMatcher {
-        match_pattern: Some(match v {
-            ir::StringMatch::Exact(s) => MatchPattern::Exact(s.clone()),
-            ir::StringMatch::RegularExpression(r) => MatchPattern::SafeRegex(regex(r)),
-        }),
-        ignore_case: false,
-    }
-}
-
-fn header_matcher(name: &str, value: &ir::StringMatch) -> HeaderMatcher {
-    HeaderMatcher {
-        name: name.to_string(),
-        header_match_specifier: Some(HeaderMatchSpecifier::StringMatch(string_matcher(value))),
-        ..Default::default()
-    }
-}
-
-/// `set` overwrites (or adds), `add` appends to what is there: the Gateway API
-/// header modifier semantics.
-pub(crate) fn headers_to_add(m: &ir::HeaderModifier) -> Vec<HeaderValueOption> {
-    let option = |h: &ir::Header, action: HeaderAppendAction| HeaderValueOption {
-        header: Some(HeaderValue {
-            key: h.name.clone(),
-            value: h.value.clone(),
-            ..Default::default()
-        }),
-        append_action: action as i32,
-        ..Default::default()
-    };
-    m.set
-        .iter()
-        .map(|h| option(h, HeaderAppendAction::OverwriteIfExistsOrAdd))
-        .chain(
-            m.add
-                .iter()
-                .map(|h| option(h, HeaderAppendAction::AppendIfExistsOrAdd)),
-        )
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use envoy_types::pb::envoy::config::core::v3::header_value_option::HeaderAppendAction;
+    use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
+    use envoy_types::pb::envoy::r#type::matcher::v3::{
+        StringMatcher, string_matcher::MatchPattern,
+    };
 
     #[test]
     fn path_matches_map_to_envoy_specifiers() {
