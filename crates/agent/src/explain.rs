@@ -38,7 +38,7 @@ pub struct ExplainArgs {
     #[arg(long)]
     admin: Option<String>,
     /// Offline: serve only Gateways whose GatewayClass names this controllerName.
-    #[arg(long, default_value = crate::cli::DEFAULT_CONTROLLER_NAME)]
+    #[arg(long, default_value = crate::args::DEFAULT_CONTROLLER_NAME)]
     controller_name: String,
     /// Offline: the address listeners bind on when a Gateway has no `spec.addresses`.
     #[arg(long, default_value = "127.0.0.1")]
@@ -66,7 +66,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let request = aether_explain::Request::parse(method, url, &args.headers, args.sni.as_deref())?;
     let body = match (&args.config_dir, &args.admin) {
         (Some(dir), _) => {
-            let config = crate::cli::ConfigArgs {
+            let config = crate::args::ConfigArgs {
                 config_dir: dir.clone(),
                 controller_name: args.controller_name.clone(),
                 default_address: args.default_address.clone(),

@@ -3,6 +3,7 @@
 //! An Envoy xDS control plane driven by Gateway API objects. See `aether-edge --help`.
 
 mod admin;
+mod args;
 mod cli;
 mod drain;
 mod explain;

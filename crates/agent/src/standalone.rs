@@ -27,7 +27,7 @@ mod state;
 mod watch;
 
 use crate::admin::{self, AdminState};
-use crate::cli::StandaloneArgs;
+use crate::args::StandaloneArgs;
 use crate::pipeline::{Pipeline, Published};
 use crate::serve;
 use crate::source::{self, Edits, Fingerprint, ParseCache};
@@ -394,7 +394,7 @@ mod tests {
         std::thread::JoinHandle<()>,
     ) {
         let config = aether_gateway::Config {
-            controller_name: crate::cli::DEFAULT_CONTROLLER_NAME.into(),
+            controller_name: crate::args::DEFAULT_CONTROLLER_NAME.into(),
             default_address: "127.0.0.1".into(),
             shared_ports: true,
             external_hostnames: false,

@@ -118,7 +118,7 @@ pub struct AgentArgs {
     #[arg(long, env = "POD_NAMESPACE", default_value = "aether-ingress")]
     pub namespace: String,
     /// Serve only Gateways whose GatewayClass names this controllerName.
-    #[arg(long, default_value = crate::cli::DEFAULT_CONTROLLER_NAME)]
+    #[arg(long, default_value = crate::args::DEFAULT_CONTROLLER_NAME)]
     pub controller_name: String,
     /// This node's name: the local Envoy's node id.
     #[arg(long, env = "NODE_NAME")]
@@ -133,7 +133,7 @@ pub struct AgentArgs {
     #[arg(long, value_enum, default_value = "service")]
     pub address_mode: AddressModeArg,
     #[command(flatten)]
-    pub xds: crate::cli::XdsArgs,
+    pub xds: crate::args::XdsArgs,
     /// Service mode: the address Envoy binds every allocated port on.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: String,
