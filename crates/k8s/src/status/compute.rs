@@ -19,11 +19,14 @@
 //! the plan no longer mentions but that still carry an entry of ours get a patch
 //! that removes it.
 
+use super::ancestors::{self, Ancestored};
 use super::gateway::{gateway, gateway_class, with_supported_version};
 use super::patch::{StatusKind, StatusPatch};
 use super::route;
 use crate::discovery::ServedVersions;
+use aether_gateway::status::AncestorsStatus;
 use aether_gateway::status::RouteStatus as PlannedRoute;
+use aether_gateway::vocabulary::Word;
 use aether_gateway::{StatusPlan, Store, StoreObject};
 use aether_ir::{Kind, ObjectRef};
 use gateway_api::apis::experimental::gateways::Gateway;
@@ -158,31 +161,35 @@ pub fn compute_over(
         push_routes(&mut out, &mut still, kind, inputs, top, settled, now);
     }
     settled.routes = still;
-    let api_version = inputs.served.api_version(Kind::BackendTlsPolicy);
-    for patch in super::ancestors::patches::<BackendTlsPolicy, _, _>(
-        &inputs.store,
+    let plan = &inputs.plan;
+    push_ancestors::<BackendTlsPolicy, _, _>(
+        &mut out,
+        inputs,
         top,
-        &inputs.plan.backend_tls_policies,
-        &inputs.controller_name,
-        &api_version,
+        &plan.backend_tls_policies,
         now,
-    ) {
-        out.push(patch);
-    }
-    let api_version = inputs.served.api_version(Kind::XBackend);
-    for patch in super::ancestors::patches::<XBackend, _, _>(
-        &inputs.store,
-        top,
-        &inputs.plan.x_backends,
-        &inputs.controller_name,
-        &api_version,
-        now,
-    ) {
-        out.push(patch);
-    }
+    );
+    push_ancestors::<XBackend, _, _>(&mut out, inputs, top, &plan.x_backends, now);
     out.patches
         .sort_by(|a, b| (a.kind, &a.object).cmp(&(b.kind, &b.object)));
     out
+}
+
+/// Every `K`'s `status.ancestors` patch, at the version `K` is served at.
+fn push_ancestors<K: Ancestored, T: Word, R: Word>(
+    out: &mut Computed,
+    inputs: &StatusInputs,
+    top: Option<&Store>,
+    plan: &BTreeMap<ObjectRef, AncestorsStatus<T, R>>,
+    now: &Time,
+) {
+    let api_version = inputs.served.api_version(K::KIND);
+    let controller = &inputs.controller_name;
+    for patch in
+        ancestors::patches::<K, _, _>(&inputs.store, top, plan, controller, &api_version, now)
+    {
+        out.push(patch);
+    }
 }
 
 fn push_classes_and_gateways(
