@@ -13,6 +13,10 @@
 //! Then, per listener, an HTTPRoute and a GRPCRoute sharing a hostname: the
 //! younger one is not accepted there ([`reject_mixed_kinds`]).
 //!
+//! What attached where is one table per Gateway, [`Attachments`], keyed by
+//! (listener, route): listener status counts from it (`attachedRoutes`), the
+//! HTTP/GRPC conflict check edits it, and the IR serves what it holds.
+//!
 //! Attachment does not depend on listener health (an HTTPS listener with a bad
 //! certificate still counts its routes); only programmable listeners are served.
 
@@ -22,25 +26,79 @@ use crate::status::{Condition, ParentReference, RouteParentStatus, condition_mut
 use crate::store::Store;
 use crate::vocabulary::route::{Reason, Type};
 use crate::{grpc_route, hostname, http_route};
-use aether_ir::{Kind, ObjectRef, RouteKind};
+use aether_ir::{Kind, ObjectRef, RouteKind, names};
 use std::collections::BTreeSet;
+use std::ops::RangeInclusive;
+use std::sync::Arc;
 
-/// Decides the route's status on one parentRef of `gw`, and records the route on
-/// the listeners it attaches to. Returns the status and those listener indices.
+/// Which of one Gateway's routes attach to which of its listeners, by
+/// (listener index, route index) — the route index into the Gateway's own
+/// route list.
+#[derive(Debug, Clone, Default)]
+pub struct Attachments {
+    /// Attached by allowedRoutes and parentRef: counted in `attachedRoutes`,
+    /// also when the route itself is not accepted.
+    counted: BTreeSet<(usize, usize)>,
+    /// Accepted there: served.
+    served: BTreeSet<(usize, usize)>,
+    /// Each route's `Kind/namespace/name`, as listener status lists it.
+    names: Vec<String>,
+}
+
+impl Attachments {
+    /// An empty table for the Gateway's routes, in their order.
+    pub fn new(routes: &[Arc<RouteModel>]) -> Self {
+        Attachments {
+            counted: BTreeSet::new(),
+            served: BTreeSet::new(),
+            names: routes
+                .iter()
+                .map(|r| names::route_key(r.kind, &r.key.namespace, &r.key.name))
+                .collect(),
+        }
+    }
+
+    /// The routes served on listener `li`, in route order.
+    pub fn served_on(&self, li: usize) -> impl Iterator<Item = usize> + '_ {
+        self.served.range(on(li)).map(|&(_, ri)| ri)
+    }
+
+    /// The routes `attachedRoutes` counts on listener `li`, by name.
+    pub fn counted_on(&self, li: usize) -> BTreeSet<String> {
+        self.counted
+            .range(on(li))
+            .map(|&(_, ri)| self.names[ri].clone())
+            .collect()
+    }
+
+    /// Route `ri` off every listener (it lost a conflict on this Gateway).
+    fn detach(&mut self, ri: usize) {
+        self.counted.retain(|&(_, r)| r != ri);
+        self.served.retain(|&(_, r)| r != ri);
+    }
+}
+
+/// Every (listener `li`, route) key.
+fn on(li: usize) -> RangeInclusive<(usize, usize)> {
+    (li, 0)..=(li, usize::MAX)
+}
+
+/// Decides the route's status on one parentRef of `gw`, and records route `ri`
+/// on the listeners it attaches to in `table`.
 pub fn attach(
     store: &Store,
-    gw: &mut GatewayModel,
-    route: &RouteModel,
+    (gw, table): (&GatewayModel, &mut Attachments),
+    (route, ri): (&RouteModel, usize),
     parent_ref: &ParentReference,
     controller_name: &str,
-) -> (RouteParentStatus, Vec<usize>) {
+) -> RouteParentStatus {
     let g = route.of.generation;
     // A Gateway parentRef reaches the Gateway's own listeners; a ListenerSet
     // one, that set's.
     let origin = (parent_ref.kind == Kind::ListenerSet.as_str())
         .then(|| parent_ref.gateway(&route.key.namespace));
     let hosting = hosting_listeners(store, gw, route, parent_ref, origin.as_ref());
-    let (conditions, attached) = match hosting {
+    let conditions = match hosting {
         Err((reason, message)) => {
             let mut c = Vec::new();
             set_condition(
@@ -48,30 +106,28 @@ pub fn attach(
                 Condition::new(Type::Accepted, false, reason, message, g),
             );
             set_condition(&mut c, route.resolved_refs());
-            (c, vec![])
+            c
         }
         Ok(hosting) => {
             // Attached by allowedRoutes and parentRef alone: a route that is
             // itself not Accepted (no valid rule) counts in attachedRoutes
             // too (the API says MUST), but serves nothing.
-            for &i in &hosting {
-                gw.listeners[i]
-                    .attached
-                    .insert((route.kind, route.key.clone()));
-            }
             let (c, accepted) = route.attached_conditions();
-            (c, if accepted { hosting } else { vec![] })
+            for li in hosting {
+                table.counted.insert((li, ri));
+                if accepted {
+                    table.served.insert((li, ri));
+                }
+            }
+            c
         }
     };
-    (
-        RouteParentStatus {
-            parent_ref: parent_ref.clone(),
-            controller_name: controller_name.to_string(),
-            conditions,
-            gateway: gw.key.clone(),
-        },
-        attached,
-    )
+    RouteParentStatus {
+        parent_ref: parent_ref.clone(),
+        controller_name: controller_name.to_string(),
+        conditions,
+        gateway: gw.key.clone(),
+    }
 }
 
 /// The listeners the parentRef selects that allow the route and share a
@@ -137,20 +193,16 @@ fn hosting_listeners(
 /// HTTPRoute and GRPCRoute are never merged on one listener: when routes of the
 /// two kinds attached to a listener share a hostname, the older route (then the
 /// first by namespace/name) keeps it and the other is not accepted on that
-/// Gateway. `attached` holds (listener index, route index); `parents[ri]` the
-/// route's parent statuses.
+/// Gateway. `parents[ri]` holds route `ri`'s parent statuses.
 pub fn reject_mixed_kinds(
-    gw: &mut GatewayModel,
-    routes: &[std::sync::Arc<RouteModel>],
-    attached: &mut BTreeSet<(usize, usize)>,
+    gw: &GatewayModel,
+    routes: &[Arc<RouteModel>],
+    table: &mut Attachments,
     parents: &mut [Vec<RouteParentStatus>],
 ) {
     let mut losers = BTreeSet::new();
     for (li, l) in gw.listeners.iter().enumerate() {
-        let on: Vec<usize> = attached
-            .range((li, 0)..(li + 1, 0))
-            .map(|&(_, ri)| ri)
-            .collect();
+        let on: Vec<usize> = table.served_on(li).collect();
         // Each kind's routes with the hostnames they serve here, each computed
         // once: a listener with thousands of routes of one kind costs a walk.
         let of_kind = |kind: RouteKind| -> Vec<(usize, Vec<String>)> {
@@ -181,11 +233,7 @@ pub fn reject_mixed_kinds(
         }
     }
     for loser in losers {
-        let r = &routes[loser];
-        attached.retain(|&(_, ri)| ri != loser);
-        for l in &mut gw.listeners {
-            l.attached.remove(&(r.kind, r.key.clone()));
-        }
+        table.detach(loser);
         let on_this_gateway = parents[loser].iter_mut().filter(|p| p.gateway == gw.key);
         for p in on_this_gateway {
             if let Some(c) = condition_mut(&mut p.conditions, Type::Accepted) {
@@ -204,4 +252,56 @@ fn overlap(a: &[String], b: &[String]) -> bool {
         b.iter()
             .any(|y| x == "*" || y == "*" || hostname::intersect(Some(x), y).is_some())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn mk_route(kind: RouteKind, name: &str) -> Arc<RouteModel> {
+        let key = ObjectRef::new("apps", name);
+        let meta = ObjectMeta::default();
+        Arc::new(RouteModel::new(kind, key, &meta, None, vec![]))
+    }
+
+    #[test]
+    fn a_route_not_accepted_is_counted_but_not_served() {
+        let routes = [
+            mk_route(RouteKind::Http, "a"),
+            mk_route(RouteKind::Grpc, "b"),
+        ];
+        let mut t = Attachments::new(&routes);
+        t.counted.extend([(0, 0), (0, 1), (1, 1)]);
+        t.served.extend([(0, 0), (1, 1)]);
+        assert_eq!(
+            t.counted_on(0),
+            BTreeSet::from([
+                "GRPCRoute/apps/b".to_string(),
+                "HTTPRoute/apps/a".to_string()
+            ])
+        );
+        assert_eq!(t.served_on(0).collect::<Vec<_>>(), [0]);
+        assert_eq!(t.served_on(1).collect::<Vec<_>>(), [1]);
+        assert_eq!(t.served_on(2).count(), 0);
+    }
+
+    #[test]
+    fn a_route_detached_leaves_every_listener() {
+        let routes = [
+            mk_route(RouteKind::Http, "a"),
+            mk_route(RouteKind::Http, "b"),
+        ];
+        let mut t = Attachments::new(&routes);
+        t.counted.extend([(0, 0), (0, 1), (1, 1)]);
+        t.served.extend([(0, 0), (0, 1), (1, 1)]);
+        t.detach(1);
+        assert_eq!(
+            t.counted_on(0),
+            BTreeSet::from(["HTTPRoute/apps/a".to_string()])
+        );
+        assert_eq!(t.counted_on(1), BTreeSet::new());
+        assert_eq!(t.served_on(0).collect::<Vec<_>>(), [0]);
+        assert_eq!(t.served_on(1).count(), 0);
+    }
 }

@@ -34,7 +34,6 @@ use crate::vocabulary::listener;
 use aether_ir::{Certificate, ClientValidation, Kind, ObjectRef, PortProtocol, RouteKind};
 use gateway_api::apis::experimental::gateways::GatewayListenersTlsMode;
 use gateway_api::apis::experimental::gateways::{Gateway, GatewayListeners};
-use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 mod conflicts;
@@ -128,8 +127,6 @@ pub struct Listener {
     conflicted: Option<Conflict>,
     /// Every reference that does not resolve, in the order found.
     unresolved: Vec<Unresolved>,
-    /// Routes attached (Accepted) here, by (kind, route).
-    pub attached: BTreeSet<(RouteKind, ObjectRef)>,
     /// Why `OverlappingTLSConfig` is True here (see `tls_overlap.rs`).
     pub overlapping_tls: Option<String>,
 }
@@ -517,7 +514,6 @@ fn listener(
         not_accepted,
         conflicted: None,
         unresolved,
-        attached: BTreeSet::new(),
         overlapping_tls: None,
     }
 }

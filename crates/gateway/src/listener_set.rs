@@ -16,6 +16,7 @@
 //! only its own listeners.
 
 use crate::allowed_routes::selects_namespace;
+use crate::attach::Attachments;
 use crate::listener::{GatewayModel, Listener, listener_status, mark_later_conflicts};
 use crate::status::{Condition, GROUP, Identity};
 use crate::store::Store;
@@ -45,7 +46,7 @@ impl ListenerSetModel {
         self.allowed && self.listeners.iter().any(|&i| gw.listeners[i].is_valid())
     }
 
-    pub fn status(&self, gw: &GatewayModel) -> ListenerSetStatus {
+    pub fn status(&self, gw: &GatewayModel, attachments: &Attachments) -> ListenerSetStatus {
         let g = self.of.generation;
         let served = gw.is_served();
         let accepted = (true, Reason::Accepted, "ListenerSet is accepted");
@@ -78,7 +79,7 @@ impl ListenerSetModel {
             listeners: self
                 .listeners
                 .iter()
-                .map(|&i| listener_status(&gw.listeners[i], served, g))
+                .map(|&i| listener_status(&gw.listeners[i], attachments.counted_on(i), served, g))
                 .collect(),
             of: self.of.clone(),
             gateway: gw.key.clone(),

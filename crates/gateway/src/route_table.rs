@@ -19,6 +19,7 @@
 //! shared by an HTTP/1.1 and an h2c consumer becomes h2c (the Service port is one
 //! upstream; prior-knowledge HTTP/2 is what gRPC needs).
 
+use crate::attach::Attachments;
 use crate::hostname;
 use crate::listener::{GatewayModel, ListenerProtocol};
 use crate::listener_filters;
@@ -35,11 +36,11 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-/// The IR of one served Gateway. `attached` holds (listener index, route index).
+/// The IR of one served Gateway: on each listener, the routes `attached` serves there.
 pub fn gateway(
     gw: &GatewayModel,
     routes: &[Arc<RouteModel>],
-    attached: &BTreeSet<(usize, usize)>,
+    attached: &Attachments,
     clusters: &mut BTreeMap<String, Cluster>,
 ) -> aether_ir::Gateway {
     let (ns, name) = (&gw.key.namespace, &gw.key.name);
@@ -133,7 +134,7 @@ pub fn gateway(
 struct TableContext<'a> {
     gw: &'a GatewayModel,
     routes: &'a [Arc<RouteModel>],
-    attached: &'a BTreeSet<(usize, usize)>,
+    attached: &'a Attachments,
     port: u16,
     protocol: PortProtocol,
     /// Listeners on the port not accepted for their filters.
@@ -155,7 +156,7 @@ impl TableContext<'_> {
         vhosts.insert(names::CATCH_ALL_VHOST.to_string(), BTreeMap::new());
         for &li in listeners {
             let l = &self.gw.listeners[li];
-            let on_listener = self.attached.range((li, 0)..(li + 1, 0)).map(|&(_, ri)| ri);
+            let on_listener = self.attached.served_on(li);
             for ri in on_listener {
                 let r: &RouteModel = &self.routes[ri];
                 let served = hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames);
@@ -412,11 +413,7 @@ impl TableContext<'_> {
 
     /// The routes attached to a listener, oldest first (then by namespace/name).
     fn by_age(&self, li: usize) -> Vec<usize> {
-        let mut on: Vec<usize> = self
-            .attached
-            .range((li, 0)..(li + 1, 0))
-            .map(|&(_, ri)| ri)
-            .collect();
+        let mut on: Vec<usize> = self.attached.served_on(li).collect();
         on.sort_by_key(|&ri| age(&self.routes[ri]));
         on
     }

@@ -3,13 +3,14 @@
 //! caches the results of.
 
 use super::GatewayUnit;
+use crate::attach::{self, Attachments};
 use crate::listener::GatewayModel;
 use crate::listener_set::ListenerSetModel;
 use crate::route::RouteModel;
 use crate::status::{Condition, GatewayClassStatus, RouteParentStatus, StatusPlan, set_condition};
 use crate::store::Store;
 use crate::vocabulary::gateway_class;
-use crate::{Config, attach, route_table};
+use crate::{Config, route_table};
 use aether_ir::{Cluster, Ir, ObjectRef, UpstreamProtocol};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,7 +69,7 @@ pub(super) fn classes(store: &Store, config: &Config, status: &mut StatusPlan) -
 pub(super) fn translate_gateway(
     store: &Store,
     config: &Config,
-    mut gw: GatewayModel,
+    gw: GatewayModel,
     inputs: &[(Arc<RouteModel>, usize)],
 ) -> GatewayUnit {
     // The routes of this Gateway alone, in route order; (listener, local route).
@@ -81,18 +82,21 @@ pub(super) fn translate_gateway(
         }
         at.push(local.len() - 1);
     }
-    let mut attached: BTreeSet<(usize, usize)> = BTreeSet::new();
+    let mut attachments = Attachments::new(&local);
     let mut parents: Vec<Vec<RouteParentStatus>> = vec![Vec::new(); local.len()];
     for (&(_, pi), &lri) in inputs.iter().zip(&at) {
         let route = &local[lri];
-        let parent_ref = &route.parent_refs[pi];
-        let (parent_status, listeners) =
-            attach::attach(store, &mut gw, route, parent_ref, &config.controller_name);
+        let parent_status = attach::attach(
+            store,
+            (&gw, &mut attachments),
+            (route, lri),
+            &route.parent_refs[pi],
+            &config.controller_name,
+        );
         parents[lri].push(parent_status);
-        attached.extend(listeners.into_iter().map(|li| (li, lri)));
     }
     if !inputs.is_empty() {
-        attach::reject_mixed_kinds(&mut gw, &local, &mut attached, &mut parents);
+        attach::reject_mixed_kinds(&gw, &local, &mut attachments, &mut parents);
     }
     // Back to input order: a route's parents were pushed in parentRef order.
     let mut flat = Vec::with_capacity(inputs.len());
@@ -102,19 +106,24 @@ pub(super) fn translate_gateway(
         next[lri] += 1;
     }
     let mut clusters = BTreeMap::new();
-    let ir = gw
-        .is_served()
-        .then(|| Arc::new(route_table::gateway(&gw, &local, &attached, &mut clusters)));
+    let ir = gw.is_served().then(|| {
+        Arc::new(route_table::gateway(
+            &gw,
+            &local,
+            &attachments,
+            &mut clusters,
+        ))
+    });
     let clusters = clusters
         .into_iter()
         .map(|(name, c)| (name, Arc::new(c)))
         .collect();
     GatewayUnit {
-        status: gw.status(),
+        status: gw.status(&attachments),
         listener_sets: gw
             .listener_sets
             .iter()
-            .map(|s: &ListenerSetModel| (s.key.clone(), s.status(&gw)))
+            .map(|s: &ListenerSetModel| (s.key.clone(), s.status(&gw, &attachments)))
             .collect(),
         parents: flat,
         ir,

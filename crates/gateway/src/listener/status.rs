@@ -3,16 +3,18 @@
 //! `assemble`).
 
 use super::{CertificateError, GatewayModel, Listener, Unresolved};
+use crate::attach::Attachments;
 use crate::routability;
 use crate::status::{
     Condition, GatewayCondition, GatewayStatus, GatewayStatusAddress, ListenerCondition,
     ListenerStatus, set_condition,
 };
 use crate::vocabulary::{gateway, listener};
-use aether_ir::names;
+use std::collections::BTreeSet;
 
 impl GatewayModel {
-    pub fn status(&self) -> GatewayStatus {
+    /// Its status as planned; `attachments` count each listener's routes.
+    pub fn status(&self, attachments: &Attachments) -> GatewayStatus {
         let g = self.of.generation;
         let served = self.is_served();
         let mut conditions = Vec::new();
@@ -130,7 +132,13 @@ impl GatewayModel {
         GatewayStatus {
             addresses,
             conditions,
-            listeners: own().map(|l| listener_status(l, served, g)).collect(),
+            listeners: self
+                .listeners
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.origin.is_none())
+                .map(|(li, l)| listener_status(l, attachments.counted_on(li), served, g))
+                .collect(),
             attached_listener_sets: (!self.listener_sets.is_empty() || self.allows_listener_sets)
                 .then(|| i32::try_from(attached_sets).unwrap_or(i32::MAX)),
             of: self.of.clone(),
@@ -138,7 +146,13 @@ impl GatewayModel {
     }
 }
 
-pub(crate) fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> ListenerStatus {
+/// A listener's status; `attached` are the routes its `attachedRoutes` counts.
+pub(crate) fn listener_status(
+    l: &Listener,
+    attached: BTreeSet<String>,
+    gateway_served: bool,
+    g: i64,
+) -> ListenerStatus {
     let mut c = Vec::new();
     for condition in l.acceptance(g) {
         set_condition(&mut c, condition);
@@ -159,13 +173,9 @@ pub(crate) fn listener_status(l: &Listener, gateway_served: bool, g: i64) -> Lis
     ListenerStatus {
         name: l.name.clone(),
         supported_kinds: l.supported_kinds.clone(),
-        attached_routes: i32::try_from(l.attached.len()).unwrap_or(i32::MAX),
+        attached_routes: i32::try_from(attached.len()).unwrap_or(i32::MAX),
         conditions: c,
-        attached: l
-            .attached
-            .iter()
-            .map(|(kind, r)| names::route_key(*kind, &r.namespace, &r.name))
-            .collect(),
+        attached,
     }
 }
 
