@@ -13,75 +13,21 @@
 //! Then, per listener, an HTTPRoute and a GRPCRoute sharing a hostname: the
 //! younger one is not accepted there ([`reject_mixed_kinds`]).
 //!
-//! What attached where is one table per Gateway, [`Attachments`], keyed by
-//! (listener, route): listener status counts from it (`attachedRoutes`), the
-//! HTTP/GRPC conflict check edits it, and the IR serves what it holds.
+//! What attached where goes into the Gateway's [`Attachments`] table.
 //!
 //! Attachment does not depend on listener health (an HTTPS listener with a bad
 //! certificate still counts its routes); only programmable listeners are served.
 
-use crate::listener::GatewayModel;
+use crate::attachments::Attachments;
+use crate::gateway_model::GatewayModel;
 use crate::route::RouteModel;
 use crate::status::{Condition, ParentReference, RouteParentStatus, condition_mut, set_condition};
 use crate::store::Store;
 use crate::vocabulary::route::{Reason, Type};
 use crate::{grpc_route, hostname, http_route};
-use aether_ir::{Kind, ObjectRef, RouteKind, names};
+use aether_ir::{Kind, ObjectRef, RouteKind};
 use std::collections::BTreeSet;
-use std::ops::RangeInclusive;
 use std::sync::Arc;
-
-/// Which of one Gateway's routes attach to which of its listeners, by
-/// (listener index, route index) — the route index into the Gateway's own
-/// route list.
-#[derive(Debug, Clone, Default)]
-pub struct Attachments {
-    /// Attached by allowedRoutes and parentRef: counted in `attachedRoutes`,
-    /// also when the route itself is not accepted.
-    counted: BTreeSet<(usize, usize)>,
-    /// Accepted there: served.
-    served: BTreeSet<(usize, usize)>,
-    /// Each route's `Kind/namespace/name`, as listener status lists it.
-    names: Vec<String>,
-}
-
-impl Attachments {
-    /// An empty table for the Gateway's routes, in their order.
-    pub fn new(routes: &[Arc<RouteModel>]) -> Self {
-        Attachments {
-            counted: BTreeSet::new(),
-            served: BTreeSet::new(),
-            names: routes
-                .iter()
-                .map(|r| names::route_key(r.kind, &r.key.namespace, &r.key.name))
-                .collect(),
-        }
-    }
-
-    /// The routes served on listener `li`, in route order.
-    pub fn served_on(&self, li: usize) -> impl Iterator<Item = usize> + '_ {
-        self.served.range(on(li)).map(|&(_, ri)| ri)
-    }
-
-    /// The routes `attachedRoutes` counts on listener `li`, by name.
-    pub fn counted_on(&self, li: usize) -> BTreeSet<String> {
-        self.counted
-            .range(on(li))
-            .map(|&(_, ri)| self.names[ri].clone())
-            .collect()
-    }
-
-    /// Route `ri` off every listener (it lost a conflict on this Gateway).
-    fn detach(&mut self, ri: usize) {
-        self.counted.retain(|&(_, r)| r != ri);
-        self.served.retain(|&(_, r)| r != ri);
-    }
-}
-
-/// Every (listener `li`, route) key.
-fn on(li: usize) -> RangeInclusive<(usize, usize)> {
-    (li, 0)..=(li, usize::MAX)
-}
 
 /// Decides the route's status on one parentRef of `gw`, and records route `ri`
 /// on the listeners it attaches to in `table`.
@@ -114,9 +60,9 @@ pub fn attach(
             // too (the API says MUST), but serves nothing.
             let (c, accepted) = route.attached_conditions();
             for li in hosting {
-                table.counted.insert((li, ri));
+                table.count(li, ri);
                 if accepted {
-                    table.served.insert((li, ri));
+                    table.serve(li, ri);
                 }
             }
             c
@@ -252,56 +198,4 @@ fn overlap(a: &[String], b: &[String]) -> bool {
         b.iter()
             .any(|y| x == "*" || y == "*" || hostname::intersect(Some(x), y).is_some())
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn mk_route(kind: RouteKind, name: &str) -> Arc<RouteModel> {
-        let key = ObjectRef::new("apps", name);
-        let meta = ObjectMeta::default();
-        Arc::new(RouteModel::new(kind, key, &meta, None, vec![]))
-    }
-
-    #[test]
-    fn a_route_not_accepted_is_counted_but_not_served() {
-        let routes = [
-            mk_route(RouteKind::Http, "a"),
-            mk_route(RouteKind::Grpc, "b"),
-        ];
-        let mut t = Attachments::new(&routes);
-        t.counted.extend([(0, 0), (0, 1), (1, 1)]);
-        t.served.extend([(0, 0), (1, 1)]);
-        assert_eq!(
-            t.counted_on(0),
-            BTreeSet::from([
-                "GRPCRoute/apps/b".to_string(),
-                "HTTPRoute/apps/a".to_string()
-            ])
-        );
-        assert_eq!(t.served_on(0).collect::<Vec<_>>(), [0]);
-        assert_eq!(t.served_on(1).collect::<Vec<_>>(), [1]);
-        assert_eq!(t.served_on(2).count(), 0);
-    }
-
-    #[test]
-    fn a_route_detached_leaves_every_listener() {
-        let routes = [
-            mk_route(RouteKind::Http, "a"),
-            mk_route(RouteKind::Http, "b"),
-        ];
-        let mut t = Attachments::new(&routes);
-        t.counted.extend([(0, 0), (0, 1), (1, 1)]);
-        t.served.extend([(0, 0), (0, 1), (1, 1)]);
-        t.detach(1);
-        assert_eq!(
-            t.counted_on(0),
-            BTreeSet::from(["HTTPRoute/apps/a".to_string()])
-        );
-        assert_eq!(t.counted_on(1), BTreeSet::new());
-        assert_eq!(t.served_on(0).collect::<Vec<_>>(), [0]);
-        assert_eq!(t.served_on(1).count(), 0);
-    }
 }

@@ -33,7 +33,7 @@
 //! two after every edit).
 
 use crate::backend::{BackendIndex, Backends};
-use crate::listener::GatewayModel;
+use crate::gateway_model::GatewayModel;
 use crate::port_claims::Taken;
 use crate::route::RouteModel;
 use crate::status::{self, GatewayStatus, RouteParentStatus, RouteStatus, StatusPlan};

@@ -16,12 +16,14 @@
 pub mod allowed_routes;
 pub mod assemble;
 pub mod attach;
+pub mod attachments;
 pub mod backend;
 pub mod backend_tls;
 pub mod certificate;
 pub mod client_validation;
 pub mod cors;
 pub mod duration;
+pub mod gateway_model;
 pub mod grpc_route;
 pub mod header;
 pub mod hostname;

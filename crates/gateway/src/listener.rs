@@ -1,8 +1,8 @@
-//! Gateways and their listeners: what is valid, what conflicts, what can be served.
+//! A Gateway's listeners (the Gateway itself is `gateway_model.rs`): what is
+//! valid, what conflicts (`conflicts.rs`), what can be served.
 //!
 //! ```text
-//!  Gateway ── addresses (IPAddress or the configured default)
-//!          └─ Listener* ── protocol (HTTP | HTTPS | TLS Passthrough/Terminate | TCP | UDP;
+//!  Gateway └─ Listener* ── protocol (HTTP | HTTPS | TLS Passthrough/Terminate | TCP | UDP;
 //!                       │             others: UnsupportedProtocol)
 //!                       ├─ port groups (TCP and UDP ports apart): HTTP, {HTTPS, TLS}
 //!                       │   and TCP cannot share a port → ProtocolConflict;
@@ -20,7 +20,6 @@
 //! listener (attachment counts do not depend on listener health); only
 //! programmable listeners reach the IR.
 
-use crate::Config;
 use crate::allowed_routes::{self, AllowedNamespaces};
 use crate::backend::Backends;
 use crate::certificate;
@@ -28,18 +27,15 @@ use crate::certificate::CertificateError;
 use crate::client_validation::{self, CaRefError};
 use crate::hostname::{self, Wildcard};
 use crate::listener_filters::{self, FilterError, ListenerFilters};
-use crate::status::{Condition, Identity, ListenerCondition, RouteGroupKind};
+use crate::status::{Condition, ListenerCondition, RouteGroupKind};
 use crate::store::Store;
 use crate::vocabulary::listener;
-use aether_ir::{Certificate, ClientValidation, Kind, ObjectRef, PortProtocol, RouteKind};
+use aether_ir::{Certificate, ClientValidation, ObjectRef, PortProtocol, RouteKind};
 use gateway_api::apis::experimental::gateways::GatewayListenersTlsMode;
 use gateway_api::apis::experimental::gateways::{Gateway, GatewayListeners};
-use std::net::IpAddr;
 
-mod conflicts;
-mod status;
-pub(crate) use conflicts::mark_later_conflicts;
-pub(crate) use status::listener_status;
+pub(crate) mod conflicts;
+pub(crate) mod status;
 
 /// A listener protocol we serve (TLS split by its mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -236,7 +232,7 @@ impl Unresolved {
 impl Listener {
     /// Not accepted when an older Gateway holds its port (and nothing else
     /// made it unaccepted first).
-    fn mark_taken(&mut self, taken: &crate::port_claims::Taken) {
+    pub(crate) fn mark_taken(&mut self, taken: &crate::port_claims::Taken) {
         use crate::port_claims::Transport;
         let transport = match self.protocol {
             Some(ListenerProtocol::Udp) => Transport::Udp,
@@ -297,137 +293,9 @@ impl Listener {
     }
 }
 
-/// A Gateway of our class, validated.
-#[derive(Debug, Clone)]
-pub struct GatewayModel {
-    pub key: ObjectRef,
-    /// uid and generation: whose status this Gateway's is.
-    pub of: Identity,
-    /// Err: why the addresses cannot be used.
-    pub addresses: Result<Vec<String>, String>,
-    /// `spec.addresses`, entry by entry, with their routability.
-    pub address_requests: Vec<crate::routability::Request>,
-    /// [`crate::Config::planned_addresses_are_final`]: status reports
-    /// `addresses` matched against `address_requests`.
-    pub addresses_final: bool,
-    /// Why `spec.infrastructure.parametersRef` cannot be used: we read no
-    /// parameters kind, so any reference is invalid (the Gateway is not accepted).
-    pub invalid_parameters: Option<String>,
-    pub listeners: Vec<Listener>,
-    /// `spec.tls.frontend` lets clients in without a valid certificate somewhere.
-    pub insecure_frontend_validation: bool,
-    /// The ListenerSets naming this Gateway, in precedence order.
-    pub listener_sets: Vec<crate::listener_set::ListenerSetModel>,
-    /// `spec.allowedListeners` admits some namespace.
-    pub allows_listener_sets: bool,
-    /// `spec.tls.backend.clientCertificateRef`: `None` when not set; else the
-    /// certificate presented on TLS to backends, or why it cannot be used.
-    pub backend_client_certificate: Option<Result<Certificate, CertificateError>>,
-}
-
-impl GatewayModel {
-    /// `taken`: the ports an older Gateway holds (see `port_claims`).
-    pub fn new(
-        store: &Store,
-        backends: &Backends<'_>,
-        config: &Config,
-        key: ObjectRef,
-        gw: &Gateway,
-        taken: &crate::port_claims::Taken,
-    ) -> Self {
-        let addresses = addresses(gw, config);
-        let mut listeners: Vec<Listener> = gw
-            .spec
-            .listeners
-            .iter()
-            .map(|l| {
-                let holder = certificate::Holder::gateway(&key.namespace);
-                let mut listener = listener(store, backends, holder, None, l);
-                frontend_validation(&mut listener, store, gw);
-                listener.mark_taken(taken);
-                listener
-            })
-            .collect();
-        conflicts::mark(&mut listeners);
-        let listener_sets =
-            crate::listener_set::attach(store, &key, gw, &mut listeners, |ls_ns, ls, l| {
-                let holder = certificate::Holder {
-                    group: crate::status::GROUP,
-                    kind: Kind::ListenerSet,
-                    namespace: ls_ns,
-                };
-                let mut listener = listener(store, backends, holder, Some(ls), l);
-                frontend_validation(&mut listener, store, gw);
-                listener
-            });
-        crate::tls_overlap::mark(&mut listeners);
-        let invalid_parameters = gw
-            .spec
-            .infrastructure
-            .as_ref()
-            .and_then(|i| i.parameters_ref.as_ref())
-            .map(|p| {
-                format!(
-                    "parametersRef {}/{} {}: no parameters kind is supported",
-                    p.group, p.kind, p.name
-                )
-            });
-        let backend_client_certificate = backend_client_certificate(store, &key.namespace, gw);
-        GatewayModel {
-            of: Identity::of(&gw.metadata),
-            key,
-            addresses,
-            address_requests: crate::routability::requests(gw),
-            addresses_final: config.planned_addresses_are_final(),
-            invalid_parameters,
-            listeners,
-            insecure_frontend_validation: client_validation::insecure_fallback(gw),
-            backend_client_certificate,
-            listener_sets,
-            allows_listener_sets: crate::listener_set::allows_any(gw),
-        }
-    }
-
-    /// Served: accepted parameters, addresses usable and at least one listener
-    /// programmable.
-    pub fn is_served(&self) -> bool {
-        self.invalid_parameters.is_none()
-            && self.addresses.is_ok()
-            && self.listeners.iter().any(Listener::is_programmable)
-    }
-}
-
-/// spec.addresses of type IPAddress (or no type), else the configured default.
-/// An IPAddress without a value asks for any address (GatewayAddressEmpty):
-/// the configured default here, the load balancer's in service mode.
-pub(crate) fn addresses(gw: &Gateway, config: &Config) -> Result<Vec<String>, String> {
-    let spec = gw.spec.addresses.as_deref().unwrap_or_default();
-    let mut out = Vec::new();
-    for a in spec {
-        let ty = a.r#type.as_deref().unwrap_or("IPAddress");
-        if ty != "IPAddress" {
-            return Err(format!(
-                "address type {ty} is not supported (only IPAddress)"
-            ));
-        }
-        let Some(value) = a.value.as_deref().filter(|v| !v.is_empty()) else {
-            out.push(config.default_address.clone());
-            continue;
-        };
-        let ip: IpAddr = value
-            .parse()
-            .map_err(|_| format!("address {value:?} is not an IP address"))?;
-        out.push(ip.to_string());
-    }
-    if out.is_empty() {
-        out.push(config.default_address.clone());
-    }
-    out.sort();
-    out.dedup();
-    Ok(out)
-}
-
-fn listener(
+/// One listener of a Gateway (`origin` None) or of a ListenerSet, read and
+/// validated on its own; conflicts come later, across listeners.
+pub(crate) fn read(
     store: &Store,
     backends: &Backends<'_>,
     holder: certificate::Holder<'_>,
@@ -518,36 +386,10 @@ fn listener(
     }
 }
 
-/// The Gateway's backend client certificate (`spec.tls.backend`), resolved
-/// as a listener's certificateRef is (a core Secret with tls.crt and tls.key).
-fn backend_client_certificate(
-    store: &Store,
-    gateway_ns: &str,
-    gw: &Gateway,
-) -> Option<Result<Certificate, CertificateError>> {
-    let r = gw
-        .spec
-        .tls
-        .as_ref()?
-        .backend
-        .as_ref()?
-        .client_certificate_ref
-        .as_ref()?;
-    let as_listener_ref =
-        gateway_api::apis::experimental::gateways::GatewayListenersTlsCertificateRefs {
-            group: r.group.clone(),
-            kind: r.kind.clone(),
-            name: r.name.clone(),
-            namespace: r.namespace.clone(),
-        };
-    let holder = certificate::Holder::gateway(gateway_ns);
-    Some(certificate::resolve_one(store, holder, &as_listener_ref))
-}
-
 /// An HTTPS listener's frontend validation (`spec.tls.frontend` for its port):
 /// refs that do not resolve go to ResolvedRefs; none resolving is
 /// `NoValidCACertificate`.
-fn frontend_validation(l: &mut Listener, store: &Store, gw: &Gateway) {
+pub(crate) fn frontend_validation(l: &mut Listener, store: &Store, gw: &Gateway) {
     if l.protocol != Some(ListenerProtocol::Https) || l.port == 0 {
         return;
     }

@@ -16,8 +16,11 @@
 //! only its own listeners.
 
 use crate::allowed_routes::selects_namespace;
-use crate::attach::Attachments;
-use crate::listener::{GatewayModel, Listener, listener_status, mark_later_conflicts};
+use crate::attachments::Attachments;
+use crate::gateway_model::GatewayModel;
+use crate::listener::Listener;
+use crate::listener::conflicts::mark_later_conflicts;
+use crate::listener::status::listener_status;
 use crate::status::{Condition, GROUP, Identity};
 use crate::store::Store;
 use crate::vocabulary::listener_set::{Reason, Type};

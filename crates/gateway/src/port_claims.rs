@@ -55,7 +55,7 @@ pub fn taken(
     by_age.sort_by(|a, b| age(a.1).cmp(&age(b.1)).then_with(|| a.0.cmp(b.0)));
     let mut held: BTreeMap<(u16, Transport), Vec<(String, ObjectRef)>> = BTreeMap::new();
     for (key, gw) in by_age {
-        let Ok(addresses) = crate::listener::addresses(gw, config) else {
+        let Ok(addresses) = addresses(gw, config) else {
             continue;
         };
         let mut mine: Taken = BTreeMap::new();
@@ -104,6 +104,36 @@ fn socket(port: i32, protocol: &str) -> Option<(u16, Transport)> {
 fn overlap(a: &str, b: &str) -> bool {
     let unspecified = |s: &str| s.parse::<IpAddr>().is_ok_and(|ip| ip.is_unspecified());
     a == b || unspecified(a) || unspecified(b)
+}
+
+/// spec.addresses of type IPAddress (or no type), else the configured default.
+/// An IPAddress without a value asks for any address (GatewayAddressEmpty):
+/// the configured default here, the load balancer's in service mode.
+pub fn addresses(gw: &Gateway, config: &Config) -> Result<Vec<String>, String> {
+    let spec = gw.spec.addresses.as_deref().unwrap_or_default();
+    let mut out = Vec::new();
+    for a in spec {
+        let ty = a.r#type.as_deref().unwrap_or("IPAddress");
+        if ty != "IPAddress" {
+            return Err(format!(
+                "address type {ty} is not supported (only IPAddress)"
+            ));
+        }
+        let Some(value) = a.value.as_deref().filter(|v| !v.is_empty()) else {
+            out.push(config.default_address.clone());
+            continue;
+        };
+        let ip: IpAddr = value
+            .parse()
+            .map_err(|_| format!("address {value:?} is not an IP address"))?;
+        out.push(ip.to_string());
+    }
+    if out.is_empty() {
+        out.push(config.default_address.clone());
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -19,9 +19,10 @@
 //! shared by an HTTP/1.1 and an h2c consumer becomes h2c (the Service port is one
 //! upstream; prior-knowledge HTTP/2 is what gRPC needs).
 
-use crate::attach::Attachments;
+use crate::attachments::Attachments;
+use crate::gateway_model::GatewayModel;
 use crate::hostname;
-use crate::listener::{GatewayModel, ListenerProtocol};
+use crate::listener::ListenerProtocol;
 use crate::listener_filters;
 use crate::precedence::{Precedence, RouteOrigin};
 use crate::route::{ForwardSpec, RedirectSpec, RouteModel, RuleAction};

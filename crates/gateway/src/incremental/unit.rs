@@ -3,8 +3,9 @@
 //! caches the results of.
 
 use super::GatewayUnit;
-use crate::attach::{self, Attachments};
-use crate::listener::GatewayModel;
+use crate::attach;
+use crate::attachments::Attachments;
+use crate::gateway_model::GatewayModel;
 use crate::listener_set::ListenerSetModel;
 use crate::route::RouteModel;
 use crate::status::{Condition, GatewayClassStatus, RouteParentStatus, StatusPlan, set_condition};

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Marks indistinct listeners. Among listeners on one port that we serve: HTTP
 /// and HTTPS together conflict on protocol (all of them); otherwise listeners
 /// sharing a hostname (or both without) conflict on hostname. No winner is picked.
-pub(super) fn mark(listeners: &mut [Listener]) {
+pub(crate) fn mark(listeners: &mut [Listener]) {
     let mut by_port: BTreeMap<(bool, u16), Vec<usize>> = BTreeMap::new();
     for (i, l) in listeners.iter().enumerate() {
         if let Some(p) = l.protocol
