@@ -38,10 +38,12 @@ use crate::port_claims::Taken;
 use crate::route::RouteModel;
 use crate::status::{self, GatewayStatus, RouteParentStatus, RouteStatus, StatusPlan};
 use crate::store::{Store, StoreObject};
-use identity::{for_each_shared, for_each_slice, objects, same_as, same_input, same_objects};
+use identity::{for_each_shared, for_each_slice, objects, same_as, same_objects};
+use reuse::{GatewayRead, ParentSources, RouteRead, route_status_stands};
 use unit::{classes, merge, translate_gateway};
 
 mod identity;
+mod reuse;
 mod unit;
 use crate::{Config, Translation, grpc_route, http_route, l4_route};
 use aether_ir::{Cluster, Kind, ObjectRef};
@@ -69,7 +71,7 @@ pub struct Translator {
     world: Vec<Shared>,
     /// The EndpointSlices the cache was filled under, in store order. A change
     /// to them redoes only the routes that read the changed Services' slices
-    /// (`RouteEntry::services`), and so only their Gateways and clusters.
+    /// (`RouteRead::services`), and so only their Gateways and clusters.
     slices: Vec<Shared>,
     /// Per route kind, sorted by key as the store is: a merge with the store
     /// moves entries over instead of looking each one up.
@@ -92,16 +94,13 @@ pub struct Reuse {
 
 struct RouteEntry {
     key: ObjectRef,
-    source: Shared,
+    read: RouteRead,
     model: Arc<RouteModel>,
     /// Per parentRef of ours: its index, the object it names, and whether that
     /// is a ListenerSet (else a Gateway).
     parents: Vec<(usize, ObjectRef, bool)>,
     /// The route's status as last assembled, and what from.
     status: Option<(ParentSources, Arc<RouteStatus>)>,
-    /// The Services whose EndpointSlices modeling it read, sorted (a slice,
-    /// not a set: a one-element `BTreeSet` allocates a whole node).
-    services: Box<[ObjectRef]>,
 }
 
 impl RouteEntry {
@@ -128,29 +127,20 @@ impl RouteEntry {
         parents.shrink_to_fit();
         RouteEntry {
             key,
-            source,
+            read: RouteRead {
+                source,
+                services: services.into_iter().collect(),
+            },
             model: Arc::new(model),
             parents,
             status: None,
-            services: services.into_iter().collect(),
         }
     }
 }
 
-/// Where a route's parent statuses come from: (parentRef index, Gateway unit,
-/// index in the unit's parents), sorted by parentRef index.
-type ParentSources = Vec<(usize, Arc<GatewayUnit>, usize)>;
-
 struct GatewayEntry {
-    source: Arc<Gateway>,
-    /// The ports older Gateways hold (see `port_claims`).
-    taken: Taken,
-    /// (route model, parentRef index), in route order.
-    inputs: Vec<(Arc<RouteModel>, usize)>,
+    read: GatewayRead,
     unit: Arc<GatewayUnit>,
-    /// The Services whose EndpointSlices its model read (its listeners'
-    /// ExternalAuth servers), sorted.
-    services: Box<[ObjectRef]>,
 }
 
 /// A Gateway's model, and the Services whose EndpointSlices it read.
@@ -299,12 +289,9 @@ impl Translator {
                     while cached.next_if(|e| e.key < *key).is_some() {}
                     let source: Shared = r.clone();
                     let entry = match cached.next_if(|e| e.key == *key) {
-                        Some(mut e)
-                            if same_as::<$ty>(&e.source, &source)
-                                && !e.services.iter().any(|s| stale.contains(s)) =>
-                        {
+                        Some(mut e) if e.read.stands(&source, same_as::<$ty>, stale) => {
                             reuse.routes_reused += 1;
-                            e.source = source;
+                            e.read.source = source;
                             e
                         }
                         _ => {
@@ -345,17 +332,12 @@ impl Translator {
         for (key, gw) in gateways {
             let lost = taken.get(*key).unwrap_or(&no_ports_taken);
             let sets: Vec<ObjectRef> = match self.gateways.get(*key) {
-                Some(e)
-                    if same_input(&e.source, gw)
-                        && e.taken == *lost
-                        && !e.services.iter().any(|s| stale.contains(s)) =>
-                {
-                    e.unit
-                        .listener_sets
-                        .iter()
-                        .map(|(k, _)| k.clone())
-                        .collect()
-                }
+                Some(e) if e.read.model_stands(gw, lost, stale) => e
+                    .unit
+                    .listener_sets
+                    .iter()
+                    .map(|(k, _)| k.clone())
+                    .collect(),
                 _ => {
                     let b = backends();
                     let m = b.reading_services(|| {
@@ -429,20 +411,14 @@ impl Translator {
                 .map(|&(ri, pi)| (routes[ri].clone(), pi))
                 .collect();
             let lost = taken.remove(*key).unwrap_or_default();
-            let hit = self.gateways.get_mut(*key).filter(|e| {
-                same_input(&e.source, gw)
-                    && e.taken == lost
-                    && !e.services.iter().any(|s| stale.contains(s))
-                    && e.inputs.len() == keyed.len()
-                    && e.inputs
-                        .iter()
-                        .zip(&keyed)
-                        .all(|(a, b)| Arc::ptr_eq(&a.0, &b.0) && a.1 == b.1)
-            });
+            let hit = self
+                .gateways
+                .get_mut(*key)
+                .filter(|e| e.read.unit_stands(gw, &lost, stale, &keyed));
             let unit = match hit {
                 Some(e) => {
                     reuse.gateways_reused += 1;
-                    e.source = (*gw).clone();
+                    e.read.source = (*gw).clone();
                     e.unit.clone()
                 }
                 None => {
@@ -457,11 +433,13 @@ impl Translator {
                     self.gateways.insert(
                         (*key).clone(),
                         GatewayEntry {
-                            source: (*gw).clone(),
-                            taken: lost,
-                            inputs: keyed,
+                            read: GatewayRead {
+                                source: (*gw).clone(),
+                                taken: lost,
+                                inputs: keyed,
+                                services: services.into_iter().collect(),
+                            },
                             unit: unit.clone(),
-                            services: services.into_iter().collect(),
                         },
                     );
                     unit
@@ -498,7 +476,7 @@ impl Translator {
             list.sort_by_key(|(pi, _, _)| *pi);
             let route = &entry.model;
             let route_status = match entry.status.take() {
-                Some((was, s)) if same_parents(&was, &list) => s,
+                Some((was, s)) if route_status_stands(&was, &list) => s,
                 _ => Arc::new(RouteStatus {
                     parents: list
                         .iter()
@@ -513,17 +491,6 @@ impl Translator {
             entry.status = Some((list, route_status));
         }
     }
-}
-
-/// The same parent statuses: same parentRefs, same Gateway units, same places.
-fn same_parents(
-    a: &[(usize, Arc<GatewayUnit>, usize)],
-    b: &[(usize, Arc<GatewayUnit>, usize)],
-) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| x.0 == y.0 && Arc::ptr_eq(&x.1, &y.1) && x.2 == y.2)
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ pub(super) fn same_as<T: StoreObject + Send + Sync + 'static>(
 }
 
 /// Compares two objects of one kind: [`same_as`] for that kind.
-type SameAs = fn(&Shared, &Shared) -> bool;
+pub(super) type SameAs = fn(&Shared, &Shared) -> bool;
 
 /// Walks some objects of a store, in store order, each with how to compare it.
 pub(super) type ForEach = fn(&Store, &mut dyn FnMut(Shared, SameAs));

@@ -1,0 +1,106 @@
+//! The reuse rules: when what the cache holds still stands for this
+//! translation's inputs. The [`Translator`](super::Translator) asks these and
+//! nothing else; each rule says what its result read.
+//!
+//! ```text
+//!  route model   ◄─ the route object, the Services whose EndpointSlices it read
+//!  Gateway model ◄─ the Gateway object, the ports older Gateways hold, the
+//!                   Services its listeners read
+//!  Gateway unit  ◄─ its model's inputs, and the same route models at the same
+//!                   parentRefs, in the same order
+//!  route status  ◄─ its model, and the same parent statuses from the same units
+//! ```
+//!
+//! Any other shared object that changed empties the whole cache first
+//! (`Translator::shared_objects`); `stale` holds the Services whose
+//! EndpointSlices changed.
+
+use super::identity::{SameAs, same_input};
+use super::{GatewayUnit, Shared};
+use crate::port_claims::Taken;
+use crate::route::RouteModel;
+use aether_ir::ObjectRef;
+use gateway_api::apis::experimental::gateways::Gateway;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// What a route's model was computed from.
+pub(super) struct RouteRead {
+    pub source: Shared,
+    /// The Services whose EndpointSlices modeling it read, sorted (a slice,
+    /// not a set: a one-element `BTreeSet` allocates a whole node).
+    pub services: Box<[ObjectRef]>,
+}
+
+impl RouteRead {
+    /// The model stands while the route is the same and no Service it read
+    /// the EndpointSlices of changed.
+    pub fn stands(&self, now: &Shared, same: SameAs, stale: &BTreeSet<ObjectRef>) -> bool {
+        same(&self.source, now) && !reads_stale(&self.services, stale)
+    }
+}
+
+/// What a Gateway's model and unit were computed from.
+pub(super) struct GatewayRead {
+    pub source: Arc<Gateway>,
+    /// The ports older Gateways hold (see `port_claims`).
+    pub taken: Taken,
+    /// The Services whose EndpointSlices its model read (its listeners'
+    /// ExternalAuth servers), sorted.
+    pub services: Box<[ObjectRef]>,
+    /// (route model, parentRef index), in route order.
+    pub inputs: Vec<(Arc<RouteModel>, usize)>,
+}
+
+impl GatewayRead {
+    /// The model stands while the Gateway is the same, it loses the same
+    /// ports to older Gateways, and no Service it read changed.
+    pub fn model_stands(
+        &self,
+        now: &Arc<Gateway>,
+        lost: &Taken,
+        stale: &BTreeSet<ObjectRef>,
+    ) -> bool {
+        same_input(&self.source, now) && self.taken == *lost && !reads_stale(&self.services, stale)
+    }
+
+    /// The unit stands while the model does and its inputs are the same
+    /// route models (the same `Arc`s) at the same parentRefs, in order.
+    pub fn unit_stands(
+        &self,
+        now: &Arc<Gateway>,
+        lost: &Taken,
+        stale: &BTreeSet<ObjectRef>,
+        inputs: &[(Arc<RouteModel>, usize)],
+    ) -> bool {
+        self.model_stands(now, lost, stale)
+            && self.inputs.len() == inputs.len()
+            && self
+                .inputs
+                .iter()
+                .zip(inputs)
+                .all(|(a, b)| Arc::ptr_eq(&a.0, &b.0) && a.1 == b.1)
+    }
+}
+
+/// Where a route's parent statuses come from: (parentRef index, Gateway unit,
+/// index in the unit's parents), sorted by parentRef index.
+pub(super) type ParentSources = Vec<(usize, Arc<GatewayUnit>, usize)>;
+
+/// A route's status stands while its parent statuses come from the same
+/// parentRefs of the same units (the same `Arc`s), at the same places.
+pub(super) fn route_status_stands(was: &ParentSources, now: &ParentSources) -> bool {
+    was.len() == now.len()
+        && was
+            .iter()
+            .zip(now)
+            .all(|(x, y)| x.0 == y.0 && Arc::ptr_eq(&x.1, &y.1) && x.2 == y.2)
+}
+
+fn reads_stale(services: &[ObjectRef], stale: &BTreeSet<ObjectRef>) -> bool {
+    services.iter().any(|s| stale.contains(s))
+}
+
+#[cfg(test)]
+#[path = "reuse_tests.rs"]
+mod tests;
