@@ -302,19 +302,7 @@ pub(crate) fn read(
     origin: Option<&ObjectRef>,
     spec: &GatewayListeners,
 ) -> Listener {
-    let tls_mode = spec.tls.as_ref().and_then(|t| t.mode.clone());
-    let protocol = match spec.protocol.as_str() {
-        "HTTP" => Some(ListenerProtocol::Http),
-        "HTTPS" => Some(ListenerProtocol::Https),
-        "TLS" => match tls_mode {
-            Some(GatewayListenersTlsMode::Passthrough) => Some(ListenerProtocol::TlsPassthrough),
-            // The API's default mode is Terminate.
-            Some(GatewayListenersTlsMode::Terminate) | None => Some(ListenerProtocol::TlsTerminate),
-        },
-        "TCP" => Some(ListenerProtocol::Tcp),
-        "UDP" => Some(ListenerProtocol::Udp),
-        _ => None,
-    };
+    let protocol = protocol(spec);
     let port = u16::try_from(spec.port).ok().filter(|p| *p > 0);
     let allowed = spec.allowed_routes.as_ref();
     let carried = protocol.map_or(&[][..], ListenerProtocol::route_kinds);
@@ -339,18 +327,13 @@ pub(crate) fn read(
             unsupported_kinds.iter().map(ToString::to_string).collect(),
         ));
     }
-    let mut certificates = Vec::new();
-    if protocol.is_some_and(ListenerProtocol::terminates_tls) {
-        let refs = spec
-            .tls
-            .as_ref()
-            .and_then(|t| t.certificate_refs.clone())
-            .unwrap_or_default();
-        match certificate::resolve(store, holder, &refs) {
-            Ok(c) => certificates = c,
-            Err(e) => unresolved.push(Unresolved::Certificate(e)),
+    let certificates = match certificates(store, holder, protocol, spec) {
+        Ok(c) => c,
+        Err(e) => {
+            unresolved.push(Unresolved::Certificate(e));
+            Vec::new()
         }
-    }
+    };
     let http = matches!(
         protocol,
         Some(ListenerProtocol::Http | ListenerProtocol::Https)
@@ -384,6 +367,43 @@ pub(crate) fn read(
         unresolved,
         overlapping_tls: None,
     }
+}
+
+/// The protocol we serve for `spec.protocol` (TLS split by its mode), or
+/// none: not a protocol we serve.
+fn protocol(spec: &GatewayListeners) -> Option<ListenerProtocol> {
+    let tls_mode = spec.tls.as_ref().and_then(|t| t.mode.clone());
+    match spec.protocol.as_str() {
+        "HTTP" => Some(ListenerProtocol::Http),
+        "HTTPS" => Some(ListenerProtocol::Https),
+        "TLS" => match tls_mode {
+            Some(GatewayListenersTlsMode::Passthrough) => Some(ListenerProtocol::TlsPassthrough),
+            // The API's default mode is Terminate.
+            Some(GatewayListenersTlsMode::Terminate) | None => Some(ListenerProtocol::TlsTerminate),
+        },
+        "TCP" => Some(ListenerProtocol::Tcp),
+        "UDP" => Some(ListenerProtocol::Udp),
+        _ => None,
+    }
+}
+
+/// A TLS-terminating listener's certificateRefs, resolved (none for the
+/// other protocols).
+fn certificates(
+    store: &Store,
+    holder: certificate::Holder<'_>,
+    protocol: Option<ListenerProtocol>,
+    spec: &GatewayListeners,
+) -> Result<Vec<Certificate>, CertificateError> {
+    if !protocol.is_some_and(ListenerProtocol::terminates_tls) {
+        return Ok(Vec::new());
+    }
+    let refs = spec
+        .tls
+        .as_ref()
+        .and_then(|t| t.certificate_refs.clone())
+        .unwrap_or_default();
+    certificate::resolve(store, holder, &refs)
 }
 
 /// An HTTPS listener's frontend validation (`spec.tls.frontend` for its port):

@@ -27,14 +27,13 @@ use crate::listener_filters;
 use crate::precedence::{Precedence, RouteOrigin};
 use crate::route::{ForwardSpec, RedirectSpec, RouteModel, RuleAction};
 use aether_ir::{
-    Cluster, Endpoint, Forward, HeaderModifier, L4Forward, Mirror, ObjectRef, PathMatch, Port,
-    PortProtocol, Redirect, Route, RouteAction, RouteMatch, RouteTable, TlsChain, UpstreamProtocol,
-    VirtualHost, WeightedBackend, names,
+    Cluster, Endpoint, Forward, HeaderModifier, L4Forward, Mirror, ObjectRef, Port, PortProtocol,
+    Redirect, Route, RouteAction, RouteTable, UpstreamProtocol, VirtualHost, WeightedBackend,
+    names,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::borrow::Cow;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The IR of one served Gateway: on each listener, the routes `attached` serves there.
@@ -44,11 +43,40 @@ pub fn gateway(
     attached: &Attachments,
     clusters: &mut BTreeMap<String, Cluster>,
 ) -> aether_ir::Gateway {
-    let (ns, name) = (&gw.key.namespace, &gw.key.name);
-    // TCP and UDP ports apart: (UDP?, port).
-    let mut by_port: BTreeMap<(bool, u16), Vec<usize>> = BTreeMap::new();
-    // Listeners not accepted for their filters: their hostnames refuse every
-    // request on a port that is served for others.
+    let (by_port, refusing) = listeners_by_port(gw);
+    let mut ports = Vec::new();
+    for ((udp, port), listeners) in by_port {
+        let ctx = TableContext {
+            gw,
+            routes,
+            attached,
+            port,
+            protocol: port_protocol(gw, &listeners),
+            refusing: if udp {
+                &[]
+            } else {
+                refusing.get(&port).map_or(&[][..], Vec::as_slice)
+            },
+        };
+        ports.push(ctx.port(udp, &listeners, clusters));
+    }
+    ports.sort_by_key(|p| (p.port, p.protocol));
+    aether_ir::Gateway {
+        namespace: gw.key.namespace.clone(),
+        name: gw.key.name.clone(),
+        addresses: gw.addresses.clone().unwrap_or_default(),
+        ports,
+    }
+}
+
+/// Listener indices by `(UDP?, port)`.
+type ByPort = BTreeMap<(bool, u16), Vec<usize>>;
+
+/// Programmable listeners by port, TCP and UDP ports apart (`(UDP?, port)`),
+/// and by port the listeners not accepted for their filters: their hostnames
+/// refuse every request on a port that is served for others.
+fn listeners_by_port(gw: &GatewayModel) -> (ByPort, BTreeMap<u16, Vec<usize>>) {
+    let mut by_port = ByPort::new();
     let mut refusing: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
     for (i, l) in gw.listeners.iter().enumerate() {
         if l.fails_closed() {
@@ -61,75 +89,21 @@ pub fn gateway(
                 .push(i);
         }
     }
-    let mut ports = Vec::new();
-    for ((udp, port), listeners) in by_port {
-        let protocols: BTreeSet<PortProtocol> = listeners
-            .iter()
-            .filter_map(|&li| {
-                gw.listeners[li]
-                    .protocol
-                    .map(ListenerProtocol::port_protocol)
-            })
-            .collect();
-        // HTTPS listeners sharing a port with TLS listeners: a TLS port.
-        let protocol = protocols
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(PortProtocol::Http);
-        let mut p = Port {
-            port,
-            protocol,
-            listener_name: if udp {
-                names::udp_listener(ns, name, port)
-            } else {
-                names::listener(ns, name, port)
-            },
-            route_table: None,
-            tls_chains: vec![],
-            forward: None,
-        };
-        let ctx = TableContext {
-            gw,
-            routes,
-            attached,
-            port,
-            protocol,
-            refusing: if udp {
-                &[]
-            } else {
-                refusing.get(&port).map_or(&[][..], Vec::as_slice)
-            },
-        };
-        for &li in &listeners {
-            for c in &gw.listeners[li].filters.clusters {
-                add_cluster(clusters, c);
-            }
-        }
-        match protocol {
-            PortProtocol::Http => {
-                let table_name = names::route_table(ns, name, port, None);
-                let mut table = ctx.table(table_name, &listeners, &listeners, clusters);
-                let of = |ls: &[usize]| ls.iter().map(|&li| &gw.listeners[li]).collect::<Vec<_>>();
-                listener_filters::place(&mut table, &of(&listeners), &of(ctx.refusing));
-                p.route_table = Some(table);
-            }
-            PortProtocol::Https | PortProtocol::Tls => {
-                p.tls_chains = ctx.tls_chains(&listeners, clusters);
-            }
-            PortProtocol::Tcp | PortProtocol::Udp => {
-                p.forward = ctx.oldest_forward(&listeners, clusters);
-            }
-        }
-        ports.push(p);
-    }
-    ports.sort_by_key(|p| (p.port, p.protocol));
-    aether_ir::Gateway {
-        namespace: ns.clone(),
-        name: name.clone(),
-        addresses: gw.addresses.clone().unwrap_or_default(),
-        ports,
-    }
+    (by_port, refusing)
+}
+
+/// What a port serves: HTTPS listeners sharing a port with TLS listeners make
+/// it a TLS port.
+fn port_protocol(gw: &GatewayModel, listeners: &[usize]) -> PortProtocol {
+    listeners
+        .iter()
+        .filter_map(|&li| {
+            gw.listeners[li]
+                .protocol
+                .map(ListenerProtocol::port_protocol)
+        })
+        .max()
+        .unwrap_or(PortProtocol::Http)
 }
 
 struct TableContext<'a> {
@@ -143,6 +117,54 @@ struct TableContext<'a> {
 }
 
 impl TableContext<'_> {
+    /// The port `listeners` share, with what it serves: a route table, TLS
+    /// chains by SNI, or a TCP/UDP forward.
+    fn port(
+        &self,
+        udp: bool,
+        listeners: &[usize],
+        clusters: &mut BTreeMap<String, Cluster>,
+    ) -> Port {
+        let (gw, (ns, name), port) = (
+            self.gw,
+            (&self.gw.key.namespace, &self.gw.key.name),
+            self.port,
+        );
+        let mut p = Port {
+            port,
+            protocol: self.protocol,
+            listener_name: if udp {
+                names::udp_listener(ns, name, port)
+            } else {
+                names::listener(ns, name, port)
+            },
+            route_table: None,
+            tls_chains: vec![],
+            forward: None,
+        };
+        for &li in listeners {
+            for c in &gw.listeners[li].filters.clusters {
+                add_cluster(clusters, c);
+            }
+        }
+        match self.protocol {
+            PortProtocol::Http => {
+                let table_name = names::route_table(ns, name, port, None);
+                let mut table = self.table(table_name, listeners, listeners, clusters);
+                let of = |ls: &[usize]| ls.iter().map(|&li| &gw.listeners[li]).collect::<Vec<_>>();
+                listener_filters::place(&mut table, &of(listeners), &of(self.refusing));
+                p.route_table = Some(table);
+            }
+            PortProtocol::Https | PortProtocol::Tls => {
+                p.tls_chains = self.tls_chains(listeners, clusters);
+            }
+            PortProtocol::Tcp | PortProtocol::Udp => {
+                p.forward = self.oldest_forward(listeners, clusters);
+            }
+        }
+        p
+    }
+
     /// The route table of `listeners` (sharing a port, or one HTTPS listener);
     /// `rivals` are every listener on the port, whose more specific hostnames
     /// take their requests away (listener isolation).
@@ -223,118 +245,6 @@ impl TableContext<'_> {
         }
     }
 
-    /// The SNI-selected chains of an HTTPS or TLS port: one per HTTPS listener
-    /// (its route table), one per (TLS listener, TLSRoute) with the hostnames the
-    /// route serves there. A hostname goes to the most specific listener, then to
-    /// the oldest route; a port with nothing to serve closes connections.
-    fn tls_chains(
-        &self,
-        listeners: &[usize],
-        clusters: &mut BTreeMap<String, Cluster>,
-    ) -> Vec<TlsChain> {
-        let (ns, name) = (&self.gw.key.namespace, &self.gw.key.name);
-        let mut chains = Vec::new();
-        let mut claimed: BTreeSet<String> = BTreeSet::new();
-        for &li in listeners {
-            let l = &self.gw.listeners[li];
-            if l.protocol == Some(ListenerProtocol::Https) {
-                let table_name = names::route_table(ns, name, self.port, Some(&l.ir_name()));
-                let mut table = self.table(table_name, &[li], listeners, clusters);
-                self.misdirected(&mut table, li, listeners);
-                // The chain is this listener's: every request on it is filtered.
-                for vh in &mut table.virtual_hosts {
-                    vh.pre_routing.clone_from(&l.filters.pre_routing);
-                }
-                chains.push(TlsChain {
-                    listener: l.ir_name(),
-                    server_names: l.hostname.iter().cloned().collect(),
-                    certificates: l.certificates.clone(),
-                    client_validation: l.client_validation.clone(),
-                    route_table: Some(table),
-                    forward: None,
-                });
-                claimed.insert(l.hostname.clone().unwrap_or_else(|| "*".into()));
-            }
-        }
-        for &li in self.refusing {
-            let l = &self.gw.listeners[li];
-            if l.protocol == Some(ListenerProtocol::Https) {
-                let table = names::route_table(ns, name, self.port, Some(&l.ir_name()));
-                chains.push(listener_filters::refusing_chain(l, table));
-                claimed.insert(l.hostname.clone().unwrap_or_else(|| "*".into()));
-            }
-        }
-        for &li in listeners {
-            let l = &self.gw.listeners[li];
-            if l.protocol == Some(ListenerProtocol::Https) {
-                continue;
-            }
-            let siblings = listeners
-                .iter()
-                .filter(|&&other| other != li)
-                .map(|&other| self.gw.listeners[other].hostname.as_deref());
-            // Each SNI name goes to one route: the one whose own hostname for it
-            // is the most specific, then the oldest.
-            let mut candidates: Vec<((bool, usize), usize, String)> = Vec::new();
-            for (age_rank, ri) in self.by_age(li).into_iter().enumerate() {
-                let r: &RouteModel = &self.routes[ri];
-                let served = hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames);
-                for host in hostname::isolate(served, l.hostname.as_deref(), siblings.clone()) {
-                    if claimed.contains(&host) {
-                        continue;
-                    }
-                    let rank =
-                        hostname::route_hostname_rank(&host, l.hostname.as_deref(), &r.hostnames);
-                    candidates.push((rank, age_rank, host));
-                }
-            }
-            candidates.sort_by(|a, b| (&a.2, Reverse(a.0), a.1).cmp(&(&b.2, Reverse(b.0), b.1)));
-            let mut won: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-            for (_, age_rank, host) in candidates {
-                if claimed.insert(host.clone()) {
-                    won.entry(age_rank).or_default().push(host);
-                }
-            }
-            let by_age = self.by_age(li);
-            for (age_rank, mut hosts) in won {
-                let ri = by_age[age_rank];
-                let r: &RouteModel = &self.routes[ri];
-                hosts.sort();
-                let catch_all = hosts.iter().any(|h| h == "*");
-                chains.push(TlsChain {
-                    listener: format!(
-                        "{}/{}",
-                        l.ir_name(),
-                        names::route_key(r.kind, &r.key.namespace, &r.key.name)
-                    ),
-                    server_names: if catch_all { vec![] } else { hosts },
-                    certificates: l.certificates.clone(),
-                    client_validation: None,
-                    route_table: None,
-                    forward: self.forward(ri, l.protocol, clusters),
-                });
-            }
-        }
-        chains.sort_by(|a, b| a.listener.cmp(&b.listener));
-        if chains.is_empty() {
-            // Bound, as status says it is programmed, but with nothing to reach:
-            // every connection is closed.
-            chains.push(TlsChain {
-                listener: "no-route".into(),
-                server_names: vec![],
-                certificates: vec![],
-                client_validation: None,
-                route_table: None,
-                forward: Some(L4Forward {
-                    route: String::new(),
-                    backends: vec![],
-                    invalid_weight: 0,
-                }),
-            });
-        }
-        chains
-    }
-
     /// The rule as this Gateway sends it: with a backend client certificate
     /// (`spec.tls.backend`), each TLS cluster becomes this Gateway's own
     /// variant presenting it (clusters are shared across Gateways otherwise).
@@ -363,53 +273,6 @@ impl TableContext<'_> {
             *c = variant(c);
         }
         Cow::Owned(f)
-    }
-
-    /// An HTTPS listener's table answers 421 Misdirected Request for the hosts
-    /// that belong to another listener on the port: the connection's SNI chose
-    /// this listener, the Host names another. Those are the hostnames of more
-    /// specific rivals this listener would otherwise cover, and, when the
-    /// listener has a hostname, every host outside it (the `*` virtual host).
-    fn misdirected(&self, table: &mut RouteTable, li: usize, rivals: &[usize]) {
-        let own = self.gw.listeners[li].hostname.as_deref();
-        let answer = |host: &str| Route {
-            name: format!("misdirected/{host}"),
-            matcher: RouteMatch {
-                path: PathMatch::Prefix("/".into()),
-                method: None,
-                headers: vec![],
-                query_params: vec![],
-            },
-            action: RouteAction::DirectResponse { status: 421 },
-            request_headers: HeaderModifier::default(),
-            response_headers: HeaderModifier::default(),
-        };
-        let taken = rivals
-            .iter()
-            .filter(|&&other| other != li)
-            .filter_map(|&other| self.gw.listeners[other].hostname.as_deref())
-            .filter(|h| hostname::specificity(Some(h)) > hostname::specificity(own))
-            .filter(|h| hostname::listener_claims(own, h))
-            .map(str::to_ascii_lowercase);
-        for host in taken {
-            if !table.virtual_hosts.iter().any(|v| v.name == host) {
-                table.virtual_hosts.push(VirtualHost {
-                    pre_routing: Vec::new(),
-                    name: host.clone(),
-                    domains: vec![host.clone()],
-                    routes: vec![answer(&host)],
-                });
-            }
-        }
-        if own.is_some()
-            && let Some(any) = table
-                .virtual_hosts
-                .iter_mut()
-                .find(|v| v.name == names::CATCH_ALL_VHOST)
-        {
-            any.routes.push(answer(names::CATCH_ALL_VHOST));
-        }
-        table.virtual_hosts.sort_by(|a, b| a.name.cmp(&b.name));
     }
 
     /// The routes attached to a listener, oldest first (then by namespace/name).
@@ -632,6 +495,8 @@ pub fn redirect(
         status_code: spec.status_code,
     }
 }
+
+mod tls;
 
 #[cfg(test)]
 mod tests {
