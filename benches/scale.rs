@@ -7,6 +7,9 @@
 //! changed through warm caches (the incremental translate and build).
 //!
 //! `cargo bench -p aether-benches --bench scale` (add `-- 1000` for one size).
+//! `AETHER_BENCH_RUNS` (default 7) sets the full runs, `AETHER_BENCH_CHANGES`
+//! (default the same) the one-route changes: `AETHER_BENCH_RUNS=1
+//! AETHER_BENCH_CHANGES=200` under a profiler shows where a change's time goes.
 
 use aether_benches::{median_p99, peak_rss_bytes, scale_yaml};
 use std::time::Instant;
@@ -25,6 +28,14 @@ fn gateways() -> usize {
 }
 const RUNS: usize = 7;
 
+/// `name` from the environment, else `default`.
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -39,7 +50,8 @@ fn main() {
         None => vec![1_000, 10_000],
     };
     let gateways = gateways();
-    println!("translate + build, {gateways} Gateways, median of {RUNS} runs (release build)");
+    let runs = env_or("AETHER_BENCH_RUNS", RUNS);
+    println!("translate + build, {gateways} Gateways, median of {runs} runs (release build)");
     println!(
         "{:>8} {:>10} {:>12} {:>10} {:>10} {:>10} {:>12} {:>16} {:>12}",
         "routes",
@@ -68,7 +80,7 @@ fn child(routes: usize) {
     let config = aether_gateway::Config::default();
     let (mut parse, mut translate, mut build) = (vec![], vec![], vec![]);
     let mut resources = 0;
-    for _ in 0..RUNS {
+    for _ in 0..env_or("AETHER_BENCH_RUNS", RUNS) {
         let t = Instant::now();
         let mut store = aether_gateway::Store::default();
         store
@@ -93,7 +105,7 @@ fn child(routes: usize) {
     let mut builder = aether_xds::Builder::default();
     builder.build(&translator.translate(&store).ir);
     let (mut one_translate, mut one_build) = (vec![], vec![]);
-    for run in 0..RUNS {
+    for run in 0..env_or("AETHER_BENCH_CHANGES", env_or("AETHER_BENCH_RUNS", RUNS)) {
         let r = run * 7 % routes;
         let mut one = aether_gateway::Store::default();
         one.add_yaml("one.yaml", &one_route(r, gateways, run))
