@@ -1,13 +1,20 @@
 //! Translate Gateway API objects into the IR and a status plan (pure).
 //!
 //! ```text
-//!  Store ──► classes (ours: spec.controllerName) ──► Gateways of our classes
-//!                                                     │ listeners validated, conflicts marked
-//!        ──► HTTP/GRPC/TLS/TCP/UDPRoutes ─ RouteModel ┤ attach per parentRef (status, counts)
-//!                                                     ▼
-//!                                     served Gateways ──► Ir (ports, route tables, clusters)
-//!                                     every object    ──► StatusPlan
+//!  Store ──► classes (ours: spec.controllerName)
+//!        ──► route models (http_route, grpc_route, l4_route: rules, backends, filters)
+//!        ──► Gateway models (gateway_model: addresses, listeners, ListenerSets, conflicts)
+//!        ──► per Gateway, its unit:  attach each parentRef ──► attachments table
+//!                                     (attach.rs)               (attachments.rs)
+//!                                                    ├──► listener + Gateway status
+//!                                                    └──► route table ──► IR Gateway
+//!        ──► route statuses (each route's parents, from their units)
+//!        ──► IR merge (clusters shared across Gateways), policy status
 //! ```
+//!
+//! [`incremental::Translator`] calls these phases in this order and keeps
+//! what each gave for inputs that did not change (its reuse rules are
+//! `incremental/reuse.rs`); [`translate`] is the same with nothing kept.
 //!
 //! Nothing does I/O and nothing is skipped silently: every Gateway of our class is
 //! in the IR or says in its status why not, and an invalid object only affects
