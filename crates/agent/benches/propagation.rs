@@ -12,8 +12,12 @@
 //! control plane to every Gateway serving its last base route, and, after the
 //! changes, the control plane's and Envoy's resident memory.
 //!
-//! `cargo bench -p aether-edge --bench propagation [-- [delta] [peer [eg-changes=N]] SIZE...]`
-//! (SotW ADS unless `delta`).
+//! `cargo bench -p aether-edge --bench propagation [-- [delta] [gateways=N] [own-hosts] [peer [eg-changes=N]] SIZE...]`
+//! (SotW ADS unless `delta`). `gateways=1 own-hosts` is the topology users
+//! and gateway-api-bench run: every route on one shared Gateway, each route
+//! its own hostname, so a change rebuilds one route table of SIZE + 1 virtual
+//! hosts. Under each of our rows, Envoy's own apply time per xDS type (its
+//! `update_duration` histograms, p50/p99/max since it started).
 //!
 //! `peer` runs Envoy Gateway after aether-edge on the same workload, in its
 //! standalone mode (File resources, Host infrastructure, the same Envoy binary),
@@ -43,6 +47,36 @@ const CHANGES: usize = 100;
 const EG_CHANGES: usize = 3;
 const GATEWAYS: usize = 100;
 
+/// How the routes are laid out.
+#[derive(Clone, Copy)]
+struct Shape {
+    gateways: usize,
+    /// Each route its own hostname (else 50 hostnames shared, and the changed
+    /// routes on the catch-all virtual host).
+    own_hosts: bool,
+}
+
+impl Shape {
+    /// Base route `i`'s hostname.
+    fn base_host(&self, i: usize) -> String {
+        match self.own_hosts {
+            true => format!("base{i}.example.com"),
+            false => format!("h{}.example.com", i % 50),
+        }
+    }
+
+    /// Changed route `i`'s hostnames (YAML) and the Host a request sends.
+    fn change_host(&self, i: usize) -> (String, String) {
+        match self.own_hosts {
+            true => {
+                let h = format!("r{i}.example.com");
+                (format!("  hostnames: [\"{h}\"]\n"), h)
+            }
+            false => (String::new(), "bench.test".into()),
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let delta = args.iter().any(|a| a == "delta");
@@ -51,6 +85,13 @@ fn main() {
         .iter()
         .find_map(|a| a.strip_prefix("eg-changes=")?.parse().ok())
         .unwrap_or(EG_CHANGES);
+    let shape = Shape {
+        gateways: args
+            .iter()
+            .find_map(|a| a.strip_prefix("gateways=")?.parse().ok())
+            .unwrap_or(GATEWAYS),
+        own_hosts: args.iter().any(|a| a == "own-hosts"),
+    };
     let sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     let sizes = if sizes.is_empty() {
         vec![0, 1_000, 3_000, 10_000]
@@ -59,7 +100,13 @@ fn main() {
     };
     let eg = peer.then(EnvoyGateway::locate);
     println!(
-        "route propagation, standalone: new route file → first 200 through Envoy, over {GATEWAYS} Gateways"
+        "route propagation, standalone: new route file → first 200 through Envoy, over {} Gateways{}",
+        shape.gateways,
+        if shape.own_hosts {
+            ", each route its own hostname"
+        } else {
+            ""
+        }
     );
     println!(
         "aether-edge: {} ADS, {CHANGES} changes per size",
@@ -77,11 +124,11 @@ fn main() {
         "", "served", "changes", "median ms", "p99 ms", "max ms", "ready s", "ctl MiB", "envoy MiB"
     );
     for base in sizes {
-        let ours = measure(&Subject::Aether { delta }, base, CHANGES);
+        let ours = measure(&Subject::Aether { delta }, shape, base, CHANGES);
         ours.print("aether-edge", base);
-        ours.summarize(base, delta);
+        ours.summarize(base, delta, shape);
         if let Some(eg) = &eg {
-            let theirs = measure(&Subject::EnvoyGateway(eg), base, eg_changes);
+            let theirs = measure(&Subject::EnvoyGateway(eg), shape, base, eg_changes);
             theirs.print("envoy-gateway", base);
             theirs.print_ratio(&ours, base);
         }
@@ -205,6 +252,8 @@ struct Row {
     timed_out: Option<usize>,
     control_mib: f64,
     envoy_mib: f64,
+    /// Envoy's own apply times (ours only: Envoy Gateway's Envoy has its own admin).
+    envoy_apply: String,
 }
 
 impl Row {
@@ -232,12 +281,25 @@ impl Row {
             "{name:<14} {base:>6} {:>7} {latency} {ready:>8} {:>9.1} {:>9.1}",
             self.changes, self.control_mib, self.envoy_mib
         );
+        if !self.envoy_apply.is_empty() {
+            println!(
+                "{:<14} Envoy's own apply, ms p50/p99/max: {}",
+                "", self.envoy_apply
+            );
+        }
     }
 
     /// This row (ours) in the table `make bench` prints.
-    fn summarize(&self, base: usize, delta: bool) {
+    fn summarize(&self, base: usize, delta: bool, shape: Shape) {
         let ads = if delta { "Delta" } else { "SotW" };
-        let at = format!("{base} routes served ({ads})");
+        let at = match (shape.gateways, shape.own_hosts) {
+            (GATEWAYS, false) => format!("{base} routes served ({ads})"),
+            (1, true) => format!("{base} routes on one Gateway, own hostnames ({ads})"),
+            (g, own) => format!(
+                "{base} routes over {g} Gateways{} ({ads})",
+                if own { ", own hostnames" } else { "" }
+            ),
+        };
         let latency = self
             .stats()
             .map_or("timeout".into(), |(m, p, _)| format!("{m:.1} / {p:.1} ms"));
@@ -280,13 +342,14 @@ impl Row {
     }
 }
 
-fn measure(subject: &Subject, base: usize, changes: usize) -> Row {
+fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row {
+    let gateways = shape.gateways;
     let dir = temp_dir("bench-propagation");
     let logs = temp_dir("bench-propagation-logs");
     let backend = Backend::start("bench");
     let (class_spec, objects, backend_ref) = subject.workload(&backend);
     let (ready_timeout, change_timeout) = subject.timeouts();
-    let ports: Vec<u16> = (0..GATEWAYS).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..gateways).map(|_| free_port()).collect();
     let mut gateways = format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: aether}}\n{class_spec}"
     );
@@ -298,12 +361,12 @@ fn measure(subject: &Subject, base: usize, changes: usize) -> Row {
     }
     let _ = write!(gateways, "---\n{objects}");
     std::fs::write(dir.join("gateways.yaml"), gateways).unwrap();
-    for g in 0..GATEWAYS {
+    for g in 0..gateways {
         let routes: String = (g..base)
-            .step_by(GATEWAYS)
+            .step_by(gateways)
             .map(|i| format!(
-                "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: base{i}, namespace: default}}\nspec:\n  parentRefs: [{{name: gw-{g}}}]\n  hostnames: [\"h{h}.example.com\"]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /base{i}}}}}]\n    backendRefs: [{backend_ref}]\n",
-                h = i % 50
+                "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: base{i}, namespace: default}}\nspec:\n  parentRefs: [{{name: gw-{g}}}]\n  hostnames: [\"{h}\"]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /base{i}}}}}]\n    backendRefs: [{backend_ref}]\n",
+                h = shape.base_host(i)
             ))
             .collect();
         std::fs::write(dir.join(format!("base-{g:03}.yaml")), routes).unwrap();
@@ -312,8 +375,8 @@ fn measure(subject: &Subject, base: usize, changes: usize) -> Row {
     // Every Gateway serves its last base route before the clock runs.
     let ready = ports.iter().enumerate().all(|(g, port)| {
         let gateway = format!("127.0.0.1:{port}");
-        let (host, path) = match (g..base).step_by(GATEWAYS).next_back() {
-            Some(i) => (format!("h{}.example.com", i % 50), format!("/base{i}")),
+        let (host, path) = match (g..base).step_by(gateways).next_back() {
+            Some(i) => (shape.base_host(i), format!("/base{i}")),
             None => ("bench.test".to_string(), "/".to_string()),
         };
         let want = if base > g { 200 } else { 404 };
@@ -328,18 +391,20 @@ fn measure(subject: &Subject, base: usize, changes: usize) -> Row {
         timed_out: None,
         control_mib: 0.0,
         envoy_mib: 0.0,
+        envoy_apply: String::new(),
     };
     for i in (0..changes).take_while(|_| ready) {
-        let g = i * 37 % GATEWAYS;
+        let g = i * 37 % gateways;
+        let (hostnames, host) = shape.change_host(i);
         let gateway = format!("127.0.0.1:{}", ports[g]);
         let route = format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r{i}, namespace: default}}\nspec:\n  parentRefs: [{{name: gw-{g}}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /r{i}}}}}]\n    backendRefs: [{backend_ref}]\n"
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r{i}, namespace: default}}\nspec:\n  parentRefs: [{{name: gw-{g}}}]\n{hostnames}  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /r{i}}}}}]\n    backendRefs: [{backend_ref}]\n"
         );
         let path = format!("/r{i}");
         let started = Instant::now();
         std::fs::write(dir.join(format!("route-{i:03}.yaml")), route).unwrap();
         if !poll(started, change_timeout, || {
-            http_get(&gateway, "bench.test", &path, &[]).is_ok_and(|r| r.status == 200)
+            http_get(&gateway, &host, &path, &[]).is_ok_and(|r| r.status == 200)
         }) {
             row.timed_out = Some(i);
             break;
@@ -347,6 +412,9 @@ fn measure(subject: &Subject, base: usize, changes: usize) -> Row {
         row.samples.push(started.elapsed().as_secs_f64() * 1e3);
         // Let the file system's mtime move on so each change is its own event.
         std::thread::sleep(Duration::from_millis(20));
+    }
+    if let Some(envoy) = &running.envoy {
+        row.envoy_apply = aether_testkit::live::traffic::apply_times(&envoy.admin);
     }
     row.control_mib = rss_mib(running.control.pid());
     row.envoy_mib = running.envoy_pid().map_or(0.0, rss_mib);

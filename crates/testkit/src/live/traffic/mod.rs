@@ -34,7 +34,7 @@ pub use files::{self_signed_cert, tls_secret_yaml, write_atomically};
 pub use h2::{Calls, H2Load, H2Tally, StreamTally};
 pub use scenario::{Plan, Row, Scenario, drive, table_header};
 pub use session::{SessionTally, WebSocket};
-pub use stats::{DIAGNOSIS, EnvoyStats};
+pub use stats::{DIAGNOSIS, EnvoyStats, apply_times};
 
 /// Where the clients send: Envoy's listener, the Host header, the path, and the
 /// TLS server name (HTTPS when set).
