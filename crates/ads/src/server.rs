@@ -18,6 +18,8 @@
 //! at most one snapshot's responses. One that has not read for `stall_timeout`
 //! is disconnected. Both are counted in the fleet's metrics.
 
+mod machine;
+
 use crate::delta::DeltaStream;
 use crate::event::{Event, Output};
 use crate::fleet::{Fleet, FleetStream, Protocol};
@@ -29,6 +31,7 @@ use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
+use machine::Machine;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant as StdInstant};
@@ -192,93 +195,6 @@ fn peer_of<T>(request: &Request<T>) -> String {
         .unwrap_or_else(|| "local".to_string())
 }
 
-/// What the driver needs from a stream state machine, SotW or Delta.
-trait Machine: Send + 'static {
-    type Request: Send + 'static;
-    type Response: Send + 'static;
-    const PROTOCOL: Protocol;
-    fn new(snapshot: Arc<Snapshot>, removal_grace: Duration) -> Self;
-    fn node_id(&self) -> Option<&str>;
-    fn on_request(&mut self, req: Self::Request, now: StdInstant) -> Output<Self::Response>;
-    fn on_snapshot(&mut self, snapshot: Arc<Snapshot>, now: StdInstant) -> Output<Self::Response>;
-    fn on_tick(&mut self, now: StdInstant) -> Output<Self::Response>;
-    fn wake_at(&self) -> Option<StdInstant>;
-    fn type_url(response: &Self::Response) -> &str;
-    fn nonce(response: &Self::Response) -> &str;
-}
-
-impl Machine for SotwStream {
-    type Request = DiscoveryRequest;
-    type Response = DiscoveryResponse;
-    const PROTOCOL: Protocol = Protocol::Sotw;
-    fn new(snapshot: Arc<Snapshot>, removal_grace: Duration) -> Self {
-        SotwStream::with_removal_grace(snapshot, removal_grace)
-    }
-    fn node_id(&self) -> Option<&str> {
-        SotwStream::node_id(self)
-    }
-    fn on_request(&mut self, req: DiscoveryRequest, now: StdInstant) -> Output<DiscoveryResponse> {
-        SotwStream::on_request_at(self, req, now)
-    }
-    fn on_snapshot(
-        &mut self,
-        snapshot: Arc<Snapshot>,
-        now: StdInstant,
-    ) -> Output<DiscoveryResponse> {
-        SotwStream::on_snapshot_at(self, snapshot, now)
-    }
-    fn on_tick(&mut self, now: StdInstant) -> Output<DiscoveryResponse> {
-        SotwStream::on_tick(self, now)
-    }
-    fn wake_at(&self) -> Option<StdInstant> {
-        SotwStream::wake_at(self)
-    }
-    fn type_url(response: &DiscoveryResponse) -> &str {
-        &response.type_url
-    }
-    fn nonce(response: &DiscoveryResponse) -> &str {
-        &response.nonce
-    }
-}
-
-impl Machine for DeltaStream {
-    type Request = DeltaDiscoveryRequest;
-    type Response = DeltaDiscoveryResponse;
-    const PROTOCOL: Protocol = Protocol::Delta;
-    fn new(snapshot: Arc<Snapshot>, removal_grace: Duration) -> Self {
-        DeltaStream::with_removal_grace(snapshot, removal_grace)
-    }
-    fn node_id(&self) -> Option<&str> {
-        DeltaStream::node_id(self)
-    }
-    fn on_request(
-        &mut self,
-        req: DeltaDiscoveryRequest,
-        now: StdInstant,
-    ) -> Output<DeltaDiscoveryResponse> {
-        DeltaStream::on_request_at(self, req, now)
-    }
-    fn on_snapshot(
-        &mut self,
-        snapshot: Arc<Snapshot>,
-        now: StdInstant,
-    ) -> Output<DeltaDiscoveryResponse> {
-        DeltaStream::on_snapshot_at(self, snapshot, now)
-    }
-    fn on_tick(&mut self, now: StdInstant) -> Output<DeltaDiscoveryResponse> {
-        DeltaStream::on_tick(self, now)
-    }
-    fn wake_at(&self) -> Option<StdInstant> {
-        DeltaStream::wake_at(self)
-    }
-    fn type_url(response: &DeltaDiscoveryResponse) -> &str {
-        &response.type_url
-    }
-    fn nonce(response: &DeltaDiscoveryResponse) -> &str {
-        &response.nonce
-    }
-}
-
 /// One place among the server's `max_streams`, given back when dropped.
 struct StreamSlot(Arc<AtomicUsize>);
 
@@ -314,117 +230,188 @@ struct Stream<Resp> {
     _slot: StreamSlot,
 }
 
+impl<Resp: Send> Stream<Resp> {
+    /// Registers the stream with the fleet under the node its first request names.
+    fn connect(&self, node: &str, protocol: Protocol) -> (FleetStream, String) {
+        let (peer, protocol_name) = (&self.peer, protocol.as_str());
+        tracing::info!(%node, %peer, protocol = protocol_name, "Envoy connected");
+        (self.fleet.connect(node, protocol), node.to_string())
+    }
+
+    /// Queues the responses in order; a response Envoy does not take within
+    /// `stall_timeout` ends the stream.
+    async fn send(&self, responses: Vec<Resp>) -> Result<(), End> {
+        for response in responses {
+            match tokio::time::timeout(self.stall_timeout, self.tx.send(Ok(response))).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(End::Gone),
+                Err(_) => return Err(End::Stalled),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Runs one stream until Envoy goes away, stops reading, or the server closes it.
-async fn drive<M: Machine>(
-    mut machine: M,
+async fn drive<M: Machine>(machine: M, inputs: Inputs<M::Request>, stream: Stream<M::Response>) {
+    let mut driver = Driver {
+        machine,
+        inputs,
+        stream,
+        registration: None,
+        watching: true,
+        unread_since: None,
+    };
+    let end = loop {
+        let out = match driver.next().await {
+            Next::Answer(out) => out,
+            Next::Nothing => continue,
+            Next::End(end) => break end,
+        };
+        driver.report(&out);
+        if let Err(end) = driver.stream.send(out.responses).await {
+            break end;
+        }
+    };
+    driver.finish(end).await;
+}
+
+/// Why a stream ended.
+enum End {
+    /// Envoy closed it, or it failed.
+    Gone,
+    /// Envoy stopped reading for `stall_timeout`.
+    Stalled,
+    /// The server is shutting down.
+    Closing,
+}
+
+/// What one wake-up of a stream gave.
+enum Next<Resp> {
+    /// The machine's answer to a request, a snapshot or a tick.
+    Answer(Output<Resp>),
+    /// Nothing to answer (Envoy read what was queued; the publisher left).
+    Nothing,
+    End(End),
+}
+
+/// One stream's machine, its inputs and outputs, and what the loop keeps
+/// between wake-ups.
+struct Driver<M: Machine> {
+    machine: M,
     inputs: Inputs<M::Request>,
     stream: Stream<M::Response>,
-) {
-    let Inputs {
-        mut requests,
-        mut snapshots,
-        mut closing,
-    } = inputs;
-    let Stream {
-        fleet,
-        tx,
-        peer,
-        stall_timeout,
-        _slot,
-    } = stream;
-    let protocol = M::PROTOCOL.as_str();
-    let mut registration: Option<(FleetStream, String)> = None;
-    let mut watching = true;
-    let mut closed = false;
-    // Since when responses have sat unread (the queue not empty).
-    let mut unread_since: Option<Instant> = None;
-    let stalled = |node: &str| {
-        tracing::warn!(%node, %peer, protocol, timeout = ?stall_timeout, "disconnecting an ADS peer that stopped reading");
-        fleet.slow_reader_disconnected();
-    };
-    'stream: loop {
+    /// The fleet's record of the stream, and the node, once the first
+    /// request names it.
+    registration: Option<(FleetStream, String)>,
+    /// Whether snapshots still arrive (the publisher is not gone).
+    watching: bool,
+    /// Since when responses have sat unread (the queue not empty).
+    unread_since: Option<Instant>,
+}
+
+impl<M: Machine> Driver<M> {
+    /// Waits for whichever comes first: a request, a snapshot (once Envoy has
+    /// read the last one), a removal's grace ending, Envoy reading, a stall,
+    /// the end.
+    async fn next(&mut self) -> Next<M::Response> {
+        let tx = &self.stream.tx;
         let drained = tx.capacity() == tx.max_capacity();
-        unread_since = if drained {
+        self.unread_since = if drained {
             None
         } else {
-            unread_since.or_else(|| Some(Instant::now()))
+            self.unread_since.or_else(|| Some(Instant::now()))
         };
-        let stalled_at = unread_since.map(|t| t + stall_timeout);
-        let wake_at = machine.wake_at().map(Instant::from_std);
-        let out = tokio::select! {
-            request = requests.message() => match request {
+        let stalled_at = self.unread_since.map(|t| t + self.stream.stall_timeout);
+        let wake_at = self.machine.wake_at().map(Instant::from_std);
+        tokio::select! {
+            request = self.inputs.requests.message() => match request {
                 Ok(Some(request)) => {
-                    let out = machine.on_request(request, StdInstant::now());
-                    if registration.is_none() {
-                        let node = machine.node_id().unwrap_or("").to_string();
-                        tracing::info!(%node, %peer, protocol, "Envoy connected");
-                        registration = Some((fleet.connect(&node, M::PROTOCOL), node));
+                    let out = self.machine.on_request(request, StdInstant::now());
+                    // The first request names the node.
+                    if self.registration.is_none() {
+                        let node = self.machine.node_id().unwrap_or("");
+                        self.registration = Some(self.stream.connect(node, M::PROTOCOL));
                     }
-                    out
+                    Next::Answer(out)
                 }
-                Ok(None) => break,
+                Ok(None) => Next::End(End::Gone),
                 Err(status) => {
+                    let (peer, protocol) = (&self.stream.peer, M::PROTOCOL.as_str());
                     tracing::debug!(%peer, protocol, error = %status, "ADS stream failed");
-                    break;
+                    Next::End(End::Gone)
                 }
             },
             // The next snapshot waits until Envoy has read the last one.
-            changed = snapshots.changed(), if watching && drained => {
+            changed = self.inputs.snapshots.changed(), if self.watching && drained => {
                 if changed.is_err() {
                     // The publisher is gone: keep serving the last snapshot.
-                    watching = false;
-                    continue;
+                    self.watching = false;
+                    return Next::Nothing;
                 }
-                let snapshot = snapshots.borrow_and_update().clone();
-                machine.on_snapshot(snapshot, StdInstant::now())
+                let snapshot = self.inputs.snapshots.borrow_and_update().clone();
+                Next::Answer(self.machine.on_snapshot(snapshot, StdInstant::now()))
             }
             // A removal's grace ended.
             () = tokio::time::sleep_until(wake_at.unwrap_or_else(Instant::now)), if wake_at.is_some() && drained => {
-                machine.on_tick(StdInstant::now())
+                Next::Answer(self.machine.on_tick(StdInstant::now()))
             }
             // Wakes when Envoy has read everything queued.
             permits = tx.reserve_many(STREAM_BUFFER), if !drained => {
                 drop(permits);
-                continue;
+                Next::Nothing
             }
             () = tokio::time::sleep_until(stalled_at.unwrap_or_else(Instant::now)), if stalled_at.is_some() => {
-                stalled(registration.as_ref().map_or("", |(_, n)| n.as_str()));
-                break;
+                Next::End(End::Stalled)
             }
-            () = tx.closed() => break,
-            Ok(_) = closing.wait_for(|closing| *closing) => {
-                closed = true;
-                break;
-            }
+            () = tx.closed() => Next::End(End::Gone),
+            Ok(_) = self.inputs.closing.wait_for(|closing| *closing) => Next::End(End::Closing),
+        }
+    }
+
+    /// Logs and counts an answer's events and pushes. Nothing is reported
+    /// before the first request names the node.
+    fn report(&self, out: &Output<M::Response>) {
+        let Some((stream, node)) = &self.registration else {
+            return;
         };
-        // Nothing is reported before the first request names the node.
-        if let Some((stream, node)) = &registration {
-            report(stream, node, &out.events);
-            for response in &out.responses {
-                if let Some(ty) = ResourceType::from_type_url(M::type_url(response)) {
-                    tracing::debug!(%node, r#type = ty.short_name(), nonce = M::nonce(response), "push");
-                    stream.record_push(ty, M::PROTOCOL);
-                }
-            }
-        }
-        for response in out.responses {
-            match tokio::time::timeout(stall_timeout, tx.send(Ok(response))).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => break 'stream,
-                Err(_) => {
-                    stalled(registration.as_ref().map_or("", |(_, n)| n.as_str()));
-                    break 'stream;
-                }
+        report(stream, node, &out.events);
+        for response in &out.responses {
+            if let Some(ty) = ResourceType::from_type_url(M::type_url(response)) {
+                tracing::debug!(%node, r#type = ty.short_name(), nonce = M::nonce(response), "push");
+                stream.record_push(ty, M::PROTOCOL);
             }
         }
     }
-    if closed {
-        let _ = tx
-            .send(Err(Status::unavailable("xDS server shutting down")))
-            .await;
-    }
-    if let Some((_, node)) = &registration {
-        tracing::info!(%node, %peer, protocol, "Envoy disconnected");
+
+    /// Says why the stream ended: to the log and the fleet for a stall, to
+    /// Envoy for a shutdown.
+    async fn finish(self, end: End) {
+        let Stream {
+            fleet,
+            tx,
+            peer,
+            stall_timeout,
+            ..
+        } = &self.stream;
+        let protocol = M::PROTOCOL.as_str();
+        let node = self.registration.as_ref().map(|(_, n)| n.as_str());
+        match end {
+            End::Stalled => {
+                let node = node.unwrap_or("");
+                tracing::warn!(%node, %peer, protocol, timeout = ?stall_timeout, "disconnecting an ADS peer that stopped reading");
+                fleet.slow_reader_disconnected();
+            }
+            End::Closing => {
+                let _ = tx
+                    .send(Err(Status::unavailable("xDS server shutting down")))
+                    .await;
+            }
+            End::Gone => {}
+        }
+        if let Some(node) = node {
+            tracing::info!(%node, %peer, protocol, "Envoy disconnected");
+        }
     }
 }
 

@@ -356,16 +356,7 @@ async fn debug_explain(State(state): State<Shared>, RawQuery(query): RawQuery) -
     let Some(p) = current(&state) else {
         return (StatusCode::SERVICE_UNAVAILABLE, "no configuration yet\n").into_response();
     };
-    let mut params: Vec<(String, String)> = Vec::new();
-    for pair in query
-        .as_deref()
-        .unwrap_or_default()
-        .split('&')
-        .filter(|s| !s.is_empty())
-    {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        params.push((percent_decode(k), percent_decode(v)));
-    }
+    let params = query_params(query.as_deref());
     let one = |key: &str| {
         params
             .iter()
@@ -391,41 +382,7 @@ async fn debug_explain(State(state): State<Shared>, RawQuery(query): RawQuery) -
     let plan = (state.status_view)(&p);
     let mut e = aether_explain::explain(&p.store, &p.ir, &plan, &request);
     if let Some(gw) = e.gateway.clone() {
-        let computed = p.snapshot.gateways.get(&gw).map(|g| g.hash.clone());
-        let view = state.fleet.debug_view();
-        let nodes: Vec<aether_explain::NodeAck> = state
-            .fleet
-            .gateway_acks(&p.snapshot)
-            .into_iter()
-            .map(|(node, per_gateway)| {
-                let nack = view
-                    .nodes
-                    .get(&node)
-                    .and_then(|n| n.last_nack.as_ref())
-                    .map(|n| {
-                        (
-                            n.resource_type.clone(),
-                            n.version.clone(),
-                            n.message.clone(),
-                        )
-                    });
-                aether_explain::NodeAck {
-                    acked: per_gateway.get(&gw).cloned().flatten(),
-                    node,
-                    nack,
-                }
-            })
-            .collect();
-        e.served_by(&p.snapshot.version, computed.as_deref(), &nodes);
-        // Routes of this Gateway an Envoy refused are served as they were.
-        if let Some(resources) = p.snapshot.gateways.get(&gw) {
-            for (key, refusal) in state.fleet.refused_routes() {
-                if resources.routes.contains_key(&key) {
-                    let why = aether_gateway::assemble::served_as_it_was(&refusal);
-                    e.caveats.push(format!("{key}: {why}"));
-                }
-            }
-        }
+        served_by_fleet(&state, &p, &gw, &mut e);
     }
     if one("output") == Some("json") {
         let body = serde_json::to_string_pretty(&e).unwrap_or_default() + "\n";
@@ -436,6 +393,65 @@ async fn debug_explain(State(state): State<Shared>, RawQuery(query): RawQuery) -
             e.to_text(),
         )
             .into_response()
+    }
+}
+
+/// `k=v&k=v` query parameters, percent-decoded, in order.
+fn query_params(query: Option<&str>) -> Vec<(String, String)> {
+    let mut params = Vec::new();
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|s| !s.is_empty())
+    {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        params.push((percent_decode(k), percent_decode(v)));
+    }
+    params
+}
+
+/// Whether each Envoy serves what the explanation of Gateway `gw` describes
+/// (its version, its last NACK), and the routes of `gw` an Envoy refused.
+fn served_by_fleet(
+    state: &AdminState,
+    p: &Published,
+    gw: &aether_ir::ObjectRef,
+    e: &mut aether_explain::Explanation,
+) {
+    let computed = p.snapshot.gateways.get(gw).map(|g| g.hash.clone());
+    let view = state.fleet.debug_view();
+    let nodes: Vec<aether_explain::NodeAck> = state
+        .fleet
+        .gateway_acks(&p.snapshot)
+        .into_iter()
+        .map(|(node, per_gateway)| {
+            let nack = view
+                .nodes
+                .get(&node)
+                .and_then(|n| n.last_nack.as_ref())
+                .map(|n| {
+                    (
+                        n.resource_type.clone(),
+                        n.version.clone(),
+                        n.message.clone(),
+                    )
+                });
+            aether_explain::NodeAck {
+                acked: per_gateway.get(gw).cloned().flatten(),
+                node,
+                nack,
+            }
+        })
+        .collect();
+    e.served_by(&p.snapshot.version, computed.as_deref(), &nodes);
+    // Routes of this Gateway an Envoy refused are served as they were.
+    if let Some(resources) = p.snapshot.gateways.get(gw) {
+        for (key, refusal) in state.fleet.refused_routes() {
+            if resources.routes.contains_key(&key) {
+                let why = aether_gateway::assemble::served_as_it_was(&refusal);
+                e.caveats.push(format!("{key}: {why}"));
+            }
+        }
     }
 }
 

@@ -59,16 +59,7 @@ pub fn run(args: StandaloneArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
-    args.xds.checked_address(&args.xds_address)?;
-    if let Some(path) = args.xds_address.strip_prefix("unix:") {
-        serve::private_socket_dir(std::path::Path::new(path))?;
-    }
-    let dir = std::path::absolute(&args.config.config_dir)?;
-    anyhow::ensure!(
-        dir.is_dir(),
-        "--config-dir {} is not a directory",
-        dir.display()
-    );
+    let dir = config_dir(&args)?;
     let pipeline = Arc::new(Pipeline::new(
         args.config.translate_config(),
         args.xds.builder(),
@@ -77,43 +68,7 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let (problems_tx, problems_rx) = tokio::sync::watch::channel(Problems::default());
 
-    let gate_fleet = fleet.clone();
-    let admin_state = Arc::new(AdminState {
-        published: pipeline.subscribe(),
-        fleet: fleet.clone(),
-        metrics: {
-            let mut registry = crate::metrics::registry();
-            fleet
-                .metrics()
-                .register(registry.sub_registry_with_prefix("aether_ads"));
-            let edge = registry.sub_registry_with_prefix("aether_edge");
-            pipeline.stats.register(edge);
-            edge.register_collector(Box::new(ConfigProblems(problems_rx.clone())));
-            registry
-        },
-        status_view: Box::new(move |p: &Published| {
-            // A fleet of the Envoys connected here, through the leader's join.
-            let served = fleet_served(&gate_fleet, &p.snapshot);
-            let served = |gw: &ObjectRef| {
-                served
-                    .get(gw)
-                    .cloned()
-                    .unwrap_or_else(|| Served::whole(AckState::Pending))
-            };
-            assemble(&p.status, served, &Addresses::Planned)
-        }),
-        envoy_ready: None,
-        config_problems: Some({
-            let mut rx = problems_rx.clone();
-            let (tx, lines) = tokio::sync::watch::channel(Vec::new());
-            tokio::spawn(async move {
-                while rx.changed().await.is_ok() {
-                    let _ = tx.send(rx.borrow_and_update().lines());
-                }
-            });
-            lines
-        }),
-    });
+    let admin_state = Arc::new(admin_state(&pipeline, &fleet, problems_rx));
     let metrics_task = match &args.metrics_address {
         Some(address) => {
             Some(admin::spawn_metrics(address, admin_state.clone(), shutdown_rx.clone()).await?)
@@ -147,6 +102,71 @@ async fn serve(args: StandaloneArgs) -> anyhow::Result<()> {
     }
     info!("stopped");
     result
+}
+
+/// The config directory, absolute; the xDS address checked first (a Unix
+/// socket's directory made private).
+fn config_dir(args: &StandaloneArgs) -> anyhow::Result<PathBuf> {
+    args.xds.checked_address(&args.xds_address)?;
+    if let Some(path) = args.xds_address.strip_prefix("unix:") {
+        serve::private_socket_dir(std::path::Path::new(path))?;
+    }
+    let dir = std::path::absolute(&args.config.config_dir)?;
+    anyhow::ensure!(
+        dir.is_dir(),
+        "--config-dir {} is not a directory",
+        dir.display()
+    );
+    Ok(dir)
+}
+
+/// What the admin and metrics endpoints read: the published configuration,
+/// the fleet, the metrics registry, the status as the Envoys connected here
+/// serve it, and the config problems.
+fn admin_state(
+    pipeline: &Pipeline,
+    fleet: &Fleet,
+    problems_rx: tokio::sync::watch::Receiver<Problems>,
+) -> AdminState {
+    let mut registry = crate::metrics::registry();
+    fleet
+        .metrics()
+        .register(registry.sub_registry_with_prefix("aether_ads"));
+    let edge = registry.sub_registry_with_prefix("aether_edge");
+    pipeline.stats.register(edge);
+    edge.register_collector(Box::new(ConfigProblems(problems_rx.clone())));
+    let gate_fleet = fleet.clone();
+    AdminState {
+        published: pipeline.subscribe(),
+        fleet: fleet.clone(),
+        metrics: registry,
+        status_view: Box::new(move |p: &Published| {
+            // A fleet of the Envoys connected here, through the leader's join.
+            let served = fleet_served(&gate_fleet, &p.snapshot);
+            let served = |gw: &ObjectRef| {
+                served
+                    .get(gw)
+                    .cloned()
+                    .unwrap_or_else(|| Served::whole(AckState::Pending))
+            };
+            assemble(&p.status, served, &Addresses::Planned)
+        }),
+        envoy_ready: None,
+        config_problems: Some(problem_lines(problems_rx)),
+    }
+}
+
+/// The config problems as `/readyz` lists them, kept up to date.
+fn problem_lines(
+    mut rx: tokio::sync::watch::Receiver<Problems>,
+) -> tokio::sync::watch::Receiver<Vec<String>> {
+    let (tx, lines) = tokio::sync::watch::channel(Vec::new());
+    tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let _ = tx.send(rx.borrow_and_update().lines());
+        }
+    });
+    lines
 }
 
 /// The state file of this config directory, its saved files seeded into
@@ -307,59 +327,15 @@ impl Source {
         for note in self.cache.take_notes() {
             warn!("{note}");
         }
-        let now = Problems {
-            lines: problems.clone(),
-            from_state: self.cache.served_from_state(),
-        };
-        let news = self.problems.send_if_modified(|p| {
-            let changed = *p != now;
-            *p = now;
-            changed
-        });
-        let held = self.cache.held().is_some();
-        let seeded = !self.cache.served_from_state().is_empty();
+        let news = self.note_problems(problems.clone());
         let failure = (!problems.is_empty()).then(|| source::LoadFailure {
             dir: dir.to_path_buf(),
             problems,
         });
-        if first
-            && !seeded
-            && let Some(failure) = failure
-        {
-            stats.loads_failed.inc();
-            if news {
-                error!("{failure}; nothing is served until every file loads");
-            }
+        if !self.may_publish(first, failure, news) {
             return;
         }
-        if first && held {
-            // A file is still being written: the first configuration waits.
-            return;
-        }
-        match failure {
-            None if !held => {
-                stats.loads_ok.inc();
-            }
-            None => {}
-            Some(failure) => {
-                if news {
-                    error!(
-                        "{failure}; those files keep their last good version, every other file is loaded"
-                    );
-                }
-                stats.loads_failed.inc();
-            }
-        };
-        let running = running.unwrap_or(0);
-        let left = store.gateway_count();
-        if left == 0 && running > 0 && !self.allow_empty {
-            stats.refused_empty.inc();
-            error!(
-                dir = %dir.display(),
-                running,
-                "the configuration has no Gateway left; not published over the running one \
-                 (an emptied or half-copied directory?). Pass --allow-empty-config to allow it"
-            );
+        if self.refuses_empty(store.gateway_count(), running.unwrap_or(0)) {
             return;
         }
         if self.pipeline.apply(Arc::new(store)) {
@@ -368,6 +344,74 @@ impl Source {
                 state.save(self.cache.served_files());
             }
         }
+    }
+
+    /// Sends the load's problems to `/readyz` and the metrics; whether they
+    /// changed (a problem is logged when it is news).
+    fn note_problems(&self, lines: Vec<String>) -> bool {
+        let now = Problems {
+            lines,
+            from_state: self.cache.served_from_state(),
+        };
+        self.problems.send_if_modified(|p| {
+            let changed = *p != now;
+            *p = now;
+            changed
+        })
+    }
+
+    /// Whether a load may be published (and counts it): not the first one
+    /// while a file fails without saved state to stand in for it, nor while
+    /// a file is still being written.
+    fn may_publish(&self, first: bool, failure: Option<source::LoadFailure>, news: bool) -> bool {
+        let held = self.cache.held().is_some();
+        let seeded = !self.cache.served_from_state().is_empty();
+        if first
+            && !seeded
+            && let Some(failure) = failure
+        {
+            self.pipeline.stats.loads_failed.inc();
+            if news {
+                error!("{failure}; nothing is served until every file loads");
+            }
+            return false;
+        }
+        if first && held {
+            // A file is still being written: the first configuration waits.
+            return false;
+        }
+        match failure {
+            None if !held => {
+                self.pipeline.stats.loads_ok.inc();
+            }
+            None => {}
+            Some(failure) => {
+                if news {
+                    error!(
+                        "{failure}; those files keep their last good version, every other file is loaded"
+                    );
+                }
+                self.pipeline.stats.loads_failed.inc();
+            }
+        };
+        true
+    }
+
+    /// Whether a load with `left` Gateways is refused over a running
+    /// configuration of `running` (an emptied directory is not published
+    /// unless `--allow-empty-config`).
+    fn refuses_empty(&self, left: usize, running: usize) -> bool {
+        if left == 0 && running > 0 && !self.allow_empty {
+            self.pipeline.stats.refused_empty.inc();
+            error!(
+                dir = %self.dir.display(),
+                running,
+                "the configuration has no Gateway left; not published over the running one \
+                 (an emptied or half-copied directory?). Pass --allow-empty-config to allow it"
+            );
+            return true;
+        }
+        false
     }
 }
 

@@ -24,6 +24,17 @@ pub enum Scheme {
 }
 
 impl Scheme {
+    /// The scheme of a URL (`http`, `https`, `tls`, `tcp`, any case).
+    fn of_url(scheme: &str, url: &str) -> Result<Scheme, RequestError> {
+        match scheme.to_ascii_lowercase().as_str() {
+            "http" => Ok(Scheme::Http),
+            "https" => Ok(Scheme::Https),
+            "tls" => Ok(Scheme::Tls),
+            "tcp" => Ok(Scheme::Tcp),
+            other => Err(RequestError::Scheme(url.into(), other.into())),
+        }
+    }
+
     fn default_port(self) -> Option<u16> {
         match self {
             Scheme::Http => Some(80),
@@ -85,13 +96,7 @@ impl Request {
         let (scheme, rest) = url
             .split_once("://")
             .ok_or_else(|| RequestError::NoScheme(url.into()))?;
-        let scheme = match scheme.to_ascii_lowercase().as_str() {
-            "http" => Scheme::Http,
-            "https" => Scheme::Https,
-            "tls" => Scheme::Tls,
-            "tcp" => Scheme::Tcp,
-            other => return Err(RequestError::Scheme(url.into(), other.into())),
-        };
+        let scheme = Scheme::of_url(scheme, url)?;
         let (authority, target) = match rest.find(['/', '?']) {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -100,38 +105,9 @@ impl Request {
         if address.is_empty() {
             return Err(RequestError::NoHost(url.into()));
         }
-        let port = match port {
-            Some(p) => p
-                .parse::<u16>()
-                .ok()
-                .filter(|p| *p > 0)
-                .ok_or_else(|| RequestError::Port(url.into(), p.into()))?,
-            None => scheme.default_port().ok_or(RequestError::NeedsPort(
-                url.into(),
-                if scheme == Scheme::Tls { "tls" } else { "tcp" },
-            ))?,
-        };
-        let (path, query) = match target.split_once('?') {
-            Some((p, q)) => (p, q),
-            None => (target, ""),
-        };
-        let path = if path.is_empty() { "/" } else { path };
-        let query = query
-            .split('&')
-            .filter(|kv| !kv.is_empty())
-            .map(|kv| match kv.split_once('=') {
-                Some((k, v)) => (k.to_string(), v.to_string()),
-                None => (kv.to_string(), String::new()),
-            })
-            .collect();
-        let mut parsed = Vec::new();
-        for h in headers {
-            let (name, value) = h
-                .split_once(':')
-                .filter(|(n, _)| !n.trim().is_empty())
-                .ok_or_else(|| RequestError::Header(h.clone()))?;
-            parsed.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
-        }
+        let port = port_of(port, scheme, url)?;
+        let (path, query) = path_and_query(target);
+        let mut parsed = parse_headers(headers)?;
         let host_header = parsed
             .iter()
             .find(|(n, _)| n == "host")
@@ -142,6 +118,7 @@ impl Request {
         let host = split_host_port(host_header.as_deref().unwrap_or(authority))
             .0
             .to_ascii_lowercase();
+        // Without one given, a TLS client sends the URL's host name as SNI.
         let sni = match (sni, scheme) {
             (Some(s), _) => Some(s.to_ascii_lowercase()),
             (None, Scheme::Https | Scheme::Tls) if address.parse::<std::net::IpAddr>().is_err() => {
@@ -159,7 +136,7 @@ impl Request {
             address: address.to_string(),
             port,
             host,
-            path: path.to_string(),
+            path,
             query,
             headers: parsed,
             sni,
@@ -219,6 +196,53 @@ impl Request {
         }
         out
     }
+}
+
+/// The port of a URL's authority, else the scheme's default (TLS and TCP
+/// have none).
+fn port_of(port: Option<&str>, scheme: Scheme, url: &str) -> Result<u16, RequestError> {
+    match port {
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| RequestError::Port(url.into(), p.into())),
+        None => scheme.default_port().ok_or(RequestError::NeedsPort(
+            url.into(),
+            if scheme == Scheme::Tls { "tls" } else { "tcp" },
+        )),
+    }
+}
+
+/// A request target's path (`/` when empty) and its query parameters, in order.
+fn path_and_query(target: &str) -> (String, Vec<(String, String)>) {
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, q),
+        None => (target, ""),
+    };
+    let path = if path.is_empty() { "/" } else { path };
+    let query = query
+        .split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => (kv.to_string(), String::new()),
+        })
+        .collect();
+    (path.to_string(), query)
+}
+
+/// `Name: value` headers, names lower-cased, both trimmed.
+fn parse_headers(headers: &[String]) -> Result<Vec<(String, String)>, RequestError> {
+    let mut parsed = Vec::new();
+    for h in headers {
+        let (name, value) = h
+            .split_once(':')
+            .filter(|(n, _)| !n.trim().is_empty())
+            .ok_or_else(|| RequestError::Header(h.clone()))?;
+        parsed.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+    }
+    Ok(parsed)
 }
 
 /// `host:port`, `[v6]:port`, `host` → (host, port).

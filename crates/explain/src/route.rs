@@ -2,14 +2,14 @@
 //! the routes that are not attached, then what the winner does.
 
 use crate::matching::{self, HostMatch};
-use crate::request::{Request, Scheme};
+use crate::request::Request;
 use crate::{Answer, Share, Step, View, how_text, said};
 use aether_gateway::RouteKind;
 use aether_gateway::status::condition;
 use aether_gateway::vocabulary::route;
 use aether_ir::{
-    Forward, HeaderModifier, L4Forward, ObjectRef, PathMatch, PathRewrite, Redirect, Route,
-    RouteAction, RouteTable, WeightedBackend,
+    Forward, HeaderModifier, L4Forward, ObjectRef, PathRewrite, Route, RouteAction, RouteTable,
+    WeightedBackend,
 };
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::standard::grpcroutes::GrpcRoute;
@@ -25,15 +25,46 @@ pub(crate) fn http(
     r: &Request,
     steps: &mut Vec<Step>,
 ) -> Answer {
+    let vhost = match virtual_host(table, r, steps) {
+        Ok(vhost) => vhost,
+        Err(answer) => return answer,
+    };
+    if let Some(answer) = pre_routing(vhost, steps) {
+        return answer;
+    }
+
+    let verdicts: Vec<(&Route, Result<(), String>)> = vhost
+        .routes
+        .iter()
+        .map(|route| (route, matching::route_matches(&route.matcher, r)))
+        .collect();
+    let winner = verdicts.iter().position(|(_, v)| v.is_ok());
+    let refused = not_attached(t, gw, r);
+    let Some(w) = winner else {
+        return no_route_matches(vhost, &verdicts, &refused, steps);
+    };
+    let route = verdicts[w].0;
+    steps.push(winner_step(&verdicts, w));
+    push_refused(steps, &refused);
+    action(t, route, r, steps)
+}
+
+/// The virtual host whose domains take the Host (the "virtual host" step),
+/// or the 404 when none does.
+fn virtual_host<'a>(
+    table: &'a RouteTable,
+    r: &Request,
+    steps: &mut Vec<Step>,
+) -> Result<&'a aether_ir::VirtualHost, Answer> {
     let Some((vhost, how)) = matching::virtual_host(table, &r.host) else {
         steps.push(Step::new(
             "virtual host",
             format!("no virtual host takes Host {}", r.host),
         ));
-        return Answer::Respond {
+        return Err(Answer::Respond {
             status: 404,
             why: format!("no virtual host takes Host {}", r.host),
-        };
+        });
     };
     let what = match &how {
         HostMatch::CatchAll => format!(
@@ -48,38 +79,41 @@ pub(crate) fn http(
         ),
     };
     steps.push(Step::new("virtual host", what));
-    if let Some(answer) = pre_routing(vhost, steps) {
-        return answer;
-    }
+    Ok(vhost)
+}
 
-    let verdicts: Vec<(&Route, Result<(), String>)> = vhost
-        .routes
-        .iter()
-        .map(|route| (route, matching::route_matches(&route.matcher, r)))
-        .collect();
-    let winner = verdicts.iter().position(|(_, v)| v.is_ok());
-    let refused = not_attached(t, gw, r);
+/// The 404 when no route of the virtual host matches: why each did not, and
+/// the routes for this host that were refused.
+fn no_route_matches(
+    vhost: &aether_ir::VirtualHost,
+    verdicts: &[(&Route, Result<(), String>)],
+    refused: &[(String, String)],
+    steps: &mut Vec<Step>,
+) -> Answer {
     let refused_reason = refused.first().map(|(_, reason)| reason.clone());
-    let Some(w) = winner else {
-        let mut step = Step::new(
-            "route",
-            format!(
-                "no route of virtual host {} matches ({} considered)",
-                vhost.name,
-                verdicts.len()
-            ),
-        );
-        step.notes = listed(verdicts.iter().map(|(route, v)| rival(route, v)));
-        steps.push(step);
-        push_refused(steps, &refused);
-        let why = match refused_reason {
-            Some(reason) => {
-                format!("no attached route matches; a route for this host was refused: {reason}")
-            }
-            None => "no attached route matches".to_string(),
-        };
-        return Answer::Respond { status: 404, why };
+    let mut step = Step::new(
+        "route",
+        format!(
+            "no route of virtual host {} matches ({} considered)",
+            vhost.name,
+            verdicts.len()
+        ),
+    );
+    step.notes = listed(verdicts.iter().map(|(route, v)| rival(route, v)));
+    steps.push(step);
+    push_refused(steps, refused);
+    let why = match refused_reason {
+        Some(reason) => {
+            format!("no attached route matches; a route for this host was refused: {reason}")
+        }
+        None => "no attached route matches".to_string(),
     };
+    Answer::Respond { status: 404, why }
+}
+
+/// The "route" step of the winner `w`: why each route before it did not
+/// match, and which after it match too.
+fn winner_step(verdicts: &[(&Route, Result<(), String>)], w: usize) -> Step {
     let route = verdicts[w].0;
     let mut step = Step::new(
         "route",
@@ -101,9 +135,7 @@ pub(crate) fn http(
         });
     step.notes = listed(before);
     step.notes.extend(listed(after));
-    steps.push(step);
-    push_refused(steps, &refused);
-    action(t, route, r, steps)
+    step
 }
 
 /// What the winning route does.
@@ -120,7 +152,7 @@ fn action(t: &View<'_>, route: &Route, r: &Request, steps: &mut Vec<Step>) -> An
         }
         RouteAction::Redirect(redirect) => Answer::Redirect {
             status: redirect.status_code,
-            location: location(redirect, &route.matcher.path, r),
+            location: crate::redirect::location(redirect, &route.matcher.path, r),
         },
         RouteAction::DirectResponse { status: 421 } => Answer::Respond {
             status: 421,
@@ -284,60 +316,6 @@ pub(crate) fn l4(t: &View<'_>, forward: &L4Forward, steps: &mut Vec<Step>) -> An
         format!("{} takes the connection", spaced(&forward.route)),
     ));
     shares(t, &forward.backends, forward.invalid_weight, steps)
-}
-
-/// The Location of a redirect: the request's URL with the redirect's parts.
-fn location(redirect: &Redirect, matched: &PathMatch, r: &Request) -> String {
-    let request_scheme = if r.scheme == Scheme::Https {
-        "https"
-    } else {
-        "http"
-    };
-    let scheme = redirect.scheme.as_deref().unwrap_or(request_scheme);
-    let host = redirect.hostname.as_deref().unwrap_or(&r.host);
-    let port = match (redirect.port, &redirect.scheme) {
-        (Some(p), _) => Some(p),
-        (None, Some(_)) => None,
-        (None, None) => Some(r.port),
-    };
-    let port = port
-        .filter(|p| !matches!((scheme, p), ("http", 80) | ("https", 443)))
-        .map(|p| format!(":{p}"))
-        .unwrap_or_default();
-    let path = match (&redirect.path, matched) {
-        (Some(PathRewrite::ReplaceFullPath(p)), _) => p.clone(),
-        (Some(PathRewrite::ReplacePrefixMatch(to)), PathMatch::Prefix(from)) => {
-            let rest = r
-                .path
-                .strip_prefix(from.trim_end_matches('/'))
-                .unwrap_or("");
-            let joined = format!("{}{}", to.trim_end_matches('/'), rest);
-            if joined.is_empty() {
-                "/".into()
-            } else {
-                joined
-            }
-        }
-        _ => r.path.clone(),
-    };
-    // Envoy keeps the query (strip_query is false).
-    let query: Vec<String> = r
-        .query
-        .iter()
-        .map(|(k, v)| {
-            if v.is_empty() {
-                k.clone()
-            } else {
-                format!("{k}={v}")
-            }
-        })
-        .collect();
-    let query = if query.is_empty() {
-        String::new()
-    } else {
-        format!("?{}", query.join("&"))
-    };
-    format!("{scheme}://{host}{port}{path}{query}")
 }
 
 /// `HTTPRoute default/web rule 0 match 1` from the route's Envoy name.

@@ -15,21 +15,23 @@
 //! Slices are indexed by Service once per translation ([`Backends::new`]), so
 //! resolving stays cheap with thousands of Services.
 
+mod index;
+
+pub use index::BackendIndex;
+
 use crate::backend_tls::Policies;
 use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
-use crate::store::{Store, StoreObject};
+use crate::store::Store;
 use crate::vocabulary::route;
 use crate::xbackend::{self, XBackendModel};
 use aether_ir::{Cluster, Endpoint, Kind, ObjectRef, UpstreamProtocol, names};
 use gateway_api::apis::experimental::xbackends::XBackend;
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::{EndpointPort, EndpointSlice};
+use k8s_openapi::api::core::v1::{Service, ServicePort};
+use k8s_openapi::api::discovery::v1::EndpointPort;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
-const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// Why a backendRef does not resolve; each maps to a route ResolvedRefs reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -121,60 +123,6 @@ pub struct Backends<'a> {
     external_hostnames: bool,
 }
 
-/// What resolving needs beyond point lookups: EndpointSlices by Service, and
-/// BackendTLSPolicies with their conflicts decided. It depends only on those
-/// two kinds, so a translator may keep it while neither changes.
-pub struct BackendIndex {
-    slices: BTreeMap<ObjectRef, Vec<Arc<EndpointSlice>>>,
-    tls: Policies,
-}
-
-impl BackendIndex {
-    pub fn new(store: &Store) -> Self {
-        let mut slices: BTreeMap<ObjectRef, Vec<Arc<EndpointSlice>>> = BTreeMap::new();
-        for (key, slice) in store.all::<EndpointSlice>() {
-            let service = slice
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(SERVICE_NAME_LABEL));
-            if let Some(service) = service {
-                slices
-                    .entry(ObjectRef::new(&key.namespace, service))
-                    .or_default()
-                    .push(slice.clone());
-            }
-        }
-        BackendIndex {
-            slices,
-            tls: Policies::new(store),
-        }
-    }
-
-    /// The Services whose EndpointSlices differ between `self` and `other`
-    /// (by identity, or by anything translation reads of them).
-    pub fn services_changed(&self, other: &BackendIndex) -> BTreeSet<ObjectRef> {
-        let same = |a: &Vec<Arc<EndpointSlice>>, b: &Vec<Arc<EndpointSlice>>| {
-            a.len() == b.len()
-                && a.iter()
-                    .zip(b)
-                    .all(|(x, y)| Arc::ptr_eq(x, y) || x.same_input(y))
-        };
-        let mut changed: BTreeSet<ObjectRef> = BTreeSet::new();
-        for (service, slices) in &self.slices {
-            if other.slices.get(service).is_none_or(|o| !same(slices, o)) {
-                changed.insert(service.clone());
-            }
-        }
-        for service in other.slices.keys() {
-            if !self.slices.contains_key(service) {
-                changed.insert(service.clone());
-            }
-        }
-        changed
-    }
-}
-
 impl<'a> Backends<'a> {
     pub fn new(store: &'a Store) -> Self {
         Backends::with_index(store, Arc::new(BackendIndex::new(store)))
@@ -241,19 +189,7 @@ impl<'a> Backends<'a> {
             let gk = crate::status::group_kind(group, kind);
             return Err(BackendError::InvalidKind(shown, gk));
         }
-        let from = Referent {
-            group: GROUP,
-            kind: route_kind.as_str(),
-            namespace: route_ns,
-            name: "",
-        };
-        let to = Referent {
-            group: "",
-            kind: "Service",
-            namespace: ns,
-            name: r.name,
-        };
-        if !reference_grant::permitted(store, from, to) {
+        if !service_ref_permitted(store, route_kind, route_ns, ns, r.name) {
             return Err(BackendError::RefNotPermitted(shown));
         }
         let port = r.port.and_then(|p| u16::try_from(p).ok());
@@ -274,59 +210,10 @@ impl<'a> Backends<'a> {
             return Err(BackendError::NotFound(shown, "port is required".into()));
         };
         let memo = (service, port, upstream);
-        let svc_port = svc
-            .spec
-            .as_ref()
-            .and_then(|s| s.ports.as_ref())
-            .and_then(|ports| {
-                ports.iter().find(|p| {
-                    let udp = p.protocol.as_deref() == Some("UDP");
-                    p.port == i32::from(port) && udp == (upstream == Upstream::Udp)
-                })
-            })
-            .ok_or_else(|| {
-                let l4 = if upstream == Upstream::Udp {
-                    "UDP"
-                } else {
-                    "TCP"
-                };
-                BackendError::NotFound(shown.clone(), format!("Service has no {l4} port {port}"))
-            })?;
-        let protocol = match svc_port.app_protocol.as_deref() {
-            _ if upstream == Upstream::Grpc => UpstreamProtocol::H2c,
-            _ if matches!(
-                upstream,
-                Upstream::Tcp | Upstream::TlsTerminated | Upstream::Udp
-            ) =>
-            {
-                UpstreamProtocol::Http1
-            }
-            Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
-            // WebSocket: HTTP/1.1, upgrades let through by every HTTP connection manager.
-            None | Some("http" | "HTTP" | "kubernetes.io/ws") => UpstreamProtocol::Http1,
-            Some(other) if other.starts_with("kubernetes.io/") => {
-                return Err(BackendError::UnsupportedProtocol(shown, other.to_string()));
-            }
-            // Implementation-specific appProtocols we do not know: plain HTTP/1.1.
-            Some(_) => UpstreamProtocol::Http1,
-        };
+        let svc_port = service_port(svc, port, upstream, &shown)?;
+        let protocol = upstream_protocol(svc_port.app_protocol.as_deref(), upstream, &shown)?;
         let port_name = svc_port.name.as_deref().unwrap_or("");
-        let tls = match self.index.tls.lookup(&memo.0, port_name) {
-            // TLS is for HTTP and gRPC backends and for terminated TLS streams;
-            // TCP routes and TLS passthrough carry the stream as is.
-            Some(p)
-                if matches!(
-                    upstream,
-                    Upstream::Http | Upstream::Grpc | Upstream::TlsTerminated
-                ) =>
-            {
-                let tls = p.tls.as_ref().map_err(|why| {
-                    BackendError::TlsPolicy(shown.clone(), p.key.to_string(), why.clone())
-                })?;
-                Some(tls.clone())
-            }
-            _ => None,
-        };
+        let tls = self.backend_tls(&memo.0, port_name, upstream, &shown)?;
         let name = match upstream {
             Upstream::Udp => names::udp_cluster(ns, r.name, port),
             // The stream as it is, to a port a BackendTLSPolicy covers: not the
@@ -350,6 +237,32 @@ impl<'a> Backends<'a> {
         });
         self.resolved.borrow_mut().insert(memo, cluster.clone());
         Ok(cluster)
+    }
+
+    /// The TLS the BackendTLSPolicy of the Service port asks for, if any.
+    /// TLS is for HTTP and gRPC backends and for terminated TLS streams; TCP
+    /// routes and TLS passthrough carry the stream as is.
+    fn backend_tls(
+        &self,
+        service: &ObjectRef,
+        port_name: &str,
+        upstream: Upstream,
+        shown: &str,
+    ) -> Result<Option<aether_ir::UpstreamTls>, BackendError> {
+        match self.index.tls.lookup(service, port_name) {
+            Some(p)
+                if matches!(
+                    upstream,
+                    Upstream::Http | Upstream::Grpc | Upstream::TlsTerminated
+                ) =>
+            {
+                let tls = p.tls.as_ref().map_err(|why| {
+                    BackendError::TlsPolicy(shown.to_string(), p.key.to_string(), why.clone())
+                })?;
+                Ok(Some(tls.clone()))
+            }
+            _ => Ok(None),
+        }
     }
 
     pub(crate) fn store(&self) -> &'a Store {
@@ -468,4 +381,88 @@ impl<'a> Backends<'a> {
         out.shrink_to_fit();
         out
     }
+}
+
+/// Whether a route (`route_kind` in `route_ns`) may name the Service `ns/name`:
+/// always in its own namespace, else when a ReferenceGrant says so.
+fn service_ref_permitted(
+    store: &Store,
+    route_kind: Kind,
+    route_ns: &str,
+    ns: &str,
+    name: &str,
+) -> bool {
+    let from = Referent {
+        group: GROUP,
+        kind: route_kind.as_str(),
+        namespace: route_ns,
+        name: "",
+    };
+    let to = Referent {
+        group: "",
+        kind: "Service",
+        namespace: ns,
+        name,
+    };
+    reference_grant::permitted(store, from, to)
+}
+
+/// The Service port a backendRef names: `port`, UDP for a UDP route, TCP
+/// otherwise.
+fn service_port<'s>(
+    svc: &'s Service,
+    port: u16,
+    upstream: Upstream,
+    shown: &str,
+) -> Result<&'s ServicePort, BackendError> {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .and_then(|ports| {
+            ports.iter().find(|p| {
+                let udp = p.protocol.as_deref() == Some("UDP");
+                p.port == i32::from(port) && udp == (upstream == Upstream::Udp)
+            })
+        })
+        .ok_or_else(|| {
+            let l4 = if upstream == Upstream::Udp {
+                "UDP"
+            } else {
+                "TCP"
+            };
+            BackendError::NotFound(
+                shown.to_string(),
+                format!("Service has no {l4} port {port}"),
+            )
+        })
+}
+
+/// What the cluster speaks to a Service port: gRPC always h2c, L4 routes the
+/// stream as is, HTTP what the port's appProtocol says.
+fn upstream_protocol(
+    app_protocol: Option<&str>,
+    upstream: Upstream,
+    shown: &str,
+) -> Result<UpstreamProtocol, BackendError> {
+    Ok(match app_protocol {
+        _ if upstream == Upstream::Grpc => UpstreamProtocol::H2c,
+        _ if matches!(
+            upstream,
+            Upstream::Tcp | Upstream::TlsTerminated | Upstream::Udp
+        ) =>
+        {
+            UpstreamProtocol::Http1
+        }
+        Some("kubernetes.io/h2c") => UpstreamProtocol::H2c,
+        // WebSocket: HTTP/1.1, upgrades let through by every HTTP connection manager.
+        None | Some("http" | "HTTP" | "kubernetes.io/ws") => UpstreamProtocol::Http1,
+        Some(other) if other.starts_with("kubernetes.io/") => {
+            return Err(BackendError::UnsupportedProtocol(
+                shown.to_string(),
+                other.to_string(),
+            ));
+        }
+        // Implementation-specific appProtocols we do not know: plain HTTP/1.1.
+        Some(_) => UpstreamProtocol::Http1,
+    })
 }

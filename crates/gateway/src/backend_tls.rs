@@ -24,7 +24,7 @@ use crate::store::Store;
 use crate::vocabulary::policy::{Reason, Type};
 use aether_ir::{CaBundle, ObjectRef, SubjectAltName, TrustedCa, UpstreamTls};
 use gateway_api::apis::standard::backendtlspolicies::{
-    BackendTlsPolicy, BackendTlsPolicyValidation,
+    BackendTlsPolicy, BackendTlsPolicyValidation, BackendTlsPolicyValidationCaCertificateRefs,
     BackendTlsPolicyValidationSubjectAltNamesType as SanType,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -222,10 +222,7 @@ pub struct Validation {
 /// Reads a `validation` stanza of an object in `namespace` (where its
 /// ConfigMaps are).
 pub fn validation(store: &Store, namespace: &str, v: &BackendTlsPolicyValidation) -> Validation {
-    let mut unresolved = Vec::new();
     let mut invalid = None;
-    let mut pem = String::new();
-    let mut sources = Vec::new();
     let mut system = false;
     match v.well_known_ca_certificates.as_deref() {
         Some("System") => system = true,
@@ -243,52 +240,11 @@ pub fn validation(store: &Store, namespace: &str, v: &BackendTlsPolicyValidation
     {
         invalid.get_or_insert(why);
     }
-    for r in v.ca_certificate_refs.iter().flatten() {
-        let trust_bundle = is_trust_bundle(&r.group, &r.kind);
-        let shown = if trust_bundle {
-            format!("ClusterTrustBundle {}", r.name)
-        } else {
-            format!("{namespace}/{}", r.name)
-        };
-        if !trust_bundle && (!r.group.is_empty() || r.kind != "ConfigMap") {
-            let gk = crate::status::group_kind(&r.group, &r.kind);
-            unresolved.push((
-                Reason::InvalidKind,
-                format!(
-                    "caCertificateRef {shown}: kind {gk} is not supported (only core ConfigMaps and certificates.k8s.io ClusterTrustBundles)"
-                ),
-            ));
-            continue;
-        }
-        let bundle = if trust_bundle {
-            trust_bundle_pem(store, &r.name)
-        } else {
-            store
-                .get::<ConfigMap>(namespace, &r.name)
-                .ok_or("ConfigMap not found".to_string())
-                .and_then(|cm| {
-                    cm.data
-                        .as_ref()
-                        .and_then(|d| d.get("ca.crt"))
-                        .cloned()
-                        .ok_or("no ca.crt key".to_string())
-                })
-                .and_then(|b| check_bundle(&b).map(|()| b))
-        };
-        match bundle {
-            Ok(b) => {
-                pem.push_str(b.trim_end());
-                pem.push('\n');
-                // A ClusterTrustBundle's identity has no namespace.
-                let ns = if trust_bundle { "" } else { namespace };
-                sources.push(ObjectRef::new(ns, &r.name));
-            }
-            Err(why) => unresolved.push((
-                Reason::InvalidCACertificateRef,
-                format!("caCertificateRef {shown}: {why}"),
-            )),
-        }
-    }
+    let CaCertificates {
+        pem,
+        sources,
+        unresolved,
+    } = ca_certificates(store, namespace, v.ca_certificate_refs.iter().flatten());
     let trusted_ca = if system {
         Some(TrustedCa::File(SYSTEM_CA_BUNDLE.into()))
     } else if !pem.is_empty() {
@@ -312,6 +268,77 @@ pub fn validation(store: &Store, namespace: &str, v: &BackendTlsPolicyValidation
         unresolved,
         invalid,
     }
+}
+
+/// What a policy's caCertificateRefs resolve to: the CA bundles' PEM, one
+/// after another, the objects it came from, and each ref that did not resolve.
+#[derive(Default)]
+struct CaCertificates {
+    pem: String,
+    sources: Vec<ObjectRef>,
+    unresolved: Vec<(Reason, String)>,
+}
+
+/// Reads each caCertificateRef (a ConfigMap in `namespace`, or a
+/// ClusterTrustBundle).
+fn ca_certificates<'r>(
+    store: &Store,
+    namespace: &str,
+    refs: impl Iterator<Item = &'r BackendTlsPolicyValidationCaCertificateRefs>,
+) -> CaCertificates {
+    let mut out = CaCertificates::default();
+    for r in refs {
+        let trust_bundle = is_trust_bundle(&r.group, &r.kind);
+        let shown = if trust_bundle {
+            format!("ClusterTrustBundle {}", r.name)
+        } else {
+            format!("{namespace}/{}", r.name)
+        };
+        if !trust_bundle && (!r.group.is_empty() || r.kind != "ConfigMap") {
+            let gk = crate::status::group_kind(&r.group, &r.kind);
+            out.unresolved.push((
+                Reason::InvalidKind,
+                format!(
+                    "caCertificateRef {shown}: kind {gk} is not supported (only core ConfigMaps and certificates.k8s.io ClusterTrustBundles)"
+                ),
+            ));
+            continue;
+        }
+        let bundle = if trust_bundle {
+            trust_bundle_pem(store, &r.name)
+        } else {
+            config_map_bundle(store, namespace, &r.name)
+        };
+        match bundle {
+            Ok(b) => {
+                out.pem.push_str(b.trim_end());
+                out.pem.push('\n');
+                // A ClusterTrustBundle's identity has no namespace.
+                let ns = if trust_bundle { "" } else { namespace };
+                out.sources.push(ObjectRef::new(ns, &r.name));
+            }
+            Err(why) => out.unresolved.push((
+                Reason::InvalidCACertificateRef,
+                format!("caCertificateRef {shown}: {why}"),
+            )),
+        }
+    }
+    out
+}
+
+/// The `ca.crt` of ConfigMap `namespace/name`, checked to be a CA bundle.
+fn config_map_bundle(store: &Store, namespace: &str, name: &str) -> Result<String, String> {
+    store
+        .get::<ConfigMap>(namespace, name)
+        .ok_or("ConfigMap not found".to_string())
+        .and_then(|cm| {
+            cm.data
+                .as_ref()
+                .and_then(|d| d.get("ca.crt"))
+                .cloned()
+                .ok_or("no ca.crt key".to_string())
+        })
+        .and_then(|b| check_bundle(&b).map(|()| b))
 }
 
 /// The names the backend's certificate must carry one of: the listed SANs, or

@@ -114,68 +114,75 @@ pub fn resolve_one(
     if secret.type_.as_deref() != Some("kubernetes.io/tls") {
         return Err(invalid("Secret type is not kubernetes.io/tls"));
     }
-    let value = |key: &str| -> Option<String> {
-        let from_data = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .and_then(|b| String::from_utf8(b.0.clone()).ok());
-        from_data.or_else(|| {
-            secret
-                .string_data
-                .as_ref()
-                .and_then(|d| d.get(key))
-                .cloned()
-        })
-    };
-    let chain = value("tls.crt").ok_or_else(|| invalid("missing tls.crt"))?;
-    let key = value("tls.key").ok_or_else(|| invalid("missing tls.key"))?;
-    if chain.len() > MAX_CHAIN_BYTES {
-        return Err(invalid(&format!(
-            "tls.crt is {} bytes; at most {MAX_CHAIN_BYTES} are served (TLS clients refuse a \
-             certificate message much past that, so every handshake would fail)",
-            chain.len()
-        )));
-    }
-    if key.len() > MAX_KEY_BYTES {
-        return Err(invalid(&format!(
-            "tls.key is {} bytes; a private key takes at most {MAX_KEY_BYTES}",
-            key.len()
-        )));
-    }
-    if !has_pem_block(&chain, |label| label == "CERTIFICATE") {
-        return Err(invalid("tls.crt holds no PEM certificate"));
-    }
-    if !has_pem_block(&key, |label| label.ends_with("PRIVATE KEY")) {
-        return Err(invalid("tls.key holds no PEM private key"));
-    }
-    if !CertificateDer::pem_slice_iter(chain.as_bytes())
-        .all(|c| c.is_ok_and(|c| der_well_formed(&c)))
-    {
-        return Err(invalid(
-            "tls.crt holds a certificate that is not well-formed DER",
-        ));
-    }
-    if !PrivateKeyDer::from_pem_slice(key.as_bytes()).is_ok_and(|k| der_well_formed(k.secret_der()))
-    {
-        return Err(invalid("tls.key holds no well-formed DER private key"));
-    }
-    if ec_key_refused(&key) {
-        return Err(invalid(
-            "tls.key is a P-256 or P-384 key whose public point is not on its curve or \
-             does not match its private scalar",
-        ));
-    }
-    if keys_differ(&chain, &key) {
-        return Err(invalid(
-            "tls.key is not the private key of the first certificate in tls.crt",
-        ));
-    }
+    let chain = tls_value(secret, "tls.crt").ok_or_else(|| invalid("missing tls.crt"))?;
+    let key = tls_value(secret, "tls.key").ok_or_else(|| invalid("missing tls.key"))?;
+    check_key_pair(&chain, &key).map_err(|why| invalid(&why))?;
     Ok(Certificate {
         secret: shown,
         certificate_chain: chain,
         private_key: key,
     })
+}
+
+/// A key of a TLS Secret, from `data` or else `stringData`.
+fn tls_value(secret: &Secret, key: &str) -> Option<String> {
+    let from_data = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .and_then(|b| String::from_utf8(b.0.clone()).ok());
+    from_data.or_else(|| {
+        secret
+            .string_data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .cloned()
+    })
+}
+
+/// Why Envoy could not serve `chain` with `key` (each is PEM, within its
+/// size, well-formed DER, and the key is the first certificate's), if it
+/// could not.
+fn check_key_pair(chain: &str, key: &str) -> Result<(), String> {
+    if chain.len() > MAX_CHAIN_BYTES {
+        return Err(format!(
+            "tls.crt is {} bytes; at most {MAX_CHAIN_BYTES} are served (TLS clients refuse a \
+             certificate message much past that, so every handshake would fail)",
+            chain.len()
+        ));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(format!(
+            "tls.key is {} bytes; a private key takes at most {MAX_KEY_BYTES}",
+            key.len()
+        ));
+    }
+    if !has_pem_block(chain, |label| label == "CERTIFICATE") {
+        return Err("tls.crt holds no PEM certificate".into());
+    }
+    if !has_pem_block(key, |label| label.ends_with("PRIVATE KEY")) {
+        return Err("tls.key holds no PEM private key".into());
+    }
+    if !CertificateDer::pem_slice_iter(chain.as_bytes())
+        .all(|c| c.is_ok_and(|c| der_well_formed(&c)))
+    {
+        return Err("tls.crt holds a certificate that is not well-formed DER".into());
+    }
+    if !PrivateKeyDer::from_pem_slice(key.as_bytes()).is_ok_and(|k| der_well_formed(k.secret_der()))
+    {
+        return Err("tls.key holds no well-formed DER private key".into());
+    }
+    if ec_key_refused(key) {
+        return Err(
+            "tls.key is a P-256 or P-384 key whose public point is not on its curve or \
+             does not match its private scalar"
+                .into(),
+        );
+    }
+    if keys_differ(chain, key) {
+        return Err("tls.key is not the private key of the first certificate in tls.crt".into());
+    }
+    Ok(())
 }
 
 /// The longest `tls.crt` served: 64 KiB of PEM is ~48 KiB of DER, under the

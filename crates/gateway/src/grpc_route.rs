@@ -43,6 +43,39 @@ fn rule(
         None | Some([]) => vec![method_match(&GrpcRouteRulesMatches::default())?],
         Some(ms) => ms.iter().map(method_match).collect::<Result<_, _>>()?,
     };
+    let (request_headers, response_headers) = header_filters(spec)?;
+    let refs = spec.backend_refs.as_deref().unwrap_or_default();
+    if refs
+        .iter()
+        .any(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty()))
+    {
+        return Err("filters on backendRefs are not supported".into());
+    }
+    let refs = route::backend_refs!(refs);
+    let (backends, invalid_weight) =
+        route::resolve_backends(backends, KIND, ns, refs, Upstream::Grpc, errors)?;
+    Ok(Rule {
+        index,
+        matches,
+        request_headers,
+        response_headers,
+        action: RuleAction::Forward(ForwardSpec {
+            backends,
+            invalid_weight,
+            // GRPCRoute has no timeouts, and gRPC streams are long: Envoy's
+            // default route timeout (15 s) cut every server stream at 15 s.
+            timeouts: Timeouts {
+                request_ms: Some(0),
+                backend_request_ms: None,
+            },
+            ..ForwardSpec::default()
+        }),
+    })
+}
+
+/// The rule's request and response header modifiers: the only filters a
+/// GRPCRoute rule may have here.
+fn header_filters(spec: &GrpcRouteRules) -> Result<(HeaderModifier, HeaderModifier), String> {
     let mut request_headers = HeaderModifier::default();
     let mut response_headers = HeaderModifier::default();
     for f in spec.filters.iter().flatten() {
@@ -88,33 +121,7 @@ fn rule(
             _ => return Err(format!("filter {} is not supported", enum_name(&f.r#type))),
         }
     }
-    let refs = spec.backend_refs.as_deref().unwrap_or_default();
-    if refs
-        .iter()
-        .any(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty()))
-    {
-        return Err("filters on backendRefs are not supported".into());
-    }
-    let refs = route::backend_refs!(refs);
-    let (backends, invalid_weight) =
-        route::resolve_backends(backends, KIND, ns, refs, Upstream::Grpc, errors)?;
-    Ok(Rule {
-        index,
-        matches,
-        request_headers,
-        response_headers,
-        action: RuleAction::Forward(ForwardSpec {
-            backends,
-            invalid_weight,
-            // GRPCRoute has no timeouts, and gRPC streams are long: Envoy's
-            // default route timeout (15 s) cut every server stream at 15 s.
-            timeouts: Timeouts {
-                request_ms: Some(0),
-                backend_request_ms: None,
-            },
-            ..ForwardSpec::default()
-        }),
-    })
+    Ok((request_headers, response_headers))
 }
 
 fn method_match(m: &GrpcRouteRulesMatches) -> Result<RouteMatch, String> {

@@ -17,7 +17,8 @@ use crate::route::{
     query_param_matches,
 };
 use aether_ir::{
-    Cluster, ObjectRef, PathMatch, Retry, RouteMatch, SessionPersistence, Timeouts, UrlRewrite,
+    Cluster, Cors, ObjectRef, PathMatch, Retry, RouteMatch, SessionPersistence, Timeouts,
+    UrlRewrite,
 };
 use gateway_api::apis::experimental::httproutes::{
     HttpRoute, HttpRouteRules, HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType,
@@ -66,7 +67,6 @@ fn rule(
         mirrors,
         cors,
     } = filters;
-    let refs = spec.backend_refs.as_deref().unwrap_or_default();
     let action = match (redirect, rewrite) {
         (Some(_), Some(_)) => {
             return Err("RequestRedirect and URLRewrite cannot be combined".into());
@@ -76,50 +76,14 @@ fn rule(
             RuleAction::Redirect(r)
         }
         (None, rewrite) => {
-            let with_filters = refs
-                .iter()
-                .enumerate()
-                .map(|(i, b)| backend_filters(i, b))
-                .collect::<Result<Vec<_>, String>>()?;
-            let rewrite = rule_rewrite(rewrite, &with_filters)?;
-            check_prefix_rewrite(
-                &matches,
-                rewrite.as_ref().and_then(|r: &UrlRewrite| r.path.as_ref()),
-            )?;
-            let refs = refs.iter().zip(&with_filters).map(|(b, f)| {
-                let (r, weight) = route::backend_ref!(b);
-                (
-                    r,
-                    weight,
-                    (f.request_headers.clone(), f.response_headers.clone()),
-                )
-            });
-            let (valid, invalid_weight) =
-                route::resolve_backends_with(backends, KIND, ns, refs, Upstream::Http, errors)?;
-            if session.is_some() {
-                check_rule_session(&valid)?;
-            }
-            let any_headers = valid
-                .iter()
-                .any(|(_, _, (rq, rs))| !rq.is_empty() || !rs.is_empty());
-            let mut forward = ForwardSpec {
-                invalid_weight,
+            let forwarding = Forwarding {
+                matches: &matches,
                 rewrite,
-                timeouts: timeouts(spec.timeouts.as_ref())?,
-                retry: spec.retry.as_ref().map(retry).transpose()?,
                 mirrors,
-                cors: cors.map(Box::new),
-                session: session.map(Box::new),
-                ..ForwardSpec::default()
+                cors,
+                session,
             };
-            forward.backends.reserve_exact(valid.len());
-            for (cluster, weight, headers) in valid {
-                forward.backends.push((cluster, weight));
-                if any_headers {
-                    forward.backend_headers.push(headers);
-                }
-            }
-            RuleAction::Forward(forward)
+            RuleAction::Forward(forward(backends, ns, spec, forwarding, errors)?)
         }
     };
     Ok(Rule {
@@ -129,6 +93,80 @@ fn rule(
         response_headers,
         action,
     })
+}
+
+/// What a forwarding rule takes from its matches, its filters and its
+/// sessionPersistence.
+struct Forwarding<'a> {
+    matches: &'a [RouteMatch],
+    rewrite: Option<UrlRewrite>,
+    mirrors: Vec<route::Mirror>,
+    cors: Option<Cors>,
+    session: Option<SessionPersistence>,
+}
+
+/// A rule that forwards: its backendRefs resolved (each with its own header
+/// filters), with the rule's rewrite, timeouts, retry, mirrors, CORS and
+/// session.
+fn forward(
+    backends: &Backends<'_>,
+    ns: &str,
+    spec: &HttpRouteRules,
+    forwarding: Forwarding<'_>,
+    errors: &mut Vec<crate::backend::BackendError>,
+) -> Result<ForwardSpec, String> {
+    let Forwarding {
+        matches,
+        rewrite,
+        mirrors,
+        cors,
+        session,
+    } = forwarding;
+    let refs = spec.backend_refs.as_deref().unwrap_or_default();
+    let with_filters = refs
+        .iter()
+        .enumerate()
+        .map(|(i, b)| backend_filters(i, b))
+        .collect::<Result<Vec<_>, String>>()?;
+    let rewrite = rule_rewrite(rewrite, &with_filters)?;
+    check_prefix_rewrite(
+        matches,
+        rewrite.as_ref().and_then(|r: &UrlRewrite| r.path.as_ref()),
+    )?;
+    let refs = refs.iter().zip(&with_filters).map(|(b, f)| {
+        let (r, weight) = route::backend_ref!(b);
+        (
+            r,
+            weight,
+            (f.request_headers.clone(), f.response_headers.clone()),
+        )
+    });
+    let (valid, invalid_weight) =
+        route::resolve_backends_with(backends, KIND, ns, refs, Upstream::Http, errors)?;
+    if session.is_some() {
+        check_rule_session(&valid)?;
+    }
+    let any_headers = valid
+        .iter()
+        .any(|(_, _, (rq, rs))| !rq.is_empty() || !rs.is_empty());
+    let mut forward = ForwardSpec {
+        invalid_weight,
+        rewrite,
+        timeouts: timeouts(spec.timeouts.as_ref())?,
+        retry: spec.retry.as_ref().map(retry).transpose()?,
+        mirrors,
+        cors: cors.map(Box::new),
+        session: session.map(Box::new),
+        ..ForwardSpec::default()
+    };
+    forward.backends.reserve_exact(valid.len());
+    for (cluster, weight, headers) in valid {
+        forward.backends.push((cluster, weight));
+        if any_headers {
+            forward.backend_headers.push(headers);
+        }
+    }
+    Ok(forward)
 }
 
 /// A rule's `sessionPersistence` (the same API type as an XBackend's); the

@@ -14,7 +14,7 @@
 //! type) is dropped with a status condition instead (`lenient.rs`); a `status:`
 //! stanza is ignored.
 
-use crate::store::{DEFAULT_NAMESPACE, Store, StoreObject};
+use crate::store::{Store, StoreObject};
 use aether_ir::{Kind, ObjectRef};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -293,8 +293,10 @@ impl Staged {
 }
 
 use crate::yaml_guard::Document;
-use lines::{first_content_line, key_line, metadata_key_line};
+use identity::{Identity, identify};
+use lines::{first_content_line, key_line};
 
+mod identity;
 mod lines;
 mod older_versions;
 
@@ -317,60 +319,12 @@ fn load_document(file: &str, doc: &mut Document<'_>) -> Result<Option<Staged>, L
             reason: "expected a Kubernetes object (a mapping)".into(),
         });
     };
-    let field = |name: &str| map.get(name).and_then(Value::as_str).map(str::to_string);
-    let meta = map.get("metadata");
-    let meta_field = |name: &str| {
-        meta.and_then(|m| m.get(name))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let api_version = field("apiVersion");
-    let kind = field("kind");
-    let named = meta_field("name").filter(|n| !n.is_empty());
-    let name = named.clone().unwrap_or_else(|| "<unnamed>".into());
-    // Names and kinds are shown escaped: they may hold anything.
-    let shown = |s: &str| s.escape_debug().to_string();
-    let (Some(api_version), Some(kind)) = (api_version, kind) else {
-        return Err(LoadError::NotAnObject {
-            file: file.to_string(),
-            line: at(text_line),
-            object: format!("object {}", shown(&name)),
-            reason: "missing `apiVersion` or `kind`".into(),
-        });
-    };
-    if named.is_none() {
-        return Err(LoadError::NotAnObject {
-            file: file.to_string(),
-            line: at(text_line),
-            object: format!("{} <unnamed>", shown(&kind)),
-            reason: "`metadata.name` is required".into(),
-        });
-    }
-    let known = kind.parse::<Kind>().ok();
-    let cluster_scoped = known.is_some_and(|k| !k.spec().namespaced);
-    let ns = meta_field("namespace").unwrap_or_else(|| DEFAULT_NAMESPACE.into());
-    // A name the API server would refuse is refused here too: Envoy names and
-    // status keys are built from these.
-    let invalid = match (crate::object_name::check(known, &name), cluster_scoped) {
-        (Err(why), _) => Some(("name", why)),
-        (Ok(()), false) => crate::object_name::check_namespace(&ns)
-            .err()
-            .map(|why| ("namespace", why)),
-        (Ok(()), true) => None,
-    };
-    let object = if cluster_scoped {
-        format!("{} {}", shown(&kind), shown(&name))
-    } else {
-        format!("{} {}/{}", shown(&kind), shown(&ns), shown(&name))
-    };
-    if let Some((field, why)) = invalid {
-        return Err(LoadError::InvalidField {
-            file: file.to_string(),
-            line: at(metadata_key_line(doc.text, field)),
-            object,
-            reason: format!("`metadata.{field}` is not a valid name: {why}"),
-        });
-    }
+    let Identity {
+        api_version,
+        kind,
+        known,
+        object,
+    } = identify(file, doc, map, text_line)?;
     if known == Some(Kind::EndpointSlice)
         && let Some(why) = endpoint_address_error(&value)
     {

@@ -124,7 +124,44 @@ fn checked(
         .and_then(|n| u16::try_from(n).ok())
         .filter(|n| *n > 0)
         .ok_or_else(|| invalid("port.number must be set to a port from 1 to 65535"))?;
-    m.target = match spec.r#type {
+    m.target = target(store, key, x, external_hostnames)?;
+    let mode = spec
+        .tls
+        .as_ref()
+        .map_or(&XBackendTlsMode::None, |t| &t.mode);
+    let with_tls = *mode != XBackendTlsMode::None;
+    check_protocol(spec.protocol.as_ref(), with_tls)?;
+    if let Some(sp) = &spec.session_persistence {
+        if spec.r#type != XBackendType::EndpointSelector {
+            return Err(invalid(
+                "sessionPersistence can only be set when type is EndpointSelector",
+            ));
+        }
+        m.session = Some(session::session(key, sp)?);
+    }
+    if let Some(tls) = spec.tls.as_ref().filter(|_| with_tls) {
+        m.tls = Some(upstream_tls(store, key, tls, &mut m.unresolved)?);
+    } else if let Some(tls) = &spec.tls
+        && (tls.validation.is_some() || tls.client_certificate_ref.is_some())
+    {
+        return Err(invalid(
+            "validation must be set if and only if mode is either ClientAndServer or ServerOnly",
+        ));
+    }
+    Ok(())
+}
+
+/// Where an XBackend's traffic goes: a DNS name (ExternalHostname), or the
+/// endpoints its selector picks (EndpointSelector), each type with only its
+/// own field set.
+fn target(
+    store: &Store,
+    key: &ObjectRef,
+    x: &XBackend,
+    external_hostnames: bool,
+) -> Result<Target, Refusal> {
+    let spec = &x.spec;
+    Ok(match spec.r#type {
         XBackendType::ExternalHostname => {
             if spec.endpoint_selector.is_some() {
                 return Err(invalid(
@@ -158,13 +195,13 @@ fn checked(
                 service: owned_service(store, key, x),
             }
         }
-    };
-    let mode = spec
-        .tls
-        .as_ref()
-        .map_or(&XBackendTlsMode::None, |t| &t.mode);
-    let with_tls = *mode != XBackendTlsMode::None;
-    match spec.protocol {
+    })
+}
+
+/// The protocol against the TLS mode: H2C only without TLS, HTTP2 and WSS
+/// only with it; MCP not at all.
+fn check_protocol(protocol: Option<&XBackendProtocol>, with_tls: bool) -> Result<(), Refusal> {
+    match protocol {
         Some(XBackendProtocol::H2c) if with_tls => {
             return Err(invalid(
                 "tls must be disabled when protocol is H2C, use protocol HTTP2 for HTTP/2 with tls",
@@ -186,23 +223,6 @@ fn checked(
             ));
         }
         _ => {}
-    }
-    if let Some(sp) = &spec.session_persistence {
-        if spec.r#type != XBackendType::EndpointSelector {
-            return Err(invalid(
-                "sessionPersistence can only be set when type is EndpointSelector",
-            ));
-        }
-        m.session = Some(session::session(key, sp)?);
-    }
-    if let Some(tls) = spec.tls.as_ref().filter(|_| with_tls) {
-        m.tls = Some(upstream_tls(store, key, tls, &mut m.unresolved)?);
-    } else if let Some(tls) = &spec.tls
-        && (tls.validation.is_some() || tls.client_certificate_ref.is_some())
-    {
-        return Err(invalid(
-            "validation must be set if and only if mode is either ClientAndServer or ServerOnly",
-        ));
     }
     Ok(())
 }

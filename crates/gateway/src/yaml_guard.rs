@@ -23,7 +23,10 @@
 //! with libyaml took the parse of 10,000 routes from ~910 ms to the number in
 //! benches/README.md.
 
+mod scalar;
+
 use granit_parser::{Event, Parser, ScalarStyle};
+use scalar::{scalar_value, unsupported};
 use serde_norway::{Mapping, Value};
 use std::collections::HashMap;
 
@@ -170,16 +173,7 @@ struct Open {
 
 /// The value of one document's text.
 fn build(text: &str, budget: &mut Budget) -> Result<Value, Refusal> {
-    let too_deep = |line| {
-        Refusal::hostile(
-            line,
-            format!("YAML nested deeper than {MAX_DEPTH} levels; refused"),
-        )
-    };
-    let mut anchored: HashMap<usize, (Value, u64)> = HashMap::new();
-    let mut open: Vec<Open> = Vec::new();
-    let mut root: Option<Value> = None;
-    let mut documents = 0;
+    let mut tree = Tree::default();
     for item in Parser::new_from_str(text) {
         let (event, span) = match item {
             Ok(item) => item,
@@ -191,87 +185,149 @@ fn build(text: &str, budget: &mut Budget) -> Result<Value, Refusal> {
             }
         };
         let line = span.start.line();
-        let (node, anchor, size) = match event {
+        if let Some(node) = tree.node(event, line, budget)? {
+            tree.place(node, line)?;
+        }
+    }
+    Ok(tree.root.unwrap_or(Value::Null))
+}
+
+fn too_deep(line: usize) -> Refusal {
+    Refusal::hostile(
+        line,
+        format!("YAML nested deeper than {MAX_DEPTH} levels; refused"),
+    )
+}
+
+/// A complete node: its value, its anchor (0: none), how many nodes it
+/// expands to.
+struct Node {
+    value: Value,
+    anchor: usize,
+    size: u64,
+}
+
+/// One document's value as its events build it.
+#[derive(Default)]
+struct Tree {
+    /// Anchored nodes by anchor, with how many nodes each expands to.
+    anchored: HashMap<usize, (Value, u64)>,
+    /// The collections open, innermost last.
+    open: Vec<Open>,
+    root: Option<Value>,
+    documents: usize,
+}
+
+impl Tree {
+    /// The node an event completes, if any: a scalar, an alias, a collection
+    /// closing. An opening collection is pushed onto the open ones.
+    fn node(
+        &mut self,
+        event: Event<'_>,
+        line: usize,
+        budget: &mut Budget,
+    ) -> Result<Option<Node>, Refusal> {
+        let node = match event {
             Event::DocumentStart(..) => {
-                documents += 1;
-                if documents > 1 {
+                self.documents += 1;
+                if self.documents > 1 {
                     return Err(Refusal::invalid(
                         line,
                         "a second document without a `---` line before it",
                     ));
                 }
-                continue;
+                return Ok(None);
             }
             Event::SequenceStart(_, anchor, ref tag) | Event::MappingStart(_, anchor, ref tag) => {
                 let sequence = matches!(event, Event::SequenceStart(..));
-                if let Some(tag) = tag {
-                    let fits = tag.is_yaml_core_schema_tag(if sequence { "seq" } else { "map" });
-                    if !fits {
-                        return Err(Refusal::invalid(line, unsupported(tag)));
-                    }
-                }
-                budget.spend(1, line)?;
-                let value = if sequence {
-                    Value::Sequence(Vec::new())
-                } else {
-                    Value::Mapping(Mapping::new())
-                };
-                open.push(Open {
-                    anchor,
-                    value,
-                    key: None,
-                    size: 1,
-                });
-                if open.len() > MAX_DEPTH {
-                    return Err(too_deep(line));
-                }
-                continue;
+                self.open_collection(sequence, anchor, tag.as_deref(), line, budget)?;
+                return Ok(None);
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let Some(done) = open.pop() else {
+                let Some(done) = self.open.pop() else {
                     return Err(Refusal::invalid(
                         line,
                         "a collection closed that never opened",
                     ));
                 };
-                (done.value, done.anchor, done.size)
+                Node {
+                    value: done.value,
+                    anchor: done.anchor,
+                    size: done.size,
+                }
             }
             Event::Scalar(v, style, anchor, tag) => {
                 budget.spend(1, line)?;
                 let plain = matches!(style, ScalarStyle::Plain);
-                let value = match &tag {
-                    None => scalar(&v, plain),
-                    Some(tag) if tag.is_custom() => {
-                        return Err(Refusal::invalid(line, unsupported(tag)));
-                    }
-                    Some(tag) => tagged_scalar(&v, tag),
-                };
-                let value = value.ok_or_else(|| {
-                    let tag = tag.map_or_else(String::new, |t| format!("{} ", t.original()));
-                    Refusal::invalid(
-                        line,
-                        format!(
-                            "{tag}`{v}` is not a value of its type (integers have at most 64 bits)"
-                        ),
-                    )
-                })?;
-                (value, anchor, 1)
+                Node {
+                    value: scalar_value(&v, plain, tag.as_deref(), line)?,
+                    anchor,
+                    size: 1,
+                }
             }
             Event::Alias(id) => {
-                let Some((value, size)) = anchored.get(&id) else {
+                let Some((value, size)) = self.anchored.get(&id) else {
                     return Err(Refusal::invalid(line, "an alias of an unknown anchor"));
                 };
                 budget.spend(*size, line)?;
-                (value.clone(), 0, *size)
+                Node {
+                    value: value.clone(),
+                    anchor: 0,
+                    size: *size,
+                }
             }
-            _ => continue,
+            _ => return Ok(None),
         };
-        if anchor != 0 {
-            anchored.insert(anchor, (node.clone(), size));
+        Ok(Some(node))
+    }
+
+    /// Opens a sequence or mapping (its tag, if any, the core schema's own).
+    fn open_collection(
+        &mut self,
+        sequence: bool,
+        anchor: usize,
+        tag: Option<&granit_parser::Tag>,
+        line: usize,
+        budget: &mut Budget,
+    ) -> Result<(), Refusal> {
+        if let Some(tag) = tag {
+            let fits = tag.is_yaml_core_schema_tag(if sequence { "seq" } else { "map" });
+            if !fits {
+                return Err(Refusal::invalid(line, unsupported(tag)));
+            }
         }
-        let Some(parent) = open.last_mut() else {
-            root = Some(node);
-            continue;
+        budget.spend(1, line)?;
+        let value = if sequence {
+            Value::Sequence(Vec::new())
+        } else {
+            Value::Mapping(Mapping::new())
+        };
+        self.open.push(Open {
+            anchor,
+            value,
+            key: None,
+            size: 1,
+        });
+        if self.open.len() > MAX_DEPTH {
+            return Err(too_deep(line));
+        }
+        Ok(())
+    }
+
+    /// Puts a complete node where it goes: under its anchor, and into the
+    /// innermost open collection (as a key or a value), or as the root.
+    fn place(&mut self, node: Node, line: usize) -> Result<(), Refusal> {
+        let Node {
+            value: node,
+            anchor,
+            size,
+        } = node;
+        if anchor != 0 {
+            self.anchored.insert(anchor, (node.clone(), size));
+        }
+        let Some(parent) = self.open.last_mut() else {
+            self.root = Some(node);
+            return Ok(());
         };
         parent.size = parent.size.saturating_add(size);
         match &mut parent.value {
@@ -290,30 +346,8 @@ fn build(text: &str, budget: &mut Budget) -> Result<Value, Refusal> {
             },
             _ => unreachable!("only collections are opened"),
         }
+        Ok(())
     }
-    Ok(root.unwrap_or(Value::Null))
-}
-
-/// A scalar with a core-schema tag: `!!str` keeps the text, the others must
-/// resolve to their own type. `None` otherwise.
-fn tagged_scalar(v: &str, tag: &granit_parser::Tag) -> Option<Value> {
-    let resolved = scalar(v, true);
-    let fits = match tag.core_suffix()? {
-        "str" => return Some(Value::String(v.to_string())),
-        "null" => matches!(resolved, Some(Value::Null)),
-        "bool" => matches!(resolved, Some(Value::Bool(_))),
-        "int" => matches!(&resolved, Some(Value::Number(n)) if !n.is_f64()),
-        "float" => matches!(resolved, Some(Value::Number(_))),
-        _ => false,
-    };
-    if fits { resolved } else { None }
-}
-
-fn unsupported(tag: &granit_parser::Tag) -> String {
-    format!(
-        "YAML tag `{}` is not supported (Kubernetes objects carry no tags)",
-        tag.original()
-    )
 }
 
 /// A mapping key for a message: a scalar as it is, anything else by its kind.
@@ -325,107 +359,6 @@ fn describe_key(key: &Value) -> String {
         Value::Null => "`null`".into(),
         _ => "(a collection)".into(),
     }
-}
-
-/// A scalar as `serde_norway` resolves it: quoted and block scalars are strings;
-/// a plain one is null, a bool, an integer, a float or else a string. `None`
-/// for an integer wider than 64 bits.
-fn scalar(v: &str, plain: bool) -> Option<Value> {
-    if !plain {
-        return Some(Value::String(v.to_string()));
-    }
-    if matches!(v, "" | "~" | "null" | "Null" | "NULL") {
-        return Some(Value::Null);
-    }
-    if let Some(b) = match v {
-        "true" | "True" | "TRUE" => Some(true),
-        "false" | "False" | "FALSE" => Some(false),
-        _ => None,
-    } {
-        return Some(Value::Bool(b));
-    }
-    if let Some(n) = unsigned(v) {
-        return Some(Value::Number(n.into()));
-    }
-    if let Some(n) = negative(v) {
-        return Some(Value::Number(n.into()));
-    }
-    let wide = unsigned_radix(v, u128::from_str_radix).is_some()
-        || negative_radix(v, i128::from_str_radix).is_some();
-    if wide {
-        return None;
-    }
-    if !leading_zero_digits(v)
-        && let Some(f) = float(v)
-    {
-        return Some(Value::Number(f.into()));
-    }
-    Some(Value::String(v.to_string()))
-}
-
-fn unsigned(v: &str) -> Option<u64> {
-    unsigned_radix(v, u64::from_str_radix)
-}
-
-fn negative(v: &str) -> Option<i64> {
-    negative_radix(v, i64::from_str_radix)
-}
-
-type Radix<T> = fn(&str, u32) -> Result<T, std::num::ParseIntError>;
-
-/// `+`? then `0x`/`0o`/`0b` digits, or decimal digits (not with a leading zero).
-fn unsigned_radix<T>(v: &str, parse: Radix<T>) -> Option<T> {
-    let unsigned = v.strip_prefix('+').unwrap_or(v);
-    for (prefix, radix) in [("0x", 16), ("0o", 8), ("0b", 2)] {
-        if let Some(rest) = unsigned.strip_prefix(prefix) {
-            if rest.starts_with(['+', '-']) {
-                return None;
-            }
-            if let Ok(n) = parse(rest, radix) {
-                return Some(n);
-            }
-        }
-    }
-    if unsigned.starts_with(['+', '-']) || leading_zero_digits(v) {
-        return None;
-    }
-    parse(unsigned, 10).ok()
-}
-
-/// `-0x`/`-0o`/`-0b` digits, or a negative decimal.
-fn negative_radix<T>(v: &str, parse: Radix<T>) -> Option<T> {
-    for (prefix, radix) in [("-0x", 16), ("-0o", 8), ("-0b", 2)] {
-        if let Some(rest) = v.strip_prefix(prefix)
-            && let Ok(n) = parse(&format!("-{rest}"), radix)
-        {
-            return Some(n);
-        }
-    }
-    if leading_zero_digits(v) {
-        return None;
-    }
-    parse(v, 10).ok()
-}
-
-/// `0123`, `-007`: digits after a leading zero are a string in YAML 1.2.
-fn leading_zero_digits(v: &str) -> bool {
-    let v = v.strip_prefix(['-', '+']).unwrap_or(v);
-    v.len() > 1 && v.starts_with('0') && v[1..].bytes().all(|b| b.is_ascii_digit())
-}
-
-fn float(v: &str) -> Option<f64> {
-    let unsigned = match v.strip_prefix('+') {
-        Some(rest) if rest.starts_with(['+', '-']) => return None,
-        Some(rest) => rest,
-        None => v,
-    };
-    match (unsigned, v) {
-        (".inf" | ".Inf" | ".INF", _) => return Some(f64::INFINITY),
-        (_, "-.inf" | "-.Inf" | "-.INF") => return Some(f64::NEG_INFINITY),
-        (_, ".nan" | ".NaN" | ".NAN") => return Some(f64::NAN),
-        _ => {}
-    }
-    unsigned.parse::<f64>().ok().filter(|f| f.is_finite())
 }
 
 #[cfg(test)]

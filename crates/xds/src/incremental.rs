@@ -19,10 +19,9 @@
 //! the full rebuild; a warm one gives an equal snapshot (property test in
 //! `incremental_tests.rs`).
 
+use crate::gateway::{GatewayBuild, build_gateway};
 use crate::snapshot::{FingerprintedParts, Resource, ResourceType, Snapshot};
-use crate::{
-    AccessLog, ClusterBuild, GatewayBuild, ObjectParts, ProxyProtocol, build_cluster, build_gateway,
-};
+use crate::{AccessLog, ClusterBuild, ObjectParts, ProxyProtocol, build_cluster};
 use aether_ir as ir;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -37,7 +37,16 @@ pub const PROMETHEUS_PATH: &str = "/stats/prometheus";
 /// The listener on `(ip, port)` and the cluster to the admin interface on
 /// `(admin_ip, admin_port)`.
 pub(crate) fn stats(ip: &str, port: u16, admin_ip: &str, admin_port: u16) -> (Listener, Cluster) {
-    let routes = RouteConfiguration {
+    (
+        stats_listener(ip, port),
+        admin_cluster(admin_ip, admin_port),
+    )
+}
+
+/// The static route table: the Prometheus path to the admin cluster, a 404
+/// for anything else.
+fn stats_routes() -> RouteConfiguration {
+    RouteConfiguration {
         name: STATS_LISTENER.to_string(),
         virtual_hosts: vec![VirtualHost {
             name: STATS_LISTENER.to_string(),
@@ -73,10 +82,14 @@ pub(crate) fn stats(ip: &str, port: u16, admin_ip: &str, admin_port: u16) -> (Li
             ..Default::default()
         }],
         ..Default::default()
-    };
+    }
+}
+
+/// The listener on `(ip, port)`: one connection manager with the static routes.
+fn stats_listener(ip: &str, port: u16) -> Listener {
     let hcm = HttpConnectionManager {
         stat_prefix: STATS_LISTENER.to_string(),
-        route_specifier: Some(RouteSpecifier::RouteConfig(routes)),
+        route_specifier: Some(RouteSpecifier::RouteConfig(stats_routes())),
         http_filters: vec![HttpFilter {
             name: "envoy.filters.http.router".to_string(),
             config_type: Some(http_filter::ConfigType::TypedConfig(pack(
@@ -86,7 +99,7 @@ pub(crate) fn stats(ip: &str, port: u16, admin_ip: &str, admin_port: u16) -> (Li
         }],
         ..Default::default()
     };
-    let listener = Listener {
+    Listener {
         name: STATS_LISTENER.to_string(),
         address: Some(socket_address(ip, port)),
         filter_chains: vec![FilterChain {
@@ -97,8 +110,12 @@ pub(crate) fn stats(ip: &str, port: u16, admin_ip: &str, admin_port: u16) -> (Li
             ..Default::default()
         }],
         ..Default::default()
-    };
-    let cluster = Cluster {
+    }
+}
+
+/// The static cluster to Envoy's admin interface on `(admin_ip, admin_port)`.
+fn admin_cluster(admin_ip: &str, admin_port: u16) -> Cluster {
+    Cluster {
         name: ADMIN_CLUSTER.to_string(),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
         connect_timeout: Some(Duration {
@@ -120,6 +137,5 @@ pub(crate) fn stats(ip: &str, port: u16, admin_ip: &str, admin_port: u16) -> (Li
             ..Default::default()
         }),
         ..Default::default()
-    };
-    (listener, cluster)
+    }
 }

@@ -98,86 +98,117 @@ fn kind(t: std::fs::FileType) -> &'static str {
 /// Reads one file of `root` (`root` canonical).
 pub fn read_one(root: &Path, path: &Path, max: u64) -> Outcome {
     let name = super::file_name(path);
-    let problem = |what: String| Outcome::Problem(format!("{name}: {what}; not read"));
-    let canonical = match std::fs::canonicalize(path) {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink()) {
-                return Outcome::Problem(format!(
-                    "{name}: a symbolic link to nothing (its target is missing)"
-                ));
-            }
-            // Gone between the listing and now: a removal, seen next time.
-            return Outcome::Changing;
-        }
-        Err(e) => return problem(e.to_string()),
-    };
-    if !canonical.starts_with(root) {
-        return problem(format!(
-            "a symbolic link to {}, outside the config directory (links must stay inside it, \
-             as a ConfigMap volume's ..data links do)",
-            canonical.display()
-        ));
+    match read_checked(root, path, max, &name) {
+        Ok(outcome) | Err(outcome) => outcome,
     }
-    let flags =
-        rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NOCTTY;
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits() as i32)
-        .open(&canonical)
-    {
-        Ok(f) => f,
-        // ELOOP: the last component became a link after canonicalize.
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-            return Outcome::Changing;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Outcome::Changing,
-        Err(e) => return problem(e.to_string()),
-    };
-    let before = match file.metadata() {
-        Ok(m) => m,
-        Err(e) => return problem(e.to_string()),
-    };
+}
+
+/// [`read_one`], each step ending the read early with its outcome.
+fn read_checked(root: &Path, path: &Path, max: u64, name: &str) -> Result<Outcome, Outcome> {
+    let canonical = inside_root(root, path, name)?;
+    let file = open_no_follow(&canonical, name)?;
+    let before = file.metadata().map_err(|e| problem(name, e.to_string()))?;
     if !before.file_type().is_file() {
-        return problem(format!("{}, not a regular file", kind(before.file_type())));
+        return Err(problem(
+            name,
+            format!("{}, not a regular file", kind(before.file_type())),
+        ));
     }
     // What the descriptor really is: a directory on the way swapped for a
     // link after the check above would show here.
     if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", fd_number(&file)))
         && !opened.starts_with(root)
     {
-        return problem(format!(
-            "opened as {}, outside the config directory",
-            opened.display()
+        return Err(problem(
+            name,
+            format!(
+                "opened as {}, outside the config directory",
+                opened.display()
+            ),
         ));
     }
     if before.len() > max {
-        return problem(format!(
-            "{} bytes, more than the {max}-byte limit (--max-file-bytes)",
-            before.len()
+        return Err(problem(
+            name,
+            format!(
+                "{} bytes, more than the {max}-byte limit (--max-file-bytes)",
+                before.len()
+            ),
         ));
     }
     let mut bytes = Vec::with_capacity(before.len() as usize);
     if let Err(e) = (&file).take(max + 1).read_to_end(&mut bytes) {
-        return problem(e.to_string());
+        return Err(problem(name, e.to_string()));
     }
-    let after = match file.metadata() {
-        Ok(m) => m,
-        Err(e) => return problem(e.to_string()),
-    };
+    let after = file.metadata().map_err(|e| problem(name, e.to_string()))?;
     let stamp = FileStamp::of(&after);
     if FileStamp::of(&before) != stamp || bytes.len() as u64 != after.len() {
-        return Outcome::Changing;
+        return Ok(Outcome::Changing);
     }
     if bytes.len() as u64 > max {
-        return problem(format!(
-            "{} bytes, more than the {max}-byte limit (--max-file-bytes)",
-            bytes.len()
+        return Err(problem(
+            name,
+            format!(
+                "{} bytes, more than the {max}-byte limit (--max-file-bytes)",
+                bytes.len()
+            ),
         ));
     }
-    match String::from_utf8(bytes) {
+    Ok(match String::from_utf8(bytes) {
         Ok(text) => Outcome::Text(text, stamp),
-        Err(e) => problem(format!("not UTF-8 text ({e})")),
+        Err(e) => problem(name, format!("not UTF-8 text ({e})")),
+    })
+}
+
+fn problem(name: &str, what: String) -> Outcome {
+    Outcome::Problem(format!("{name}: {what}; not read"))
+}
+
+/// The file's real path, which must be inside the config directory `root`.
+fn inside_root(root: &Path, path: &Path, name: &str) -> Result<PathBuf, Outcome> {
+    let canonical = match std::fs::canonicalize(path) {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink()) {
+                return Err(Outcome::Problem(format!(
+                    "{name}: a symbolic link to nothing (its target is missing)"
+                )));
+            }
+            // Gone between the listing and now: a removal, seen next time.
+            return Err(Outcome::Changing);
+        }
+        Err(e) => return Err(problem(name, e.to_string())),
+    };
+    if !canonical.starts_with(root) {
+        return Err(problem(
+            name,
+            format!(
+                "a symbolic link to {}, outside the config directory (links must stay inside it, \
+                 as a ConfigMap volume's ..data links do)",
+                canonical.display()
+            ),
+        ));
+    }
+    Ok(canonical)
+}
+
+/// Opens the real path without following a link, blocking or taking a
+/// terminal; one that changed since is `Changing`.
+fn open_no_follow(canonical: &Path, name: &str) -> Result<std::fs::File, Outcome> {
+    let flags =
+        rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NOCTTY;
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(canonical)
+    {
+        Ok(f) => Ok(f),
+        // ELOOP: the last component became a link after canonicalize.
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            Err(Outcome::Changing)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Outcome::Changing),
+        Err(e) => Err(problem(name, e.to_string())),
     }
 }
 

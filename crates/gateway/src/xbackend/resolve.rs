@@ -28,7 +28,9 @@ use super::{KIND, Target, XBackendModel};
 use crate::backend::{BackendError, BackendRef, Backends, Upstream};
 use crate::reference_grant::{self, Referent};
 use crate::vocabulary::xbackend::Reason;
-use aether_ir::{BackendKind, Cluster, Discovery, Kind, ObjectRef, UpstreamProtocol, names};
+use aether_ir::{
+    BackendKind, Cluster, Discovery, Endpoint, Kind, ObjectRef, UpstreamProtocol, names,
+};
 use gateway_api::apis::experimental::xbackends::XBackendProtocol;
 use std::sync::Arc;
 
@@ -56,36 +58,14 @@ pub fn resolve(
 ) -> Result<Arc<Cluster>, BackendError> {
     let ns = r.namespace.unwrap_or(route_ns);
     let shown = format!("{ns}/{}", r.name);
-    let from = Referent {
-        group: crate::status::GROUP,
-        kind: route_kind.as_str(),
-        namespace: route_ns,
-        name: "",
-    };
-    let to = Referent {
-        group: super::GROUP,
-        kind: KIND,
-        namespace: ns,
-        name: r.name,
-    };
-    if !reference_grant::permitted(backends.store(), from, to) {
+    if !xbackend_ref_permitted(backends, route_kind, route_ns, ns, r.name) {
         return Err(BackendError::RefNotPermitted(shown));
     }
     let key = ObjectRef::new(ns, r.name);
     let m = backends
         .xbackend(&key)
         .ok_or_else(|| BackendError::NotFound(shown.clone(), "XBackend not found".into()))?;
-    if let Some((reason, why)) = &m.not_accepted {
-        return Err(match reason {
-            Reason::UnsupportedProtocol => {
-                let p = m.protocol.as_ref().map_or("", protocol_name);
-                let why = why.strip_prefix(&format!("protocol {p} ")).unwrap_or(why);
-                BackendError::XBackendProtocol(shown, p.into(), why.to_string())
-            }
-            Reason::UnsupportedValue => BackendError::XBackendUnsupported(shown, why.clone()),
-            _ => BackendError::XBackendInvalid(shown, why.clone()),
-        });
-    }
+    check_accepted(&m, &shown)?;
     if let Some(port) = r.port.filter(|p| *p != i32::from(m.port)) {
         return Err(BackendError::NotFound(
             shown,
@@ -105,27 +85,101 @@ pub fn resolve(
             format!("sessionPersistence applies to HTTP requests; a {route_kind} carries a stream"),
         ));
     }
-    let tls = match &m.tls {
-        None => None,
-        Some(Err(why)) => return Err(BackendError::XBackendInvalid(shown, why.clone())),
-        // TLS passthrough carries the client's own TLS: wrapping it again
-        // would reach the backend as TLS inside TLS.
-        Some(Ok(_)) if route_kind == Kind::TlsRoute && upstream == Upstream::Tcp => {
-            return Err(BackendError::XBackendUnsupported(
-                shown,
-                "tls on the backend of a TLS passthrough listener: the stream is already the client's TLS".into(),
-            ));
-        }
-        Some(Ok(t)) => Some(aether_ir::UpstreamTls { alpn, ..t.clone() }),
-    };
+    let passthrough = route_kind == Kind::TlsRoute && upstream == Upstream::Tcp;
+    let tls = backend_tls(&m, alpn, passthrough, &shown)?;
     let memo = (key.clone(), upstream);
     if let Some(cluster) = backends.xbackend_cluster(&memo) {
         return Ok(cluster);
     }
-    let (endpoints, discovery) = match &m.target {
+    let (endpoints, discovery) = endpoints(backends, &m, &key, &shown)?;
+    let cluster = Arc::new(Cluster {
+        name: names::xbackend_cluster(ns, r.name, m.port),
+        service: key,
+        port: m.port,
+        protocol,
+        endpoints,
+        tls,
+        backend_kind: BackendKind::XBackend,
+        discovery,
+        session: m.session.clone(),
+    });
+    backends.remember_xbackend_cluster(memo, cluster.clone());
+    Ok(cluster)
+}
+
+/// Whether a route (`route_kind` in `route_ns`) may name the XBackend
+/// `ns/name`: always in its own namespace, else when a ReferenceGrant says so.
+fn xbackend_ref_permitted(
+    backends: &Backends<'_>,
+    route_kind: Kind,
+    route_ns: &str,
+    ns: &str,
+    name: &str,
+) -> bool {
+    let from = Referent {
+        group: crate::status::GROUP,
+        kind: route_kind.as_str(),
+        namespace: route_ns,
+        name: "",
+    };
+    let to = Referent {
+        group: super::GROUP,
+        kind: KIND,
+        namespace: ns,
+        name,
+    };
+    reference_grant::permitted(backends.store(), from, to)
+}
+
+/// An XBackend that is not accepted, as the backendRef's error: its protocol,
+/// what it asks for that Envoy cannot do, or what is invalid in it.
+fn check_accepted(m: &XBackendModel, shown: &str) -> Result<(), BackendError> {
+    let Some((reason, why)) = &m.not_accepted else {
+        return Ok(());
+    };
+    let shown = shown.to_string();
+    Err(match reason {
+        Reason::UnsupportedProtocol => {
+            let p = m.protocol.as_ref().map_or("", protocol_name);
+            let why = why.strip_prefix(&format!("protocol {p} ")).unwrap_or(why);
+            BackendError::XBackendProtocol(shown, p.into(), why.to_string())
+        }
+        Reason::UnsupportedValue => BackendError::XBackendUnsupported(shown, why.clone()),
+        _ => BackendError::XBackendInvalid(shown, why.clone()),
+    })
+}
+
+/// The XBackend's TLS, offering `alpn`. TLS passthrough carries the client's
+/// own TLS: wrapping it again would reach the backend as TLS inside TLS.
+fn backend_tls(
+    m: &XBackendModel,
+    alpn: Vec<String>,
+    passthrough: bool,
+    shown: &str,
+) -> Result<Option<aether_ir::UpstreamTls>, BackendError> {
+    match &m.tls {
+        None => Ok(None),
+        Some(Err(why)) => Err(BackendError::XBackendInvalid(shown.to_string(), why.clone())),
+        Some(Ok(_)) if passthrough => Err(BackendError::XBackendUnsupported(
+            shown.to_string(),
+            "tls on the backend of a TLS passthrough listener: the stream is already the client's TLS".into(),
+        )),
+        Some(Ok(t)) => Ok(Some(aether_ir::UpstreamTls { alpn, ..t.clone() })),
+    }
+}
+
+/// The cluster's endpoints and how Envoy finds them: the ready endpoints of
+/// the Service made for the XBackend, or its hostname through DNS.
+fn endpoints(
+    backends: &Backends<'_>,
+    m: &XBackendModel,
+    key: &ObjectRef,
+    shown: &str,
+) -> Result<(Vec<Endpoint>, Discovery), BackendError> {
+    Ok(match &m.target {
         Target::Endpoints { service: None } => {
             return Err(BackendError::NotFound(
-                shown,
+                shown.to_string(),
                 format!(
                     "endpoints are not resolved yet: no Service made for XBackend {key} \
                      (an ownerReference of kind XBackend) exists"
@@ -141,20 +195,7 @@ pub fn resolve(
                 hostname: hostname.clone(),
             },
         ),
-    };
-    let cluster = Arc::new(Cluster {
-        name: names::xbackend_cluster(ns, r.name, m.port),
-        service: key,
-        port: m.port,
-        protocol,
-        endpoints,
-        tls,
-        backend_kind: BackendKind::XBackend,
-        discovery,
-        session: m.session.clone(),
-    });
-    backends.remember_xbackend_cluster(memo, cluster.clone());
-    Ok(cluster)
+    })
 }
 
 /// How this route kind speaks to the XBackend: the protocol and the ALPN

@@ -31,14 +31,7 @@ const DEFAULT_PATH: &str = "/";
 pub fn session(
     key: &ObjectRef,
     sp: &XBackendSessionPersistence,
-) -> Result<SessionPersistence, (Reason, String)> {
-    let invalid = |why: &str| (Reason::Invalid, format!("sessionPersistence: {why}"));
-    let unsupported = |why: &str| {
-        (
-            Reason::UnsupportedValue,
-            format!("sessionPersistence: {why}"),
-        )
-    };
+) -> Result<SessionPersistence, Refusal> {
     let kind = sp.r#type.clone().unwrap_or(SessionType::Cookie);
     // The CRD's rules (standalone has no CEL to apply them).
     match kind {
@@ -63,61 +56,91 @@ pub fn session(
         })
         .transpose()?;
     match kind {
-        SessionType::Header => {
-            let name = sp.header.as_ref().map(|h| h.name.as_str()).unwrap_or("");
-            crate::header::check_name("sessionPersistence header name", name)
-                .map_err(|e| invalid(&e.to_string()))?;
-            if timeout_seconds.is_some() {
-                return Err(unsupported(
-                    "absoluteTimeout with type Header: Envoy's header session \
-                     (envoy.http.stateful_session.header) has no lifetime to set",
-                ));
-            }
-            Ok(SessionPersistence::Header {
-                name: name.to_ascii_lowercase(),
-            })
+        SessionType::Header => header_session(sp, timeout_seconds),
+        SessionType::Cookie => cookie_session(key, sp, timeout_seconds),
+    }
+}
+
+/// Why a sessionPersistence is refused: the reason, and the message.
+type Refusal = (Reason, String);
+
+fn invalid(why: &str) -> Refusal {
+    (Reason::Invalid, format!("sessionPersistence: {why}"))
+}
+
+fn unsupported(why: &str) -> Refusal {
+    (
+        Reason::UnsupportedValue,
+        format!("sessionPersistence: {why}"),
+    )
+}
+
+/// A Header session: the header name, checked and lower-cased.
+fn header_session(
+    sp: &XBackendSessionPersistence,
+    timeout_seconds: Option<u64>,
+) -> Result<SessionPersistence, Refusal> {
+    let name = sp.header.as_ref().map(|h| h.name.as_str()).unwrap_or("");
+    crate::header::check_name("sessionPersistence header name", name)
+        .map_err(|e| invalid(&e.to_string()))?;
+    if timeout_seconds.is_some() {
+        return Err(unsupported(
+            "absoluteTimeout with type Header: Envoy's header session \
+             (envoy.http.stateful_session.header) has no lifetime to set",
+        ));
+    }
+    Ok(SessionPersistence::Header {
+        name: name.to_ascii_lowercase(),
+    })
+}
+
+/// A Cookie session: its name (or one unique to the XBackend), path and
+/// Max-Age.
+fn cookie_session(
+    key: &ObjectRef,
+    sp: &XBackendSessionPersistence,
+    timeout_seconds: Option<u64>,
+) -> Result<SessionPersistence, Refusal> {
+    let cookie = sp.cookie.clone().unwrap_or_default();
+    let lifetime = cookie.lifetime_type.unwrap_or(Lifetime::Session);
+    let name = match cookie.name {
+        Some(name) => {
+            check_cookie_name(&name).map_err(|why| invalid(&why))?;
+            name
         }
-        SessionType::Cookie => {
-            let cookie = sp.cookie.clone().unwrap_or_default();
-            let lifetime = cookie.lifetime_type.unwrap_or(Lifetime::Session);
-            let name = match cookie.name {
-                Some(name) => {
-                    check_cookie_name(&name).map_err(|why| invalid(&why))?;
-                    name
-                }
-                None => default_cookie_name(key),
-            };
-            let path = cookie.path.unwrap_or_else(|| DEFAULT_PATH.to_string());
-            check_cookie_path(&path).map_err(|why| invalid(&why))?;
-            let ttl_seconds = match (lifetime, timeout_seconds) {
-                (Lifetime::Permanent, None) => {
-                    return Err(invalid(
-                        "AbsoluteTimeout must be specified when cookie lifetimeType is Permanent",
-                    ));
-                }
-                // Max-Age 0 would be a session cookie, not a permanent one.
-                (Lifetime::Permanent, Some(0)) => {
-                    return Err(unsupported(
-                        "absoluteTimeout 0s with lifetimeType Permanent: a cookie that \
-                         expires at once persists nothing",
-                    ));
-                }
-                (Lifetime::Permanent, Some(t)) => Some(t),
-                (Lifetime::Session, None) => None,
-                (Lifetime::Session, Some(_)) => {
-                    return Err(unsupported(
-                        "absoluteTimeout with lifetimeType Session: Envoy's cookie session \
-                         (envoy.http.stateful_session.cookie) can only give the cookie a \
-                         Max-Age, which would make it Permanent; it tracks no lifetime itself",
-                    ));
-                }
-            };
-            Ok(SessionPersistence::Cookie {
-                name,
-                path,
-                ttl_seconds,
-            })
-        }
+        None => default_cookie_name(key),
+    };
+    let path = cookie.path.unwrap_or_else(|| DEFAULT_PATH.to_string());
+    check_cookie_path(&path).map_err(|why| invalid(&why))?;
+    Ok(SessionPersistence::Cookie {
+        name,
+        path,
+        ttl_seconds: cookie_max_age(lifetime, timeout_seconds)?,
+    })
+}
+
+/// The cookie's Max-Age: the absoluteTimeout of a Permanent cookie; none
+/// for a Session cookie, which Envoy cannot give a lifetime.
+fn cookie_max_age(
+    lifetime: Lifetime,
+    timeout_seconds: Option<u64>,
+) -> Result<Option<u64>, Refusal> {
+    match (lifetime, timeout_seconds) {
+        (Lifetime::Permanent, None) => Err(invalid(
+            "AbsoluteTimeout must be specified when cookie lifetimeType is Permanent",
+        )),
+        // Max-Age 0 would be a session cookie, not a permanent one.
+        (Lifetime::Permanent, Some(0)) => Err(unsupported(
+            "absoluteTimeout 0s with lifetimeType Permanent: a cookie that \
+             expires at once persists nothing",
+        )),
+        (Lifetime::Permanent, Some(t)) => Ok(Some(t)),
+        (Lifetime::Session, None) => Ok(None),
+        (Lifetime::Session, Some(_)) => Err(unsupported(
+            "absoluteTimeout with lifetimeType Session: Envoy's cookie session \
+             (envoy.http.stateful_session.cookie) can only give the cookie a \
+             Max-Age, which would make it Permanent; it tracks no lifetime itself",
+        )),
     }
 }
 

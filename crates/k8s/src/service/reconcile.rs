@@ -121,88 +121,20 @@ pub async fn reconcile<'a>(
         ..Default::default()
     };
     let mut errors = BTreeMap::new();
-
-    let params = PatchParams::apply(FIELD_MANAGER).force();
     // Owned items: closures over borrowed items make this future fail the
     // higher-ranked `Send` check when a caller spawns it.
     let to_apply: Vec<(String, Service)> = to_apply
         .into_iter()
         .map(|(name, svc)| (name, svc.clone()))
         .collect();
-    let applies = futures::stream::iter(to_apply)
-        .map(|(name, svc)| {
-            let (api, params) = (&api, &params);
-            async move {
-                let result = api.patch(&name, params, &Patch::Apply(&svc)).await;
-                (name, result, svc)
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect::<Vec<_>>()
-        .await;
-    for (name, result, svc) in applies {
-        match result {
-            Ok(written) => {
-                info!(service = %name, "applied edge Service");
-                report.applied.push(name);
-                report.written.push(written);
-            }
-            Err(source) => {
-                warn!(service = %name, error = %source, "applying edge Service failed");
-                let gateway = gateway_of(&svc);
-                let namespace = namespace.to_string();
-                let e = ServiceError::Apply {
-                    kind: "Service",
-                    namespace,
-                    name: name.clone(),
-                    gateway,
-                    source,
-                };
-                errors.insert(name, e);
-            }
-        }
-    }
-
     let to_delete: Vec<Service> = to_delete.into_iter().cloned().collect();
-    let deletes = futures::stream::iter(to_delete)
-        .map(|svc| {
-            let api = &api;
-            let name = svc.metadata.name.clone().unwrap_or_default();
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: svc.metadata.uid.clone(),
-                    resource_version: None,
-                }),
-                ..Default::default()
-            };
-            async move { (name.clone(), api.delete(&name, &params).await, svc) }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect::<Vec<_>>()
-        .await;
-    for (name, result, svc) in deletes {
-        match result {
-            Ok(_) => {
-                info!(service = %name, "deleted edge Service of a Gateway that is gone");
-                report.deleted.push(name);
-            }
-            // Already gone: what we wanted.
-            Err(kube::Error::Api(s)) if s.is_not_found() => report.deleted.push(name),
-            Err(source) => {
-                warn!(service = %name, error = %source, "deleting edge Service failed");
-                let gateway = gateway_of(&svc);
-                let namespace = namespace.to_string();
-                let e = ServiceError::Delete {
-                    kind: "Service",
-                    namespace,
-                    name: name.clone(),
-                    gateway,
-                    source,
-                };
-                errors.insert(name, e);
-            }
-        }
-    }
+    let mut outcome = Outcome {
+        namespace,
+        report: &mut report,
+        errors: &mut errors,
+    };
+    outcome.apply(&api, to_apply).await;
+    outcome.delete(&api, to_delete).await;
 
     report.applied.sort();
     report
@@ -214,6 +146,95 @@ pub async fn reconcile<'a>(
         Ok(report)
     } else {
         Err(ReconcileErrors { errors, report })
+    }
+}
+
+/// Where the outcomes of a reconcile's writes go.
+struct Outcome<'a> {
+    namespace: &'a str,
+    report: &'a mut ReconcileReport,
+    errors: &'a mut BTreeMap<String, ServiceError>,
+}
+
+impl Outcome<'_> {
+    /// Server-side applies each Service, a few at a time.
+    async fn apply(&mut self, api: &Api<Service>, to_apply: Vec<(String, Service)>) {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let applies = futures::stream::iter(to_apply)
+            .map(|(name, svc)| {
+                let params = &params;
+                async move {
+                    let result = api.patch(&name, params, &Patch::Apply(&svc)).await;
+                    (name, result, svc)
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await;
+        for (name, result, svc) in applies {
+            match result {
+                Ok(written) => {
+                    info!(service = %name, "applied edge Service");
+                    self.report.applied.push(name);
+                    self.report.written.push(written);
+                }
+                Err(source) => {
+                    warn!(service = %name, error = %source, "applying edge Service failed");
+                    let gateway = gateway_of(&svc);
+                    let namespace = self.namespace.to_string();
+                    let e = ServiceError::Apply {
+                        kind: "Service",
+                        namespace,
+                        name: name.clone(),
+                        gateway,
+                        source,
+                    };
+                    self.errors.insert(name, e);
+                }
+            }
+        }
+    }
+
+    /// Deletes each Service, as long as it is still the one seen (its uid).
+    async fn delete(&mut self, api: &Api<Service>, to_delete: Vec<Service>) {
+        let deletes = futures::stream::iter(to_delete)
+            .map(|svc| {
+                let name = svc.metadata.name.clone().unwrap_or_default();
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: svc.metadata.uid.clone(),
+                        resource_version: None,
+                    }),
+                    ..Default::default()
+                };
+                async move { (name.clone(), api.delete(&name, &params).await, svc) }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await;
+        for (name, result, svc) in deletes {
+            match result {
+                Ok(_) => {
+                    info!(service = %name, "deleted edge Service of a Gateway that is gone");
+                    self.report.deleted.push(name);
+                }
+                // Already gone: what we wanted.
+                Err(kube::Error::Api(s)) if s.is_not_found() => self.report.deleted.push(name),
+                Err(source) => {
+                    warn!(service = %name, error = %source, "deleting edge Service failed");
+                    let gateway = gateway_of(&svc);
+                    let namespace = self.namespace.to_string();
+                    let e = ServiceError::Delete {
+                        kind: "Service",
+                        namespace,
+                        name: name.clone(),
+                        gateway,
+                        source,
+                    };
+                    self.errors.insert(name, e);
+                }
+            }
+        }
     }
 }
 

@@ -130,96 +130,150 @@ async fn run<K>(
     K: Clone + Debug + Serialize + DeserializeOwned + Send + Sync,
     K: 'static,
 {
-    let label = |ns: &str, name: &str| format!("{kind} {ns}/{name}");
-    report
-        .unchanged
-        .extend(plan.unchanged.iter().map(|k| label(&k.namespace, &k.name)));
-    for k in plan.taken {
-        let (ns, name) = names(&k);
-        warn!(kind, namespace = %ns, name = %name, "name held by an object not ours; not written");
-        let source = kube::Error::Api(
-            kube::core::Status::failure(
-                &format!("{kind} {ns}/{name} exists and is not ours; delete or rename it"),
-                "AlreadyExists",
-            )
-            .with_code(409)
-            .boxed(),
-        );
-        let e = ServiceError::Apply {
-            kind,
-            namespace: ns.clone(),
-            name: name.clone(),
-            gateway: gateway(&k),
-            source,
-        };
-        errors.insert(label(&ns, &name), e);
+    let mut run = Run {
+        client,
+        kind,
+        report,
+        errors,
+    };
+    run.unchanged(&plan.unchanged);
+    run.refuse_taken(plan.taken);
+    run.apply(plan.apply).await;
+    run.delete(plan.delete).await;
+}
+
+/// One kind's writes, and where their outcomes go.
+struct Run<'a> {
+    client: &'a Client,
+    kind: &'static str,
+    report: &'a mut ReconcileReport,
+    errors: &'a mut BTreeMap<String, ServiceError>,
+}
+
+impl Run<'_> {
+    /// `<Kind> <ns>/<name>`, as the report names an object.
+    fn label(&self, ns: &str, name: &str) -> String {
+        format!("{} {ns}/{name}", self.kind)
     }
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let applies = futures::stream::iter(plan.apply)
-        .map(|k| {
+
+    fn unchanged(&mut self, unchanged: &[ObjectRef]) {
+        let labels = unchanged.iter().map(|k| self.label(&k.namespace, &k.name));
+        let labels: Vec<String> = labels.collect();
+        self.report.unchanged.extend(labels);
+    }
+
+    /// Desired names an object not ours holds: an error each, never written.
+    fn refuse_taken<K: Resource>(&mut self, taken: Vec<K>) {
+        for k in taken {
             let (ns, name) = names(&k);
-            let api: Api<K> = Api::namespaced(client.clone(), &ns);
-            let params = &params;
-            async move {
-                let result = api.patch(&name, params, &Patch::Apply(&k)).await;
-                (ns, name, result, k)
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect::<Vec<_>>()
-        .await;
-    for (ns, name, result, k) in applies {
-        match result {
-            Ok(_) => {
-                info!(kind, namespace = %ns, name = %name, "applied public Gateway object");
-                report.applied.push(label(&ns, &name));
-            }
-            Err(source) => {
-                warn!(kind, namespace = %ns, name = %name, error = %source, "applying failed");
-                let e = ServiceError::Apply {
-                    kind,
-                    namespace: ns.clone(),
-                    name: name.clone(),
-                    gateway: gateway(&k),
-                    source,
-                };
-                errors.insert(label(&ns, &name), e);
+            warn!(kind = self.kind, namespace = %ns, name = %name, "name held by an object not ours; not written");
+            let source = kube::Error::Api(
+                kube::core::Status::failure(
+                    &format!(
+                        "{} {ns}/{name} exists and is not ours; delete or rename it",
+                        self.kind
+                    ),
+                    "AlreadyExists",
+                )
+                .with_code(409)
+                .boxed(),
+            );
+            let e = ServiceError::Apply {
+                kind: self.kind,
+                namespace: ns.clone(),
+                name: name.clone(),
+                gateway: gateway(&k),
+                source,
+            };
+            self.errors.insert(self.label(&ns, &name), e);
+        }
+    }
+
+    /// Server-side applies each object, a few at a time.
+    async fn apply<K>(&mut self, apply: Vec<K>)
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+        K: Clone + Debug + Serialize + DeserializeOwned + Send + Sync,
+        K: 'static,
+    {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let applies = futures::stream::iter(apply)
+            .map(|k| {
+                let (ns, name) = names(&k);
+                let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
+                let params = &params;
+                async move {
+                    let result = api.patch(&name, params, &Patch::Apply(&k)).await;
+                    (ns, name, result, k)
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await;
+        for (ns, name, result, k) in applies {
+            match result {
+                Ok(_) => {
+                    info!(kind = self.kind, namespace = %ns, name = %name, "applied public Gateway object");
+                    self.report.applied.push(self.label(&ns, &name));
+                }
+                Err(source) => {
+                    warn!(kind = self.kind, namespace = %ns, name = %name, error = %source, "applying failed");
+                    let e = ServiceError::Apply {
+                        kind: self.kind,
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                        gateway: gateway(&k),
+                        source,
+                    };
+                    self.errors.insert(self.label(&ns, &name), e);
+                }
             }
         }
     }
-    let deletes = futures::stream::iter(plan.delete)
-        .map(|k| {
-            let (ns, name) = names(&k);
-            let api: Api<K> = Api::namespaced(client.clone(), &ns);
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: k.meta().uid.clone(),
-                    resource_version: None,
-                }),
-                ..Default::default()
-            };
-            async move {
-                let result = api.delete(&name, &params).await.map(|_| ());
-                (ns, name, result, k)
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect::<Vec<_>>()
-        .await;
-    for (ns, name, result, k) in deletes {
-        match result {
-            Ok(()) => report.deleted.push(label(&ns, &name)),
-            Err(kube::Error::Api(s)) if s.is_not_found() => report.deleted.push(label(&ns, &name)),
-            Err(source) => {
-                warn!(kind, namespace = %ns, name = %name, error = %source, "deleting failed");
-                let e = ServiceError::Delete {
-                    kind,
-                    namespace: ns.clone(),
-                    name: name.clone(),
-                    gateway: gateway(&k),
-                    source,
+
+    /// Deletes each object, as long as it is still the one seen (its uid).
+    async fn delete<K>(&mut self, delete: Vec<K>)
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+        K: Clone + Debug + Serialize + DeserializeOwned + Send + Sync,
+        K: 'static,
+    {
+        let deletes = futures::stream::iter(delete)
+            .map(|k| {
+                let (ns, name) = names(&k);
+                let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: k.meta().uid.clone(),
+                        resource_version: None,
+                    }),
+                    ..Default::default()
                 };
-                errors.insert(label(&ns, &name), e);
+                async move {
+                    let result = api.delete(&name, &params).await.map(|_| ());
+                    (ns, name, result, k)
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await;
+        for (ns, name, result, k) in deletes {
+            match result {
+                Ok(()) => self.report.deleted.push(self.label(&ns, &name)),
+                Err(kube::Error::Api(s)) if s.is_not_found() => {
+                    self.report.deleted.push(self.label(&ns, &name))
+                }
+                Err(source) => {
+                    warn!(kind = self.kind, namespace = %ns, name = %name, error = %source, "deleting failed");
+                    let e = ServiceError::Delete {
+                        kind: self.kind,
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                        gateway: gateway(&k),
+                        source,
+                    };
+                    self.errors.insert(self.label(&ns, &name), e);
+                }
             }
         }
     }

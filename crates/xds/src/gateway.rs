@@ -1,0 +1,384 @@
+//! One Gateway's share of a snapshot: its listeners, route tables and
+//! secrets, the members and parts that say which objects read what, and the
+//! fragments of the resources its objects share.
+//!
+//! ```text
+//!  ir::Gateway ─► each port ─► listener (LDS) ─┬─ its TLS chains' secrets (SDS)
+//!                                              └─ the route tables it names (RDS)
+//!                                                   └─ the clusters they forward to
+//!              ─► its listeners' authorization servers (the Gateway's own clusters)
+//! ```
+
+use crate::access_log::AccessLog;
+use crate::action::Scheme;
+use crate::parts::{self, OWN, ObjectParts, Part};
+use crate::proxy_protocol::ProxyProtocol;
+use crate::route_cache::{self, EncodedTable, RouteCount};
+use crate::snapshot::{Resource, ResourceType};
+use crate::{ext_authz, listener, secret};
+use aether_ir as ir;
+use prost::Message;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Each object's fragment of one shared resource, by object key.
+type Fragment = BTreeMap<String, String>;
+
+/// What a Gateway's build reads of a cluster it names: `None` when the IR
+/// does not define it, else what the cluster references (its endpoints and
+/// secrets).
+pub(crate) type ClusterReads = Option<Arc<[(ResourceType, String)]>>;
+
+/// A resource and the name it goes by, as members and parts key it.
+type Named = (ResourceType, String);
+
+/// What one Gateway adds to a snapshot: its listeners and route tables, its
+/// members, its and its routes' parts (not yet fingerprinted), the fragments
+/// of its shared resources.
+#[derive(Debug, Default)]
+pub(crate) struct GatewayBuild {
+    pub(crate) resources: Vec<(ResourceType, Resource)>,
+    pub(crate) members: BTreeSet<Named>,
+    pub(crate) own: ObjectParts,
+    pub(crate) routes: BTreeMap<String, ObjectParts>,
+    /// Per resource the Gateway's objects share, each object's fragment.
+    pub(crate) fragments: Vec<(Named, Arc<Fragment>)>,
+    /// Every cluster name its routes forward to, and what it read of it.
+    pub(crate) clusters_named: BTreeMap<String, ClusterReads>,
+    /// The resources some route's parts take whole: what the routes'
+    /// fingerprints read besides the parts themselves.
+    pub(crate) wholes: BTreeSet<Named>,
+    /// Its route tables encoded route by route, by name: what the next build
+    /// of the Gateway takes unchanged routes' encodings from.
+    pub(crate) tables: BTreeMap<String, EncodedTable>,
+    /// IR routes whose encodings this build took from the one before, and
+    /// those it encoded.
+    pub(crate) route_count: RouteCount,
+}
+
+/// What a Gateway's build reads besides the Gateway.
+struct Inputs<'a> {
+    /// Which clusters the IR defines, and what each references.
+    known: &'a dyn Fn(&str) -> ClusterReads,
+    log: AccessLog,
+    proxy: ProxyProtocol,
+    /// The build before, and the Gateway it was built from.
+    before: Option<(&'a ir::Gateway, &'a GatewayBuild)>,
+}
+
+/// What the listeners built so far have added that the next one must not add
+/// again, or that is added once they are all built.
+#[derive(Default)]
+struct Seen {
+    secrets_added: BTreeSet<String>,
+    /// The authorization servers of listeners' pre-routing filters: the Gateway's own.
+    auth_clusters: BTreeSet<String>,
+}
+
+/// One Gateway's resources; `known` says which clusters the IR defines, and
+/// what each references; `before` is an earlier build of it (and the IR it
+/// was built from) to take unchanged routes' encodings from.
+pub(crate) fn build_gateway(
+    gw: &ir::Gateway,
+    known: &dyn Fn(&str) -> ClusterReads,
+    log: AccessLog,
+    proxy: ProxyProtocol,
+    before: Option<(&ir::Gateway, &GatewayBuild)>,
+) -> GatewayBuild {
+    let inputs = Inputs {
+        known,
+        log,
+        proxy,
+        before,
+    };
+    let mut out = GatewayBuild::default();
+    let mut seen = Seen::default();
+    for port in &gw.ports {
+        out.add_listener(gw, port, &inputs, &mut seen);
+    }
+    for cluster in seen.auth_clusters {
+        out.own_auth_cluster(cluster, known);
+    }
+    out.wholes = out
+        .routes
+        .values()
+        .flat_map(|r| r.parts.iter())
+        .filter(|(_, part)| **part == parts::Part::Whole)
+        .map(|(key, _)| key.clone())
+        .collect();
+    out
+}
+
+impl GatewayBuild {
+    fn add(&mut self, ty: ResourceType, name: &str, encoded: Vec<u8>, clusters: Vec<String>) {
+        let references = clusters.into_iter().map(|c| (ResourceType::Cluster, c));
+        self.resources.push((
+            ty,
+            Resource::new(name, ty.type_url(), encoded).with_references(references),
+        ));
+    }
+
+    /// A port's listener, and everything it serves: its secrets, its route
+    /// tables, the clusters they forward to.
+    fn add_listener(
+        &mut self,
+        gw: &ir::Gateway,
+        port: &ir::Port,
+        inputs: &Inputs,
+        seen: &mut Seen,
+    ) {
+        let known = inputs.known;
+        let listener = listener::listener(gw, port, inputs.log, inputs.proxy);
+        // Envoy rejects a listener without filter chains, and a rejected LDS
+        // update takes every other listener down with it. A port with nothing
+        // to serve (say, every HTTPS listener lost its certificate, which the
+        // status says) is simply not bound.
+        if listener.filter_chains.is_empty() && listener.udp_listener_config.is_none() {
+            return;
+        }
+        let lds = (ResourceType::Listener, port.listener_name.clone());
+        let mut of_listener = listener::fragments(port, &listener);
+        let own_share = of_listener.get(OWN).cloned().unwrap_or_default();
+        self.require_listener_fragments(&lds, &of_listener);
+        // Its connection managers' authorization servers: Envoy refuses an
+        // ext_authz filter whose gRPC cluster it does not have.
+        let of_port = ext_authz::clusters(port).filter(|c| known(c).is_some());
+        let of_port: BTreeSet<String> = of_port.collect();
+        seen.auth_clusters.extend(of_port.iter().cloned());
+        let references: Vec<String> = l4_clusters(port, known).chain(of_port).collect();
+        // Not among its references: Envoy asks for a listener's secrets only
+        // once it has the listener, and warms it until they arrive.
+        self.add(lds.0, &lds.1, listener.encode_to_vec(), references);
+        self.members.insert(lds.clone());
+        let secrets = self.add_chain_secrets(port, &mut seen.secrets_added);
+        for f in forwards(port) {
+            for b in &f.backends {
+                if !f.route.is_empty() {
+                    self.use_cluster(known, &f.route, &b.cluster);
+                }
+            }
+        }
+        for (table, scheme) in route_tables(port) {
+            let served = Served {
+                lds: &lds,
+                own_share: &own_share,
+            };
+            self.add_route_table(table, scheme, served, &mut of_listener, inputs);
+        }
+        // Every route served on the listener as it is now is served with the
+        // Gateway's certificates as they are now.
+        if let Some(gateway_secrets) = secrets.get(OWN) {
+            for key in of_listener.keys().filter(|k| k.as_str() != OWN) {
+                let r = self.routes.entry(key.clone()).or_default();
+                for name in gateway_secrets {
+                    r.require(ResourceType::Secret, name, Part::Whole);
+                }
+            }
+        }
+        self.fragments.push((lds, Arc::new(of_listener)));
+    }
+
+    /// Each object's share of the listener, in that object's parts.
+    fn require_listener_fragments(&mut self, lds: &Named, of_listener: &Fragment) {
+        for (key, hash) in of_listener {
+            let part = Part::Fragment(hash.clone());
+            if key == OWN {
+                self.own.require(lds.0, &lds.1, part);
+            } else {
+                self.routes
+                    .entry(key.clone())
+                    .or_default()
+                    .require(lds.0, &lds.1, part);
+            }
+        }
+    }
+
+    /// A port's certificates and CAs, each one SDS secret, which the object
+    /// owning the chain needs as it is now; by owner, the secrets' names.
+    fn add_chain_secrets<'p>(
+        &mut self,
+        port: &'p ir::Port,
+        secrets_added: &mut BTreeSet<String>,
+    ) -> BTreeMap<&'p str, BTreeSet<String>> {
+        let mut secrets: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        for chain in &port.tls_chains {
+            let owner = listener::chain_owner(chain);
+            for s in secret::of_chain(chain) {
+                self.members.insert((ResourceType::Secret, s.name.clone()));
+                let parts = if owner == OWN {
+                    &mut self.own
+                } else {
+                    self.routes.entry(owner.to_string()).or_default()
+                };
+                parts.require(ResourceType::Secret, &s.name, Part::Whole);
+                if secrets_added.insert(s.name.clone()) {
+                    self.add(ResourceType::Secret, &s.name, s.encode_to_vec(), vec![]);
+                }
+                secrets.entry(owner).or_default().insert(s.name);
+            }
+        }
+        secrets
+    }
+
+    /// A route table, encoded route by route (taking unchanged routes'
+    /// encodings from the build before), and the clusters its routes use.
+    fn add_route_table(
+        &mut self,
+        table: &ir::RouteTable,
+        scheme: Scheme,
+        served: Served,
+        of_listener: &mut Fragment,
+        inputs: &Inputs,
+    ) {
+        let earlier = inputs.before.and_then(|(gw, b)| {
+            Some((
+                route_cache::route_table(gw, &table.name)?,
+                b.tables.get(&table.name)?,
+            ))
+        });
+        let encoded = EncodedTable::new(table, scheme, earlier, &mut self.route_count);
+        let rds = (ResourceType::Route, table.name.clone());
+        let lds = served.lds;
+        self.own.require(rds.0, &rds.1, Part::Present);
+        let of_table = encoded.fragments(table);
+        for (key, hash) in &of_table {
+            let r = self.routes.entry(key.clone()).or_default();
+            r.require(rds.0, &rds.1, Part::Fragment(hash.clone()));
+            // Served on the listener as it is now (its address, its
+            // certificates): the Gateway's share of it, under this key.
+            r.require(lds.0, &lds.1, Part::Fragment(served.own_share.clone()));
+            of_listener.insert(key.clone(), served.own_share.clone());
+        }
+        self.fragments.push((rds.clone(), Arc::new(of_table)));
+        let known = inputs.known;
+        let table_clusters = referenced_clusters(table)
+            .map(|(_, c)| c.to_string())
+            .chain(mirrored_clusters(table))
+            .filter(|c| known(c).is_some())
+            .collect();
+        self.add(rds.0, &rds.1, encoded.bytes(), table_clusters);
+        self.tables.insert(table.name.clone(), encoded);
+        self.members.insert(rds);
+        for (key, cluster) in referenced_clusters(table) {
+            // A backend naming a cluster the IR does not define would be a
+            // translator bug; it simply is not a member then.
+            self.use_cluster(known, key, cluster);
+        }
+    }
+
+    /// A route's clusters: the cluster as built, its endpoints as they come,
+    /// its secrets as they are now.
+    fn use_cluster(&mut self, known: &dyn Fn(&str) -> ClusterReads, key: &str, cluster: &str) {
+        let reads = known(cluster);
+        self.clusters_named
+            .insert(cluster.to_string(), reads.clone());
+        let Some(reads) = reads else {
+            return;
+        };
+        self.members
+            .insert((ResourceType::Cluster, cluster.to_string()));
+        let r = self.routes.entry(key.to_string()).or_default();
+        r.require(ResourceType::Cluster, cluster, Part::Whole);
+        for (ty, name) in reads.iter() {
+            match ty {
+                ResourceType::Endpoint => {
+                    self.members.insert((*ty, name.clone()));
+                    r.require(*ty, name, Part::Present);
+                }
+                ResourceType::Secret => {
+                    self.members.insert((*ty, name.clone()));
+                    r.require(*ty, name, Part::Whole);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// An authorization server the Gateway's listeners call: the Gateway's
+    /// own part, with its endpoints and secrets.
+    fn own_auth_cluster(&mut self, cluster: String, known: &dyn Fn(&str) -> ClusterReads) {
+        let reads = known(&cluster);
+        if let Some(reads) = &reads {
+            for (ty, name) in std::iter::once((ResourceType::Cluster, cluster.clone())).chain(
+                reads
+                    .iter()
+                    .filter(|(ty, _)| matches!(ty, ResourceType::Endpoint | ResourceType::Secret))
+                    .cloned(),
+            ) {
+                let part = match ty {
+                    ResourceType::Endpoint => Part::Present,
+                    _ => Part::Whole,
+                };
+                self.own.require(ty, &name, part);
+                self.members.insert((ty, name));
+            }
+        }
+        self.clusters_named.insert(cluster, reads);
+    }
+}
+
+/// The listener a route table is served on, and the Gateway's share of it.
+struct Served<'a> {
+    lds: &'a Named,
+    own_share: &'a String,
+}
+
+/// A port's L4 forwards: the port's own and its TLS chains'.
+fn forwards(port: &ir::Port) -> impl Iterator<Item = &ir::L4Forward> {
+    port.forward
+        .iter()
+        .chain(port.tls_chains.iter().filter_map(|c| c.forward.as_ref()))
+}
+
+/// The clusters an L4 listener forwards to itself, those the IR defines.
+fn l4_clusters<'p>(
+    port: &'p ir::Port,
+    known: &'p dyn Fn(&str) -> ClusterReads,
+) -> impl Iterator<Item = String> + 'p {
+    forwards(port)
+        .flat_map(|f| f.backends.iter().map(|b| b.cluster.clone()))
+        .filter(move |c| known(c).is_some())
+}
+
+/// Exactly the route tables the listener's connection managers name.
+fn route_tables(port: &ir::Port) -> Vec<(&ir::RouteTable, Scheme)> {
+    match port.protocol {
+        ir::PortProtocol::Http => port.route_table.iter().map(|t| (t, Scheme::Http)).collect(),
+        ir::PortProtocol::Https | ir::PortProtocol::Tls => port
+            .tls_chains
+            .iter()
+            .filter_map(|c| c.route_table.as_ref())
+            .map(|t| (t, Scheme::Https))
+            .collect(),
+        ir::PortProtocol::Tcp | ir::PortProtocol::Udp => vec![],
+    }
+}
+
+/// The clusters a route table forwards to, by the route key that forwards there.
+fn referenced_clusters(table: &ir::RouteTable) -> impl Iterator<Item = (&str, &str)> {
+    table
+        .virtual_hosts
+        .iter()
+        .flat_map(|vh| &vh.routes)
+        .filter_map(|r| match &r.action {
+            ir::RouteAction::Forward(f) => {
+                let key = ir::names::route_key_of(&r.name).unwrap_or(&r.name);
+                Some(f.backends.iter().map(move |b| (key, b.cluster.as_str())))
+            }
+            _ => None,
+        })
+        .flatten()
+}
+
+/// The clusters a route table's mirrors copy requests to.
+fn mirrored_clusters(table: &ir::RouteTable) -> impl Iterator<Item = String> + '_ {
+    table
+        .virtual_hosts
+        .iter()
+        .flat_map(|vh| &vh.routes)
+        .filter_map(|r| match &r.action {
+            ir::RouteAction::Forward(f) => Some(f.mirrors.iter().map(|m| m.cluster.clone())),
+            _ => None,
+        })
+        .flatten()
+}
