@@ -343,13 +343,13 @@ impl Row {
 }
 
 fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row {
-    let gateways = shape.gateways;
+    let count = shape.gateways;
     let dir = temp_dir("bench-propagation");
     let logs = temp_dir("bench-propagation-logs");
     let backend = Backend::start("bench");
     let (class_spec, objects, backend_ref) = subject.workload(&backend);
     let (ready_timeout, change_timeout) = subject.timeouts();
-    let ports: Vec<u16> = (0..gateways).map(|_| free_port()).collect();
+    let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
     let mut gateways = format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: aether}}\n{class_spec}"
     );
@@ -361,9 +361,9 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
     }
     let _ = write!(gateways, "---\n{objects}");
     std::fs::write(dir.join("gateways.yaml"), gateways).unwrap();
-    for g in 0..gateways {
+    for g in 0..count {
         let routes: String = (g..base)
-            .step_by(gateways)
+            .step_by(count)
             .map(|i| format!(
                 "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: base{i}, namespace: default}}\nspec:\n  parentRefs: [{{name: gw-{g}}}]\n  hostnames: [\"{h}\"]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /base{i}}}}}]\n    backendRefs: [{backend_ref}]\n",
                 h = shape.base_host(i)
@@ -375,7 +375,7 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
     // Every Gateway serves its last base route before the clock runs.
     let ready = ports.iter().enumerate().all(|(g, port)| {
         let gateway = format!("127.0.0.1:{port}");
-        let (host, path) = match (g..base).step_by(gateways).next_back() {
+        let (host, path) = match (g..base).step_by(count).next_back() {
             Some(i) => (shape.base_host(i), format!("/base{i}")),
             None => ("bench.test".to_string(), "/".to_string()),
         };
@@ -394,7 +394,7 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
         envoy_apply: String::new(),
     };
     for i in (0..changes).take_while(|_| ready) {
-        let g = i * 37 % gateways;
+        let g = i * 37 % count;
         let (hostnames, host) = shape.change_host(i);
         let gateway = format!("127.0.0.1:{}", ports[g]);
         let route = format!(
