@@ -295,27 +295,65 @@ pub(crate) fn join(
         return Served::whole(AckState::Pending);
     }
     let all_reported = ready.len() == required.len();
-    let (snapshot, resources, key) = (current.snapshot, current.resources, &current.key);
     let nodes: Vec<NodeServes<'_>> = ready
         .iter()
-        .map(|r| {
-            let whole =
-                r.acked_snapshot == snapshot.version || r.acked.get(key) == Some(&resources.hash);
-            let base = if !r.acked_snapshot.is_empty() {
-                recent.in_snapshot(&r.acked_snapshot, current.gw)
-            } else {
-                r.acked
-                    .get(key)
-                    .and_then(|h| recent.with_hash(current.gw, h))
-            };
-            NodeServes {
-                report: r,
-                whole,
-                base,
-            }
-        })
+        .map(|r| node_serves(r, current, recent))
         .collect();
-    let gateway = if let Some(rejection) = ready
+    let gateway = gateway_state(&ready, &nodes, current, all_reported);
+    if !all_reported {
+        return Served {
+            pending: Pending::All,
+            ..Served::whole(gateway)
+        };
+    }
+    let (key, resources) = (&current.key, current.resources);
+    let pending = resources
+        .routes
+        .iter()
+        .filter(|(route, parts)| {
+            !nodes
+                .iter()
+                .all(|n| n.serves(key, route, &parts.fingerprint))
+        })
+        .map(|(route, _)| route.clone())
+        .collect();
+    Served {
+        gateway,
+        pending: Pending::Only(pending),
+        unreported: BTreeSet::new(),
+        refused: refused_routes(&ready, current),
+    }
+}
+
+/// What one node's report says it serves of the Gateway: the whole of its
+/// current config, or which earlier build its ACK is of.
+fn node_serves<'a>(r: &'a AckReport, current: &Current<'_>, recent: &'a Recent) -> NodeServes<'a> {
+    let (snapshot, resources, key) = (current.snapshot, current.resources, &current.key);
+    let whole = r.acked_snapshot == snapshot.version || r.acked.get(key) == Some(&resources.hash);
+    let base = if !r.acked_snapshot.is_empty() {
+        recent.in_snapshot(&r.acked_snapshot, current.gw)
+    } else {
+        r.acked
+            .get(key)
+            .and_then(|h| recent.with_hash(current.gw, h))
+    };
+    NodeServes {
+        report: r,
+        whole,
+        base,
+    }
+}
+
+/// The Gateway's own state: a node's NACK first, then `Pending` until every
+/// node reported and serves its own part (listeners, secrets).
+fn gateway_state(
+    ready: &[&AckReport],
+    nodes: &[NodeServes<'_>],
+    current: &Current<'_>,
+    all_reported: bool,
+) -> AckState {
+    let (key, resources) = (&current.key, current.resources);
+    if let Some(rejection) = ready
         .iter()
         .find_map(|r| r.nacked.get(key).map(|m| Rejection::new(&r.node, m)))
     {
@@ -329,25 +367,14 @@ pub(crate) fn join(
         AckState::Acked
     } else {
         AckState::Pending
-    };
-    if !all_reported {
-        return Served {
-            pending: Pending::All,
-            ..Served::whole(gateway)
-        };
     }
-    let pending = resources
-        .routes
-        .iter()
-        .filter(|(route, parts)| {
-            !nodes
-                .iter()
-                .all(|n| n.serves(key, route, &parts.fingerprint))
-        })
-        .map(|(route, _)| route.clone())
-        .collect();
-    // A route some node refused: that node's message (the first reporting one).
-    let refused = resources
+}
+
+/// A route some node refused: that node's message (the first reporting one).
+fn refused_routes(ready: &[&AckReport], current: &Current<'_>) -> BTreeMap<String, Rejection> {
+    let key = &current.key;
+    current
+        .resources
         .routes
         .keys()
         .filter_map(|route| {
@@ -361,13 +388,7 @@ pub(crate) fn join(
                 })
                 .map(|refusal| (route.clone(), refusal))
         })
-        .collect();
-    Served {
-        gateway,
-        pending: Pending::Only(pending),
-        unreported: BTreeSet::new(),
-        refused,
-    }
+        .collect()
 }
 
 #[cfg(test)]
