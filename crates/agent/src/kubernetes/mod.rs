@@ -4,14 +4,17 @@
 //!  kube watches ─► Index ─(all listed)─► Pipeline ─(allocations rewrite)─► snapshot ─► ADS (unix socket) ─► local Envoy
 //!                                           │                                                │ ACK/NACK
 //!                                           │            local report ◄── Fleet ◄────────────┘
-//!                                           │                 │ gRPC stream (or in process on the leader)
+//!                                           │                 │ gRPC stream over TLS (or in process on the leader)
 //!                                           ▼                 ▼
-//!  leader only:  duties::reconcile_services, xbackend_service::run
+//!  leader only (role controller or all):  duties::reconcile_services, xbackend_service::run
 //!                                             Reports (every node) ─► duties::Join (assemble) ─► status writer (SSA)
 //! ```
 //!
 //! Every agent serves its own Envoy from its own watches; only the elected leader
-//! writes (the duties live in `aether_k8s::duties`; `wiring.rs` wires them): per-Gateway Services (allocating Envoy ports) and status, where
+//! writes, and with `--role` the writer is a process and an identity of its own
+//! ([`RoleArg`]: edge agents that only read, a controller that writes; RBAC
+//! cannot condition a right on the Lease). The duties live in
+//! `aether_k8s::duties`; `wiring.rs` wires them: per-Gateway Services (allocating Envoy ports) and status, where
 //! `Programmed`, `attachedRoutes` and route `Accepted` wait for every Envoy that
 //! takes the Gateway's traffic (its Service's Ready endpoints, or the Ready edge
 //! pods in static mode) to serve the object's current config. `/readyz` waits
