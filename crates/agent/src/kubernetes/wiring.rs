@@ -154,12 +154,13 @@ impl Agent {
             },
             args.xds.builder(),
         ));
-        let serving = match args.role.writes() {
-            true => Some(Arc::new(
-                ServingCertificate::generate().context("making the report port's certificate")?,
-            )),
-            false => None,
-        };
+        let serving = args
+            .role
+            .writes()
+            .then(ServingCertificate::generate)
+            .transpose()
+            .context("making the report port's certificate")?
+            .map(Arc::new);
         Ok(Agent {
             args,
             client,

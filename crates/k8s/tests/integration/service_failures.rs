@@ -174,10 +174,10 @@ async fn the_deploy_rbac_is_enough_to_create_update_and_collect_services() {
         ]
     );
 
-    // And nothing beyond: the agent cannot give a Service a load-balancer
+    // And nothing beyond: the controller cannot give a Service a load-balancer
     // address (that is the load balancer's to write).
     let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.66"}]}}});
-    let refused = Api::<Service>::namespaced(agent.clone(), "infra")
+    let refused = Api::<Service>::namespaced(controller.clone(), "infra")
         .patch_status(&a_public, &PatchParams::default(), &Patch::Merge(status))
         .await
         .expect_err("no Service status writes");
