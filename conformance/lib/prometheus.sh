@@ -5,7 +5,9 @@
 #   prometheus_start (once GatewayClass aether is Accepted, before the suite):
 #     targets = the ready endpoints of Service aether-edge-metrics (the chart's and
 #     deploy/'s headless Service), port `metrics` (the agent's /metrics) and port
-#     `envoy-stats` (Envoy's /stats/prometheus), one of each per edge pod;
+#     `envoy-stats` (Envoy's /stats/prometheus), one of each per edge pod; and the
+#     /metrics of each controller pod (its pod IP, container port `metrics`: the
+#     leader's convergence series and status writes come from there);
 #     static_configs, scrape every 1 s, Prometheus on 127.0.0.1:19090 in the node netns.
 #   prometheus_check (after the suite, cluster still up):
 #     a Gateway + HTTPRoute of class aether (namespace prometheus-check) so that the
@@ -30,6 +32,15 @@ metrics_endpoints() {
     sort -u | sed "s/\$/:$port/"
 }
 
+# controller_endpoints: podIP:port of /metrics of each controller pod with an IP.
+controller_endpoints() {
+  kc -n aether-ingress get pods -l app.kubernetes.io/name=aether-edge-controller \
+    -o jsonpath='{range .items[?(@.status.podIP)]}{.status.podIP}:{.spec.containers[0].ports[?(@.name=="metrics")].containerPort}{"\n"}{end}' |
+    { grep -v ':$' || true; } | sort -u
+}
+
+controller_endpoints_ready() { [ -n "$(controller_endpoints)" ]; }
+
 # Every edge pod the DaemonSet wants is a ready endpoint of the metrics Service.
 metrics_endpoints_ready() {
   local want have
@@ -41,7 +52,8 @@ metrics_endpoints_ready() {
 prometheus_start() {
   local dir="$RUN_DIR/prometheus" agents envoys
   wait_for "every edge pod ready behind Service aether-edge-metrics" 180 metrics_endpoints_ready || return 1
-  agents="$(metrics_endpoints metrics)"
+  wait_for "a controller pod with an IP" 180 controller_endpoints_ready || return 1
+  agents="$(metrics_endpoints metrics; controller_endpoints)"
   envoys="$(metrics_endpoints envoy-stats)"
   [ -n "$envoys" ] || { say "Service aether-edge-metrics has no envoy-stats port"; return 1; }
   prometheus_targets=$(($(grep -c . <<<"$agents") + $(grep -c . <<<"$envoys")))

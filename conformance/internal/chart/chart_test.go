@@ -118,9 +118,10 @@ func TestDefaultValuesRenderDeploy(t *testing.T) {
 	for _, o := range want {
 		kinds[o["kind"].(string)]++
 	}
-	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "GatewayClass", "DaemonSet"} {
-		if kinds[k] != 1 {
-			t.Errorf("deploy/ has %d %s objects, want 1 (the test compares nothing if deploy/ is not read)", kinds[k], k)
+	// Two identities: the edge agents' (read) and the controller's (write).
+	for k, n := range map[string]int{"Namespace": 1, "ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2, "GatewayClass": 1, "DaemonSet": 1, "Deployment": 1} {
+		if kinds[k] != n {
+			t.Errorf("deploy/ has %d %s objects, want %d (the test compares nothing if deploy/ is not read)", kinds[k], k, n)
 		}
 	}
 	t.Logf("compared %d objects", len(want))
@@ -154,6 +155,10 @@ func TestStandardLabels(t *testing.T) {
 		md, _ := o["metadata"].(map[string]any)
 		labels, _ := md["labels"].(map[string]any)
 		for name, value := range want {
+			// The controller's own name keeps it out of every selector of the edge pods.
+			if name == "app.kubernetes.io/name" && o["kind"] == "Deployment" {
+				value = "aether-edge-controller"
+			}
 			if labels[name] != value {
 				t.Errorf("%s: label %s = %v, want %q", k, name, labels[name], value)
 			}
@@ -182,7 +187,7 @@ func TestCompareFindsDifferences(t *testing.T) {
 	ds := find(t, got, "DaemonSet", "aether-edge")
 	agent := container(t, ds, "agent")
 	args := agent["args"].([]any)
-	args[1] = "--namespace=elsewhere"
+	args[2] = "--namespace=elsewhere"
 	ds["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["hostNetwork"] = false
 	var gwc string
 	for k, o := range got {
@@ -193,7 +198,7 @@ func TestCompareFindsDifferences(t *testing.T) {
 	delete(got, gwc)
 	diffs := strings.Join(compare(want, got), "\n")
 	for _, sub := range []string{
-		`spec.template.spec.containers[name=agent].args[1]: want "--namespace=$(POD_NAMESPACE)", got "--namespace=elsewhere"`,
+		`spec.template.spec.containers[name=agent].args[2]: want "--namespace=$(POD_NAMESPACE)", got "--namespace=elsewhere"`,
 		"spec.template.spec.hostNetwork: want true, got false",
 		"GatewayClass//aether: in deploy/, not rendered by the chart",
 	} {
@@ -289,9 +294,23 @@ service:
 			t.Errorf("agent args lack %s: %v", a, args)
 		}
 	}
-	if args[0] != "agent" {
-		t.Errorf("agent args[0] = %v, want the subcommand agent", args[0])
+	if args[0] != "agent" || args[1] != "--role=edge" {
+		t.Errorf("agent args[:2] = %v, want agent --role=edge", args[:2])
 	}
+	// The controller translates as the agents do: it gets the same flags.
+	ctl := find(t, objs, "Deployment", "aether-edge-controller")
+	controller := container(t, ctl, "controller")
+	cargs := controller["args"].([]any)
+	for _, a := range []string{"--controller-name=example.com/edge", "--address-mode=static", "--log-format=json", "--port-range=30000-30999",
+		"--proxy-protocol", "--external-traffic-policy=Local", "--load-balancer-class=example.com/lb", "--allow-external-hostname-backends"} {
+		if !slices.Contains(cargs, any(a)) {
+			t.Errorf("controller args lack %s: %v", a, cargs)
+		}
+	}
+	if cargs[0] != "agent" || cargs[1] != "--role=controller" {
+		t.Errorf("controller args[:2] = %v, want agent --role=controller", cargs[:2])
+	}
+	expect(t, "controller image", controller["image"], "registry.example/aether-edge:1.2.3")
 	expect(t, "agent image", agent["image"], "registry.example/aether-edge:1.2.3")
 	expect(t, "agent imagePullPolicy", agent["imagePullPolicy"], "Always")
 	expect(t, "agent resources", agent["resources"], map[string]any{

@@ -19,8 +19,12 @@
 //! leader releases the Lease so a successor takes over at once.
 //!
 //! The holder also writes its report address into the Lease's
-//! [`REPORT_ADDRESS_ANNOTATION`], so agents find where to send their ACK reports
-//! ([`current_leader`]).
+//! [`REPORT_ADDRESS_ANNOTATION`] and the certificate its report port serves
+//! (TLS; the key never leaves the holder's memory) into
+//! [`REPORT_CERTIFICATE_ANNOTATION`], so agents find where to send their ACK
+//! reports and whom to trust there ([`current_leader`]). Only the writer
+//! identity may write the Lease, so the certificate is as trustworthy as the
+//! API server's answer.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -36,6 +40,8 @@ use tracing::{debug, info, warn};
 
 /// Lease annotation holding the leader's report address (`host:port`).
 pub const REPORT_ADDRESS_ANNOTATION: &str = "aether.io/report-address";
+/// Lease annotation holding the certificate (PEM) the leader's report port serves.
+pub const REPORT_CERTIFICATE_ANNOTATION: &str = "aether.io/report-certificate";
 
 /// Who campaigns for which Lease, and how fast.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +54,8 @@ pub struct LeaderConfig {
     pub identity: String,
     /// Written to [`REPORT_ADDRESS_ANNOTATION`] while we hold the Lease.
     pub report_address: Option<String>,
+    /// Written to [`REPORT_CERTIFICATE_ANNOTATION`] while we hold the Lease.
+    pub report_certificate: Option<String>,
     /// How long a silent holder keeps the Lease.
     pub lease_duration: Duration,
     /// How often the holder renews (and a follower looks again).
@@ -68,6 +76,7 @@ impl LeaderConfig {
             name: name.into(),
             identity: identity.into(),
             report_address: None,
+            report_certificate: None,
             lease_duration: Duration::from_secs(15),
             renew_interval: Duration::from_secs(2),
             renew_deadline: Duration::from_secs(10),
@@ -83,13 +92,17 @@ pub fn always_leader() -> watch::Receiver<bool> {
     ALWAYS.get_or_init(|| watch::channel(true).0).subscribe()
 }
 
-/// The current holder of a Lease and its report address; `None` when the Lease is
-/// absent, unheld, expired by the wall clock, or cannot be read.
-pub async fn current_leader(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-) -> Option<(String, Option<String>)> {
+/// Who holds the Lease, and where and with which certificate it takes reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub identity: String,
+    pub report_address: Option<String>,
+    pub report_certificate: Option<String>,
+}
+
+/// The current holder of a Lease; `None` when the Lease is absent, unheld,
+/// expired by the wall clock, or cannot be read.
+pub async fn current_leader(client: &Client, namespace: &str, name: &str) -> Option<Holder> {
     let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let lease = match api.get_opt(name).await {
         Ok(lease) => lease?,
@@ -105,11 +118,12 @@ pub async fn current_leader(
     if renewed + duration < Timestamp::now() {
         return None;
     }
-    let address = lease
-        .metadata
-        .annotations
-        .and_then(|a| a.get(REPORT_ADDRESS_ANNOTATION).cloned());
-    Some((holder, address))
+    let annotations = lease.metadata.annotations.unwrap_or_default();
+    Some(Holder {
+        identity: holder,
+        report_address: annotations.get(REPORT_ADDRESS_ANNOTATION).cloned(),
+        report_certificate: annotations.get(REPORT_CERTIFICATE_ANNOTATION).cloned(),
+    })
 }
 
 /// What to do with the Lease as read.
@@ -313,6 +327,7 @@ impl LeaderElector {
         spec.renew_time = Some(MicroTime(Timestamp::now()));
         if let Some(a) = lease.metadata.annotations.as_mut() {
             a.remove(REPORT_ADDRESS_ANNOTATION);
+            a.remove(REPORT_CERTIFICATE_ANNOTATION);
         }
         api.replace(&self.config.name, &PostParams::default(), &lease)
             .await
@@ -326,19 +341,23 @@ impl LeaderElector {
             .clamp(1, i32::MAX as u64) as i32
     }
 
-    /// The Lease with our report address annotation set (or removed).
+    /// The Lease with our report address and certificate annotations set (or removed).
     fn annotated(&self, mut lease: Lease) -> Lease {
         let annotations = lease
             .metadata
             .annotations
             .get_or_insert_with(Default::default);
-        match &self.config.report_address {
-            Some(a) => {
-                annotations.insert(REPORT_ADDRESS_ANNOTATION.to_string(), a.clone());
-            }
-            None => {
-                annotations.remove(REPORT_ADDRESS_ANNOTATION);
-            }
+        for (key, value) in [
+            (REPORT_ADDRESS_ANNOTATION, &self.config.report_address),
+            (
+                REPORT_CERTIFICATE_ANNOTATION,
+                &self.config.report_certificate,
+            ),
+        ] {
+            match value {
+                Some(v) => annotations.insert(key.to_string(), v.clone()),
+                None => annotations.remove(key),
+            };
         }
         lease
     }

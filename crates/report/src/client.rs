@@ -6,8 +6,11 @@
 //! leader: when the leader's report address changes, or the stream breaks, it
 //! reconnects and starts again with a whole report.
 //!
-//! Each stream carries the agent's token (read from its file at every connect:
-//! a projected token is rotated on disk) as `authorization: Bearer`.
+//! It speaks TLS only, trusting exactly the certificate the leader's Lease names
+//! ([`crate::tls`]): a leader without one, a plain-text server and a server
+//! showing another certificate get no report and no token. Each stream carries
+//! the agent's token (read from its file at every connect: a projected token is
+//! rotated on disk) as `authorization: Bearer`.
 
 use crate::pb::AckReport;
 use crate::pb::fleet_reports_client::FleetReportsClient;
@@ -18,24 +21,31 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::{info, warn};
 
+/// Where the leader takes reports, and the certificate it serves there (PEM).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderEndpoint {
+    pub address: String,
+    pub certificate: String,
+}
+
 pub async fn run(
-    mut leader: watch::Receiver<Option<String>>,
+    mut leader: watch::Receiver<Option<LeaderEndpoint>>,
     reports: watch::Receiver<Arc<AckReport>>,
     interval: Duration,
     token_file: PathBuf,
 ) {
     loop {
-        let address = leader.borrow_and_update().clone();
-        let Some(address) = address else {
+        let current = leader.borrow_and_update().clone();
+        let Some(current) = current else {
             if leader.changed().await.is_err() {
                 return;
             }
             continue;
         };
         tokio::select! {
-            r = stream_to(&address, reports.clone(), interval, &token_file) => {
+            r = stream_to(&current, reports.clone(), interval, &token_file) => {
                 if let Err(e) = r {
-                    warn!(leader = %address, error = %e, "reporting to the leader failed; retrying");
+                    warn!(leader = %current.address, error = %e, "reporting to the leader failed; retrying");
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
@@ -45,20 +55,14 @@ pub async fn run(
 }
 
 async fn stream_to(
-    address: &str,
+    leader: &LeaderEndpoint,
     mut reports: watch::Receiver<Arc<AckReport>>,
     interval: Duration,
     token_file: &Path,
 ) -> Result<(), tonic::Status> {
     let token = read_token(token_file)?;
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-        .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
-        .connect_timeout(Duration::from_secs(3));
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
-    info!(leader = %address, "reporting to the leader");
+    let channel = connect(leader).await?;
+    info!(leader = %leader.address, "reporting to the leader");
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     let sender = async move {
         let mut last: Option<AckReport> = None;
@@ -83,6 +87,32 @@ async fn stream_to(
         r = client.report(ReceiverStream::new(rx)) => r.map(|_| ()),
         () = sender => Ok(()),
     }
+}
+
+/// A TLS channel to `leader` that trusts only its certificate. The handshake
+/// completes (or fails) here, before any token is sent.
+pub async fn connect(leader: &LeaderEndpoint) -> Result<tonic::transport::Channel, tonic::Status> {
+    let unavailable = |e: &dyn std::fmt::Display| tonic::Status::unavailable(e.to_string());
+    tonic::transport::Endpoint::from_shared(format!("https://{}", leader.address))
+        .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
+        .tls_config(crate::tls::client_tls(&leader.certificate))
+        .map_err(|e| unavailable(&e))?
+        .connect_timeout(Duration::from_secs(3))
+        .connect()
+        .await
+        .map_err(|e| unavailable(&error_chain(&e)))
+}
+
+/// `e` and its sources, so a refused certificate says why.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// The token in `file`; the error names the file, never the token.

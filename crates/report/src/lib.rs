@@ -32,6 +32,7 @@ pub mod local;
 pub mod per_node;
 mod recent;
 pub mod server;
+pub mod tls;
 
 /// Generated from proto/aether/edge/v1/fleet.proto.
 pub mod pb {

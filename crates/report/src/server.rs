@@ -1,13 +1,16 @@
 //! The leader's end: one stream per agent, each report replacing the last.
 //!
-//! A stream is taken only from a peer whose credential names its node
-//! ([`crate::auth`]); every report on it must be that node's.
+//! TLS only ([`serve`], [`crate::tls`]): a plain-text connection never gets
+//! as far as gRPC. A stream is taken only from a peer whose credential names
+//! its node ([`crate::auth`]); every report on it must be that node's.
 
 use crate::auth::{Authenticator, Refusal, Refusals, bearer};
 use crate::join::Reports;
 use crate::pb::fleet_reports_server::{FleetReports, FleetReportsServer};
 use crate::pb::{AckReport, ReportSummary};
+use crate::tls::ServingCertificate;
 use futures::StreamExt;
+use std::future::Future;
 use std::sync::Arc;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
@@ -41,6 +44,22 @@ impl ReportService {
         warn!(%peer, reason = refusal.reason(), "report stream refused: {refusal}");
         refusal.status()
     }
+}
+
+/// Serves `service` on `listener` over TLS with `certificate`, until the
+/// returned future is dropped.
+pub fn serve(
+    listener: tokio::net::TcpListener,
+    service: FleetReportsServer<ReportService>,
+    certificate: &ServingCertificate,
+) -> Result<
+    impl Future<Output = Result<(), tonic::transport::Error>> + use<>,
+    tonic::transport::Error,
+> {
+    Ok(tonic::transport::Server::builder()
+        .tls_config(certificate.server_tls())?
+        .add_service(service)
+        .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)))
 }
 
 #[tonic::async_trait]

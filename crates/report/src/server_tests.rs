@@ -1,19 +1,25 @@
-//! The report port over a real loopback gRPC connection, with a table of tokens
-//! standing in for the API server: who is refused, who is heard.
+//! The report port over a real loopback gRPC connection over TLS, with a table
+//! of tokens standing in for the API server: who is refused, who is heard, and
+//! that neither end speaks plain text or to a server it was not told to trust.
 
 use crate::auth::{Authenticator, Refusal, Refusals, Verdict};
+use crate::client::LeaderEndpoint;
 use crate::pb::AckReport;
+use crate::tls::ServingCertificate;
 use crate::{Reports, server::ReportService, test_support};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tonic::Code;
 
-/// token → node; "down" stands for an API server that does not answer.
-struct Tokens(BTreeMap<&'static str, &'static str>);
+/// token → node; "down" stands for an API server that does not answer. Counts
+/// the tokens it was asked about.
+struct Tokens(BTreeMap<&'static str, &'static str>, Arc<AtomicUsize>);
 
 impl Authenticator for Tokens {
     fn node_of<'a>(&'a self, token: &'a str) -> Verdict<'a> {
+        self.1.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             match (token, self.0.get(token)) {
                 ("down", _) => Err(Refusal::Unverified("connection refused".into())),
@@ -25,9 +31,12 @@ impl Authenticator for Tokens {
 }
 
 struct Leader {
-    address: String,
+    /// Where it listens and the certificate it serves, as its Lease says.
+    endpoint: LeaderEndpoint,
     reports: Reports,
     refusals: Arc<Refusals>,
+    /// How many tokens reached the authenticator.
+    tokens_seen: Arc<AtomicUsize>,
 }
 
 async fn mk_leader() -> Leader {
@@ -35,17 +44,19 @@ async fn mk_leader() -> Leader {
     let address = listener.local_addr().unwrap().to_string();
     let reports = Reports::default();
     let refusals = Arc::new(Refusals::default());
-    let auth = Arc::new(Tokens([("tok-a", "node-a")].into()));
+    let tokens_seen = Arc::new(AtomicUsize::new(0));
+    let auth = Arc::new(Tokens([("tok-a", "node-a")].into(), tokens_seen.clone()));
     let service = ReportService::new(reports.clone(), auth, refusals.clone());
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
+    let certificate = ServingCertificate::generate().unwrap();
+    tokio::spawn(crate::server::serve(listener, service, &certificate).unwrap());
     Leader {
-        address,
+        endpoint: LeaderEndpoint {
+            address,
+            certificate: certificate.certificate_pem().to_string(),
+        },
         reports,
         refusals,
+        tokens_seen,
     }
 }
 
@@ -56,18 +67,14 @@ fn mk_report(node: &str) -> AckReport {
     report
 }
 
-/// One stream to `address` carrying `token` (if any) and `reports`: how many
+/// One stream to `leader` carrying `token` (if any) and `reports`: how many
 /// reports the leader took, or the code it ended the stream with.
 async fn report(
-    address: &str,
+    leader: &LeaderEndpoint,
     token: Option<&str>,
     reports: impl tokio_stream::Stream<Item = AckReport> + Send + 'static,
 ) -> Result<u64, Code> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = crate::client::connect(leader).await.unwrap();
     let mut client = crate::client::with_token(channel, token).unwrap();
     client
         .report(reports)
@@ -78,7 +85,7 @@ async fn report(
 
 /// Sends `reports` on one stream with `token` (if any); the stream's outcome.
 async fn send(leader: &Leader, token: Option<&str>, reports: Vec<AckReport>) -> Result<u64, Code> {
-    report(&leader.address, token, tokio_stream::iter(reports)).await
+    report(&leader.endpoint, token, tokio_stream::iter(reports)).await
 }
 
 /// A stream with `token` that stays open while the returned sender lives; it
@@ -91,9 +98,9 @@ fn given_an_open_stream(
     tokio::task::JoinHandle<Result<u64, Code>>,
 ) {
     let (tx, rx) = tokio::sync::mpsc::channel(1);
-    let address = leader.address.clone();
+    let endpoint = leader.endpoint.clone();
     let reports = tokio_stream::wrappers::ReceiverStream::new(rx);
-    let open = tokio::spawn(async move { report(&address, Some(token), reports).await });
+    let open = tokio::spawn(async move { report(&endpoint, Some(token), reports).await });
     (tx, open)
 }
 
@@ -181,4 +188,61 @@ async fn an_open_stream_is_heard_until_it_names_another_node(leader: &Leader) {
     assert_eq!(open.await.unwrap().err(), Some(Code::PermissionDenied));
     assert_eq!(leader.refusals.get("wrong_node"), 2);
     assert!(!leader.reports.nodes().contains_key("node-b"));
+}
+
+/// The agent's end refuses a server it was not told to trust (another
+/// certificate, or plain text) before sending anything; the leader's end
+/// refuses a plain-text client before any gRPC. No token crosses either way.
+#[tokio::test]
+async fn reports_travel_over_tls_to_the_certificate_the_lease_names_only() {
+    let leader = mk_leader().await;
+    let impostor = ServingCertificate::generate().unwrap();
+    let pinned_elsewhere = LeaderEndpoint {
+        certificate: impostor.certificate_pem().to_string(),
+        ..leader.endpoint.clone()
+    };
+    let refused = crate::client::connect(&pinned_elsewhere).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable, "{refused}");
+    assert!(refused.message().contains("certificate"), "{refused}");
+
+    // A plain-text server (a leader of before, or anyone on the node network).
+    let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let plain_address = plain.local_addr().unwrap().to_string();
+    let service = ReportService::new(
+        Reports::default(),
+        Arc::new(Tokens(BTreeMap::new(), leader.tokens_seen.clone())),
+        Arc::new(Refusals::default()),
+    );
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(plain)),
+    );
+    let plain_leader = LeaderEndpoint {
+        address: plain_address,
+        ..leader.endpoint.clone()
+    };
+    assert!(crate::client::connect(&plain_leader).await.is_err());
+
+    // A plain-text client of the TLS leader.
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", leader.endpoint.address))
+            .unwrap()
+            .connect()
+            .await;
+    if let Ok(channel) = channel {
+        let mut client = crate::client::with_token(channel, Some("tok-a")).unwrap();
+        let sent = client
+            .report(tokio_stream::iter([mk_report("node-a")]))
+            .await;
+        assert!(sent.is_err(), "a plain-text report was taken: {sent:?}");
+    }
+    assert_eq!(leader.tokens_seen.load(Ordering::SeqCst), 0);
+    assert!(leader.reports.nodes().is_empty());
+
+    // The certificate its Lease names: heard.
+    assert_eq!(
+        send(&leader, Some("tok-a"), vec![mk_report("node-a")]).await,
+        Ok(1)
+    );
 }

@@ -1,5 +1,6 @@
 //! Fleet reports: what the local Envoy serves goes to whoever leads, in process
-//! when that is us, over gRPC (crates/report) otherwise.
+//! when that is us, over gRPC and TLS (crates/report) otherwise, trusting the
+//! certificate the leader's Lease names.
 
 use super::{LEADER_LOOKUP, REPORT_INTERVAL};
 use crate::pipeline::Published;
@@ -7,12 +8,13 @@ use aether_ads::Fleet;
 use aether_k8s::agent_token::TokenError;
 use aether_k8s::leader;
 use aether_report::auth::{Authenticator, Refusal, Verdict};
+use aether_report::client::LeaderEndpoint;
 use aether_report::pb::AckReport;
 use aether_report::{Reports, local_report};
 use aether_xds::Snapshot;
 use std::sync::Arc;
 use tokio::sync::watch;
-use tracing::info;
+use tracing::{info, warn};
 
 /// The latest local report, reported to the leader at most once per interval
 /// with the token in `token_file`.
@@ -155,22 +157,38 @@ pub(super) async fn self_report(
     }
 }
 
-/// Where the current leader takes reports, `None` while that is us (or unknown).
+/// Where the current leader takes reports and the certificate it serves
+/// there, `None` while that is us (or unknown). A leader whose Lease names no
+/// certificate is not reported to: reports travel over TLS only.
 fn leader_address(
     client: kube::Client,
     namespace: String,
     lease: String,
     identity: String,
     elect: bool,
-) -> watch::Receiver<Option<String>> {
+) -> watch::Receiver<Option<LeaderEndpoint>> {
     let (tx, rx) = watch::channel(None);
     if !elect {
         return rx;
     }
     tokio::spawn(async move {
+        let mut warned = false;
         loop {
             let address = match leader::current_leader(&client, &namespace, &lease).await {
-                Some((holder, address)) if holder != identity => address,
+                Some(holder) if holder.identity != identity => {
+                    match (holder.report_address, holder.report_certificate) {
+                        (Some(address), Some(certificate)) => Some(LeaderEndpoint {
+                            address,
+                            certificate,
+                        }),
+                        (address, _) => {
+                            if !std::mem::replace(&mut warned, true) {
+                                warn!(leader = %holder.identity, ?address, "the leader's Lease names no report certificate; not reporting (TLS only)");
+                            }
+                            None
+                        }
+                    }
+                }
                 _ => None,
             };
             tx.send_if_modified(|current| {

@@ -4,14 +4,17 @@
 //!  kube watches ─► Index ─(all listed)─► Pipeline ─(allocations rewrite)─► snapshot ─► ADS (unix socket) ─► local Envoy
 //!                                           │                                                │ ACK/NACK
 //!                                           │            local report ◄── Fleet ◄────────────┘
-//!                                           │                 │ gRPC stream (or in process on the leader)
+//!                                           │                 │ gRPC stream over TLS (or in process on the leader)
 //!                                           ▼                 ▼
-//!  leader only:  duties::reconcile_services, xbackend_service::run
+//!  leader only (role controller or all):  duties::reconcile_services, xbackend_service::run
 //!                                             Reports (every node) ─► duties::Join (assemble) ─► status writer (SSA)
 //! ```
 //!
 //! Every agent serves its own Envoy from its own watches; only the elected leader
-//! writes (the duties live in `aether_k8s::duties`; `wiring.rs` wires them): per-Gateway Services (allocating Envoy ports) and status, where
+//! writes, and with `--role` the writer is a process and an identity of its own
+//! ([`RoleArg`]: edge agents that only read, a controller that writes; RBAC
+//! cannot condition a right on the Lease). The duties live in
+//! `aether_k8s::duties`; `wiring.rs` wires them: per-Gateway Services (allocating Envoy ports) and status, where
 //! `Programmed`, `attachedRoutes` and route `Accepted` wait for every Envoy that
 //! takes the Gateway's traffic (its Service's Ready endpoints, or the Ready edge
 //! pods in static mode) to serve the object's current config. `/readyz` waits
@@ -101,6 +104,36 @@ const REPORT_INTERVAL: Duration = Duration::from_millis(100);
 /// How often a follower looks up who leads (and where it takes reports).
 const LEADER_LOOKUP: Duration = Duration::from_secs(2);
 
+/// Which part of the edge this process plays (`--role`). RBAC cannot make a
+/// right depend on holding the Lease, so the writes belong to an identity of
+/// their own: deploy/ runs `edge` agents in the DaemonSet under a read-only
+/// ServiceAccount and `controller` replicas in a Deployment under the writer's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoleArg {
+    /// Beside an Envoy: serve it over ADS, report what it ACKed to the
+    /// controller that leads (TLS), write nothing to the API server.
+    Edge,
+    /// No Envoy: elect a leader among the controllers; the leader takes the
+    /// edge agents' reports and writes status, Services, EndpointSlices,
+    /// Events, the GatewayClass finalizer and the fleet ConfigMap.
+    Controller,
+    /// Both in one process, under one identity holding every right (a
+    /// single-node setup, tests): agents elect a leader among themselves.
+    All,
+}
+
+impl RoleArg {
+    /// Whether this process serves a local Envoy.
+    pub fn serves_envoy(self) -> bool {
+        self != RoleArg::Controller
+    }
+
+    /// Whether this process campaigns for the Lease and writes when it leads.
+    pub fn writes(self) -> bool {
+        self != RoleArg::Edge
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AddressModeArg {
     /// One LoadBalancer Service per Gateway; Envoy binds allocated ports.
@@ -117,6 +150,10 @@ pub struct AgentArgs {
     /// The edge namespace: Services, the leader Lease, the DaemonSet.
     #[arg(long, env = "POD_NAMESPACE", default_value = "aether-ingress")]
     pub namespace: String,
+    /// `edge` (beside an Envoy, read-only), `controller` (the writer, no
+    /// Envoy) or `all` (both, one identity).
+    #[arg(long, value_enum, default_value = "all")]
+    pub role: RoleArg,
     /// Serve only Gateways whose GatewayClass names this controllerName.
     #[arg(long, default_value = crate::args::DEFAULT_CONTROLLER_NAME)]
     pub controller_name: String,
@@ -170,20 +207,25 @@ pub struct AgentArgs {
     /// `/metrics` alone, on an address Prometheus can reach (e.g. 0.0.0.0:19003).
     #[arg(long)]
     pub metrics_address: Option<String>,
-    /// Where this agent takes fleet reports when it leads. A report stream is
-    /// taken only with a token of `--service-account` bound to an edge pod, and
-    /// speaks for that pod's node.
+    /// Where this process takes fleet reports when it leads (roles `controller`
+    /// and `all`), over TLS only: with a certificate made at start, which the
+    /// Lease publishes and agents pin. A report stream is taken only with a
+    /// token of `--service-account` bound to an edge pod, and speaks for that
+    /// pod's node.
     #[arg(long, default_value = "0.0.0.0:18001")]
     pub report_address: String,
-    /// This agent's token for reporting to the leader: a projected ServiceAccount
-    /// token with audience `aether-edge-report`, read again at every connect.
+    /// This agent's token for reporting to the leader (roles `edge` and `all`):
+    /// a projected ServiceAccount token with audience `aether-edge-report`, read
+    /// again at every connect, sent only over TLS to the certificate the Lease
+    /// names.
     #[arg(long, default_value = "/var/run/secrets/aether-edge/report/token")]
     pub report_token_file: PathBuf,
     /// The ServiceAccount (in the edge namespace) whose pod-bound tokens the
-    /// report port accepts.
+    /// report port accepts: the edge agents'.
     #[arg(long, default_value = "aether-edge")]
     pub service_account: String,
-    /// Elect a leader among agents through a Lease (false: this agent always leads).
+    /// Elect a leader through a Lease (false: this process always leads; an
+    /// `edge` agent still finds the controller through the Lease).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
     /// The leader Lease's name (in the edge namespace).

@@ -2,16 +2,22 @@
 //!
 //! ```text
 //!  watch_cluster ─► Index ─► drive_pipeline ─► Pipeline ─────────────────────────┐
-//!  lead ─► is_leader ────────────────────────────────────┐                        │
-//!  exchange_reports: local report ─► (self | gRPC to the leader); report server   │
-//!  leader_duties: edge Services, Join ─► status, finalizer, XBackend Services, Events
+//!  lead ─► is_leader (writers; edge: never) ─────────────┐                        │
+//!  exchange_reports: local report ─► (self | gRPC+TLS to the leader);             │
+//!                    report server (writers, TLS)                                 │
+//!  leader_duties (writers): edge Services, Join ─► status, finalizer, XBackend Services, Events
 //!  admin_endpoints: admin, metrics, health                                        │
 //!  ADS to the local Envoy, once the first snapshot is ready ◄─────────────────────┘
+//!    (role controller: no Envoy, it runs until the shutdown signal)
 //!  shutdown: endpoints drained, the Lease released
 //! ```
+//!
+//! The role ([`RoleArg`]) decides which steps run: `edge` serves its Envoy and
+//! reports, and writes nothing; `controller` elects, takes reports and writes,
+//! and serves no Envoy; `all` does both.
 
 use super::metrics::{Registered, registry};
-use super::{AddressModeArg, AgentArgs, SUPPORTED_FEATURES, client, fleet};
+use super::{AddressModeArg, AgentArgs, RoleArg, SUPPORTED_FEATURES, client, fleet};
 use crate::admin::{self, AdminState};
 use crate::pipeline::Pipeline;
 use crate::serve;
@@ -25,6 +31,7 @@ use aether_k8s::service::{self, AddressMode, ServiceConfig, ServiceMetrics};
 use aether_k8s::status::{StatusInputs, StatusWriter};
 use aether_report::Reports;
 use aether_report::auth::Refusals;
+use aether_report::tls::ServingCertificate;
 use anyhow::Context;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -43,15 +50,20 @@ struct Agent {
     pipeline: Arc<Pipeline>,
     fleet: Fleet,
     reports: Reports,
+    /// The report port's certificate (writers only); its key stays here.
+    serving: Option<Arc<ServingCertificate>>,
 }
 
 /// The served API versions, as discovery finds them.
 type Served = watch::Receiver<Option<ServedVersions>>;
 
-/// Who leads, and the elector's task (none without `--leader-elect`).
+/// Who leads, and the elector's task (none without `--leader-elect`, nor
+/// for an edge agent, which never leads).
 struct Leadership {
     is_leader: watch::Receiver<bool>,
     elector: Option<JoinHandle<()>>,
+    /// An edge agent's "never": kept open for as long as the process runs.
+    _never: Option<watch::Sender<bool>>,
 }
 
 /// The leader's duties, as the admin endpoints and metrics read them.
@@ -62,19 +74,47 @@ struct Duties {
     convergence: Arc<Convergence>,
 }
 
+impl Duties {
+    /// An edge agent's: it writes nothing, so its write metrics stay at zero.
+    fn none() -> Self {
+        Duties {
+            status_inputs: watch::channel(Arc::default()).1,
+            writer: Arc::default(),
+            service_metrics: Arc::default(),
+            convergence: Arc::default(),
+        }
+    }
+}
+
 pub(super) async fn serve(args: AgentArgs) -> anyhow::Result<()> {
     args.xds.checked_address(&args.xds_address)?;
+    if args.role == RoleArg::Controller && !args.leader_elect {
+        // Edge agents find the controller, and the certificate to trust,
+        // through the Lease alone.
+        anyhow::bail!(
+            "--role=controller needs --leader-elect: edge agents find it through the Lease"
+        );
+    }
     let agent = Agent::new(args).await?;
     let (shutdown_tx, shutdown) = watch::channel(false);
     let (index, served) = agent.watch_cluster();
     let leadership = agent.lead(shutdown.clone());
     let is_leader = &leadership.is_leader;
     let (envoy_ready, refusals) = agent.exchange_reports(is_leader).await?;
-    let duties = agent.leader_duties(&index, &served, is_leader);
+    let duties = if agent.args.role.writes() {
+        agent.leader_duties(&index, &served, is_leader)
+    } else {
+        Duties::none()
+    };
     let endpoints = agent
         .admin_endpoints(duties, envoy_ready, refusals, served, is_leader, shutdown)
         .await?;
-    let result = agent.ads().await;
+    let result = if agent.args.role.serves_envoy() {
+        agent.ads().await
+    } else {
+        serve::shutdown_signal().await;
+        Ok(())
+    };
     let _ = shutdown_tx.send(true);
     for task in endpoints {
         let _ = task.await;
@@ -114,6 +154,13 @@ impl Agent {
             },
             args.xds.builder(),
         ));
+        let serving = args
+            .role
+            .writes()
+            .then(ServingCertificate::generate)
+            .transpose()
+            .context("making the report port's certificate")?
+            .map(Arc::new);
         Ok(Agent {
             args,
             client,
@@ -122,6 +169,7 @@ impl Agent {
             pipeline,
             fleet: Fleet::new(),
             reports: Reports::default(),
+            serving,
         })
     }
 
@@ -143,11 +191,20 @@ impl Agent {
     }
 
     fn lead(&self, shutdown: watch::Receiver<bool>) -> Leadership {
+        if !self.args.role.writes() {
+            let (never, is_leader) = watch::channel(false);
+            return Leadership {
+                is_leader,
+                elector: None,
+                _never: Some(never),
+            };
+        }
         if !self.args.leader_elect {
             let is_leader = leader::always_leader();
             return Leadership {
                 is_leader,
                 elector: None,
+                _never: None,
             };
         }
         let args = &self.args;
@@ -161,44 +218,56 @@ impl Agent {
             .advertise_address
             .as_ref()
             .map(|ip| format!("{ip}:{report_port}"));
+        config.report_certificate = self
+            .serving
+            .as_ref()
+            .map(|s| s.certificate_pem().to_string());
         let elector = LeaderElector::new(self.client.clone(), config);
         let is_leader = elector.is_leader();
         let task = tokio::spawn(elector.run(wait_true(shutdown)));
         Leadership {
             is_leader,
             elector: Some(task),
+            _never: None,
         }
     }
 
-    /// Fleet reports: ours in process when we lead, over gRPC to the leader
-    /// otherwise; the report server every agent runs (only the leader's is
-    /// dialled). Returns whether the local Envoy serves the latest config.
+    /// Fleet reports: with a local Envoy, ours in process when we lead, over
+    /// gRPC and TLS to the leader otherwise; the report server every writer
+    /// runs (only the leader's is dialled). Returns whether the local Envoy
+    /// serves the latest config (none without one).
     async fn exchange_reports(
         &self,
         is_leader: &watch::Receiver<bool>,
-    ) -> anyhow::Result<(watch::Receiver<bool>, Arc<Refusals>)> {
+    ) -> anyhow::Result<(Option<watch::Receiver<bool>>, Arc<Refusals>)> {
         let args = &self.args;
-        let local = fleet::local_reports(
-            &args.node_name,
-            self.pipeline.subscribe(),
-            self.fleet.clone(),
-        );
-        let envoy_ready = fleet::envoy_ready(local.clone(), self.pipeline.subscribe());
-        tokio::spawn(fleet::self_report(
-            local.clone(),
-            is_leader.clone(),
-            self.reports.clone(),
-        ));
-        fleet::report_to_leader(
-            self.client.clone(),
-            local,
-            args.namespace.clone(),
-            args.lease_name.clone(),
-            self.identity.clone(),
-            args.leader_elect,
-            args.report_token_file.clone(),
-        );
+        let mut envoy_ready = None;
+        if args.role.serves_envoy() {
+            let local = fleet::local_reports(
+                &args.node_name,
+                self.pipeline.subscribe(),
+                self.fleet.clone(),
+            );
+            envoy_ready = Some(fleet::envoy_ready(local.clone(), self.pipeline.subscribe()));
+            tokio::spawn(fleet::self_report(
+                local.clone(),
+                is_leader.clone(),
+                self.reports.clone(),
+            ));
+            fleet::report_to_leader(
+                self.client.clone(),
+                local,
+                args.namespace.clone(),
+                args.lease_name.clone(),
+                self.identity.clone(),
+                args.leader_elect || args.role == RoleArg::Edge,
+                args.report_token_file.clone(),
+            );
+        }
         let refusals = Arc::new(Refusals::default());
+        let Some(serving) = &self.serving else {
+            return Ok((envoy_ready, refusals));
+        };
         let auth = Arc::new(fleet::ApiServerTokens(
             aether_k8s::agent_token::AgentTokens::new(
                 self.client.clone(),
@@ -212,11 +281,9 @@ impl Agent {
             .with_context(|| format!("binding the report address {}", args.report_address))?;
         let service =
             aether_report::server::ReportService::new(self.reports.clone(), auth, refusals.clone());
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(service)
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-        );
+        let server = aether_report::server::serve(listener, service, serving)
+            .context("the report port's TLS")?;
+        tokio::spawn(server);
         Ok((envoy_ready, refusals))
     }
 
@@ -346,7 +413,7 @@ impl Agent {
     async fn admin_endpoints(
         &self,
         duties: Duties,
-        envoy_ready: watch::Receiver<bool>,
+        envoy_ready: Option<watch::Receiver<bool>>,
         refusals: Arc<Refusals>,
         served: Served,
         is_leader: &watch::Receiver<bool>,
@@ -369,7 +436,7 @@ impl Agent {
                 is_leader: is_leader.clone(),
             }),
             status_view: Box::new(move |_| status_inputs.borrow().plan.clone()),
-            envoy_ready: Some(envoy_ready),
+            envoy_ready,
             config_problems: None,
         });
         let mut tasks =

@@ -62,7 +62,7 @@ async fn gateway(w: &World) -> Value {
 
 async fn it_gets_its_services_is_programmed_and_serves(w: &World) {
     let c = &w.client;
-    until_leader(c, "agent-a", WAIT).await;
+    until_leader(c, "controller-a", WAIT).await;
     let record = edge_service(c).await;
     let public = public_service(c).await;
     for svc in [&record, &public] {

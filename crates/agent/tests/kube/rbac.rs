@@ -1,10 +1,14 @@
-//! Kubernetes mode as deployed (issue point 5): the agent authenticates as the
-//! `aether-edge` ServiceAccount with exactly the RBAC of `deploy/` (a real token, a
-//! real authorizer), leader election on, and its Envoy reaches ADS over a Unix
-//! socket only. Everything the agent must do — watch, elect, create the Service,
-//! write every kind of status (TCPRoute, UDPRoute and XBackend included), keep an
+//! Kubernetes mode as deployed (issue point 5, and least privilege): the edge
+//! agent authenticates as the `aether-edge` ServiceAccount and the controller as
+//! `aether-edge-controller`, each with exactly the RBAC of `deploy/` (real
+//! tokens, a real authorizer); the controller elects itself and takes the
+//! agent's reports over TLS; the Envoy reaches ADS over a Unix socket only.
+//! Everything the controller must do — elect, create the Service, write every
+//! kind of status (TCPRoute, UDPRoute and XBackend included), keep an
 //! EndpointSelector XBackend's headless Service in the XBackend's namespace
-//! (create, update, delete) — works under those rights, and nothing is refused.
+//! (create, update, delete) — works under its rights, and nothing either
+//! process does is refused. Every write the edge identity tries, the API server
+//! refuses (403), while the writer identity's same request passes.
 
 use crate::support::*;
 use gateway_api::apis::experimental::gateways::Gateway;
@@ -13,7 +17,13 @@ use gateway_api::apis::experimental::xbackends::XBackend;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::authentication::v1::TokenReview;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
 use std::time::Duration;
 
 const NS: &str = "app";
@@ -27,6 +37,7 @@ fn the_agent_works_with_the_deployed_rbac_and_a_unix_socket() {
         let mut w = given_the_deployed_rbac_and_an_agent_on_a_socket().await;
         let svc = it_leads_and_writes_every_kinds_status(&w).await;
         its_envoy_serves_the_service_port(&svc);
+        only_the_writer_identity_may_write(&w).await;
         it_collects_a_deleted_gateways_service(&w).await;
         it_keeps_the_xbackends_service(&w).await;
         it_publishes_the_fleet_view(&w).await;
@@ -70,7 +81,7 @@ async fn given_the_deployed_rbac_and_an_agent_on_a_socket() -> World {
 /// UDPRoute watched and written under the same rights); returns the Service.
 async fn it_leads_and_writes_every_kinds_status(w: &World) -> Service {
     let c = &w.client;
-    until_leader(c, "agent-a", WAIT).await;
+    until_leader(c, "controller-a", WAIT).await;
     let svc = edge_service(c).await;
     assign_load_balancer(c, &public_service(c).await, POD_IP).await;
     eventually(WAIT, "Gateway programmed, route accepted", || async move {
@@ -127,8 +138,8 @@ async fn it_leads_and_writes_every_kinds_status(w: &World) -> Service {
     until_event(
         c,
         "aether-ingress",
-        "the LeaderElected Event on agent-a",
-        |e| e.reason.as_deref() == Some("LeaderElected") && regarding(e) == Some("agent-a"),
+        "the LeaderElected Event on controller-a",
+        |e| e.reason.as_deref() == Some("LeaderElected") && regarding(e) == Some("controller-a"),
     )
     .await;
     // The deployed RBAC lets it read the CRDs' release.
@@ -223,14 +234,156 @@ async fn it_publishes_the_fleet_view(w: &World) {
 }
 
 fn nothing_was_refused(w: &mut World) {
-    let log = w.agent.log_text();
-    let refused: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("forbidden") || l.contains("Forbidden"))
-        .collect();
-    assert!(
-        refused.is_empty(),
-        "the deployed RBAC refused: {refused:#?}"
-    );
-    assert!(w.agent.is_running(), "agent exited:\n{log}");
+    let controller = w.controller.as_mut().expect("deployed with a controller");
+    for (who, p) in [
+        ("agent", &mut w.agent),
+        ("controller", &mut controller.proc),
+    ] {
+        let log = p.log_text();
+        let refused: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("forbidden") || l.contains("Forbidden"))
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "the deployed RBAC refused the {who}: {refused:#?}"
+        );
+        assert!(p.is_running(), "{who} exited:\n{log}");
+    }
+}
+
+/// Whether a request passed, whatever it returned.
+fn ok<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    r.map(|_| ())
+}
+
+/// 403 Forbidden, from the API server's authorizer.
+fn forbidden<T: std::fmt::Debug>(what: &str, result: Result<T, kube::Error>) {
+    match result {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{what}: {status:?}"),
+        other => panic!("{what}: expected 403 Forbidden, got {other:?}"),
+    }
+}
+
+/// Each write the leader makes, as one request by `c`. Dry runs where the
+/// request would change what the running controller owns: the API server
+/// authorizes (and admits and validates) a dry run as the real thing, and
+/// stores nothing.
+async fn writes(c: &kube::Client) -> Vec<(&'static str, Result<(), kube::Error>)> {
+    let dry_post = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let dry_patch = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let empty = Patch::Merge(json!({}));
+    let gateways = kube::Api::<Gateway>::namespaced(c.clone(), NS);
+    let classes = kube::Api::<GatewayClass>::all(c.clone());
+    let services = kube::Api::<Service>::namespaced(c.clone(), NS);
+    let slices = kube::Api::<EndpointSlice>::namespaced(c.clone(), NS);
+    let leases = kube::Api::<Lease>::namespaced(c.clone(), "aether-ingress");
+    let events = kube::Api::<Event>::namespaced(c.clone(), NS);
+    let fleet = kube::Api::<ConfigMap>::namespaced(c.clone(), "aether-ingress");
+    let reviews = kube::Api::<TokenReview>::all(c.clone());
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "probe"},
+        "spec": {"ports": [{"port": 80}]},
+    }))
+    .unwrap();
+    let slice: EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": "probe"}, "addressType": "IPv4", "endpoints": [],
+    }))
+    .unwrap();
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "probe"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "gateway.aether.io/edge", "reportingInstance": "probe",
+        "action": "Probe", "reason": "Probe", "type": "Normal",
+        "regarding": {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "namespace": NS, "name": "gw"},
+    }))
+    .unwrap();
+    let review: TokenReview = serde_json::from_value(json!({"spec": {"token": "x.y.z"}})).unwrap();
+    vec![
+        (
+            "Gateway status",
+            ok(gateways.patch_status("gw", &dry_patch, &empty).await),
+        ),
+        (
+            "GatewayClass finalizer",
+            ok(classes.patch("aether", &dry_patch, &empty).await),
+        ),
+        (
+            "Service create",
+            ok(services.create(&dry_post, &service).await),
+        ),
+        (
+            "EndpointSlice create",
+            ok(slices.create(&dry_post, &slice).await),
+        ),
+        (
+            "Lease update",
+            ok(leases.patch("aether-edge", &dry_patch, &empty).await),
+        ),
+        ("Event create", ok(events.create(&dry_post, &event).await)),
+        (
+            "fleet ConfigMap",
+            ok(fleet.patch("aether-edge-fleet", &dry_patch, &empty).await),
+        ),
+        (
+            "TokenReview",
+            ok(reviews.create(&PostParams::default(), &review).await),
+        ),
+    ]
+}
+
+/// RBAC cannot condition a right on holding the Lease, so the rights are split
+/// by identity: every edge node holds the edge identity, and the API server
+/// refuses it each write; the writer identity's same request passes. Secrets
+/// stay readable by the edge identity (what its Envoy serves; see
+/// deploy/README.md, "Least privilege"), never writable by either.
+async fn only_the_writer_identity_may_write(w: &World) {
+    let client = |account: &'static str| w.server.service_account_client("aether-ingress", account);
+    let edge = client("aether-edge").await.unwrap();
+    let writer = client("aether-edge-controller").await.unwrap();
+    let fleet = kube::Api::<ConfigMap>::namespaced(w.client.clone(), "aether-ingress");
+    eventually(WAIT, "the fleet ConfigMap", || {
+        let fleet = fleet.clone();
+        async move {
+            let cm = fleet.get_opt("aether-edge-fleet").await;
+            cm.map_err(|e| e.to_string())?
+                .map(|_| ())
+                .ok_or("not yet".to_string())
+        }
+    })
+    .await;
+    for (what, result) in writes(&edge).await {
+        forbidden(&format!("the edge identity: {what}"), result);
+    }
+    for (what, result) in writes(&writer).await {
+        assert!(result.is_ok(), "the writer identity: {what}: {result:?}");
+    }
+    // The one Lease by name, nothing else of the edge namespace's.
+    let leases = kube::Api::<Lease>::namespaced(edge.clone(), "aether-ingress");
+    leases.get("aether-edge").await.unwrap();
+    forbidden("list Leases", leases.list(&ListParams::default()).await);
+    // TLS Secrets, as the agent asks for them; no Secret is written by either.
+    let tls = ListParams::default().fields(aether_k8s::watch::SECRET_TYPES);
+    kube::Api::<Secret>::all(edge.clone())
+        .list(&tls)
+        .await
+        .unwrap();
+    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "probe"}})).unwrap();
+    let dry_post = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    for (who, c) in [("edge", &edge), ("writer", &writer)] {
+        let secrets = kube::Api::<Secret>::namespaced(c.clone(), NS);
+        forbidden(
+            &format!("{who}: Secret create"),
+            secrets.create(&dry_post, &secret).await,
+        );
+    }
 }

@@ -1,13 +1,15 @@
 //! Kubernetes mode, the report port as an attacker on the node network sees it:
-//! a report stream is taken only with an edge agent's pod-bound token for the
-//! report audience, checked by the real API server (TokenReview), and speaks
-//! only for the node that pod runs on. Everything else is refused and counted.
-//! The leader runs with exactly the RBAC of `deploy/`.
+//! it speaks TLS only, with the certificate the leader's Lease names (a
+//! plain-text stream gets nowhere); a report stream is taken only with an edge
+//! agent's pod-bound token for the report audience, checked by the real API
+//! server (TokenReview), and speaks only for the node that pod runs on.
+//! Everything else is refused and counted. The controller runs as deployed:
+//! `--role controller`, the writer identity, exactly the RBAC of `deploy/`.
 
 use crate::support::*;
+use aether_report::client::LeaderEndpoint;
 use aether_report::pb::AckReport;
 use k8s_openapi::api::core::v1::Pod;
-use std::path::Path;
 use std::time::Duration;
 use tonic::Code;
 
@@ -24,12 +26,15 @@ fn mk_report(node: &str) -> AckReport {
     }
 }
 
-/// One stream to `address` carrying `token` (if any) and `report`: how many
-/// reports the leader took, or the code it refused the stream with.
-async fn report(address: &str, token: Option<&str>, report: AckReport) -> Result<u64, Code> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-        .unwrap()
-        .connect()
+/// One stream to `leader` (over TLS, trusting the certificate its Lease
+/// names) carrying `token` (if any) and `report`: how many reports the leader
+/// took, or the code it refused the stream with.
+async fn report(
+    leader: &LeaderEndpoint,
+    token: Option<&str>,
+    report: AckReport,
+) -> Result<u64, Code> {
+    let channel = aether_report::client::connect(leader)
         .await
         .map_err(|_| Code::Unavailable)?;
     let mut client = aether_report::client::with_token(channel, token).unwrap();
@@ -49,6 +54,7 @@ fn refused(metrics: &str, reason: &str) -> u64 {
 fn the_report_port_takes_only_edge_agents_each_for_its_own_node() {
     in_netns(async {
         let w = given_a_leader_under_the_deployed_rbac().await;
+        the_port_speaks_only_tls(&w).await;
         the_port_takes_only_an_agent_speaking_for_its_own_node(&w).await;
         every_refusal_is_counted_and_logged_but_no_token(&w);
         a_pod_bound_token_dies_with_its_pod(&w).await;
@@ -64,7 +70,9 @@ struct Tokens {
 
 /// Fields drop in order: the API server last.
 struct World {
-    leader: KubeAgent,
+    leader: Controller,
+    /// Its report address and certificate, as its Lease names them.
+    endpoint: LeaderEndpoint,
     tokens: Tokens,
     server: aether_testkit::ApiServer,
 }
@@ -73,21 +81,27 @@ async fn given_a_leader_under_the_deployed_rbac() -> World {
     let logs = temp_dir("kube-report-auth");
     let server = aether_testkit::ApiServer::start().await;
     for file in ["00-namespace.yaml", "10-rbac.yaml"] {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../deploy")
-            .join(file);
-        server
-            .apply(&std::fs::read_to_string(path).unwrap())
-            .await
-            .unwrap();
+        server.apply(&deploy_file(file)).await.unwrap();
     }
     server.apply(&base_yaml(&["app"])).await.unwrap();
-    let as_deployed = server
-        .service_account_kubeconfig(EDGE, AGENTS)
-        .await
-        .unwrap();
-    let flags = ["--leader-elect=false", "--address-mode", "static"];
-    let leader = kube_agent(&as_deployed, &flags, &logs);
+    let leader = deployed_controller(&server, "report-auth", &logs).await;
+    let client = server.client();
+    let endpoint = eventually(Duration::from_secs(30), "the controller's Lease", || {
+        let client = client.clone();
+        async move {
+            let holder = aether_k8s::leader::current_leader(&client, EDGE, "aether-edge")
+                .await
+                .ok_or("no leader yet")?;
+            match (holder.report_address, holder.report_certificate) {
+                (Some(address), Some(certificate)) => Ok(LeaderEndpoint {
+                    address,
+                    certificate,
+                }),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
     let token = |ns, pod, node, audience| server.pod_token(ns, AGENTS, pod, node, audience);
     let api = "https://kubernetes.default.svc.cluster.local";
     let tokens = Tokens {
@@ -99,21 +113,62 @@ async fn given_a_leader_under_the_deployed_rbac() -> World {
     };
     World {
         leader,
+        endpoint,
         tokens,
         server,
     }
 }
 
-async fn the_port_takes_only_an_agent_speaking_for_its_own_node(w: &World) {
-    let (at, t) = (w.leader.report.as_str(), &w.tokens);
-    // No token: refused, once the port is up (until then: Unavailable).
-    eventually(Duration::from_secs(30), "no token refused", || async move {
-        match report(at, None, mk_report("node-b")).await {
-            Err(Code::Unauthenticated) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
+/// A plain-text stream (even with a real agent's token) and a client pinned
+/// to another certificate get nowhere: no report taken, no token reviewed.
+async fn the_port_speaks_only_tls(w: &World) {
+    let address = &w.endpoint.address;
+    // Until the port is up, connecting fails too: wait for a TLS stream first.
+    eventually(
+        Duration::from_secs(30),
+        "the report port up",
+        || async move {
+            match report(&w.endpoint, None, mk_report("node-b")).await {
+                Err(Code::Unauthenticated) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await;
+    let plain = async {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+            .unwrap()
+            .connect()
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut client =
+            aether_report::client::with_token(channel, Some(&w.tokens.agent_b)).unwrap();
+        client
+            .report(tokio_stream::iter([mk_report("node-b")]))
+            .await
+            .map(|r| r.into_inner().reports)
+            .map_err(|s| s.to_string())
+    };
+    assert!(plain.await.is_err(), "a plain-text report was taken");
+    let impostor = aether_report::tls::ServingCertificate::generate().unwrap();
+    let pinned_elsewhere = LeaderEndpoint {
+        address: address.clone(),
+        certificate: impostor.certificate_pem().to_string(),
+    };
+    assert_eq!(
+        report(
+            &pinned_elsewhere,
+            Some(&w.tokens.agent_b),
+            mk_report("node-b")
+        )
+        .await,
+        Err(Code::Unavailable),
+        "a server showing another certificate"
+    );
+}
+
+async fn the_port_takes_only_an_agent_speaking_for_its_own_node(w: &World) {
+    let (at, t) = (&w.endpoint, &w.tokens);
     let unauthenticated = Code::Unauthenticated;
     let cases = [
         ("a forged token", "x.y.z", "node-b", unauthenticated),
@@ -176,7 +231,7 @@ async fn a_pod_bound_token_dies_with_its_pod(w: &World) {
         ..Default::default()
     };
     pods.delete("edge-b", &now).await.unwrap();
-    let at = w.leader.report.as_str();
+    let at = &w.endpoint;
     eventually(Duration::from_secs(30), "edge-b's token refused", || {
         let token = w.tokens.agent_b.clone();
         async move {

@@ -1,11 +1,13 @@
-//! The DaemonSet and RBAC of `deploy/`, read as the API server would: what the
-//! internet-facing Envoy container can reach, and what the agent is given.
-//! (That they run is shown by conformance/run, which deploys exactly these, and
-//! by the kube tests `rbac` and `report_auth`, which run the agent under this RBAC.)
+//! The DaemonSet, the controller Deployment and the RBAC of `deploy/`, read as
+//! the API server would: what the internet-facing Envoy container can reach,
+//! what the edge agent is given (reads only) and what the controller is given
+//! (the writes). (That they run is shown by conformance/run, which deploys
+//! exactly these, and by the kube tests `rbac` and `report_auth`, which run
+//! both identities under this RBAC and see the edge identity's writes refused.)
 
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Container, PodSpec};
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use serde::Deserialize;
 use std::path::Path;
 
@@ -19,6 +21,25 @@ fn manifest(file: &str) -> String {
 fn pod() -> PodSpec {
     let ds: DaemonSet = serde_norway::from_str(&manifest("30-daemonset.yaml")).unwrap();
     ds.spec.unwrap().template.spec.unwrap()
+}
+
+fn controller_pod() -> PodSpec {
+    let d: Deployment = serde_norway::from_str(&manifest("35-controller.yaml")).unwrap();
+    d.spec.unwrap().template.spec.unwrap()
+}
+
+/// The rules of the `kind` (ClusterRole or Role) named `name` in 10-rbac.yaml.
+fn rules(kind: &str, name: &str) -> Vec<PolicyRule> {
+    let text = manifest("10-rbac.yaml");
+    let doc = serde_norway::Deserializer::from_str(&text)
+        .map(|d| serde_norway::Value::deserialize(d).unwrap())
+        .find(|v| v["kind"] == kind && v["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"));
+    match kind {
+        "ClusterRole" => serde_norway::from_value::<ClusterRole>(doc).unwrap().rules,
+        _ => serde_norway::from_value::<Role>(doc).unwrap().rules,
+    }
+    .unwrap_or_default()
 }
 
 fn container<'a>(pod: &'a PodSpec, name: &str) -> &'a Container {
@@ -137,14 +158,58 @@ fn the_pod_runs_confined_and_ads_is_a_socket_the_two_containers_share() {
     assert!(v.empty_dir.is_some(), "a pod-private emptyDir");
 }
 
+/// The edge agents (on every edge node, beside an internet-facing Envoy) hold
+/// no write verb anywhere; in the edge namespace they read the one Lease.
 #[test]
-fn the_leader_may_review_tokens_and_reads_nothing_it_does_not_watch() {
-    let text = manifest("10-rbac.yaml");
-    let role: ClusterRole = serde_norway::Deserializer::from_str(&text)
-        .map(|d| serde_norway::Value::deserialize(d).unwrap())
-        .find_map(|v| (v["kind"] == "ClusterRole").then(|| serde_norway::from_value(v).unwrap()))
-        .expect("a ClusterRole");
-    let rules = role.rules.unwrap_or_default();
+fn the_edge_identity_only_reads() {
+    let pod = pod();
+    assert_eq!(pod.service_account_name.as_deref(), Some("aether-edge"));
+    let agent = container(&pod, "agent");
+    assert_eq!(flag(agent, "--role"), Some("edge"));
+    assert_eq!(
+        flag(agent, "--report-address"),
+        None,
+        "an edge agent takes no reports"
+    );
+    for r in rules("ClusterRole", "aether-edge") {
+        assert!(
+            r.verbs
+                .iter()
+                .all(|v| ["get", "list", "watch"].contains(&v.as_str())),
+            "the edge ClusterRole writes: {r:?}"
+        );
+    }
+    let lease = rules("Role", "aether-edge");
+    assert_eq!(lease.len(), 1, "{lease:?}");
+    assert_eq!(
+        lease[0].resources.as_deref(),
+        Some(&["leases".to_string()][..])
+    );
+    assert_eq!(
+        lease[0].resource_names.as_deref(),
+        Some(&["aether-edge".to_string()][..])
+    );
+    assert_eq!(lease[0].verbs, ["get"]);
+}
+
+/// The writer runs apart, with no Envoy and no host network.
+#[test]
+fn the_controller_runs_under_the_writer_identity() {
+    let pod = controller_pod();
+    assert_eq!(
+        pod.service_account_name.as_deref(),
+        Some("aether-edge-controller")
+    );
+    assert_ne!(pod.host_network, Some(true));
+    let c = container(&pod, "controller");
+    assert_eq!(flag(c, "--role"), Some("controller"));
+    assert!(flag(c, "--report-address").is_some());
+    assert_eq!(flag(c, "--report-token-file"), None);
+}
+
+#[test]
+fn the_controller_may_review_tokens_and_reads_nothing_it_does_not_watch() {
+    let rules = rules("ClusterRole", "aether-edge-controller");
     let grants = |group: &str, resource: &str, verb: &str| {
         rules.iter().any(|r| {
             r.api_groups.iter().flatten().any(|g| g == group)

@@ -35,6 +35,9 @@ pub fn envoy(node_id: &str, xds: &str, delta: bool, log_dir: &Path) -> Envoy {
 pub struct OneNode<A = KubeAgent> {
     pub client: kube::Client,
     pub agent: A,
+    /// The controller (`--role controller`) of [`OneNode::deployed`]; none where
+    /// the agent writes itself (`--role all`).
+    pub controller: Option<Controller>,
     pub envoy: Envoy,
     pub b0: Backend,
     pub server: aether_testkit::ApiServer,
@@ -56,10 +59,12 @@ impl OneNode {
 }
 
 impl OneNode<Proc> {
-    /// As in the DaemonSet: deploy/'s namespace, RBAC and GatewayClass, then
-    /// `app` (YAML documents), the agent `agent-a` on node `node-a` with its
-    /// ServiceAccount's token, ADS on a socket, leader election on; a Delta
-    /// Envoy on that socket.
+    /// As deploy/ runs it: deploy/'s namespace, RBAC and GatewayClass, then
+    /// `app` (YAML documents); the edge agent `agent-a` (`--role edge`) on node
+    /// `node-a` with the edge ServiceAccount's token and its pod-bound report
+    /// token, ADS on a socket; the controller `controller-a` (`--role
+    /// controller`, leader election on) with the writer ServiceAccount's token,
+    /// taking reports over TLS; a Delta Envoy on the socket.
     pub async fn deployed(tag: &str, app: &str, b0: Backend) -> Self {
         let logs = temp_dir(tag);
         let server = aether_testkit::ApiServer::start().await;
@@ -67,27 +72,76 @@ impl OneNode<Proc> {
             server.apply(&deploy_file(file)).await.unwrap();
         }
         server.apply(app).await.unwrap();
+        let controller = deployed_controller(&server, tag, &logs).await;
         let kubeconfig = server
             .service_account_kubeconfig("aether-ingress", "aether-edge")
             .await
             .unwrap();
+        issue_report_token(&server, "node-a", "agent-a", &logs).await;
+        let token = logs.join("agent-a.report-token");
         let socket = format!("unix:{}", logs.join("run/ads.sock").display());
         let admin = format!("127.0.0.1:{}", free_port());
-        let report = format!("127.0.0.1:{}", free_port());
         let agent = Proc::spawn(
             &format!("agent-{tag}"),
             std::process::Command::new(agent_bin())
-                .arg("agent")
-                .arg("--kubeconfig")
+                .args(["agent", "--role", "edge", "--kubeconfig"])
                 .arg(&kubeconfig)
                 .args(["--namespace", "aether-ingress", "--node-name", "node-a"])
-                .args(["--pod-name", "agent-a", "--advertise-address", "127.0.0.1"])
+                .args(["--pod-name", "agent-a"])
                 .args(["--xds-address", &socket, "--admin-address", &admin])
-                .args(["--report-address", &report]),
+                .arg("--report-token-file")
+                .arg(&token),
             &logs,
         );
-        OneNode::with(server, b0, agent, &socket, &logs)
+        let mut world = OneNode::with(server, b0, agent, &socket, &logs);
+        world.controller = Some(controller);
+        world
     }
+}
+
+/// `aether-edge agent --role controller`, killed on drop.
+pub struct Controller {
+    pub proc: Proc,
+    pub admin: String,
+}
+
+impl Controller {
+    pub fn metrics(&self) -> String {
+        http_get(&self.admin, "localhost", "/metrics", &[])
+            .map(|r| r.body)
+            .unwrap_or_default()
+    }
+}
+
+/// The controller as 35-controller.yaml runs it: `controller-a`, under the
+/// writer ServiceAccount, leader election on, reports on a loopback port.
+pub async fn deployed_controller(
+    server: &aether_testkit::ApiServer,
+    tag: &str,
+    logs: &Path,
+) -> Controller {
+    let kubeconfig = server
+        .service_account_kubeconfig("aether-ingress", "aether-edge-controller")
+        .await
+        .unwrap();
+    let admin = format!("127.0.0.1:{}", free_port());
+    let report = format!("127.0.0.1:{}", free_port());
+    let proc = Proc::spawn(
+        &format!("controller-{tag}"),
+        std::process::Command::new(agent_bin())
+            .args(["agent", "--role", "controller", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["--namespace", "aether-ingress", "--node-name", "node-c"])
+            .args([
+                "--pod-name",
+                "controller-a",
+                "--advertise-address",
+                "127.0.0.1",
+            ])
+            .args(["--admin-address", &admin, "--report-address", &report]),
+        logs,
+    );
+    Controller { proc, admin }
 }
 
 /// A file of deploy/, as the repository has it.
@@ -111,6 +165,7 @@ impl<A> OneNode<A> {
         OneNode {
             client: server.client(),
             agent,
+            controller: None,
             envoy,
             b0,
             server,

@@ -120,8 +120,8 @@ async fn the_deploy_rbac_is_enough_to_create_update_and_collect_services() {
     let admin = server.client();
     seed(&admin, &["infra"]).await;
     install_rbac(&admin).await;
-    let agent = server.client_as(
-        "system:serviceaccount:aether-ingress:aether-edge",
+    let controller = server.client_as(
+        "system:serviceaccount:aether-ingress:aether-edge-controller",
         &[
             "system:serviceaccounts",
             "system:serviceaccounts:aether-ingress",
@@ -133,8 +133,8 @@ async fn the_deploy_rbac_is_enough_to_create_update_and_collect_services() {
         create(&gateways, mk_gateway("infra", n, &[("http", "HTTP", 80)])).await;
     }
     let cfg = ServiceConfig::default();
-    // Reads (Gateways, Services) and writes both as the agent.
-    let report = pass(&agent, &cfg)
+    // Reads (Gateways, Services) and writes both as the controller (the writer identity).
+    let report = pass(&controller, &cfg)
         .await
         .expect("created under the deploy RBAC");
     assert_eq!(report.applied.len(), 2);
@@ -149,7 +149,7 @@ async fn the_deploy_rbac_is_enough_to_create_update_and_collect_services() {
         .delete("b", &DeleteParams::default())
         .await
         .unwrap();
-    let report = pass(&agent, &cfg)
+    let report = pass(&controller, &cfg)
         .await
         .expect("updated and collected under the deploy RBAC");
     assert_eq!(
@@ -162,7 +162,7 @@ async fn the_deploy_rbac_is_enough_to_create_update_and_collect_services() {
     );
 
     // The public Services beside the Gateways: made, then collected with b.
-    let report = public_pass(&agent, &cfg)
+    let report = public_pass(&controller, &cfg)
         .await
         .expect("public Services and slices under the deploy RBAC");
     let a_public = public_name(&ObjectRef::new("infra", "a"));
@@ -174,10 +174,10 @@ async fn the_deploy_rbac_is_enough_to_create_update_and_collect_services() {
         ]
     );
 
-    // And nothing beyond: the agent cannot give a Service a load-balancer
+    // And nothing beyond: the controller cannot give a Service a load-balancer
     // address (that is the load balancer's to write).
     let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.66"}]}}});
-    let refused = Api::<Service>::namespaced(agent.clone(), "infra")
+    let refused = Api::<Service>::namespaced(controller.clone(), "infra")
         .patch_status(&a_public, &PatchParams::default(), &Patch::Merge(status))
         .await
         .expect_err("no Service status writes");

@@ -1,9 +1,9 @@
 //! Leader election against a real kube-apiserver: two candidates, exactly one
-//! leader; the holder's report address is found through the Lease; a holder that
+//! leader; the holder's report address and certificate are found through the Lease; a holder that
 //! dies is replaced after the lease duration and not before; a holder that cannot
 //! renew steps down; a holder that shuts down hands over at once.
 
-use aether_k8s::leader::{LeaderConfig, LeaderElector, current_leader};
+use aether_k8s::leader::{Holder, LeaderConfig, LeaderElector, current_leader};
 use aether_testkit::ApiServer;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
@@ -19,6 +19,7 @@ const LEASE: &str = "aether-edge-leader";
 fn config(identity: &str) -> LeaderConfig {
     let mut c = LeaderConfig::new(NS, LEASE, identity);
     c.report_address = Some(format!("{identity}.example:9443"));
+    c.report_certificate = Some(format!("{identity}'s certificate"));
     c.lease_duration = Duration::from_secs(3);
     c.renew_interval = Duration::from_millis(300);
     c.renew_deadline = Duration::from_secs(2);
@@ -87,9 +88,13 @@ async fn one_leader_failover_step_down_and_handover() {
     a_graceful_shutdown_hands_over_at_once(&client, follower).await;
 }
 
-/// `(identity, its report address)` as the Lease names it.
-fn lease_naming(id: &str) -> Option<(String, Option<String>)> {
-    Some((id.to_string(), Some(format!("{id}.example:9443"))))
+/// The holder `id` as the Lease names it, with its report address and certificate.
+fn lease_naming(id: &str) -> Option<Holder> {
+    Some(Holder {
+        identity: id.to_string(),
+        report_address: Some(format!("{id}.example:9443")),
+        report_certificate: Some(format!("{id}'s certificate")),
+    })
 }
 
 /// Several renew rounds later, still exactly one; the Lease names it and its
