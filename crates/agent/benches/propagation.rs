@@ -3,9 +3,10 @@
 //! 0 / 1,000 / 3,000 / 10,000 HTTPRoutes already served over 100 Gateways.
 //!
 //! A real Envoy and the release `aether-edge` binary with its default flags
-//! (the settle window included: the clock starts before the file is written).
-//! Each change writes one HTTPRoute file the way most programs save a file
-//! (open, truncate, write, close); the clock stops at the first 200 for its
+//! (the clock starts before the file is written). Each change moves one new
+//! HTTPRoute file into place (written beside it, then renamed), as README's
+//! edit contract asks: a rename is read at once, while a file written in
+//! place waits for the directory's settle window; the clock stops at the first 200 for its
 //! path (polled every 0.2 ms over fresh connections for the first second, then
 //! every 10 ms). The routes served before are one file per Gateway, all to one
 //! backend (one shared cluster). It also prints the time from starting the
@@ -402,7 +403,10 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
         );
         let path = format!("/r{i}");
         let started = Instant::now();
-        std::fs::write(dir.join(format!("route-{i:03}.yaml")), route).unwrap();
+        aether_testkit::live::traffic::write_atomically(
+            &dir.join(format!("route-{i:03}.yaml")),
+            &route,
+        );
         if !poll(started, change_timeout, || {
             http_get(&gateway, &host, &path, &[]).is_ok_and(|r| r.status == 200)
         }) {

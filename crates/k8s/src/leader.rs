@@ -218,84 +218,22 @@ impl LeaderElector {
         observed: &mut Option<Observed>,
     ) -> Result<bool, kube::Error> {
         let lease = api.get_opt(&self.config.name).await?;
-        let spec = lease.as_ref().and_then(|l| l.spec.clone());
-        let record = spec.as_ref().map(|s| {
-            (
-                s.holder_identity.clone(),
-                s.renew_time.clone(),
-                s.lease_duration_seconds,
-            )
-        });
-        let silent = match (&record, observed.as_ref()) {
-            (Some(r), Some(o)) if &o.record == r => {
-                let duration = spec
-                    .as_ref()
-                    .and_then(|s| s.lease_duration_seconds)
-                    .map(|s| Duration::from_secs(s.max(0) as u64))
-                    .unwrap_or(self.config.lease_duration);
-                o.since.elapsed() >= duration
-            }
-            _ => false,
-        };
-        *observed = record.map(|record| Observed {
-            record: record.clone(),
-            since: match observed.take() {
-                Some(o) if o.record == record => o.since,
-                _ => Instant::now(),
-            },
-        });
+        let silent = self.holder_silent(lease.as_ref(), observed);
         let step = step(
             lease.as_ref().and_then(|l| l.spec.as_ref()),
             &self.config.identity,
             silent,
         );
-        let now = MicroTime(Timestamp::now());
         let written = match (step, lease) {
-            (Step::Follow, _) => return Ok(false),
+            (Step::Follow, _) | (Step::Renew | Step::TakeOver, None) => return Ok(false),
             (Step::Create, _) => {
-                let lease = Lease {
-                    metadata: ObjectMeta {
-                        name: Some(self.config.name.clone()),
-                        namespace: Some(self.config.namespace.clone()),
-                        ..Default::default()
-                    },
-                    spec: Some(LeaseSpec {
-                        holder_identity: Some(self.config.identity.clone()),
-                        lease_duration_seconds: Some(self.lease_seconds()),
-                        acquire_time: Some(now.clone()),
-                        renew_time: Some(now),
-                        lease_transitions: Some(0),
-                        ..Default::default()
-                    }),
-                };
-                api.create(&PostParams::default(), &self.annotated(lease))
+                api.create(&PostParams::default(), &self.annotated(self.new_lease()))
                     .await
             }
-            (Step::Renew | Step::TakeOver, None) => return Ok(false),
-            (Step::Renew, Some(mut lease)) => {
-                let spec = lease.spec.get_or_insert_with(Default::default);
-                spec.renew_time = Some(now);
-                spec.lease_duration_seconds = Some(self.lease_seconds());
-                api.replace(
-                    &self.config.name,
-                    &PostParams::default(),
-                    &self.annotated(lease),
-                )
-                .await
-            }
-            (Step::TakeOver, Some(mut lease)) => {
-                let spec = lease.spec.get_or_insert_with(Default::default);
-                spec.holder_identity = Some(self.config.identity.clone());
-                spec.acquire_time = Some(now.clone());
-                spec.renew_time = Some(now);
-                spec.lease_duration_seconds = Some(self.lease_seconds());
-                spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
-                api.replace(
-                    &self.config.name,
-                    &PostParams::default(),
-                    &self.annotated(lease),
-                )
-                .await
+            (step, Some(lease)) => {
+                let lease = self.annotated(self.renewed(lease, step == Step::TakeOver));
+                api.replace(&self.config.name, &PostParams::default(), &lease)
+                    .await
             }
         };
         match written {
@@ -311,6 +249,73 @@ impl LeaderElector {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether the holder has let the Lease run out: its record (holder,
+    /// renew time, duration) unchanged for a whole lease duration of our own
+    /// clock. `observed` keeps when the record was first seen as it is.
+    fn holder_silent(&self, lease: Option<&Lease>, observed: &mut Option<Observed>) -> bool {
+        let spec = lease.and_then(|l| l.spec.as_ref());
+        let record = spec.map(|s| {
+            (
+                s.holder_identity.clone(),
+                s.renew_time.clone(),
+                s.lease_duration_seconds,
+            )
+        });
+        let silent = match (&record, observed.as_ref()) {
+            (Some(r), Some(o)) if &o.record == r => {
+                let duration = spec
+                    .and_then(|s| s.lease_duration_seconds)
+                    .map(|s| Duration::from_secs(s.max(0) as u64))
+                    .unwrap_or(self.config.lease_duration);
+                o.since.elapsed() >= duration
+            }
+            _ => false,
+        };
+        *observed = record.map(|record| Observed {
+            record: record.clone(),
+            since: match observed.take() {
+                Some(o) if o.record == record => o.since,
+                _ => Instant::now(),
+            },
+        });
+        silent
+    }
+
+    /// A Lease that names us, as first created.
+    fn new_lease(&self) -> Lease {
+        let now = MicroTime(Timestamp::now());
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(self.config.name.clone()),
+                namespace: Some(self.config.namespace.clone()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.config.identity.clone()),
+                lease_duration_seconds: Some(self.lease_seconds()),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                lease_transitions: Some(0),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// `lease` renewed by us now; taken over (we become its holder, one more
+    /// transition) when `take_over`.
+    fn renewed(&self, mut lease: Lease, take_over: bool) -> Lease {
+        let now = MicroTime(Timestamp::now());
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        if take_over {
+            spec.holder_identity = Some(self.config.identity.clone());
+            spec.acquire_time = Some(now.clone());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.renew_time = Some(now);
+        spec.lease_duration_seconds = Some(self.lease_seconds());
+        lease
     }
 
     /// Gives the Lease up: no holder, so a successor need not wait.
