@@ -38,21 +38,6 @@ pub(crate) fn location(redirect: &Redirect, matched: &PathMatch, r: &Request) ->
         _ => r.path.clone(),
     };
     // Envoy keeps the query (strip_query is false).
-    let query: Vec<String> = r
-        .query
-        .iter()
-        .map(|(k, v)| {
-            if v.is_empty() {
-                k.clone()
-            } else {
-                format!("{k}={v}")
-            }
-        })
-        .collect();
-    let query = if query.is_empty() {
-        String::new()
-    } else {
-        format!("?{}", query.join("&"))
-    };
+    let query = r.query_string();
     format!("{scheme}://{host}{port}{path}{query}")
 }

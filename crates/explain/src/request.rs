@@ -152,6 +152,27 @@ impl Request {
     }
 
     /// One line: `GET http://127.0.0.1:80/a?b=c (Host: example.com)`.
+    /// The query as sent: `?a=1&b` (a parameter without a value stays bare),
+    /// or nothing.
+    pub fn query_string(&self) -> String {
+        let query: Vec<String> = self
+            .query
+            .iter()
+            .map(|(k, v)| {
+                if v.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{k}={v}")
+                }
+            })
+            .collect();
+        if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", query.join("&"))
+        }
+    }
+
     pub fn summary(&self) -> String {
         let scheme = match self.scheme {
             Scheme::Http => "http",
@@ -165,22 +186,7 @@ impl Request {
             self.address.clone()
         };
         let mut out = if self.scheme.is_http() {
-            let query: Vec<String> = self
-                .query
-                .iter()
-                .map(|(k, v)| {
-                    if v.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{k}={v}")
-                    }
-                })
-                .collect();
-            let q = if query.is_empty() {
-                String::new()
-            } else {
-                format!("?{}", query.join("&"))
-            };
+            let q = self.query_string();
             format!(
                 "{} {scheme}://{address}:{}{}{q}",
                 self.method, self.port, self.path

@@ -21,7 +21,6 @@ pub use index::BackendIndex;
 
 use crate::backend_tls::Policies;
 use crate::reference_grant::{self, Referent};
-use crate::status::GROUP;
 use crate::store::Store;
 use crate::vocabulary::route;
 use crate::xbackend::{self, XBackendModel};
@@ -189,7 +188,13 @@ impl<'a> Backends<'a> {
             let gk = crate::status::group_kind(group, kind);
             return Err(BackendError::InvalidKind(shown, gk));
         }
-        if !service_ref_permitted(store, route_kind, route_ns, ns, r.name) {
+        let to = Referent {
+            group: "",
+            kind: "Service",
+            namespace: ns,
+            name: r.name,
+        };
+        if !reference_grant::route_may_name(store, route_kind, route_ns, to) {
             return Err(BackendError::RefNotPermitted(shown));
         }
         let port = r.port.and_then(|p| u16::try_from(p).ok());
@@ -381,30 +386,6 @@ impl<'a> Backends<'a> {
         out.shrink_to_fit();
         out
     }
-}
-
-/// Whether a route (`route_kind` in `route_ns`) may name the Service `ns/name`:
-/// always in its own namespace, else when a ReferenceGrant says so.
-fn service_ref_permitted(
-    store: &Store,
-    route_kind: Kind,
-    route_ns: &str,
-    ns: &str,
-    name: &str,
-) -> bool {
-    let from = Referent {
-        group: GROUP,
-        kind: route_kind.as_str(),
-        namespace: route_ns,
-        name: "",
-    };
-    let to = Referent {
-        group: "",
-        kind: "Service",
-        namespace: ns,
-        name,
-    };
-    reference_grant::permitted(store, from, to)
 }
 
 /// The Service port a backendRef names: `port`, UDP for a UDP route, TCP

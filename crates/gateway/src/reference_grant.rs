@@ -18,6 +18,22 @@ pub struct Referent<'a> {
     pub name: &'a str,
 }
 
+/// May a route (`route_kind` in `route_ns`) name `to` in a backendRef?
+pub fn route_may_name(
+    store: &Store,
+    route_kind: aether_ir::Kind,
+    route_ns: &str,
+    to: Referent<'_>,
+) -> bool {
+    let from = Referent {
+        group: crate::status::GROUP,
+        kind: route_kind.as_str(),
+        namespace: route_ns,
+        name: "",
+    };
+    permitted(store, from, to)
+}
+
 /// Is `from` allowed to refer to `to`?
 pub fn permitted(store: &Store, from: Referent<'_>, to: Referent<'_>) -> bool {
     if from.namespace == to.namespace {

@@ -58,7 +58,13 @@ pub fn resolve(
 ) -> Result<Arc<Cluster>, BackendError> {
     let ns = r.namespace.unwrap_or(route_ns);
     let shown = format!("{ns}/{}", r.name);
-    if !xbackend_ref_permitted(backends, route_kind, route_ns, ns, r.name) {
+    let to = Referent {
+        group: super::GROUP,
+        kind: KIND,
+        namespace: ns,
+        name: r.name,
+    };
+    if !reference_grant::route_may_name(backends.store(), route_kind, route_ns, to) {
         return Err(BackendError::RefNotPermitted(shown));
     }
     let key = ObjectRef::new(ns, r.name);
@@ -105,30 +111,6 @@ pub fn resolve(
     });
     backends.remember_xbackend_cluster(memo, cluster.clone());
     Ok(cluster)
-}
-
-/// Whether a route (`route_kind` in `route_ns`) may name the XBackend
-/// `ns/name`: always in its own namespace, else when a ReferenceGrant says so.
-fn xbackend_ref_permitted(
-    backends: &Backends<'_>,
-    route_kind: Kind,
-    route_ns: &str,
-    ns: &str,
-    name: &str,
-) -> bool {
-    let from = Referent {
-        group: crate::status::GROUP,
-        kind: route_kind.as_str(),
-        namespace: route_ns,
-        name: "",
-    };
-    let to = Referent {
-        group: super::GROUP,
-        kind: KIND,
-        namespace: ns,
-        name,
-    };
-    reference_grant::permitted(backends.store(), from, to)
 }
 
 /// An XBackend that is not accepted, as the backendRef's error: its protocol,

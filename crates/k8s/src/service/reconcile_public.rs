@@ -178,15 +178,21 @@ impl Run<'_> {
                 .with_code(409)
                 .boxed(),
             );
-            let e = ServiceError::Apply {
-                kind: self.kind,
-                namespace: ns.clone(),
-                name: name.clone(),
-                gateway: gateway(&k),
-                source,
-            };
-            self.errors.insert(self.label(&ns, &name), e);
+            self.failed(&k, ns, name, source);
         }
+    }
+
+    /// Applying `k` (`ns`/`name`) failed: an error for its Gateway.
+    fn failed<K: Resource>(&mut self, k: &K, ns: String, name: String, source: kube::Error) {
+        let label = self.label(&ns, &name);
+        let e = ServiceError::Apply {
+            kind: self.kind,
+            namespace: ns,
+            name,
+            gateway: gateway(k),
+            source,
+        };
+        self.errors.insert(label, e);
     }
 
     /// Server-side applies each object, a few at a time.
@@ -218,14 +224,7 @@ impl Run<'_> {
                 }
                 Err(source) => {
                     warn!(kind = self.kind, namespace = %ns, name = %name, error = %source, "applying failed");
-                    let e = ServiceError::Apply {
-                        kind: self.kind,
-                        namespace: ns.clone(),
-                        name: name.clone(),
-                        gateway: gateway(&k),
-                        source,
-                    };
-                    self.errors.insert(self.label(&ns, &name), e);
+                    self.failed(&k, ns, name, source);
                 }
             }
         }
