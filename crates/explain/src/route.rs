@@ -36,7 +36,7 @@ pub(crate) fn http(
     let verdicts: Vec<(&Route, Result<(), String>)> = vhost
         .routes
         .iter()
-        .map(|route| (route, matching::route_matches(&route.matcher, r)))
+        .map(|route| (&**route, matching::route_matches(&route.matcher, r)))
         .collect();
     let winner = verdicts.iter().position(|(_, v)| v.is_ok());
     let refused = not_attached(t, gw, r);

@@ -45,7 +45,7 @@ use unit::{classes, merge, translate_gateway};
 mod identity;
 mod reuse;
 mod unit;
-use crate::{Config, Translation, grpc_route, http_route, l4_route};
+use crate::{Config, Translation, grpc_route, http_route, l4_route, route_table};
 use aether_ir::{Cluster, Kind, ObjectRef};
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
@@ -141,6 +141,8 @@ impl RouteEntry {
 struct GatewayEntry {
     read: GatewayRead,
     unit: Arc<GatewayUnit>,
+    /// Its routes' entries in its route tables, for this Gateway model.
+    memo: route_table::TableMemo,
 }
 
 /// A Gateway's model, and the Services whose EndpointSlices it read.
@@ -411,25 +413,29 @@ impl Translator {
                 .map(|&(ri, pi)| (routes[ri].clone(), pi))
                 .collect();
             let lost = taken.remove(*key).unwrap_or_default();
-            let hit = self
-                .gateways
-                .get_mut(*key)
-                .filter(|e| e.read.unit_stands(gw, &lost, stale, &keyed));
-            let unit = match hit {
-                Some(e) => {
+            let cached = self.gateways.get_mut(*key);
+            let unit = match cached {
+                Some(e) if e.read.unit_stands(gw, &lost, stale, &keyed) => {
                     reuse.gateways_reused += 1;
                     e.read.source = (*gw).clone();
                     e.unit.clone()
                 }
-                None => {
+                cached => {
                     reuse.gateways_translated += 1;
+                    // The route entries of the Gateway's last tables hold
+                    // while its model does.
+                    let memo = cached
+                        .filter(|e| e.read.model_stands(gw, &lost, stale))
+                        .map(|e| std::mem::take(&mut e.memo))
+                        .unwrap_or_default();
                     let (model, services) = models.remove(*key).unwrap_or_else(|| {
                         let b = backends();
                         b.reading_services(|| {
                             GatewayModel::new(store, b, &self.config, (*key).clone(), gw, &lost)
                         })
                     });
-                    let unit = Arc::new(translate_gateway(store, &self.config, model, &keyed));
+                    let unit =
+                        Arc::new(translate_gateway(store, &self.config, model, &keyed, &memo));
                     self.gateways.insert(
                         (*key).clone(),
                         GatewayEntry {
@@ -440,6 +446,7 @@ impl Translator {
                                 services: services.into_iter().collect(),
                             },
                             unit: unit.clone(),
+                            memo,
                         },
                     );
                     unit

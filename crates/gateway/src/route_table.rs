@@ -33,16 +33,22 @@ use aether_ir::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The IR of one served Gateway: on each listener, the routes `attached` serves there.
+/// The IR of one served Gateway: on each listener, the routes `attached` serves
+/// there. `memo` holds each route's entries from the Gateway's last table: it
+/// must have been filled for this same Gateway model, or be empty.
 pub fn gateway(
     gw: &GatewayModel,
     routes: &[Arc<RouteModel>],
     attached: &Attachments,
-    clusters: &mut BTreeMap<String, Cluster>,
+    clusters: &mut BTreeMap<String, Arc<Cluster>>,
+    memo: &TableMemo,
 ) -> aether_ir::Gateway {
+    memo.start();
     let (by_port, refusing) = listeners_by_port(gw);
     let mut ports = Vec::new();
     for ((udp, port), listeners) in by_port {
@@ -50,6 +56,7 @@ pub fn gateway(
             gw,
             routes,
             attached,
+            memo,
             port,
             protocol: port_protocol(gw, &listeners),
             refusing: if udp {
@@ -106,10 +113,61 @@ fn port_protocol(gw: &GatewayModel, listeners: &[usize]) -> PortProtocol {
         .unwrap_or(PortProtocol::Http)
 }
 
+/// A route's share of one listener's route table: per host it is served on
+/// there, its IR routes (one per match of each rule) with their precedence;
+/// and the clusters they forward to. A function of the route model and the
+/// Gateway model alone.
+struct Entries {
+    /// Held so that its address, the memo's key, is not reused.
+    _route: Arc<RouteModel>,
+    hosts: Vec<(String, Vec<(Precedence, Arc<Route>)>)>,
+    clusters: Vec<Arc<Cluster>>,
+}
+
+/// Each route's [`Entries`] per listener, kept from one table of a Gateway to
+/// the next: a route model that did not change (the same `Arc`) costs a
+/// lookup, and its IR routes are the same `Arc`s, which build reuses by
+/// identity. Valid for one Gateway model only: the translator starts an empty
+/// one when the model changes.
+#[derive(Default)]
+pub struct TableMemo {
+    /// What the table before kept, taken from as the table is made.
+    before: RefCell<EntriesByRoute>,
+    /// What this table used.
+    now: RefCell<EntriesByRoute>,
+}
+
+/// Entries by (route model address, listener index).
+type EntriesByRoute = HashMap<(usize, usize), Arc<Entries>>;
+
+impl TableMemo {
+    /// A new table: what the last one used is what this one may take.
+    fn start(&self) {
+        *self.before.borrow_mut() = self.now.take();
+    }
+
+    /// The entries of `route` on listener `li`: kept, or made by `make`.
+    fn get_or_make(
+        &self,
+        (route, li): (&Arc<RouteModel>, usize),
+        make: impl FnOnce() -> Entries,
+    ) -> Arc<Entries> {
+        let key = (Arc::as_ptr(route) as usize, li);
+        if let Some(e) = self.now.borrow().get(&key) {
+            return e.clone();
+        }
+        let kept = self.before.borrow_mut().remove(&key);
+        let e = kept.unwrap_or_else(|| Arc::new(make()));
+        self.now.borrow_mut().insert(key, e.clone());
+        e
+    }
+}
+
 struct TableContext<'a> {
     gw: &'a GatewayModel,
     routes: &'a [Arc<RouteModel>],
     attached: &'a Attachments,
+    memo: &'a TableMemo,
     port: u16,
     protocol: PortProtocol,
     /// Listeners on the port not accepted for their filters.
@@ -123,7 +181,7 @@ impl TableContext<'_> {
         &self,
         udp: bool,
         listeners: &[usize],
-        clusters: &mut BTreeMap<String, Cluster>,
+        clusters: &mut BTreeMap<String, Arc<Cluster>>,
     ) -> Port {
         let (gw, (ns, name), port) = (
             self.gw,
@@ -167,75 +225,45 @@ impl TableContext<'_> {
 
     /// The route table of `listeners` (sharing a port, or one HTTPS listener);
     /// `rivals` are every listener on the port, whose more specific hostnames
-    /// take their requests away (listener isolation).
+    /// take their requests away (listener isolation). Each route's share is
+    /// its [`Entries`] on the listener; a route name met twice on one virtual
+    /// host keeps its first entry.
     fn table(
         &self,
         name: String,
         listeners: &[usize],
         rivals: &[usize],
-        clusters: &mut BTreeMap<String, Cluster>,
+        clusters: &mut BTreeMap<String, Arc<Cluster>>,
     ) -> RouteTable {
-        let mut vhosts: BTreeMap<String, BTreeMap<String, (Precedence, Route)>> = BTreeMap::new();
-        vhosts.insert(names::CATCH_ALL_VHOST.to_string(), BTreeMap::new());
-        for &li in listeners {
-            let l = &self.gw.listeners[li];
-            let on_listener = self.attached.served_on(li);
-            for ri in on_listener {
-                let r: &RouteModel = &self.routes[ri];
-                let served = hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames);
-                let siblings = rivals
-                    .iter()
-                    .filter(|&&other| other != li)
-                    .map(|&other| self.gw.listeners[other].hostname.as_deref());
-                for host in hostname::isolate(served, l.hostname.as_deref(), siblings) {
-                    let vhost = vhosts.entry(host.clone()).or_default();
-                    for rule in &r.rules {
-                        for (j, m) in rule.matches.iter().enumerate() {
-                            let route_name = format!(
-                                "{}/rule/{}/match/{}",
-                                names::route_key(r.kind, &r.key.namespace, &r.key.name),
-                                rule.index,
-                                j
-                            );
-                            if vhost.contains_key(&route_name) {
-                                continue;
-                            }
-                            let origin = RouteOrigin {
-                                created: r.created.clone(),
-                                route: r.key.clone(),
-                                kind: r.kind,
-                            };
-                            let route = Route {
-                                name: route_name.clone(),
-                                matcher: m.clone(),
-                                action: self.action(&rule.action, clusters),
-                                request_headers: rule.request_headers.clone(),
-                                response_headers: rule.response_headers.clone(),
-                            };
-                            let rank = hostname::route_hostname_rank(
-                                &host,
-                                l.hostname.as_deref(),
-                                &r.hostnames,
-                            );
-                            vhost.insert(
-                                route_name,
-                                (Precedence::new(rank, m, origin, rule.index, j), route),
-                            );
-                        }
-                    }
+        let shares: Vec<Arc<Entries>> = listeners
+            .iter()
+            .flat_map(|&li| self.attached.served_on(li).map(move |ri| (li, ri)))
+            .map(|(li, ri)| self.entries(li, ri, rivals))
+            .collect();
+        let mut vhosts: BTreeMap<&str, BTreeMap<&str, (&Precedence, &Arc<Route>)>> =
+            BTreeMap::new();
+        vhosts.insert(names::CATCH_ALL_VHOST, BTreeMap::new());
+        for share in &shares {
+            for (host, routes) in &share.hosts {
+                let vhost = vhosts.entry(host).or_default();
+                for (precedence, route) in routes {
+                    vhost.entry(&route.name).or_insert((precedence, route));
                 }
+            }
+            for c in &share.clusters {
+                add_cluster(clusters, c);
             }
         }
         let virtual_hosts = vhosts
             .into_iter()
             .map(|(host, routes)| {
-                let mut routes: Vec<(Precedence, Route)> = routes.into_values().collect();
-                routes.sort_by(|a, b| a.0.cmp(&b.0));
+                let mut routes: Vec<(&Precedence, &Arc<Route>)> = routes.into_values().collect();
+                routes.sort_by(|a, b| a.0.cmp(b.0));
                 VirtualHost {
                     pre_routing: Vec::new(),
-                    name: host.clone(),
-                    domains: vec![host],
-                    routes: routes.into_iter().map(|(_, r)| r).collect(),
+                    name: host.to_string(),
+                    domains: vec![host.to_string()],
+                    routes: routes.into_iter().map(|(_, r)| r.clone()).collect(),
                 }
             })
             .collect();
@@ -243,6 +271,56 @@ impl TableContext<'_> {
             name,
             virtual_hosts,
         }
+    }
+
+    /// Route `ri`'s entries on listener `li`: from the memo while the route
+    /// model is the one they were made from, else made.
+    fn entries(&self, li: usize, ri: usize, rivals: &[usize]) -> Arc<Entries> {
+        let route = &self.routes[ri];
+        self.memo.get_or_make((route, li), || {
+            let mut clusters = Vec::new();
+            let l = &self.gw.listeners[li];
+            let r: &RouteModel = route;
+            let served = hostname::served_hostnames(l.hostname.as_deref(), &r.hostnames);
+            let siblings = rivals
+                .iter()
+                .filter(|&&other| other != li)
+                .map(|&other| self.gw.listeners[other].hostname.as_deref());
+            let key = names::route_key(r.kind, &r.key.namespace, &r.key.name);
+            let hosts = hostname::isolate(served, l.hostname.as_deref(), siblings)
+                .into_iter()
+                .map(|host| {
+                    let rank =
+                        hostname::route_hostname_rank(&host, l.hostname.as_deref(), &r.hostnames);
+                    let mut routes = Vec::new();
+                    for rule in r.rules.iter().filter(|rule| !rule.matches.is_empty()) {
+                        let action = self.action(&rule.action, &mut clusters);
+                        for (j, m) in rule.matches.iter().enumerate() {
+                            let origin = RouteOrigin {
+                                created: r.created.clone(),
+                                route: r.key.clone(),
+                                kind: r.kind,
+                            };
+                            let route = Route {
+                                name: format!("{key}/rule/{}/match/{j}", rule.index),
+                                matcher: m.clone(),
+                                action: action.clone(),
+                                request_headers: rule.request_headers.clone(),
+                                response_headers: rule.response_headers.clone(),
+                            };
+                            let precedence = Precedence::new(rank, m, origin, rule.index, j);
+                            routes.push((precedence, Arc::new(route)));
+                        }
+                    }
+                    (host, routes)
+                })
+                .collect();
+            Entries {
+                _route: route.clone(),
+                hosts,
+                clusters,
+            }
+        })
     }
 
     /// The rule as this Gateway sends it: with a backend client certificate
@@ -287,7 +365,7 @@ impl TableContext<'_> {
     fn oldest_forward(
         &self,
         listeners: &[usize],
-        clusters: &mut BTreeMap<String, Cluster>,
+        clusters: &mut BTreeMap<String, Arc<Cluster>>,
     ) -> Option<L4Forward> {
         let ri = listeners
             .iter()
@@ -306,7 +384,7 @@ impl TableContext<'_> {
         &self,
         ri: usize,
         listener: Option<ListenerProtocol>,
-        clusters: &mut BTreeMap<String, Cluster>,
+        clusters: &mut BTreeMap<String, Arc<Cluster>>,
     ) -> Option<L4Forward> {
         let r: &RouteModel = &self.routes[ri];
         let RuleAction::Forward(spec) = &r.rules.first()?.action else {
@@ -334,13 +412,13 @@ impl TableContext<'_> {
                 backends: vec![WeightedBackend::new(&folded.name, 1)],
                 invalid_weight: 0,
             };
-            clusters.insert(folded.name.clone(), folded);
+            clusters.insert(folded.name.clone(), Arc::new(folded));
             return Some(forward);
         }
         for (cluster, _) in backends {
             clusters
                 .entry(cluster.name.clone())
-                .or_insert_with(|| Cluster::clone(cluster));
+                .or_insert_with(|| cluster.clone());
         }
         Some(L4Forward {
             route,
@@ -352,7 +430,8 @@ impl TableContext<'_> {
         })
     }
 
-    fn action(&self, action: &RuleAction, clusters: &mut BTreeMap<String, Cluster>) -> RouteAction {
+    /// The rule's action; the clusters it forwards to go into `clusters`.
+    fn action(&self, action: &RuleAction, clusters: &mut Vec<Arc<Cluster>>) -> RouteAction {
         match action {
             RuleAction::Redirect(spec) => {
                 RouteAction::Redirect(redirect(spec, self.protocol, self.port))
@@ -363,9 +442,7 @@ impl TableContext<'_> {
             RuleAction::Forward(f) => {
                 let f: &ForwardSpec = &self.with_client_certificate(f);
                 let mirrors = f.mirrors.iter().map(|(c, _)| c);
-                for cluster in f.backends.iter().map(|(c, _)| c).chain(mirrors) {
-                    add_cluster(clusters, cluster);
-                }
+                clusters.extend(f.backends.iter().map(|(c, _)| c).chain(mirrors).cloned());
                 RouteAction::Forward(forward(f))
             }
         }
@@ -374,11 +451,20 @@ impl TableContext<'_> {
 
 /// Puts a cluster into the IR; a Service port named by a gRPC route and by an
 /// HTTP one is served as h2c (what gRPC needs, and what the port advertises).
-fn add_cluster(clusters: &mut BTreeMap<String, Cluster>, cluster: &Cluster) {
+fn add_cluster(clusters: &mut BTreeMap<String, Arc<Cluster>>, cluster: &Arc<Cluster>) {
     clusters
         .entry(cluster.name.clone())
         .and_modify(|c| {
-            if cluster.protocol == UpstreamProtocol::H2c {
+            // Copied only when it changes: the route models share their clusters.
+            let alpn_to_h2 = |c: &Cluster| {
+                c.tls
+                    .as_ref()
+                    .is_some_and(|t| !t.alpn.is_empty() && t.alpn != ["h2"])
+            };
+            if cluster.protocol == UpstreamProtocol::H2c
+                && (c.protocol != UpstreamProtocol::H2c || alpn_to_h2(c))
+            {
+                let c = Arc::make_mut(c);
                 c.protocol = UpstreamProtocol::H2c;
                 // An XBackend's ALPN follows (`h2`, as gRPC needs).
                 if let Some(tls) = c.tls.as_mut().filter(|t| !t.alpn.is_empty()) {

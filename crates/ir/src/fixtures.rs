@@ -47,7 +47,7 @@ pub fn http_gateway(name: &str, routes: Vec<Route>) -> Gateway {
                     pre_routing: Vec::new(),
                     name: "*".into(),
                     domains: vec!["*".into()],
-                    routes,
+                    routes: routes.into_iter().map(std::sync::Arc::new).collect(),
                 }],
             }),
             tls_chains: vec![],

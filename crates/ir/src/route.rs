@@ -5,6 +5,7 @@
 use crate::session::SessionPersistence;
 use crate::skip::{is_false, is_zero};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RouteTable {
@@ -23,8 +24,10 @@ pub struct VirtualHost {
     /// wildcard that spans labels, as Envoy matches it.
     pub domains: Vec<String>,
     /// In Gateway API precedence order across every route sharing this virtual
-    /// host: Envoy takes the first route that matches.
-    pub routes: Vec<Route>,
+    /// host: Envoy takes the first route that matches. Shared (`Arc`): a
+    /// route that did not change is the same allocation in the next IR, which
+    /// lets each stage after translate tell it apart by identity.
+    pub routes: Vec<Arc<Route>>,
     /// The pre-routing filters of the Gateway listener this virtual host serves
     /// (`filters.requests`), in list order: each runs on every request here
     /// before any route is matched, and on no other virtual host.

@@ -190,7 +190,7 @@ mod tests {
             .as_mut()
             .unwrap();
         let mut route = extra.virtual_hosts[0].routes[0].clone();
-        route.name = "HTTPRoute/app/extra/rule/0/match/0".into();
+        Arc::make_mut(&mut route).name = "HTTPRoute/app/extra/rule/0/match/0".into();
         extra.virtual_hosts[0].routes.push(route);
         let t = build(&more);
         let (b, b2) = (gateway_b(s), gateway_b(&t));

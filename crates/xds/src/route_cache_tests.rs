@@ -73,7 +73,9 @@ fn a_warm_table_encodes_only_changed_routes_and_gives_the_same_bytes() {
 
     // Changed: the first route's path.
     let mut changed = table.clone();
-    changed.virtual_hosts[vh].routes[0].matcher.path = ir::PathMatch::Exact("/changed".into());
+    Arc::make_mut(&mut changed.virtual_hosts[vh].routes[0])
+        .matcher
+        .path = ir::PathMatch::Exact("/changed".into());
     // Reordered: the last route first.
     let mut reordered = table.clone();
     reordered.virtual_hosts[vh].routes.rotate_right(1);
@@ -83,7 +85,7 @@ fn a_warm_table_encodes_only_changed_routes_and_gives_the_same_bytes() {
     // Added: a copy of the first route under a new name.
     let mut added = table.clone();
     let mut extra = added.virtual_hosts[vh].routes[0].clone();
-    extra.name = "HTTPRoute/default/added/rule/0/match/0".into();
+    Arc::make_mut(&mut extra).name = "HTTPRoute/default/added/rule/0/match/0".into();
     added.virtual_hosts[vh].routes.insert(1, extra);
     // Moved: another virtual host's domains (its redirects read them).
     let mut domains = table.clone();

@@ -53,7 +53,7 @@ fn tls_ir(key: &str) -> ir::Ir {
                 pre_routing: Vec::new(),
                 name: "*".into(),
                 domains: vec!["*".into()],
-                routes: vec![route],
+                routes: vec![std::sync::Arc::new(route)],
             }],
         }),
         forward: None,

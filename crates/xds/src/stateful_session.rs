@@ -167,7 +167,7 @@ mod tests {
         table.virtual_hosts.push(ir::VirtualHost {
             name: "*".into(),
             domains: vec!["*".into()],
-            routes: vec![ir::Route {
+            routes: vec![std::sync::Arc::new(ir::Route {
                 name: "HTTPRoute/app/web/rule/0/match/0".into(),
                 matcher: ir::RouteMatch {
                     path: ir::PathMatch::Prefix("/".into()),
@@ -181,7 +181,7 @@ mod tests {
                 }),
                 request_headers: ir::HeaderModifier::default(),
                 response_headers: ir::HeaderModifier::default(),
-            }],
+            })],
             pre_routing: vec![],
         });
         let f = http_filter(&table).unwrap();

@@ -78,7 +78,7 @@ fn envoy_rejects_an_invalid_regex() {
                         pre_routing: Vec::new(),
                         name: "*".into(),
                         domains: vec!["*".into()],
-                        routes: vec![route(path)],
+                        routes: vec![std::sync::Arc::new(route(path))],
                     }],
                 }),
                 tls_chains: vec![],

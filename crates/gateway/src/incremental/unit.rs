@@ -67,11 +67,14 @@ pub(super) fn classes(store: &Store, config: &Config, status: &mut StatusPlan) -
 
 /// One Gateway: its routes attached parentRef by parentRef (in route order),
 /// HTTP/GRPC hostname conflicts decided, its IR if it is served.
+/// `memo` holds the route entries of this Gateway model's last table, or is
+/// empty (see [`route_table::TableMemo`]).
 pub(super) fn translate_gateway(
     store: &Store,
     config: &Config,
     gw: GatewayModel,
     inputs: &[(Arc<RouteModel>, usize)],
+    memo: &route_table::TableMemo,
 ) -> GatewayUnit {
     // The routes of this Gateway alone, in route order; (listener, local route).
     let mut local: Vec<Arc<RouteModel>> = Vec::new();
@@ -113,12 +116,9 @@ pub(super) fn translate_gateway(
             &local,
             &attachments,
             &mut clusters,
+            memo,
         ))
     });
-    let clusters = clusters
-        .into_iter()
-        .map(|(name, c)| (name, Arc::new(c)))
-        .collect();
     GatewayUnit {
         status: gw.status(&attachments),
         listener_sets: gw

@@ -13,6 +13,7 @@ use aether_ir::{
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 impl TableContext<'_> {
     /// The SNI-selected chains of an HTTPS or TLS port. A hostname goes to
@@ -21,7 +22,7 @@ impl TableContext<'_> {
     pub(super) fn tls_chains(
         &self,
         listeners: &[usize],
-        clusters: &mut BTreeMap<String, Cluster>,
+        clusters: &mut BTreeMap<String, Arc<Cluster>>,
     ) -> Vec<TlsChain> {
         let mut claimed: BTreeSet<String> = BTreeSet::new();
         let mut chains = self.https_chains(listeners, &mut claimed, clusters);
@@ -57,7 +58,7 @@ impl TableContext<'_> {
         &self,
         listeners: &[usize],
         claimed: &mut BTreeSet<String>,
-        clusters: &mut BTreeMap<String, Cluster>,
+        clusters: &mut BTreeMap<String, Arc<Cluster>>,
     ) -> Vec<TlsChain> {
         let (ns, name) = (&self.gw.key.namespace, &self.gw.key.name);
         let https = |li: &usize| -> Option<(usize, &Listener)> {
@@ -99,7 +100,7 @@ impl TableContext<'_> {
         li: usize,
         listeners: &[usize],
         claimed: &mut BTreeSet<String>,
-        clusters: &mut BTreeMap<String, Cluster>,
+        clusters: &mut BTreeMap<String, Arc<Cluster>>,
     ) -> Vec<TlsChain> {
         let l = &self.gw.listeners[li];
         let siblings = listeners
@@ -181,7 +182,7 @@ impl TableContext<'_> {
                     pre_routing: Vec::new(),
                     name: host.clone(),
                     domains: vec![host.clone()],
-                    routes: vec![answer(&host)],
+                    routes: vec![Arc::new(answer(&host))],
                 });
             }
         }
@@ -191,7 +192,7 @@ impl TableContext<'_> {
                 .iter_mut()
                 .find(|v| v.name == names::CATCH_ALL_VHOST)
         {
-            any.routes.push(answer(names::CATCH_ALL_VHOST));
+            any.routes.push(Arc::new(answer(names::CATCH_ALL_VHOST)));
         }
         table.virtual_hosts.sort_by(|a, b| a.name.cmp(&b.name));
     }

@@ -216,6 +216,6 @@ pub fn mk_virtual_host(name: &str, domains: &[&str], routes: Vec<ir::Route>) -> 
         pre_routing: Vec::new(),
         name: name.into(),
         domains: domains.iter().map(|d| d.to_string()).collect(),
-        routes,
+        routes: routes.into_iter().map(std::sync::Arc::new).collect(),
     }
 }
