@@ -120,9 +120,12 @@ fn port_protocol(gw: &GatewayModel, listeners: &[usize]) -> PortProtocol {
 struct Entries {
     /// Held so that its address, the memo's key, is not reused.
     _route: Arc<RouteModel>,
-    hosts: Vec<(String, Vec<(Precedence, Arc<Route>)>)>,
+    hosts: Vec<(String, Ranked)>,
     clusters: Vec<Arc<Cluster>>,
 }
+
+/// IR routes with their precedence on one virtual host.
+type Ranked = Vec<(Precedence, Arc<Route>)>;
 
 /// Each route's [`Entries`] per listener, kept from one table of a Gateway to
 /// the next: a route model that did not change (the same `Arc`) costs a
