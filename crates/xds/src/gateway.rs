@@ -251,18 +251,70 @@ impl GatewayBuild {
         }
         self.fragments.push((rds.clone(), Arc::new(of_table)));
         let known = inputs.known;
-        let table_clusters = referenced_clusters(table)
-            .map(|(_, c)| c.to_string())
+        // Each cluster looked up once, each route key's clusters once: a
+        // table's routes name the same clusters many times over.
+        let mut by_key: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for (key, cluster) in referenced_clusters(table) {
+            by_key.entry(key).or_default().insert(cluster);
+        }
+        let mut reads: BTreeMap<&str, ClusterReads> = BTreeMap::new();
+        for cluster in by_key
+            .values()
+            .flatten()
+            .copied()
             .chain(mirrored_clusters(table))
-            .filter(|c| known(c).is_some())
+        {
+            reads.entry(cluster).or_insert_with(|| known(cluster));
+        }
+        let table_clusters = reads
+            .iter()
+            .filter(|(_, r)| r.is_some())
+            .map(|(c, _)| c.to_string())
             .collect();
         self.add(rds.0, &rds.1, encoded.bytes(), table_clusters);
         self.tables.insert(table.name.clone(), encoded);
         self.members.insert(rds);
-        for (key, cluster) in referenced_clusters(table) {
+        for (key, clusters) in by_key {
             // A backend naming a cluster the IR does not define would be a
             // translator bug; it simply is not a member then.
-            self.use_cluster(known, key, cluster);
+            let named = clusters.into_iter().map(|c| (c, &reads[c])).collect();
+            self.use_clusters(key, named);
+        }
+    }
+
+    /// A route's clusters, each with what the IR defines of it: the cluster as
+    /// built, its endpoints as they come, its secrets as they are now.
+    fn use_clusters<'c>(&mut self, key: &str, clusters: Vec<(&'c str, &'c ClusterReads)>) {
+        for (cluster, reads) in &clusters {
+            if !self.clusters_named.contains_key(*cluster) {
+                self.clusters_named
+                    .insert(cluster.to_string(), (*reads).clone());
+            }
+        }
+        if clusters.iter().all(|(_, reads)| reads.is_none()) {
+            return;
+        }
+        let r = self.routes.entry(key.to_string()).or_default();
+        for (cluster, reads) in clusters {
+            let Some(reads) = reads else {
+                continue;
+            };
+            self.members
+                .insert((ResourceType::Cluster, cluster.to_string()));
+            r.require(ResourceType::Cluster, cluster, Part::Whole);
+            for (ty, name) in reads.iter() {
+                match ty {
+                    ResourceType::Endpoint => {
+                        self.members.insert((*ty, name.clone()));
+                        r.require(*ty, name, Part::Present);
+                    }
+                    ResourceType::Secret => {
+                        self.members.insert((*ty, name.clone()));
+                        r.require(*ty, name, Part::Whole);
+                    }
+                    _ => {}
+                }
+            }
         }
     }
 
@@ -371,13 +423,13 @@ fn referenced_clusters(table: &ir::RouteTable) -> impl Iterator<Item = (&str, &s
 }
 
 /// The clusters a route table's mirrors copy requests to.
-fn mirrored_clusters(table: &ir::RouteTable) -> impl Iterator<Item = String> + '_ {
+fn mirrored_clusters(table: &ir::RouteTable) -> impl Iterator<Item = &str> {
     table
         .virtual_hosts
         .iter()
         .flat_map(|vh| &vh.routes)
         .filter_map(|r| match &r.action {
-            ir::RouteAction::Forward(f) => Some(f.mirrors.iter().map(|m| m.cluster.clone())),
+            ir::RouteAction::Forward(f) => Some(f.mirrors.iter().map(|m| m.cluster.as_str())),
             _ => None,
         })
         .flatten()

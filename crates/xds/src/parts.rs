@@ -110,12 +110,13 @@ impl ObjectParts {
 }
 
 /// Per object key, a sha256 over the pieces of a resource that object owns.
+/// The keys are borrowed: a table adds one piece per Envoy route.
 #[derive(Default)]
-pub(crate) struct Fragments(BTreeMap<String, Sha256>);
+pub(crate) struct Fragments<'k>(BTreeMap<&'k str, Sha256>);
 
-impl Fragments {
-    pub(crate) fn add(&mut self, key: &str, pieces: &[&[u8]]) {
-        let h = self.0.entry(key.to_string()).or_default();
+impl<'k> Fragments<'k> {
+    pub(crate) fn add(&mut self, key: &'k str, pieces: &[&[u8]]) {
+        let h = self.0.entry(key).or_default();
         for p in pieces {
             h.update((p.len() as u64).to_be_bytes());
             h.update(p);
@@ -125,7 +126,7 @@ impl Fragments {
     pub(crate) fn finish(self) -> BTreeMap<String, String> {
         self.0
             .into_iter()
-            .map(|(k, h)| (k, hex::encode(h.finalize())))
+            .map(|(k, h)| (k.to_string(), hex::encode(h.finalize())))
             .collect()
     }
 }
