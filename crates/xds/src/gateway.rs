@@ -240,7 +240,7 @@ impl GatewayBuild {
         let rds = (ResourceType::Route, table.name.clone());
         let lds = served.lds;
         self.own.require(rds.0, &rds.1, Part::Present);
-        let of_table = encoded.fragments(table);
+        let of_table = encoded.fragments();
         for (key, hash) in &of_table {
             let r = self.routes.entry(key.clone()).or_default();
             r.require(rds.0, &rds.1, Part::Fragment(hash.clone()));

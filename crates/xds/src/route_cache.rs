@@ -49,7 +49,22 @@ pub(crate) struct EncodedTable {
     frame: Frame,
     /// Aligned with the IR table's virtual hosts.
     virtual_hosts: Vec<EncodedVirtualHost>,
+    /// Per route key, its fragment of the table and what it was hashed from.
+    fragments: BTreeMap<String, KeyFragment>,
 }
+
+/// One route key's fragment: the pieces hashed (its Envoy routes' encodings
+/// in table order, each with the index of its virtual host) and the hash. A
+/// warm build keeps the hash while the pieces are the same encodings (the
+/// same `Arc`s) in virtual hosts of the same name and domains.
+#[derive(Debug)]
+struct KeyFragment {
+    pieces: Pieces,
+    hash: String,
+}
+
+/// Encoded Envoy routes, each with the index of its virtual host.
+type Pieces = Vec<(usize, Arc<[u8]>)>;
 
 #[derive(Debug)]
 struct EncodedVirtualHost {
@@ -107,7 +122,7 @@ impl EncodedTable {
                     .collect()
             })
             .unwrap_or_default();
-        let virtual_hosts = table
+        let virtual_hosts: Vec<EncodedVirtualHost> = table
             .virtual_hosts
             .iter()
             .map(|vh| {
@@ -125,6 +140,7 @@ impl EncodedTable {
                 }
             })
             .collect();
+        let fragments = key_fragments(&virtual_hosts, table, before.map(|(_, b)| b));
         EncodedTable {
             scheme,
             frame: Frame {
@@ -133,6 +149,7 @@ impl EncodedTable {
                 tail,
             },
             virtual_hosts,
+            fragments,
         }
     }
 
@@ -160,22 +177,69 @@ impl EncodedTable {
 
     /// Per route key, the hash over the routes it owns: what
     /// [`route::fragments`] gives of the decoded table.
-    pub(crate) fn fragments(&self, table: &ir::RouteTable) -> BTreeMap<String, String> {
-        let mut f = Fragments::default();
-        for (vh, ir_vh) in self.virtual_hosts.iter().zip(&table.virtual_hosts) {
-            let names = ir_vh
-                .routes
-                .iter()
-                .map(|r| r.name.as_str())
-                .chain(vh.frame.own.iter().map(|(n, _)| n.as_str()));
-            for (name, r) in names.zip(vh.routes()) {
-                if let Some(key) = ir::names::route_key_of(name) {
-                    f.add(key, &[vh.name.as_bytes(), vh.domains.as_bytes(), r]);
-                }
+    pub(crate) fn fragments(&self) -> BTreeMap<String, String> {
+        self.fragments
+            .iter()
+            .map(|(key, f)| (key.clone(), f.hash.clone()))
+            .collect()
+    }
+}
+
+/// Each route key's fragment of a table: kept from `before` (the table's
+/// encoding before) where its pieces are the same, else hashed.
+fn key_fragments(
+    virtual_hosts: &[EncodedVirtualHost],
+    table: &ir::RouteTable,
+    before: Option<&EncodedTable>,
+) -> BTreeMap<String, KeyFragment> {
+    let mut pieces: BTreeMap<&str, Pieces> = BTreeMap::new();
+    for (i, (vh, ir_vh)) in virtual_hosts.iter().zip(&table.virtual_hosts).enumerate() {
+        let ir_routes = ir_vh
+            .routes
+            .iter()
+            .map(|r| r.name.as_str())
+            .zip(vh.routes.iter().cloned());
+        // The frame's own routes are encoded anew each time: never kept.
+        let own = vh
+            .frame
+            .own
+            .iter()
+            .map(|(n, r)| (n.as_str(), Arc::from(r.as_slice())));
+        for (name, encoded) in ir_routes.chain(own) {
+            if let Some(key) = ir::names::route_key_of(name) {
+                pieces.entry(key).or_default().push((i, encoded));
             }
         }
-        f.finish()
     }
+    let same_host = |i: usize, j: usize, b: &EncodedTable| {
+        let (now, was) = (&virtual_hosts[i], &b.virtual_hosts[j]);
+        now.name == was.name && now.domains == was.domains
+    };
+    pieces
+        .into_iter()
+        .map(|(key, pieces)| {
+            let kept = before
+                .and_then(|b| Some((b, b.fragments.get(key)?)))
+                .filter(|(b, was)| {
+                    was.pieces.len() == pieces.len()
+                        && was
+                            .pieces
+                            .iter()
+                            .zip(&pieces)
+                            .all(|((j, x), (i, y))| Arc::ptr_eq(x, y) && same_host(*i, *j, b))
+                })
+                .map(|(_, was)| was.hash.clone());
+            let hash = kept.unwrap_or_else(|| {
+                let mut f = Fragments::default();
+                for (i, encoded) in &pieces {
+                    let vh = &virtual_hosts[*i];
+                    f.add(key, &[vh.name.as_bytes(), vh.domains.as_bytes(), encoded]);
+                }
+                f.finish().into_values().next().unwrap_or_default()
+            });
+            (key.to_string(), KeyFragment { pieces, hash })
+        })
+        .collect()
 }
 
 impl EncodedVirtualHost {
