@@ -88,13 +88,15 @@ impl GatewayRead {
 pub(super) type ParentSources = Vec<(usize, Arc<GatewayUnit>, usize)>;
 
 /// A route's status stands while its parent statuses come from the same
-/// parentRefs of the same units (the same `Arc`s), at the same places.
+/// parentRefs and are the same: from the same places of the same units (the
+/// same `Arc`s), or equal where a unit was translated again (one route's
+/// change on a shared Gateway leaves its other routes' statuses as they were).
 pub(super) fn route_status_stands(was: &ParentSources, now: &ParentSources) -> bool {
     was.len() == now.len()
-        && was
-            .iter()
-            .zip(now)
-            .all(|(x, y)| x.0 == y.0 && Arc::ptr_eq(&x.1, &y.1) && x.2 == y.2)
+        && was.iter().zip(now).all(|(x, y)| {
+            x.0 == y.0
+                && ((Arc::ptr_eq(&x.1, &y.1) && x.2 == y.2) || x.1.parents[x.2] == y.1.parents[y.2])
+        })
 }
 
 fn reads_stale(services: &[ObjectRef], stale: &BTreeSet<ObjectRef>) -> bool {
