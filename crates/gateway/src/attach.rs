@@ -29,22 +29,46 @@ use aether_ir::{Kind, ObjectRef, RouteKind};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// Decides the route's status on one parentRef of `gw`, and records route `ri`
-/// on the listeners it attaches to in `table`.
+/// What one parentRef of a route gets on a Gateway: its status there, and
+/// the listeners it attaches to (counted in their `attachedRoutes`; served
+/// there too when the route is accepted). A function of the route model, the
+/// parentRef and the Gateway model (see `route_memo.rs`).
+#[derive(Debug, Clone)]
+pub struct Attached {
+    pub status: RouteParentStatus,
+    hosting: Vec<usize>,
+    accepted: bool,
+}
+
+impl Attached {
+    /// Records route `ri` (the Gateway's own route index) on the listeners it
+    /// attaches to.
+    pub fn record(&self, table: &mut Attachments, ri: usize) {
+        for &li in &self.hosting {
+            table.count(li, ri);
+            if self.accepted {
+                table.serve(li, ri);
+            }
+        }
+    }
+}
+
+/// Decides the route's status on one parentRef of `gw`, and the listeners it
+/// attaches to there.
 pub fn attach(
     store: &Store,
-    (gw, table): (&GatewayModel, &mut Attachments),
-    (route, ri): (&RouteModel, usize),
+    gw: &GatewayModel,
+    route: &RouteModel,
     parent_ref: &ParentReference,
     controller_name: &str,
-) -> RouteParentStatus {
+) -> Attached {
     let g = route.of.generation;
     // A Gateway parentRef reaches the Gateway's own listeners; a ListenerSet
     // one, that set's.
     let origin = (parent_ref.kind == Kind::ListenerSet.as_str())
         .then(|| parent_ref.gateway(&route.key.namespace));
     let hosting = hosting_listeners(store, gw, route, parent_ref, origin.as_ref());
-    let conditions = match hosting {
+    let (conditions, hosting, accepted) = match hosting {
         Err((reason, message)) => {
             let mut c = Vec::new();
             set_condition(
@@ -52,27 +76,25 @@ pub fn attach(
                 Condition::new(Type::Accepted, false, reason, message, g),
             );
             set_condition(&mut c, route.resolved_refs());
-            c
+            (c, vec![], false)
         }
         Ok(hosting) => {
             // Attached by allowedRoutes and parentRef alone: a route that is
             // itself not Accepted (no valid rule) counts in attachedRoutes
             // too (the API says MUST), but serves nothing.
             let (c, accepted) = route.attached_conditions();
-            for li in hosting {
-                table.count(li, ri);
-                if accepted {
-                    table.serve(li, ri);
-                }
-            }
-            c
+            (c, hosting, accepted)
         }
     };
-    RouteParentStatus {
-        parent_ref: parent_ref.clone(),
-        controller_name: controller_name.to_string(),
-        conditions,
-        gateway: gw.key.clone(),
+    Attached {
+        status: RouteParentStatus {
+            parent_ref: parent_ref.clone(),
+            controller_name: controller_name.to_string(),
+            conditions,
+            gateway: gw.key.clone(),
+        },
+        hosting,
+        accepted,
     }
 }
 

@@ -45,7 +45,8 @@ use unit::{classes, merge, translate_gateway};
 mod identity;
 mod reuse;
 mod unit;
-use crate::{Config, Translation, grpc_route, http_route, l4_route, route_table};
+use crate::route_memo::GatewayMemo;
+use crate::{Config, Translation, grpc_route, http_route, l4_route};
 use aether_ir::{Cluster, Kind, ObjectRef};
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
@@ -142,7 +143,7 @@ struct GatewayEntry {
     read: GatewayRead,
     unit: Arc<GatewayUnit>,
     /// Its routes' entries in its route tables, for this Gateway model.
-    memo: route_table::TableMemo,
+    memo: GatewayMemo,
 }
 
 /// A Gateway's model, and the Services whose EndpointSlices it read.

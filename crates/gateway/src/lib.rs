@@ -50,6 +50,7 @@ pub mod re2;
 pub mod reference_grant;
 pub mod routability;
 pub mod route;
+pub mod route_memo;
 pub mod route_table;
 pub mod status;
 pub mod store;

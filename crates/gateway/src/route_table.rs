@@ -26,6 +26,7 @@ use crate::listener::ListenerProtocol;
 use crate::listener_filters;
 use crate::precedence::{Precedence, RouteOrigin};
 use crate::route::{ForwardSpec, RedirectSpec, RouteModel, RuleAction};
+use crate::route_memo::Memo;
 use aether_ir::{
     Cluster, Endpoint, Forward, HeaderModifier, L4Forward, Mirror, ObjectRef, Port, PortProtocol,
     Redirect, Route, RouteAction, RouteTable, UpstreamProtocol, VirtualHost, WeightedBackend,
@@ -33,22 +34,19 @@ use aether_ir::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::borrow::Cow;
-use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The IR of one served Gateway: on each listener, the routes `attached` serves
-/// there. `memo` holds each route's entries from the Gateway's last table: it
-/// must have been filled for this same Gateway model, or be empty.
-pub fn gateway(
+/// there. `memo` holds each route's entries from the Gateway's last tables
+/// (see `route_memo.rs`).
+pub(crate) fn gateway(
     gw: &GatewayModel,
     routes: &[Arc<RouteModel>],
     attached: &Attachments,
     clusters: &mut BTreeMap<String, Arc<Cluster>>,
-    memo: &TableMemo,
+    memo: &Memo<Entries>,
 ) -> aether_ir::Gateway {
-    memo.start();
     let (by_port, refusing) = listeners_by_port(gw);
     let mut ports = Vec::new();
     for ((udp, port), listeners) in by_port {
@@ -117,9 +115,7 @@ fn port_protocol(gw: &GatewayModel, listeners: &[usize]) -> PortProtocol {
 /// there, its IR routes (one per match of each rule) with their precedence;
 /// and the clusters they forward to. A function of the route model and the
 /// Gateway model alone.
-struct Entries {
-    /// Held so that its address, the memo's key, is not reused.
-    _route: Arc<RouteModel>,
+pub(crate) struct Entries {
     hosts: Vec<(String, Ranked)>,
     clusters: Vec<Arc<Cluster>>,
 }
@@ -127,50 +123,11 @@ struct Entries {
 /// IR routes with their precedence on one virtual host.
 type Ranked = Vec<(Precedence, Arc<Route>)>;
 
-/// Each route's [`Entries`] per listener, kept from one table of a Gateway to
-/// the next: a route model that did not change (the same `Arc`) costs a
-/// lookup, and its IR routes are the same `Arc`s, which build reuses by
-/// identity. Valid for one Gateway model only: the translator starts an empty
-/// one when the model changes.
-#[derive(Default)]
-pub struct TableMemo {
-    /// What the table before kept, taken from as the table is made.
-    before: RefCell<EntriesByRoute>,
-    /// What this table used.
-    now: RefCell<EntriesByRoute>,
-}
-
-/// Entries by (route model address, listener index).
-type EntriesByRoute = HashMap<(usize, usize), Arc<Entries>>;
-
-impl TableMemo {
-    /// A new table: what the last one used is what this one may take.
-    fn start(&self) {
-        *self.before.borrow_mut() = self.now.take();
-    }
-
-    /// The entries of `route` on listener `li`: kept, or made by `make`.
-    fn get_or_make(
-        &self,
-        (route, li): (&Arc<RouteModel>, usize),
-        make: impl FnOnce() -> Entries,
-    ) -> Arc<Entries> {
-        let key = (Arc::as_ptr(route) as usize, li);
-        if let Some(e) = self.now.borrow().get(&key) {
-            return e.clone();
-        }
-        let kept = self.before.borrow_mut().remove(&key);
-        let e = kept.unwrap_or_else(|| Arc::new(make()));
-        self.now.borrow_mut().insert(key, e.clone());
-        e
-    }
-}
-
 struct TableContext<'a> {
     gw: &'a GatewayModel,
     routes: &'a [Arc<RouteModel>],
     attached: &'a Attachments,
-    memo: &'a TableMemo,
+    memo: &'a Memo<Entries>,
     port: u16,
     protocol: PortProtocol,
     /// Listeners on the port not accepted for their filters.
@@ -318,11 +275,7 @@ impl TableContext<'_> {
                     (host, routes)
                 })
                 .collect();
-            Entries {
-                _route: route.clone(),
-                hosts,
-                clusters,
-            }
+            Entries { hosts, clusters }
         })
     }
 

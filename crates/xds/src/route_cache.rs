@@ -71,7 +71,8 @@ struct EncodedVirtualHost {
     name: String,
     /// Its domains as the fragments hash them (see `route::fragments`).
     domains: String,
-    frame: Frame,
+    /// Shared with the encoding before while the frame is the same.
+    frame: Arc<Frame>,
     /// Aligned with the IR virtual host's routes.
     routes: Vec<Arc<[u8]>>,
 }
@@ -126,12 +127,21 @@ impl EncodedTable {
             .virtual_hosts
             .iter()
             .map(|vh| {
-                let frame = virtual_host_frame(vh);
-                let earlier = before.and_then(|(t, b)| {
+                let old = before.and_then(|(t, b)| {
                     let i = *by_name.get(vh.name.as_str())?;
-                    let encoded = &b.virtual_hosts[i];
-                    (encoded.frame == frame).then(|| (&t.virtual_hosts[i], encoded))
+                    Some((&t.virtual_hosts[i], &b.virtual_hosts[i]))
                 });
+                // A frame reads the virtual host's name, domains and
+                // pre-routing filters: equal ones, the same frame.
+                let frame = match old {
+                    Some((was, encoded))
+                        if was.domains == vh.domains && was.pre_routing == vh.pre_routing =>
+                    {
+                        encoded.frame.clone()
+                    }
+                    _ => Arc::new(virtual_host_frame(vh)),
+                };
+                let earlier = old.filter(|(_, encoded)| encoded.frame == frame);
                 EncodedVirtualHost {
                     name: vh.name.clone(),
                     domains: vh.domains.join("\n"),

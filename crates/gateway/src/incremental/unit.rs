@@ -8,6 +8,7 @@ use crate::attachments::Attachments;
 use crate::gateway_model::GatewayModel;
 use crate::listener_set::ListenerSetModel;
 use crate::route::RouteModel;
+use crate::route_memo::GatewayMemo;
 use crate::status::{Condition, GatewayClassStatus, RouteParentStatus, StatusPlan, set_condition};
 use crate::store::Store;
 use crate::vocabulary::gateway_class;
@@ -67,15 +68,16 @@ pub(super) fn classes(store: &Store, config: &Config, status: &mut StatusPlan) -
 
 /// One Gateway: its routes attached parentRef by parentRef (in route order),
 /// HTTP/GRPC hostname conflicts decided, its IR if it is served.
-/// `memo` holds the route entries of this Gateway model's last table, or is
-/// empty (see [`route_table::TableMemo`]).
+/// `memo` holds what the Gateway's last translation computed per route, for
+/// this same Gateway model, or is empty (see `route_memo.rs`).
 pub(super) fn translate_gateway(
     store: &Store,
     config: &Config,
     gw: GatewayModel,
     inputs: &[(Arc<RouteModel>, usize)],
-    memo: &route_table::TableMemo,
+    memo: &GatewayMemo,
 ) -> GatewayUnit {
+    memo.start();
     // The routes of this Gateway alone, in route order; (listener, local route).
     let mut local: Vec<Arc<RouteModel>> = Vec::new();
     let mut at: Vec<usize> = Vec::with_capacity(inputs.len());
@@ -90,14 +92,12 @@ pub(super) fn translate_gateway(
     let mut parents: Vec<Vec<RouteParentStatus>> = vec![Vec::new(); local.len()];
     for (&(_, pi), &lri) in inputs.iter().zip(&at) {
         let route = &local[lri];
-        let parent_status = attach::attach(
-            store,
-            (&gw, &mut attachments),
-            (route, lri),
-            &route.parent_refs[pi],
-            &config.controller_name,
-        );
-        parents[lri].push(parent_status);
+        let attached = memo.attachments.get_or_make((route, pi), || {
+            let parent_ref = &route.parent_refs[pi];
+            attach::attach(store, &gw, route, parent_ref, &config.controller_name)
+        });
+        attached.record(&mut attachments, lri);
+        parents[lri].push(attached.status.clone());
     }
     if !inputs.is_empty() {
         attach::reject_mixed_kinds(&gw, &local, &mut attachments, &mut parents);
@@ -116,7 +116,7 @@ pub(super) fn translate_gateway(
             &local,
             &attachments,
             &mut clusters,
-            memo,
+            &memo.tables,
         ))
     });
     GatewayUnit {

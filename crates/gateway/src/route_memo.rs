@@ -1,0 +1,77 @@
+//! What one Gateway computed per route, kept from one translation of the
+//! Gateway to the next: a route model that did not change (the same `Arc`)
+//! costs a lookup, and what it gives is the same `Arc`, which the stages after
+//! tell apart by identity.
+//!
+//! ```text
+//!  (route model, listener)  ─► its entries in a route table   (route_table)
+//!  (route model, parentRef) ─► its attachment and status       (attach)
+//! ```
+//!
+//! Valid for one Gateway model only: what it holds read the model. The
+//! translator hands a Gateway the memo of its last translation while the
+//! model stands (`incremental/reuse.rs`), else an empty one.
+
+use crate::route::RouteModel;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One Gateway's memos.
+#[derive(Default)]
+pub struct GatewayMemo {
+    pub(crate) tables: Memo<crate::route_table::Entries>,
+    pub(crate) attachments: Memo<crate::attach::Attached>,
+}
+
+impl GatewayMemo {
+    /// A new translation of the Gateway: what the last one used is what this
+    /// one may take; the rest goes.
+    pub(crate) fn start(&self) {
+        self.tables.start();
+        self.attachments.start();
+    }
+}
+
+/// Values by (route model, index): a listener's or a parentRef's.
+pub(crate) struct Memo<V> {
+    /// What the translation before used, taken from as this one goes.
+    before: RefCell<ByRoute<V>>,
+    /// What this translation used.
+    now: RefCell<ByRoute<V>>,
+}
+
+/// By (route model address, index); each value holds its route model, so the
+/// address is not reused while it is a key.
+type ByRoute<V> = HashMap<(usize, usize), (Arc<RouteModel>, Arc<V>)>;
+
+impl<V> Default for Memo<V> {
+    fn default() -> Self {
+        Memo {
+            before: RefCell::default(),
+            now: RefCell::default(),
+        }
+    }
+}
+
+impl<V> Memo<V> {
+    fn start(&self) {
+        *self.before.borrow_mut() = self.now.take();
+    }
+
+    /// The value for `route` at `index`: kept, or made by `make`.
+    pub(crate) fn get_or_make(
+        &self,
+        (route, index): (&Arc<RouteModel>, usize),
+        make: impl FnOnce() -> V,
+    ) -> Arc<V> {
+        let key = (Arc::as_ptr(route) as usize, index);
+        if let Some((_, v)) = self.now.borrow().get(&key) {
+            return v.clone();
+        }
+        let kept = self.before.borrow_mut().remove(&key);
+        let (route, v) = kept.unwrap_or_else(|| (route.clone(), Arc::new(make())));
+        self.now.borrow_mut().insert(key, (route, v.clone()));
+        v
+    }
+}
