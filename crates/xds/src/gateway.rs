@@ -318,32 +318,10 @@ impl GatewayBuild {
         }
     }
 
-    /// A route's clusters: the cluster as built, its endpoints as they come,
-    /// its secrets as they are now.
+    /// A route's cluster: as [`GatewayBuild::use_clusters`], looked up in `known`.
     fn use_cluster(&mut self, known: &dyn Fn(&str) -> ClusterReads, key: &str, cluster: &str) {
         let reads = known(cluster);
-        self.clusters_named
-            .insert(cluster.to_string(), reads.clone());
-        let Some(reads) = reads else {
-            return;
-        };
-        self.members
-            .insert((ResourceType::Cluster, cluster.to_string()));
-        let r = self.routes.entry(key.to_string()).or_default();
-        r.require(ResourceType::Cluster, cluster, Part::Whole);
-        for (ty, name) in reads.iter() {
-            match ty {
-                ResourceType::Endpoint => {
-                    self.members.insert((*ty, name.clone()));
-                    r.require(*ty, name, Part::Present);
-                }
-                ResourceType::Secret => {
-                    self.members.insert((*ty, name.clone()));
-                    r.require(*ty, name, Part::Whole);
-                }
-                _ => {}
-            }
-        }
+        self.use_clusters(key, vec![(cluster, &reads)]);
     }
 
     /// An authorization server the Gateway's listeners call: the Gateway's
