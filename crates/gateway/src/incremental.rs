@@ -91,6 +91,9 @@ pub struct Reuse {
     pub routes_modeled: usize,
     pub gateways_reused: usize,
     pub gateways_translated: usize,
+    /// In the Gateways translated again: route table entries and attachments
+    /// taken from the Gateway's memo (`route_memo.rs`), not made again.
+    pub route_parts_kept: usize,
 }
 
 struct RouteEntry {
@@ -437,6 +440,7 @@ impl Translator {
                     });
                     let unit =
                         Arc::new(translate_gateway(store, &self.config, model, &keyed, &memo));
+                    reuse.route_parts_kept += memo.kept();
                     self.gateways.insert(
                         (*key).clone(),
                         GatewayEntry {

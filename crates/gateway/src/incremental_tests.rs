@@ -55,6 +55,8 @@ fn one_route_changed_retranslates_its_gateway_and_models_that_route_alone() {
             routes_modeled: 1,
             gateways_reused: 1,
             gateways_translated: 1,
+            // The 9 other routes of gw-1: each one's table entries and attachment.
+            route_parts_kept: 18,
         }
     );
     assert_eq!(out, crate::translate(&store, &config));

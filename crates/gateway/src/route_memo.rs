@@ -13,7 +13,7 @@
 //! model stands (`incremental/reuse.rs`), else an empty one.
 
 use crate::route::RouteModel;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -31,6 +31,11 @@ impl GatewayMemo {
         self.tables.start();
         self.attachments.start();
     }
+
+    /// How many values this translation took from the memo.
+    pub(crate) fn kept(&self) -> usize {
+        self.tables.kept.get() + self.attachments.kept.get()
+    }
 }
 
 /// Values by (route model, index): a listener's or a parentRef's.
@@ -39,6 +44,8 @@ pub(crate) struct Memo<V> {
     before: RefCell<ByRoute<V>>,
     /// What this translation used.
     now: RefCell<ByRoute<V>>,
+    /// Of those, how many were kept (not made).
+    kept: Cell<usize>,
 }
 
 /// By (route model address, index); each value holds its route model, so the
@@ -50,6 +57,7 @@ impl<V> Default for Memo<V> {
         Memo {
             before: RefCell::default(),
             now: RefCell::default(),
+            kept: Cell::default(),
         }
     }
 }
@@ -57,6 +65,7 @@ impl<V> Default for Memo<V> {
 impl<V> Memo<V> {
     fn start(&self) {
         *self.before.borrow_mut() = self.now.take();
+        self.kept.set(0);
     }
 
     /// The value for `route` at `index`: kept, or made by `make`.
@@ -67,9 +76,13 @@ impl<V> Memo<V> {
     ) -> Arc<V> {
         let key = (Arc::as_ptr(route) as usize, index);
         if let Some((_, v)) = self.now.borrow().get(&key) {
+            self.kept.set(self.kept.get() + 1);
             return v.clone();
         }
         let kept = self.before.borrow_mut().remove(&key);
+        if kept.is_some() {
+            self.kept.set(self.kept.get() + 1);
+        }
         let (route, v) = kept.unwrap_or_else(|| (route.clone(), Arc::new(make())));
         self.now.borrow_mut().insert(key, (route, v.clone()));
         v

@@ -190,12 +190,25 @@ proptest! {
                 "snapshot after {} edits ({:?})", step, &edits[..step]
             );
             prop_assert!(warm == fresh);
-            if step > 0 {
+            if step > 0 && translator.last.gateways_translated == 1 {
+                // Every other route's attachment (one parentRef each) came
+                // from the Gateway's memo: only the edited route was made.
+                let routes = store
+                    .keys()
+                    .into_iter()
+                    .filter(|(kind, _)| {
+                        matches!(kind, aether_ir::Kind::HttpRoute | aether_ir::Kind::GrpcRoute)
+                    })
+                    .count();
                 prop_assert!(
-                    translator.last.gateways_translated <= 1,
-                    "a route edit translates its one Gateway at most"
+                    translator.last.route_parts_kept >= routes.saturating_sub(1),
+                    "{} routes, {:?}", routes, translator.last
                 );
             }
+            prop_assert!(
+                translator.last.gateways_translated <= 1,
+                "a route edit translates its one Gateway at most"
+            );
         }
     }
 }
