@@ -11,6 +11,9 @@
 //!              its parentRefs' routes┴► GatewayUnit     (same Gateway object and
 //!                                       model, status,   same route models in the
 //!                                       IR, clusters     same order: reused)
+//!                                          │
+//!              translated again, same model: each unchanged route's table
+//!              entries and attachments from the Gateway's memo (`route_memo.rs`)
 //! ```
 //!
 //! "Same object" is pointer identity of the store's `Arc`s: a store built from
