@@ -148,7 +148,8 @@ impl RouteEntry {
 struct GatewayEntry {
     read: GatewayRead,
     unit: Arc<GatewayUnit>,
-    /// Its routes' entries in its route tables, for this Gateway model.
+    /// What it computed per route (table entries, attachments), for this
+    /// Gateway model (`route_memo.rs`).
     memo: GatewayMemo,
 }
 

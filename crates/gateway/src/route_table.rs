@@ -246,32 +246,47 @@ impl TableContext<'_> {
                 .iter()
                 .filter(|&&other| other != li)
                 .map(|&other| self.gw.listeners[other].hostname.as_deref());
+            let hosts = hostname::isolate(served, l.hostname.as_deref(), siblings);
+            if hosts.is_empty() {
+                return Entries {
+                    hosts: vec![],
+                    clusters,
+                };
+            }
+            // Each match's IR route, made once: it reads no host, only its
+            // precedence on a host does.
             let key = names::route_key(r.kind, &r.key.namespace, &r.key.name);
-            let hosts = hostname::isolate(served, l.hostname.as_deref(), siblings)
+            let mut made = Vec::new();
+            for rule in r.rules.iter().filter(|rule| !rule.matches.is_empty()) {
+                let action = self.action(&rule.action, &mut clusters);
+                for (j, m) in rule.matches.iter().enumerate() {
+                    let route = Route {
+                        name: format!("{key}/rule/{}/match/{j}", rule.index),
+                        matcher: m.clone(),
+                        action: action.clone(),
+                        request_headers: rule.request_headers.clone(),
+                        response_headers: rule.response_headers.clone(),
+                    };
+                    made.push((rule.index, j, m, Arc::new(route)));
+                }
+            }
+            let hosts = hosts
                 .into_iter()
                 .map(|host| {
                     let rank =
                         hostname::route_hostname_rank(&host, l.hostname.as_deref(), &r.hostnames);
-                    let mut routes = Vec::new();
-                    for rule in r.rules.iter().filter(|rule| !rule.matches.is_empty()) {
-                        let action = self.action(&rule.action, &mut clusters);
-                        for (j, m) in rule.matches.iter().enumerate() {
+                    let routes = made
+                        .iter()
+                        .map(|(rule, j, m, route)| {
                             let origin = RouteOrigin {
                                 created: r.created.clone(),
                                 route: r.key.clone(),
                                 kind: r.kind,
                             };
-                            let route = Route {
-                                name: format!("{key}/rule/{}/match/{j}", rule.index),
-                                matcher: m.clone(),
-                                action: action.clone(),
-                                request_headers: rule.request_headers.clone(),
-                                response_headers: rule.response_headers.clone(),
-                            };
-                            let precedence = Precedence::new(rank, m, origin, rule.index, j);
-                            routes.push((precedence, Arc::new(route)));
-                        }
-                    }
+                            let precedence = Precedence::new(rank, m, origin, *rule, *j);
+                            (precedence, route.clone())
+                        })
+                        .collect();
                     (host, routes)
                 })
                 .collect();
