@@ -149,7 +149,7 @@ func TestStandardLabels(t *testing.T) {
 		"app.kubernetes.io/part-of":    "aether-edge",
 		"app.kubernetes.io/version":    "0.1.0",
 		"app.kubernetes.io/managed-by": "Helm",
-		"helm.sh/chart":                "aether-edge-0.1.0",
+		"helm.sh/chart":                "aether-edge-0.2.0",
 	}
 	for k, o := range objs {
 		md, _ := o["metadata"].(map[string]any)
@@ -339,6 +339,46 @@ func TestCreateToggles(t *testing.T) {
 	find(t, objs, "DaemonSet", "aether-edge")
 }
 
+// The controller's NetworkPolicy, off by default (TestDefaultValuesRenderDeploy:
+// deploy/ has none): on, it admits the report port from reportFrom alone and
+// the metrics port from metricsFrom (anywhere when empty), on the controller's
+// pods only; without reportFrom it refuses to render, as it would cut every
+// report off.
+func TestNetworkPolicy(t *testing.T) {
+	objs := render(t, "aether-ingress", "-f", valuesFile(t, `
+networkPolicy:
+  create: true
+  reportFrom: [{ipBlock: {cidr: 10.0.0.0/24}}]
+controller:
+  podDisruptionBudget: {maxUnavailable: 2}
+`))
+	np := find(t, objs, "NetworkPolicy", "aether-edge-controller")
+	spec := np["spec"].(map[string]any)
+	expect(t, "podSelector", spec["podSelector"], map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "aether-edge-controller"}})
+	expect(t, "policyTypes", spec["policyTypes"], []any{"Ingress"})
+	expect(t, "ingress", spec["ingress"], []any{
+		map[string]any{
+			"ports": []any{map[string]any{"protocol": "TCP", "port": float64(18001)}},
+			"from":  []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}},
+		},
+		map[string]any{"ports": []any{map[string]any{"protocol": "TCP", "port": float64(19003)}}},
+	})
+	// The report port it admits is the one the controller listens on.
+	ctl := find(t, objs, "Deployment", "aether-edge-controller")
+	if args := container(t, ctl, "controller")["args"].([]any); !slices.Contains(args, any("--report-address=0.0.0.0:18001")) {
+		t.Errorf("controller args lack --report-address=0.0.0.0:18001: %v", args)
+	}
+	pdb := find(t, objs, "PodDisruptionBudget", "aether-edge-controller")
+	expect(t, "controller PDB maxUnavailable", pdb["spec"].(map[string]any)["maxUnavailable"], float64(2))
+
+	for _, h := range helms(t) {
+		_, err := Helm(h.path, "template", "aether-edge", chartDir, "--namespace", "aether-ingress", "--set", "networkPolicy.create=true")
+		if err == nil || !strings.Contains(err.Error(), "networkPolicy.create needs networkPolicy.reportFrom") {
+			t.Errorf("%s: a NetworkPolicy without reportFrom rendered, or failed otherwise: %v", h.name, err)
+		}
+	}
+}
+
 // Values the agent would refuse fail at render time: the values schema
 // (values.schema.json) names the field, and the namespace the chart would own
 // is refused by the chart itself. With Helm 4 and Helm 3.
@@ -354,6 +394,8 @@ func TestBadValuesFail(t *testing.T) {
 			{[]string{"--namespace", "aether-ingress", "--set", "service.externalTrafficPolicy=local"}, []string{"schema", "externalTrafficPolicy"}},
 			{[]string{"--namespace", "aether-ingress", "--set", "metrics.port=70000"}, []string{"schema", "port"}},
 			{[]string{"--namespace", "aether-ingress", "--set", "envoy.logLevel=loud"}, []string{"schema", "logLevel"}},
+			{[]string{"--namespace", "aether-ingress", "--set", "controller.podDisruptionBudget.maxUnavailable=0"}, []string{"schema", "maxUnavailable"}},
+			{[]string{"--namespace", "aether-ingress", "--set", "networkPolicy.reportFrom[0].cidr=10.0.0.0/8"}, []string{"schema", "cidr"}},
 			// A misspelt key is refused, not silently ignored.
 			{[]string{"--namespace", "aether-ingress", "--set", "adressMode=static"}, []string{"schema", "adressMode"}},
 			{[]string{"--namespace", "default"}, []string{`would make the chart own namespace "default"`}},
