@@ -19,6 +19,14 @@ HELM_VERSION="${HELM_VERSION:-v4.3.2}"
 # Helm 3 (helm.sh/helm/v3, cmd/helm): the chart test renders and lints with both
 # majors, since platform teams still run Helm 3.
 HELM3_VERSION="${HELM3_VERSION:-v3.21.4}"
+# The chart's previous version, from which conformance/traffic's upgrade scenario runs
+# `helm upgrade` to deploy/helm/aether-edge under traffic: the chart at this commit of
+# the repository (git archive; a clone needs that history). 0.1.0 changed in place until
+# 0.2.0; this is 0.1.0 as it stood last before the edge agents and the controller were
+# split into two identities (one DaemonSet of `agent` with every right → edge agents
+# plus a controller Deployment), the upgrade with the most to get wrong.
+CHART_PREVIOUS_VERSION="${CHART_PREVIOUS_VERSION:-0.1.0}"
+CHART_PREVIOUS_COMMIT="${CHART_PREVIOUS_COMMIT:-c8bbe68ab8ffd8f4ccd7327e72471974bc719dc3}"
 # The older CRDs the Rust discovery tests install (what a cluster that has not
 # upgraded serves); fetched with the kube binaries, since those tests run in a
 # network namespace of their own and cannot reach the module proxy.

@@ -324,11 +324,31 @@ fn a_stopping_pod_drains_envoy_before_envoy_gets_its_sigterm() {
         .termination_grace_period_seconds
         .expect("a grace period");
     assert!(grace > envoy_wait, "the kubelet kills Envoy mid-drain");
-    let pdb: serde_norway::Value = serde_norway::from_str(&manifest("40-pdb.yaml")).unwrap();
+    let budgets = manifest("40-pdb.yaml");
+    let budget = |name: &str| -> serde_norway::Value {
+        serde_norway::Deserializer::from_str(&budgets)
+            .map(|doc| serde_norway::Value::deserialize(doc).unwrap())
+            .find(|doc| doc["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no PodDisruptionBudget {name} in 40-pdb.yaml"))
+    };
+    let pdb = budget("aether-edge");
     assert_eq!(pdb["kind"], "PodDisruptionBudget");
     // An integer minAvailable: for DaemonSet pods (no scale subresource) the
     // disruption controller counts nothing else, and a maxUnavailable budget
     // never syncs and refuses every eviction.
     assert_eq!(pdb["spec"]["minAvailable"], 1);
     assert!(pdb["spec"]["maxUnavailable"].is_null());
+    // The controller's (a Deployment: maxUnavailable counts) never blocks a
+    // drain of its one replica, and a broken standby is always evictable.
+    let controller = budget("aether-edge-controller");
+    assert_eq!(controller["spec"]["maxUnavailable"], 1);
+    assert!(controller["spec"]["minAvailable"].is_null());
+    assert_eq!(
+        controller["spec"]["unhealthyPodEvictionPolicy"],
+        "AlwaysAllow"
+    );
+    assert_eq!(
+        controller["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"],
+        "aether-edge-controller"
+    );
 }
