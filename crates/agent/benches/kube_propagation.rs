@@ -7,7 +7,12 @@
 //!   apply, as `kubectl apply --server-side`), each timed from the apply call to
 //!   the first 200 through Envoy for its path (polled every 0.2 ms), and to a
 //!   watch seeing its parent `Accepted=True`; plus, per status batch, status
-//!   written − last ACK (the agent's `follow_us`);
+//!   written − last ACK (the agent's `follow_us`); and where each change's
+//!   time went, stage by stage, from the agent's publication log lines: the
+//!   apply until the agent's index has it (API server write and watch
+//!   delivery), the wait before translating (only a burst's coalescing waits),
+//!   translate, build, and the rest until the first 200 (ADS push, Envoy's
+//!   apply, the prober's poll), with Envoy's own apply times beside;
 //! - a burst: `AETHER_BENCH_BURST` (1,000) more routes applied at once
 //!   (32 in flight), timed from the last apply returning to every one of them
 //!   answering 200, to the Gateway's `attachedRoutes` counting them all and to
@@ -28,7 +33,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::*;
 
 const NS: &str = "bench";
@@ -102,9 +107,11 @@ async fn bench() {
     }
     let log_before = w.agent.proc.log_text().len();
     let (mut to_200, mut to_accepted) = (Vec::new(), Vec::new());
+    let mut applied_unix_us = Vec::new();
     for i in 0..changes {
         let name = format!("n{i}");
         let start = Instant::now();
+        applied_unix_us.push(unix_us(SystemTime::now()));
         apply(&routes, &name).await;
         to_200.push(wait_served(&format!("/{name}"), start, Duration::from_secs(10)).await);
         until_accepted(&accepted, [name.clone()], Duration::from_secs(10)).await;
@@ -113,6 +120,11 @@ async fn bench() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let log = w.agent.proc.log_text();
+    let mut stages = Stages::of(
+        log.get(log_before..).unwrap_or_default(),
+        &applied_unix_us,
+        &to_200,
+    );
     let mut follow = field_us(
         log.get(log_before..).unwrap_or_default(),
         "status batch written",
@@ -127,6 +139,28 @@ async fn bench() {
         &format!("{served} routes served: apply → 200, median / p99"),
         format!("{:.1} / {:.1} ms", ms(m), ms(p)),
         "p99 ≤ 50 ms",
+    );
+    println!(
+        "  where it went (the agent's publication log lines, {} of {changes} changes matched):",
+        stages.matched
+    );
+    print_line(
+        "  apply → the agent's index has it (API server write + watch delivery)",
+        &mut stages.watch,
+    );
+    print_line(
+        "  index change → translate starts (coalescing wait)",
+        &mut stages.waited,
+    );
+    print_line("  translate", &mut stages.translate);
+    print_line("  build", &mut stages.build);
+    print_line(
+        "  published → first 200 (ADS push, Envoy apply, the prober)",
+        &mut stages.rest,
+    );
+    println!(
+        "  Envoy's own apply (update_duration p50/p99/max ms, since it started): {}",
+        aether_testkit::live::traffic::apply_times(&w.envoy.admin)
     );
     print_line("apply → watch sees Accepted=True", &mut to_accepted);
     print_line("status written − last ACK (per batch)", &mut follow);
@@ -327,4 +361,66 @@ async fn until_accepted(
         }
     })
     .await;
+}
+
+fn unix_us(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as u64
+}
+
+/// Each one-by-one change's time, stage by stage: the agent logs every
+/// publication with `changed_unix_us` (when its index saw a change, by the
+/// wall clock) and how long it waited, translated and built; a change's
+/// publication is the first whose index change came after its apply began.
+#[derive(Default)]
+struct Stages {
+    matched: usize,
+    watch: Vec<Duration>,
+    waited: Vec<Duration>,
+    translate: Vec<Duration>,
+    build: Vec<Duration>,
+    rest: Vec<Duration>,
+}
+
+impl Stages {
+    fn of(log: &str, applied_unix_us: &[u64], to_200: &[Duration]) -> Stages {
+        let field = |line: &str, key: &str| -> Option<u64> {
+            line.split(key)
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        };
+        let published: Vec<[u64; 4]> = log
+            .lines()
+            .filter(|l| l.contains("configuration published"))
+            .filter_map(|l| {
+                Some([
+                    field(l, "changed_unix_us=")?,
+                    field(l, "waited_us=")?,
+                    field(l, "translate_us=")?,
+                    field(l, "build_us=")?,
+                ])
+            })
+            .collect();
+        let mut out = Stages::default();
+        for (&applied, &to_200) in applied_unix_us.iter().zip(to_200) {
+            let Some(&[changed, waited, translate, build]) =
+                published.iter().find(|p| p[0] >= applied)
+            else {
+                continue;
+            };
+            out.matched += 1;
+            let us = Duration::from_micros;
+            let [watch, waited, translate, build] =
+                [us(changed - applied), us(waited), us(translate), us(build)];
+            out.rest
+                .push(to_200.saturating_sub(watch + waited + translate + build));
+            out.watch.push(watch);
+            out.waited.push(waited);
+            out.translate.push(translate);
+            out.build.push(build);
+        }
+        out
+    }
 }

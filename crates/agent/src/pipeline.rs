@@ -21,11 +21,12 @@ use aether_metrics::Series;
 use aether_xds::{Builder, Snapshot};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// One published generation: the snapshot the ADS server serves, the status plan
@@ -75,6 +76,9 @@ pub struct Stats {
     pub publishes: Counter,
     /// Seconds the last translate + build took.
     pub build_seconds: Gauge<f64, AtomicU64>,
+    /// Each apply's translate, and its build of Envoy resources, apart.
+    translate: Histogram,
+    snapshot_build: Histogram,
     refused: Series<[(&'static str, &'static str); 1], Counter>,
     /// Loads not published because they had no Gateway while the running
     /// configuration had some.
@@ -94,15 +98,27 @@ impl Default for Stats {
             loads_failed,
             publishes: Counter::default(),
             build_seconds: Gauge::default(),
+            translate: Histogram::new(STAGE_BUCKETS),
+            snapshot_build: Histogram::new(STAGE_BUCKETS),
             refused,
             refused_empty,
         }
     }
 }
 
+/// Upper bounds of `aether_edge_translate_seconds` and
+/// `aether_edge_snapshot_build_seconds`: 0.5 ms doubling to about 4 s.
+const STAGE_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048,
+    4.096,
+];
+
 impl Stats {
-    /// `aether_edge_config_*`, `aether_edge_snapshots_published_total` and
-    /// `aether_edge_build_seconds` under a registry prefixed `aether_edge`.
+    /// `aether_edge_config_*`, `aether_edge_snapshots_published_total`,
+    /// `aether_edge_build_seconds` (the last translate + build) and the
+    /// histograms of each stage apart, `aether_edge_translate_seconds` and
+    /// `aether_edge_snapshot_build_seconds`, under a registry prefixed
+    /// `aether_edge`.
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "config_loads",
@@ -120,11 +136,30 @@ impl Stats {
             self.build_seconds.clone(),
         );
         registry.register(
+            "translate_seconds",
+            "Duration of each translate (Gateway API objects to IR and status plan)",
+            self.translate.clone(),
+        );
+        registry.register(
+            "snapshot_build_seconds",
+            "Duration of each build of Envoy resources from the IR",
+            self.snapshot_build.clone(),
+        );
+        registry.register(
             "config_refused",
             "Loads not published: no Gateway left over a running configuration with some",
             self.refused.clone(),
         );
     }
+}
+
+/// What one apply did: whether it published, and how long its stages took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    pub published: bool,
+    pub translate: Duration,
+    /// The build of Envoy resources (after the mode's rewrite of the IR).
+    pub build: Duration,
 }
 
 pub struct Pipeline {
@@ -154,8 +189,8 @@ impl Pipeline {
     }
 
     /// Translates and builds `store`; publishes when the result differs from what
-    /// is published. Returns whether it published.
-    pub fn apply(&self, store: Arc<Store>) -> bool {
+    /// is published.
+    pub fn apply(&self, store: Arc<Store>) -> Applied {
         self.apply_with(store, |_, _| BTreeMap::new())
     }
 
@@ -166,18 +201,24 @@ impl Pipeline {
         &self,
         store: Arc<Store>,
         rewrite: impl FnOnce(&Store, &mut Translation) -> BTreeMap<ObjectRef, String>,
-    ) -> bool {
+    ) -> Applied {
         let started = Instant::now();
         let mut engine = self.engine.lock().expect("pipeline engine");
         let translation = engine.translator.translate(&store);
+        let translated = Instant::now();
         let ir = Arc::new(translation.ir.clone());
         let mut served = translation;
         let left_out = rewrite(&store, &mut served);
+        let rewritten = Instant::now();
         let snapshot = engine.builder.build(&served.ir);
         drop(engine);
+        let built = Instant::now();
+        let (translate, build) = (translated - started, built - rewritten);
+        self.stats.translate.observe(translate.as_secs_f64());
+        self.stats.snapshot_build.observe(build.as_secs_f64());
         self.stats
             .build_seconds
-            .set(started.elapsed().as_secs_f64());
+            .set((built - started).as_secs_f64());
         let next = Published {
             snapshot: Arc::new(snapshot),
             status: served.status,
@@ -206,6 +247,38 @@ impl Pipeline {
         if changed {
             self.stats.publishes.inc();
         }
-        changed
+        Applied {
+            published: changed,
+            translate,
+            build,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::text::encode;
+
+    /// Every apply is timed stage by stage, published or not; a store that
+    /// translates to what is published already publishes nothing.
+    #[test]
+    fn each_apply_is_timed_and_only_a_change_is_published() {
+        let pipeline = Pipeline::new(Config::default(), Builder::default());
+        let first = pipeline.apply(Arc::new(Store::default()));
+        let again = pipeline.apply(Arc::new(Store::default()));
+        assert!(first.published, "the first store is published");
+        assert!(!again.published, "the same store again is not");
+        let mut registry = Registry::with_prefix("aether_edge");
+        pipeline.stats.register(&mut registry);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        for series in [
+            "aether_edge_translate_seconds_count 2\n",
+            "aether_edge_snapshot_build_seconds_count 2\n",
+            "aether_edge_snapshots_published_total 1\n",
+        ] {
+            assert!(text.contains(series), "no {series:?} in {text}");
+        }
     }
 }

@@ -338,8 +338,14 @@ impl Source {
         if self.refuses_empty(store.gateway_count(), running.unwrap_or(0)) {
             return;
         }
-        if self.pipeline.apply(Arc::new(store)) {
-            info!(dir = %dir.display(), "configuration loaded and published");
+        let applied = self.pipeline.apply(Arc::new(store));
+        if applied.published {
+            info!(
+                dir = %dir.display(),
+                translate_us = applied.translate.as_micros() as u64,
+                build_us = applied.build.as_micros() as u64,
+                "configuration loaded and published"
+            );
             if let Some(state) = &self.state {
                 state.save(self.cache.served_files());
             }

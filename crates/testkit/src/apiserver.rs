@@ -15,6 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
@@ -53,13 +54,40 @@ impl ApiServer {
         }
     }
 
+    /// [`ApiServer::start`] without the pinned CRDs named (`<plural>.<group>`):
+    /// for a test that installs other versions of them, or none, on an API
+    /// server that never had them. Deleting CRDs moments after they were
+    /// established waits on kube-apiserver's CRD finalizer, whose retries back
+    /// off exponentially while the server starts up: once, over a minute.
+    pub async fn start_without(names: &[&str]) -> ApiServer {
+        match ApiServer::try_start_without(names).await {
+            Ok(server) => server,
+            Err(e) => panic!("aether-testkit: cannot start kube-apiserver: {e}"),
+        }
+    }
+
     /// [`ApiServer::start`], returning the error. A port another process took between
     /// our pick and the bind is retried with fresh ports.
     pub async fn try_start() -> Result<ApiServer, Error> {
+        ApiServer::try_start_without(&[]).await
+    }
+
+    /// [`ApiServer::start_without`], returning the error.
+    pub async fn try_start_without(names: &[&str]) -> Result<ApiServer, Error> {
         let begin = Instant::now();
         let bin_dir = locate::kube_bin_dir().await?;
         let crd_dir = locate::gateway_api_crd_dir().await?;
-        let crds = crds::read(&crd_dir)?;
+        let mut crds = crds::read(&crd_dir)?;
+        let left_out = |c: &CustomResourceDefinition| {
+            c.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| names.contains(&n))
+        };
+        if crds.iter().filter(|c| left_out(c)).count() != names.len() {
+            return Err(Error::NoCrds(crd_dir));
+        }
+        crds.retain(|c| !left_out(c));
         let run = RunDir::create()?;
         let credentials = pki::generate(&run.path)?;
 

@@ -399,3 +399,33 @@ fn api_server_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<ApiServer>();
 }
+
+/// `start_without` leaves the named CRDs out (a test installs its own versions
+/// of them) and keeps every other; a name that is not a pinned CRD is refused,
+/// not silently ignored.
+#[tokio::test]
+async fn start_without_leaves_out_exactly_the_named_crds() {
+    let udp = "udproutes.gateway.networking.k8s.io";
+    let server = ApiServer::start_without(&[udp]).await;
+    let api = Api::<CustomResourceDefinition>::all(server.client());
+    let names: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    assert!(!names.iter().any(|n| n == udp), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .any(|n| n == "tcproutes.gateway.networking.k8s.io"),
+        "{names:?}"
+    );
+    drop(server);
+    let refused = ApiServer::try_start_without(&["nothing.example.com"]).await;
+    assert!(
+        matches!(refused, Err(aether_testkit::Error::NoCrds(_))),
+        "{refused:?}"
+    );
+}

@@ -35,7 +35,7 @@ use aether_report::tls::ServingCertificate;
 use anyhow::Context;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::info;
@@ -484,15 +484,23 @@ async fn wait_true(mut rx: watch::Receiver<bool>) {
 /// [`SETTLE`] of the last translation waits out the rest of it, so a burst (a
 /// `kubectl apply` of many objects, a relist) costs a translation per
 /// [`SETTLE`], not one per object.
+///
+/// Each publication is logged with where its time went: `waited_us` from the
+/// index change it answers (a watch event applied) to the translation's start
+/// (the rest of a [`SETTLE`], or a translation already under way),
+/// `translate_us` and `build_us`; `changed_unix_us` is when that index change
+/// happened, by the wall clock, for a bench to set beside its own.
 async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: AddressMode) {
     let mut generation = index.subscribe();
     let mut waiting_logged = false;
+    let (mut changed_at, mut changed_unix) = (Instant::now(), SystemTime::now());
     loop {
         match index.store() {
             Some(store) => {
+                let waited = changed_at.elapsed();
                 // Translating a big store takes a while: off the async workers,
                 // so health checks, ADS and the watches keep being served.
-                let published = tokio::task::block_in_place(|| {
+                let applied = tokio::task::block_in_place(|| {
                     pipeline.apply_with(store.clone(), |store, translation| {
                         let AddressMode::Service(cfg) = &mode else {
                             return BTreeMap::new();
@@ -509,8 +517,19 @@ async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: Addres
                 // A cluster change translated is a configuration load (the
                 // cluster's objects are already valid: none fails here).
                 pipeline.stats.loads_ok.inc();
-                if published {
-                    info!(objects = store.len(), "configuration published");
+                if applied.published {
+                    let unix_us = changed_unix
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_micros() as u64;
+                    info!(
+                        objects = store.len(),
+                        waited_us = waited.as_micros() as u64,
+                        translate_us = applied.translate.as_micros() as u64,
+                        build_us = applied.build.as_micros() as u64,
+                        changed_unix_us = unix_us,
+                        "configuration published"
+                    );
                 }
             }
             None if !waiting_logged => {
@@ -523,6 +542,7 @@ async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: Addres
         if generation.changed().await.is_err() {
             return;
         }
+        (changed_at, changed_unix) = (Instant::now(), SystemTime::now());
         tokio::time::sleep_until(done + SETTLE).await;
         generation.borrow_and_update();
     }

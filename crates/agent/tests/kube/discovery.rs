@@ -86,12 +86,11 @@ async fn tcp_route_at(client: &kube::Client, version: &str) -> Result<serde_json
 /// installed; the agent rediscovers every second.
 async fn given_an_old_tcproute_crd_no_udproute_crd_and_an_agent() -> World {
     let logs = temp_dir("kube-discovery");
-    let server = aether_testkit::ApiServer::start().await;
     let (tcp, udp) = (
         "tcproutes.gateway.networking.k8s.io",
         "udproutes.gateway.networking.k8s.io",
     );
-    server.delete_crds(&[tcp, udp]).await.unwrap();
+    let server = aether_testkit::ApiServer::start_without(&[tcp, udp]).await;
     let old = aether_testkit::gateway_api_crd_dir_at("v1.5.1", "experimental")
         .await
         .unwrap();
@@ -150,9 +149,8 @@ async fn the_missing_kind_is_reported_once(w: &World) {
 
 async fn given_the_previous_release_s_crds_and_an_agent() -> World {
     let logs = temp_dir("kube-discovery-previous");
-    let server = aether_testkit::ApiServer::start().await;
-    server.delete_crds(&ALL_KINDS).await.unwrap();
-    server.delete_crds(&[XBACKENDS]).await.unwrap();
+    let server =
+        aether_testkit::ApiServer::start_without(&[&ALL_KINDS[..], &[XBACKENDS]].concat()).await;
     let old = aether_testkit::gateway_api_crd_dir_at(PREVIOUS, "experimental")
         .await
         .unwrap();

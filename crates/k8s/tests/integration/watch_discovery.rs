@@ -64,8 +64,7 @@ fn has_db(index: &Index) -> bool {
 
 #[tokio::test]
 async fn a_missing_crd_is_listed_empty_and_watched_once_installed() {
-    let server = ApiServer::start().await;
-    server.delete_crds(&[TCP_ROUTES, UDP_ROUTES]).await.unwrap();
+    let server = ApiServer::start_without(&[TCP_ROUTES, UDP_ROUTES]).await;
     let (index, served, task) = start_watches(&server);
 
     // The first publish does not wait for kinds nobody serves.
