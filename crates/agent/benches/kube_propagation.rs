@@ -383,23 +383,15 @@ struct Stages {
 
 impl Stages {
     fn of(log: &str, applied_unix_us: &[u64], to_200: &[Duration]) -> Stages {
-        let field = |line: &str, key: &str| -> Option<u64> {
-            line.split(key)
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        };
         let published: Vec<[u64; 4]> = log
             .lines()
             .filter(|l| l.contains("configuration published"))
             .filter_map(|l| {
                 Some([
-                    field(l, "changed_unix_us=")?,
-                    field(l, "waited_us=")?,
-                    field(l, "translate_us=")?,
-                    field(l, "build_us=")?,
+                    log_field(l, "changed_unix_us=")?,
+                    log_field(l, "waited_us=")?,
+                    log_field(l, "translate_us=")?,
+                    log_field(l, "build_us=")?,
                 ])
             })
             .collect();

@@ -255,6 +255,8 @@ struct Row {
     envoy_mib: f64,
     /// Envoy's own apply times (ours only: Envoy Gateway's Envoy has its own admin).
     envoy_apply: String,
+    /// Where our changes' time went (ours only), from the agent's log.
+    stages: String,
 }
 
 impl Row {
@@ -287,6 +289,9 @@ impl Row {
                 "{:<14} Envoy's own apply, ms p50/p99/max: {}",
                 "", self.envoy_apply
             );
+        }
+        if !self.stages.is_empty() {
+            println!("{:<14} where it went, ms p50: {}", "", self.stages);
         }
     }
 
@@ -393,7 +398,10 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
         control_mib: 0.0,
         envoy_mib: 0.0,
         envoy_apply: String::new(),
+        stages: String::new(),
     };
+    let log_before = running.control.log_text().len();
+    let mut written_unix_us = Vec::with_capacity(changes);
     for i in (0..changes).take_while(|_| ready) {
         let g = i * 37 % count;
         let (hostnames, host) = shape.change_host(i);
@@ -403,6 +411,7 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
         );
         let path = format!("/r{i}");
         let started = Instant::now();
+        written_unix_us.push(unix_us());
         aether_testkit::live::traffic::write_atomically(
             &dir.join(format!("route-{i:03}.yaml")),
             &route,
@@ -419,6 +428,12 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
     }
     if let Some(envoy) = &running.envoy {
         row.envoy_apply = aether_testkit::live::traffic::apply_times(&envoy.admin);
+        let log = running.control.log_text();
+        row.stages = stages(
+            log.get(log_before..).unwrap_or_default(),
+            &written_unix_us,
+            &row.samples,
+        );
     }
     row.control_mib = rss_mib(running.control.pid());
     row.envoy_mib = running.envoy_pid().map_or(0.0, rss_mib);
@@ -567,4 +582,65 @@ fn rss_mib(pid: u32) -> f64 {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0.0);
     kib / 1024.0
+}
+
+/// Now, in microseconds since the Unix epoch (the agent's log uses that clock).
+fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// Each change's time, stage by stage, medians: the agent logs every
+/// publication with when its load started (wall clock) and how long the load,
+/// translate and build took; a change's publication is the first whose load
+/// started after its file was written. What is left of file → 200 is the ADS
+/// push, Envoy's apply and the prober's poll.
+fn stages(log: &str, written_unix_us: &[u64], to_200_ms: &[f64]) -> String {
+    let published: Vec<[u64; 4]> = log
+        .lines()
+        .filter(|l| l.contains("configuration loaded and published"))
+        .filter_map(|l| {
+            Some([
+                log_field(l, "load_started_unix_us=")?,
+                log_field(l, "load_us=")?,
+                log_field(l, "translate_us=")?,
+                log_field(l, "build_us=")?,
+            ])
+        })
+        .collect();
+    let mut columns: [Vec<f64>; 5] = Default::default();
+    for (&written, &to_200) in written_unix_us.iter().zip(to_200_ms) {
+        let Some(&[started, load, translate, build]) = published.iter().find(|p| p[0] >= written)
+        else {
+            continue;
+        };
+        let ms = |us: u64| us as f64 / 1e3;
+        let parts = [ms(started - written), ms(load), ms(translate), ms(build)];
+        for (c, v) in columns.iter_mut().zip(parts) {
+            c.push(v);
+        }
+        columns[4].push(to_200 - parts.iter().sum::<f64>());
+    }
+    let matched = columns[0].len();
+    if matched == 0 {
+        return String::new();
+    }
+    let names = [
+        "file → load starts",
+        "load",
+        "translate",
+        "build",
+        "published → 200",
+    ];
+    let mut out: Vec<String> = names
+        .iter()
+        .zip(columns.iter_mut())
+        .map(|(name, c)| format!("{name} {:.1}", aether_benches::median_p99(c).0))
+        .collect();
+    out.push(format!(
+        "({matched} of {} changes matched)",
+        to_200_ms.len()
+    ));
+    out.join(", ")
 }

@@ -43,8 +43,11 @@ use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 use watch::{DirWatch, Wake, Writers};
 
-/// How long a burst of file events is gathered before a load (a copy of
-/// thousands of files is one load, not thousands).
+/// A file event within this long of the last load is part of a burst: the
+/// rest of the burst is gathered (until the events are this long apart) before
+/// the next load, so a copy of thousands of files is a few loads, not
+/// thousands. An event after a quiet spell is loaded at once: a lone change
+/// waits for nothing (issue 31 item 3: no fixed wait beyond coalescing).
 const DEBOUNCE: Duration = Duration::from_millis(15);
 /// Safety net for file systems without change events.
 const RESCAN: Duration = Duration::from_secs(1);
@@ -249,6 +252,8 @@ fn watch_dir(
     let mut last = Fingerprint::default();
     let mut writers = Writers::default();
     let mut due = Some(Instant::now());
+    // When the last load ended: what tells a lone change from a burst.
+    let mut loaded = Instant::now();
     loop {
         let now = source::fingerprint(&dir);
         if watch.available() && now.dir != watch.watching {
@@ -261,6 +266,7 @@ fn watch_dir(
             last = now;
             source.reload(&writers.take_edits());
             due = source.cache.held().map(|left| Instant::now() + left);
+            loaded = Instant::now();
         }
         let wait = due.map_or(source.rescan, |d| {
             d.saturating_duration_since(Instant::now())
@@ -282,9 +288,15 @@ fn watch_dir(
                 if !note(w) {
                     return;
                 }
-                // The rest of the burst.
+                // What has come in since, and in a burst the rest of it.
+                let gather = burst_gather(loaded.elapsed());
                 let until = Instant::now() + DEBOUNCE * 10;
-                while let Ok(w) = events.recv_timeout(DEBOUNCE) {
+                loop {
+                    let next = match gather {
+                        Some(quiet) => events.recv_timeout(quiet).ok(),
+                        None => events.try_recv().ok(),
+                    };
+                    let Some(w) = next else { break };
                     if !note(w) {
                         return;
                     }
@@ -297,6 +309,13 @@ fn watch_dir(
             Err(RecvTimeoutError::Disconnected) => return,
         }
     }
+}
+
+/// How long to wait for a further event before loading, given the time
+/// since the last load ended: `None` (load at once, with what is already
+/// queued) after a quiet spell, else [`DEBOUNCE`] (a burst: gather it).
+fn burst_gather(since_load: Duration) -> Option<Duration> {
+    (since_load < DEBOUNCE).then_some(DEBOUNCE)
 }
 
 impl Source {
@@ -316,6 +335,10 @@ impl Source {
             .as_ref()
             .map(|p| p.ir.gateways.len());
         let first = running.is_none();
+        let started = Instant::now();
+        let started_unix_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
         let (store, problems) = match self.cache.load_each(dir, edits) {
             Ok(loaded) => loaded,
             Err(failure) => {
@@ -338,10 +361,13 @@ impl Source {
         if self.refuses_empty(store.gateway_count(), running.unwrap_or(0)) {
             return;
         }
+        let load = started.elapsed();
         let applied = self.pipeline.apply(Arc::new(store));
         if applied.published {
             info!(
                 dir = %dir.display(),
+                load_started_unix_us = started_unix_us,
+                load_us = load.as_micros() as u64,
                 translate_us = applied.translate.as_micros() as u64,
                 build_us = applied.build.as_micros() as u64,
                 "configuration loaded and published"
@@ -494,6 +520,37 @@ mod tests {
                 .is_ok()
         });
         assert!(seen, "{what}: never published Gateways {names:?}");
+    }
+
+    #[test]
+    fn a_change_after_a_quiet_spell_loads_at_once_and_a_burst_is_gathered() {
+        assert_eq!(burst_gather(Duration::from_secs(1)), None);
+        assert_eq!(burst_gather(DEBOUNCE), None);
+        assert_eq!(burst_gather(Duration::ZERO), Some(DEBOUNCE));
+        assert_eq!(burst_gather(DEBOUNCE / 2), Some(DEBOUNCE));
+    }
+
+    #[test]
+    fn every_file_of_a_burst_of_moves_is_served() {
+        let base = std::env::temp_dir().join(format!("aether-edge-burst-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dir = base.join("config");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("g000.yaml"), gateway("g000")).unwrap();
+        let (pipeline, wake, thread) = watching(&dir);
+        wait_gateways(&pipeline, &["g000"], "the first load");
+        // The first move is loaded at once, the rest while and after it loads.
+        let names: Vec<String> = (0..40).map(|i| format!("g{i:03}")).collect();
+        for name in &names[1..] {
+            let tmp = base.join(format!("{name}.tmp"));
+            std::fs::write(&tmp, gateway(name)).unwrap();
+            std::fs::rename(&tmp, dir.join(format!("{name}.yaml"))).unwrap();
+        }
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        wait_gateways(&pipeline, &names, "a burst of 39 moves");
+        let _ = wake.send(Wake::Stop);
+        thread.join().unwrap();
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

@@ -195,15 +195,19 @@ pub async fn issue_report_token(
 pub fn field_us(log: &str, message: &str, key: &str) -> Vec<std::time::Duration> {
     log.lines()
         .filter(|l| l.contains(message))
-        .filter_map(|l| {
-            let v = l.split(key).nth(1)?.split_whitespace().next()?;
-            let v = v
-                .strip_prefix("Some(")
-                .map_or(v, |v| v.trim_end_matches(')'));
-            v.parse().ok()
-        })
+        .filter_map(|l| log_field(l, key))
         .map(std::time::Duration::from_micros)
         .collect()
+}
+
+/// The number after `key` (e.g. `build_us=`) in one log line; an `Option`'s
+/// `Some(n)` reads as `n`.
+pub fn log_field(line: &str, key: &str) -> Option<u64> {
+    let v = line.split(key).nth(1)?.split_whitespace().next()?;
+    let v = v
+        .strip_prefix("Some(")
+        .map_or(v, |v| v.trim_end_matches(')'));
+    v.parse().ok()
 }
 
 /// One bench line: median, p99 and max of `samples`, in ms.
