@@ -383,18 +383,16 @@ struct Stages {
 
 impl Stages {
     fn of(log: &str, applied_unix_us: &[u64], to_200: &[Duration]) -> Stages {
-        let published: Vec<[u64; 4]> = log
-            .lines()
-            .filter(|l| l.contains("configuration published"))
-            .filter_map(|l| {
-                Some([
-                    log_field(l, "changed_unix_us=")?,
-                    log_field(l, "waited_us=")?,
-                    log_field(l, "translate_us=")?,
-                    log_field(l, "build_us=")?,
-                ])
-            })
-            .collect();
+        let published = log_fields(
+            log,
+            "configuration published",
+            [
+                "changed_unix_us=",
+                "waited_us=",
+                "translate_us=",
+                "build_us=",
+            ],
+        );
         let mut out = Stages::default();
         for (&applied, &to_200) in applied_unix_us.iter().zip(to_200) {
             let Some(&[changed, waited, translate, build]) =

@@ -597,18 +597,16 @@ fn unix_us() -> u64 {
 /// started after its file was written. What is left of file → 200 is the ADS
 /// push, Envoy's apply and the prober's poll.
 fn stages(log: &str, written_unix_us: &[u64], to_200_ms: &[f64]) -> String {
-    let published: Vec<[u64; 4]> = log
-        .lines()
-        .filter(|l| l.contains("configuration loaded and published"))
-        .filter_map(|l| {
-            Some([
-                log_field(l, "load_started_unix_us=")?,
-                log_field(l, "load_us=")?,
-                log_field(l, "translate_us=")?,
-                log_field(l, "build_us=")?,
-            ])
-        })
-        .collect();
+    let published = log_fields(
+        log,
+        "configuration loaded and published",
+        [
+            "load_started_unix_us=",
+            "load_us=",
+            "translate_us=",
+            "build_us=",
+        ],
+    );
     let mut columns: [Vec<f64>; 5] = Default::default();
     for (&written, &to_200) in written_unix_us.iter().zip(to_200_ms) {
         let Some(&[started, load, translate, build]) = published.iter().find(|p| p[0] >= written)

@@ -496,6 +496,21 @@ mod tests {
         (pipeline, wake, thread)
     }
 
+    /// A fresh scratch dir for test `test`, and in it `config/` holding
+    /// `<gateway>.yaml` (Gateway `gateway`).
+    fn config_dir(test: &str, gateway_name: &str) -> (PathBuf, PathBuf) {
+        let base = std::env::temp_dir().join(format!("aether-edge-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dir = base.join("config");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(format!("{gateway_name}.yaml")),
+            gateway(gateway_name),
+        )
+        .unwrap();
+        (base, dir)
+    }
+
     /// Waits for a publication whose Gateways are `names`.
     fn wait_gateways(pipeline: &Pipeline, names: &[&str], what: &str) {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -532,11 +547,7 @@ mod tests {
 
     #[test]
     fn every_file_of_a_burst_of_moves_is_served() {
-        let base = std::env::temp_dir().join(format!("aether-edge-burst-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
-        let dir = base.join("config");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("g000.yaml"), gateway("g000")).unwrap();
+        let (base, dir) = config_dir("burst", "g000");
         let (pipeline, wake, thread) = watching(&dir);
         wait_gateways(&pipeline, &["g000"], "the first load");
         // The first move is loaded at once, the rest while and after it loads.
@@ -555,12 +566,7 @@ mod tests {
 
     #[test]
     fn events_are_seen_after_the_directory_is_replaced() {
-        let base =
-            std::env::temp_dir().join(format!("aether-edge-replaced-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
-        let dir = base.join("config");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("a.yaml"), gateway("a")).unwrap();
+        let (base, dir) = config_dir("replaced", "a");
         let (pipeline, wake, thread) = watching(&dir);
         wait_gateways(&pipeline, &["a"], "the first load");
         // Replaced: renamed away, a new one in its place.

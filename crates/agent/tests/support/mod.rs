@@ -200,6 +200,21 @@ pub fn field_us(log: &str, message: &str, key: &str) -> Vec<std::time::Duration>
         .collect()
 }
 
+/// Per log line that contains `message` and every one of `keys`, their numbers
+/// in the order of `keys` (e.g. `["translate_us=", "build_us="]`).
+pub fn log_fields<const N: usize>(log: &str, message: &str, keys: [&str; N]) -> Vec<[u64; N]> {
+    log.lines()
+        .filter(|l| l.contains(message))
+        .filter_map(|l| {
+            let mut out = [0; N];
+            for (slot, key) in out.iter_mut().zip(keys) {
+                *slot = log_field(l, key)?;
+            }
+            Some(out)
+        })
+        .collect()
+}
+
 /// The number after `key` (e.g. `build_us=`) in one log line; an `Option`'s
 /// `Some(n)` reads as `n`.
 pub fn log_field(line: &str, key: &str) -> Option<u64> {
