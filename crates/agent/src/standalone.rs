@@ -497,7 +497,7 @@ mod tests {
     }
 
     /// A fresh scratch dir for test `test`, and in it `config/` holding
-    /// `<gateway>.yaml` (Gateway `gateway`).
+    /// `<gateway_name>.yaml` (that Gateway and its class).
     fn config_dir(test: &str, gateway_name: &str) -> (PathBuf, PathBuf) {
         let base = std::env::temp_dir().join(format!("aether-edge-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
