@@ -98,8 +98,8 @@ impl Default for Stats {
             loads_failed,
             publishes: Counter::default(),
             build_seconds: Gauge::default(),
-            translate: Histogram::new(STAGE_BUCKETS),
-            snapshot_build: Histogram::new(STAGE_BUCKETS),
+            translate: Histogram::new(stage_buckets()),
+            snapshot_build: Histogram::new(stage_buckets()),
             refused,
             refused_empty,
         }
@@ -108,10 +108,16 @@ impl Default for Stats {
 
 /// Upper bounds of `aether_edge_translate_seconds` and
 /// `aether_edge_snapshot_build_seconds`: 0.5 ms doubling to about 4 s.
-const STAGE_BUCKETS: [f64; 14] = [
-    0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048,
-    4.096,
-];
+fn stage_buckets() -> impl Iterator<Item = f64> {
+    prometheus_client::metrics::histogram::exponential_buckets(0.0005, 2.0, 14)
+}
+
+/// `t` in microseconds since the Unix epoch: how publication log lines say
+/// when something happened, for a bench to set beside its own clock.
+pub fn unix_us(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
 
 impl Stats {
     /// `aether_edge_config_*`, `aether_edge_snapshots_published_total`,

@@ -336,9 +336,7 @@ impl Source {
             .map(|p| p.ir.gateways.len());
         let first = running.is_none();
         let started = Instant::now();
-        let started_unix_us = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
+        let started_unix_us = crate::pipeline::unix_us(std::time::SystemTime::now());
         let (store, problems) = match self.cache.load_each(dir, edits) {
             Ok(loaded) => loaded,
             Err(failure) => {

@@ -35,7 +35,7 @@ use aether_report::tls::ServingCertificate;
 use anyhow::Context;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::info;
@@ -518,16 +518,12 @@ async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: Addres
                 // cluster's objects are already valid: none fails here).
                 pipeline.stats.loads_ok.inc();
                 if applied.published {
-                    let unix_us = changed_unix
-                        .duration_since(UNIX_EPOCH)
-                        .unwrap_or_default()
-                        .as_micros() as u64;
                     info!(
                         objects = store.len(),
                         waited_us = waited.as_micros() as u64,
                         translate_us = applied.translate.as_micros() as u64,
                         build_us = applied.build.as_micros() as u64,
-                        changed_unix_us = unix_us,
+                        changed_unix_us = crate::pipeline::unix_us(changed_unix),
                         "configuration published"
                     );
                 }
