@@ -9,6 +9,9 @@
 //!     pids        what the watchdog kills if the test dies without unwinding
 //! ```
 //!
+//! etcd starts on a copy of a seed (seed.rs): the data of an etcd whose API server
+//! already bootstrapped and established the CRDs, made by the first start.
+//!
 //! `stop_apiserver`/`start_apiserver` kill and respawn kube-apiserver with the same
 //! arguments: same port, same etcd, so clients and watches see an outage, then recovery.
 
@@ -22,7 +25,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use crate::pki::{self, Credentials};
 use crate::process::{self, Process};
 use crate::run_dir::{RunDir, write_kubeconfig};
-use crate::{Error, crds, etcd, locate, manifests, service_account};
+use crate::{Error, crds, etcd, locate, manifests, seed, service_account};
 
 const ETCD_TIMEOUT: Duration = Duration::from_secs(30);
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
@@ -88,39 +91,41 @@ impl ApiServer {
             return Err(Error::NoCrds(crd_dir));
         }
         crds.retain(|c| !left_out(c));
+        let seed = if seed::enabled() {
+            let seed = seed::path(&bin_dir, &crds, STATE_FLAGS)?;
+            seed::get_or_make(&seed, || make_seed(&bin_dir, &crds)).await?;
+            Some(seed)
+        } else {
+            None
+        };
         let run = RunDir::create()?;
         let credentials = pki::generate(&run.path)?;
-
-        let mut attempt = 0;
-        let (etcd, apiserver, args, port, etcd_port) = loop {
-            attempt += 1;
-            match launch(&run, &bin_dir, &credentials, attempt).await {
-                Ok(launched) => break launched,
-                Err(e) if e.is_port_conflict() && attempt < START_ATTEMPTS => {
-                    tracing::warn!(attempt, error = %e, "aether-testkit: port taken, retrying");
-                }
-                Err(e) => return Err(e),
-            }
-        };
+        let launched = launch_retrying(&run, &bin_dir, &credentials, seed.as_deref()).await?;
         let ready = begin.elapsed();
         let config = client_config(&run.kubeconfig()).await?;
         let server = ApiServer {
-            apiserver: Some(apiserver),
-            etcd,
+            apiserver: Some(launched.apiserver),
+            etcd: launched.etcd,
             apiserver_program: bin_dir.join("kube-apiserver"),
-            apiserver_args: args,
-            port,
-            etcd_port,
+            apiserver_args: launched.args,
+            port: launched.port,
+            etcd_port: launched.etcd_port,
             config,
             credentials,
             run,
         };
-        let names = crds::install(&server.client(), &crds).await?;
+        let how = if seed.is_some() {
+            seed::await_discovery(&server.client(), &crds).await?;
+            "seeded, served"
+        } else {
+            crds::install(&server.client(), &crds).await?;
+            "Established"
+        };
         let msg = format!(
-            "aether-testkit: kube-apiserver {} ready in {:.1} s, {} CRDs Established at {:.1} s",
+            "aether-testkit: kube-apiserver {} ready in {:.1} s, {} CRDs {how} at {:.1} s",
             server.url(),
             ready.as_secs_f64(),
-            names.len(),
+            crds.len(),
             begin.elapsed().as_secs_f64()
         );
         tracing::info!("{msg}");
@@ -291,18 +296,90 @@ impl ApiServer {
     }
 }
 
-/// Starts etcd, then kube-apiserver, on fresh ports and waits until `/readyz` says ok.
+/// etcd and kube-apiserver, both ready.
+struct Launched {
+    etcd: Process,
+    apiserver: Process,
+    args: Vec<String>,
+    port: u16,
+    etcd_port: u16,
+    /// etcd's data directory.
+    data: PathBuf,
+}
+
+/// kube-apiserver's flags that shape what it stores in etcd (the rest name ports and
+/// files): part of the seed's key.
+const STATE_FLAGS: &[&str] = &[
+    "--authorization-mode=RBAC",
+    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+    "--service-cluster-ip-range=10.96.0.0/16",
+    // No controller-manager creates default ServiceAccounts, so Pods would be refused.
+    "--disable-admission-plugins=ServiceAccount",
+    "--allow-privileged=true",
+    // The `kubernetes` Service's endpoint would be 127.0.0.1, which validation refuses
+    // (a loud retry every 10 s); nothing here routes to it anyway.
+    "--endpoint-reconciler-type=none",
+    "--profiling=false",
+    // ClusterTrustBundle (beta in 1.34, off by default): a CA the Gateway API
+    // may name in caCertificateRefs.
+    "--feature-gates=ClusterTrustBundle=true",
+    "--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true",
+];
+
+/// A fresh etcd and kube-apiserver with `crds` installed, then stopped: the seed's
+/// data directory and the run directory holding it.
+async fn make_seed(
+    bin_dir: &Path,
+    crds: &[CustomResourceDefinition],
+) -> Result<(RunDir, PathBuf), Error> {
+    let run = RunDir::create()?;
+    let credentials = pki::generate(&run.path)?;
+    let mut launched = launch_retrying(&run, bin_dir, &credentials, None).await?;
+    let client = Client::try_from(client_config(&run.kubeconfig()).await?)?;
+    crds::install(&client, crds).await?;
+    launched.apiserver.kill();
+    launched.etcd.terminate(Duration::from_secs(10));
+    Ok((run, launched.data))
+}
+
+/// [`launch`], retried with fresh ports when another process took one between our
+/// pick and the bind.
+async fn launch_retrying(
+    run: &RunDir,
+    bin_dir: &Path,
+    credentials: &Credentials,
+    seed: Option<&Path>,
+) -> Result<Launched, Error> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match launch(run, bin_dir, credentials, attempt, seed).await {
+            Ok(launched) => return Ok(launched),
+            Err(e) if e.is_port_conflict() && attempt < START_ATTEMPTS => {
+                tracing::warn!(attempt, error = %e, "aether-testkit: port taken, retrying");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Starts etcd (on a copy of `seed`'s data, if given), then kube-apiserver, on fresh
+/// ports and waits until `/readyz` says ok.
 async fn launch(
     run: &RunDir,
     bin_dir: &Path,
     credentials: &Credentials,
     attempt: usize,
-) -> Result<(Process, Process, Vec<String>, u16, u16), Error> {
+    seed: Option<&Path>,
+) -> Result<Launched, Error> {
     let ports = process::free_ports(3)?;
     let (client_port, peer_port, port) = (ports[0], ports[1], ports[2]);
     let etcd_url = format!("http://127.0.0.1:{client_port}");
     let peer_url = format!("http://127.0.0.1:{peer_port}");
     let data = run.path.join(format!("etcd-{attempt}"));
+    if let Some(seed) = seed {
+        seed::copy_sparse(seed, &data)?;
+    }
     let etcd_args = vec![
         "--name=testkit".to_string(),
         format!("--data-dir={}", data.display()),
@@ -325,7 +402,7 @@ async fn launch(
     wait_listening(&mut etcd, client_port).await?;
 
     let c = credentials;
-    let args = vec![
+    let mut args = vec![
         format!("--etcd-servers={etcd_url}"),
         "--bind-address=127.0.0.1".to_string(),
         "--advertise-address=127.0.0.1".to_string(),
@@ -334,23 +411,10 @@ async fn launch(
         format!("--tls-cert-file={}", c.serving_cert.display()),
         format!("--tls-private-key-file={}", c.serving_key.display()),
         format!("--token-auth-file={}", c.token_file.display()),
-        "--authorization-mode=RBAC".to_string(),
-        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
         format!("--service-account-key-file={}", c.sa_pub.display()),
         format!("--service-account-signing-key-file={}", c.sa_key.display()),
-        "--service-cluster-ip-range=10.96.0.0/16".to_string(),
-        // No controller-manager creates default ServiceAccounts, so Pods would be refused.
-        "--disable-admission-plugins=ServiceAccount".to_string(),
-        "--allow-privileged=true".to_string(),
-        // The `kubernetes` Service's endpoint would be 127.0.0.1, which validation refuses
-        // (a loud retry every 10 s); nothing here routes to it anyway.
-        "--endpoint-reconciler-type=none".to_string(),
-        "--profiling=false".to_string(),
-        // ClusterTrustBundle (beta in 1.34, off by default): a CA the Gateway API
-        // may name in caCertificateRefs.
-        "--feature-gates=ClusterTrustBundle=true".to_string(),
-        "--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true".to_string(),
     ];
+    args.extend(STATE_FLAGS.iter().map(|f| f.to_string()));
     let program = bin_dir.join("kube-apiserver");
     let mut apiserver = Process::spawn(
         "kube-apiserver",
@@ -369,7 +433,14 @@ async fn launch(
         "default",
     )?;
     wait_ready(&run.kubeconfig(), &mut etcd, &mut apiserver).await?;
-    Ok((etcd, apiserver, args, port, client_port))
+    Ok(Launched {
+        etcd,
+        apiserver,
+        args,
+        port,
+        etcd_port: client_port,
+        data,
+    })
 }
 
 async fn wait_listening(etcd: &mut Process, port: u16) -> Result<(), Error> {

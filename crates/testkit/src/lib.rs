@@ -31,7 +31,9 @@
 //! readers of the status the agent writes.
 //!
 //! Environment: `AETHER_KUBE_BIN_DIR` (skip `build-tools`), `AETHER_GATEWAY_API_CRD_DIR`
-//! (skip `go list`), `AETHER_TESTKIT_KEEP=1` (keep the directory with the process logs).
+//! (skip `go list`), `AETHER_TESTKIT_KEEP=1` (keep the directory with the process logs),
+//! `AETHER_TESTKIT_SEED=0` (install the CRDs on every start instead of copying a seeded
+//! etcd, see `seed.rs`).
 
 mod apiserver;
 mod crds;
@@ -44,6 +46,7 @@ mod objects;
 mod pki;
 mod process;
 mod run_dir;
+mod seed;
 mod service_account;
 
 pub use apiserver::ApiServer;

@@ -155,6 +155,20 @@ rm -rf "$1""#;
         let _ = self.child.wait();
     }
 
+    /// SIGTERM, then up to `grace` for a clean exit (etcd closes its WAL and
+    /// database), then SIGKILL; reaped when this returns.
+    pub(crate) fn terminate(&mut self, grace: std::time::Duration) {
+        let begin = std::time::Instant::now();
+        let signalled = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        while signalled && self.exited().is_none() && begin.elapsed() < grace {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        self.kill();
+    }
+
     /// The last `lines` lines of the log, for error messages.
     pub(crate) fn log_tail(&self, lines: usize) -> String {
         log_tail(&self.log, lines)
@@ -200,6 +214,26 @@ mod tests {
         for port in &first {
             TcpListener::bind((Ipv4Addr::LOCALHOST, *port)).unwrap();
         }
+    }
+
+    #[test]
+    fn terminate_lets_the_child_exit_cleanly() {
+        let dir = std::env::temp_dir().join(format!(
+            "aether-testkit-process-{}",
+            crate::pki::random_hex(4).unwrap()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("out.log");
+        let script = "trap 'echo clean exit; exit 0' TERM; echo up; while :; do sleep 0.05; done";
+        let mut p =
+            Process::spawn("sh", Path::new("sh"), &["-c".into(), script.into()], &log).unwrap();
+        while log_tail(&log, 1) != "up" {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        p.terminate(std::time::Duration::from_secs(10));
+        assert_eq!(log_tail(&log, 1), "clean exit");
+        assert_eq!(p.exited().as_deref(), Some("exit status: 0"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
