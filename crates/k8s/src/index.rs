@@ -37,27 +37,37 @@ struct State {
 }
 
 /// The shared, watch-fed store. Every change bumps a generation that
-/// [`Index::subscribe`] receivers see.
+/// [`Index::subscribe`] receivers see; a change translation can see (not only a
+/// status, a resourceVersion or managedFields: [`StoreObject::same_input`]) also
+/// bumps the one [`Index::subscribe_inputs`] receivers see. A status write comes
+/// back through its watch: the status join must see it (a Service's load-balancer
+/// address), translation need not.
 pub struct Index {
     state: Mutex<State>,
     required: BTreeSet<Kind>,
     generation: watch::Sender<u64>,
+    inputs: watch::Sender<u64>,
 }
 
 impl Index {
     /// `required`: the kinds that must finish their first list before the store
     /// is readable.
     pub fn new(required: impl IntoIterator<Item = Kind>) -> Self {
-        let (generation, _) = watch::channel(0);
         Index {
             state: Mutex::default(),
             required: required.into_iter().collect(),
-            generation,
+            generation: watch::channel(0).0,
+            inputs: watch::channel(0).0,
         }
     }
 
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
+    }
+
+    /// Bumped by the changes translation can see (see [`Index`]).
+    pub fn subscribe_inputs(&self) -> watch::Receiver<u64> {
+        self.inputs.subscribe()
     }
 
     /// Kinds that have not completed their first list yet.
@@ -83,14 +93,15 @@ impl Index {
 
     pub fn apply<T: StoreObject>(&self, event: Event<T>) {
         let mut state = self.state.lock().expect("index lock");
-        let changed = match event {
+        // (changed, changed what translation reads)
+        let (changed, input) = match event {
             Event::Init => {
                 state.relisting.insert(T::KIND, Store::default());
-                false
+                (false, false)
             }
             Event::InitApply(obj) => {
                 state.relisting.entry(T::KIND).or_default().insert(obj);
-                false
+                (false, false)
             }
             Event::InitDone => {
                 let fresh = state.relisting.remove(&T::KIND).unwrap_or_default();
@@ -103,19 +114,28 @@ impl Index {
                 for (_, obj) in objects {
                     Arc::make_mut(&mut state.store).insert_shared(obj);
                 }
-                true
+                (true, true)
             }
             Event::Apply(obj) => {
+                let key = aether_gateway::store::key_of(&obj);
+                let same = (state.store.get::<T>(&key.namespace, &key.name))
+                    .is_some_and(|before| before.same_input(&obj));
                 Arc::make_mut(&mut state.store).insert(obj);
-                true
+                (true, !same)
             }
-            Event::Delete(key) => Arc::make_mut(&mut state.store)
-                .remove::<T>(&key.namespace, &key.name)
-                .is_some(),
+            Event::Delete(key) => {
+                let removed = Arc::make_mut(&mut state.store)
+                    .remove::<T>(&key.namespace, &key.name)
+                    .is_some();
+                (removed, removed)
+            }
         };
         drop(state);
         if changed {
             self.generation.send_modify(|g| *g += 1);
+        }
+        if input {
+            self.inputs.send_modify(|g| *g += 1);
         }
     }
 }
@@ -189,6 +209,34 @@ mod tests {
         index.apply(Event::<Service>::InitDone);
         assert_eq!(names(&index), vec!["a/two"]);
         assert!(*index.subscribe().borrow() > generation);
+    }
+
+    #[test]
+    fn a_status_change_is_a_change_but_not_one_translation_reads() {
+        let index = Index::new([Service::KIND]);
+        index.apply(Event::<Service>::Init);
+        index.apply(Event::<Service>::InitDone);
+        index.apply(Event::Apply(mk_service("a", "lb")));
+        let (all, inputs) = (index.subscribe(), index.subscribe_inputs());
+        let (g, i) = (*all.borrow(), *inputs.borrow());
+
+        let mut with_address = mk_service("a", "lb");
+        with_address.metadata.resource_version = Some("7".into());
+        with_address.status = Some(Default::default());
+        index.apply(Event::Apply(with_address.clone()));
+        assert_eq!((*all.borrow(), *inputs.borrow()), (g + 1, i));
+        let stored = index.store().unwrap();
+        let stored = stored.get::<Service>("a", "lb").unwrap();
+        assert_eq!(
+            stored, &with_address,
+            "the store has the status all the same"
+        );
+
+        with_address.metadata.labels = Some([("tier".into(), "edge".into())].into());
+        index.apply(Event::Apply(with_address));
+        assert_eq!((*all.borrow(), *inputs.borrow()), (g + 2, i + 1));
+        index.apply(Event::<Service>::Delete(ObjectRef::new("a", "lb")));
+        assert_eq!((*all.borrow(), *inputs.borrow()), (g + 3, i + 2));
     }
 
     #[test]

@@ -491,7 +491,10 @@ async fn wait_true(mut rx: watch::Receiver<bool>) {
 /// `translate_us` and `build_us`; `changed_unix_us` is when that index change
 /// happened, by the wall clock, for a bench to set beside its own.
 async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: AddressMode) {
-    let mut generation = index.subscribe();
+    // Not woken by a status write coming back (ours, most of the time): it
+    // changes nothing translation reads, and a change right after it would
+    // wait out a SETTLE for nothing.
+    let mut generation = index.subscribe_inputs();
     let mut waiting_logged = false;
     let (mut changed_at, mut changed_unix) = (Instant::now(), SystemTime::now());
     loop {
