@@ -117,13 +117,17 @@ pub(crate) fn forward(f: &ir::Forward, path: &ir::PathMatch) -> RouteAction {
         action.regex_rewrite = rewrite.path.as_ref().and_then(|p| path_rewrite(p, path));
     }
     timeouts(&mut action, &f.timeouts);
-    match &f.retry {
-        Some(r) => retry(
+    match (&f.retry, action.retry_policy.as_mut()) {
+        (Some(r), _) => retry(
             &mut action,
             r,
             f.timeouts.backend_request_ms.is_some_and(|ms| ms > 0),
         ),
-        None => unsent_retry(&mut action),
+        // Envoy takes a route's retry policy whole, instead of its virtual host's:
+        // one with a per-try timeout must carry the default retries itself.
+        (None, Some(policy)) => unsent_retry(policy),
+        // The virtual host's policy applies (see `unsent_retry_policy`).
+        (None, None) => {}
     }
     action.request_mirror_policies = f.mirrors.iter().map(mirror).collect();
     action
@@ -158,8 +162,18 @@ pub const UNSENT_RETRY_ON: &str = "connect-failure,refused-stream,reset-before-r
 /// Retries of a try that never reached a backend, when the rule sets none.
 const UNSENT_RETRIES: u32 = 2;
 
-fn unsent_retry(action: &mut RouteAction) {
-    let policy = action.retry_policy.get_or_insert_with(RetryPolicy::default);
+/// The default retries, which every virtual host carries for the routes whose
+/// rule sets neither retries nor a backend timeout. Once per virtual host
+/// rather than once per route: Envoy then applies a 10,000-route table in less
+/// than half the time, with 30 MiB less memory (benches/README.md, "Where a
+/// change's time goes").
+pub(crate) fn unsent_retry_policy() -> RetryPolicy {
+    let mut policy = RetryPolicy::default();
+    unsent_retry(&mut policy);
+    policy
+}
+
+fn unsent_retry(policy: &mut RetryPolicy) {
     policy.retry_on = UNSENT_RETRY_ON.to_string();
     policy.num_retries = Some(UInt32Value {
         value: UNSENT_RETRIES,

@@ -85,6 +85,7 @@ pub(crate) fn virtual_host_frame(vh: &ir::VirtualHost) -> VirtualHost {
         domains: vh.domains.clone(),
         routes: crate::ext_authz::not_found(vh).into_iter().collect(),
         typed_per_filter_config: crate::ext_authz::per_virtual_host(&vh.pre_routing),
+        retry_policy: Some(action::unsent_retry_policy()),
         ..Default::default()
     }
 }
@@ -166,9 +167,52 @@ mod tests {
     use super::*;
     use envoy_types::pb::envoy::config::core::v3::header_value_option::HeaderAppendAction;
     use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
+    use envoy_types::pb::envoy::config::route::v3::route::Action;
     use envoy_types::pb::envoy::r#type::matcher::v3::{
         StringMatcher, string_matcher::MatchPattern,
     };
+
+    #[test]
+    fn the_default_retries_ride_on_the_virtual_host_not_on_each_route() {
+        let forward = |retry| {
+            std::sync::Arc::new(ir::Route {
+                name: "r".into(),
+                matcher: ir::RouteMatch {
+                    path: ir::PathMatch::Prefix("/".into()),
+                    method: None,
+                    headers: vec![],
+                    query_params: vec![],
+                },
+                action: ir::RouteAction::Forward(ir::Forward {
+                    retry,
+                    ..Default::default()
+                }),
+                request_headers: Default::default(),
+                response_headers: Default::default(),
+            })
+        };
+        let vh = ir::VirtualHost {
+            name: "vh".into(),
+            domains: vec!["vh".into()],
+            routes: vec![forward(None), forward(Some(ir::Retry::default()))],
+            pre_routing: vec![],
+        };
+        let v = virtual_host(&vh, Scheme::Http);
+        assert_eq!(v.retry_policy, Some(action::unsent_retry_policy()));
+        let policies: Vec<bool> = v
+            .routes
+            .iter()
+            .map(|r| match &r.action {
+                Some(Action::Route(a)) => a.retry_policy.is_some(),
+                other => panic!("not forwarded: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            policies,
+            [false, true],
+            "only a rule's own retries are per route"
+        );
+    }
 
     #[test]
     fn path_matches_map_to_envoy_specifiers() {

@@ -481,7 +481,11 @@ fn a_rule_without_retries_retries_only_what_never_reached_a_backend() {
         backends: vec![backend("edge_cl_a", 1)],
         ..Default::default()
     });
-    let p = a.retry_policy.unwrap();
+    assert_eq!(
+        a.retry_policy, None,
+        "the route leaves its virtual host's policy in force"
+    );
+    let p = unsent_retry_policy();
     assert_eq!(
         p.retry_on,
         "connect-failure,refused-stream,reset-before-request"
