@@ -17,7 +17,12 @@ pub fn free_port() -> u16 {
 
 /// A fresh, empty directory `aether-edge-live-<tag>-<pid>-<n>` under the temp dir
 /// (the pid lets [`isolated`](super::isolated) remove a passed test's directories).
+/// A test keeps its directories (logs, configs) for a post-mortem; the first
+/// call in a process removes those of test processes that are gone and were
+/// last changed over an hour ago, so runs do not pile them up.
 pub fn temp_dir(tag: &str) -> PathBuf {
+    static JANITOR: std::sync::Once = std::sync::Once::new();
+    JANITOR.call_once(remove_dead_processes_dirs);
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let dir =
@@ -26,6 +31,36 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Removes each `aether-edge-live-*-<pid>-<n>` directory whose process is gone
+/// and that has not changed for [`KEPT_FOR`].
+fn remove_dead_processes_dirs() {
+    for entry in std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("aether-edge-live-"))
+        else {
+            continue;
+        };
+        let pid = rest.rsplit('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+        let gone = pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists());
+        let age = entry
+            .metadata()
+            .ok()
+            .and_then(|m| m.modified().ok()?.elapsed().ok());
+        if gone && age.is_some_and(|a| a > KEPT_FOR) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// How long the directories of a finished test process are kept.
+const KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// A child process killed on drop, its stdout and stderr kept in `<log_dir>/<name>.log`.
 pub struct Proc {

@@ -61,11 +61,15 @@ pub fn load_ir(dir: &Path) -> aether_ir::Ir {
 
 pub use aether_testkit::envoy_bin;
 
-/// A scratch file unique to this process and `tag`.
+/// A scratch file unique to this process and `tag`, in the temp directory
+/// itself (no directory of ours to leave behind).
 pub fn scratch_file(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("aether-xds-tests-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("creating a scratch directory");
-    dir.join(tag.replace('/', "_"))
+    let name = format!(
+        "aether-xds-tests-{}-{}",
+        std::process::id(),
+        tag.replace('/', "_")
+    );
+    std::env::temp_dir().join(name)
 }
 
 /// Runs `envoy --mode validate` on a bootstrap; `Err(stderr)` when Envoy rejects it.
