@@ -96,6 +96,18 @@ pub struct RouteMatch {
     pub query_params: Vec<QueryParamMatch>,
 }
 
+impl RouteMatch {
+    /// Requests whose path has this prefix, and nothing else asked of them.
+    pub fn prefix(prefix: &str) -> RouteMatch {
+        RouteMatch {
+            path: PathMatch::Prefix(prefix.into()),
+            method: None,
+            headers: vec![],
+            query_params: vec![],
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PathMatch {
     Exact(String),

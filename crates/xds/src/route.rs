@@ -177,12 +177,7 @@ mod tests {
         let forward = |retry| {
             std::sync::Arc::new(ir::Route {
                 name: "r".into(),
-                matcher: ir::RouteMatch {
-                    path: ir::PathMatch::Prefix("/".into()),
-                    method: None,
-                    headers: vec![],
-                    query_params: vec![],
-                },
+                matcher: ir::RouteMatch::prefix("/"),
                 action: ir::RouteAction::Forward(ir::Forward {
                     retry,
                     ..Default::default()

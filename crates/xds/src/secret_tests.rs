@@ -23,12 +23,7 @@ fn tls_ir(key: &str) -> ir::Ir {
     };
     let route = ir::Route {
         name: format!("{ROUTE}/rule/0/match/0"),
-        matcher: ir::RouteMatch {
-            path: ir::PathMatch::Prefix("/".into()),
-            method: None,
-            headers: vec![],
-            query_params: vec![],
-        },
+        matcher: ir::RouteMatch::prefix("/"),
         action: ir::RouteAction::Forward(ir::Forward {
             backends: vec![ir::WeightedBackend::new(CLUSTER, 1)],
             ..Default::default()

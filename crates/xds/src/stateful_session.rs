@@ -169,12 +169,7 @@ mod tests {
             domains: vec!["*".into()],
             routes: vec![std::sync::Arc::new(ir::Route {
                 name: "HTTPRoute/app/web/rule/0/match/0".into(),
-                matcher: ir::RouteMatch {
-                    path: ir::PathMatch::Prefix("/".into()),
-                    method: None,
-                    headers: vec![],
-                    query_params: vec![],
-                },
+                matcher: ir::RouteMatch::prefix("/"),
                 action: ir::RouteAction::Forward(ir::Forward {
                     session: Some(ir::SessionPersistence::Header { name: "x".into() }),
                     ..Default::default()
