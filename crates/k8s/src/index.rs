@@ -34,6 +34,8 @@ struct State {
     /// store holding only that kind).
     relisting: BTreeMap<Kind, Store>,
     listed: BTreeSet<Kind>,
+    /// Kinds with a change translation reads, since [`Index::take_changed_kinds`].
+    changed_kinds: BTreeSet<Kind>,
 }
 
 /// The shared, watch-fed store. Every change bumps a generation that
@@ -68,6 +70,12 @@ impl Index {
     /// Bumped by the changes translation can see (see [`Index`]).
     pub fn subscribe_inputs(&self) -> watch::Receiver<u64> {
         self.inputs.subscribe()
+    }
+
+    /// The kinds whose changes (of what translation reads) came in since the
+    /// last call: what a publication answers, for its log line.
+    pub fn take_changed_kinds(&self) -> BTreeSet<Kind> {
+        std::mem::take(&mut self.state.lock().expect("index lock").changed_kinds)
     }
 
     /// Kinds that have not completed their first list yet.
@@ -130,6 +138,9 @@ impl Index {
                 (removed, removed)
             }
         };
+        if input {
+            state.changed_kinds.insert(T::KIND);
+        }
         drop(state);
         if changed {
             self.generation.send_modify(|g| *g += 1);
@@ -237,6 +248,8 @@ mod tests {
         assert_eq!((*all.borrow(), *inputs.borrow()), (g + 2, i + 1));
         index.apply(Event::<Service>::Delete(ObjectRef::new("a", "lb")));
         assert_eq!((*all.borrow(), *inputs.borrow()), (g + 3, i + 2));
+        assert_eq!(index.take_changed_kinds(), [Kind::Service].into());
+        assert!(index.take_changed_kinds().is_empty());
     }
 
     #[test]

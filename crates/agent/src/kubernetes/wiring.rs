@@ -489,7 +489,8 @@ async fn wait_true(mut rx: watch::Receiver<bool>) {
 /// index change it answers (a watch event applied) to the translation's start
 /// (the rest of a [`SETTLE`], or a translation already under way),
 /// `translate_us` and `build_us`; `changed_unix_us` is when that index change
-/// happened, by the wall clock, for a bench to set beside its own.
+/// happened, by the wall clock, for a bench to set beside its own; `changed`
+/// the kinds whose changes it answers.
 async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: AddressMode) {
     // Not woken by a status write coming back (ours, most of the time): it
     // changes nothing translation reads, and a change right after it would
@@ -501,6 +502,9 @@ async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: Addres
         match index.store() {
             Some(store) => {
                 let waited = changed_at.elapsed();
+                let kinds: Vec<&str> = (index.take_changed_kinds().into_iter())
+                    .map(aether_ir::Kind::as_str)
+                    .collect();
                 // Translating a big store takes a while: off the async workers,
                 // so health checks, ADS and the watches keep being served.
                 let applied = tokio::task::block_in_place(|| {
@@ -527,6 +531,7 @@ async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: Addres
                         translate_us = applied.translate.as_micros() as u64,
                         build_us = applied.build.as_micros() as u64,
                         changed_unix_us = crate::pipeline::unix_us(changed_unix),
+                        changed = kinds.join(","),
                         "configuration published"
                     );
                 }

@@ -161,8 +161,12 @@ struct Isolated {
 }
 
 impl Isolated {
-    /// Passed: its logs are not needed (a failure keeps them for the post-mortem).
+    /// Passed: its logs are not needed (a failure keeps them for the post-mortem,
+    /// and so does `AETHER_TESTKIT_KEEP=1`).
     fn clean_up(&self) {
+        if std::env::var_os("AETHER_TESTKIT_KEEP").is_some_and(|v| v == "1") {
+            return;
+        }
         let mine = format!("-{}-", self.pid);
         for entry in std::fs::read_dir(std::env::temp_dir())
             .into_iter()
