@@ -216,14 +216,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn terminate_lets_the_child_exit_cleanly() {
-        let dir = std::env::temp_dir().join(format!(
+    /// A fresh directory and the path of a log file in it.
+    fn scratch_log() -> (PathBuf, PathBuf) {
+        let name = format!(
             "aether-testkit-process-{}",
             crate::pki::random_hex(4).unwrap()
-        ));
+        );
+        let dir = std::env::temp_dir().join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join("out.log");
+        (dir, log)
+    }
+
+    #[test]
+    fn terminate_lets_the_child_exit_cleanly() {
+        let (dir, log) = scratch_log();
         let script = "trap 'echo clean exit; exit 0' TERM; echo up; while :; do sleep 0.05; done";
         let mut p =
             Process::spawn("sh", Path::new("sh"), &["-c".into(), script.into()], &log).unwrap();
@@ -238,12 +245,7 @@ mod tests {
 
     #[test]
     fn kill_reaps_and_log_tail_keeps_the_last_lines() {
-        let dir = std::env::temp_dir().join(format!(
-            "aether-testkit-process-{}",
-            crate::pki::random_hex(4).unwrap()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let log = dir.join("out.log");
+        let (dir, log) = scratch_log();
         let script = "for i in 1 2 3 4 5; do echo line $i; done; exec sleep 60".to_string();
         let mut p = Process::spawn("sh", Path::new("sh"), &["-c".into(), script], &log).unwrap();
         let pid = p.pid();
