@@ -11,10 +11,11 @@
 
 use crate::access_log::AccessLog;
 use crate::action::Scheme;
-use crate::parts::{self, OWN, ObjectParts, Part};
+use crate::parts::{OWN, ObjectParts, Part};
 use crate::proxy_protocol::ProxyProtocol;
 use crate::route_cache::{self, EncodedTable, RouteCount};
 use crate::snapshot::{Resource, ResourceType};
+use crate::table_parts::{self, TableShares};
 use crate::{ext_authz, listener, secret};
 use aether_ir as ir;
 use prost::Message;
@@ -45,15 +46,19 @@ pub(crate) struct GatewayBuild {
     pub(crate) fragments: Vec<(Named, Arc<Fragment>)>,
     /// Every cluster name its routes forward to, and what it read of it.
     pub(crate) clusters_named: BTreeMap<String, ClusterReads>,
-    /// The resources some route's parts take whole: what the routes'
-    /// fingerprints read besides the parts themselves.
-    pub(crate) wholes: BTreeSet<Named>,
     /// Its route tables encoded route by route, by name: what the next build
     /// of the Gateway takes unchanged routes' encodings from.
     pub(crate) tables: BTreeMap<String, EncodedTable>,
+    /// Its route tables' route keys' parts, by table name: what the next
+    /// build takes unchanged keys' parts from.
+    pub(crate) shares: BTreeMap<String, TableShares>,
+    /// The route keys whose parts merge more than one share, each merge.
+    pub(crate) merges: BTreeMap<String, Vec<table_parts::Merge>>,
     /// IR routes whose encodings this build took from the one before, and
     /// those it encoded.
     pub(crate) route_count: RouteCount,
+    /// Route keys' shares of its tables made anew (not taken from before).
+    pub(crate) shares_made: usize,
 }
 
 /// What a Gateway's build reads besides the Gateway.
@@ -99,17 +104,15 @@ pub(crate) fn build_gateway(
     for cluster in seen.auth_clusters {
         out.own_auth_cluster(cluster, known);
     }
-    out.wholes = out
-        .routes
-        .values()
-        .flat_map(|r| r.parts.iter())
-        .filter(|(_, part)| **part == parts::Part::Whole)
-        .map(|(key, _)| key.clone())
-        .collect();
     out
 }
 
 impl GatewayBuild {
+    /// Its resources, each with its type.
+    pub(crate) fn resources(&self) -> impl Iterator<Item = (ResourceType, &Resource)> {
+        self.resources.iter().map(|(ty, r)| (*ty, r))
+    }
+
     fn add(&mut self, ty: ResourceType, name: &str, encoded: Vec<u8>, clusters: Vec<String>) {
         let references = clusters.into_iter().map(|c| (ResourceType::Cluster, c));
         self.resources.push((
@@ -158,23 +161,30 @@ impl GatewayBuild {
                 }
             }
         }
-        for (table, scheme) in route_tables(port) {
-            let served = Served {
-                lds: &lds,
-                own_share: &own_share,
-            };
-            self.add_route_table(table, scheme, served, &mut of_listener, inputs);
-        }
         // Every route served on the listener as it is now is served with the
-        // Gateway's certificates as they are now.
-        if let Some(gateway_secrets) = secrets.get(OWN) {
-            for key in of_listener.keys().filter(|k| k.as_str() != OWN) {
-                let r = self.routes.entry(key.clone()).or_default();
-                for name in gateway_secrets {
-                    r.require(ResourceType::Secret, name, Part::Whole);
-                }
+        // Gateway's certificates as they are now: the routes of its tables
+        // (their shares say so), and those owning its chains.
+        let gateway_secrets = secrets.get(OWN).cloned().unwrap_or_default();
+        for key in of_listener.keys().filter(|k| k.as_str() != OWN) {
+            let r = self.routes.entry(key.clone()).or_default();
+            for name in &gateway_secrets {
+                r.require(ResourceType::Secret, name, Part::Whole);
             }
         }
+        let mut table_keys = BTreeMap::new();
+        for (table, scheme) in route_tables(port) {
+            let context = table_parts::Context {
+                table: table.name.clone(),
+                listener: lds.1.clone(),
+                own_share: own_share.clone(),
+                secrets: gateway_secrets.iter().cloned().collect(),
+            };
+            self.add_route_table(table, scheme, context, inputs);
+            for key in self.shares[&table.name].by_key.keys() {
+                table_keys.insert(key.clone(), own_share.clone());
+            }
+        }
+        of_listener.extend(table_keys);
         self.fragments.push((lds, Arc::new(of_listener)));
     }
 
@@ -221,13 +231,13 @@ impl GatewayBuild {
     }
 
     /// A route table, encoded route by route (taking unchanged routes'
-    /// encodings from the build before), and the clusters its routes use.
+    /// encodings from the build before), its route keys' parts (taking
+    /// unchanged keys' from the build before), and the clusters they use.
     fn add_route_table(
         &mut self,
         table: &ir::RouteTable,
         scheme: Scheme,
-        served: Served,
-        of_listener: &mut Fragment,
+        context: table_parts::Context,
         inputs: &Inputs,
     ) {
         let earlier = inputs.before.and_then(|(gw, b)| {
@@ -238,90 +248,107 @@ impl GatewayBuild {
         });
         let encoded = EncodedTable::new(table, scheme, earlier, &mut self.route_count);
         let rds = (ResourceType::Route, table.name.clone());
-        let lds = served.lds;
         self.own.require(rds.0, &rds.1, Part::Present);
-        let of_table = encoded.fragments();
-        for (key, hash) in &of_table {
-            let r = self.routes.entry(key.clone()).or_default();
-            r.require(rds.0, &rds.1, Part::Fragment(hash.clone()));
-            // Served on the listener as it is now (its address, its
-            // certificates): the Gateway's share of it, under this key.
-            r.require(lds.0, &lds.1, Part::Fragment(served.own_share.clone()));
-            of_listener.insert(key.clone(), served.own_share.clone());
-        }
-        self.fragments.push((rds.clone(), Arc::new(of_table)));
-        let known = inputs.known;
-        // Each cluster looked up once, each route key's clusters once: a
-        // table's routes name the same clusters many times over.
-        let mut by_key: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-        for (key, cluster) in referenced_clusters(table) {
-            by_key.entry(key).or_default().insert(cluster);
-        }
-        let mut reads: BTreeMap<&str, ClusterReads> = BTreeMap::new();
-        for cluster in by_key
-            .values()
-            .flatten()
-            .copied()
-            .chain(mirrored_clusters(table))
-        {
-            reads.entry(cluster).or_insert_with(|| known(cluster));
-        }
-        let table_clusters = reads
-            .iter()
-            .filter(|(_, r)| r.is_some())
-            .map(|(c, _)| c.to_string())
-            .collect();
-        self.add(rds.0, &rds.1, encoded.bytes(), table_clusters);
-        self.tables.insert(table.name.clone(), encoded);
-        self.members.insert(rds);
-        for (key, clusters) in by_key {
-            // A backend naming a cluster the IR does not define would be a
-            // translator bug; it simply is not a member then.
-            let named = clusters.into_iter().map(|c| (c, &reads[c])).collect();
-            self.use_clusters(key, named);
-        }
-    }
-
-    /// A route's clusters, each with what the IR defines of it: the cluster as
-    /// built, its endpoints as they come, its secrets as they are now.
-    fn use_clusters<'c>(&mut self, key: &str, clusters: Vec<(&'c str, &'c ClusterReads)>) {
-        for (cluster, reads) in &clusters {
-            if !self.clusters_named.contains_key(*cluster) {
-                self.clusters_named
-                    .insert(cluster.to_string(), (*reads).clone());
-            }
-        }
-        if clusters.iter().all(|(_, reads)| reads.is_none()) {
-            return;
-        }
-        let r = self.routes.entry(key.to_string()).or_default();
-        for (cluster, reads) in clusters {
-            let Some(reads) = reads else {
-                continue;
-            };
-            self.members
-                .insert((ResourceType::Cluster, cluster.to_string()));
-            r.require(ResourceType::Cluster, cluster, Part::Whole);
-            for (ty, name) in reads.iter() {
-                match ty {
-                    ResourceType::Endpoint => {
-                        self.members.insert((*ty, name.clone()));
-                        r.require(*ty, name, Part::Present);
-                    }
-                    ResourceType::Secret => {
-                        self.members.insert((*ty, name.clone()));
-                        r.require(*ty, name, Part::Whole);
-                    }
-                    _ => {}
+        self.fragments
+            .push((rds.clone(), Arc::new(encoded.fragments())));
+        let before = inputs.before.and_then(|(_, b)| b.shares.get(&table.name));
+        let shares = table_parts::shares(&encoded, context, inputs.known, before);
+        self.shares_made += shares.made;
+        // The clusters the table names (those the IR defines): its routes'
+        // and their mirrors'.
+        let mut table_clusters: BTreeSet<&str> = BTreeSet::new();
+        for (key, share) in &shares.by_key {
+            self.add_share(key, share, inputs.before.map(|(_, b)| b));
+            for (cluster, reads) in &share.reads {
+                if reads.is_some() {
+                    table_clusters.insert(cluster);
                 }
             }
         }
+        let mirrored: BTreeSet<&str> = encoded
+            .keys()
+            .values()
+            .flat_map(|f| &f.clusters.mirror)
+            .map(String::as_str)
+            .filter(|c| !table_clusters.contains(c))
+            .collect();
+        let mirrored: Vec<String> = mirrored
+            .into_iter()
+            .filter(|c| (inputs.known)(c).is_some())
+            .map(str::to_string)
+            .collect();
+        let references = table_clusters
+            .into_iter()
+            .map(str::to_string)
+            .chain(mirrored);
+        let references = references.collect();
+        self.add(rds.0, &rds.1, encoded.bytes(), references);
+        self.tables.insert(table.name.clone(), encoded);
+        self.shares.insert(table.name.clone(), shares);
+        self.members.insert(rds);
     }
 
-    /// A route's cluster: as [`GatewayBuild::use_clusters`], looked up in `known`.
+    /// One route key's share of a table: its parts (shared with the share
+    /// while the key has no others), and the clusters it names among the
+    /// Gateway's clusters and members.
+    fn add_share(&mut self, key: &str, share: &table_parts::Share, before: Option<&GatewayBuild>) {
+        match self.routes.get_mut(key) {
+            None => {
+                self.routes.insert(key.to_string(), share.parts.clone());
+            }
+            Some(r) => {
+                let merges = self.merges.entry(key.to_string()).or_default();
+                let was = before.and_then(|b| b.merges.get(key)?.get(merges.len()));
+                let merge = table_parts::merge(r, &share.parts, was);
+                *r = merge.result.clone();
+                merges.push(merge);
+            }
+        }
+        for (cluster, reads) in &share.reads {
+            // A cluster named before brought its members then.
+            if self.clusters_named.contains_key(cluster) {
+                continue;
+            }
+            self.clusters_named.insert(cluster.clone(), reads.clone());
+            self.add_cluster_members(cluster, reads);
+        }
+    }
+
+    /// A cluster the IR defines, with its endpoints and secrets, as members.
+    fn add_cluster_members(&mut self, cluster: &str, reads: &ClusterReads) {
+        let Some(reads) = reads else {
+            return;
+        };
+        self.members
+            .insert((ResourceType::Cluster, cluster.to_string()));
+        for (ty, name) in reads.iter() {
+            if matches!(ty, ResourceType::Endpoint | ResourceType::Secret) {
+                self.members.insert((*ty, name.clone()));
+            }
+        }
+    }
+
+    /// An L4 route's cluster, with what the IR defines of it: the cluster as
+    /// built, its endpoints as they come, its secrets as they are now.
     fn use_cluster(&mut self, known: &dyn Fn(&str) -> ClusterReads, key: &str, cluster: &str) {
         let reads = known(cluster);
-        self.use_clusters(key, vec![(cluster, &reads)]);
+        if !self.clusters_named.contains_key(cluster) {
+            self.clusters_named
+                .insert(cluster.to_string(), reads.clone());
+            self.add_cluster_members(cluster, &reads);
+        }
+        let Some(reads) = reads else {
+            return;
+        };
+        let r = self.routes.entry(key.to_string()).or_default();
+        r.require(ResourceType::Cluster, cluster, Part::Whole);
+        for (ty, name) in reads.iter() {
+            match ty {
+                ResourceType::Endpoint => r.require(*ty, name, Part::Present),
+                ResourceType::Secret => r.require(*ty, name, Part::Whole),
+                _ => {}
+            }
+        }
     }
 
     /// An authorization server the Gateway's listeners call: the Gateway's
@@ -345,12 +372,6 @@ impl GatewayBuild {
         }
         self.clusters_named.insert(cluster, reads);
     }
-}
-
-/// The listener a route table is served on, and the Gateway's share of it.
-struct Served<'a> {
-    lds: &'a Named,
-    own_share: &'a String,
 }
 
 /// A port's L4 forwards: the port's own and its TLS chains'.
@@ -382,33 +403,4 @@ fn route_tables(port: &ir::Port) -> Vec<(&ir::RouteTable, Scheme)> {
             .collect(),
         ir::PortProtocol::Tcp | ir::PortProtocol::Udp => vec![],
     }
-}
-
-/// The clusters a route table forwards to, by the route key that forwards there.
-fn referenced_clusters(table: &ir::RouteTable) -> impl Iterator<Item = (&str, &str)> {
-    table
-        .virtual_hosts
-        .iter()
-        .flat_map(|vh| &vh.routes)
-        .filter_map(|r| match &r.action {
-            ir::RouteAction::Forward(f) => {
-                let key = ir::names::route_key_of(&r.name).unwrap_or(&r.name);
-                Some(f.backends.iter().map(move |b| (key, b.cluster.as_str())))
-            }
-            _ => None,
-        })
-        .flatten()
-}
-
-/// The clusters a route table's mirrors copy requests to.
-fn mirrored_clusters(table: &ir::RouteTable) -> impl Iterator<Item = &str> {
-    table
-        .virtual_hosts
-        .iter()
-        .flat_map(|vh| &vh.routes)
-        .filter_map(|r| match &r.action {
-            ir::RouteAction::Forward(f) => Some(f.mirrors.iter().map(|m| m.cluster.as_str())),
-            _ => None,
-        })
-        .flatten()
 }

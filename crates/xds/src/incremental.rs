@@ -53,6 +53,11 @@ pub struct Reuse {
     /// the Gateway's build before, and those encoded.
     pub routes_reused: usize,
     pub routes_encoded: usize,
+    /// Route keys of the encoded Gateways whose share of a route table
+    /// (their parts there) was made anew rather than taken from before.
+    pub route_shares_made: usize,
+    /// Routes whose parts' fingerprint was computed anew.
+    pub route_fingerprints_made: usize,
 }
 
 impl Builder {
@@ -75,9 +80,11 @@ impl Builder {
 
     pub fn build(&mut self, ir: &ir::Ir) -> Snapshot {
         let mut reuse = Reuse::default();
+        let mut moved = Moved::default();
         let mut clusters = BTreeMap::new();
         for c in &ir.clusters {
-            let built = match self.clusters.get(&c.name) {
+            let before = self.clusters.remove(&c.name);
+            let built = match &before {
                 // The same shared IR cluster, or an equal one.
                 Some((cached, built)) if Arc::ptr_eq(cached, c) || cached == c => {
                     reuse.clusters_reused += 1;
@@ -85,12 +92,17 @@ impl Builder {
                 }
                 _ => {
                     reuse.clusters_encoded += 1;
-                    Arc::new(build_cluster(c))
+                    let built = Arc::new(build_cluster(c));
+                    let was = before.as_ref().map(|(_, b)| b.resources());
+                    moved.add(was.into_iter().flatten(), built.resources());
+                    built
                 }
             };
             clusters.insert(c.name.clone(), (c.clone(), built));
         }
-        self.clusters = clusters;
+        for (_, gone) in std::mem::replace(&mut self.clusters, clusters).into_values() {
+            moved.add(gone.resources(), []);
+        }
 
         let known = |name: &str| {
             self.clusters
@@ -115,18 +127,28 @@ impl Builder {
                         build_gateway(gw, &known, self.access_log, self.proxy_protocol, before);
                     reuse.routes_reused += built.route_count.reused;
                     reuse.routes_encoded += built.route_count.encoded;
+                    reuse.route_shares_made += built.shares_made;
+                    let was = before.map(|(_, b)| b.resources());
+                    moved.add(was.into_iter().flatten(), built.resources());
                     Arc::new(built)
                 }
             };
             gateways.insert(key, (gw.clone(), built));
         }
+        for (key, (_, gone)) in &self.gateways {
+            if !gateways.contains_key(key) {
+                moved.add(gone.resources(), []);
+            }
+        }
         self.gateways = gateways;
         self.last = reuse;
-        self.assemble()
+        self.assemble(&moved.0)
     }
 
-    /// The snapshot of what the cache holds now (exactly the last IR's pieces).
-    fn assemble(&mut self) -> Snapshot {
+    /// The snapshot of what the cache holds now (exactly the last IR's
+    /// pieces); `moved` are the resources a route can take whole whose
+    /// versions differ from the snapshot before.
+    fn assemble(&mut self, moved: &BTreeSet<Named>) -> Snapshot {
         let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
         for (name, (_, b)) in &self.clusters {
             resources
@@ -172,32 +194,20 @@ impl Builder {
         let mut parts = FingerprintedParts::new();
         let mut fingerprinted = BTreeMap::new();
         for (key, (_, b)) in &self.gateways {
-            let kept = self.fingerprinted.remove(key).filter(|f| {
-                Arc::ptr_eq(&f.build, b)
-                    && f.wholes
-                        .iter()
-                        .all(|((ty, name), v)| version_of(*ty, name) == v.as_deref())
-            });
-            let f = kept.unwrap_or_else(|| {
-                let mut routes = b.routes.clone();
-                for r in routes.values_mut() {
-                    r.fingerprint = r.fingerprint_of(version_of);
-                }
-                Fingerprinted {
+            let was = self.fingerprinted.remove(key);
+            let f = match was {
+                Some(f) if Arc::ptr_eq(&f.build, b) && moved.is_empty() => f,
+                was => Fingerprinted {
                     build: b.clone(),
-                    wholes: b
-                        .wholes
-                        .iter()
-                        .map(|(ty, name)| {
-                            (
-                                (*ty, name.clone()),
-                                version_of(*ty, name).map(str::to_string),
-                            )
-                        })
-                        .collect(),
-                    routes: Arc::new(routes),
-                }
-            });
+                    routes: Arc::new(fingerprint_routes(
+                        &b.routes,
+                        was,
+                        moved,
+                        version_of,
+                        &mut self.last.route_fingerprints_made,
+                    )),
+                },
+            };
             parts.insert(key.clone(), (b.own.clone(), f.routes.clone()));
             fingerprinted.insert(key.clone(), f);
         }
@@ -206,12 +216,69 @@ impl Builder {
     }
 }
 
-/// One Gateway's routes' parts, fingerprinted against the versions in `wholes`
-/// (the resources they take whole) and `build`'s own.
+/// One Gateway's routes' parts, fingerprinted against `build`'s resources
+/// and the versions of the resources they take whole.
 struct Fingerprinted {
     build: Arc<GatewayBuild>,
-    wholes: Vec<((ResourceType, String), Option<String>)>,
     routes: Arc<BTreeMap<String, ObjectParts>>,
+}
+
+/// A resource and the name it goes by.
+type Named = (ResourceType, String);
+
+/// The resources a route's parts can take whole (clusters, secrets) whose
+/// versions one build moved: those of the clusters and Gateways it encoded
+/// again whose versions differ from before, and of those that went or came.
+#[derive(Default)]
+struct Moved(BTreeSet<Named>);
+
+impl Moved {
+    fn add<'a>(
+        &mut self,
+        before: impl IntoIterator<Item = (ResourceType, &'a Resource)>,
+        after: impl IntoIterator<Item = (ResourceType, &'a Resource)>,
+    ) {
+        let taken_whole = |(ty, r): (ResourceType, &'a Resource)| {
+            matches!(ty, ResourceType::Cluster | ResourceType::Secret)
+                .then_some(((ty, r.name.as_str()), r.version.as_str()))
+        };
+        let before: BTreeMap<_, _> = before.into_iter().filter_map(taken_whole).collect();
+        let after: BTreeMap<_, _> = after.into_iter().filter_map(taken_whole).collect();
+        for key in before.keys().chain(after.keys()) {
+            if before.get(key) != after.get(key) {
+                self.0.insert((key.0, key.1.to_string()));
+            }
+        }
+    }
+}
+
+/// Each route's parts with their fingerprint: the one in `was` (the
+/// Gateway's fingerprints before) for the same parts (the same `Arc`) when
+/// none of the resources they take whole moved, else computed.
+fn fingerprint_routes<'a>(
+    routes: &BTreeMap<String, ObjectParts>,
+    was: Option<Fingerprinted>,
+    moved: &BTreeSet<Named>,
+    version_of: impl Fn(ResourceType, &str) -> Option<&'a str> + Copy,
+    made: &mut usize,
+) -> BTreeMap<String, ObjectParts> {
+    routes
+        .iter()
+        .map(|(key, r)| {
+            let kept = was
+                .as_ref()
+                .and_then(|f| f.routes.get(key))
+                .filter(|w| Arc::ptr_eq(&w.parts, &r.parts))
+                .filter(|_| moved.is_empty() || !r.parts.keys().any(|k| moved.contains(k)))
+                .map(|w| w.fingerprint.clone());
+            let fingerprint = kept.unwrap_or_else(|| {
+                *made += 1;
+                r.fingerprint_of(version_of)
+            });
+            let parts = r.parts.clone();
+            (key.clone(), ObjectParts { parts, fingerprint })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -56,6 +56,8 @@ fn a_warm_builder_encodes_only_what_changed() {
             gateways_encoded: 1,
             routes_reused: 4,
             routes_encoded: 1,
+            route_shares_made: 1,
+            route_fingerprints_made: 1,
         }
     );
     assert_eq!(warm, crate::build(&ir));
@@ -86,13 +88,24 @@ fn a_gateway_is_encoded_again_when_a_cluster_it_names_comes_or_goes() {
     assert_eq!(b.last.gateways_encoded, 1, "gw-0 names svc-0's cluster");
 }
 
-/// One Gateway carrying many HTTPRoutes, edited one route at a time: a warm
+/// One Gateway carrying many HTTPRoutes on an HTTP and an HTTPS listener,
+/// edited one route, one certificate or one endpoint at a time: a warm
 /// builder gives what a fresh build gives, byte for byte, and encodes at most
-/// the one IR route that changed.
+/// the one IR route that changed, making at most its parts and fingerprint.
 mod one_gateway {
     use super::*;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
+    use std::sync::OnceLock;
+
+    /// Two certificates the HTTPS listener's Secret takes turns at.
+    fn certificates() -> &'static [(String, String); 2] {
+        static CERTS: OnceLock<[(String, String); 2]> = OnceLock::new();
+        CERTS.get_or_init(|| {
+            let make = || aether_testkit::live::traffic::self_signed_cert("one.example");
+            [make(), make()]
+        })
+    }
 
     /// An HTTPRoute with one rule and one match, each field an index into a
     /// few choices (few, so that routes tie on precedence and vhosts fill).
@@ -102,14 +115,25 @@ mod one_gateway {
         host: usize,
         backend: usize,
         filter: usize,
+        /// Its parentRef's sectionName: none (both listeners), http, https.
+        listener: usize,
         /// Seconds into its creation minute: the precedence tie-break.
         age: u8,
+    }
+
+    /// What the routes live in: which certificate the HTTPS listener's
+    /// Secret holds, and the last octet of each Service's endpoint.
+    #[derive(Debug, Clone, Default)]
+    struct World {
+        certificate: usize,
+        endpoints: [u8; 3],
     }
 
     const PATHS: [&str; 4] = ["/", "/a", "/a/b", "/b"];
     /// `None`: the route names no hostname (the `*` virtual host).
     const HOSTS: [Option<&str>; 3] = [None, Some("one.example"), Some("*.example")];
     const FILTERS: usize = 3;
+    const SECTIONS: [&str; 3] = ["", ", sectionName: http", ", sectionName: https"];
 
     fn spec() -> impl Strategy<Value = Spec> {
         (
@@ -117,13 +141,15 @@ mod one_gateway {
             0..HOSTS.len(),
             0..4usize,
             0..FILTERS,
+            0..SECTIONS.len(),
             0..60u8,
         )
-            .prop_map(|(path, host, backend, filter, age)| Spec {
+            .prop_map(|(path, host, backend, filter, listener, age)| Spec {
                 path,
                 host,
                 backend,
                 filter,
+                listener,
                 age,
             })
     }
@@ -137,6 +163,11 @@ mod one_gateway {
         Reorder(usize, u8),
         Add(Spec),
         Remove(usize),
+        /// The HTTPS listener's certificate rotates: every route on it is
+        /// served with the new one only once Envoy has it.
+        Rotate,
+        /// A Service's endpoint moves (its cluster's EDS alone).
+        Endpoint(usize, u8),
     }
 
     fn edit() -> impl Strategy<Value = Edit> {
@@ -145,6 +176,8 @@ mod one_gateway {
             2 => (any::<usize>(), 0..60u8).prop_map(|(n, a)| Edit::Reorder(n, a)),
             2 => spec().prop_map(Edit::Add),
             2 => any::<usize>().prop_map(Edit::Remove),
+            1 => Just(Edit::Rotate),
+            1 => (0..3usize, 1..200u8).prop_map(|(s, ip)| Edit::Endpoint(s, ip)),
         ]
     }
 
@@ -167,20 +200,24 @@ mod one_gateway {
             _ => "    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 302, path: {type: ReplaceFullPath, replaceFullPath: /elsewhere}}}]\n".to_string(),
         };
         format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: route-{id}, namespace: default, creationTimestamp: \"2026-01-01T00:00:{:02}Z\"}}\nspec:\n  parentRefs: [{{name: gw}}]\n{hostnames}  rules:\n{matches}{rule}",
-            s.age
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: route-{id}, namespace: default, creationTimestamp: \"2026-01-01T00:00:{:02}Z\"}}\nspec:\n  parentRefs: [{{name: gw{}}}]\n{hostnames}  rules:\n{matches}{rule}",
+            s.age, SECTIONS[s.listener]
         )
     }
 
-    fn ir_of(routes: &BTreeMap<usize, Spec>) -> ir::Ir {
+    fn ir_of(routes: &BTreeMap<usize, Spec>, world: &World) -> ir::Ir {
         use aether_testkit::live::mk_gateway;
+        let https =
+            "{name: https, protocol: HTTPS, port: 8443, tls: {certificateRefs: [{name: cert}]}}";
+        let certificate = &certificates()[world.certificate];
         let mut docs = vec![
             "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: aether}\nspec: {controllerName: gateway.aether.io/edge}\n".to_string(),
-            mk_gateway("default", "gw", &["{name: http, protocol: HTTP, port: 8000}"]),
+            mk_gateway("default", "gw", &["{name: http, protocol: HTTP, port: 8000}", https]),
+            aether_testkit::live::traffic::tls_secret_yaml("default", "cert", certificate),
         ];
-        for s in 0..3 {
+        for (s, ip) in world.endpoints.iter().enumerate() {
             docs.push(format!(
-                "apiVersion: v1\nkind: Service\nmetadata: {{name: svc-{s}, namespace: default}}\nspec:\n  ports: [{{name: http, port: 80}}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: svc-{s}, namespace: default, labels: {{kubernetes.io/service-name: svc-{s}}}}}\naddressType: IPv4\nports: [{{name: http, port: 8080}}]\nendpoints:\n- addresses: [\"10.0.0.{s}\"]\n"
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: svc-{s}, namespace: default}}\nspec:\n  ports: [{{name: http, port: 80}}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: svc-{s}, namespace: default, labels: {{kubernetes.io/service-name: svc-{s}}}}}\naddressType: IPv4\nports: [{{name: http, port: 8080}}]\nendpoints:\n- addresses: [\"10.0.0.{ip}\"]\n"
             ));
         }
         docs.extend(routes.iter().map(|(id, s)| route_yaml(*id, s)));
@@ -202,9 +239,10 @@ mod one_gateway {
             edits in proptest::collection::vec(edit(), 1..30),
         ) {
             let mut routes: BTreeMap<usize, Spec> = start.into_iter().enumerate().collect();
+            let mut world = World::default();
             let mut next = routes.len();
             let mut b = Builder::default();
-            b.build(&ir_of(&routes));
+            b.build(&ir_of(&routes, &world));
             for (step, e) in edits.iter().enumerate() {
                 match e.clone() {
                     Edit::Change(n, s) => {
@@ -226,19 +264,29 @@ mod one_gateway {
                             routes.remove(&id);
                         }
                     }
+                    Edit::Rotate => world.certificate = 1 - world.certificate,
+                    Edit::Endpoint(s, ip) => world.endpoints[s] = ip,
                 }
-                let ir = ir_of(&routes);
+                let ir = ir_of(&routes, &world);
                 let warm = b.build(&ir);
                 let fresh = crate::build(&ir);
                 prop_assert!(warm == fresh, "after {} edits {:?}: warm != fresh", step + 1, &edits[..=step]);
                 prop_assert_eq!(crate::to_yaml(&warm).unwrap(), crate::to_yaml(&fresh).unwrap());
-                let most = match e {
-                    Edit::Reorder(..) | Edit::Remove(_) => 0,
-                    _ => 1,
+                // A route is encoded in each table it is in; a change that
+                // keeps its Envoy routes can still move its fragment (its
+                // virtual host's domains), a removal none.
+                let (most, parts) = match e {
+                    Edit::Reorder(..) | Edit::Remove(_) | Edit::Endpoint(..) => (0, 0),
+                    Edit::Rotate => (0, routes.len() * 2),
+                    _ => (2, 2),
                 };
                 prop_assert!(
                     b.last.routes_encoded <= most,
                     "after {:?}: {} routes encoded", e, b.last.routes_encoded
+                );
+                prop_assert!(
+                    b.last.route_shares_made <= parts && b.last.route_fingerprints_made <= parts,
+                    "after {:?}: {:?}", e, b.last
                 );
             }
         }

@@ -38,6 +38,7 @@ pub mod secret;
 pub mod snapshot;
 mod stateful_session;
 pub mod stats_listener;
+mod table_parts;
 mod validate;
 mod values;
 mod yaml;
@@ -71,6 +72,15 @@ struct ClusterBuild {
     /// `None` for a cluster that resolves a DNS name itself (no EDS).
     endpoints: Option<Resource>,
     secrets: Vec<Resource>,
+}
+
+impl ClusterBuild {
+    /// Its resources, each with its type.
+    fn resources(&self) -> impl Iterator<Item = (ResourceType, &Resource)> {
+        std::iter::once((ResourceType::Cluster, &self.cluster))
+            .chain(self.endpoints.iter().map(|e| (ResourceType::Endpoint, e)))
+            .chain(self.secrets.iter().map(|s| (ResourceType::Secret, s)))
+    }
 }
 
 fn build_cluster(c: &ir::Cluster) -> ClusterBuild {

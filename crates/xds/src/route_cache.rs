@@ -34,7 +34,7 @@ use aether_ir as ir;
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// `RouteConfiguration.virtual_hosts`.
@@ -54,13 +54,24 @@ pub(crate) struct EncodedTable {
 }
 
 /// One route key's fragment: the pieces hashed (its Envoy routes' encodings
-/// in table order, each with the index of its virtual host) and the hash. A
-/// warm build keeps the hash while the pieces are the same encodings (the
-/// same `Arc`s) in virtual hosts of the same name and domains.
+/// in table order, each with the index of its virtual host), the hash, and
+/// the clusters its routes name. A warm build keeps the hash and the
+/// clusters while the pieces are the same encodings (the same `Arc`s, so
+/// encodings of equal IR routes) in virtual hosts of the same name and
+/// domains.
 #[derive(Debug)]
-struct KeyFragment {
+pub(crate) struct KeyFragment {
     pieces: Pieces,
-    hash: String,
+    pub(crate) hash: String,
+    pub(crate) clusters: Arc<KeyClusters>,
+}
+
+/// The clusters a route key's routes forward requests to, and those they
+/// copy requests to; each sorted, no name twice.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct KeyClusters {
+    pub(crate) forward: Vec<String>,
+    pub(crate) mirror: Vec<String>,
 }
 
 /// Encoded Envoy routes, each with the index of its virtual host.
@@ -193,6 +204,11 @@ impl EncodedTable {
             .map(|(key, f)| (key.clone(), f.hash.clone()))
             .collect()
     }
+
+    /// Each route key's fragment, in key order.
+    pub(crate) fn keys(&self) -> &BTreeMap<String, KeyFragment> {
+        &self.fragments
+    }
 }
 
 /// Each route key's fragment of a table: kept from `before` (the table's
@@ -225,7 +241,7 @@ fn key_fragments(
         let (now, was) = (&virtual_hosts[i], &b.virtual_hosts[j]);
         now.name == was.name && now.domains == was.domains
     };
-    pieces
+    let kept: Vec<(&str, Pieces, Option<&KeyFragment>)> = pieces
         .into_iter()
         .map(|(key, pieces)| {
             let kept = before
@@ -238,16 +254,71 @@ fn key_fragments(
                             .zip(&pieces)
                             .all(|((j, x), (i, y))| Arc::ptr_eq(x, y) && same_host(*i, *j, b))
                 })
-                .map(|(_, was)| was.hash.clone());
-            let hash = kept.unwrap_or_else(|| {
-                let mut f = Fragments::default();
-                for (i, encoded) in &pieces {
-                    let vh = &virtual_hosts[*i];
-                    f.add(key, &[vh.name.as_bytes(), vh.domains.as_bytes(), encoded]);
+                .map(|(_, was)| was);
+            (key, pieces, kept)
+        })
+        .collect();
+    // The clusters of the keys whose routes changed, from their IR routes.
+    let changed: BTreeSet<&str> = kept
+        .iter()
+        .filter(|(_, _, kept)| kept.is_none())
+        .map(|(key, _, _)| *key)
+        .collect();
+    let mut clusters = if changed.is_empty() {
+        BTreeMap::new()
+    } else {
+        key_clusters(table, &changed)
+    };
+    kept.into_iter()
+        .map(|(key, pieces, kept)| {
+            let fragment = match kept {
+                Some(was) => KeyFragment {
+                    pieces,
+                    hash: was.hash.clone(),
+                    clusters: was.clusters.clone(),
+                },
+                None => {
+                    let mut f = Fragments::default();
+                    for (i, encoded) in &pieces {
+                        let vh = &virtual_hosts[*i];
+                        f.add(key, &[vh.name.as_bytes(), vh.domains.as_bytes(), encoded]);
+                    }
+                    KeyFragment {
+                        pieces,
+                        hash: f.finish().into_values().next().unwrap_or_default(),
+                        clusters: Arc::new(clusters.remove(key).unwrap_or_default()),
+                    }
                 }
-                f.finish().into_values().next().unwrap_or_default()
-            });
-            (key.to_string(), KeyFragment { pieces, hash })
+            };
+            (key.to_string(), fragment)
+        })
+        .collect()
+}
+
+/// The clusters the routes of each of `keys` name in `table`.
+fn key_clusters(table: &ir::RouteTable, keys: &BTreeSet<&str>) -> BTreeMap<String, KeyClusters> {
+    let mut named: BTreeMap<&str, (BTreeSet<&str>, BTreeSet<&str>)> = BTreeMap::new();
+    for r in table.virtual_hosts.iter().flat_map(|vh| &vh.routes) {
+        let ir::RouteAction::Forward(f) = &r.action else {
+            continue;
+        };
+        let key = ir::names::route_key_of(&r.name).unwrap_or(&r.name);
+        if !keys.contains(key) {
+            continue;
+        }
+        let (forward, mirror) = named.entry(key).or_default();
+        forward.extend(f.backends.iter().map(|b| b.cluster.as_str()));
+        mirror.extend(f.mirrors.iter().map(|m| m.cluster.as_str()));
+    }
+    let owned = |names: BTreeSet<&str>| names.into_iter().map(str::to_string).collect();
+    named
+        .into_iter()
+        .map(|(key, (forward, mirror))| {
+            let clusters = KeyClusters {
+                forward: owned(forward),
+                mirror: owned(mirror),
+            };
+            (key.to_string(), clusters)
         })
         .collect()
 }

@@ -1,0 +1,176 @@
+//! Each route key's share of a route table's parts, kept from one build to
+//! the next while what it was made from is the same, so that a table of
+//! 10,000 routes with one changed makes one route's parts, not 10,000.
+//!
+//! ```text
+//!  route table ─ per route key: Share { its fragment's hash,
+//!   (Context:     │                    the clusters it names, with what the
+//!    listener,    │                    IR defines of each,
+//!    Gateway's    │                    parts: (RDS, table) = Fragment(hash)
+//!    share of it, │                           (LDS, listener) = Fragment(Gateway's share)
+//!    its secrets) │                           (SDS, each Gateway secret) = Whole
+//!                 │                           (CDS, cluster) = Whole, its EDS Present,
+//!                 │                           its secrets Whole }
+//!                 └─ kept when the context, the hash and every cluster's
+//!                    definition are what they were (the same `Arc`s)
+//! ```
+//!
+//! The parts are what `gateway.rs` required of each key before, one
+//! `require` at a time; a fresh build makes every share, a warm one only the
+//! changed keys', and both give equal parts (`incremental_tests.rs`). A key
+//! in two tables (a route on an HTTP and an HTTPS listener) has its shares
+//! merged, and the merge is kept too while it merges the same two.
+
+use crate::gateway::ClusterReads;
+use crate::parts::{ObjectParts, Part};
+use crate::route_cache::{EncodedTable, KeyFragment};
+use crate::snapshot::ResourceType;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What every route key's share of one table reads besides the key itself:
+/// the listener serving the table, the Gateway's share of that listener, and
+/// the Gateway's certificates on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Context {
+    pub(crate) table: String,
+    pub(crate) listener: String,
+    pub(crate) own_share: String,
+    pub(crate) secrets: Vec<String>,
+}
+
+/// One table's shares, by route key.
+#[derive(Debug)]
+pub(crate) struct TableShares {
+    context: Context,
+    pub(crate) by_key: BTreeMap<String, Arc<Share>>,
+    /// How many of them this build made (the rest it took from before).
+    pub(crate) made: usize,
+}
+
+/// One route key's share of a table.
+#[derive(Debug)]
+pub(crate) struct Share {
+    hash: String,
+    /// Each cluster the key forwards to, with what the IR defines of it, in
+    /// the order of its fragment's cluster names.
+    pub(crate) reads: Vec<(String, ClusterReads)>,
+    pub(crate) parts: ObjectParts,
+}
+
+/// Every route key's share of `encoded` (a table served in `context`), each
+/// taken from `before` (the same table's shares in the build before) when
+/// its inputs are the same.
+pub(crate) fn shares(
+    encoded: &EncodedTable,
+    context: Context,
+    known: &dyn Fn(&str) -> ClusterReads,
+    before: Option<&TableShares>,
+) -> TableShares {
+    let before = before.filter(|b| b.context == context);
+    let mut made = 0;
+    let by_key = encoded
+        .keys()
+        .iter()
+        .map(|(key, fragment)| {
+            let was = before.and_then(|b| b.by_key.get(key));
+            let share = share(fragment, &context, known, was);
+            if !was.is_some_and(|was| Arc::ptr_eq(was, &share)) {
+                made += 1;
+            }
+            (key.clone(), share)
+        })
+        .collect();
+    TableShares {
+        context,
+        by_key,
+        made,
+    }
+}
+
+/// A key's share: `was` when its fragment's hash and its clusters'
+/// definitions are still what `was` was made from.
+fn share(
+    fragment: &KeyFragment,
+    context: &Context,
+    known: &dyn Fn(&str) -> ClusterReads,
+    was: Option<&Arc<Share>>,
+) -> Arc<Share> {
+    let names = &fragment.clusters.forward;
+    if let Some(was) = was
+        && was.hash == fragment.hash
+        && was.reads.len() == names.len()
+        && was
+            .reads
+            .iter()
+            .zip(names)
+            .all(|((c, reads), name)| c == name && known(c) == *reads)
+    {
+        return was.clone();
+    }
+    let reads: Vec<(String, ClusterReads)> = names.iter().map(|c| (c.clone(), known(c))).collect();
+    let mut parts = ObjectParts::default();
+    parts.require(
+        ResourceType::Route,
+        &context.table,
+        Part::Fragment(fragment.hash.clone()),
+    );
+    // Served on the listener as it is now (its address, its certificates):
+    // the Gateway's share of it.
+    parts.require(
+        ResourceType::Listener,
+        &context.listener,
+        Part::Fragment(context.own_share.clone()),
+    );
+    for secret in &context.secrets {
+        parts.require(ResourceType::Secret, secret, Part::Whole);
+    }
+    // A backend naming a cluster the IR does not define would be a
+    // translator bug; it simply is not a part then.
+    for (cluster, reads) in &reads {
+        let Some(reads) = reads else {
+            continue;
+        };
+        parts.require(ResourceType::Cluster, cluster, Part::Whole);
+        for (ty, name) in reads.iter() {
+            match ty {
+                ResourceType::Endpoint => parts.require(*ty, name, Part::Present),
+                ResourceType::Secret => parts.require(*ty, name, Part::Whole),
+                _ => {}
+            }
+        }
+    }
+    Arc::new(Share {
+        hash: fragment.hash.clone(),
+        reads,
+        parts,
+    })
+}
+
+/// A route key's parts and one more share of them, merged: kept while both
+/// are the same `Arc`s.
+#[derive(Debug)]
+pub(crate) struct Merge {
+    inputs: [Arc<BTreeMap<(ResourceType, String), Part>>; 2],
+    pub(crate) result: ObjectParts,
+}
+
+/// `parts` with `share` added: `was`'s result (the key's merge at the same
+/// place in the build before) when it merged the same two.
+pub(crate) fn merge(parts: &ObjectParts, share: &ObjectParts, was: Option<&Merge>) -> Merge {
+    let inputs = [parts.parts.clone(), share.parts.clone()];
+    if let Some(was) = was
+        && Arc::ptr_eq(&was.inputs[0], &inputs[0])
+        && Arc::ptr_eq(&was.inputs[1], &inputs[1])
+    {
+        return Merge {
+            inputs,
+            result: was.result.clone(),
+        };
+    }
+    let mut result = parts.clone();
+    for ((ty, name), part) in share.parts.iter() {
+        result.require(*ty, name, part.clone());
+    }
+    Merge { inputs, result }
+}
