@@ -65,6 +65,8 @@ pub(crate) struct GatewayBuild {
 struct Inputs<'a> {
     /// Which clusters the IR defines, and what each references.
     known: &'a dyn Fn(&str) -> ClusterReads,
+    /// The clusters whose definitions moved since the build before.
+    moved: &'a BTreeSet<String>,
     log: AccessLog,
     proxy: ProxyProtocol,
     /// The build before, and the Gateway it was built from.
@@ -82,16 +84,20 @@ struct Seen {
 
 /// One Gateway's resources; `known` says which clusters the IR defines, and
 /// what each references; `before` is an earlier build of it (and the IR it
-/// was built from) to take unchanged routes' encodings from.
+/// was built from) to take unchanged routes' encodings and parts from, and
+/// `moved` the clusters whose definitions moved since (none of those it
+/// names did while `before` was kept).
 pub(crate) fn build_gateway(
     gw: &ir::Gateway,
     known: &dyn Fn(&str) -> ClusterReads,
+    moved: &BTreeSet<String>,
     log: AccessLog,
     proxy: ProxyProtocol,
     before: Option<(&ir::Gateway, &GatewayBuild)>,
 ) -> GatewayBuild {
     let inputs = Inputs {
         known,
+        moved,
         log,
         proxy,
         before,
@@ -252,7 +258,7 @@ impl GatewayBuild {
         self.fragments
             .push((rds.clone(), Arc::new(encoded.fragments())));
         let before = inputs.before.and_then(|(_, b)| b.shares.get(&table.name));
-        let shares = table_parts::shares(&encoded, context, inputs.known, before);
+        let shares = table_parts::shares(&encoded, context, inputs.known, inputs.moved, before);
         self.shares_made += shares.made;
         // The clusters the table names (those the IR defines): its routes'
         // and their mirrors'.

@@ -81,6 +81,9 @@ impl Builder {
     pub fn build(&mut self, ir: &ir::Ir) -> Snapshot {
         let mut reuse = Reuse::default();
         let mut moved = Moved::default();
+        // The clusters whose definitions (defined or not, what they
+        // reference) moved: what a route key's parts read of a cluster.
+        let mut redefined = BTreeSet::new();
         let mut clusters = BTreeMap::new();
         for c in &ir.clusters {
             let before = self.clusters.remove(&c.name);
@@ -95,13 +98,18 @@ impl Builder {
                     let built = Arc::new(build_cluster(c));
                     let was = before.as_ref().map(|(_, b)| b.resources());
                     moved.add(was.into_iter().flatten(), built.resources());
+                    let references = before.as_ref().map(|(_, b)| &b.cluster.references);
+                    if references != Some(&built.cluster.references) {
+                        redefined.insert(c.name.clone());
+                    }
                     built
                 }
             };
             clusters.insert(c.name.clone(), (c.clone(), built));
         }
-        for (_, gone) in std::mem::replace(&mut self.clusters, clusters).into_values() {
+        for (name, (_, gone)) in std::mem::replace(&mut self.clusters, clusters) {
             moved.add(gone.resources(), []);
+            redefined.insert(name);
         }
 
         let known = |name: &str| {
@@ -123,8 +131,8 @@ impl Builder {
                 before => {
                     reuse.gateways_encoded += 1;
                     let before = before.map(|(gw, b)| (&**gw, &**b));
-                    let built =
-                        build_gateway(gw, &known, self.access_log, self.proxy_protocol, before);
+                    let (log, proxy) = (self.access_log, self.proxy_protocol);
+                    let built = build_gateway(gw, &known, &redefined, log, proxy, before);
                     reuse.routes_reused += built.route_count.reused;
                     reuse.routes_encoded += built.route_count.encoded;
                     reuse.route_shares_made += built.shares_made;

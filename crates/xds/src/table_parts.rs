@@ -23,9 +23,9 @@
 
 use crate::gateway::ClusterReads;
 use crate::parts::{ObjectParts, Part};
-use crate::route_cache::{EncodedTable, KeyFragment};
+use crate::route_cache::{EncodedTable, KeyClusters, KeyFragment};
 use crate::snapshot::ResourceType;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// What every route key's share of one table reads besides the key itself:
@@ -52,6 +52,7 @@ pub(crate) struct TableShares {
 #[derive(Debug)]
 pub(crate) struct Share {
     hash: String,
+    clusters: Arc<KeyClusters>,
     /// Each cluster the key forwards to, with what the IR defines of it, in
     /// the order of its fragment's cluster names.
     pub(crate) reads: Vec<(String, ClusterReads)>,
@@ -60,11 +61,13 @@ pub(crate) struct Share {
 
 /// Every route key's share of `encoded` (a table served in `context`), each
 /// taken from `before` (the same table's shares in the build before) when
-/// its inputs are the same.
+/// its inputs are the same; `moved` are the clusters whose definitions (what
+/// `known` says of them) moved since.
 pub(crate) fn shares(
     encoded: &EncodedTable,
     context: Context,
     known: &dyn Fn(&str) -> ClusterReads,
+    moved: &BTreeSet<String>,
     before: Option<&TableShares>,
 ) -> TableShares {
     let before = before.filter(|b| b.context == context);
@@ -74,7 +77,7 @@ pub(crate) fn shares(
         .iter()
         .map(|(key, fragment)| {
             let was = before.and_then(|b| b.by_key.get(key));
-            let share = share(fragment, &context, known, was);
+            let share = share(fragment, &context, known, moved, was);
             if !was.is_some_and(|was| Arc::ptr_eq(was, &share)) {
                 made += 1;
             }
@@ -88,26 +91,23 @@ pub(crate) fn shares(
     }
 }
 
-/// A key's share: `was` when its fragment's hash and its clusters'
+/// A key's share: `was` when its fragment's hash, its clusters and their
 /// definitions are still what `was` was made from.
 fn share(
     fragment: &KeyFragment,
     context: &Context,
     known: &dyn Fn(&str) -> ClusterReads,
+    moved: &BTreeSet<String>,
     was: Option<&Arc<Share>>,
 ) -> Arc<Share> {
-    let names = &fragment.clusters.forward;
     if let Some(was) = was
         && was.hash == fragment.hash
-        && was.reads.len() == names.len()
-        && was
-            .reads
-            .iter()
-            .zip(names)
-            .all(|((c, reads), name)| c == name && known(c) == *reads)
+        && (Arc::ptr_eq(&was.clusters, &fragment.clusters) || was.clusters == fragment.clusters)
+        && !was.reads.iter().any(|(c, _)| moved.contains(c))
     {
         return was.clone();
     }
+    let names = &fragment.clusters.forward;
     let reads: Vec<(String, ClusterReads)> = names.iter().map(|c| (c.clone(), known(c))).collect();
     let mut parts = ObjectParts::default();
     parts.require(
@@ -142,6 +142,7 @@ fn share(
     }
     Arc::new(Share {
         hash: fragment.hash.clone(),
+        clusters: fragment.clusters.clone(),
         reads,
         parts,
     })
