@@ -41,10 +41,12 @@ pub struct GatewayServed {
 
 type Fragments = Arc<BTreeMap<String, String>>;
 
-/// Per resource, the fragments of its recent versions, newest last.
+/// Per resource (by type, then name: a lookup by `&str` allocates nothing,
+/// and a route table's history is read once per route), the fragments of its
+/// recent versions, newest last.
 #[derive(Default)]
 pub(super) struct History {
-    versions: BTreeMap<(ResourceType, String), VecDeque<(String, Fragments)>>,
+    versions: BTreeMap<ResourceType, BTreeMap<String, VecDeque<(String, Fragments)>>>,
 }
 
 impl History {
@@ -53,7 +55,12 @@ impl History {
             let Some(version) = snapshot.version_of(*ty, name) else {
                 continue;
             };
-            let kept = self.versions.entry((*ty, name.clone())).or_default();
+            let kept = self
+                .versions
+                .entry(*ty)
+                .or_default()
+                .entry(name.clone())
+                .or_default();
             if !kept.iter().any(|(v, _)| v == version) {
                 kept.push_back((version.to_string(), fragments.clone()));
             }
@@ -68,13 +75,16 @@ impl History {
             });
         }
         // A resource gone from the snapshot serves no current object any more.
-        self.versions
-            .retain(|key, _| snapshot.fragments.contains_key(key));
+        for (ty, by_name) in &mut self.versions {
+            by_name.retain(|name, _| snapshot.fragments.contains_key(&(*ty, name.clone())));
+        }
+        self.versions.retain(|_, by_name| !by_name.is_empty());
     }
 
     fn fragment(&self, ty: ResourceType, name: &str, version: &str, key: &str) -> Option<&str> {
         self.versions
-            .get(&(ty, name.to_string()))?
+            .get(&ty)?
+            .get(name)?
             .iter()
             .find(|(v, _)| v == version)?
             .1
@@ -108,10 +118,10 @@ impl Fleet {
             .gateways
             .iter()
             .map(|(gw, resources)| {
-                let refused = resources
-                    .routes
-                    .keys()
-                    .filter_map(|k| holds.get(k).map(|h| (k.clone(), h.clone())))
+                let refused = holds
+                    .iter()
+                    .filter(|(k, _)| resources.routes.contains_key(*k))
+                    .map(|(k, h)| (k.clone(), h.clone()))
                     .collect();
                 let Some(state) = state else {
                     let nothing = GatewayServed {
