@@ -61,11 +61,23 @@ type Result struct {
 	MsAccepted []float64 `json:"ms_accepted"`
 	// StatusWrites: watch events that changed a change route's status, per route.
 	StatusWrites float64 `json:"status_writes_per_route"`
-	// LoadS: the base routes created by this run (LoadCreated) → every one served.
+	// LoadS: the last base route created by this run (LoadCreated of them) → every
+	// base route served.
 	LoadS       float64 `json:"load_s"`
 	LoadCreated int     `json:"load_created"`
 	CtlMiB      float64 `json:"ctl_mib"`
 	EnvoyMiB    float64 `json:"envoy_mib"`
+	// RSS: each named process at the end (MiB), the control plane's, the Envoys' and
+	// --other-pids' (not in the columns).
+	RSS []NamedRSS `json:"rss"`
+	// Load1: the machine's 1-minute load average at the end.
+	Load1 float64 `json:"load1"`
+}
+
+// NamedRSS is one process's resident set at the end of a run.
+type NamedRSS struct {
+	Name string  `json:"name"`
+	MiB  float64 `json:"mib"`
 }
 
 func main() {
@@ -114,8 +126,9 @@ func run(args []string) error {
 	detail := fs.String("detail", "", "one line on how it runs, for the table")
 	controller := fs.String("controller", "", "controllerName whose Accepted condition counts (default: any)")
 	out := fs.String("out", "", "append the result as a JSON line to this file")
-	ctlPids := fs.String("ctl-pids", "", "comma-separated pids: the control plane's processes (RSS summed at the end)")
-	envoyPids := fs.String("envoy-pids", "", "comma-separated pids: the Envoy processes (RSS summed at the end)")
+	ctlPids := fs.String("ctl-pids", "", "comma-separated [NAME=]PID: the control plane's processes (RSS summed at the end)")
+	envoyPids := fs.String("envoy-pids", "", "comma-separated [NAME=]PID: the Envoy processes (RSS summed at the end)")
+	otherPids := fs.String("other-pids", "", "comma-separated [NAME=]PID: other processes whose RSS is reported apart")
 	interval := fs.Duration("probe-interval", time.Millisecond, "pause between two probes of one hostname")
 	timeout := fs.Duration("timeout", 5*time.Minute, "longest wait for one change's 200")
 	loadTimeout := fs.Duration("load-timeout", 60*time.Minute, "longest wait for the base routes to be served")
@@ -193,8 +206,16 @@ func run(args []string) error {
 	time.Sleep(2 * time.Second) // the last status writes
 	stop()
 	res.StatusWrites = float64(w.writes()) / float64(max(*changes, 1))
-	res.CtlMiB = rssMiB(*ctlPids)
-	res.EnvoyMiB = rssMiB(*envoyPids)
+	var each []NamedRSS
+	res.CtlMiB, each = rssMiB(*ctlPids)
+	res.RSS = append(res.RSS, each...)
+	res.EnvoyMiB, each = rssMiB(*envoyPids)
+	res.RSS = append(res.RSS, each...)
+	_, each = rssMiB(*otherPids)
+	res.RSS = append(res.RSS, each...)
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		res.Load1, _ = strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	}
 	line, _ := json.Marshal(res)
 	if *out != "" {
 		f, err := os.OpenFile(*out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -481,28 +502,35 @@ func (w *watcher) observe(r *gwv1.HTTPRoute) {
 	}
 }
 
-// rssMiB sums VmRSS of the pids (0 when none is given or readable).
-func rssMiB(pids string) float64 {
-	var kb float64
+// rssMiB sums VmRSS of the processes, given as comma-separated [NAME=]PID, and lists
+// each (0 and none when none is given or readable).
+func rssMiB(pids string) (float64, []NamedRSS) {
+	var sum float64
+	var each []NamedRSS
 	for p := range strings.SplitSeq(pids, ",") {
-		if p = strings.TrimSpace(p); p == "" {
+		name, pid, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok {
+			name, pid = "pid "+name, name
+		}
+		if pid == "" {
 			continue
 		}
-		f, err := os.Open("/proc/" + p + "/status")
+		f, err := os.Open("/proc/" + pid + "/status")
 		if err != nil {
-			logf("rss of pid %s: %v", p, err)
+			logf("rss of %s: %v", name, err)
 			continue
 		}
 		s := bufio.NewScanner(f)
 		for s.Scan() {
 			if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-				n, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-				kb += n
+				kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+				sum += kb / 1024
+				each = append(each, NamedRSS{Name: name, MiB: kb / 1024})
 			}
 		}
 		f.Close()
 	}
-	return kb / 1024
+	return sum, each
 }
 
 // quantile: nearest rank (p99 of 100 samples is the 99th smallest).
@@ -558,8 +586,9 @@ func table(args []string) error {
 		by[r.Impl][r.Size] = r
 	}
 	sort.Ints(sizes)
-	fmt.Println("apply → first 200 through the Gateway's LoadBalancer address, and → Accepted=True; writes = status changes per route; load = base routes created → all served")
-	head := fmt.Sprintf("%-14s %6s %7s %9s %9s %9s %9s %9s %7s %8s %8s %9s", "", "routes", "served", "median ms", "p99 ms", "max ms", "acc med", "acc p99", "writes", "load s", "ctl MiB", "envoy MiB")
+	fmt.Println("median/p99/max: apply → first 200 through the Gateway's LoadBalancer address; acc: apply → Accepted=True;")
+	fmt.Println("writes: status changes per added route; base s: last base route created → every base route served")
+	head := fmt.Sprintf("%-14s %6s %7s %9s %9s %9s %9s %9s %7s %8s %8s %9s", "", "routes", "served", "median ms", "p99 ms", "max ms", "acc med", "acc p99", "writes", "base s", "ctl MiB", "envoy MiB")
 	fmt.Println(head)
 	for _, n := range sizes {
 		var row [][]float64
@@ -587,6 +616,20 @@ func table(args []string) error {
 				fmt.Printf(" %*s", w, ratio(row[1][k], row[0][k]))
 			}
 			fmt.Println()
+		}
+	}
+	fmt.Println("RSS at the end of each size (MiB), and the 1-minute load average then:")
+	for _, n := range sizes {
+		for _, impl := range impls {
+			r, ok := by[impl][n]
+			if !ok {
+				continue
+			}
+			var parts []string
+			for _, x := range r.RSS {
+				parts = append(parts, fmt.Sprintf("%s %.1f", x.Name, x.MiB))
+			}
+			fmt.Printf("  %s %d: %s; load %.2f\n", impl, n, strings.Join(parts, ", "), r.Load1)
 		}
 	}
 	return nil
