@@ -65,8 +65,10 @@ type Result struct {
 	// base route served.
 	LoadS       float64 `json:"load_s"`
 	LoadCreated int     `json:"load_created"`
-	CtlMiB      float64 `json:"ctl_mib"`
-	EnvoyMiB    float64 `json:"envoy_mib"`
+	// LoadAcceptedS: the same → every base route Accepted=True.
+	LoadAcceptedS float64 `json:"load_accepted_s"`
+	CtlMiB        float64 `json:"ctl_mib"`
+	EnvoyMiB      float64 `json:"envoy_mib"`
 	// RSS: each named process at the end (MiB), the control plane's, the Envoys' and
 	// --other-pids' (not in the columns).
 	RSS []NamedRSS `json:"rss"`
@@ -131,6 +133,7 @@ func run(args []string) error {
 	otherPids := fs.String("other-pids", "", "comma-separated [NAME=]PID: other processes whose RSS is reported apart")
 	interval := fs.Duration("probe-interval", time.Millisecond, "pause between two probes of one hostname")
 	timeout := fs.Duration("timeout", 5*time.Minute, "longest wait for one change's 200")
+	trace := fs.Int("trace-status", 0, "log every status change of the first N added routes (time since apply, conditions)")
 	loadTimeout := fs.Duration("load-timeout", 60*time.Minute, "longest wait for the base routes to be served")
 	_ = fs.Parse(args)
 	ns, name, ok := strings.Cut(*gateway, "/")
@@ -170,10 +173,18 @@ func run(args []string) error {
 	}
 	res.LoadS = time.Since(t).Seconds()
 	logf("%s: %d base routes served (%d created by this run, %.1f s after their creation)", *impl, *base, created, res.LoadS)
-	time.Sleep(2 * time.Second) // let status writes of the load settle
+	// Their statuses too: the changes start on a quiet control plane, not behind a
+	// backlog of status writes.
+	if err := b.waitAccepted(ctx, *base, *controller, *loadTimeout); err != nil {
+		return err
+	}
+	res.LoadAcceptedS = time.Since(t).Seconds()
+	logf("%s: %d base routes Accepted (%.1f s after their creation)", *impl, *base, res.LoadAcceptedS)
+	time.Sleep(time.Second)
 
 	// 2. The watch on the change routes: first Accepted=True, status writes.
 	w := newWatcher(*controller)
+	w.trace = *trace
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	if err := w.start(wctx, gw, ns); err != nil {
@@ -388,10 +399,50 @@ func (b *bench) waitServed(ctx context.Context, n int, timeout time.Duration) er
 	return nil
 }
 
+// waitAccepted: every base route has Accepted=True (from controller, if given).
+func (b *bench) waitAccepted(ctx context.Context, n int, controller string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := b.gw.GatewayV1().HTTPRoutes(b.ns).List(ctx, metav1.ListOptions{LabelSelector: roleLabel + "=base"})
+		if err != nil {
+			return err
+		}
+		ok := 0
+		for i := range list.Items {
+			if accepted(&list.Items[i], controller) {
+				ok++
+			}
+		}
+		if ok >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d base routes not Accepted after %s", n-ok, n, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// accepted: the route has Accepted=True from controller (any, if "").
+func accepted(r *gwv1.HTTPRoute, controller string) bool {
+	for _, p := range r.Status.Parents {
+		if controller != "" && string(p.ControllerName) != controller {
+			continue
+		}
+		for _, c := range p.Conditions {
+			if c.Type == string(gwv1.RouteConditionAccepted) && c.Status == metav1.ConditionTrue {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // watcher follows the change routes: when each was first Accepted=True, and how many
 // events changed a status.
 type watcher struct {
 	controller string
+	trace      int // log the status changes of change-0 … change-<trace-1>
 	mu         sync.Mutex
 	t0         map[string]time.Time
 	acc        map[string]time.Duration
@@ -476,6 +527,15 @@ func (w *watcher) observe(r *gwv1.HTTPRoute) {
 	defer w.mu.Unlock()
 	if old, ok := w.status[r.Name]; (ok || len(r.Status.Parents) > 0) && !reflect.DeepEqual(old, r.Status) {
 		w.nWrites++
+		if i, err := strconv.Atoi(strings.TrimPrefix(r.Name, "change-")); err == nil && i < w.trace {
+			var conds []string
+			for _, p := range r.Status.Parents {
+				for _, c := range p.Conditions {
+					conds = append(conds, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+				}
+			}
+			logf("%s status +%.1f ms (rv %s): %s", r.Name, ms(now.Sub(w.t0[r.Name])), r.ResourceVersion, strings.Join(conds, " "))
+		}
 	}
 	w.status[r.Name] = r.Status
 	if _, done := w.acc[r.Name]; done {
@@ -485,19 +545,11 @@ func (w *watcher) observe(r *gwv1.HTTPRoute) {
 	if !ok {
 		return
 	}
-	for _, p := range r.Status.Parents {
-		if w.controller != "" && string(p.ControllerName) != w.controller {
-			continue
-		}
-		for _, c := range p.Conditions {
-			if c.Type == string(gwv1.RouteConditionAccepted) && c.Status == metav1.ConditionTrue {
-				w.acc[r.Name] = now.Sub(t0)
-				select {
-				case w.kick <- struct{}{}:
-				default:
-				}
-				return
-			}
+	if accepted(r, w.controller) {
+		w.acc[r.Name] = now.Sub(t0)
+		select {
+		case w.kick <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -587,8 +639,8 @@ func table(args []string) error {
 	}
 	sort.Ints(sizes)
 	fmt.Println("median/p99/max: apply → first 200 through the Gateway's LoadBalancer address; acc: apply → Accepted=True;")
-	fmt.Println("writes: status changes per added route; base s: last base route created → every base route served")
-	head := fmt.Sprintf("%-14s %6s %7s %9s %9s %9s %9s %9s %7s %8s %8s %9s", "", "routes", "served", "median ms", "p99 ms", "max ms", "acc med", "acc p99", "writes", "base s", "ctl MiB", "envoy MiB")
+	fmt.Println("writes: status changes per added route; base s: last base route created → every base route served / Accepted")
+	head := fmt.Sprintf("%-14s %6s %7s %9s %9s %9s %9s %9s %7s %8s %8s %8s %9s", "", "routes", "served", "median ms", "p99 ms", "max ms", "acc med", "acc p99", "writes", "base s", "base acc", "ctl MiB", "envoy MiB")
 	fmt.Println(head)
 	for _, n := range sizes {
 		var row [][]float64
@@ -598,10 +650,10 @@ func table(args []string) error {
 				continue
 			}
 			v := []float64{quantile(r.Ms200, 0.5), quantile(r.Ms200, 0.99), quantile(r.Ms200, 1),
-				quantile(r.MsAccepted, 0.5), quantile(r.MsAccepted, 0.99), r.StatusWrites, r.LoadS, r.CtlMiB, r.EnvoyMiB}
+				quantile(r.MsAccepted, 0.5), quantile(r.MsAccepted, 0.99), r.StatusWrites, r.LoadS, r.LoadAcceptedS, r.CtlMiB, r.EnvoyMiB}
 			row = append(row, v)
-			fmt.Printf("%-14s %6d %3d/%-3d %9.1f %9.1f %9.1f %9.1f %9.1f %7.2f %8.1f %8.1f %9.1f\n", trunc(impl, 14), n, r.Served, r.Changes,
-				v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8])
+			fmt.Printf("%-14s %6d %3d/%-3d %9.1f %9.1f %9.1f %9.1f %9.1f %7.2f %8.1f %8.1f %8.1f %9.1f\n", trunc(impl, 14), n, r.Served, r.Changes,
+				v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9])
 		}
 		if len(row) == 2 {
 			fmt.Printf("%-14s %6d %7s", trunc(*label, 14), n, "")
@@ -610,7 +662,7 @@ func table(args []string) error {
 				switch k {
 				case 5:
 					w = 7
-				case 6, 7:
+				case 6, 7, 8:
 					w = 8
 				}
 				fmt.Printf(" %*s", w, ratio(row[1][k], row[0][k]))
