@@ -687,8 +687,10 @@ func table(args []string) error {
 	return nil
 }
 
+// ratio a/b, "-" when either is missing or both print as 0.0 (e.g. the base
+// columns with no base route).
 func ratio(a, b float64) string {
-	if math.IsNaN(a) || math.IsNaN(b) || b == 0 {
+	if math.IsNaN(a) || math.IsNaN(b) || b == 0 || (math.Abs(a) < 0.05 && math.Abs(b) < 0.05) {
 		return "-"
 	}
 	return fmt.Sprintf("%.1fx", a/b)
