@@ -679,6 +679,13 @@ func table(args []string) error {
 			fmt.Println()
 		}
 	}
+	for _, n := range sizes {
+		for _, impl := range impls {
+			if r, ok := by[impl][n]; ok && len(r.MsAccepted) < r.Served {
+				fmt.Printf("%s %d: %d of the %d served routes Accepted within 60 s of apply (acc columns: those)\n", impl, n, len(r.MsAccepted), r.Served)
+			}
+		}
+	}
 	fmt.Println("RSS at the end of each size (MiB), and the 1-minute load average then:")
 	for _, n := range sizes {
 		for _, impl := range impls {
@@ -701,6 +708,9 @@ func table(args []string) error {
 func ratio(a, b float64) string {
 	if math.IsNaN(a) || math.IsNaN(b) || b == 0 || (math.Abs(a) < 0.05 && math.Abs(b) < 0.05) {
 		return "-"
+	}
+	if a/b < 0.1 {
+		return fmt.Sprintf("%.2fx", a/b)
 	}
 	return fmt.Sprintf("%.1fx", a/b)
 }
