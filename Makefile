@@ -1,5 +1,5 @@
 # aether-edge — the two commands a newcomer runs: `make demo` and `make test`.
-.PHONY: all build demo test envoy kube-bins go-check lint bench bench-peer fuzz image
+.PHONY: all build demo test envoy kube-bins go-check lint bench bench-peer bench-peer-k8s fuzz image
 
 all: build
 
@@ -59,6 +59,11 @@ bench: envoy kube-bins
 # ~/.cache/aether-edge on first use) on the same workload; see benches/README.md.
 bench-peer:
 	benches/peer/run delta
+
+# The same scenario in Kubernetes mode, each implementation on a fresh local cluster
+# (needs root; SIZES="0 1000 3000" to choose; benches/README.md).
+bench-peer-k8s:
+	benches/peer/k8s/run $(SIZES)
 
 # The fuzz targets (YAML loader + translate; SotW and Delta ADS request handling)
 # for ten minutes each, then 2,000 distinct translated configs through

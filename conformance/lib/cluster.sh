@@ -25,7 +25,10 @@
 # COREDNS_BIN_DIR, HARNESS_BIN_DIR, ENVOY_BIN, AETHER_EDGE_BIN; optional
 # AETHER_EDGE_OCI_IMAGE (IMAGE=LAYOUT-DIR: the node agent runs IMAGE's containers from
 # that OCI image layout instead of the host binary), CLUSTER_NODES (1 or 2, default 1),
-# EDGE_TRAFFIC_BIN (the program of image aether-edge-traffic).
+# EDGE_TRAFFIC_BIN (the program of image aether-edge-traffic), EG_BIN (envoy-gateway, the
+# program of image envoyproxy/gateway: benches/peer/k8s), CLUSTER_DNS (the pods'
+# resolv.conf names this server, as the kubelet's --cluster-dns: benches/peer/k8s runs
+# coredns behind that ClusterIP).
 
 NODE_IP=10.244.0.1
 POD_CIDR=10.244.0.0/16
@@ -93,7 +96,8 @@ start_nodeagent() {
     --state-dir="$state" --apiserver="$NODE_IP:6443" --echo-basic="$ECHO_BASIC_BIN_DIR/echo-basic" \
     --echo-basic-v2="$HARNESS_BIN_DIR/echo-basic-v2" \
     --coredns="$COREDNS_BIN_DIR/coredns" --envoy="$ENVOY_BIN" --aether-edge="$AETHER_EDGE_BIN" \
-    ${EDGE_TRAFFIC_BIN:+--edge-traffic="$EDGE_TRAFFIC_BIN"} \
+    ${EDGE_TRAFFIC_BIN:+--edge-traffic="$EDGE_TRAFFIC_BIN"} ${EG_BIN:+--envoy-gateway="$EG_BIN"} \
+    ${CLUSTER_DNS:+--cluster-dns="$CLUSTER_DNS"} \
     ${AETHER_EDGE_OCI_IMAGE:+--oci-image="$AETHER_EDGE_OCI_IMAGE"} "$@"
 }
 

@@ -147,6 +147,9 @@ func run(args []string) error {
 	coredns := fs.String("coredns", os.Getenv("COREDNS_BIN"), "coredns binary")
 	envoy := fs.String("envoy", os.Getenv("ENVOY_BIN"), "envoy binary")
 	aether := fs.String("aether-edge", os.Getenv("AETHER_EDGE_BIN"), "aether-edge binary")
+	clusterDNS := fs.String("cluster-dns", "", "cluster DNS server IP for the pods' resolv.conf, as the kubelet's --cluster-dns (default: pods use the node's)")
+	clusterDomain := fs.String("cluster-domain", "cluster.local", "cluster domain (the pods' DNS search path, with --cluster-dns)")
+	envoyGateway := fs.String("envoy-gateway", os.Getenv("EG_BIN"), "envoy-gateway binary (image envoyproxy/gateway: benches/peer/k8s)")
 	traffic := fs.String("edge-traffic", os.Getenv("EDGE_TRAFFIC_BIN"), "edge-traffic binary (image aether-edge-traffic: the traffic driver's backend)")
 	var ociImages []string
 	fs.Func("oci-image", "IMAGE=LAYOUT-DIR: run containers of IMAGE (e.g. aether-edge:dev) from this OCI image layout, tag IMAGE's tag (repeatable)", func(v string) error {
@@ -203,8 +206,9 @@ func run(args []string) error {
 	agent := &node.Agent{
 		CS: cs, NodeName: *nodeName, NodeIP: ip, StateDir: *stateDir,
 		Net:           network,
-		Programs:      node.Programs{EchoBasic: *echoBasic, EchoBasicV2: *echoBasicV2, CoreDNS: *coredns, Envoy: *envoy, AetherEdge: *aether, EdgeTraffic: *traffic, Self: self},
+		Programs:      node.Programs{EchoBasic: *echoBasic, EchoBasicV2: *echoBasicV2, CoreDNS: *coredns, Envoy: *envoy, AetherEdge: *aether, EdgeTraffic: *traffic, EnvoyGateway: *envoyGateway, Self: self},
 		APIServerHost: apiHost, APIServerPort: apiPort,
+		ClusterDNS: *clusterDNS, ClusterDomain: *clusterDomain,
 	}
 	if err := os.MkdirAll(filepath.Join(*stateDir, "pods"), 0o755); err != nil {
 		return err

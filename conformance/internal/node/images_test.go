@@ -6,7 +6,7 @@ import (
 )
 
 func TestForImage(t *testing.T) {
-	p := Programs{EchoBasic: "/b/echo", EchoBasicV2: "/b/echo2", CoreDNS: "/b/coredns", Envoy: "/b/envoy", AetherEdge: "/b/ae", EdgeTraffic: "/b/et", Self: "/b/self"}
+	p := Programs{EchoBasic: "/b/echo", EchoBasicV2: "/b/echo2", CoreDNS: "/b/coredns", Envoy: "/b/envoy", AetherEdge: "/b/ae", EdgeTraffic: "/b/et", EnvoyGateway: "/b/eg", Self: "/b/self"}
 	cases := map[string]string{
 		"gcr.io/k8s-staging-gateway-api/echo-basic:v20260204-monthly": "/b/echo",
 		"docker.io/envoyproxy/envoy:v1.40.0":                          "/b/envoy",
@@ -17,6 +17,7 @@ func TestForImage(t *testing.T) {
 		"registry.k8s.io/coredns/coredns:v1.12.2":                     "/b/coredns",
 		"registry.k8s.io/gateway-api/echo-basic:v1.6.0-dev.2":         "/b/echo",
 		"registry.k8s.io/pause:3.10":                                  "/b/self",
+		"docker.io/envoyproxy/gateway:v1.9.1":                         "/b/eg",
 		// v1.7.0's images (gateway-api-conformance-images): v0.1.0 is the v1.6.x code,
 		// v0.2.0 (the UDP echo) our own program.
 		"registry.k8s.io/gateway-api/conformance/echo-basic:v0.1.0":             "/b/echo",

@@ -90,8 +90,8 @@ func readUserDB(rootfs string) userDB {
 
 // etcFiles are /etc/hosts, /etc/hostname and /etc/resolv.conf as the kubelet mounts
 // them into each container: the node's hosts file for hostNetwork pods, else one naming
-// the pod; the node's resolv.conf (this cluster has no DNS Service of its own). The
-// node's own files are bound read-only.
+// the pod; the node's resolv.conf, or with a cluster DNS (--cluster-dns) the pod's own
+// naming it (resolv.go). The node's own files are bound read-only.
 func (pr *podRun) etcFiles(pod *corev1.Pod) ([]podexec.Mount, error) {
 	dir := filepath.Join(pr.dir, "etc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -111,8 +111,14 @@ func (pr *podRun) etcFiles(pod *corev1.Pod) ([]podexec.Mount, error) {
 	if err := os.WriteFile(filepath.Join(dir, "hostname"), []byte(hostname+"\n"), 0o644); err != nil {
 		return nil, err
 	}
+	resolv := "/etc/resolv.conf"
+	if rc, ok, err := pr.resolvConf(pod); err != nil {
+		return nil, err
+	} else if ok {
+		resolv = rc
+	}
 	out := []podexec.Mount{{Source: filepath.Join(dir, "hostname"), Target: "/etc/hostname"}}
-	for _, m := range []podexec.Mount{{Source: hosts, Target: "/etc/hosts", ReadOnly: pod.Spec.HostNetwork}, {Source: "/etc/resolv.conf", Target: "/etc/resolv.conf", ReadOnly: true}} {
+	for _, m := range []podexec.Mount{{Source: hosts, Target: "/etc/hosts", ReadOnly: pod.Spec.HostNetwork}, {Source: resolv, Target: "/etc/resolv.conf", ReadOnly: true}} {
 		if _, err := os.Stat(m.Source); err == nil {
 			out = append(out, m)
 		}

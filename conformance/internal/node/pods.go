@@ -45,6 +45,10 @@ type Agent struct {
 	StateDir string
 	// APIServer is host:port of the API server as pods reach it (KUBERNETES_SERVICE_*).
 	APIServerHost, APIServerPort string
+	// ClusterDNS and ClusterDomain, as the kubelet's --cluster-dns and --cluster-domain:
+	// when set, pods of dnsPolicy ClusterFirst (not hostNetwork) and
+	// ClusterFirstWithHostNet get a resolv.conf naming that server (resolv.go).
+	ClusterDNS, ClusterDomain string
 
 	mu      sync.Mutex
 	pods    map[types.UID]*podRun
@@ -453,6 +457,11 @@ func (pr *podRun) programLaunch(pod *corev1.Pod, c corev1.Container, vols map[st
 	mounts, err := a.mounts(c, vols)
 	if err != nil {
 		return launch{}, waitingError{"CreateContainerConfigError", err}
+	}
+	if rc, ok, err := pr.resolvConf(pod); err != nil {
+		return launch{}, waitingError{"CreateContainerConfigError", err}
+	} else if ok {
+		mounts = append(mounts, podexec.Mount{Source: rc, Target: "/etc/resolv.conf", ReadOnly: true})
 	}
 	return launch{argv: argv, env: env, mounts: mounts, workdir: c.WorkingDir}, nil
 }
