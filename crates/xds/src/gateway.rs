@@ -347,14 +347,7 @@ impl GatewayBuild {
             return;
         };
         let r = self.routes.entry(key.to_string()).or_default();
-        r.require(ResourceType::Cluster, cluster, Part::Whole);
-        for (ty, name) in reads.iter() {
-            match ty {
-                ResourceType::Endpoint => r.require(*ty, name, Part::Present),
-                ResourceType::Secret => r.require(*ty, name, Part::Whole),
-                _ => {}
-            }
-        }
+        r.require_cluster(cluster, &reads);
     }
 
     /// An authorization server the Gateway's listeners call: the Gateway's

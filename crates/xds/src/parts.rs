@@ -63,6 +63,20 @@ impl ObjectParts {
         }
     }
 
+    /// A cluster the object forwards to, and what the cluster references:
+    /// the cluster as built, its endpoints as they come, its secrets as they
+    /// are now.
+    pub fn require_cluster(&mut self, cluster: &str, references: &[(ResourceType, String)]) {
+        self.require(ResourceType::Cluster, cluster, Part::Whole);
+        for (ty, name) in references {
+            match ty {
+                ResourceType::Endpoint => self.require(*ty, name, Part::Present),
+                ResourceType::Secret => self.require(*ty, name, Part::Whole),
+                _ => {}
+            }
+        }
+    }
+
     /// The sha256 over every part: a `Whole` part by the resource's version.
     pub fn fingerprint_of<'a>(
         &self,

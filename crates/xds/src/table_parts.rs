@@ -128,16 +128,8 @@ fn share(
     // A backend naming a cluster the IR does not define would be a
     // translator bug; it simply is not a part then.
     for (cluster, reads) in &reads {
-        let Some(reads) = reads else {
-            continue;
-        };
-        parts.require(ResourceType::Cluster, cluster, Part::Whole);
-        for (ty, name) in reads.iter() {
-            match ty {
-                ResourceType::Endpoint => parts.require(*ty, name, Part::Present),
-                ResourceType::Secret => parts.require(*ty, name, Part::Whole),
-                _ => {}
-            }
+        if let Some(reads) = reads {
+            parts.require_cluster(cluster, reads);
         }
     }
     Arc::new(Share {
