@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tracing::warn;
 
+/// Not watched into the store (`watch::CONFIG_MAPS` names it).
 pub const CONFIGMAP: &str = "aether-edge-fleet";
 pub const KEY: &str = "fleet.json";
 /// Writes at most this often.
@@ -209,6 +210,12 @@ mod tests {
             version: version.into(),
             per_node: BTreeMap::from([(ObjectRef::new("apps", "web"), view)]),
         }
+    }
+
+    #[test]
+    fn the_store_s_watch_leaves_out_the_fleet_view() {
+        let selector = format!("metadata.name!={CONFIGMAP}");
+        assert_eq!(crate::watch::CONFIG_MAPS, selector);
     }
 
     #[test]

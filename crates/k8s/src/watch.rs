@@ -65,7 +65,7 @@ pub async fn run(
         watch_kind::<Service>(client.clone(), index.clone(), None),
         watch_kind::<EndpointSlice>(client.clone(), index.clone(), None),
         watch_secrets(client.clone(), index.clone()),
-        watch_kind::<ConfigMap>(client.clone(), index.clone(), None),
+        watch_config_maps(client.clone(), index.clone()),
         watch_kind::<Namespace>(client.clone(), index.clone(), None),
         crate::trust_bundles::run(client, index, rediscover),
     );
@@ -80,6 +80,19 @@ pub const SECRET_TYPES: &str = "type=kubernetes.io/tls";
 async fn watch_secrets(client: Client, index: Arc<Index>) {
     let config = watcher::Config::default().fields(SECRET_TYPES);
     watch_kind_with::<Secret>(client, index, None, config).await
+}
+
+/// Every ConfigMap but the leader's fleet view (`fleet_doc.rs`), which it
+/// rewrites whenever the fleet's state moves (up to once a second, more often
+/// the more routes a node is behind on). Translation never reads it, and a
+/// changed ConfigMap makes the translator start over (any Gateway may name one
+/// for a CA), so watching it made every rewrite an O(routes) translation on
+/// every agent. The name is ours in every namespace.
+pub const CONFIG_MAPS: &str = "metadata.name!=aether-edge-fleet";
+
+async fn watch_config_maps(client: Client, index: Arc<Index>) {
+    let config = watcher::Config::default().fields(CONFIG_MAPS);
+    watch_kind_with::<ConfigMap>(client, index, None, config).await
 }
 
 /// A kind absent from discovery is declared missing only when the next pass, this

@@ -5,7 +5,7 @@
 //! `Accepted=False/UnsupportedValue` — in the initial list (which must still
 //! complete, or nothing would ever be published) and later on — while every
 //! other object keeps flowing. And only `kubernetes.io/tls`
-//! Secrets are read at all.
+//! Secrets are read at all, and every ConfigMap but the leader's fleet view.
 
 use crate::support::*;
 use gateway_api::apis::experimental::gateways::Gateway;
@@ -32,6 +32,11 @@ fn an_unreadable_object_is_skipped_and_named_and_the_watch_goes_on() {
 #[test]
 fn only_tls_secrets_are_read() {
     in_netns(an_opaque_secret_is_not_found_and_a_tls_one_is_read());
+}
+
+#[test]
+fn the_fleet_view_s_rewrites_translate_nothing() {
+    in_netns(a_fleet_view_rewrite_translates_nothing_another_config_map_does());
 }
 
 type World = OneNode;
@@ -196,4 +201,72 @@ async fn an_opaque_secret_is_not_found_and_a_tls_one_is_read() {
         messages.1.contains("holds no PEM certificate"),
         "{messages:?}"
     );
+}
+
+/// Translations the agent ran (each one a configuration load).
+fn translations(agent: &KubeAgent) -> u64 {
+    let metrics = http_get(&agent.admin, "localhost", "/metrics", &[])
+        .map(|r| r.body)
+        .unwrap_or_default();
+    metric_sum(
+        &metrics,
+        "aether_edge_config_loads_total",
+        &["result=\"ok\""],
+    )
+}
+
+/// The leader rewrites `aether-ingress/aether-edge-fleet` whenever the fleet's
+/// state moves: those rewrites must cost no translation (at 10,000 routes each
+/// one was a full translation on every agent). Any other ConfigMap is read (a
+/// BackendTLSPolicy may name it for a CA): writing one translates again, which
+/// shows the count sees a translation.
+async fn a_fleet_view_rewrite_translates_nothing_another_config_map_does() {
+    let logs = temp_dir("kube-fleet-view");
+    let yaml = [base_yaml(&[NS]), mk_gateway(NS, "gw", &[HTTP_80])];
+    let server = given_cluster(&yaml).await;
+    let flags = ["--leader-elect=false", "--address-mode", "static"];
+    let agent = kube_agent(server.kubeconfig_path(), &flags, &logs);
+    // Translated at least once, then quiet for 2 s.
+    let mut before = 0;
+    eventually(WAIT, "the agent translated, then quiet", || {
+        let now = translations(&agent);
+        let quiet = now > 0 && now == before;
+        before = now;
+        async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            quiet
+                .then_some(())
+                .ok_or(format!("{now} translations so far"))
+        }
+    })
+    .await;
+    let settled = translations(&agent);
+    let config_map = |ns: &str, name: &str, n: u32| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\ndata: {{fleet.json: \"{{\\\"rewrite\\\": {n}}}\"}}\n"
+        )
+    };
+    for n in 0..3 {
+        server
+            .apply(&config_map("aether-ingress", "aether-edge-fleet", n))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        translations(&agent),
+        settled,
+        "the fleet view's rewrites translated"
+    );
+    server.apply(&config_map(NS, "other", 0)).await.unwrap();
+    eventually(WAIT, "another ConfigMap translated", || {
+        let now = translations(&agent);
+        async move {
+            (now > settled)
+                .then_some(())
+                .ok_or(format!("{now} translations"))
+        }
+    })
+    .await;
 }
