@@ -177,7 +177,6 @@ impl GatewayBuild {
                 r.require(ResourceType::Secret, name, Part::Whole);
             }
         }
-        let mut table_keys = BTreeMap::new();
         for (table, scheme) in route_tables(port) {
             let context = table_parts::Context {
                 table: table.name.clone(),
@@ -187,10 +186,9 @@ impl GatewayBuild {
             };
             self.add_route_table(table, scheme, context, inputs);
             for key in self.shares[&table.name].by_key.keys() {
-                table_keys.insert(key.clone(), own_share.clone());
+                of_listener.insert(key.clone(), own_share.clone());
             }
         }
-        of_listener.extend(table_keys);
         self.fragments.push((lds, Arc::new(of_listener)));
     }
 
