@@ -186,7 +186,9 @@ impl Agent {
             Duration::from_secs(self.args.discovery_interval),
         ));
         let (pipeline, mode) = (self.pipeline.clone(), self.mode.clone());
-        tokio::spawn(drive_pipeline(index.clone(), pipeline, mode));
+        // A writer joins reports relative to the snapshots it made itself.
+        let remember = self.args.role.writes().then(|| self.reports.clone());
+        tokio::spawn(drive_pipeline(index.clone(), pipeline, mode, remember));
         (index, served)
     }
 
@@ -491,7 +493,22 @@ async fn wait_true(mut rx: watch::Receiver<bool>) {
 /// `translate_us` and `build_us`; `changed_unix_us` is when that index change
 /// happened, by the wall clock, for a bench to set beside its own; `changed`
 /// the kinds whose changes it answers.
-async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: AddressMode) {
+///
+/// A writer (`remember`: its report join) remembers every snapshot it
+/// publishes, at once. An edge agent translates the same cluster into the
+/// same snapshot and reports "all of version V" once its Envoy ACKed it; when
+/// the leader has moved on (a route added), only a remembered V says which
+/// routes are unchanged since, and so still served. A controller serves no
+/// Envoy (no ADS remembers for it): without this, every such moment read every
+/// route of the Gateway as not served, and a status pass then wrote them all
+/// `Pending`.
+async fn drive_pipeline(
+    index: Arc<Index>,
+    pipeline: Arc<Pipeline>,
+    mode: AddressMode,
+    remember: Option<Reports>,
+) {
+    let published = pipeline.subscribe();
     // Not woken by a status write coming back (ours, most of the time): it
     // changes nothing translation reads, and a change right after it would
     // wait out a SETTLE for nothing.
@@ -524,8 +541,16 @@ async fn drive_pipeline(index: Arc<Index>, pipeline: Arc<Pipeline>, mode: Addres
                 // A cluster change translated is a configuration load (the
                 // cluster's objects are already valid: none fails here).
                 pipeline.stats.loads_ok.inc();
-                if applied.published {
+                let snapshot = applied
+                    .published
+                    .then(|| published.borrow().as_ref().map(|p| p.snapshot.clone()))
+                    .flatten();
+                if let Some(snapshot) = snapshot {
+                    if let Some(reports) = &remember {
+                        reports.remember(&snapshot);
+                    }
                     info!(
+                        version = %snapshot.version,
                         objects = store.len(),
                         waited_us = waited.as_micros() as u64,
                         translate_us = applied.translate.as_micros() as u64,

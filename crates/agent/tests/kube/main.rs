@@ -12,6 +12,7 @@ mod churn;
 mod class_finalizer;
 mod discovery;
 mod fleet;
+mod leader_memory;
 mod long_name;
 mod rbac;
 mod report_auth;
