@@ -93,6 +93,7 @@ pub(super) fn patch<K: Ancestored, T: Word, R: Word>(
             precondition,
             json!({ "ancestors": list }),
         ),
+        only_pending: false,
     })
 }
 

@@ -6,9 +6,10 @@
 //!   inputs changed ─► settle (DEBOUNCE quiet, at most MAX_DELAY; at most
 //!                     FOLLOW after the fleet's reports changed) ─► patches
 //!     ▲                                                                │
-//!     │         due: never failed, failed with another body, or its retry time came
+//!     │         due: never failed, failed with another body, or its retry time came;
+//!     │              a "Pending"-only write once PENDING_HOLD has passed
 //!     │                                                                ▼
-//!     └──── wait: next input change, or the earliest retry ◄──── write the due ones
+//!     └──── wait: next input change, the earliest retry or hold ◄── write the due ones
 //!                 (failed object: retry after 200 ms, doubling, ≤ 10 s)
 //! ```
 //!
@@ -24,6 +25,14 @@
 //! advance, so the batch goes out at most [`FOLLOW`] after it, and the time from
 //! the report to the written batch is measured (`aether_edge_status_follow_seconds`).
 //! Writes stay bounded: a batch writes only objects whose status changed.
+//!
+//! A write that would say only that a route waits for its Envoys, where no
+//! status of ours yet speaks of its current generation (a new route, a route
+//! just edited), is held for [`PENDING_HOLD`]: when the ACK comes first, the
+//! route gets one write, `Accepted`, instead of `Pending` and then `Accepted`.
+//! Holding it claims nothing: until then the route has no status of ours about
+//! this generation. A route already `Accepted` at its generation that stops
+//! being served is written `Pending` at once.
 
 use super::compute::StatusInputs;
 use super::patch::{StatusKind, StatusPatch};
@@ -59,7 +68,48 @@ pub const FOLLOW: Duration = Duration::from_millis(10);
 /// shrank.
 pub const FOLLOW_GAP: Duration = Duration::from_millis(50);
 
+/// How long a write that says only "Pending" ([`StatusPatch::only_pending`])
+/// waits for the ACK that would make it `Accepted` instead. A new route on a
+/// Gateway of 10,000 is served in ~0.3 s; a route whose Envoys take longer
+/// shows no status of ours for this long, then `Pending`.
+pub const PENDING_HOLD: Duration = Duration::from_secs(2);
+
 type Id = (StatusKind, ObjectRef);
+
+/// The "Pending"-only writes held back, each since when it was first due.
+#[derive(Default)]
+struct Holds {
+    since: BTreeMap<Id, Instant>,
+}
+
+impl Holds {
+    /// The patches to write now: all but the "Pending"-only ones younger than
+    /// [`PENDING_HOLD`]; forgets the objects that need no such write any more.
+    fn due(&mut self, patches: Vec<StatusPatch>, now: Instant) -> Vec<StatusPatch> {
+        let mut held = BTreeMap::new();
+        let due = patches
+            .into_iter()
+            .filter(|p| {
+                if !p.only_pending {
+                    return true;
+                }
+                let since = self.since.get(&id(p)).copied().unwrap_or(now);
+                let waiting = now < since + PENDING_HOLD;
+                if waiting {
+                    held.insert(id(p), since);
+                }
+                !waiting
+            })
+            .collect();
+        self.since = held;
+        due
+    }
+
+    /// When the oldest held write falls due.
+    fn next(&self) -> Option<Instant> {
+        self.since.values().min().map(|since| *since + PENDING_HOLD)
+    }
+}
 
 /// A write that failed: what it said (timestamps stripped), when to try it again,
 /// and the backoff that led there.
@@ -127,6 +177,7 @@ pub async fn run(
     writer: Arc<StatusWriter>,
 ) {
     let mut retries = Retries::default();
+    let mut holds = Holds::default();
     // The fleet change the last batch followed.
     let mut followed: Option<Instant> = None;
     // When the last batch was written.
@@ -134,6 +185,7 @@ pub async fn run(
     loop {
         if !*is_leader.borrow_and_update() {
             retries = Retries::default();
+            holds = Holds::default();
             while !*is_leader.borrow_and_update() {
                 if is_leader.changed().await.is_err() {
                     return;
@@ -144,7 +196,8 @@ pub async fn run(
         let news = news(&latest, followed);
         followed = latest.served_at;
         let computing = Instant::now();
-        let due = retries.due(writer.patches(&latest, &now()), Instant::now());
+        let patches = holds.due(writer.patches(&latest, &now()), Instant::now());
+        let due = retries.due(patches, Instant::now());
         let compute_us = computing.elapsed().as_micros();
         if !due.is_empty() {
             let bodies: Vec<(Id, Value)> =
@@ -161,7 +214,7 @@ pub async fn run(
                 }
             }
         }
-        let retry_at = retries.next();
+        let retry_at = [retries.next(), holds.next()].into_iter().flatten().min();
         tokio::select! {
             r = inputs.changed() => {
                 if r.is_err() || !settle(&mut inputs, followed, last_batch).await {
@@ -301,6 +354,7 @@ mod tests {
             based_on: None,
             body: serde_json::json!({"status": {"conditions": [
                 {"type": "Programmed", "reason": reason, "lastTransitionTime": at}]}}),
+            only_pending: false,
         }
     }
 
@@ -328,6 +382,39 @@ mod tests {
         // A changed status goes at once.
         let changed = vec![mk_patch("a", "Programmed", "2026-01-01T00:00:01Z")];
         assert_eq!(names(&retries.due(changed, t0)), vec!["a"]);
+    }
+
+    #[test]
+    fn a_pending_only_write_waits_its_hold_unless_news_replaces_it() {
+        let t0 = Instant::now();
+        let mut holds = Holds::default();
+        let waiting = |name: &str| StatusPatch {
+            only_pending: true,
+            ..mk_patch(name, "Pending", "x")
+        };
+        let batch = vec![waiting("a"), mk_patch("b", "Programmed", "x")];
+        assert_eq!(names(&holds.due(batch.clone(), t0)), vec!["b"]);
+        assert_eq!(holds.next(), Some(t0 + PENDING_HOLD));
+        // Still only "Pending" a moment later: still held, from t0.
+        let soon = t0 + PENDING_HOLD / 2;
+        assert!(holds.due(vec![waiting("a")], soon).is_empty());
+        assert_eq!(holds.next(), Some(t0 + PENDING_HOLD));
+        // The hold over, it goes.
+        assert_eq!(
+            names(&holds.due(vec![waiting("a")], t0 + PENDING_HOLD)),
+            vec!["a"]
+        );
+        // Served first (its write now says Accepted): at once, and forgotten.
+        assert!(holds.due(vec![waiting("c")], t0).is_empty());
+        assert_eq!(
+            names(&holds.due(vec![mk_patch("c", "Accepted", "x")], soon)),
+            vec!["c"]
+        );
+        assert_eq!(holds.next(), None);
+        // A write no longer needed is forgotten: held afresh if it returns.
+        assert!(holds.due(vec![waiting("d")], t0).is_empty());
+        assert!(holds.due(vec![], soon).is_empty());
+        assert!(holds.due(vec![waiting("d")], t0 + PENDING_HOLD).is_empty());
     }
 
     #[test]

@@ -86,6 +86,7 @@ pub(super) fn gateway_class(
         ),
         object,
         based_on: class.metadata.resource_version.clone(),
+        only_pending: false,
     })
 }
 
@@ -186,5 +187,6 @@ pub(super) fn gateway(
         ),
         object,
         based_on: gw.metadata.resource_version.clone(),
+        only_pending: false,
     })
 }

@@ -66,6 +66,7 @@ pub(crate) fn patch(
         ),
         object,
         based_on: set.metadata.resource_version.clone(),
+        only_pending: false,
     })
 }
 

@@ -112,6 +112,13 @@ pub struct StatusPatch {
     pub based_on: Option<String>,
     /// The apply body: `apiVersion`, `kind`, `metadata`, `status`.
     pub body: Value,
+    /// A route's patch whose every changed entry says only that the route
+    /// waits for its Envoys (`Accepted=False/Pending`), replacing no entry
+    /// that described the route's current generation: news a reader gets
+    /// from no write at all. The status loop holds it back a moment
+    /// ([`super::driver::PENDING_HOLD`]): most often the ACK comes first, and
+    /// one write says `Accepted` where two would have.
+    pub only_pending: bool,
 }
 
 impl StatusPatch {

@@ -295,6 +295,7 @@ impl RouteView<'_> {
         if unchanged {
             return None;
         }
+        let only_pending = self.only_pending(&ours, &desired);
         let mut list: Vec<Value> = others.into_iter().cloned().collect();
         list.extend(desired.iter().map(|d| d.to_value(controller_name)));
         Some(StatusPatch {
@@ -311,6 +312,57 @@ impl RouteView<'_> {
                 },
                 json!({ "parents": list }),
             ),
+            only_pending,
         })
     }
+
+    /// Whether going from `ours` to `desired` says only "Pending" (see
+    /// [`StatusPatch::only_pending`]): no entry goes, and each one that
+    /// changes becomes `Accepted=False/Pending` with nothing else amiss, over
+    /// none or over one about an older generation.
+    fn only_pending(&self, ours: &[Ours], desired: &[Ours]) -> bool {
+        let ns = self.key.namespace.as_str();
+        let generation = self.meta.generation;
+        let kept_all = ours.iter().all(|o| {
+            desired
+                .iter()
+                .any(|d| d.parent_ref.same_parent(&o.parent_ref, ns))
+        });
+        kept_all
+            && desired.iter().all(|d| {
+                let was = ours
+                    .iter()
+                    .find(|o| o.parent_ref.same_parent(&d.parent_ref, ns));
+                match was {
+                    Some(o) if condition::same(&o.conditions, &d.conditions) => true,
+                    _ => {
+                        pending(&d.conditions)
+                            && !was.is_some_and(|o| {
+                                o.conditions
+                                    .iter()
+                                    .any(|c| c.observed_generation == generation)
+                            })
+                    }
+                }
+            })
+    }
+}
+
+/// `Accepted=False/Pending` (waiting for the Envoys that serve the route)
+/// and nothing else amiss: every other condition `True`.
+fn pending(conditions: &[Condition]) -> bool {
+    use aether_gateway::vocabulary::{Word, route};
+    let (accepted, waiting) = (
+        route::Type::Accepted.as_str(),
+        route::Reason::Pending.as_str(),
+    );
+    let mut waits = false;
+    for c in conditions {
+        if c.type_ == accepted {
+            waits = c.status == "False" && c.reason == waiting;
+        } else if c.status != "True" {
+            return false;
+        }
+    }
+    waits
 }

@@ -11,6 +11,7 @@ use aether_gateway::{AckState, Store};
 use aether_testkit::parent_controllers;
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
+use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -276,6 +277,43 @@ fn a_removed_listener_and_a_changed_generation_are_changes() {
     assert!(
         all.iter()
             .all(|c| c["lastTransitionTime"] == "1970-01-01T00:01:40Z")
+    );
+}
+
+/// A write that says only that a route waits for its Envoys, where no entry
+/// of ours speaks of its current generation, is marked for the status loop
+/// to hold back; one that replaces `Accepted` at the route's generation, or
+/// carries other news (a missing backend), is not.
+#[test]
+fn only_a_pending_write_over_nothing_of_this_generation_may_wait() {
+    let mut store = mk_store(&web_world());
+    let fresh = compute(&mk_inputs(store.clone(), AckState::Pending), &at(100));
+    assert!(
+        find(&fresh.patches, StatusKind::GrpcRoute, "g").only_pending,
+        "a new route, waiting: nothing of ours says anything of it yet"
+    );
+    assert!(
+        !find(&fresh.patches, StatusKind::HttpRoute, "r").only_pending,
+        "its backend is missing (ResolvedRefs=False): news to write at once"
+    );
+    assert!(!find(&fresh.patches, StatusKind::Gateway, "web").only_pending);
+
+    let acked = compute(&mk_inputs(store.clone(), AckState::Acked), &at(200));
+    assert!(!find(&acked.patches, StatusKind::GrpcRoute, "g").only_pending);
+    apply_all(&mut store, &acked.patches);
+    let behind = compute(&mk_inputs(store.clone(), AckState::Pending), &at(300));
+    assert!(
+        !find(&behind.patches, StatusKind::GrpcRoute, "g").only_pending,
+        "Accepted at this generation, no longer served: at once"
+    );
+
+    let mut g: GrpcRoute = store.get::<GrpcRoute>("apps", "g").unwrap().clone();
+    g.metadata.generation = Some(2);
+    store.insert(g);
+    let edited = compute(&mk_inputs(store, AckState::Pending), &at(400));
+    assert!(
+        find(&edited.patches, StatusKind::GrpcRoute, "g").only_pending,
+        "edited: our entry speaks of generation 1 only"
     );
 }
 
