@@ -2,10 +2,11 @@
 //! its inputs.
 //!
 //! ```text
-//!  Store ─┬─ shared objects (Services, EndpointSlices, Secrets, ConfigMaps,
-//!         │   Namespaces, ReferenceGrants, BackendTLSPolicies, ListenerSets,
-//!         │   GatewayClasses, ClusterTrustBundles, XBackends) ── changed? ──► forget
-//!         │                                                      everything
+//!  Store ─┬─ shared objects (ReferenceGrants, BackendTLSPolicies, ListenerSets,
+//!         │   GatewayClasses, ClusterTrustBundles, XBackends; and of the
+//!         │   Services, Secrets, ConfigMaps, Namespaces those a translation
+//!         │   read, `store::reads`) ───────────────────── changed? ──► forget
+//!         │                                                           everything
 //!         ├─ each route ──────────────► RouteModel      (same object: reused)
 //!         └─ each Gateway of ours ──┐
 //!              its parentRefs' routes┴► GatewayUnit     (same Gateway object and
@@ -41,7 +42,7 @@ use crate::port_claims::Taken;
 use crate::route::RouteModel;
 use crate::status::{self, GatewayStatus, RouteParentStatus, RouteStatus, StatusPlan};
 use crate::store::{Store, StoreObject};
-use identity::{for_each_shared, for_each_slice, objects, same_as, same_objects};
+use identity::{ReadObjects, for_each_shared, for_each_slice, objects, same_as, same_objects};
 use reuse::{GatewayRead, ParentSources, RouteRead, route_status_stands};
 use unit::{classes, merge, translate_gateway};
 
@@ -83,6 +84,9 @@ pub struct Translator {
     gateways: BTreeMap<ObjectRef, GatewayEntry>,
     /// EndpointSlices by Service and BackendTLSPolicies, for this world.
     backend_index: Option<Arc<BackendIndex>>,
+    /// The Services, Secrets, ConfigMaps and Namespaces read since the cache
+    /// was filled: the others of those kinds are no input.
+    read: ReadObjects,
     /// What the last translation reused and recomputed.
     pub last: Reuse,
 }
@@ -184,6 +188,13 @@ impl Translator {
     /// semantics need; each reuses what the cache holds for inputs that did
     /// not change.
     pub fn translate(&mut self, store: &Store) -> Translation {
+        let (translation, reads) = crate::store::reads::recording(|| self.translate_all(store));
+        self.read.add(store, reads);
+        translation
+    }
+
+    /// [`Translator::translate`], its reads recorded by the caller.
+    fn translate_all(&mut self, store: &Store) -> Translation {
         let mut reuse = Reuse::default();
         let mut status = StatusPlan::default();
         // What every route and Gateway reads: a change forgets the cache.
@@ -251,11 +262,13 @@ impl Translator {
     /// The backend index for this store, and the Services whose EndpointSlices
     /// changed. Any other shared object that changed empties the cache.
     fn shared_objects(&mut self, store: &Store) -> (Arc<BackendIndex>, BTreeSet<ObjectRef>) {
-        if !same_objects(&mut self.world, store, for_each_shared) {
+        let world = same_objects(&mut self.world, store, for_each_shared);
+        if !world || !self.read.stand(store) {
             self.world = objects(store, for_each_shared);
             self.routes.clear();
             self.gateways.clear();
             self.backend_index = None;
+            self.read = ReadObjects::default();
         }
         let mut stale = BTreeSet::new();
         if !same_objects(&mut self.slices, store, for_each_slice) {

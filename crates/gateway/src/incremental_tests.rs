@@ -218,3 +218,70 @@ fn a_slice_of_a_listener_filters_auth_service_retranslates_that_gateway_alone() 
     let served = format!("{:?}", out.ir.clusters);
     assert!(served.contains("10.0.0.2"), "{served}");
 }
+
+/// Of the Services, Secrets, ConfigMaps and Namespaces only those a
+/// translation read are its inputs: another application's objects of those
+/// kinds come and go, and change every few seconds (a leader lock, a token),
+/// and translate nothing again. One it looked up and did not find is an
+/// input too: when it comes, the cache goes.
+#[test]
+fn objects_of_the_kinds_read_by_reference_that_nobody_reads_translate_nothing() {
+    let config = Config::default();
+    let mut store = two_gateways();
+    let mut t = Translator::new(config.clone());
+    t.translate(&store);
+    let unread = [
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lock, namespace: other}\ndata: {holder: a}\n",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: other}\ntype: Opaque\ndata: {t: YQ==}\n",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: elsewhere, namespace: other}\nspec:\n  ports: [{name: http, port: 80}]\n",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: other, labels: {team: a}}\n",
+    ];
+    for doc in unread {
+        store.merge(&one(doc));
+        let out = t.translate(&store);
+        assert_eq!(
+            (t.last.routes_modeled, t.last.gateways_translated),
+            (0, 0),
+            "{doc}"
+        );
+        assert_eq!(out, crate::translate(&store, &config));
+        // ... and changed again.
+        store.merge(&one(&doc.replace(": a", ": b")));
+        t.translate(&store);
+        assert_eq!(
+            (t.last.routes_modeled, t.last.gateways_translated),
+            (0, 0),
+            "{doc}"
+        );
+    }
+
+    // A Service every route names, missing, then created: everything again.
+    let mut store = two_gateways();
+    store.remove::<k8s_openapi::api::core::v1::Service>("default", "svc");
+    t.translate(&store);
+    store.merge(&one(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: svc, namespace: default}\nspec:\n  ports: [{name: http, port: 80}]\n",
+    ));
+    let out = t.translate(&store);
+    assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (20, 2));
+    assert_eq!(out, crate::translate(&store, &config));
+
+    // A Gateway's certificate Secret, rotated: read, so translated again.
+    let tls = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw-0, namespace: default}\nspec:\n  gatewayClassName: aether\n  listeners:\n  \
+               - {name: https, protocol: HTTPS, port: 8443, tls: {certificateRefs: [{name: cert}]}}\n";
+    store.merge(&one(tls));
+    t.translate(&store);
+    let secret = |key: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: cert, namespace: default}}\ntype: kubernetes.io/tls\ndata: {{tls.crt: {key}, tls.key: {key}}}\n"
+        )
+    };
+    store.merge(&one(&secret("YQ==")));
+    let out = t.translate(&store);
+    assert!(t.last.gateways_translated > 0, "{:?}", t.last);
+    assert_eq!(out, crate::translate(&store, &config));
+    store.merge(&one(&secret("Yg==")));
+    let out = t.translate(&store);
+    assert!(t.last.gateways_translated > 0, "{:?}", t.last);
+    assert_eq!(out, crate::translate(&store, &config));
+}

@@ -22,6 +22,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub(crate) mod reads;
+
 /// The namespace an object without one lands in.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
@@ -220,13 +222,24 @@ impl Store {
     /// Looks up one object (`namespace` is ignored for cluster-scoped kinds).
     pub fn get<T: StoreObject>(&self, namespace: &str, name: &str) -> Option<&T> {
         let ns = if T::CLUSTER_SCOPED { "" } else { namespace };
-        T::objects(self)
-            .get(&ObjectRef::new(ns, name))
-            .map(|o| &**o)
+        let key = ObjectRef::new(ns, name);
+        if reads::BY_REFERENCE.contains(&T::KIND) {
+            reads::note(T::KIND, &key);
+        }
+        T::objects(self).get(&key).map(|o| &**o)
     }
 
     /// Every object of one kind, sorted by (namespace, name).
     pub fn all<T: StoreObject>(&self) -> &BTreeMap<ObjectRef, Arc<T>> {
+        if reads::BY_REFERENCE.contains(&T::KIND) {
+            reads::note_all(T::KIND);
+        }
+        T::objects(self)
+    }
+
+    /// [`Store::all`], not recorded as read ([`reads`]): for comparing what
+    /// was read, not for translating.
+    pub(crate) fn unread<T: StoreObject>(&self) -> &BTreeMap<ObjectRef, Arc<T>> {
         T::objects(self)
     }
 
