@@ -30,7 +30,7 @@ use crate::admin::{self, AdminState};
 use crate::args::StandaloneArgs;
 use crate::pipeline::{Pipeline, Published};
 use crate::serve;
-use crate::source::{self, Edits, Fingerprint, ParseCache};
+use crate::source::{self, Edits, FileStamp, Fingerprint, ParseCache};
 use aether_ads::Fleet;
 use aether_gateway::{AckState, Addresses, Served, assemble};
 use aether_ir::ObjectRef;
@@ -264,7 +264,7 @@ fn watch_dir(
         }
         if writers.news || now != last || due.is_some_and(|d| d <= Instant::now()) {
             last = now;
-            source.reload(&writers.take_edits());
+            source.reload(&writers.take_edits(), last.files());
             due = source.cache.held().map(|left| Instant::now() + left);
             loaded = Instant::now();
         }
@@ -324,7 +324,7 @@ impl Source {
     /// load is complete, loading is strict unless saved state seeded the
     /// cache: a half-read directory must not replace what a running Envoy got
     /// from our previous run (and with the state, that is what it keeps).
-    fn reload(&mut self, edits: &Edits) {
+    fn reload(&mut self, edits: &Edits, listed: Option<&[(PathBuf, Option<FileStamp>)]>) {
         let dir = &self.dir;
         let stats = &self.pipeline.stats;
         // Gateways served now; `None` before the first publish.
@@ -337,7 +337,11 @@ impl Source {
         let first = running.is_none();
         let started = Instant::now();
         let started_unix_us = crate::pipeline::unix_us(std::time::SystemTime::now());
-        let (store, problems) = match self.cache.load_each(dir, edits) {
+        let loaded = match listed {
+            Some(entries) => self.cache.load_listed(dir, edits, entries),
+            None => self.cache.load_each(dir, edits),
+        };
+        let (store, problems) = match loaded {
             Ok(loaded) => loaded,
             Err(failure) => {
                 stats.loads_failed.inc();

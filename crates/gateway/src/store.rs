@@ -229,6 +229,15 @@ impl Store {
         T::objects(self).get(&key).map(|o| &**o)
     }
 
+    /// Whether the store holds `kind` `key` (not recorded as read: for the
+    /// sources that fill stores, not for translating).
+    pub fn holds(&self, kind: Kind, key: &ObjectRef) -> bool {
+        fn has<T: StoreObject>(store: &Store, key: &ObjectRef) -> bool {
+            T::objects(store).contains_key(key)
+        }
+        with_store_type!(kind, has(self, key))
+    }
+
     /// Every object of one kind, sorted by (namespace, name).
     pub fn all<T: StoreObject>(&self) -> &BTreeMap<ObjectRef, Arc<T>> {
         if reads::BY_REFERENCE.contains(&T::KIND) {
