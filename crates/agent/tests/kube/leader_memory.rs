@@ -12,7 +12,6 @@
 //! ~0.3 s at 10,000 routes.
 
 use crate::support::*;
-use aether_report::client::LeaderEndpoint;
 use aether_report::pb::AckReport;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use std::time::Duration;
@@ -92,22 +91,7 @@ async fn given_a_controller_and_a_node_serving_route_a() -> World {
     server.apply(&app.join("---\n")).await.unwrap();
     let controller = deployed_controller(&server, "leader-memory", &logs).await;
     let client = server.client();
-    let leader = eventually(WAIT, "the controller's Lease", || {
-        let client = client.clone();
-        async move {
-            let holder = aether_k8s::leader::current_leader(&client, EDGE, "aether-edge")
-                .await
-                .ok_or("no leader yet")?;
-            match (holder.report_address, holder.report_certificate) {
-                (Some(address), Some(certificate)) => Ok(LeaderEndpoint {
-                    address,
-                    certificate,
-                }),
-                other => Err(format!("{other:?}")),
-            }
-        }
-    })
-    .await;
+    let leader = leader_endpoint(&client).await;
     let token = server
         .pod_token(
             EDGE,

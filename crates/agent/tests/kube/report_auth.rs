@@ -86,22 +86,7 @@ async fn given_a_leader_under_the_deployed_rbac() -> World {
     server.apply(&base_yaml(&["app"])).await.unwrap();
     let leader = deployed_controller(&server, "report-auth", &logs).await;
     let client = server.client();
-    let endpoint = eventually(Duration::from_secs(30), "the controller's Lease", || {
-        let client = client.clone();
-        async move {
-            let holder = aether_k8s::leader::current_leader(&client, EDGE, "aether-edge")
-                .await
-                .ok_or("no leader yet")?;
-            match (holder.report_address, holder.report_certificate) {
-                (Some(address), Some(certificate)) => Ok(LeaderEndpoint {
-                    address,
-                    certificate,
-                }),
-                other => Err(format!("{other:?}")),
-            }
-        }
-    })
-    .await;
+    let endpoint = leader_endpoint(&client).await;
     let token = |ns, pod, node, audience| server.pod_token(ns, AGENTS, pod, node, audience);
     let api = "https://kubernetes.default.svc.cluster.local";
     let tokens = Tokens {

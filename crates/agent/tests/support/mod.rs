@@ -3,6 +3,7 @@
 #![allow(dead_code, unused_imports)] // the test binaries and the benches each use a part
 
 use std::path::Path;
+use std::time::Duration;
 
 pub mod change;
 pub mod xbackend;
@@ -142,6 +143,34 @@ pub async fn deployed_controller(
         logs,
     );
     Controller { proc, admin }
+}
+
+/// Where the leader takes reports and the certificate it serves there, as
+/// its Lease (`aether-ingress/aether-edge`) names them, once it does.
+pub async fn leader_endpoint(client: &kube::Client) -> aether_report::client::LeaderEndpoint {
+    eventually(
+        Duration::from_secs(30),
+        "the leader's report endpoint",
+        || {
+            let client = client.clone();
+            async move {
+                let holder =
+                    aether_k8s::leader::current_leader(&client, "aether-ingress", "aether-edge")
+                        .await
+                        .ok_or("no leader yet")?;
+                match (holder.report_address, holder.report_certificate) {
+                    (Some(address), Some(certificate)) => {
+                        Ok(aether_report::client::LeaderEndpoint {
+                            address,
+                            certificate,
+                        })
+                    }
+                    other => Err(format!("{other:?}")),
+                }
+            }
+        },
+    )
+    .await
 }
 
 /// A file of deploy/, as the repository has it.
