@@ -67,8 +67,12 @@ type Result struct {
 	LoadCreated int     `json:"load_created"`
 	// LoadAcceptedS: the same → every base route Accepted=True.
 	LoadAcceptedS float64 `json:"load_accepted_s"`
-	CtlMiB        float64 `json:"ctl_mib"`
-	EnvoyMiB      float64 `json:"envoy_mib"`
+	// LoadStatusWrites: watch events that changed a base route's status while the
+	// base routes were created, served and Accepted, per route created by this run
+	// (gateway-api-bench's attached-routes counts these).
+	LoadStatusWrites float64 `json:"load_status_writes_per_route"`
+	CtlMiB           float64 `json:"ctl_mib"`
+	EnvoyMiB         float64 `json:"envoy_mib"`
 	// RSS: each named process at the end (MiB), the control plane's, the Envoys' and
 	// --other-pids' (not in the columns).
 	RSS []NamedRSS `json:"rss"`
@@ -161,7 +165,14 @@ func run(args []string) error {
 	ctx := context.Background()
 	res := Result{Impl: *impl, Detail: *detail, Size: *base, Changes: *changes}
 
-	// 1. Exactly N base routes, every one served; no change routes.
+	// 1. Exactly N base routes, every one served; no change routes. Their status
+	// writes are counted from before the first is created.
+	bw := newWatcher(*controller)
+	bctx, stopBase := context.WithCancel(ctx)
+	defer stopBase()
+	if err := bw.start(bctx, gw, ns, "base"); err != nil {
+		return err
+	}
 	created, err := b.prepare(ctx, *base)
 	if err != nil {
 		return err
@@ -181,13 +192,15 @@ func run(args []string) error {
 	res.LoadAcceptedS = time.Since(t).Seconds()
 	logf("%s: %d base routes Accepted (%.1f s after their creation)", *impl, *base, res.LoadAcceptedS)
 	time.Sleep(time.Second)
+	stopBase()
+	res.LoadStatusWrites = float64(bw.writes()) / float64(max(created, 1))
 
 	// 2. The watch on the change routes: first Accepted=True, status writes.
 	w := newWatcher(*controller)
 	w.trace = *trace
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	if err := w.start(wctx, gw, ns); err != nil {
+	if err := w.start(wctx, gw, ns, "change"); err != nil {
 		return err
 	}
 
@@ -490,16 +503,18 @@ func (w *watcher) accepted(name string, timeout time.Duration) (time.Duration, b
 	}
 }
 
-func (w *watcher) start(ctx context.Context, gw gwclient.Interface, ns string) error {
+// start follows the routes labelled `role` (base or change).
+func (w *watcher) start(ctx context.Context, gw gwclient.Interface, ns, role string) error {
 	routes := gw.GatewayV1().HTTPRoutes(ns)
-	list, err := routes.List(ctx, metav1.ListOptions{LabelSelector: roleLabel + "=change"})
+	selector := roleLabel + "=" + role
+	list, err := routes.List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return err
 	}
 	rv := list.ResourceVersion
 	go func() {
 		for ctx.Err() == nil {
-			wi, err := routes.Watch(ctx, metav1.ListOptions{LabelSelector: roleLabel + "=change", ResourceVersion: rv, AllowWatchBookmarks: true})
+			wi, err := routes.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv, AllowWatchBookmarks: true})
 			if err != nil {
 				time.Sleep(100 * time.Millisecond)
 				continue
@@ -510,7 +525,7 @@ func (w *watcher) start(ctx context.Context, gw gwclient.Interface, ns string) e
 					if st, ok := ev.Object.(*metav1.Status); ok && st.Code == http.StatusGone {
 						// Expired: start over from a list (a status written in between
 						// is seen in it, though not counted as a write if there were two).
-						if l, err := routes.List(ctx, metav1.ListOptions{LabelSelector: roleLabel + "=change"}); err == nil {
+						if l, err := routes.List(ctx, metav1.ListOptions{LabelSelector: selector}); err == nil {
 							rv = l.ResourceVersion
 							for i := range l.Items {
 								w.observe(&l.Items[i])
@@ -648,8 +663,9 @@ func table(args []string) error {
 	}
 	sort.Ints(sizes)
 	fmt.Println("median/p99/max: apply → first 200 through the Gateway's LoadBalancer address; acc: apply → Accepted=True;")
-	fmt.Println("writes: status changes per added route; base s: last base route created → every base route served / Accepted")
-	head := fmt.Sprintf("%-14s %6s %7s %9s %9s %9s %9s %9s %7s %8s %8s %8s %9s", "", "routes", "served", "median ms", "p99 ms", "max ms", "acc med", "acc p99", "writes", "base s", "base acc", "ctl MiB", "envoy MiB")
+	fmt.Println("writes: status changes per added route; base s: last base route created → every base route served / Accepted;")
+	fmt.Println("base w: status changes per base route created, until all Accepted")
+	head := fmt.Sprintf("%-14s %6s %7s %9s %9s %9s %9s %9s %7s %8s %8s %6s %8s %9s", "", "routes", "served", "median ms", "p99 ms", "max ms", "acc med", "acc p99", "writes", "base s", "base acc", "base w", "ctl MiB", "envoy MiB")
 	fmt.Println(head)
 	for _, n := range sizes {
 		var row [][]float64
@@ -659,10 +675,10 @@ func table(args []string) error {
 				continue
 			}
 			v := []float64{quantile(r.Ms200, 0.5), quantile(r.Ms200, 0.99), quantile(r.Ms200, 1),
-				quantile(r.MsAccepted, 0.5), quantile(r.MsAccepted, 0.99), r.StatusWrites, r.LoadS, r.LoadAcceptedS, r.CtlMiB, r.EnvoyMiB}
+				quantile(r.MsAccepted, 0.5), quantile(r.MsAccepted, 0.99), r.StatusWrites, r.LoadS, r.LoadAcceptedS, r.LoadStatusWrites, r.CtlMiB, r.EnvoyMiB}
 			row = append(row, v)
-			fmt.Printf("%-14s %6d %3d/%-3d %9.1f %9.1f %9.1f %9.1f %9.1f %7.2f %8.1f %8.1f %8.1f %9.1f\n", trunc(impl, 14), n, r.Served, r.Changes,
-				v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9])
+			fmt.Printf("%-14s %6d %3d/%-3d %9.1f %9.1f %9.1f %9.1f %9.1f %7.2f %8.1f %8.1f %6.2f %8.1f %9.1f\n", trunc(impl, 14), n, r.Served, r.Changes,
+				v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10])
 		}
 		if len(row) == 2 {
 			fmt.Printf("%-14s %6d %7s", trunc(*label, 14), n, "")
@@ -671,8 +687,10 @@ func table(args []string) error {
 				switch k {
 				case 5:
 					w = 7
-				case 6, 7, 8:
+				case 6, 7, 9:
 					w = 8
+				case 8:
+					w = 6
 				}
 				fmt.Printf(" %*s", w, ratio(row[1][k], row[0][k]))
 			}
