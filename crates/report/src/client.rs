@@ -1,8 +1,9 @@
 //! The agent's end: stream the latest local report to whoever leads.
 //!
-//! Bounded: at most one report per `interval`, only when it changed, and only the
-//! latest (intermediate reports are skipped); after the first, each report carries
-//! only the Gateways whose state changed ([`delta`]). The stream follows the
+//! Bounded: only when it changed, and only the latest (intermediate reports are
+//! skipped); a caught-up report at once, any other at most one per `interval`
+//! ([`Pace`]); after the first, each report carries only the Gateways whose
+//! state changed ([`delta`]). The stream follows the
 //! leader: when the leader's report address changes, or the stream breaks, it
 //! reconnects and starts again with a whole report.
 //!
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::{info, warn};
 
@@ -76,9 +78,19 @@ async fn stream_to(
             if tx.send(message).await.is_err() {
                 return;
             }
-            tokio::time::sleep(interval).await;
+            let pace = Pace::new(Instant::now(), interval);
             if reports.changed().await.is_err() {
                 return;
+            }
+            let changed = Instant::now();
+            // The next report goes when it is due; a later one may replace it
+            // meanwhile (and make it due sooner: an ACK after a new snapshot).
+            loop {
+                let due = pace.due(changed, caught_up(&reports.borrow()));
+                tokio::select! {
+                    () = tokio::time::sleep_until(due) => break,
+                    r = reports.changed() => if r.is_err() { return },
+                }
             }
         }
     };
@@ -86,6 +98,47 @@ async fn stream_to(
     tokio::select! {
         r = client.report(ReceiverStream::new(rx)) => r.map(|_| ()),
         () = sender => Ok(()),
+    }
+}
+
+/// A report that says its Envoy serves all of the agent's snapshot.
+fn caught_up(report: &AckReport) -> bool {
+    !report.acked_snapshot.is_empty()
+}
+
+/// At least this long between two reports on a stream.
+const MIN_GAP: Duration = Duration::from_millis(10);
+
+/// When the next report goes, after one sent at `sent`. A change makes two
+/// reports: its new snapshot, not served yet, then the ACK that serves it. The
+/// first tells the leader nothing it can write (what is new is not served),
+/// and at 10,000 routes on a Gateway it is the largest a report gets (a
+/// fingerprint per route still served); the second is a few bytes and is
+/// what status waits for. So a caught-up report goes [`MIN_GAP`] after the
+/// last one; any other (behind, a NACK, Envoy gone) waits `interval` from
+/// the last report and from the change, and an ACK arriving meanwhile goes
+/// instead. A fleet's report load stays bounded: caught-up reports come at
+/// most one per snapshot the agent publishes, the others one per `interval`.
+/// (With one report per `interval` whatever it said, the ACK waited out the
+/// rest of it: `Accepted` came ~100 ms after apply however fast Envoy was.)
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    sent: Instant,
+    interval: Duration,
+}
+
+impl Pace {
+    fn new(sent: Instant, interval: Duration) -> Self {
+        Pace { sent, interval }
+    }
+
+    /// When a report that appeared at `changed` is due.
+    fn due(&self, changed: Instant, caught_up: bool) -> Instant {
+        if caught_up {
+            self.sent + MIN_GAP
+        } else {
+            (self.sent + self.interval).max(changed + self.interval)
+        }
     }
 }
 
@@ -235,6 +288,23 @@ mod tests {
             leader.apply(d);
             assert_eq!(leader.nodes()["a"], pair[1], "after {:?}", pair[1]);
         }
+    }
+
+    #[test]
+    fn a_caught_up_report_goes_at_once_any_other_waits_its_interval() {
+        let t0 = Instant::now();
+        let interval = Duration::from_millis(100);
+        let pace = Pace::new(t0, interval);
+        // An ACK right after a report: MIN_GAP after it, not the interval.
+        let ack = t0 + Duration::from_millis(3);
+        assert_eq!(pace.due(ack, true), t0 + MIN_GAP);
+        // A new snapshot not served yet: the interval, from the change too,
+        // so an ACK that follows it within the interval replaces it.
+        let later = t0 + Duration::from_secs(5);
+        assert_eq!(pace.due(later, false), later + interval);
+        assert_eq!(pace.due(ack, false), ack + interval);
+        // Long after the last report, a caught-up one is due at once.
+        assert!(pace.due(later, true) <= later);
     }
 
     #[test]
