@@ -106,8 +106,10 @@ fn caught_up(report: &AckReport) -> bool {
     !report.acked_snapshot.is_empty()
 }
 
-/// At least this long between two reports on a stream.
-const MIN_GAP: Duration = Duration::from_millis(10);
+/// At least this long between two reports on a stream: the leader writes a
+/// status batch no more often than this either (`status::driver::FOLLOW_GAP`),
+/// so reports closer together would mostly make it join more.
+const MIN_GAP: Duration = Duration::from_millis(50);
 
 /// When the next report goes, after one sent at `sent`. A change makes two
 /// reports: its new snapshot, not served yet, then the ACK that serves it. The
