@@ -74,6 +74,18 @@ async fn accepted(client: &kube::Client, name: &str) -> Option<(String, String)>
     parent_accepted(&r, "gw", None)
 }
 
+/// Waits until route `name`'s `Accepted` is `(status, reason)`.
+async fn until_route_accepted_is(client: &kube::Client, name: &str, want: (&str, &str)) {
+    let what = format!("route {name} Accepted={}/{}", want.0, want.1);
+    eventually(WAIT, &what, || async {
+        let got = accepted(client, name).await;
+        (got == cond(want.0, want.1))
+            .then_some(())
+            .ok_or(format!("route {name}: {got:?}"))
+    })
+    .await;
+}
+
 /// The controller under deploy/'s RBAC; a Gateway with route `a`; node `node-b`
 /// reporting the controller's snapshot as ACKed until `a` is Accepted.
 async fn given_a_controller_and_a_node_serving_route_a() -> World {
@@ -150,13 +162,7 @@ async fn given_a_controller_and_a_node_serving_route_a() -> World {
 async fn a_new_route_is_pending_while_route_a_stays_accepted(w: &mut World) {
     let before = controller_version(&w.controller).unwrap();
     w.server.apply(&route("b", "b.example.com")).await.unwrap();
-    eventually(WAIT, "route b written Pending", || async {
-        let b = accepted(&w.client, "b").await;
-        (b == cond("False", "Pending"))
-            .then_some(())
-            .ok_or(format!("route b: {b:?}"))
-    })
-    .await;
+    until_route_accepted_is(&w.client, "b", ("False", "Pending")).await;
     let after = controller_version(&w.controller).unwrap();
     assert_ne!(before, after, "the controller published route b");
     // A status pass that read `a` as not served writes it with `b` or in the
@@ -173,12 +179,6 @@ async fn a_new_route_is_pending_while_route_a_stays_accepted(w: &mut World) {
 async fn the_node_catching_up_accepts_the_new_route(w: &mut World) {
     let version = controller_version(&w.controller).unwrap();
     w.node.send(caught_up(&version)).await.unwrap();
-    eventually(WAIT, "route b Accepted", || async {
-        let b = accepted(&w.client, "b").await;
-        (b == cond("True", "Accepted"))
-            .then_some(())
-            .ok_or(format!("route b: {b:?}"))
-    })
-    .await;
+    until_route_accepted_is(&w.client, "b", ("True", "Accepted")).await;
     assert_eq!(accepted(&w.client, "a").await, cond("True", "Accepted"));
 }
