@@ -55,6 +55,16 @@ pub struct LoadFailure {
     pub problems: Vec<String>,
 }
 
+impl LoadFailure {
+    /// The directory itself could not be read.
+    fn io(dir: &Path, e: &std::io::Error) -> Self {
+        LoadFailure {
+            dir: dir.to_path_buf(),
+            problems: vec![format!("{}: {e}", dir.display())],
+        }
+    }
+}
+
 impl fmt::Display for LoadFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "config directory {} did not load:", self.dir.display())?;
@@ -375,12 +385,7 @@ impl ParseCache {
         dir: &Path,
         edits: &Edits,
     ) -> Result<(Store, Vec<String>), LoadFailure> {
-        let failure = |problems| LoadFailure {
-            dir: dir.to_path_buf(),
-            problems,
-        };
-        let fail = |e: std::io::Error| failure(vec![format!("{}: {e}", dir.display())]);
-        let entries = yaml_entries(dir).map_err(fail)?;
+        let entries = yaml_entries(dir).map_err(|e| LoadFailure::io(dir, &e))?;
         self.load_listed(dir, edits, &entries)
     }
 
@@ -393,12 +398,7 @@ impl ParseCache {
         edits: &Edits,
         entries: &[(PathBuf, Option<FileStamp>)],
     ) -> Result<(Store, Vec<String>), LoadFailure> {
-        let failure = |problems| LoadFailure {
-            dir: dir.to_path_buf(),
-            problems,
-        };
-        let fail = |e: std::io::Error| failure(vec![format!("{}: {e}", dir.display())]);
-        let root = std::fs::canonicalize(dir).map_err(fail)?;
+        let root = std::fs::canonicalize(dir).map_err(|e| LoadFailure::io(dir, &e))?;
         let now = SystemTime::now();
         let quiet_for = |mut age: Duration| {
             if let Some(since) = edits.since_in_place {
