@@ -158,6 +158,8 @@ async fn the_metrics_listener_serves_metrics_alone() {
         "process_virtual_memory_bytes",
         "process_open_fds",
         "process_start_time_seconds",
+        "aether_edge_heap_allocated_bytes",
+        "aether_edge_heap_resident_bytes",
     ] {
         assert!(names.contains(&name), "no {name} in {text}");
     }

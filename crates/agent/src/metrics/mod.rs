@@ -3,6 +3,7 @@
 //! ```text
 //!  Registry (root)
 //!   ├─ process_*               ProcessCollector: /proc/self at each scrape
+//!   ├─ aether_edge_heap_*      AllocatorCollector: jemalloc's stats at each scrape
 //!   ├─ aether_ads_*            Fleet::metrics().register   (ADS counters)
 //!   └─ aether_edge_*           build_info, pipeline Stats, and per mode:
 //!        standalone:  ConfigProblems (the config directory)
@@ -23,8 +24,10 @@
 //! names; 0.0.4 writes histogram bounds as before (`le="1"`, OpenMetrics
 //! `le="1.0"`).
 
+mod allocator;
 mod process;
 
+pub use allocator::AllocatorCollector;
 pub use process::ProcessCollector;
 
 use prometheus_client::collector::Collector;
@@ -38,11 +41,12 @@ use tokio::sync::watch;
 /// The `Content-Type` of an OpenMetrics 1.0 text answer.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// A new root registry with what every mode serves: process metrics and
-/// `aether_edge_build_info{version,commit} 1`.
+/// A new root registry with what every mode serves: process and heap
+/// metrics and `aether_edge_build_info{version,commit} 1`.
 pub fn registry() -> Registry {
     let mut root = Registry::default();
     root.register_collector(Box::new(ProcessCollector));
+    root.register_collector(Box::new(AllocatorCollector));
     let build = Info::new([
         ("version", env!("CARGO_PKG_VERSION")),
         ("commit", env!("AETHER_EDGE_COMMIT")),
