@@ -1,5 +1,6 @@
 //! Where the control plane's memory goes at 10,000 HTTPRoutes over 100
-//! Gateways: the live heap (bytes allocated and not freed, counted by `dhat`)
+//! Gateways, or on one shared Gateway with a hostname per route
+//! (`gateways=1`, the propagation bench's `gateways=1 own-hosts`): the live heap (bytes allocated and not freed, counted by `dhat`)
 //! after each stage of a standalone load, and after one-route changes that
 //! touch every Gateway once (a cache that kept old generations would grow).
 //!
@@ -11,26 +12,43 @@
 //! Counting every allocation slows the program down: this driver measures
 //! bytes, not time.
 //!
-//! `cargo bench -p aether-benches --bench memory [-- ROUTES]`
+//! `cargo bench -p aether-benches --bench memory [-- [gateways=1] ROUTES]`
 
 use std::sync::Arc;
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
-const GATEWAYS: usize = 100;
+/// How the routes are spread: over 100 Gateways sharing 50 hostnames, or all
+/// on one Gateway, each route its own hostname.
+#[derive(Clone, Copy)]
+struct Topology {
+    gateways: usize,
+}
+
+impl Topology {
+    fn own_hosts(self) -> bool {
+        self.gateways == 1
+    }
+}
 
 fn live_mib() -> f64 {
     dhat::HeapStats::get().curr_bytes as f64 / (1024.0 * 1024.0)
 }
 
 fn main() {
-    let routes: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(10_000);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let routes: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(10_000);
+    let topology = Topology {
+        gateways: if args.iter().any(|a| a == "gateways=1") {
+            1
+        } else {
+            100
+        },
+    };
+    let gateways = topology.gateways;
     let _heap = dhat::Profiler::builder().testing().build();
-    let files = workload(routes);
+    let files = workload(topology, routes);
     let text_mib = files.iter().map(String::len).sum::<usize>() as f64 / (1024.0 * 1024.0);
     let before = live_mib();
 
@@ -66,10 +84,13 @@ fn main() {
     // One route changed on every Gateway in turn; each generation replaces
     // the last, as a publication does.
     let mut per_file = per_file;
-    for g in 0..GATEWAYS {
+    for g in 0..100 {
         let mut one = aether_gateway::Store::default();
-        one.add_yaml("change.yaml", &route(routes + g, g, "changed"))
-            .expect("the change parses");
+        one.add_yaml(
+            "change.yaml",
+            &route(topology, routes + g, g % gateways, "changed"),
+        )
+        .expect("the change parses");
         per_file.push(one);
         let store = merged(&per_file);
         let translation = translator.translate(&store);
@@ -80,7 +101,12 @@ fn main() {
     drop(published);
     let without_publication = live_mib();
 
-    println!("live heap at {routes} HTTPRoutes over {GATEWAYS} Gateways (MiB, dhat)");
+    let spread = if topology.own_hosts() {
+        "on one Gateway, a hostname each".to_string()
+    } else {
+        format!("over {gateways} Gateways")
+    };
+    println!("live heap at {routes} HTTPRoutes {spread} (MiB, dhat)");
     println!("  YAML text read                        {text_mib:>7.1}  (freed after parsing)");
     println!(
         "  store (typed objects)                 {:>7.1}",
@@ -99,7 +125,7 @@ fn main() {
         after_build - before
     );
     println!(
-        "  after {GATEWAYS} changes, one per Gateway   {:>7.1}",
+        "  after 100 one-route changes           {:>7.1}",
         after_changes - before
     );
     println!(
@@ -108,7 +134,7 @@ fn main() {
     );
     aether_benches::summary(
         "memory",
-        &format!("{routes} routes: live heap after load / after {GATEWAYS} changes"),
+        &format!("{routes} routes {spread}: live heap after load / after 100 changes"),
         format!(
             "{:.1} / {:.1} MiB",
             after_build - before,
@@ -118,33 +144,36 @@ fn main() {
     );
 }
 
-/// The propagation bench's files: one per Gateway (the first also holding the
-/// GatewayClass, the Gateways and the shared backend).
-fn workload(routes: usize) -> Vec<String> {
+/// The propagation bench's files: 100 of routes, each one Gateway's (or all
+/// the one Gateway's), and a first holding the GatewayClass, the Gateways and
+/// the shared backend.
+fn workload(topology: Topology, routes: usize) -> Vec<String> {
+    let gateways = topology.gateways;
     let mut first = String::from(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: aether}\nspec: {controllerName: gateway.aether.io/edge}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: bench, namespace: default}\nspec:\n  ports: [{name: http, port: 80}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: bench-1, namespace: default, labels: {kubernetes.io/service-name: bench}}\naddressType: IPv4\nports: [{name: http, port: 8080}]\nendpoints:\n- addresses: [\"10.0.0.1\"]\n  conditions: {ready: true}\n",
     );
-    for g in 0..GATEWAYS {
+    for g in 0..gateways {
         first.push_str(&format!(
             "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw-{g}, namespace: default}}\nspec:\n  gatewayClassName: aether\n  listeners:\n  - {{name: http, protocol: HTTP, port: {}}}\n",
             20000 + g
         ));
     }
     let mut files = vec![first];
-    for g in 0..GATEWAYS {
+    for g in 0..gateways.max(100) {
         files.push(
             (g..routes)
-                .step_by(GATEWAYS)
-                .map(|i| route(i, g, "base"))
+                .step_by(gateways.max(100))
+                .map(|i| route(topology, i, g % gateways, "base"))
                 .collect(),
         );
     }
     files
 }
 
-fn route(i: usize, g: usize, prefix: &str) -> String {
+fn route(topology: Topology, i: usize, g: usize, prefix: &str) -> String {
+    let host = if topology.own_hosts() { i } else { i % 50 };
     format!(
         "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {prefix}{i}, namespace: default}}\nspec:\n  parentRefs: [{{name: gw-{g}}}]\n  hostnames: [\"h{h}.example.com\"]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /{prefix}{i}}}}}]\n    backendRefs: [{{name: bench, port: 80}}]\n",
-        h = i % 50
+        h = host
     )
 }
