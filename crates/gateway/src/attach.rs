@@ -35,7 +35,9 @@ use std::sync::Arc;
 /// parentRef and the Gateway model (see `route_memo.rs`).
 #[derive(Debug, Clone)]
 pub struct Attached {
-    pub status: RouteParentStatus,
+    /// Shared (`Arc`): the unit, the route's status and the memo's next
+    /// translation hold the same one, and tell it unchanged by identity.
+    pub status: Arc<RouteParentStatus>,
     hosting: Vec<usize>,
     accepted: bool,
 }
@@ -87,12 +89,12 @@ pub fn attach(
         }
     };
     Attached {
-        status: RouteParentStatus {
+        status: Arc::new(RouteParentStatus {
             parent_ref: parent_ref.clone(),
             controller_name: controller_name.to_string(),
             conditions,
             gateway: gw.key.clone(),
-        },
+        }),
         hosting,
         accepted,
     }
@@ -166,7 +168,7 @@ pub fn reject_mixed_kinds(
     gw: &GatewayModel,
     routes: &[Arc<RouteModel>],
     table: &mut Attachments,
-    parents: &mut [Vec<RouteParentStatus>],
+    parents: &mut [Vec<Arc<RouteParentStatus>>],
 ) {
     let mut losers = BTreeSet::new();
     for (li, l) in gw.listeners.iter().enumerate() {
@@ -204,7 +206,7 @@ pub fn reject_mixed_kinds(
         table.detach(loser);
         let on_this_gateway = parents[loser].iter_mut().filter(|p| p.gateway == gw.key);
         for p in on_this_gateway {
-            if let Some(c) = condition_mut(&mut p.conditions, Type::Accepted) {
+            if let Some(c) = condition_mut(&mut Arc::make_mut(p).conditions, Type::Accepted) {
                 c.hold(
                     Reason::Conflicted,
                     "an older route of the other kind (HTTPRoute/GRPCRoute) already serves these hostnames on this listener",

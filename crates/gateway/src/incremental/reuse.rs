@@ -90,12 +90,20 @@ pub(super) type ParentSources = Vec<(usize, Arc<GatewayUnit>, usize)>;
 /// A route's status stands while its parent statuses come from the same
 /// parentRefs and are the same: from the same places of the same units (the
 /// same `Arc`s), or equal where a unit was translated again (one route's
-/// change on a shared Gateway leaves its other routes' statuses as they were).
-pub(super) fn route_status_stands(was: &ParentSources, now: &ParentSources) -> bool {
+/// change on a shared Gateway leaves its other routes' statuses as they were:
+/// the same `Arc`s from the Gateway's memo, which `==` tells apart without
+/// reading them). `now` is (route, parentRef index, index into `units`,
+/// index in that unit's parents), sorted by parentRef index.
+pub(super) fn route_status_stands(
+    was: &ParentSources,
+    now: &[(usize, usize, usize, usize)],
+    units: &[(&ObjectRef, Arc<GatewayUnit>)],
+) -> bool {
     was.len() == now.len()
-        && was.iter().zip(now).all(|(x, y)| {
-            x.0 == y.0
-                && ((Arc::ptr_eq(&x.1, &y.1) && x.2 == y.2) || x.1.parents[x.2] == y.1.parents[y.2])
+        && was.iter().zip(now).all(|(x, &(_, pi, u, at))| {
+            let unit = &units[u].1;
+            x.0 == pi
+                && ((Arc::ptr_eq(&x.1, unit) && x.2 == at) || x.1.parents[x.2] == unit.parents[at])
         })
 }
 

@@ -89,7 +89,7 @@ pub(super) fn translate_gateway(
         at.push(local.len() - 1);
     }
     let mut attachments = Attachments::new(&local);
-    let mut parents: Vec<Vec<RouteParentStatus>> = vec![Vec::new(); local.len()];
+    let mut parents: Vec<Vec<Arc<RouteParentStatus>>> = vec![Vec::new(); local.len()];
     for (&(_, pi), &lri) in inputs.iter().zip(&at) {
         let route = &local[lri];
         let attached = memo.attachments.get_or_make((route, pi), || {
