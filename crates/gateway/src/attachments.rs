@@ -10,7 +10,6 @@
 //! ```
 
 use crate::route::RouteModel;
-use aether_ir::names;
 use std::collections::BTreeSet;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -24,7 +23,7 @@ pub struct Attachments {
     /// Accepted there: served.
     served: BTreeSet<(usize, usize)>,
     /// Each route's `Kind/namespace/name`, as listener status lists it.
-    names: Vec<String>,
+    names: Vec<Arc<str>>,
 }
 
 impl Attachments {
@@ -33,10 +32,7 @@ impl Attachments {
         Attachments {
             counted: BTreeSet::new(),
             served: BTreeSet::new(),
-            names: routes
-                .iter()
-                .map(|r| names::route_key(r.kind, &r.key.namespace, &r.key.name))
-                .collect(),
+            names: routes.iter().map(|r| r.name.clone()).collect(),
         }
     }
 
@@ -46,7 +42,7 @@ impl Attachments {
     }
 
     /// The routes `attachedRoutes` counts on listener `li`, by name.
-    pub fn counted_on(&self, li: usize) -> BTreeSet<String> {
+    pub fn counted_on(&self, li: usize) -> BTreeSet<Arc<str>> {
         self.counted
             .range(on(li))
             .map(|&(_, ri)| self.names[ri].clone())
@@ -98,10 +94,7 @@ mod tests {
         t.served.extend([(0, 0), (1, 1)]);
         assert_eq!(
             t.counted_on(0),
-            BTreeSet::from([
-                "GRPCRoute/apps/b".to_string(),
-                "HTTPRoute/apps/a".to_string()
-            ])
+            BTreeSet::from(["GRPCRoute/apps/b".into(), "HTTPRoute/apps/a".into()])
         );
         assert_eq!(t.served_on(0).collect::<Vec<_>>(), [0]);
         assert_eq!(t.served_on(1).collect::<Vec<_>>(), [1]);
@@ -118,10 +111,7 @@ mod tests {
         t.counted.extend([(0, 0), (0, 1), (1, 1)]);
         t.served.extend([(0, 0), (0, 1), (1, 1)]);
         t.detach(1);
-        assert_eq!(
-            t.counted_on(0),
-            BTreeSet::from(["HTTPRoute/apps/a".to_string()])
-        );
+        assert_eq!(t.counted_on(0), BTreeSet::from(["HTTPRoute/apps/a".into()]));
         assert_eq!(t.counted_on(1), BTreeSet::new());
         assert_eq!(t.served_on(0).collect::<Vec<_>>(), [0]);
         assert_eq!(t.served_on(1).count(), 0);

@@ -30,6 +30,9 @@ use std::sync::Arc;
 pub struct RouteModel {
     pub kind: RouteKind,
     pub key: ObjectRef,
+    /// `Kind/namespace/name` ([`names::route_key`](aether_ir::names::route_key)),
+    /// made once per model: listener statuses list it for every change.
+    pub name: Arc<str>,
     /// uid and generation: whose status this route's is.
     pub of: Identity,
     pub created: Option<Time>,
@@ -173,6 +176,7 @@ impl RouteModel {
         }
         RouteModel {
             kind,
+            name: aether_ir::names::route_key(kind, &key.namespace, &key.name).into(),
             of: Identity::of(meta),
             created: meta.creation_timestamp.clone(),
             hostnames: valid,

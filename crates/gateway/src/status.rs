@@ -194,7 +194,7 @@ pub struct ListenerStatus {
     /// The route keys counted in `attached_routes` (see `names::route_key`): the
     /// gate counts only those the fleet serves. Not part of the written status.
     #[serde(skip)]
-    pub attached: BTreeSet<String>,
+    pub attached: BTreeSet<Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -562,7 +562,7 @@ pub(crate) mod tests {
                         2,
                     )],
                     attached: ["HTTPRoute/apps/r", "HTTPRoute/apps/s", "HTTPRoute/apps/t"]
-                        .map(String::from)
+                        .map(Arc::from)
                         .into(),
                 }],
                 attached_listener_sets: None,

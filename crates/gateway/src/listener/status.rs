@@ -5,11 +5,12 @@ use super::{Listener, Unresolved};
 use crate::status::{Condition, ListenerCondition, ListenerStatus, set_condition};
 use crate::vocabulary::listener;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// A listener's status; `attached` are the routes its `attachedRoutes` counts.
 pub(crate) fn listener_status(
     l: &Listener,
-    attached: BTreeSet<String>,
+    attached: BTreeSet<Arc<str>>,
     gateway_served: bool,
     g: i64,
 ) -> ListenerStatus {
