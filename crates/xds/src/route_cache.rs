@@ -79,9 +79,9 @@ type Pieces = Vec<(usize, Arc<[u8]>)>;
 
 #[derive(Debug)]
 struct EncodedVirtualHost {
-    name: String,
+    name: Arc<str>,
     /// Its domains as the fragments hash them (see `route::fragments`).
-    domains: String,
+    domains: Arc<str>,
     /// Shared with the encoding before while the frame is the same.
     frame: Arc<Frame>,
     /// Aligned with the IR virtual host's routes.
@@ -125,21 +125,13 @@ impl EncodedTable {
         }
         .encode_to_vec();
         let before = before.filter(|(_, b)| b.scheme == scheme);
-        let by_name: HashMap<&str, usize> = before
-            .map(|(t, _)| {
-                t.virtual_hosts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, vh)| (vh.name.as_str(), i))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut earlier_host = EarlierHost::new(before.map(|(t, _)| t));
         let virtual_hosts: Vec<EncodedVirtualHost> = table
             .virtual_hosts
             .iter()
             .map(|vh| {
                 let old = before.and_then(|(t, b)| {
-                    let i = *by_name.get(vh.name.as_str())?;
+                    let i = earlier_host.find(&vh.name)?;
                     Some((&t.virtual_hosts[i], &b.virtual_hosts[i]))
                 });
                 // A frame reads the virtual host's name, domains and
@@ -153,9 +145,14 @@ impl EncodedTable {
                     _ => Arc::new(virtual_host_frame(vh)),
                 };
                 let earlier = old.filter(|(_, encoded)| encoded.frame == frame);
+                // Same frame, same name and domains: share the strings.
+                let (name, domains) = match earlier {
+                    Some((_, encoded)) => (encoded.name.clone(), encoded.domains.clone()),
+                    None => (vh.name.as_str().into(), vh.domains.join("\n").into()),
+                };
                 EncodedVirtualHost {
-                    name: vh.name.clone(),
-                    domains: vh.domains.join("\n"),
+                    name,
+                    domains,
                     routes: encode_routes(vh, scheme, earlier, count),
                     frame,
                 }
@@ -381,6 +378,43 @@ fn encode_routes(
             }
         })
         .collect()
+}
+
+/// Where a virtual host was in the table before, by name. Tables list their
+/// virtual hosts sorted by name, so a walk finds each one where the last left
+/// off; an index is built only if a name is not found that way.
+struct EarlierHost<'t> {
+    table: Option<&'t ir::RouteTable>,
+    next: usize,
+    by_name: Option<HashMap<&'t str, usize>>,
+}
+
+impl<'t> EarlierHost<'t> {
+    fn new(table: Option<&'t ir::RouteTable>) -> Self {
+        EarlierHost {
+            table,
+            next: 0,
+            by_name: None,
+        }
+    }
+
+    fn find(&mut self, name: &str) -> Option<usize> {
+        let hosts = &self.table?.virtual_hosts;
+        while self.next < hosts.len() && hosts[self.next].name.as_str() < name {
+            self.next += 1;
+        }
+        if hosts.get(self.next).is_some_and(|h| h.name == name) {
+            return Some(self.next);
+        }
+        let index = self.by_name.get_or_insert_with(|| {
+            hosts
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (h.name.as_str(), i))
+                .collect()
+        });
+        index.get(name).copied()
+    }
 }
 
 /// `vh`'s frame: its Envoy virtual host with the routes taken out.

@@ -119,6 +119,33 @@ fn a_warm_table_encodes_only_changed_routes_and_gives_the_same_bytes() {
             "{what}"
         );
     }
+    // A second virtual host (a copy under another name), then the hosts out
+    // of name order (the walk by name falls back to an index) or the first
+    // one gone: each host left is found where it was, nothing encoded again.
+    let mut two = table.clone();
+    let mut copy = two.virtual_hosts[vh].clone();
+    copy.name = "zz.example".into();
+    copy.domains = vec!["zz.example".into()];
+    two.virtual_hosts.push(copy);
+    let two_before = fresh(&two, Scheme::Http);
+    let mut reversed = two.clone();
+    reversed.virtual_hosts.reverse();
+    let mut first_gone = two.clone();
+    first_gone.virtual_hosts.remove(0);
+    for (what, t) in [
+        ("hosts reversed", &reversed),
+        ("first host gone", &first_gone),
+    ] {
+        let mut count = RouteCount::default();
+        let warm = EncodedTable::new(t, Scheme::Http, Some((&two, &two_before)), &mut count);
+        assert_eq!(count.encoded, 0, "{what}");
+        assert!(warm.bytes() == fresh(t, Scheme::Http).bytes(), "{what}");
+        assert_eq!(
+            warm.fragments(),
+            fresh(t, Scheme::Http).fragments(),
+            "{what}"
+        );
+    }
     // Another scheme: every route again (a redirect keeps the scheme).
     let mut count = RouteCount::default();
     EncodedTable::new(&table, Scheme::Https, Some((&table, &before)), &mut count);
