@@ -36,7 +36,7 @@ pub fn virtual_host<'a>(table: &'a RouteTable, host: &str) -> Option<(&'a Virtua
         table
             .virtual_hosts
             .iter()
-            .flat_map(|v| v.domains.iter().map(move |d| (v, d)))
+            .flat_map(|v| v.domains.iter().map(move |d| (&**v, d)))
     };
     if let Some((v, _)) = domains().find(|(_, d)| d.as_str() == host) {
         return Some((v, HostMatch::Exact));
@@ -229,11 +229,13 @@ mod tests {
 
     #[test]
     fn virtual_hosts_exact_then_longest_wildcard_then_catch_all() {
-        let vh = |d: &str| VirtualHost {
-            pre_routing: Vec::new(),
-            name: d.into(),
-            domains: vec![d.into()],
-            routes: vec![],
+        let vh = |d: &str| {
+            std::sync::Arc::new(VirtualHost {
+                pre_routing: Vec::new(),
+                name: d.into(),
+                domains: vec![d.into()],
+                routes: vec![],
+            })
         };
         let table = RouteTable {
             name: "t".into(),

@@ -285,3 +285,41 @@ fn objects_of_the_kinds_read_by_reference_that_nobody_reads_translate_nothing() 
     assert!(t.last.gateways_translated > 0, "{:?}", t.last);
     assert_eq!(out, crate::translate(&store, &config));
 }
+
+#[test]
+fn one_route_changed_on_a_shared_gateway_assembles_its_virtual_host_alone() {
+    let config = Config::default();
+    let mut store = two_gateways();
+    // Routes 0..20 on their own hostnames; route 40 shares route-2's (gw-0).
+    let on_host = |r: usize, host: usize, prefix: &str| {
+        route(r, 0, prefix).replace(
+            "  rules:",
+            &format!("  hostnames: [\"h{host}.example\"]\n  rules:"),
+        )
+    };
+    for r in 0..20 {
+        store.merge(&one(&on_host(r, r, "/")));
+    }
+    store.merge(&one(&on_host(40, 2, "/")));
+    let hosts = |out: &Translation| -> BTreeMap<String, Arc<aether_ir::VirtualHost>> {
+        let table = out.ir.gateways[0].ports[0].route_table.as_ref().unwrap();
+        let hosts = table.virtual_hosts.iter();
+        hosts.map(|v| (v.name.clone(), v.clone())).collect()
+    };
+    let mut t = Translator::new(config.clone());
+    let before = hosts(&t.translate(&store));
+    assert_eq!(before.len(), 21, "20 hostnames and the catch-all");
+
+    // Route 5 moves to another path; route 40 leaves route-2's host.
+    store.merge(&one(&on_host(5, 5, "/moved/")));
+    store.merge(&one(&on_host(40, 7, "/")));
+    let out = t.translate(&store);
+    assert_eq!(out, crate::translate(&store, &config));
+    let after = hosts(&out);
+    let changed: Vec<&str> = after
+        .iter()
+        .filter(|(name, vh)| !Arc::ptr_eq(vh, &before[*name]))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert_eq!(changed, ["h2.example", "h5.example", "h7.example"]);
+}

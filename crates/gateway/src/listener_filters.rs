@@ -194,12 +194,12 @@ pub fn place(table: &mut RouteTable, listeners: &[&Listener], refusing: &[&Liste
     for (host, filters) in &owners {
         let host = host.unwrap_or(names::CATCH_ALL_VHOST);
         if !filters.is_empty() && !table.virtual_hosts.iter().any(|v| v.name == host) {
-            table.virtual_hosts.push(VirtualHost {
+            table.virtual_hosts.push(Arc::new(VirtualHost {
                 name: host.to_string(),
                 domains: vec![host.to_string()],
                 routes: vec![],
                 pre_routing: vec![],
-            });
+            }));
         }
     }
     table.virtual_hosts.sort_by(|a, b| a.name.cmp(&b.name));
@@ -208,8 +208,8 @@ pub fn place(table: &mut RouteTable, listeners: &[&Listener], refusing: &[&Liste
             .iter()
             .filter(|(h, _)| hostname::listener_claims(*h, &vh.name))
             .max_by_key(|(h, _)| hostname::specificity(*h));
-        if let Some((_, filters)) = owner {
-            vh.pre_routing.clone_from(filters);
+        if let Some((_, filters)) = owner.filter(|(_, f)| *f != vh.pre_routing) {
+            Arc::make_mut(vh).pre_routing.clone_from(filters);
         }
     }
 }
@@ -230,7 +230,7 @@ pub fn refusing_chain(l: &Listener, table: String) -> TlsChain {
         client_validation: l.client_validation.clone(),
         route_table: Some(RouteTable {
             name: table,
-            virtual_hosts: vec![any],
+            virtual_hosts: vec![Arc::new(any)],
         }),
         forward: None,
     }

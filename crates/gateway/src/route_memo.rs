@@ -6,6 +6,8 @@
 //! ```text
 //!  (route model, listener)  ─► its entries in a route table   (route_table)
 //!  (route model, parentRef) ─► its attachment and status       (attach)
+//!  route table name         ─► its virtual hosts, each with the entries it
+//!                               was assembled from             (route_table)
 //! ```
 //!
 //! Valid for one Gateway model only: what it holds read the model. The
@@ -22,6 +24,7 @@ use std::sync::Arc;
 pub struct GatewayMemo {
     pub(crate) tables: Memo<crate::route_table::Entries>,
     pub(crate) attachments: Memo<crate::attach::Attached>,
+    pub(crate) hosts: ByName<Vec<crate::route_table::Assembled>>,
 }
 
 impl GatewayMemo {
@@ -30,6 +33,7 @@ impl GatewayMemo {
     pub(crate) fn start(&self) {
         self.tables.start();
         self.attachments.start();
+        self.hosts.start();
     }
 
     /// How many values this translation took from the memo.
@@ -86,5 +90,36 @@ impl<V> Memo<V> {
         let (route, v) = kept.unwrap_or_else(|| (route.clone(), Arc::new(make())));
         self.now.borrow_mut().insert(key, (route, v.clone()));
         v
+    }
+}
+
+/// Values by name (a route table's), each taken once per translation.
+pub(crate) struct ByName<V> {
+    before: RefCell<HashMap<String, V>>,
+    now: RefCell<HashMap<String, V>>,
+}
+
+impl<V> Default for ByName<V> {
+    fn default() -> Self {
+        ByName {
+            before: RefCell::default(),
+            now: RefCell::default(),
+        }
+    }
+}
+
+impl<V> ByName<V> {
+    fn start(&self) {
+        *self.before.borrow_mut() = self.now.take();
+    }
+
+    /// What the translation before kept under `name`, taken.
+    pub(crate) fn take(&self, name: &str) -> Option<V> {
+        self.before.borrow_mut().remove(name)
+    }
+
+    /// Kept under `name` for the next translation.
+    pub(crate) fn keep(&self, name: String, value: V) {
+        self.now.borrow_mut().insert(name, value);
     }
 }

@@ -26,7 +26,7 @@ use crate::listener::ListenerProtocol;
 use crate::listener_filters;
 use crate::precedence::{Precedence, RouteOrigin};
 use crate::route::{ForwardSpec, RedirectSpec, RouteModel, RuleAction};
-use crate::route_memo::Memo;
+use crate::route_memo::GatewayMemo;
 use aether_ir::{
     Cluster, Endpoint, Forward, HeaderModifier, L4Forward, Mirror, ObjectRef, Port, PortProtocol,
     Redirect, Route, RouteAction, RouteTable, UpstreamProtocol, VirtualHost, WeightedBackend,
@@ -38,14 +38,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The IR of one served Gateway: on each listener, the routes `attached` serves
-/// there. `memo` holds each route's entries from the Gateway's last tables
-/// (see `route_memo.rs`).
+/// there. `memo` holds each route's entries and each table's virtual hosts
+/// from the Gateway's last tables (see `route_memo.rs`).
 pub(crate) fn gateway(
     gw: &GatewayModel,
     routes: &[Arc<RouteModel>],
     attached: &Attachments,
     clusters: &mut BTreeMap<String, Arc<Cluster>>,
-    memo: &Memo<Entries>,
+    memo: &GatewayMemo,
 ) -> aether_ir::Gateway {
     let (by_port, refusing) = listeners_by_port(gw);
     let mut ports = Vec::new();
@@ -123,11 +123,19 @@ pub(crate) struct Entries {
 /// IR routes with their precedence on one virtual host.
 type Ranked = Vec<(Precedence, Arc<Route>)>;
 
+/// A virtual host as a table's assembly made it, with the entries it was
+/// made from (those naming its host, in the table's order): while they are
+/// the same `Arc`s, the next assembly takes the same host.
+pub(crate) struct Assembled {
+    from: Box<[Arc<Entries>]>,
+    host: Arc<VirtualHost>,
+}
+
 struct TableContext<'a> {
     gw: &'a GatewayModel,
     routes: &'a [Arc<RouteModel>],
     attached: &'a Attachments,
-    memo: &'a Memo<Entries>,
+    memo: &'a GatewayMemo,
     port: u16,
     protocol: PortProtocol,
     /// Listeners on the port not accepted for their filters.
@@ -186,8 +194,9 @@ impl TableContext<'_> {
     /// The route table of `listeners` (sharing a port, or one HTTPS listener);
     /// `rivals` are every listener on the port, whose more specific hostnames
     /// take their requests away (listener isolation). Each route's share is
-    /// its [`Entries`] on the listener; a route name met twice on one virtual
-    /// host keeps its first entry.
+    /// its [`Entries`] on the listener. A virtual host is taken from the
+    /// table's assembly before while it is made of the same entries, so a
+    /// change re-sorts only the hosts it touches.
     fn table(
         &self,
         name: String,
@@ -200,33 +209,56 @@ impl TableContext<'_> {
             .flat_map(|&li| self.attached.served_on(li).map(move |ri| (li, ri)))
             .map(|(li, ri)| self.entries(li, ri, rivals))
             .collect();
-        let mut vhosts: BTreeMap<&str, BTreeMap<&str, (&Precedence, &Arc<Route>)>> =
-            BTreeMap::new();
-        vhosts.insert(names::CATCH_ALL_VHOST, BTreeMap::new());
-        for share in &shares {
-            for (host, routes) in &share.hosts {
-                let vhost = vhosts.entry(host).or_default();
-                for (precedence, route) in routes {
-                    vhost.entry(&route.name).or_insert((precedence, route));
-                }
-            }
+        // Every (host, share, the host's place in the share), by host, then
+        // in share order.
+        let mut on_host: Vec<(&str, usize, usize)> = Vec::new();
+        for (si, share) in shares.iter().enumerate() {
+            on_host.extend(
+                share
+                    .hosts
+                    .iter()
+                    .enumerate()
+                    .map(|(hi, (h, _))| (h.as_str(), si, hi)),
+            );
             for c in &share.clusters {
                 add_cluster(clusters, c);
             }
         }
-        let virtual_hosts = vhosts
+        on_host.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let mut groups: Vec<&[(&str, usize, usize)]> =
+            on_host.chunk_by(|a, b| a.0 == b.0).collect();
+        if let Err(at) = groups.binary_search_by(|g| g[0].0.cmp(names::CATCH_ALL_VHOST)) {
+            groups.insert(at, &[]);
+        }
+        let mut before = self
+            .memo
+            .hosts
+            .take(&name)
+            .unwrap_or_default()
             .into_iter()
-            .map(|(host, routes)| {
-                let mut routes: Vec<(&Precedence, &Arc<Route>)> = routes.into_values().collect();
-                routes.sort_by(|a, b| a.0.cmp(b.0));
-                VirtualHost {
-                    pre_routing: Vec::new(),
-                    name: host.to_string(),
-                    domains: vec![host.to_string()],
-                    routes: routes.into_iter().map(|(_, r)| r.clone()).collect(),
-                }
+            .peekable();
+        let assembled: Vec<Assembled> = groups
+            .into_iter()
+            .map(|group| {
+                let host = group.first().map_or(names::CATCH_ALL_VHOST, |g| g.0);
+                let from = || group.iter().map(|&(_, si, _)| &shares[si]);
+                while before.next_if(|a| a.host.name.as_str() < host).is_some() {}
+                let same = |a: &Assembled| {
+                    a.host.name == host
+                        && a.from.len() == group.len()
+                        && a.from.iter().zip(from()).all(|(x, y)| Arc::ptr_eq(x, y))
+                };
+                before.next_if(same).unwrap_or_else(|| Assembled {
+                    from: from().cloned().collect(),
+                    host: Arc::new(virtual_host(
+                        host,
+                        group.iter().map(|&(_, si, hi)| &shares[si].hosts[hi].1),
+                    )),
+                })
             })
             .collect();
+        let virtual_hosts = assembled.iter().map(|a| a.host.clone()).collect();
+        self.memo.hosts.keep(name.clone(), assembled);
         RouteTable {
             name,
             virtual_hosts,
@@ -237,7 +269,7 @@ impl TableContext<'_> {
     /// model is the one they were made from, else made.
     fn entries(&self, li: usize, ri: usize, rivals: &[usize]) -> Arc<Entries> {
         let route = &self.routes[ri];
-        self.memo.get_or_make((route, li), || {
+        self.memo.tables.get_or_make((route, li), || {
             let mut clusters = Vec::new();
             let l = &self.gw.listeners[li];
             let r: &RouteModel = route;
@@ -417,6 +449,30 @@ impl TableContext<'_> {
                 RouteAction::Forward(forward(f))
             }
         }
+    }
+}
+
+/// The virtual host `host` of the routes ranked there, each list a route's
+/// (in the table's order): in precedence order, a route name met twice
+/// keeping its first entry.
+fn virtual_host<'r>(host: &str, ranked: impl Iterator<Item = &'r Ranked>) -> VirtualHost {
+    let mut lists = 0;
+    let mut routes: Vec<&(Precedence, Arc<Route>)> = Vec::new();
+    for list in ranked {
+        lists += 1;
+        routes.extend(list);
+    }
+    if lists > 1 {
+        // Stable: of equal names, the first in the table's order stays.
+        routes.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+        routes.dedup_by(|b, a| a.1.name == b.1.name);
+    }
+    routes.sort_by(|a, b| a.0.cmp(&b.0));
+    VirtualHost {
+        pre_routing: Vec::new(),
+        name: host.to_string(),
+        domains: vec![host.to_string()],
+        routes: routes.into_iter().map(|(_, r)| r.clone()).collect(),
     }
 }
 

@@ -43,12 +43,12 @@ pub fn http_gateway(name: &str, routes: Vec<Route>) -> Gateway {
             listener_name: names::listener("infra", name, 80),
             route_table: Some(RouteTable {
                 name: names::route_table("infra", name, 80, None),
-                virtual_hosts: vec![VirtualHost {
+                virtual_hosts: vec![std::sync::Arc::new(VirtualHost {
                     pre_routing: Vec::new(),
                     name: "*".into(),
                     domains: vec!["*".into()],
                     routes: routes.into_iter().map(std::sync::Arc::new).collect(),
-                }],
+                })],
             }),
             tls_chains: vec![],
             forward: None,

@@ -12,8 +12,10 @@ pub struct RouteTable {
     /// The RDS resource name (see [`names::route_table`](crate::names::route_table)).
     pub name: String,
     /// Sorted by name. Exactly one has domain `*` (hostname-less routes and the
-    /// 404 default), always present, possibly with no routes.
-    pub virtual_hosts: Vec<VirtualHost>,
+    /// 404 default), always present, possibly with no routes. Shared (`Arc`),
+    /// as routes are: a virtual host none of whose routes changed is the same
+    /// allocation in the next IR.
+    pub virtual_hosts: Vec<Arc<VirtualHost>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

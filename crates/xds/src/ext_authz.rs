@@ -258,13 +258,13 @@ mod tests {
         }
     }
 
-    fn mk_vhost(name: &str, pre_routing: Vec<ir::ExternalAuth>) -> ir::VirtualHost {
-        ir::VirtualHost {
+    fn mk_vhost(name: &str, pre_routing: Vec<ir::ExternalAuth>) -> std::sync::Arc<ir::VirtualHost> {
+        std::sync::Arc::new(ir::VirtualHost {
             name: name.into(),
             domains: vec![name.into()],
             routes: vec![],
             pre_routing,
-        }
+        })
     }
 
     #[test]

@@ -201,7 +201,9 @@ mod tests {
             .unwrap();
         let mut route = extra.virtual_hosts[0].routes[0].clone();
         Arc::make_mut(&mut route).name = "HTTPRoute/app/extra/rule/0/match/0".into();
-        extra.virtual_hosts[0].routes.push(route);
+        Arc::make_mut(&mut extra.virtual_hosts[0])
+            .routes
+            .push(route);
         let t = build(&more);
         let (b, b2) = (gateway_b(s), gateway_b(&t));
         assert_ne!(

@@ -77,7 +77,7 @@ pub(crate) struct KeyClusters {
 /// Encoded Envoy routes, each with the index of its virtual host.
 type Pieces = Vec<(usize, Arc<[u8]>)>;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct EncodedVirtualHost {
     name: Arc<str>,
     /// Its domains as the fragments hash them (see `route::fragments`).
@@ -85,7 +85,7 @@ struct EncodedVirtualHost {
     /// Shared with the encoding before while the frame is the same.
     frame: Arc<Frame>,
     /// Aligned with the IR virtual host's routes.
-    routes: Vec<Arc<[u8]>>,
+    routes: Arc<[Arc<[u8]>]>,
 }
 
 /// A message with one repeated field taken out: the encoded fields before it,
@@ -134,6 +134,11 @@ impl EncodedTable {
                     let i = earlier_host.find(&vh.name)?;
                     Some((&t.virtual_hosts[i], &b.virtual_hosts[i]))
                 });
+                // The same virtual host (the same `Arc`): the same encoding.
+                if let Some((_, encoded)) = old.filter(|(was, _)| Arc::ptr_eq(was, vh)) {
+                    count.reused += vh.routes.len();
+                    return encoded.clone();
+                }
                 // A frame reads the virtual host's name, domains and
                 // pre-routing filters: equal ones, the same frame.
                 let frame = match old {
@@ -144,7 +149,9 @@ impl EncodedTable {
                     }
                     _ => Arc::new(virtual_host_frame(vh)),
                 };
-                let earlier = old.filter(|(_, encoded)| encoded.frame == frame);
+                let earlier = old
+                    .filter(|(_, encoded)| encoded.frame == frame)
+                    .map(|(was, encoded)| (&**was, encoded));
                 // Same frame, same name and domains: share the strings.
                 let (name, domains) = match earlier {
                     Some((_, encoded)) => (encoded.name.clone(), encoded.domains.clone()),
@@ -153,7 +160,7 @@ impl EncodedTable {
                 EncodedVirtualHost {
                     name,
                     domains,
-                    routes: encode_routes(vh, scheme, earlier, count),
+                    routes: encode_routes(vh, scheme, earlier, count).into(),
                     frame,
                 }
             })

@@ -44,12 +44,12 @@ fn tls_ir(key: &str) -> ir::Ir {
         }),
         route_table: Some(ir::RouteTable {
             name: "edge_rt_infra_gw_443_https".into(),
-            virtual_hosts: vec![ir::VirtualHost {
+            virtual_hosts: vec![std::sync::Arc::new(ir::VirtualHost {
                 pre_routing: Vec::new(),
                 name: "*".into(),
                 domains: vec!["*".into()],
                 routes: vec![std::sync::Arc::new(route)],
-            }],
+            })],
         }),
         forward: None,
     };

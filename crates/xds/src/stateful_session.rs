@@ -164,21 +164,23 @@ mod tests {
             virtual_hosts: vec![],
         };
         assert!(http_filter(&table).is_none());
-        table.virtual_hosts.push(ir::VirtualHost {
-            name: "*".into(),
-            domains: vec!["*".into()],
-            routes: vec![std::sync::Arc::new(ir::Route {
-                name: "HTTPRoute/app/web/rule/0/match/0".into(),
-                matcher: ir::RouteMatch::prefix("/"),
-                action: ir::RouteAction::Forward(ir::Forward {
-                    session: Some(ir::SessionPersistence::Header { name: "x".into() }),
-                    ..Default::default()
-                }),
-                request_headers: ir::HeaderModifier::default(),
-                response_headers: ir::HeaderModifier::default(),
-            })],
-            pre_routing: vec![],
-        });
+        table
+            .virtual_hosts
+            .push(std::sync::Arc::new(ir::VirtualHost {
+                name: "*".into(),
+                domains: vec!["*".into()],
+                routes: vec![std::sync::Arc::new(ir::Route {
+                    name: "HTTPRoute/app/web/rule/0/match/0".into(),
+                    matcher: ir::RouteMatch::prefix("/"),
+                    action: ir::RouteAction::Forward(ir::Forward {
+                        session: Some(ir::SessionPersistence::Header { name: "x".into() }),
+                        ..Default::default()
+                    }),
+                    request_headers: ir::HeaderModifier::default(),
+                    response_headers: ir::HeaderModifier::default(),
+                })],
+                pre_routing: vec![],
+            }));
         let f = http_filter(&table).unwrap();
         assert!(f.disabled);
         assert_eq!(f.name, FILTER);

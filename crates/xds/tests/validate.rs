@@ -74,12 +74,12 @@ fn envoy_rejects_an_invalid_regex() {
                 listener_name: ir::names::listener("infra", "gw", 8080),
                 route_table: Some(ir::RouteTable {
                     name: ir::names::route_table("infra", "gw", 8080, None),
-                    virtual_hosts: vec![ir::VirtualHost {
+                    virtual_hosts: vec![std::sync::Arc::new(ir::VirtualHost {
                         pre_routing: Vec::new(),
                         name: "*".into(),
                         domains: vec!["*".into()],
                         routes: vec![std::sync::Arc::new(route(path))],
-                    }],
+                    })],
                 }),
                 tls_chains: vec![],
                 forward: None,

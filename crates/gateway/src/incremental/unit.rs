@@ -116,7 +116,7 @@ pub(super) fn translate_gateway(
             &local,
             &attachments,
             &mut clusters,
-            &memo.tables,
+            memo,
         ))
     });
     GatewayUnit {

@@ -72,7 +72,11 @@ impl TableContext<'_> {
             self.misdirected(&mut table, li, listeners);
             // The chain is this listener's: every request on it is filtered.
             for vh in &mut table.virtual_hosts {
-                vh.pre_routing.clone_from(&l.filters.pre_routing);
+                if vh.pre_routing != l.filters.pre_routing {
+                    Arc::make_mut(vh)
+                        .pre_routing
+                        .clone_from(&l.filters.pre_routing);
+                }
             }
             chains.push(TlsChain {
                 listener: l.ir_name(),
@@ -178,12 +182,12 @@ impl TableContext<'_> {
             .map(str::to_ascii_lowercase);
         for host in taken {
             if !table.virtual_hosts.iter().any(|v| v.name == host) {
-                table.virtual_hosts.push(VirtualHost {
+                table.virtual_hosts.push(Arc::new(VirtualHost {
                     pre_routing: Vec::new(),
                     name: host.clone(),
                     domains: vec![host.clone()],
                     routes: vec![Arc::new(answer(&host))],
-                });
+                }));
             }
         }
         if own.is_some()
@@ -192,7 +196,9 @@ impl TableContext<'_> {
                 .iter_mut()
                 .find(|v| v.name == names::CATCH_ALL_VHOST)
         {
-            any.routes.push(Arc::new(answer(names::CATCH_ALL_VHOST)));
+            Arc::make_mut(any)
+                .routes
+                .push(Arc::new(answer(names::CATCH_ALL_VHOST)));
         }
         table.virtual_hosts.sort_by(|a, b| a.name.cmp(&b.name));
     }

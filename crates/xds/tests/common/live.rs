@@ -203,7 +203,7 @@ pub fn mk_http_port(gateway: &str, port: u16, virtual_hosts: Vec<ir::VirtualHost
         listener_name: ir::names::listener("infra", gateway, port),
         route_table: Some(ir::RouteTable {
             name: ir::names::route_table("infra", gateway, port, None),
-            virtual_hosts,
+            virtual_hosts: virtual_hosts.into_iter().map(Arc::new).collect(),
         }),
         tls_chains: vec![],
         forward: None,

@@ -84,7 +84,11 @@ pub(crate) fn chain(
         client_validation: None,
         route_table: Some(ir::RouteTable {
             name: format!("edge_rt_infra_tls_443_{listener}"),
-            virtual_hosts: vec![mk_virtual_host("*", &["*"], vec![route])],
+            virtual_hosts: vec![std::sync::Arc::new(mk_virtual_host(
+                "*",
+                &["*"],
+                vec![route],
+            ))],
         }),
         forward: None,
     }
