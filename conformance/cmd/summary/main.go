@@ -2,11 +2,17 @@
 // exits 1 if any core test failed (or the report is missing or unreadable).
 //
 //	summary REPORT.yaml
+//	summary -sorted-into DEST REPORT.yaml
+//
+// With -sorted-into it first writes the report to DEST with its profiles in name
+// order: the suite writes them in Go map order, so two runs with the same results
+// would give different files.
 package main
 
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
@@ -14,11 +20,40 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: summary REPORT.yaml")
+	args := os.Args[1:]
+	if len(args) == 3 && args[0] == "-sorted-into" {
+		if err := writeSorted(args[2], args[1]); err != nil {
+			fmt.Fprintf(os.Stderr, "summary: %v\n", err)
+			os.Exit(1)
+		}
+		args = args[2:]
+	}
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: summary [-sorted-into DEST] REPORT.yaml")
 		os.Exit(2)
 	}
-	os.Exit(summarize(os.Args[1], os.Stdout))
+	os.Exit(summarize(args[0], os.Stdout))
+}
+
+// writeSorted writes the report at path to dest with its profiles sorted by name,
+// marshalled as the suite marshals it.
+func writeSorted(path, dest string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var r confv1.ConformanceReport
+	if err := yaml.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("unreadable conformance report %s: %w", path, err)
+	}
+	sort.SliceStable(r.ProfileReports, func(i, j int) bool {
+		return r.ProfileReports[i].Name < r.ProfileReports[j].Name
+	})
+	out, err := yaml.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dest, out, 0o644)
 }
 
 func summarize(path string, out *os.File) int {

@@ -63,3 +63,36 @@ func TestSummaryFailsWithoutReport(t *testing.T) {
 		t.Errorf("rc %d for a missing report", rc)
 	}
 }
+
+func TestSortedIntoPutsProfilesInNameOrderAndKeepsTheRest(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.yaml"), filepath.Join(dir, "out.yaml")
+	body := strings.NewReplacer("%CORE%", "success", "%FAILED%", "0", "%NAMES%", "").Replace(report)
+	udp := strings.Replace(body[strings.Index(body, "- name: GATEWAY-HTTP"):], "GATEWAY-HTTP", "GATEWAY-UDP", 1)
+	grpc := strings.Replace(udp, "GATEWAY-UDP", "GATEWAY-GRPC", 1)
+	if err := os.WriteFile(in, []byte(body+udp+grpc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSorted(in, out); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := os.ReadFile(out)
+	var at []int
+	for _, p := range []string{"name: GATEWAY-GRPC", "name: GATEWAY-HTTP", "name: GATEWAY-UDP"} {
+		at = append(at, strings.Index(string(text), p))
+	}
+	if at[0] < 0 || !(at[0] < at[1] && at[1] < at[2]) {
+		t.Errorf("profiles not in name order (%v):\n%s", at, text)
+	}
+	if !strings.Contains(string(text), "gatewayAPIVersion: v1.5.1") || strings.Count(string(text), "Passed: 30") != 3 {
+		t.Errorf("the rest of the report changed:\n%s", text)
+	}
+	// Sorting a sorted report changes nothing.
+	again := filepath.Join(dir, "again.yaml")
+	if err := writeSorted(out, again); err != nil {
+		t.Fatal(err)
+	}
+	if second, _ := os.ReadFile(again); string(second) != string(text) {
+		t.Errorf("not stable:\n%s\n---\n%s", text, second)
+	}
+}
