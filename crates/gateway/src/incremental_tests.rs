@@ -323,3 +323,39 @@ fn one_route_changed_on_a_shared_gateway_assembles_its_virtual_host_alone() {
         .collect();
     assert_eq!(changed, ["h2.example", "h5.example", "h7.example"]);
 }
+
+#[test]
+fn a_shared_virtual_host_keeps_precedence_order_through_edits() {
+    let config = Config::default();
+    let mut store = two_gateways();
+    // 20 routes on one host of gw-0, prefixes of every length from 2 to 21.
+    let on_shared = |r: usize, prefix: &str| {
+        route(r, 0, prefix).replace("  rules:", "  hostnames: [\"shared.example\"]\n  rules:")
+    };
+    let prefix = |n: usize| format!("/{}", "p".repeat(n));
+    for r in 0..20 {
+        store.merge(&one(&on_shared(r, &prefix((r * 7) % 20))));
+    }
+    let mut t = Translator::new(config.clone());
+    t.translate(&store);
+    // Each edit moves one route to another rank, or adds one, or takes one
+    // away; after each, the warm order is the fresh one.
+    let edits = [
+        (3, Some(19)),
+        (15, Some(0)),
+        (30, Some(9)),
+        (7, None),
+        (30, None),
+    ];
+    for (r, to) in edits {
+        match to {
+            Some(n) => store.merge(&one(&on_shared(r, &prefix(n)))),
+            None => {
+                let key = ObjectRef::new("default", format!("route-{r}"));
+                assert!(store.remove_kind(Kind::HttpRoute, &key));
+            }
+        }
+        let out = t.translate(&store);
+        assert_eq!(out, crate::translate(&store, &config), "after {r} → {to:?}");
+    }
+}

@@ -29,8 +29,7 @@ use crate::route::{ForwardSpec, RedirectSpec, RouteModel, RuleAction};
 use crate::route_memo::GatewayMemo;
 use aether_ir::{
     Cluster, Endpoint, Forward, HeaderModifier, L4Forward, Mirror, ObjectRef, Port, PortProtocol,
-    Redirect, Route, RouteAction, RouteTable, UpstreamProtocol, VirtualHost, WeightedBackend,
-    names,
+    Redirect, Route, RouteAction, RouteTable, UpstreamProtocol, WeightedBackend, names,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::borrow::Cow;
@@ -123,14 +122,6 @@ pub(crate) struct Entries {
 /// IR routes with their precedence on one virtual host.
 type Ranked = Vec<(Precedence, Arc<Route>)>;
 
-/// A virtual host as a table's assembly made it, with the entries it was
-/// made from (those naming its host, in the table's order): while they are
-/// the same `Arc`s, the next assembly takes the same host.
-pub(crate) struct Assembled {
-    from: Box<[Arc<Entries>]>,
-    host: Arc<VirtualHost>,
-}
-
 struct TableContext<'a> {
     gw: &'a GatewayModel,
     routes: &'a [Arc<RouteModel>],
@@ -194,9 +185,9 @@ impl TableContext<'_> {
     /// The route table of `listeners` (sharing a port, or one HTTPS listener);
     /// `rivals` are every listener on the port, whose more specific hostnames
     /// take their requests away (listener isolation). Each route's share is
-    /// its [`Entries`] on the listener. A virtual host is taken from the
-    /// table's assembly before while it is made of the same entries, so a
-    /// change re-sorts only the hosts it touches.
+    /// its [`Entries`] on the listener. Its virtual hosts are assembled from
+    /// the table's assembly before (`hosts.rs`): a change costs the hosts it
+    /// touches, and on those an edit of their precedence order.
     fn table(
         &self,
         name: String,
@@ -204,59 +195,18 @@ impl TableContext<'_> {
         rivals: &[usize],
         clusters: &mut BTreeMap<String, Arc<Cluster>>,
     ) -> RouteTable {
-        let shares: Vec<Arc<Entries>> = listeners
+        let shares: Vec<(usize, Arc<Entries>)> = listeners
             .iter()
             .flat_map(|&li| self.attached.served_on(li).map(move |ri| (li, ri)))
-            .map(|(li, ri)| self.entries(li, ri, rivals))
+            .map(|(li, ri)| (ri, self.entries(li, ri, rivals)))
             .collect();
-        // Every (host, share, the host's place in the share), by host, then
-        // in share order.
-        let mut on_host: Vec<(&str, usize, usize)> = Vec::new();
-        for (si, share) in shares.iter().enumerate() {
-            on_host.extend(
-                share
-                    .hosts
-                    .iter()
-                    .enumerate()
-                    .map(|(hi, (h, _))| (h.as_str(), si, hi)),
-            );
+        for (_, share) in &shares {
             for c in &share.clusters {
                 add_cluster(clusters, c);
             }
         }
-        on_host.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-        let mut groups: Vec<&[(&str, usize, usize)]> =
-            on_host.chunk_by(|a, b| a.0 == b.0).collect();
-        if let Err(at) = groups.binary_search_by(|g| g[0].0.cmp(names::CATCH_ALL_VHOST)) {
-            groups.insert(at, &[]);
-        }
-        let mut before = self
-            .memo
-            .hosts
-            .take(&name)
-            .unwrap_or_default()
-            .into_iter()
-            .peekable();
-        let assembled: Vec<Assembled> = groups
-            .into_iter()
-            .map(|group| {
-                let host = group.first().map_or(names::CATCH_ALL_VHOST, |g| g.0);
-                let from = || group.iter().map(|&(_, si, _)| &shares[si]);
-                while before.next_if(|a| a.host.name.as_str() < host).is_some() {}
-                let same = |a: &Assembled| {
-                    a.host.name == host
-                        && a.from.len() == group.len()
-                        && a.from.iter().zip(from()).all(|(x, y)| Arc::ptr_eq(x, y))
-                };
-                before.next_if(same).unwrap_or_else(|| Assembled {
-                    from: from().cloned().collect(),
-                    host: Arc::new(virtual_host(
-                        host,
-                        group.iter().map(|&(_, si, hi)| &shares[si].hosts[hi].1),
-                    )),
-                })
-            })
-            .collect();
+        let before = self.memo.hosts.take(&name).unwrap_or_default();
+        let assembled = hosts::assemble(&shares, before);
         let virtual_hosts = assembled.iter().map(|a| a.host.clone()).collect();
         self.memo.hosts.keep(name.clone(), assembled);
         RouteTable {
@@ -452,30 +402,6 @@ impl TableContext<'_> {
     }
 }
 
-/// The virtual host `host` of the routes ranked there, each list a route's
-/// (in the table's order): in precedence order, a route name met twice
-/// keeping its first entry.
-fn virtual_host<'r>(host: &str, ranked: impl Iterator<Item = &'r Ranked>) -> VirtualHost {
-    let mut lists = 0;
-    let mut routes: Vec<&(Precedence, Arc<Route>)> = Vec::new();
-    for list in ranked {
-        lists += 1;
-        routes.extend(list);
-    }
-    if lists > 1 {
-        // Stable: of equal names, the first in the table's order stays.
-        routes.sort_by(|a, b| a.1.name.cmp(&b.1.name));
-        routes.dedup_by(|b, a| a.1.name == b.1.name);
-    }
-    routes.sort_by(|a, b| a.0.cmp(&b.0));
-    VirtualHost {
-        pre_routing: Vec::new(),
-        name: host.to_string(),
-        domains: vec![host.to_string()],
-        routes: routes.into_iter().map(|(_, r)| r.clone()).collect(),
-    }
-}
-
 /// Puts a cluster into the IR; a Service port named by a gRPC route and by an
 /// HTTP one is served as h2c (what gRPC needs, and what the port advertises).
 fn add_cluster(clusters: &mut BTreeMap<String, Arc<Cluster>>, cluster: &Arc<Cluster>) {
@@ -609,6 +535,8 @@ pub fn redirect(
     }
 }
 
+mod hosts;
+pub(crate) use hosts::Assembled;
 mod tls;
 
 #[cfg(test)]

@@ -39,16 +39,20 @@ impl Envoy {
         assert!(out.status.success(), "bootstrap failed: {out:?}");
         let path = log_dir.join(format!("envoy-{node_id}.yaml"));
         std::fs::write(&path, &out.stdout).unwrap();
-        let proc = Proc::spawn(
-            &format!("envoy-{node_id}"),
-            Command::new(envoy_bin())
-                .arg("-c")
-                .arg(&path)
-                // Several Envoys run at once: let each pick a free shared-memory id.
-                .args(["--log-level", "warn", "--use-dynamic-base-id"])
-                .args(["--drain-time-s", "1", "--parent-shutdown-time-s", "2"]),
-            log_dir,
-        );
+        let mut envoy = Command::new(envoy_bin());
+        envoy
+            .arg("-c")
+            .arg(&path)
+            // Several Envoys run at once: let each pick a free shared-memory id.
+            .args(["--log-level", "warn", "--use-dynamic-base-id"])
+            .args(["--drain-time-s", "1", "--parent-shutdown-time-s", "2"]);
+        // To follow a change through Envoy (`config:debug,rds:debug`), with
+        // microsecond timestamps to line up with the agent's log.
+        if let Ok(levels) = std::env::var("AETHER_TESTKIT_ENVOY_LOG") {
+            envoy.args(["--component-log-level", &levels]);
+            envoy.args(["--log-format", "[%Y-%m-%dT%T.%fZ][%t][%l][%n] %v"]);
+        }
+        let proc = Proc::spawn(&format!("envoy-{node_id}"), &mut envoy, log_dir);
         Envoy { proc, admin }
     }
 }
