@@ -39,7 +39,8 @@ type Named = (ResourceType, String);
 #[derive(Debug, Default)]
 pub(crate) struct GatewayBuild {
     pub(crate) resources: Vec<(ResourceType, Resource)>,
-    pub(crate) members: BTreeSet<Named>,
+    /// Shared with the snapshots built from it.
+    pub(crate) members: Arc<BTreeSet<Named>>,
     pub(crate) own: ObjectParts,
     pub(crate) routes: BTreeMap<String, ObjectParts>,
     /// Per resource the Gateway's objects share, each object's fragment.
@@ -119,6 +120,11 @@ impl GatewayBuild {
         self.resources.iter().map(|(ty, r)| (*ty, r))
     }
 
+    /// A resource of the Gateway's.
+    fn member(&mut self, named: Named) {
+        Arc::make_mut(&mut self.members).insert(named);
+    }
+
     fn add(&mut self, ty: ResourceType, name: &str, encoded: Vec<u8>, clusters: Vec<String>) {
         let references = clusters.into_iter().map(|c| (ResourceType::Cluster, c));
         self.resources.push((
@@ -158,7 +164,7 @@ impl GatewayBuild {
         // Not among its references: Envoy asks for a listener's secrets only
         // once it has the listener, and warms it until they arrive.
         self.add(lds.0, &lds.1, listener.encode_to_vec(), references);
-        self.members.insert(lds.clone());
+        self.member(lds.clone());
         let secrets = self.add_chain_secrets(port, &mut seen.secrets_added);
         for f in forwards(port) {
             for b in &f.backends {
@@ -218,7 +224,7 @@ impl GatewayBuild {
         for chain in &port.tls_chains {
             let owner = listener::chain_owner(chain);
             for s in secret::of_chain(chain) {
-                self.members.insert((ResourceType::Secret, s.name.clone()));
+                self.member((ResourceType::Secret, s.name.clone()));
                 let parts = if owner == OWN {
                     &mut self.own
                 } else {
@@ -289,7 +295,7 @@ impl GatewayBuild {
         self.add(rds.0, &rds.1, encoded.bytes(), references);
         self.tables.insert(table.name.clone(), encoded);
         self.shares.insert(table.name.clone(), shares);
-        self.members.insert(rds);
+        self.member(rds);
     }
 
     /// One route key's share of a table: its parts (shared with the share
@@ -323,11 +329,10 @@ impl GatewayBuild {
         let Some(reads) = reads else {
             return;
         };
-        self.members
-            .insert((ResourceType::Cluster, cluster.to_string()));
+        self.member((ResourceType::Cluster, cluster.to_string()));
         for (ty, name) in reads.iter() {
             if matches!(ty, ResourceType::Endpoint | ResourceType::Secret) {
-                self.members.insert((*ty, name.clone()));
+                self.member((*ty, name.clone()));
             }
         }
     }
@@ -364,7 +369,7 @@ impl GatewayBuild {
                     _ => Part::Whole,
                 };
                 self.own.require(ty, &name, part);
-                self.members.insert((ty, name));
+                self.member((ty, name));
             }
         }
         self.clusters_named.insert(cluster, reads);

@@ -86,7 +86,11 @@ impl Builder {
         let mut redefined = BTreeSet::new();
         let mut clusters = BTreeMap::new();
         for c in &ir.clusters {
-            let before = self.clusters.remove(&c.name);
+            // The key moves over with its entry: no name copied per cluster.
+            let (name, before) = match self.clusters.remove_entry(&c.name) {
+                Some((name, before)) => (name, Some(before)),
+                None => (c.name.clone(), None),
+            };
             let built = match &before {
                 // The same shared IR cluster, or an equal one.
                 Some((cached, built)) if Arc::ptr_eq(cached, c) || cached == c => {
@@ -105,7 +109,7 @@ impl Builder {
                     built
                 }
             };
-            clusters.insert(c.name.clone(), (c.clone(), built));
+            clusters.insert(name, (c.clone(), built));
         }
         for (name, (_, gone)) in std::mem::replace(&mut self.clusters, clusters) {
             moved.add(gone.resources(), []);
@@ -178,8 +182,7 @@ impl Builder {
                     .insert(s.name.clone(), s.clone());
             }
         }
-        let mut members: BTreeMap<ir::ObjectRef, BTreeSet<(ResourceType, String)>> =
-            BTreeMap::new();
+        let mut members: BTreeMap<ir::ObjectRef, crate::snapshot::Members> = BTreeMap::new();
         let mut fragments = BTreeMap::new();
         for (key, (_, b)) in &self.gateways {
             for (ty, r) in &b.resources {
@@ -220,7 +223,7 @@ impl Builder {
             fingerprinted.insert(key.clone(), f);
         }
         self.fingerprinted = fingerprinted;
-        Snapshot::new(resources, members).with_fingerprinted_parts(parts, fragments)
+        Snapshot::with_members(resources, members).with_fingerprinted_parts(parts, fragments)
     }
 }
 

@@ -114,7 +114,8 @@ impl Resource {
 /// Which resources make up one Gateway, and their combined hash.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GatewayResources {
-    pub members: BTreeSet<(ResourceType, String)>,
+    /// Shared: a build that did not touch the Gateway gives the same set.
+    pub members: Arc<BTreeSet<(ResourceType, String)>>,
     /// See [`GatewayResources::hash_of`] with the snapshot's own versions.
     pub hash: String,
     /// The Gateway's own share: its listeners without what routes own of them.
@@ -124,6 +125,9 @@ pub struct GatewayResources {
     /// between snapshots while nothing it was fingerprinted against moved.
     pub routes: Arc<BTreeMap<String, ObjectParts>>,
 }
+
+/// A Gateway's resources, by type and name.
+pub type Members = Arc<BTreeSet<(ResourceType, String)>>;
 
 /// Per resource that objects share, each object's fragment of it.
 pub type Fragments = BTreeMap<(ResourceType, String), Arc<BTreeMap<String, String>>>;
@@ -141,7 +145,7 @@ impl GatewayResources {
         version_of: impl Fn(ResourceType, &str) -> Option<&'a str>,
     ) -> Option<String> {
         let mut h = Sha256::new();
-        for (ty, name) in &self.members {
+        for (ty, name) in self.members.iter() {
             let v = version_of(*ty, name)?;
             h.update(ty.short_name().as_bytes());
             h.update([0]);
@@ -170,6 +174,15 @@ impl Snapshot {
     pub fn new(
         resources: BTreeMap<ResourceType, BTreeMap<String, Resource>>,
         gateway_members: BTreeMap<ObjectRef, BTreeSet<(ResourceType, String)>>,
+    ) -> Self {
+        let members = gateway_members.into_iter();
+        Self::with_members(resources, members.map(|(gw, m)| (gw, Arc::new(m))))
+    }
+
+    /// [`Snapshot::new`] with each Gateway's members shared, as a build keeps them.
+    pub fn with_members(
+        resources: BTreeMap<ResourceType, BTreeMap<String, Resource>>,
+        gateway_members: impl IntoIterator<Item = (ObjectRef, Members)>,
     ) -> Self {
         let mut snapshot = Snapshot {
             resources,
@@ -261,14 +274,13 @@ impl Snapshot {
         let members = self
             .gateways
             .iter()
-            .map(|(gw, g)| (gw.clone(), g.members.clone()))
-            .collect();
+            .map(|(gw, g)| (gw.clone(), g.members.clone()));
         let parts = self
             .gateways
             .iter()
             .map(|(gw, g)| (gw.clone(), (g.own.clone(), g.routes.clone())))
             .collect();
-        Snapshot::new(resources, members).with_fingerprinted_parts(parts, fragments)
+        Snapshot::with_members(resources, members).with_fingerprinted_parts(parts, fragments)
     }
 
     /// One object's fragment of a resource at this snapshot's version.

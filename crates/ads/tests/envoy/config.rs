@@ -283,7 +283,7 @@ pub fn with_other(base: &Snapshot, port: u16, rev: u32) -> Arc<Snapshot> {
     let mut gateways: BTreeMap<ObjectRef, BTreeSet<(ResourceType, String)>> = base
         .gateways
         .iter()
-        .map(|(gw, r)| (gw.clone(), r.members.clone()))
+        .map(|(gw, r)| (gw.clone(), BTreeSet::clone(&r.members)))
         .collect();
     gateways.insert(other(), members_of(&added));
     let mut resources = base.resources.clone();

@@ -145,7 +145,13 @@ fn describe(fleet: &Fleet, s: &Snapshot, gw: &ObjectRef) -> String {
     if view.nodes.is_empty() {
         out.push_str("; no node connected");
     }
-    for (ty, name) in s.gateways.get(gw).map(|r| &r.members).into_iter().flatten() {
+    for (ty, name) in s
+        .gateways
+        .get(gw)
+        .map(|r| r.members.iter())
+        .into_iter()
+        .flatten()
+    {
         let want = s.version_of(*ty, name).map(short);
         out.push_str(&format!("; {} {name}: want {want:?}", ty.short_name()));
         for (node, n) in &view.nodes {
