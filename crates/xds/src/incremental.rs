@@ -20,6 +20,7 @@
 //! `incremental_tests.rs`).
 
 use crate::gateway::{GatewayBuild, build_gateway};
+use crate::in_order::InOrder;
 use crate::snapshot::{FingerprintedParts, Resource, ResourceType, Snapshot};
 use crate::{AccessLog, ClusterBuild, ObjectParts, ProxyProtocol, build_cluster};
 use aether_ir as ir;
@@ -273,12 +274,12 @@ fn fingerprint_routes<'a>(
     version_of: impl Fn(ResourceType, &str) -> Option<&'a str> + Copy,
     made: &mut usize,
 ) -> BTreeMap<String, ObjectParts> {
+    let mut was_of = InOrder::new(was.as_ref().map(|f| &*f.routes));
     routes
         .iter()
         .map(|(key, r)| {
-            let kept = was
-                .as_ref()
-                .and_then(|f| f.routes.get(key))
+            let kept = was_of
+                .get(key)
                 .filter(|w| Arc::ptr_eq(&w.parts, &r.parts))
                 .filter(|_| moved.is_empty() || !r.parts.keys().any(|k| moved.contains(k)))
                 .map(|w| w.fingerprint.clone());

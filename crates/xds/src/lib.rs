@@ -27,6 +27,7 @@ pub mod endpoint;
 mod ext_authz;
 mod gateway;
 pub mod held;
+mod in_order;
 mod incremental;
 pub mod listener;
 pub mod parts;

@@ -28,6 +28,7 @@
 //! route's encoding by name, so reordering a table encodes nothing.
 
 use crate::action::Scheme;
+use crate::in_order::InOrder;
 use crate::parts::Fragments;
 use crate::route;
 use aether_ir as ir;
@@ -245,11 +246,12 @@ fn key_fragments(
         let (now, was) = (&virtual_hosts[i], &b.virtual_hosts[j]);
         now.name == was.name && now.domains == was.domains
     };
+    let mut fragment_before = InOrder::new(before.map(|b| &b.fragments));
     let kept: Vec<(&str, Pieces, Option<&KeyFragment>)> = pieces
         .into_iter()
         .map(|(key, pieces)| {
             let kept = before
-                .and_then(|b| Some((b, b.fragments.get(key)?)))
+                .and_then(|b| Some((b, fragment_before.get(key)?)))
                 .filter(|(b, was)| {
                     was.pieces.len() == pieces.len()
                         && was

@@ -22,6 +22,7 @@
 //! merged, and the merge is kept too while it merges the same two.
 
 use crate::gateway::ClusterReads;
+use crate::in_order::InOrder;
 use crate::parts::{ObjectParts, Part};
 use crate::route_cache::{EncodedTable, KeyClusters, KeyFragment};
 use crate::snapshot::ResourceType;
@@ -72,11 +73,12 @@ pub(crate) fn shares(
 ) -> TableShares {
     let before = before.filter(|b| b.context == context);
     let mut made = 0;
+    let mut share_before = InOrder::new(before.map(|b| &b.by_key));
     let by_key = encoded
         .keys()
         .iter()
         .map(|(key, fragment)| {
-            let was = before.and_then(|b| b.by_key.get(key));
+            let was = share_before.get(key);
             let share = share(fragment, &context, known, moved, was);
             if !was.is_some_and(|was| Arc::ptr_eq(was, &share)) {
                 made += 1;
