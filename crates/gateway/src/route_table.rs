@@ -18,6 +18,10 @@
 //! A cluster is put in the IR only when a served route forwards to it. A cluster
 //! shared by an HTTP/1.1 and an h2c consumer becomes h2c (the Service port is one
 //! upstream; prior-knowledge HTTP/2 is what gRPC needs).
+//!
+//! Beside this file: `hosts.rs` assembles a table's virtual hosts and keeps
+//! them from one translation to the next, `tls.rs` makes the chains of HTTPS
+//! and TLS ports, `l4.rs` the forwards of TCP, UDP and TLS passthrough ports.
 
 use crate::attachments::Attachments;
 use crate::gateway_model::GatewayModel;
@@ -28,10 +32,9 @@ use crate::precedence::{Precedence, RouteOrigin};
 use crate::route::{ForwardSpec, RedirectSpec, RouteModel, RuleAction};
 use crate::route_memo::GatewayMemo;
 use aether_ir::{
-    Cluster, Endpoint, Forward, HeaderModifier, L4Forward, Mirror, ObjectRef, Port, PortProtocol,
-    Redirect, Route, RouteAction, RouteTable, UpstreamProtocol, WeightedBackend, names,
+    Cluster, Forward, HeaderModifier, Mirror, Port, PortProtocol, Redirect, Route, RouteAction,
+    RouteTable, UpstreamProtocol, WeightedBackend, names,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -306,83 +309,6 @@ impl TableContext<'_> {
         Cow::Owned(f)
     }
 
-    /// The routes attached to a listener, oldest first (then by namespace/name).
-    fn by_age(&self, li: usize) -> Vec<usize> {
-        let mut on: Vec<usize> = self.attached.served_on(li).collect();
-        on.sort_by_key(|&ri| age(&self.routes[ri]));
-        on
-    }
-
-    /// TCP and UDP: of every route attached to the port's listener(s), the oldest
-    /// is served; the others are accepted but get no traffic.
-    fn oldest_forward(
-        &self,
-        listeners: &[usize],
-        clusters: &mut BTreeMap<String, Arc<Cluster>>,
-    ) -> Option<L4Forward> {
-        let ri = listeners
-            .iter()
-            .flat_map(|&li| self.by_age(li))
-            .min_by_key(|&ri| age(&self.routes[ri]))?;
-        self.forward(ri, None, clusters)
-    }
-
-    /// A route's first rule as an L4 forward, its clusters put in the IR. A UDP
-    /// route with several backends gets one cluster holding all their endpoints,
-    /// weighted: Envoy's UDP proxy sends a session to one cluster. A TLS
-    /// listener in Terminate mode (`listener`) sends to the route's backends as
-    /// terminated TLS is sent: encrypted again per BackendTLSPolicy, presenting
-    /// the Gateway's backend client certificate.
-    fn forward(
-        &self,
-        ri: usize,
-        listener: Option<ListenerProtocol>,
-        clusters: &mut BTreeMap<String, Arc<Cluster>>,
-    ) -> Option<L4Forward> {
-        let r: &RouteModel = &self.routes[ri];
-        let RuleAction::Forward(spec) = &r.rules.first()?.action else {
-            return None;
-        };
-        let reencrypted;
-        let (backends, invalid_weight) = match (&spec.terminated, listener) {
-            (Some(t), Some(ListenerProtocol::TlsTerminate)) => {
-                let (backends, invalid_weight) = t.as_ref().clone();
-                let f = ForwardSpec {
-                    backends,
-                    invalid_weight,
-                    ..ForwardSpec::default()
-                };
-                reencrypted = self.with_client_certificate(&f).into_owned();
-                (&reencrypted.backends, &reencrypted.invalid_weight)
-            }
-            _ => (&spec.backends, &spec.invalid_weight),
-        };
-        let route = names::route_key(r.kind, &r.key.namespace, &r.key.name);
-        if self.protocol == PortProtocol::Udp && backends.len() > 1 {
-            let folded = udp_weighted_cluster(r, backends);
-            let forward = L4Forward {
-                route,
-                backends: vec![WeightedBackend::new(&folded.name, 1)],
-                invalid_weight: 0,
-            };
-            clusters.insert(folded.name.clone(), Arc::new(folded));
-            return Some(forward);
-        }
-        for (cluster, _) in backends {
-            clusters
-                .entry(cluster.name.clone())
-                .or_insert_with(|| cluster.clone());
-        }
-        Some(L4Forward {
-            route,
-            backends: backends
-                .iter()
-                .map(|(c, w)| WeightedBackend::new(&c.name, *w))
-                .collect(),
-            invalid_weight: *invalid_weight,
-        })
-    }
-
     /// The rule's action; the clusters it forwards to go into `clusters`.
     fn action(&self, action: &RuleAction, clusters: &mut Vec<Arc<Cluster>>) -> RouteAction {
         match action {
@@ -466,45 +392,6 @@ fn forward(f: &ForwardSpec) -> Forward {
     }
 }
 
-/// Older first: by creationTimestamp (none last), then namespace/name.
-fn age(r: &RouteModel) -> (bool, Option<Time>, ObjectRef) {
-    (r.created.is_none(), r.created.clone(), r.key.clone())
-}
-
-/// One cluster for a UDPRoute's weighted backends: every backend's endpoints,
-/// each weighted so that the backends' shares are their weights (a backend's
-/// weight spread over its endpoints). Endpoints named by two backends add up.
-fn udp_weighted_cluster(r: &RouteModel, backends: &[(Arc<Cluster>, u32)]) -> Cluster {
-    /// Per-endpoint weights are integers: scale before dividing by the count.
-    const SCALE: u64 = 1000;
-    let mut weights: BTreeMap<(String, u16), u64> = BTreeMap::new();
-    for (cluster, weight) in backends {
-        let n = cluster.endpoints.len() as u64;
-        for e in &cluster.endpoints {
-            let share = (u64::from(*weight) * SCALE / n).max(1);
-            *weights.entry((e.address.clone(), e.port)).or_default() += share;
-        }
-    }
-    Cluster {
-        name: names::udp_route_cluster(&r.key.namespace, &r.key.name),
-        service: r.key.clone(),
-        port: 0,
-        protocol: UpstreamProtocol::Http1,
-        endpoints: weights
-            .into_iter()
-            .map(|((address, port), w)| Endpoint {
-                address,
-                port,
-                weight: u32::try_from(w).unwrap_or(u32::MAX),
-            })
-            .collect(),
-        tls: None,
-        backend_kind: aether_ir::BackendKind::Service,
-        discovery: aether_ir::Discovery::Eds,
-        session: None,
-    }
-}
-
 fn well_known_port(scheme: &str) -> u16 {
     if scheme == "https" { 443 } else { 80 }
 }
@@ -537,6 +424,7 @@ pub fn redirect(
 
 mod hosts;
 pub(crate) use hosts::Assembled;
+mod l4;
 mod tls;
 
 #[cfg(test)]
