@@ -3,6 +3,9 @@
 // implementation serves the Gateway it is given, in Kubernetes mode:
 //
 //	routeprop run --kubeconfig K --gateway NS/NAME --address IP:PORT --base N [flags]
+//	routeprop changes … (changes.go: route changes under load)
+//	routeprop scale … (scale.go: route scale with pod churn)
+//	routeprop failover … (failover.go: backend failover)
 //	routeprop table [--ratio LABEL] FILE
 //
 // run: N HTTPRoutes (each its own hostname) are attached to the Gateway first and
@@ -14,8 +17,8 @@
 // status. The routes created by an earlier run with another N are reused or deleted
 // so that exactly N base routes are attached. One JSON line is appended to --out.
 //
-// table: the lines of FILE as one table, and for each size the ratio of the second
-// implementation to the first.
+// table: the lines of FILE as one table per scenario, and for each row the ratio of
+// the second implementation to the first.
 package main
 
 import (
@@ -88,17 +91,23 @@ type NamedRSS struct {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: routeprop run|table [flags]")
+		fmt.Fprintln(os.Stderr, "usage: routeprop run|changes|scale|failover|table [flags]")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "run":
 		err = run(os.Args[2:])
+	case "changes":
+		err = changes(os.Args[2:])
+	case "scale":
+		err = scale(os.Args[2:])
+	case "failover":
+		err = failover(os.Args[2:])
 	case "table":
 		err = table(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (run or table)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (run, changes, scale, failover or table)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "routeprop:", err)
@@ -635,16 +644,60 @@ func table(args []string) error {
 		return err
 	}
 	var rs []Result
+	var cs []ChangesResult
+	var ss []ScaleResult
+	var fo []FailoverResult
 	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
 		if line == "" {
 			continue
 		}
-		var r Result
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
+		var kind struct {
+			Scenario string `json:"scenario"`
+		}
+		if err := json.Unmarshal([]byte(line), &kind); err != nil {
 			return err
 		}
-		rs = append(rs, r)
+		var err error
+		switch kind.Scenario {
+		case "changes":
+			var c ChangesResult
+			err = json.Unmarshal([]byte(line), &c)
+			cs = append(cs, c)
+		case "scale":
+			var c ScaleResult
+			err = json.Unmarshal([]byte(line), &c)
+			ss = append(ss, c)
+		case "failover":
+			var c FailoverResult
+			err = json.Unmarshal([]byte(line), &c)
+			fo = append(fo, c)
+		default:
+			var r Result
+			err = json.Unmarshal([]byte(line), &r)
+			rs = append(rs, r)
+		}
+		if err != nil {
+			return err
+		}
 	}
+	if len(rs) > 0 {
+		propagationTable(rs, *label)
+	}
+	if len(cs) > 0 {
+		changesTable(cs, *label)
+	}
+	if len(ss) > 0 {
+		scaleTable(ss, *label)
+	}
+	if len(fo) > 0 {
+		failoverTable(fo, *label)
+	}
+	return nil
+}
+
+// propagationTable: the route propagation scenario (run), one row per
+// implementation and size.
+func propagationTable(rs []Result, label string) {
 	var impls []string
 	var sizes []int
 	by := map[string]map[int]Result{}
@@ -681,7 +734,7 @@ func table(args []string) error {
 				v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10])
 		}
 		if len(row) == 2 {
-			fmt.Printf("%-14s %6d %7s", trunc(*label, 14), n, "")
+			fmt.Printf("%-14s %6d %7s", trunc(label, 14), n, "")
 			for k := range row[0] {
 				w := 9
 				switch k {
@@ -718,7 +771,6 @@ func table(args []string) error {
 			fmt.Printf("  %s %d: %s; load %.2f\n", impl, n, strings.Join(parts, ", "), r.Load1)
 		}
 	}
-	return nil
 }
 
 // ratio a/b, "-" when either is missing or both print as 0.0 (e.g. the base
