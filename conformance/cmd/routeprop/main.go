@@ -6,6 +6,7 @@
 //	routeprop changes … (changes.go: route changes under load)
 //	routeprop scale … (scale.go: route scale with pod churn)
 //	routeprop failover … (failover.go: backend failover)
+//	routeprop listenersets … (listenersets.go: ListenerSet scale)
 //	routeprop table [--ratio LABEL] FILE
 //
 // run: N HTTPRoutes (each its own hostname) are attached to the Gateway first and
@@ -91,7 +92,7 @@ type NamedRSS struct {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: routeprop run|changes|scale|failover|table [flags]")
+		fmt.Fprintln(os.Stderr, "usage: routeprop run|changes|scale|failover|listenersets|table [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -104,10 +105,12 @@ func main() {
 		err = scale(os.Args[2:])
 	case "failover":
 		err = failover(os.Args[2:])
+	case "listenersets":
+		err = listenerSets(os.Args[2:])
 	case "table":
 		err = table(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (run, changes, scale, failover or table)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (run, changes, scale, failover, listenersets or table)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "routeprop:", err)
@@ -647,6 +650,7 @@ func table(args []string) error {
 	var cs []ChangesResult
 	var ss []ScaleResult
 	var fo []FailoverResult
+	var ls []ListenerSetResult
 	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
 		if line == "" {
 			continue
@@ -671,6 +675,10 @@ func table(args []string) error {
 			var c FailoverResult
 			err = json.Unmarshal([]byte(line), &c)
 			fo = append(fo, c)
+		case "listenersets":
+			var c ListenerSetResult
+			err = json.Unmarshal([]byte(line), &c)
+			ls = append(ls, c)
 		default:
 			var r Result
 			err = json.Unmarshal([]byte(line), &r)
@@ -691,6 +699,9 @@ func table(args []string) error {
 	}
 	if len(fo) > 0 {
 		failoverTable(fo, *label)
+	}
+	if len(ls) > 0 {
+		listenerSetTable(ls, *label)
 	}
 	return nil
 }

@@ -144,7 +144,7 @@ func scale(args []string) error {
 	res.CtlLoadCPU, res.EnvoyLoadCPU = cpuSeconds(*ctlPids)-ctl0, cpuSeconds(*envoyPids)-envoy0
 	logf("%s: %d routes Accepted %.1f s after the first create (CPU: control plane %.1f s, Envoy %.1f s)",
 		*impl, *nRoutes, res.LoadS, res.CtlLoadCPU, res.EnvoyLoadCPU)
-	time.Sleep(5 * time.Second) // settle before the churn is measured
+	logf("%s: control plane quiet %.0f s later; the churn starts", *impl, waitQuiet(*ctlPids, time.Minute).Seconds())
 
 	// The churn: pods replaced at --pod-rate, routes edited at --route-rate.
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -348,6 +348,21 @@ func statCPU(stat string) float64 {
 	u, _ := strconv.ParseFloat(f[11], 64)
 	s, _ := strconv.ParseFloat(f[12], 64)
 	return (u + s) / 100
+}
+
+// waitQuiet waits until the processes used less than a tenth of a core over 2 s
+// (the work a load left, such as status writes, done), at most limit; it returns
+// how long it waited.
+func waitQuiet(pids string, limit time.Duration) time.Duration {
+	t0 := time.Now()
+	for time.Since(t0) < limit {
+		c0 := cpuSeconds(pids)
+		time.Sleep(2 * time.Second)
+		if cpuSeconds(pids)-c0 < 0.2 {
+			break
+		}
+	}
+	return time.Since(t0)
 }
 
 // sampler: the largest resident memory of the control plane and the Envoys, sampled
