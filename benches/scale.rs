@@ -4,7 +4,8 @@
 //! Each size runs in a child process of its own so that its peak RSS (VmHWM) is
 //! that size's alone. Prints, per size: parse, translate and build medians over
 //! the runs, resources produced, and the process's peak memory; then one route
-//! changed through warm caches (the incremental translate and build).
+//! changed through warm caches (the incremental translate and build), and one
+//! pod replaced behind one route's Service (its EndpointSlice's address).
 //!
 //! `cargo bench -p aether-benches --bench scale` (add `-- 1000` for one size).
 //! `AETHER_BENCH_RUNS` (default 7) sets the full runs, `AETHER_BENCH_CHANGES`
@@ -53,7 +54,7 @@ fn main() {
     let runs = env_or("AETHER_BENCH_RUNS", RUNS);
     println!("translate + build, {gateways} Gateways, median of {runs} runs (release build)");
     println!(
-        "{:>8} {:>10} {:>12} {:>10} {:>10} {:>10} {:>12} {:>16} {:>12}",
+        "{:>8} {:>10} {:>12} {:>10} {:>10} {:>10} {:>12} {:>16} {:>12} {:>14} {:>10}",
         "routes",
         "parse ms",
         "translate ms",
@@ -62,7 +63,9 @@ fn main() {
         "resources",
         "peak RSS MiB",
         "1-route trans ms",
-        "1-route b ms"
+        "1-route b ms",
+        "1-pod trans ms",
+        "1-pod b ms"
     );
     for n in sizes {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
@@ -125,8 +128,28 @@ fn child(routes: usize) {
         assert_eq!(builder.last.routes_encoded, 1, "one IR route re-encoded");
         assert_eq!(snapshot.gateways.len(), gateways);
     }
+    // One pod replaced behind one route's Service (its EndpointSlice's address):
+    // what a cluster's pod churn costs per change.
+    let (mut ep_translate, mut ep_build) = (vec![], vec![]);
+    for run in 0..env_or("AETHER_BENCH_CHANGES", env_or("AETHER_BENCH_RUNS", RUNS)) {
+        let r = run * 11 % routes;
+        let mut one = aether_gateway::Store::default();
+        one.add_yaml("one-pod.yaml", &one_pod(r, run))
+            .expect("the changed EndpointSlice parses");
+        store.merge(&one);
+        let t = Instant::now();
+        let translation = translator.translate(&store);
+        ep_translate.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let snapshot = builder.build(&translation.ir);
+        ep_build.push(t.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(builder.last.routes_encoded, 0, "no route re-encoded");
+        assert_eq!(snapshot.gateways.len(), gateways);
+    }
     let (ot, _) = median_p99(&mut one_translate);
     let (ob, _) = median_p99(&mut one_build);
+    let (et, _) = median_p99(&mut ep_translate);
+    let (eb, _) = median_p99(&mut ep_build);
     let (p, _) = median_p99(&mut parse);
     let (t, _) = median_p99(&mut translate);
     let (b, _) = median_p99(&mut build);
@@ -144,10 +167,27 @@ fn child(routes: usize) {
         format!("{ot:.1} / {ob:.1} ms"),
         "flat in the number of routes",
     );
+    aether_benches::summary(
+        "scale",
+        &format!("{at}: one pod replaced, translate / build"),
+        format!("{et:.1} / {eb:.1} ms"),
+        "flat in the number of routes",
+    );
     println!(
-        "{routes:>8} {p:>10.1} {t:>12.1} {b:>10.1} {:>10.1} {resources:>10} {rss:>12.1} {ot:>16.2} {ob:>12.2}",
+        "{routes:>8} {p:>10.1} {t:>12.1} {b:>10.1} {:>10.1} {resources:>10} {rss:>12.1} {ot:>16.2} {ob:>12.2} {et:>14.2} {eb:>10.2}",
         t + b
     );
+}
+
+/// The EndpointSlice of [`scale_yaml`]'s `svc-<r>` with its one pod replaced by
+/// another (a new address).
+fn one_pod(r: usize, run: usize) -> String {
+    format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: svc-{r}-1, namespace: default, labels: {{kubernetes.io/service-name: svc-{r}}}}}\naddressType: IPv4\nports: [{{name: http, port: 8080}}]\nendpoints:\n- addresses: [\"127.{a}.{b}.{c}\"]\n  conditions: {{ready: true}}\n",
+        a = 100 + run / 62500 % 100,
+        b = run / 250 % 250 + 1,
+        c = run % 250 + 1
+    )
 }
 
 /// Route `r` of [`scale_yaml`] with its first rule's path moved (`/moved-<run>/`).

@@ -42,7 +42,7 @@ use crate::port_claims::Taken;
 use crate::route::RouteModel;
 use crate::status::{self, GatewayStatus, RouteParentStatus, RouteStatus, StatusPlan};
 use crate::store::{Store, StoreObject};
-use identity::{ReadObjects, for_each_shared, for_each_slice, objects, same_as, same_objects};
+use identity::{ReadObjects, for_each_shared, objects, same_as, same_objects};
 use reuse::{GatewayRead, ParentSources, RouteRead, route_status_stands};
 use unit::{classes, merge, translate_gateway};
 
@@ -60,6 +60,7 @@ use gateway_api::apis::standard::grpcroutes::GrpcRoute;
 use gateway_api::apis::standard::tcproutes::TcpRoute;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 use gateway_api::apis::standard::udproutes::UdpRoute;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::any::Any;
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -77,7 +78,7 @@ pub struct Translator {
     /// The EndpointSlices the cache was filled under, in store order. A change
     /// to them redoes only the routes that read the changed Services' slices
     /// (`RouteRead::services`), and so only their Gateways and clusters.
-    slices: Vec<Shared>,
+    slices: Vec<Arc<EndpointSlice>>,
     /// Per route kind, sorted by key as the store is: a merge with the store
     /// moves entries over instead of looking each one up.
     routes: BTreeMap<Kind, Vec<RouteEntry>>,
@@ -272,12 +273,22 @@ impl Translator {
             self.read = ReadObjects::default();
         }
         let mut stale = BTreeSet::new();
-        if !same_objects(&mut self.slices, store, for_each_slice) {
-            self.slices = objects(store, for_each_slice);
-            let new = Arc::new(BackendIndex::new(store));
-            if let Some(old) = self.backend_index.replace(new.clone()) {
-                stale = old.services_changed(&new);
+        let slices = store.unread::<EndpointSlice>();
+        let identical = self.slices.len() == slices.len()
+            && (self.slices.iter().zip(slices.values())).all(|(a, b)| Arc::ptr_eq(a, b));
+        if !identical {
+            // The index is ours alone between translations: updated in place for
+            // the Services whose slices changed, else made anew.
+            match self.backend_index.as_mut().and_then(Arc::get_mut) {
+                Some(index) => stale = index.update(&self.slices, store),
+                None => {
+                    let new = Arc::new(BackendIndex::new(store));
+                    if let Some(old) = self.backend_index.replace(new.clone()) {
+                        stale = old.services_changed(&new);
+                    }
+                }
             }
+            self.slices = slices.values().cloned().collect();
         }
         let index = self
             .backend_index

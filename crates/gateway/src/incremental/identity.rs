@@ -12,7 +12,6 @@ use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -64,8 +63,8 @@ fn kind<T: StoreObject + Send + Sync + 'static>(store: &Store, f: &mut dyn FnMut
 }
 
 /// Every object of the kinds more than one Gateway or route may read, but
-/// EndpointSlices ([`for_each_slice`]) and the kinds read by reference
-/// ([`ReadObjects`]).
+/// EndpointSlices (the backend index follows them, see
+/// `BackendIndex::update`) and the kinds read by reference ([`ReadObjects`]).
 pub(super) fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) {
     kind::<GatewayClass>(store, f);
     kind::<ReferenceGrant>(store, f);
@@ -73,11 +72,6 @@ pub(super) fn for_each_shared(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) 
     kind::<ListenerSet>(store, f);
     kind::<ClusterTrustBundle>(store, f);
     kind::<XBackend>(store, f);
-}
-
-/// Every EndpointSlice: routes read them only through the Services they name.
-pub(super) fn for_each_slice(store: &Store, f: &mut dyn FnMut(Shared, SameAs)) {
-    kind::<EndpointSlice>(store, f);
 }
 
 pub(super) fn objects(store: &Store, each: ForEach) -> Vec<Shared> {
