@@ -204,13 +204,8 @@ func changes(args []string) error {
 	}
 	time.Sleep(time.Second)
 	for i := 1; i <= *n; i++ {
-		cur, err := routes.Get(ctx, route.Name, metav1.GetOptions{})
+		t0, err := updateRoute(ctx, gw, ns, route.Name, changeRoute(ns, gwName, host, i).Spec)
 		if err != nil {
-			return err
-		}
-		cur.Spec = changeRoute(ns, gwName, host, i).Spec
-		t0 := time.Now()
-		if _, err := routes.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("change %d: %w", i, err)
 		}
 		for time.Since(t0) < 10*time.Second {

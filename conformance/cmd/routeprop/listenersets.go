@@ -36,6 +36,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
@@ -120,13 +121,18 @@ func listenerSets(args []string) error {
 	if _, err := kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	g, err := gw.GatewayV1().Gateways(ns).Get(ctx, gwName, metav1.GetOptions{})
-	if err != nil {
-		return err
+	allow := func(from gwv1.FromNamespaces) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			g, err := gw.GatewayV1().Gateways(ns).Get(ctx, gwName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			g.Spec.AllowedListeners = &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &from}}
+			_, err = gw.GatewayV1().Gateways(ns).Update(ctx, g, metav1.UpdateOptions{})
+			return err
+		})
 	}
-	same := gwv1.NamespacesFromSame
-	g.Spec.AllowedListeners = &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &same}}
-	if _, err := gw.GatewayV1().Gateways(ns).Update(ctx, g, metav1.UpdateOptions{}); err != nil {
+	if err := allow(gwv1.NamespacesFromSame); err != nil {
 		return fmt.Errorf("allow ListenerSets on %s: %w", *gateway, err)
 	}
 
@@ -173,13 +179,9 @@ func listenerSets(args []string) error {
 		<-tick.C
 		k := res.Edits * 7919 % res.Routes
 		res.Edits++
-		cur, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, fmt.Sprintf("ls-%d-%d", k / *perSet, k%*perSet), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		cur.Spec = lsRoute(ns, k / *perSet, k%*perSet, res.Edits, svc, backendPort).Spec
-		if _, err := gw.GatewayV1().HTTPRoutes(ns).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			return err
+		name := fmt.Sprintf("ls-%d-%d", k / *perSet, k%*perSet)
+		if _, err := updateRoute(ctx, gw, ns, name, lsRoute(ns, k / *perSet, k%*perSet, res.Edits, svc, backendPort).Spec); err != nil {
+			return fmt.Errorf("edit %s: %w", name, err)
 		}
 	}
 	tick.Stop()
@@ -197,7 +199,25 @@ func listenerSets(args []string) error {
 	res.Load1 = load1()
 	logf("%s: %d edits in %.0f s: control plane %.3f cores, Envoy %.3f cores; RSS max ctl %.1f, Envoy %.1f MiB",
 		*impl, res.Edits, res.EditS, res.CtlEditCores, res.EnvoyEditCores, res.CtlMiBMax, res.EnvoyMiBMax)
-	return appendLine(*out, res)
+	if err := appendLine(*out, res); err != nil {
+		return err
+	}
+	// The next scenario gets the Gateway as it was: its routes, ListenerSets and
+	// permission go.
+	if _, err := b.prepare(ctx, 0); err != nil {
+		return err
+	}
+	err = parallel(16, *nSets, func(i int) error {
+		err := gw.GatewayV1().ListenerSets(ns).Delete(ctx, fmt.Sprintf("ls-%d", i), metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return allow(gwv1.NamespacesFromNone)
 }
 
 func lsHost(i int) string { return fmt.Sprintf("ls-%d.ls.bench.example", i) }

@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
@@ -169,12 +170,7 @@ func scale(args []string) error {
 		case <-routeTick.C:
 			i := rng.IntN(*nRoutes)
 			edits[i]++
-			cur, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, fmt.Sprintf("scale-%d", i), metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cur.Spec = scaleRoute(ns, gwName, i, edits[i]).Spec
-			if _, err := gw.GatewayV1().HTTPRoutes(ns).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			if _, err := updateRoute(ctx, gw, ns, fmt.Sprintf("scale-%d", i), scaleRoute(ns, gwName, i, edits[i]).Spec); err != nil {
 				return fmt.Errorf("edit scale-%d: %w", i, err)
 			}
 			res.RouteEdits++
@@ -200,6 +196,24 @@ func scale(args []string) error {
 	logf("%s: churn %.0f s (%d pods replaced, %d route edits): control plane %.3f cores, Envoy %.3f cores; settled %.1f s after; RSS max ctl %.1f, Envoy %.1f MiB",
 		*impl, res.ChurnS, res.PodChanges, res.RouteEdits, res.CtlChurnCores, res.EnvoyChurnCore, res.SettledS, res.CtlMiBMax, res.EnvoyMiBMax)
 	return appendLine(*out, res)
+}
+
+// updateRoute gives a route a new spec, reading it again when a write came
+// between its read and the update (a status write, most likely); it returns when
+// the update that went through was sent.
+func updateRoute(ctx context.Context, gw gwclient.Interface, ns, name string, spec gwv1.HTTPRouteSpec) (time.Time, error) {
+	var sent time.Time
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := gw.GatewayV1().HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec = spec
+		sent = time.Now()
+		_, err = gw.GatewayV1().HTTPRoutes(ns).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	return sent, err
 }
 
 // scaleRoute is route i after its e-th edit: an edit moves its rule's path prefix.
