@@ -8,7 +8,9 @@
 //! certificate is refused too: Envoy refuses the listener otherwise. That check
 //! is rustls's (SubjectPublicKeyInfo of the key against the certificate's, ring
 //! keys: RSA, ECDSA P-256/P-384, Ed25519); a pair it cannot read (another key
-//! type, a certificate webpki will not parse) is left to Envoy.
+//! type, a certificate webpki will not parse) is left to Envoy. What the check
+//! says of a chain and key is remembered by their digest ([`checked_key_pair`]):
+//! a Gateway whose 100 HTTPS listeners name one Secret checks it once.
 
 use crate::reference_grant::{self, Referent};
 use crate::status::GROUP;
@@ -19,6 +21,9 @@ use gateway_api::apis::experimental::gateways::GatewayListenersTlsCertificateRef
 use k8s_openapi::api::core::v1::Secret;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// Why a certificateRef does not resolve; each maps to a listener ResolvedRefs reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,7 +121,7 @@ pub fn resolve_one(
     }
     let chain = tls_value(secret, "tls.crt").ok_or_else(|| invalid("missing tls.crt"))?;
     let key = tls_value(secret, "tls.key").ok_or_else(|| invalid("missing tls.key"))?;
-    check_key_pair(&chain, &key).map_err(|why| invalid(&why))?;
+    checked_key_pair(&chain, &key).map_err(|why| invalid(&why))?;
     Ok(Certificate {
         secret: shown,
         certificate_chain: chain,
@@ -139,6 +144,39 @@ fn tls_value(secret: &Secret, key: &str) -> Option<String> {
             .cloned()
     })
 }
+
+/// [`check_key_pair`], remembered by a SHA-256 of the chain and the key (no key
+/// material is kept): parsing a key and checking it against its certificate is
+/// the costly part of a translation whose Gateway has many HTTPS listeners, and
+/// its answer depends on those bytes alone. At most [`CHECKS_KEPT`] answers are
+/// kept; then they are forgotten together.
+fn checked_key_pair(chain: &str, key: &str) -> Result<(), String> {
+    static CHECKED: OnceLock<Mutex<Answers>> = OnceLock::new();
+    let digest: [u8; 32] = Sha256::new()
+        .chain_update((chain.len() as u64).to_le_bytes())
+        .chain_update(chain)
+        .chain_update(key)
+        .finalize()
+        .into();
+    let checked = CHECKED.get_or_init(Mutex::default);
+    let lock = || checked.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(said) = lock().get(&digest) {
+        return said.clone();
+    }
+    let said = check_key_pair(chain, key);
+    let mut kept = lock();
+    if kept.len() >= CHECKS_KEPT {
+        kept.clear();
+    }
+    kept.insert(digest, said.clone());
+    said
+}
+
+/// [`check_key_pair`]'s answers by the digest of what it checked.
+type Answers = HashMap<[u8; 32], Result<(), String>>;
+
+/// The most key-pair answers [`checked_key_pair`] keeps.
+const CHECKS_KEPT: usize = 4096;
 
 /// Why Envoy could not serve `chain` with `key` (each is PEM, within its
 /// size, well-formed DER, and the key is the first certificate's), if it
@@ -399,6 +437,26 @@ mod tests {
         let off = ec_key.replace("R0AcC3tyEeKZiib", "R0AcC3tyEeKZiiA");
         assert_ne!(off, ec_key);
         assert!(ec_key_refused(&off));
+    }
+
+    #[test]
+    fn a_remembered_answer_is_the_one_for_that_chain_and_that_key() {
+        let ec = include_str!("../tests/tls/ec.crt");
+        let (good, other) = (
+            include_str!("../tests/tls/ec.key"),
+            include_str!("../tests/tls/ec-other.key"),
+        );
+        for _ in 0..2 {
+            assert_eq!(checked_key_pair(ec, good), Ok(()));
+            assert_eq!(checked_key_pair(ec, other), check_key_pair(ec, other));
+            assert!(
+                checked_key_pair(ec, other).is_err(),
+                "the other key is refused"
+            );
+            // The chain and key split elsewhere are another pair.
+            let (chain, key) = (&format!("{ec}{good}")[..ec.len() + 1], &good[1..]);
+            assert_eq!(checked_key_pair(chain, key), check_key_pair(chain, key));
+        }
     }
 
     #[test]

@@ -55,12 +55,22 @@ fn said<T: Word, R: Word>(c: &Condition<T, R>) -> Said {
     )
 }
 
-/// Per object (kind, ref), the False conditions worth an Event.
+/// A False Accepted or Programmed that is not Pending: worth an Event.
+fn worth<T: Word, R: Word>(c: &Condition<T, R>) -> bool {
+    !c.ok && c.reason.as_str() != "Pending" && matches!(c.type_.as_str(), "Accepted" | "Programmed")
+}
+
+/// Per object (kind, ref), the False conditions worth an Event. Run over the
+/// whole plan at every status pass: nothing is copied of a condition that is not.
 fn failing(plan: &StatusPlan) -> BTreeMap<(&'static str, ObjectRef), Vec<Said>> {
     let mut out: BTreeMap<(&'static str, ObjectRef), Vec<Said>> = BTreeMap::new();
-    let worth = |s: &Said| !s.1 && s.2 != "Pending" && (s.0 == "Accepted" || s.0 == "Programmed");
     for (gw, status) in &plan.gateways {
-        let f: Vec<Said> = status.conditions.iter().map(said).filter(worth).collect();
+        let f: Vec<Said> = status
+            .conditions
+            .iter()
+            .filter(|c| worth(c))
+            .map(said)
+            .collect();
         if !f.is_empty() {
             out.insert((Kind::Gateway.as_str(), gw.clone()), f);
         }
@@ -70,8 +80,7 @@ fn failing(plan: &StatusPlan) -> BTreeMap<(&'static str, ObjectRef), Vec<Said>> 
             let f: Vec<Said> = status
                 .parents
                 .iter()
-                .flat_map(|p| p.conditions.iter().map(said))
-                .filter(worth)
+                .flat_map(|p| p.conditions.iter().filter(|c| worth(c)).map(said))
                 .collect();
             if !f.is_empty() {
                 out.insert((kind.as_str(), route.clone()), f);

@@ -17,6 +17,7 @@ use super::{ReconcileErrors, ReconcileReport, is_edge_service};
 use crate::recent::{self, Seen};
 use aether_gateway::Store;
 use k8s_openapi::api::core::v1::Service;
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 /// Services this leader applied that its store may not show yet, by name
@@ -83,20 +84,25 @@ impl RecentWrites {
     /// version, or another that carries everything it set. A watched copy that
     /// lacks what we set (someone else changed it, or it is gone) is not caught
     /// up: the reconcile applies ours again, and [`RecentWrites::record`]
-    /// replaces or forgets it.
-    pub fn overlay(&mut self, store: &Store, namespace: &str) -> Store {
+    /// replaces or forgets it. With nothing trailing (most passes) that is
+    /// `store` itself, not a copy of it.
+    pub fn overlay<'s>(&mut self, store: &'s Store, namespace: &str) -> Cow<'s, Store> {
         self.services.retain(|_, s| is_edge_service(s, namespace));
-        let mut out = store.clone();
         let watched = |name: &String| shows(store, namespace, name);
         let covers = |name: &String, written: &Service| {
             store
                 .get::<Service>(namespace, name)
                 .is_some_and(|w| up_to_date(written, w))
         };
-        for (_, written) in self.services.trailing(watched, covers) {
+        let mut trailing = self.services.trailing(watched, covers).peekable();
+        if trailing.peek().is_none() {
+            return Cow::Borrowed(store);
+        }
+        let mut out = store.clone();
+        for (_, written) in trailing {
             out.insert(written.clone());
         }
-        out
+        Cow::Owned(out)
     }
 }
 
@@ -233,7 +239,8 @@ mod tests {
             &store,
         );
         assert_eq!(recent.len(), 1);
-        let overlaid = recent.overlay(&Store::default(), &cfg.namespace);
+        let empty = Store::default();
+        let overlaid = recent.overlay(&empty, &cfg.namespace);
         let kept: Vec<&String> = overlaid.all::<Service>().keys().map(|k| &k.name).collect();
         assert_eq!(kept, vec![&names[0]]);
         recent.record(&Ok(ReconcileReport::default()), &store);
