@@ -136,6 +136,7 @@ func listenerSets(args []string) error {
 		return fmt.Errorf("allow ListenerSets on %s: %w", *gateway, err)
 	}
 
+	waitQuiet(*ctlPids, time.Minute)
 	mem := startSampling(*ctlPids, *envoyPids)
 	ctl0, envoy0 := cpuSeconds(*ctlPids), cpuSeconds(*envoyPids)
 	t0 := time.Now()

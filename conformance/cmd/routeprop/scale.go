@@ -110,6 +110,8 @@ func scale(args []string) error {
 	if _, err := b.prepare(ctx, 0); err != nil {
 		return err
 	}
+	// What an earlier scenario left the control plane to do is not counted.
+	waitQuiet(*ctlPids, time.Minute)
 	mem := startSampling(*ctlPids, *envoyPids)
 	ctl0, envoy0 := cpuSeconds(*ctlPids), cpuSeconds(*envoyPids)
 	t0 := time.Now()
