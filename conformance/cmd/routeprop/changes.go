@@ -29,10 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 // ChangesResult is one implementation's run of the route changes scenario.
@@ -116,37 +113,21 @@ func (c *changeClients) run(address, host string) {
 
 func changes(args []string) error {
 	fs := flag.NewFlagSet("changes", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
-	gateway := fs.String("gateway", "bench/gw", "the Gateway, NAMESPACE/NAME (the route and Service go to its namespace)")
-	address := fs.String("address", "", "the Gateway's address, IP:PORT")
+	c := commonFlags(fs)
 	selector := fs.String("backend-selector", "app=echo", "the backend pods' label KEY=VALUE (the Service's selector)")
 	targetPort := fs.Int("target-port", 3000, "the backend pods' port")
 	n := fs.Int("changes", 20, "changes made to the route")
 	clients := fs.Int("clients", 4, "keep-alive clients sending requests without pause")
 	grace := fs.Duration("grace", 200*time.Millisecond, "pause after a change is seen (or not within 10 s) before the next")
-	impl := fs.String("impl", "", "implementation name for the table")
-	detail := fs.String("detail", "", "one line on how it runs, for the table")
-	out := fs.String("out", "", "append the result as a JSON line to this file")
 	_ = fs.Parse(args)
-	ns, gwName, ok := strings.Cut(*gateway, "/")
-	key, value, ok2 := strings.Cut(*selector, "=")
-	if !ok || !ok2 || *address == "" || *impl == "" {
-		return errors.New("--gateway NS/NAME, --backend-selector K=V, --address and --impl are required")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	address, impl, detail, out := c.address, c.impl, c.detail, c.out
+	ns, gwName, gw, kube, err := c.open(true)
 	if err != nil {
 		return err
 	}
-	// client-go's default limit (5 a second) would hold an update back by up to
-	// 200 ms after its time is taken.
-	cfg.QPS, cfg.Burst = 200, 400
-	gw, err := gwclient.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
+	key, value, ok := strings.Cut(*selector, "=")
+	if !ok {
+		return errors.New("--backend-selector KEY=VALUE")
 	}
 	ctx := context.Background()
 

@@ -36,10 +36,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 // FailoverPhase is one healthy or refusing period of the flipping pod.
@@ -65,34 +62,20 @@ type FailoverResult struct {
 
 func failover(args []string) error {
 	fs := flag.NewFlagSet("failover", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
-	gateway := fs.String("gateway", "bench/gw", "the Gateway, NAMESPACE/NAME (routes and pods go to its namespace)")
-	address := fs.String("address", "", "the Gateway's address, IP:PORT")
+	c := commonFlags(fs)
 	image := fs.String("image", "", "the backend pods' image (echo-basic)")
 	phase := fs.Duration("phase", 15*time.Second, "how long the pod is healthy, then refusing, in each cycle")
 	cycles := fs.Int("cycles", 2, "healthy + refusing cycles")
 	retriesOff := fs.Bool("retries-off", false, "the rules set retry.attempts: 0 (else no retries: the implementation's default)")
-	envoyPids := fs.String("envoy-pids", "", "comma-separated [NAME=]PID: the Envoy processes (their network namespaces get the refusal)")
-	impl := fs.String("impl", "", "implementation name for the table")
-	detail := fs.String("detail", "", "one line on how it runs, for the table")
-	out := fs.String("out", "", "append the result as a JSON line to this file")
 	_ = fs.Parse(args)
-	ns, gwName, ok := strings.Cut(*gateway, "/")
-	if !ok || *address == "" || *impl == "" || *image == "" || *envoyPids == "" {
-		return errors.New("--gateway NS/NAME, --address, --image, --envoy-pids and --impl are required")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	// The Envoys' network namespaces get the refusal.
+	address, envoyPids, impl, detail, out := c.address, c.envoyPids, c.impl, c.detail, c.out
+	ns, gwName, gw, kube, err := c.open(true)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = 200, 400
-	gw, err := gwclient.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
+	if *image == "" || *envoyPids == "" {
+		return errors.New("--image and --envoy-pids are required")
 	}
 	ctx := context.Background()
 	b := &bench{gw: gw, ns: ns, gwName: gwName}

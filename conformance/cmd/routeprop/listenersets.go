@@ -34,11 +34,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 // ListenerSetResult is one implementation's run of the ListenerSet scale scenario.
@@ -67,41 +64,24 @@ type ListenerSetResult struct {
 
 func listenerSets(args []string) error {
 	fs := flag.NewFlagSet("listenersets", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
-	gateway := fs.String("gateway", "bench/gw", "the Gateway, NAMESPACE/NAME (everything goes to its namespace)")
-	address := fs.String("address", "", "the Gateway's address, IP (HTTPS on port 443)")
+	c := commonFlags(fs)
 	nSets := fs.Int("listener-sets", 100, "ListenerSets, each one HTTPS listener for its own hostname")
 	perSet := fs.Int("routes", 16, "HTTPRoutes attached to each ListenerSet")
 	edit := fs.Duration("edit", time.Minute, "how long routes are edited (one a second) after the load")
 	backend := fs.String("backend", "echo:8080", "backend Service NAME:PORT")
-	impl := fs.String("impl", "", "implementation name for the table")
-	detail := fs.String("detail", "", "one line on how it runs, for the table")
-	controller := fs.String("controller", "", "controllerName whose Accepted condition counts (default: any)")
-	ctlPids := fs.String("ctl-pids", "", "comma-separated [NAME=]PID: the control plane's processes")
-	envoyPids := fs.String("envoy-pids", "", "comma-separated [NAME=]PID: the Envoy processes")
-	out := fs.String("out", "", "append the result as a JSON line to this file")
 	_ = fs.Parse(args)
-	ns, gwName, ok := strings.Cut(*gateway, "/")
-	svc, port, ok2 := strings.Cut(*backend, ":")
-	if !ok || !ok2 || *address == "" || *impl == "" || *nSets < 1 || *perSet < 1 {
-		return errors.New("--gateway NS/NAME, --backend NAME:PORT, --address and --impl are required")
+	address, impl, detail, controller, ctlPids, envoyPids, out := c.address, c.impl, c.detail, c.controller, c.ctlPids, c.envoyPids, c.out
+	ns, gwName, gw, kube, err := c.open(true)
+	if err != nil {
+		return err
+	}
+	svc, port, ok := strings.Cut(*backend, ":")
+	if !ok || *nSets < 1 || *perSet < 1 {
+		return errors.New("--backend NAME:PORT, --listener-sets ≥ 1 and --routes ≥ 1")
 	}
 	var backendPort int
 	if _, err := fmt.Sscan(port, &backendPort); err != nil {
 		return fmt.Errorf("--backend NAME:PORT, not %q", *backend)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		return err
-	}
-	cfg.QPS, cfg.Burst = 200, 400
-	gw, err := gwclient.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
 	}
 	ctx := context.Background()
 	b := &bench{gw: gw, ns: ns, gwName: gwName}
@@ -133,7 +113,7 @@ func listenerSets(args []string) error {
 		})
 	}
 	if err := allow(gwv1.NamespacesFromSame); err != nil {
-		return fmt.Errorf("allow ListenerSets on %s: %w", *gateway, err)
+		return fmt.Errorf("allow ListenerSets on %s/%s: %w", ns, gwName, err)
 	}
 
 	waitQuiet(*ctlPids, time.Minute)
@@ -344,17 +324,9 @@ func listenerSetTable(ls []ListenerSetResult, label string) {
 			v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
 	}
 	if len(rows) == 2 {
-		fmt.Printf("%-14s %5s %6s", trunc(label, 14), "", "")
-		for k, w := range []int{7, 8, 8, 9, 9, 9, 8, 9} {
-			fmt.Printf(" %*s", w, ratio(rows[1][k], rows[0][k]))
-		}
-		fmt.Println()
+		ratioRow(label, fmt.Sprintf("%5s %6s", "", ""), rows, []int{7, 8, 8, 9, 9, 9, 8, 9})
 	}
 	for _, l := range ls {
-		fmt.Printf("  %s: %d edits in %.0f s; RSS at the end:", l.Impl, l.Edits, l.EditS)
-		for _, x := range l.RSS {
-			fmt.Printf(" %s %.1f", x.Name, x.MiB)
-		}
-		fmt.Printf("; load %.2f\n", l.Load1)
+		fmt.Printf("  %s: %d edits in %.0f s; RSS at the end:%s; load %.2f\n", l.Impl, l.Edits, l.EditS, rssList(l.RSS), l.Load1)
 	}
 }

@@ -44,7 +44,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/clientcmd"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
@@ -134,41 +133,25 @@ func logf(format string, args ...any) {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
-	gateway := fs.String("gateway", "bench/gw", "the Gateway, NAMESPACE/NAME (routes go to its namespace)")
-	address := fs.String("address", "", "the Gateway's address, IP:PORT")
+	c := commonFlags(fs) // the ctl and Envoy processes: RSS summed at the end
 	backend := fs.String("backend", "echo:8080", "backend Service NAME:PORT in the Gateway's namespace")
 	base := fs.Int("base", 0, "routes attached before the changes")
 	changes := fs.Int("changes", 100, "routes added one at a time, each timed")
-	impl := fs.String("impl", "", "implementation name for the table")
-	detail := fs.String("detail", "", "one line on how it runs, for the table")
-	controller := fs.String("controller", "", "controllerName whose Accepted condition counts (default: any)")
-	out := fs.String("out", "", "append the result as a JSON line to this file")
-	ctlPids := fs.String("ctl-pids", "", "comma-separated [NAME=]PID: the control plane's processes (RSS summed at the end)")
-	envoyPids := fs.String("envoy-pids", "", "comma-separated [NAME=]PID: the Envoy processes (RSS summed at the end)")
 	otherPids := fs.String("other-pids", "", "comma-separated [NAME=]PID: other processes whose RSS is reported apart")
 	interval := fs.Duration("probe-interval", time.Millisecond, "pause between two probes of one hostname")
 	timeout := fs.Duration("timeout", 5*time.Minute, "longest wait for one change's 200")
 	trace := fs.Int("trace-status", 0, "log every status change of the first N added routes (time since apply, conditions)")
 	loadTimeout := fs.Duration("load-timeout", 60*time.Minute, "longest wait for the base routes to be served")
 	_ = fs.Parse(args)
-	ns, name, ok := strings.Cut(*gateway, "/")
-	if !ok || *address == "" || *impl == "" {
-		return errors.New("--gateway NS/NAME, --address and --impl are required")
+	address, impl, detail, controller, ctlPids, envoyPids, out := c.address, c.impl, c.detail, c.controller, c.ctlPids, c.envoyPids, c.out
+	ns, name, gw, _, err := c.open(true)
+	if err != nil {
+		return err
 	}
 	svc, portStr, ok := strings.Cut(*backend, ":")
 	port, err := strconv.Atoi(portStr)
 	if !ok || err != nil {
 		return fmt.Errorf("--backend NAME:PORT, not %q", *backend)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		return err
-	}
-	cfg.QPS, cfg.Burst = 200, 400
-	gw, err := gwclient.NewForConfig(cfg)
-	if err != nil {
-		return err
 	}
 	b := &bench{gw: gw, ns: ns, gwName: name, backend: svc, port: int32(port), address: *address, interval: *interval,
 		client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
@@ -782,6 +765,26 @@ func propagationTable(rs []Result, label string) {
 			fmt.Printf("  %s %d: %s; load %.2f\n", impl, n, strings.Join(parts, ", "), r.Load1)
 		}
 	}
+}
+
+// ratioRow: the ratio row under a table of two rows, the second implementation's
+// numbers over the first's, each in a cell of the width given, after the blank
+// cells lead.
+func ratioRow(label, lead string, rows [][]float64, widths []int) {
+	fmt.Printf("%-14s %s", trunc(label, 14), lead)
+	for k, w := range widths {
+		fmt.Printf(" %*s", w, ratio(rows[1][k], rows[0][k]))
+	}
+	fmt.Println()
+}
+
+// rssList: " NAME MiB" for each process.
+func rssList(rss []NamedRSS) string {
+	var b strings.Builder
+	for _, x := range rss {
+		fmt.Fprintf(&b, " %s %.1f", x.Name, x.MiB)
+	}
+	return b.String()
 }
 
 // ratio a/b, "-" when either is missing or both print as 0.0 (e.g. the base

@@ -31,8 +31,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -71,36 +69,20 @@ const sliceManager = "routeprop.bench.aether-edge"
 
 func scale(args []string) error {
 	fs := flag.NewFlagSet("scale", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
-	gateway := fs.String("gateway", "bench/gw", "the Gateway, NAMESPACE/NAME (routes and Services go to its namespace)")
+	c := commonFlags(fs)
 	nRoutes := fs.Int("routes", 1000, "HTTPRoutes, each to its own Service")
 	nPods := fs.Int("pods", 1000, "backend pods, spread over the Services")
 	churn := fs.Duration("churn", time.Minute, "how long the pods churn")
 	podRate := fs.Float64("pod-rate", 10, "pods replaced per second during the churn")
 	routeRate := fs.Float64("route-rate", 1, "routes edited per second during the churn")
-	impl := fs.String("impl", "", "implementation name for the table")
-	detail := fs.String("detail", "", "one line on how it runs, for the table")
-	controller := fs.String("controller", "", "controllerName whose Accepted condition counts (default: any)")
-	ctlPids := fs.String("ctl-pids", "", "comma-separated [NAME=]PID: the control plane's processes")
-	envoyPids := fs.String("envoy-pids", "", "comma-separated [NAME=]PID: the Envoy processes")
-	out := fs.String("out", "", "append the result as a JSON line to this file")
 	_ = fs.Parse(args)
-	ns, gwName, ok := strings.Cut(*gateway, "/")
-	if !ok || *impl == "" || *nRoutes < 1 || *nPods < *nRoutes {
-		return errors.New("--gateway NS/NAME and --impl are required, and --pods ≥ --routes ≥ 1")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	impl, detail, controller, ctlPids, envoyPids, out := c.impl, c.detail, c.controller, c.ctlPids, c.envoyPids, c.out
+	ns, gwName, gw, kube, err := c.open(false)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = 200, 400
-	gw, err := gwclient.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
+	if *nRoutes < 1 || *nPods < *nRoutes {
+		return errors.New("--pods ≥ --routes ≥ 1")
 	}
 	ctx := context.Background()
 	b := &bench{gw: gw, ns: ns, gwName: gwName}
@@ -441,17 +423,10 @@ func scaleTable(ss []ScaleResult, label string) {
 			v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
 	}
 	if len(rows) == 2 {
-		fmt.Printf("%-14s %6s %6s", trunc(label, 14), "", "")
-		for k, w := range []int{7, 8, 9, 9, 9, 8, 8, 9} {
-			fmt.Printf(" %*s", w, ratio(rows[1][k], rows[0][k]))
-		}
-		fmt.Println()
+		ratioRow(label, fmt.Sprintf("%6s %6s", "", ""), rows, []int{7, 8, 9, 9, 9, 8, 8, 9})
 	}
 	for _, s := range ss {
-		fmt.Printf("  %s: churn %.0f s, %d pods replaced, %d route edits; RSS at the end:", s.Impl, s.ChurnS, s.PodChanges, s.RouteEdits)
-		for _, x := range s.RSS {
-			fmt.Printf(" %s %.1f", x.Name, x.MiB)
-		}
-		fmt.Printf("; load %.2f\n", s.Load1)
+		fmt.Printf("  %s: churn %.0f s, %d pods replaced, %d route edits; RSS at the end:%s; load %.2f\n",
+			s.Impl, s.ChurnS, s.PodChanges, s.RouteEdits, rssList(s.RSS), s.Load1)
 	}
 }
