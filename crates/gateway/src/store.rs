@@ -27,26 +27,31 @@ pub(crate) mod reads;
 /// The namespace an object without one lands in.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
+/// The objects of one kind, by key. Shared (`Arc`) between the copies of a
+/// store, so that a copy costs a reference per kind and a change copies only the
+/// map of its kind.
+pub type Objects<T> = Arc<BTreeMap<ObjectRef, Arc<T>>>;
+
 /// Every object translation looks at, by kind.
 #[derive(Default, Clone, Debug)]
 pub struct Store {
-    gateway_classes: BTreeMap<ObjectRef, Arc<GatewayClass>>,
-    gateways: BTreeMap<ObjectRef, Arc<Gateway>>,
-    http_routes: BTreeMap<ObjectRef, Arc<HttpRoute>>,
-    grpc_routes: BTreeMap<ObjectRef, Arc<GrpcRoute>>,
-    tls_routes: BTreeMap<ObjectRef, Arc<TlsRoute>>,
-    tcp_routes: BTreeMap<ObjectRef, Arc<TcpRoute>>,
-    udp_routes: BTreeMap<ObjectRef, Arc<UdpRoute>>,
-    reference_grants: BTreeMap<ObjectRef, Arc<ReferenceGrant>>,
-    services: BTreeMap<ObjectRef, Arc<Service>>,
-    endpoint_slices: BTreeMap<ObjectRef, Arc<EndpointSlice>>,
-    secrets: BTreeMap<ObjectRef, Arc<Secret>>,
-    config_maps: BTreeMap<ObjectRef, Arc<ConfigMap>>,
-    namespaces: BTreeMap<ObjectRef, Arc<Namespace>>,
-    backend_tls_policies: BTreeMap<ObjectRef, Arc<BackendTlsPolicy>>,
-    listener_sets: BTreeMap<ObjectRef, Arc<ListenerSet>>,
-    cluster_trust_bundles: BTreeMap<ObjectRef, Arc<ClusterTrustBundle>>,
-    x_backends: BTreeMap<ObjectRef, Arc<XBackend>>,
+    gateway_classes: Objects<GatewayClass>,
+    gateways: Objects<Gateway>,
+    http_routes: Objects<HttpRoute>,
+    grpc_routes: Objects<GrpcRoute>,
+    tls_routes: Objects<TlsRoute>,
+    tcp_routes: Objects<TcpRoute>,
+    udp_routes: Objects<UdpRoute>,
+    reference_grants: Objects<ReferenceGrant>,
+    services: Objects<Service>,
+    endpoint_slices: Objects<EndpointSlice>,
+    secrets: Objects<Secret>,
+    config_maps: Objects<ConfigMap>,
+    namespaces: Objects<Namespace>,
+    backend_tls_policies: Objects<BackendTlsPolicy>,
+    listener_sets: Objects<ListenerSet>,
+    cluster_trust_bundles: Objects<ClusterTrustBundle>,
+    x_backends: Objects<XBackend>,
 }
 
 /// A kind the store holds.
@@ -57,8 +62,16 @@ pub trait StoreObject: Clone + Sized {
     const CLUSTER_SCOPED: bool = !Self::KIND.spec().namespaced;
     fn metadata(&self) -> &ObjectMeta;
     fn metadata_mut(&mut self) -> &mut ObjectMeta;
-    fn objects(store: &Store) -> &BTreeMap<ObjectRef, Arc<Self>>;
-    fn objects_mut(store: &mut Store) -> &mut BTreeMap<ObjectRef, Arc<Self>>;
+    /// This kind's map as the store holds it, shared with the store's copies.
+    fn shared(store: &Store) -> &Objects<Self>;
+    fn shared_mut(store: &mut Store) -> &mut Objects<Self>;
+    fn objects(store: &Store) -> &BTreeMap<ObjectRef, Arc<Self>> {
+        Self::shared(store)
+    }
+    /// This kind's map, to change: copied first if a copy of the store shares it.
+    fn objects_mut(store: &mut Store) -> &mut BTreeMap<ObjectRef, Arc<Self>> {
+        Arc::make_mut(Self::shared_mut(store))
+    }
     /// Equal in all that translation reads: everything but `status`,
     /// `metadata.resourceVersion` and `metadata.managedFields`. A status write
     /// (ours or another controller's) comes back through a watch as a new
@@ -95,10 +108,10 @@ macro_rules! store_object {
             fn metadata_mut(&mut self) -> &mut ObjectMeta {
                 &mut self.metadata
             }
-            fn objects(store: &Store) -> &BTreeMap<ObjectRef, Arc<Self>> {
+            fn shared(store: &Store) -> &Objects<Self> {
                 &store.$field
             }
-            fn objects_mut(store: &mut Store) -> &mut BTreeMap<ObjectRef, Arc<Self>> {
+            fn shared_mut(store: &mut Store) -> &mut Objects<Self> {
                 &mut store.$field
             }
             fn same_input(&self, other: &Self) -> bool {
@@ -216,7 +229,11 @@ impl Store {
     /// Returns the removed object, if any.
     pub fn remove<T: StoreObject>(&mut self, namespace: &str, name: &str) -> Option<Arc<T>> {
         let ns = if T::CLUSTER_SCOPED { "" } else { namespace };
-        T::objects_mut(self).remove(&ObjectRef::new(ns, name))
+        let key = ObjectRef::new(ns, name);
+        if !T::objects(self).contains_key(&key) {
+            return None; // nothing to copy the map for
+        }
+        T::objects_mut(self).remove(&key)
     }
 
     /// Looks up one object (`namespace` is ignored for cluster-scoped kinds).
@@ -289,7 +306,7 @@ impl Store {
     /// was one.
     pub fn remove_kind(&mut self, kind: Kind, key: &ObjectRef) -> bool {
         fn remove<T: StoreObject>(store: &mut Store, key: &ObjectRef) -> bool {
-            T::objects_mut(store).remove(key).is_some()
+            T::objects(store).contains_key(key) && T::objects_mut(store).remove(key).is_some()
         }
         with_store_type!(kind, remove(self, key))
     }
@@ -298,6 +315,14 @@ impl Store {
     /// loading `other`'s file after this store's would).
     pub fn merge(&mut self, other: &Store) {
         fn merge<T: StoreObject>(into: &mut Store, from: &Store) {
+            if T::objects(from).is_empty() {
+                return;
+            }
+            if T::objects(into).is_empty() {
+                // Shared, not copied: the first store of a kind is taken whole.
+                *T::shared_mut(into) = T::shared(from).clone();
+                return;
+            }
             let objects = T::objects(from).iter();
             T::objects_mut(into).extend(objects.map(|(k, v)| (k.clone(), v.clone())));
         }
@@ -323,6 +348,33 @@ mod tests {
             ..Default::default()
         });
         svc
+    }
+
+    #[test]
+    fn a_copy_shares_every_kind_until_one_changes_and_then_only_that_one_is_copied() {
+        let mut a = Store::default();
+        a.insert(mk_service("shop", "cart", 80));
+        a.insert_shared::<Namespace>(Arc::new(
+            serde_json::from_str(r#"{"metadata":{"name":"shop"}}"#).unwrap(),
+        ));
+        let mut b = a.clone();
+        let same = |a: &Store, b: &Store| {
+            (
+                Arc::ptr_eq(Service::shared(a), Service::shared(b)),
+                Arc::ptr_eq(Namespace::shared(a), Namespace::shared(b)),
+            )
+        };
+        assert_eq!(same(&a, &b), (true, true));
+        // Removing what is not there copies nothing.
+        assert!(b.remove::<Service>("shop", "gone").is_none());
+        assert_eq!(same(&a, &b), (true, true));
+        b.insert(mk_service("shop", "pay", 80));
+        assert_eq!(same(&a, &b), (false, true), "only the Services were copied");
+        assert_eq!((a.all::<Service>().len(), b.all::<Service>().len()), (1, 2));
+        // Merged into an empty store, a kind is shared whole.
+        let mut c = Store::default();
+        c.merge(&b);
+        assert_eq!(same(&b, &c), (true, true));
     }
 
     #[test]
