@@ -138,7 +138,7 @@ impl Checker {
 
     fn publish(&mut self, snapshot: &Snapshot) {
         for (ty, by_name) in &snapshot.resources {
-            for (name, r) in by_name {
+            for (name, r) in by_name.iter() {
                 self.published
                     .insert((*ty, name.clone(), r.version.clone()));
             }

@@ -87,7 +87,7 @@ impl View {
             .resources
             .get(&ty)
             .into_iter()
-            .flatten()
+            .flat_map(|m| m.iter())
             .map(|(n, r)| (n.as_str(), r))
             .collect();
         for ((t, name), over) in &self.overlay {
@@ -223,7 +223,12 @@ impl Gate {
             .into_iter()
             .filter(|t| waits_for_references(*t))
         {
-            for (name, r) in desired.resources.get(&ty).into_iter().flatten() {
+            for (name, r) in desired
+                .resources
+                .get(&ty)
+                .into_iter()
+                .flat_map(|m| m.iter())
+            {
                 let before = self.view.get(ty, name);
                 if before.is_some_and(|b| b.version == r.version)
                     || r.references
@@ -247,11 +252,13 @@ impl Gate {
             .into_iter()
             .filter(|t| kept_while_named(*t))
         {
-            let next = desired.resources.get(&ty).unwrap_or(&empty);
-            let before = old.desired.resources.get(&ty).unwrap_or(&empty);
+            let next = desired.resources.get(&ty).map_or(&empty, |m| &**m);
+            let before = old.desired.resources.get(&ty).map_or(&empty, |m| &**m);
+            // The same map (no resource of the type moved): the same names.
+            let same = std::ptr::eq(next, before);
             // Both sorted by name: one walk, no lookups (thousands of clusters).
             let mut next_names = next.keys().peekable();
-            for (name, r) in before {
+            for (name, r) in before.iter().filter(|_| !same) {
                 while next_names.next_if(|n| *n < name).is_some() {}
                 if next_names.peek() != Some(&name)
                     && !old.overlay.contains_key(&(ty, name.clone()))
@@ -350,16 +357,15 @@ impl Gate {
             .into_iter()
             .filter(|t| waits_for_references(*t))
         {
-            let in_view =
-                desired
-                    .resources
-                    .get(&ty)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|(name, r)| match overlay.get(&(ty, name.clone())) {
-                        Some(over) => over.as_ref(),
-                        None => Some(r),
-                    });
+            let in_view = desired
+                .resources
+                .get(&ty)
+                .into_iter()
+                .flat_map(|m| m.iter())
+                .filter_map(|(name, r)| match overlay.get(&(ty, name.clone())) {
+                    Some(over) => over.as_ref(),
+                    None => Some(r),
+                });
             for r in in_view {
                 named.extend(r.references.iter().cloned());
             }

@@ -111,6 +111,11 @@ pub(crate) fn build_gateway(
     for cluster in seen.auth_clusters {
         out.own_auth_cluster(cluster, known);
     }
+    // The same members as before: the same set, so that the snapshot keeps
+    // the Gateway's hash without comparing them again.
+    if let Some((_, b)) = before.filter(|(_, b)| b.members == out.members) {
+        out.members = b.members.clone();
+    }
     out
 }
 

@@ -10,18 +10,25 @@
 //!                         IR route equal to the one before (same name,
 //!                         virtual host and scheme) keeps its encoding
 //!                         (`route_cache.rs`)
-//!         ──► Snapshot::new + with_parts: versions, hashes, fingerprints
+//!         ──► the snapshot: each type's map and digest, each Gateway's hash,
+//!             each part's fingerprint
 //! ```
 //!
-//! Only encoding is cached; the snapshot's version, each Gateway's hash and
-//! each part's fingerprint are computed again from the resources every time,
-//! so a cached piece can never carry a stale hash. An empty [`Builder`] is
-//! the full rebuild; a warm one gives an equal snapshot (property test in
-//! `incremental_tests.rs`).
+//! What moved decides what is computed again: a type's map and digest only
+//! when one of its resources moved (otherwise the snapshot before's are
+//! shared), a Gateway's hash only when its members or one of their versions
+//! moved, a route's fingerprint only when its parts or a resource they take
+//! whole moved. Which resources moved is a diff of the pieces encoded again,
+//! so a piece taken from the cache never carries a stale version. An empty
+//! [`Builder`] is the full rebuild; a warm one gives an equal snapshot
+//! (property test in `incremental_tests.rs`).
 
 use crate::gateway::{GatewayBuild, build_gateway};
 use crate::in_order::InOrder;
-use crate::snapshot::{FingerprintedParts, Resource, ResourceType, Snapshot};
+use crate::snapshot::{
+    ByName, FingerprintedParts, GatewayMembers, Members, Resource, ResourceType, Snapshot,
+    TypeDigest, type_digest,
+};
 use crate::{AccessLog, ClusterBuild, ObjectParts, ProxyProtocol, build_cluster};
 use aether_ir as ir;
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,12 +42,23 @@ pub struct Builder {
     /// Per Gateway, its routes' parts fingerprinted: against which build, and
     /// which versions of the resources they take whole.
     fingerprinted: BTreeMap<ir::ObjectRef, Fingerprinted>,
+    /// What the last snapshot was assembled from, to share what did not move.
+    assembled: Assembled,
     /// What the last build reused and encoded.
     pub last: Reuse,
     /// How every HTTP connection manager and TCP proxy logs.
     access_log: AccessLog,
     /// Whether every TCP listener reads a PROXY protocol header first.
     proxy_protocol: ProxyProtocol,
+}
+
+/// The last snapshot's maps per type with their digests, and each Gateway's
+/// members with their hash.
+#[derive(Default)]
+struct Assembled {
+    resources: BTreeMap<ResourceType, ByName>,
+    digests: BTreeMap<ResourceType, TypeDigest>,
+    hashes: BTreeMap<ir::ObjectRef, (Members, String)>,
 }
 
 /// How much of the last build came from the cache.
@@ -59,6 +77,10 @@ pub struct Reuse {
     pub route_shares_made: usize,
     /// Routes whose parts' fingerprint was computed anew.
     pub route_fingerprints_made: usize,
+    /// Resource types whose map was assembled anew (not shared with the
+    /// snapshot before), and Gateways whose hash was computed anew.
+    pub types_assembled: usize,
+    pub gateway_hashes_made: usize,
 }
 
 impl Builder {
@@ -155,48 +177,32 @@ impl Builder {
         }
         self.gateways = gateways;
         self.last = reuse;
-        self.assemble(&moved.0)
+        self.assemble(&moved)
     }
 
     /// The snapshot of what the cache holds now (exactly the last IR's
-    /// pieces); `moved` are the resources a route can take whole whose
-    /// versions differ from the snapshot before.
-    fn assemble(&mut self, moved: &BTreeSet<Named>) -> Snapshot {
-        let mut resources: BTreeMap<ResourceType, BTreeMap<String, Resource>> = BTreeMap::new();
-        for (name, (_, b)) in &self.clusters {
-            resources
-                .entry(ResourceType::Cluster)
-                .or_default()
-                .insert(name.clone(), b.cluster.clone());
-            if let Some(endpoints) = &b.endpoints {
-                resources
-                    .entry(ResourceType::Endpoint)
-                    .or_default()
-                    .insert(name.clone(), endpoints.clone());
-            }
-            // Unused clusters are served, so are their secrets. One Secret's
-            // content is the same wherever the IR carries it (one store read).
-            for s in &b.secrets {
-                resources
-                    .entry(ResourceType::Secret)
-                    .or_default()
-                    .insert(s.name.clone(), s.clone());
+    /// pieces); `moved` are the resources whose versions may differ from the
+    /// snapshot before (every one that does is among them).
+    fn assemble(&mut self, moved: &Moved) -> Snapshot {
+        let types: BTreeSet<ResourceType> = moved.any.iter().map(|(ty, _)| *ty).collect();
+        for ty in types {
+            self.last.types_assembled += 1;
+            let by_name = self.by_name(ty);
+            if by_name.is_empty() {
+                self.assembled.resources.remove(&ty);
+                self.assembled.digests.remove(&ty);
+            } else {
+                self.assembled.digests.insert(ty, type_digest(&by_name));
+                self.assembled.resources.insert(ty, Arc::new(by_name));
             }
         }
-        let mut members: BTreeMap<ir::ObjectRef, crate::snapshot::Members> = BTreeMap::new();
         let mut fragments = BTreeMap::new();
-        for (key, (_, b)) in &self.gateways {
-            for (ty, r) in &b.resources {
-                resources
-                    .entry(*ty)
-                    .or_default()
-                    .insert(r.name.clone(), r.clone());
-            }
-            members.insert(key.clone(), b.members.clone());
+        for (_, b) in self.gateways.values() {
             for (k, f) in &b.fragments {
                 fragments.insert(k.clone(), f.clone());
             }
         }
+        let resources = &self.assembled.resources;
         let version_of = |ty: ResourceType, name: &str| {
             resources
                 .get(&ty)
@@ -205,16 +211,17 @@ impl Builder {
         };
         let mut parts = FingerprintedParts::new();
         let mut fingerprinted = BTreeMap::new();
+        let mut gateways = vec![];
         for (key, (_, b)) in &self.gateways {
             let was = self.fingerprinted.remove(key);
             let f = match was {
-                Some(f) if Arc::ptr_eq(&f.build, b) && moved.is_empty() => f,
+                Some(f) if Arc::ptr_eq(&f.build, b) && moved.whole.is_empty() => f,
                 was => Fingerprinted {
                     build: b.clone(),
                     routes: Arc::new(fingerprint_routes(
                         &b.routes,
                         was,
-                        moved,
+                        &moved.whole,
                         version_of,
                         &mut self.last.route_fingerprints_made,
                     )),
@@ -222,9 +229,41 @@ impl Builder {
             };
             parts.insert(key.clone(), (b.own.clone(), f.routes.clone()));
             fingerprinted.insert(key.clone(), f);
+            // The hash before holds for the same members none of which moved.
+            let hash = self.assembled.hashes.get(key).filter(|(members, _)| {
+                Arc::ptr_eq(members, &b.members) && !moved.any.iter().any(|n| b.members.contains(n))
+            });
+            let hash = hash.map(|(_, h)| h.clone());
+            self.last.gateway_hashes_made += usize::from(hash.is_none());
+            let members = b.members.clone();
+            gateways.push((key.clone(), GatewayMembers { members, hash }));
         }
         self.fingerprinted = fingerprinted;
-        Snapshot::with_members(resources, members).with_fingerprinted_parts(parts, fragments)
+        let snapshot = Snapshot::assembled(
+            self.assembled.resources.clone(),
+            self.assembled.digests.clone(),
+            gateways,
+        );
+        self.assembled.hashes = snapshot
+            .gateways
+            .iter()
+            .map(|(key, g)| (key.clone(), (g.members.clone(), g.hash.clone())))
+            .collect();
+        snapshot.with_fingerprinted_parts(parts, fragments)
+    }
+
+    /// Every resource of type `ty` the cache holds, by name: the clusters',
+    /// then the Gateways' (one Secret's content is the same wherever the IR
+    /// carries it: one store read). Unused clusters are served, so are their
+    /// secrets.
+    fn by_name(&self, ty: ResourceType) -> BTreeMap<String, Resource> {
+        let clusters = self.clusters.values().flat_map(|(_, b)| b.resources());
+        let gateways = self.gateways.values().flat_map(|(_, b)| b.resources());
+        clusters
+            .chain(gateways)
+            .filter(|(t, _)| *t == ty)
+            .map(|(_, r)| (r.name.clone(), r.clone()))
+            .collect()
     }
 }
 
@@ -238,11 +277,16 @@ struct Fingerprinted {
 /// A resource and the name it goes by.
 type Named = (ResourceType, String);
 
-/// The resources a route's parts can take whole (clusters, secrets) whose
-/// versions one build moved: those of the clusters and Gateways it encoded
-/// again whose versions differ from before, and of those that went or came.
+/// The resources one build moved: those of the clusters and Gateways it
+/// encoded again whose versions differ from before, and of those that went
+/// or came (a resource several pieces carry may be among them unmoved).
 #[derive(Default)]
-struct Moved(BTreeSet<Named>);
+struct Moved {
+    /// Of any type.
+    any: BTreeSet<Named>,
+    /// Those a route's parts can take whole (clusters, secrets).
+    whole: BTreeSet<Named>,
+}
 
 impl Moved {
     fn add<'a>(
@@ -250,15 +294,20 @@ impl Moved {
         before: impl IntoIterator<Item = (ResourceType, &'a Resource)>,
         after: impl IntoIterator<Item = (ResourceType, &'a Resource)>,
     ) {
-        let taken_whole = |(ty, r): (ResourceType, &'a Resource)| {
-            matches!(ty, ResourceType::Cluster | ResourceType::Secret)
-                .then_some(((ty, r.name.as_str()), r.version.as_str()))
-        };
-        let before: BTreeMap<_, _> = before.into_iter().filter_map(taken_whole).collect();
-        let after: BTreeMap<_, _> = after.into_iter().filter_map(taken_whole).collect();
+        // A resource is its version and what it references (which the
+        // version does not cover); a part takes only the version.
+        let named = |(ty, r): (ResourceType, &'a Resource)| ((ty, r.name.as_str()), r);
+        let before: BTreeMap<_, _> = before.into_iter().map(named).collect();
+        let after: BTreeMap<_, _> = after.into_iter().map(named).collect();
         for key in before.keys().chain(after.keys()) {
-            if before.get(key) != after.get(key) {
-                self.0.insert((key.0, key.1.to_string()));
+            let (was, now) = (before.get(key).copied(), after.get(key).copied());
+            let version_moved = was.map(|r| &r.version) != now.map(|r| &r.version);
+            let named = || (key.0, key.1.to_string());
+            if version_moved && matches!(key.0, ResourceType::Cluster | ResourceType::Secret) {
+                self.whole.insert(named());
+            }
+            if version_moved || was.map(|r| &r.references) != now.map(|r| &r.references) {
+                self.any.insert(named());
             }
         }
     }

@@ -58,6 +58,8 @@ fn a_warm_builder_encodes_only_what_changed() {
             routes_encoded: 1,
             route_shares_made: 1,
             route_fingerprints_made: 1,
+            types_assembled: 1,
+            gateway_hashes_made: 1,
         }
     );
     assert_eq!(warm, crate::build(&ir));
@@ -71,6 +73,13 @@ fn a_warm_builder_encodes_only_what_changed() {
     assert_eq!(warm, crate::build(&ir));
     let gw0 = ir::ObjectRef::new("default", "gw-0");
     assert_ne!(warm.gateways[&gw0].hash, before.gateways[&gw0].hash);
+    // Only the endpoints' map is assembled again, only gw-0's hash made
+    // again; every other map is the snapshot before's.
+    assert_eq!((b.last.types_assembled, b.last.gateway_hashes_made), (1, 1));
+    for (ty, by_name) in &warm.resources {
+        let shared = std::sync::Arc::ptr_eq(by_name, &before.resources[ty]);
+        assert_eq!(shared, *ty != ResourceType::Endpoint, "{ty:?}");
+    }
 }
 
 #[test]

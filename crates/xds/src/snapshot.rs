@@ -1,14 +1,16 @@
 //! The versioned output of a build: what the ADS server serves.
 //!
 //! ```text
-//!  Snapshot ── resources[type][name] = Resource { version = sha256(encoded body), body: Any }
+//!  Snapshot ── resources[type] = shared map: [name] = Resource { version = sha256(encoded body), body: Any }
 //!          ├─ gateways[ns/name] = GatewayResources { hash, members: {(type, name)},
 //!          │                                       own, routes[key]: ObjectParts }
 //!          └─ fragments[(type, name)] = { object key: hash }   (see `parts.rs`)
 //! ```
 //!
 //! A resource's version is the hex sha256 of its protobuf encoding, so an unchanged
-//! resource keeps its version across builds and is never re-sent. A Gateway's hash
+//! resource keeps its version across builds and is never re-sent. Each type's map
+//! is shared (`Arc`) between snapshots while none of its resources moved, and so
+//! is its digest, over which the snapshot's version is taken. A Gateway's hash
 //! is the sha256 over the sorted `(type, name, version)` of every resource it uses;
 //! an Envoy has "ACKed a Gateway" when the versions it ACKed for those resources
 //! produce the same hash (see [`GatewayResources::hash_of`]).
@@ -129,6 +131,12 @@ pub struct GatewayResources {
 /// A Gateway's resources, by type and name.
 pub type Members = Arc<BTreeSet<(ResourceType, String)>>;
 
+/// One type's resources, by name; shared between snapshots while none moved.
+pub type ByName = Arc<BTreeMap<String, Resource>>;
+
+/// The sha256 over one type's resources' `(name, version)`, in name order.
+pub type TypeDigest = [u8; 32];
+
 /// Per resource that objects share, each object's fragment of it.
 pub type Fragments = BTreeMap<(ResourceType, String), Arc<BTreeMap<String, String>>>;
 
@@ -160,13 +168,48 @@ impl GatewayResources {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
-    /// Per type, resources by name.
-    pub resources: BTreeMap<ResourceType, BTreeMap<String, Resource>>,
+    /// Per type, resources by name. A type without resources has no entry.
+    pub resources: BTreeMap<ResourceType, ByName>,
     pub gateways: BTreeMap<ObjectRef, GatewayResources>,
     /// Per resource that objects share, each object's fragment at this version.
     pub fragments: Fragments,
-    /// sha256 over every resource's (type, name, version): equal snapshots, equal version.
+    /// Per type in `resources`, its digest.
+    pub digests: BTreeMap<ResourceType, TypeDigest>,
+    /// sha256 over each type's [`TypeDigest`]: equal snapshots, equal version.
     pub version: String,
+}
+
+/// The digest of one type's resources (see [`TypeDigest`]).
+pub fn type_digest(by_name: &BTreeMap<String, Resource>) -> TypeDigest {
+    let mut h = Sha256::new();
+    for (name, r) in by_name {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(r.version.as_bytes());
+        h.update([0]);
+    }
+    h.finalize().into()
+}
+
+/// A snapshot's version from its types' digests, in type order.
+fn version_of_digests<'a>(
+    digests: impl IntoIterator<Item = (ResourceType, &'a TypeDigest)>,
+) -> String {
+    let mut h = Sha256::new();
+    for (ty, digest) in digests {
+        h.update(ty.short_name().as_bytes());
+        h.update([0]);
+        h.update(digest);
+    }
+    hex::encode(h.finalize())
+}
+
+/// What [`Snapshot::assembled`] takes per Gateway: its members, and its hash
+/// when the caller knows it holds (the same members, none of whose versions
+/// moved since it was computed).
+pub struct GatewayMembers {
+    pub members: Members,
+    pub hash: Option<String>,
 }
 
 impl Snapshot {
@@ -176,40 +219,60 @@ impl Snapshot {
         gateway_members: BTreeMap<ObjectRef, BTreeSet<(ResourceType, String)>>,
     ) -> Self {
         let members = gateway_members.into_iter();
+        let resources = resources
+            .into_iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(ty, m)| (ty, Arc::new(m)))
+            .collect();
         Self::with_members(resources, members.map(|(gw, m)| (gw, Arc::new(m))))
     }
 
-    /// [`Snapshot::new`] with each Gateway's members shared, as a build keeps them.
+    /// [`Snapshot::new`] with each type's map and each Gateway's members
+    /// shared, as a build keeps them.
     pub fn with_members(
-        resources: BTreeMap<ResourceType, BTreeMap<String, Resource>>,
+        resources: BTreeMap<ResourceType, ByName>,
         gateway_members: impl IntoIterator<Item = (ObjectRef, Members)>,
     ) -> Self {
+        let digests: BTreeMap<ResourceType, TypeDigest> = resources
+            .iter()
+            .map(|(ty, m)| (*ty, type_digest(m)))
+            .collect();
+        let gateways = gateway_members.into_iter().map(|(gw, members)| {
+            (
+                gw,
+                GatewayMembers {
+                    members,
+                    hash: None,
+                },
+            )
+        });
+        Self::assembled(resources, digests, gateways)
+    }
+
+    /// The snapshot of `resources`, given each type's digest, with each
+    /// Gateway's hash computed where it is not given.
+    pub fn assembled(
+        resources: BTreeMap<ResourceType, ByName>,
+        digests: BTreeMap<ResourceType, TypeDigest>,
+        gateways: impl IntoIterator<Item = (ObjectRef, GatewayMembers)>,
+    ) -> Self {
+        debug_assert!(resources.keys().eq(digests.keys()), "a digest per type");
         let mut snapshot = Snapshot {
             resources,
             gateways: BTreeMap::new(),
             fragments: BTreeMap::new(),
-            version: String::new(),
+            version: version_of_digests(digests.iter().map(|(ty, d)| (*ty, d))),
+            digests,
         };
-        let mut h = Sha256::new();
-        for (ty, by_name) in &snapshot.resources {
-            for (name, r) in by_name {
-                h.update(ty.short_name().as_bytes());
-                h.update([0]);
-                h.update(name.as_bytes());
-                h.update([0]);
-                h.update(r.version.as_bytes());
-                h.update([0]);
-            }
-        }
-        snapshot.version = hex::encode(h.finalize());
-        for (gw, members) in gateway_members {
+        for (gw, GatewayMembers { members, hash }) in gateways {
             let mut g = GatewayResources {
                 members,
                 ..Default::default()
             };
-            g.hash = g
-                .hash_of(|ty, name| snapshot.version_of(ty, name))
-                .expect("every Gateway member is a resource of the snapshot");
+            g.hash = hash.unwrap_or_else(|| {
+                g.hash_of(|ty, name| snapshot.version_of(ty, name))
+                    .expect("every Gateway member is a resource of the snapshot")
+            });
             snapshot.gateways.insert(gw, g);
         }
         snapshot
@@ -259,7 +322,9 @@ impl Snapshot {
 
     /// This snapshot with some resources of `ty` replaced, each with its
     /// fragments; the version, Gateway hashes and own fingerprints follow the
-    /// new resources (the routes' parts are kept as they are).
+    /// new resources (the routes' parts are kept as they are). Only `ty`'s
+    /// map is copied, and only the hashes of Gateways with a replaced member
+    /// are computed again.
     pub fn replacing(
         &self,
         ty: ResourceType,
@@ -267,20 +332,29 @@ impl Snapshot {
     ) -> Snapshot {
         let mut resources = self.resources.clone();
         let mut fragments = self.fragments.clone();
+        let mut names = BTreeSet::new();
         for (r, f) in replaced {
             fragments.insert((ty, r.name.clone()), Arc::new(f));
-            resources.entry(ty).or_default().insert(r.name.clone(), r);
+            names.insert((ty, r.name.clone()));
+            let by_name = Arc::make_mut(resources.entry(ty).or_default());
+            by_name.insert(r.name.clone(), r);
         }
-        let members = self
-            .gateways
-            .iter()
-            .map(|(gw, g)| (gw.clone(), g.members.clone()));
+        let mut digests = self.digests.clone();
+        if let Some(by_name) = resources.get(&ty) {
+            digests.insert(ty, type_digest(by_name));
+        }
+        let gateways = self.gateways.iter().map(|(gw, g)| {
+            let kept = !names.iter().any(|n| g.members.contains(n));
+            let hash = kept.then(|| g.hash.clone());
+            let members = g.members.clone();
+            (gw.clone(), GatewayMembers { members, hash })
+        });
         let parts = self
             .gateways
             .iter()
             .map(|(gw, g)| (gw.clone(), (g.own.clone(), g.routes.clone())))
             .collect();
-        Snapshot::with_members(resources, members).with_fingerprinted_parts(parts, fragments)
+        Snapshot::assembled(resources, digests, gateways).with_fingerprinted_parts(parts, fragments)
     }
 
     /// One object's fragment of a resource at this snapshot's version.
@@ -300,5 +374,60 @@ impl Snapshot {
 
     pub fn of_type(&self, ty: ResourceType) -> impl Iterator<Item = &Resource> {
         self.resources.get(&ty).into_iter().flat_map(|m| m.values())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(name: &str, body: &[u8]) -> Resource {
+        Resource::new(name, ResourceType::Route.type_url(), body.to_vec())
+    }
+
+    fn snapshot(a: &[u8], b: &[u8]) -> Snapshot {
+        let cluster = Resource::new("c", ResourceType::Cluster.type_url(), b"c".to_vec());
+        let resources = BTreeMap::from([
+            (
+                ResourceType::Cluster,
+                BTreeMap::from([("c".into(), cluster)]),
+            ),
+            (
+                ResourceType::Route,
+                BTreeMap::from([("a".into(), route("a", a)), ("b".into(), route("b", b))]),
+            ),
+        ]);
+        let members = |table: &str| {
+            let set = [(ResourceType::Cluster, "c"), (ResourceType::Route, table)];
+            set.into_iter().map(|(ty, n)| (ty, n.to_string())).collect()
+        };
+        let gateways = BTreeMap::from([
+            (ObjectRef::new("ns", "a"), members("a")),
+            (ObjectRef::new("ns", "b"), members("b")),
+        ]);
+        Snapshot::new(resources, gateways)
+    }
+
+    /// A replaced table: the version, digests and hashes a fresh snapshot of
+    /// the same resources has; the other types' maps and the hash of the
+    /// Gateway without that table are the ones before.
+    #[test]
+    fn replacing_a_resource_moves_what_a_fresh_snapshot_would_and_shares_the_rest() {
+        let before = snapshot(b"a1", b"b1");
+        let fresh = snapshot(b"a2", b"b1");
+        let replaced =
+            before.replacing(ResourceType::Route, [(route("a", b"a2"), BTreeMap::new())]);
+        assert_eq!(replaced.version, fresh.version);
+        assert_ne!(replaced.version, before.version);
+        assert_eq!(replaced.digests, fresh.digests);
+        assert_eq!(replaced.resources, fresh.resources);
+        for (gw, g) in &fresh.gateways {
+            assert_eq!(replaced.gateways[gw].hash, g.hash, "{gw}");
+        }
+        let (a, b) = (ObjectRef::new("ns", "a"), ObjectRef::new("ns", "b"));
+        assert_ne!(replaced.gateways[&a].hash, before.gateways[&a].hash);
+        assert_eq!(replaced.gateways[&b].hash, before.gateways[&b].hash);
+        let clusters = |s: &Snapshot| s.resources[&ResourceType::Cluster].clone();
+        assert!(Arc::ptr_eq(&clusters(&replaced), &clusters(&before)));
     }
 }

@@ -202,8 +202,8 @@ fn an_endpoint_slice_change_moves_only_endpoints() {
         s.resources
             .get(&ty)
             .into_iter()
-            .flatten()
-            .map(|(_, r)| r.version.clone())
+            .flat_map(|m| m.values())
+            .map(|r| r.version.clone())
             .collect()
     };
     use aether_xds::ResourceType::*;

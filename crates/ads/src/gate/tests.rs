@@ -54,7 +54,7 @@ struct Envoy {
 impl Envoy {
     fn knows(&mut self, snapshot: &Snapshot) {
         for (ty, by_name) in &snapshot.resources {
-            for (name, r) in by_name {
+            for (name, r) in by_name.iter() {
                 self.references.insert(
                     ((*ty, name.clone()), r.version.clone()),
                     r.references.to_vec(),

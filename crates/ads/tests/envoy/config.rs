@@ -286,7 +286,9 @@ pub fn with_other(base: &Snapshot, port: u16, rev: u32) -> Arc<Snapshot> {
         .map(|(gw, r)| (gw.clone(), BTreeSet::clone(&r.members)))
         .collect();
     gateways.insert(other(), members_of(&added));
-    let mut resources = base.resources.clone();
+    let mut resources: BTreeMap<_, _> = (base.resources.iter())
+        .map(|(ty, m)| (*ty, BTreeMap::clone(m)))
+        .collect();
     add_resources(&mut resources, added);
     Arc::new(Snapshot::new(resources, gateways))
 }
