@@ -12,7 +12,7 @@ use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Whether the objects `each` walks in `store` are the `cached` ones, or ones
@@ -90,6 +90,23 @@ pub(super) struct ReadObjects {
     keys: BTreeMap<Kind, BTreeMap<ObjectRef, Option<Shared>>>,
     /// The kinds walked whole, and their objects then, in store order.
     whole: BTreeMap<Kind, Vec<Shared>>,
+    /// By kind, the store's map of it (see `store.rs`: shared between copies
+    /// of a store until the kind changes) in which all of the above was last
+    /// found as it was: while the store has that same map, it still is, and
+    /// nothing of the kind is looked up. Held, so its address is not reused.
+    checked: BTreeMap<Kind, KindMap>,
+}
+
+/// A store's map of one kind, type-erased.
+type KindMap = Arc<dyn std::any::Any + Send + Sync>;
+
+fn kind_map<T: StoreObject + Send + Sync + 'static>(store: &Store) -> KindMap {
+    T::shared(store).clone()
+}
+
+/// Whether `store` has the map `was` of its kind.
+fn same_map(was: Option<&KindMap>, now: &KindMap) -> bool {
+    was.is_some_and(|was| std::ptr::addr_eq(Arc::as_ptr(was), Arc::as_ptr(now)))
 }
 
 fn lookup<T: StoreObject + Send + Sync + 'static>(
@@ -110,18 +127,34 @@ fn same_by_kind(kind: Kind, was: &Shared, now: &Shared) -> bool {
 impl ReadObjects {
     /// Whether every object read is in `store` as it was (or as an object
     /// translation cannot tell from it), and every key read and absent still is.
-    pub(super) fn stand(&self, store: &Store) -> bool {
-        let keys = self.keys.iter().all(|(&kind, keys)| {
-            keys.iter().all(|(key, was)| {
-                let now = crate::with_store_type!(kind, lookup(store, key));
-                match (was, &now) {
-                    (None, None) => true,
-                    (Some(was), Some(now)) => same_by_kind(kind, was, now),
-                    _ => false,
-                }
-            })
+    pub(super) fn stand(&mut self, store: &Store) -> bool {
+        let kinds: BTreeSet<Kind> = self.keys.keys().chain(self.whole.keys()).copied().collect();
+        for kind in kinds {
+            let now = crate::with_store_type!(kind, kind_map(store));
+            if same_map(self.checked.get(&kind), &now) {
+                continue;
+            }
+            if !self.kind_stands(kind, store) {
+                return false;
+            }
+            self.checked.insert(kind, now);
+        }
+        true
+    }
+
+    /// Whether every object of `kind` read is in `store` as it was, and every
+    /// key of it read and absent still is.
+    fn kind_stands(&self, kind: Kind, store: &Store) -> bool {
+        let keys = self.keys.get(&kind).into_iter().flatten();
+        let keys = keys.clone().all(|(key, was)| {
+            let now = crate::with_store_type!(kind, lookup(store, key));
+            match (was, &now) {
+                (None, None) => true,
+                (Some(was), Some(now)) => same_by_kind(kind, was, now),
+                _ => false,
+            }
         });
-        keys && self.whole.iter().all(|(&kind, was)| {
+        keys && self.whole.get(&kind).is_none_or(|was| {
             let now = crate::with_store_type!(kind, every(store));
             was.len() == now.len() && was.iter().zip(&now).all(|(a, b)| same_by_kind(kind, a, b))
         })
@@ -144,5 +177,60 @@ impl ReadObjects {
                 .entry(kind)
                 .or_insert_with(|| crate::with_store_type!(kind, every(store)));
         }
+        // What was held stood in `store` (see `stand`), and what was added
+        // was read from it.
+        let kinds: BTreeSet<Kind> = self.keys.keys().chain(self.whole.keys()).copied().collect();
+        for kind in kinds {
+            let now = crate::with_store_type!(kind, kind_map(store));
+            self.checked.insert(kind, now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(name: &str, port: u16) -> String {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  ports: [{{name: http, port: {port}}}]\n"
+        )
+    }
+
+    fn store(docs: &[String]) -> Store {
+        let mut s = Store::default();
+        s.add_yaml("in.yaml", &docs.join("---\n")).unwrap();
+        s
+    }
+
+    /// Reads of `svc-a` stand in a copy of the store (the same map), in one
+    /// where only `svc-b` changed (a new map, the same `svc-a`), and not in
+    /// one where `svc-a` changed: the shared map is a shortcut, never an
+    /// answer of its own.
+    #[test]
+    fn reads_stand_while_what_was_read_is_the_same_whichever_map_holds_it() {
+        let before = store(&[service("svc-a", 80), service("svc-b", 80)]);
+        let mut read = ReadObjects::default();
+        let reads = Reads {
+            keys: BTreeMap::from([(
+                Kind::Service,
+                BTreeSet::from([ObjectRef::new("default", "svc-a")]),
+            )]),
+            whole: BTreeSet::new(),
+        };
+        read.add(&before, reads);
+        assert!(read.stand(&before.clone()));
+
+        let mut other_changed = before.clone();
+        other_changed.merge(&store(&[service("svc-b", 81)]));
+        assert!(read.stand(&other_changed));
+
+        let mut read_changed = other_changed.clone();
+        read_changed.merge(&store(&[service("svc-a", 81)]));
+        assert!(!read.stand(&read_changed));
+        assert!(
+            read.stand(&other_changed),
+            "a failed check remembers nothing"
+        );
     }
 }
