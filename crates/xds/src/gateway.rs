@@ -41,6 +41,9 @@ pub(crate) struct GatewayBuild {
     pub(crate) resources: Vec<(ResourceType, Resource)>,
     /// Shared with the snapshots built from it.
     pub(crate) members: Arc<BTreeSet<Named>>,
+    /// The members as the build meets them (some twice), made a set at its
+    /// end: one sort of thousands of names, not thousands of inserts.
+    met: Vec<Named>,
     pub(crate) own: ObjectParts,
     pub(crate) routes: BTreeMap<String, ObjectParts>,
     /// Per resource the Gateway's objects share, each object's fragment.
@@ -111,11 +114,13 @@ pub(crate) fn build_gateway(
     for cluster in seen.auth_clusters {
         out.own_auth_cluster(cluster, known);
     }
+    let members: BTreeSet<Named> = std::mem::take(&mut out.met).into_iter().collect();
     // The same members as before: the same set, so that the snapshot keeps
     // the Gateway's hash without comparing them again.
-    if let Some((_, b)) = before.filter(|(_, b)| b.members == out.members) {
-        out.members = b.members.clone();
-    }
+    out.members = match before {
+        Some((_, b)) if *b.members == members => b.members.clone(),
+        _ => Arc::new(members),
+    };
     out
 }
 
@@ -127,7 +132,7 @@ impl GatewayBuild {
 
     /// A resource of the Gateway's.
     fn member(&mut self, named: Named) {
-        Arc::make_mut(&mut self.members).insert(named);
+        self.met.push(named);
     }
 
     fn add(&mut self, ty: ResourceType, name: &str, encoded: Vec<u8>, clusters: Vec<String>) {
