@@ -59,10 +59,10 @@ pub fn local_report(node: &str, fleet: &Fleet, snapshot: &Snapshot) -> AckReport
                 .insert(part_key(&key, &route), refusal.message);
         }
         for route in s.routes {
-            if let Some(parts) = resources.routes.get(&route) {
+            if let Some(parts) = resources.routes.get(route) {
                 report
                     .acked_parts
-                    .insert(part_key(&key, &route), parts.fingerprint.clone());
+                    .insert(part_key(&key, route), parts.fingerprint.clone());
             }
         }
     }

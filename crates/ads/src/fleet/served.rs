@@ -24,16 +24,18 @@ use std::sync::Arc;
 /// Versions remembered per resource beyond those some stream holds.
 const RECENT: usize = 4;
 
-/// What one node's Envoy serves of one Gateway of a snapshot.
+/// What one node's Envoy serves of one Gateway of a snapshot (whose route
+/// keys it names).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GatewayServed {
+pub struct GatewayServed<'s> {
     /// Every member at the snapshot's version.
     pub whole: bool,
     /// The Gateway's own share (its listeners): Acked when the Envoy serves
     /// it; Nacked when it rejected any of the Gateway's resources.
     pub gateway: AckState,
-    /// Route keys whose current config the Envoy serves.
-    pub routes: BTreeSet<String>,
+    /// Route keys whose current config the Envoy serves: the snapshot's own
+    /// strings, none copied (a report is made on every ACK).
+    pub routes: BTreeSet<&'s str>,
     /// Routes an Envoy refused, served as they were (`crate::holdback`):
     /// who refused each and Envoy's words.
     pub refused: BTreeMap<String, Rejection>,
@@ -108,7 +110,11 @@ impl Fleet {
     /// it; one never remembered serves only what is current. Only this node
     /// counts: another client of the same ADS server (a stray process with
     /// another node id) neither holds it back nor puts its NACK into it.
-    pub fn served_by(&self, node: &str, snapshot: &Snapshot) -> BTreeMap<ObjectRef, GatewayServed> {
+    pub fn served_by<'s>(
+        &self,
+        node: &str,
+        snapshot: &'s Snapshot,
+    ) -> BTreeMap<ObjectRef, GatewayServed<'s>> {
         let streams = self.streams();
         let nodes = super::nodes(&streams);
         let state = nodes.get(node);
@@ -150,7 +156,7 @@ impl Fleet {
                     .routes
                     .iter()
                     .filter(|(key, parts)| whole || serves(state, snapshot, history, key, parts))
-                    .map(|(key, _)| key.clone())
+                    .map(|(key, _)| key.as_str())
                     .collect();
                 (
                     gw.clone(),
