@@ -145,8 +145,8 @@ impl ReadObjects {
     /// Whether every object of `kind` read is in `store` as it was, and every
     /// key of it read and absent still is.
     fn kind_stands(&self, kind: Kind, store: &Store) -> bool {
-        let keys = self.keys.get(&kind).into_iter().flatten();
-        let keys = keys.clone().all(|(key, was)| {
+        let mut read = self.keys.get(&kind).into_iter().flatten();
+        let keys_stand = read.all(|(key, was)| {
             let now = crate::with_store_type!(kind, lookup(store, key));
             match (was, &now) {
                 (None, None) => true,
@@ -154,10 +154,12 @@ impl ReadObjects {
                 _ => false,
             }
         });
-        keys && self.whole.get(&kind).is_none_or(|was| {
-            let now = crate::with_store_type!(kind, every(store));
-            was.len() == now.len() && was.iter().zip(&now).all(|(a, b)| same_by_kind(kind, a, b))
-        })
+        keys_stand
+            && self.whole.get(&kind).is_none_or(|was| {
+                let now = crate::with_store_type!(kind, every(store));
+                was.len() == now.len()
+                    && was.iter().zip(&now).all(|(a, b)| same_by_kind(kind, a, b))
+            })
     }
 
     /// Adds what one translation of `store` read (keys already held were
