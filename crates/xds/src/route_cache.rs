@@ -87,6 +87,9 @@ struct EncodedVirtualHost {
     frame: Arc<Frame>,
     /// Aligned with the IR virtual host's routes.
     routes: Arc<[Arc<[u8]>]>,
+    /// Aligned with them too: the length of each route's key, the prefix of
+    /// its name (`names::route_key_of`), found once per virtual host encoded.
+    key_lens: Arc<[Option<u32>]>,
 }
 
 /// A message with one repeated field taken out: the encoded fields before it,
@@ -158,10 +161,13 @@ impl EncodedTable {
                     Some((_, encoded)) => (encoded.name.clone(), encoded.domains.clone()),
                     None => (vh.name.as_str().into(), vh.domains.join("\n").into()),
                 };
+                let key_len =
+                    |r: &Arc<ir::Route>| Some(ir::names::route_key_of(&r.name)?.len() as u32);
                 EncodedVirtualHost {
                     name,
                     domains,
                     routes: encode_routes(vh, scheme, earlier, count).into(),
+                    key_lens: vh.routes.iter().map(key_len).collect(),
                     frame,
                 }
             })
@@ -225,19 +231,16 @@ fn key_fragments(
 ) -> BTreeMap<String, KeyFragment> {
     let mut pieces: BTreeMap<&str, Pieces> = BTreeMap::new();
     for (i, (vh, ir_vh)) in virtual_hosts.iter().zip(&table.virtual_hosts).enumerate() {
-        let ir_routes = ir_vh
-            .routes
-            .iter()
-            .map(|r| r.name.as_str())
-            .zip(vh.routes.iter().cloned());
+        let keys = (ir_vh.routes.iter().zip(vh.key_lens.iter()))
+            .map(|(r, len)| len.map(|len| &r.name[..len as usize]));
+        let ir_routes = keys.zip(vh.routes.iter().cloned());
         // The frame's own routes are encoded anew each time: never kept.
-        let own = vh
-            .frame
-            .own
-            .iter()
-            .map(|(n, r)| (n.as_str(), Arc::from(r.as_slice())));
-        for (name, encoded) in ir_routes.chain(own) {
-            if let Some(key) = ir::names::route_key_of(name) {
+        let own = vh.frame.own.iter().map(|(n, r)| {
+            let key = ir::names::route_key_of(n);
+            (key, Arc::from(r.as_slice()))
+        });
+        for (key, encoded) in ir_routes.chain(own) {
+            if let Some(key) = key {
                 pieces.entry(key).or_default().push((i, encoded));
             }
         }
