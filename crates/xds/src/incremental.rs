@@ -229,14 +229,10 @@ impl Builder {
             };
             parts.insert(key.clone(), (b.own.clone(), f.routes.clone()));
             fingerprinted.insert(key.clone(), f);
-            // The hash before holds for the same members none of which moved.
-            let hash = self.assembled.hashes.get(key).filter(|(members, _)| {
-                Arc::ptr_eq(members, &b.members) && !moved.any.iter().any(|n| b.members.contains(n))
-            });
-            let hash = hash.map(|(_, h)| h.clone());
-            self.last.gateway_hashes_made += usize::from(hash.is_none());
-            let members = b.members.clone();
-            gateways.push((key.clone(), GatewayMembers { members, hash }));
+            let before = self.assembled.hashes.get(key).map(|(m, h)| (m, h));
+            let members = GatewayMembers::keeping(b.members.clone(), before, &moved.any);
+            self.last.gateway_hashes_made += usize::from(members.hash.is_none());
+            gateways.push((key.clone(), members));
         }
         self.fingerprinted = fingerprinted;
         let snapshot = Snapshot::assembled(

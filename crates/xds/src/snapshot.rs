@@ -212,6 +212,22 @@ pub struct GatewayMembers {
     pub hash: Option<String>,
 }
 
+impl GatewayMembers {
+    /// `members`, with the hash `before` had when it still holds: the same
+    /// set (the same `Arc`), none of whose resources is among `moved`.
+    pub fn keeping(
+        members: Members,
+        before: Option<(&Members, &String)>,
+        moved: &BTreeSet<(ResourceType, String)>,
+    ) -> Self {
+        let hash = before
+            .filter(|(was, _)| Arc::ptr_eq(was, &members))
+            .filter(|_| !moved.iter().any(|n| members.contains(n)))
+            .map(|(_, hash)| hash.clone());
+        GatewayMembers { members, hash }
+    }
+}
+
 impl Snapshot {
     /// Builds the snapshot version and every Gateway hash from the resources.
     pub fn new(
@@ -344,10 +360,9 @@ impl Snapshot {
             digests.insert(ty, type_digest(by_name));
         }
         let gateways = self.gateways.iter().map(|(gw, g)| {
-            let kept = !names.iter().any(|n| g.members.contains(n));
-            let hash = kept.then(|| g.hash.clone());
-            let members = g.members.clone();
-            (gw.clone(), GatewayMembers { members, hash })
+            let before = Some((&g.members, &g.hash));
+            let members = GatewayMembers::keeping(g.members.clone(), before, &names);
+            (gw.clone(), members)
         });
         let parts = self
             .gateways
