@@ -3,18 +3,17 @@
 //! ```text
 //!  backendRef (Service ns/name, port) ── ReferenceGrant? ── Service.spec.ports[port]
 //!      └─► Cluster edge_cl_<ns>_<svc>_<port>
-//!            endpoints ◄── EndpointSlices labeled kubernetes.io/service-name=<svc>:
-//!                          the slice port named like the Service port,
-//!                          endpoints whose conditions.ready is not false,
-//!                          or, when there is none, those still serving while
-//!                          terminating (IPv4/IPv6 slices; FQDN slices skipped)
+//!            endpoints_from: PortNamed { Service, the Service port's name }
+//!            endpoints ◄── filled last (`endpoints.rs`), from the EndpointSlices
+//!                          labeled kubernetes.io/service-name=<svc>
 //! ```
 //!
 //! Endpoints come from EndpointSlices, never from selectors or ClusterIPs, so
 //! selector-less Services (hand-written slices) and headless Services work alike.
-//! Slices are indexed by Service once per translation ([`Backends::new`]), so
-//! resolving stays cheap with thousands of Services.
+//! Slices are indexed by Service ([`BackendIndex`]), so filling them stays
+//! cheap with thousands of Services.
 
+mod endpoints;
 mod index;
 
 pub use index::BackendIndex;
@@ -24,12 +23,11 @@ use crate::reference_grant::{self, Referent};
 use crate::store::Store;
 use crate::vocabulary::route;
 use crate::xbackend::{self, XBackendModel};
-use aether_ir::{Cluster, Endpoint, Kind, ObjectRef, UpstreamProtocol, names};
+use aether_ir::{Cluster, EndpointsFrom, Kind, ObjectRef, UpstreamProtocol, names};
 use gateway_api::apis::experimental::xbackends::XBackend;
 use k8s_openapi::api::core::v1::{Service, ServicePort};
-use k8s_openapi::api::discovery::v1::EndpointPort;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Why a backendRef does not resolve; each maps to a route ResolvedRefs reason.
@@ -107,9 +105,6 @@ pub struct BackendRef<'a> {
 pub struct Backends<'a> {
     store: &'a Store,
     index: Arc<BackendIndex>,
-    /// While [`Backends::reading_services`] runs: the Services whose
-    /// EndpointSlices were read.
-    read: RefCell<Option<BTreeSet<ObjectRef>>>,
     /// Clusters resolved so far, by (Service, port, upstream): the routes that
     /// name one backend share one cluster (with its endpoints) instead of
     /// each holding a copy — at 10,000 routes, megabytes.
@@ -133,7 +128,6 @@ impl<'a> Backends<'a> {
         Backends {
             store,
             index,
-            read: RefCell::new(None),
             resolved: RefCell::new(BTreeMap::new()),
             xbackends: RefCell::new(BTreeMap::new()),
             xbackend_clusters: RefCell::new(BTreeMap::new()),
@@ -148,16 +142,6 @@ impl<'a> Backends<'a> {
             external_hostnames,
             ..self
         }
-    }
-
-    /// Runs `f`, and returns with its result the Services whose EndpointSlices
-    /// it read: what an incremental translator must redo `f` for when one of
-    /// their slices changes.
-    pub fn reading_services<T>(&self, f: impl FnOnce() -> T) -> (T, BTreeSet<ObjectRef>) {
-        let before = self.read.replace(Some(BTreeSet::new()));
-        let out = f();
-        let read = self.read.replace(before).unwrap_or_default();
-        (out, read)
     }
 
     /// BackendTLSPolicies, conflicts decided.
@@ -205,7 +189,6 @@ impl<'a> Backends<'a> {
                 .borrow()
                 .get(&(service.clone(), port, upstream))
         {
-            self.note_read(&service);
             return Ok(cluster.clone());
         }
         let svc: &Service = store
@@ -234,7 +217,11 @@ impl<'a> Backends<'a> {
             service: memo.0.clone(),
             port,
             protocol,
-            endpoints: self.endpoints(&memo.0, |p| p.name.as_deref().unwrap_or("") == port_name),
+            endpoints: Vec::new(),
+            endpoints_from: EndpointsFrom::PortNamed {
+                service: memo.0.clone(),
+                name: port_name.to_string(),
+            },
             tls,
             backend_kind: aether_ir::BackendKind::Service,
             discovery: aether_ir::Discovery::Eds,
@@ -290,101 +277,13 @@ impl<'a> Backends<'a> {
         m
     }
 
-    /// An XBackend cluster resolved before in this translation (its
-    /// Service's slices noted as read again).
+    /// An XBackend cluster resolved before in this translation.
     pub(crate) fn xbackend_cluster(&self, memo: &(ObjectRef, Upstream)) -> Option<Arc<Cluster>> {
-        let cluster = self.xbackend_clusters.borrow().get(memo).cloned()?;
-        if let Some(Some(m)) = self.xbackends.borrow().get(&memo.0)
-            && let xbackend::Target::Endpoints {
-                service: Some(service),
-            } = &m.target
-        {
-            self.note_read(service);
-        }
-        Some(cluster)
+        self.xbackend_clusters.borrow().get(memo).cloned()
     }
 
     pub(crate) fn remember_xbackend_cluster(&self, memo: (ObjectRef, Upstream), c: Arc<Cluster>) {
         self.xbackend_clusters.borrow_mut().insert(memo, c);
-    }
-
-    /// Ready endpoints of a Service's slices on the port numbered `port`
-    /// (the target port: an XBackend's Service is read by the number).
-    pub(crate) fn endpoints_numbered(&self, service: &ObjectRef, port: u16) -> Vec<Endpoint> {
-        self.endpoints(service, |p| p.port == Some(i32::from(port)))
-    }
-
-    /// Records, while [`Backends::reading_services`] runs, that the
-    /// EndpointSlices of `service` were read.
-    fn note_read(&self, service: &ObjectRef) {
-        if let Some(read) = self.read.borrow_mut().as_mut() {
-            read.insert(service.clone());
-        }
-    }
-
-    /// Ready endpoints of a Service port (the slice port `port` picks),
-    /// sorted and deduplicated. A pod being
-    /// deleted turns not ready at once and leaves the load balancing while its
-    /// process still finishes what it has; when every endpoint is terminating
-    /// (a rollout's last moments), those still serving take the traffic rather
-    /// than none, as kube-proxy does.
-    fn endpoints(
-        &self,
-        service: &ObjectRef,
-        port: impl Fn(&EndpointPort) -> bool,
-    ) -> Vec<Endpoint> {
-        self.note_read(service);
-        let mut out = Vec::new();
-        let mut terminating = Vec::new();
-        let slices = self.index.slices.get(service).into_iter().flatten();
-        // FQDN slices name hosts, not addresses: a static upstream cannot use them.
-        for slice in slices.filter(|s| matches!(s.address_type.as_str(), "IPv4" | "IPv6")) {
-            // An address that is not an IP of the slice's type is no endpoint:
-            // the API server refuses it, and so does the loader, but a
-            // static upstream Envoy cannot parse must never get this far.
-            let v4 = slice.address_type == "IPv4";
-            let is_ip = |a: &str| {
-                if v4 {
-                    a.parse::<std::net::Ipv4Addr>().is_ok()
-                } else {
-                    a.parse::<std::net::Ipv6Addr>().is_ok()
-                }
-            };
-            let port = slice
-                .ports
-                .iter()
-                .flatten()
-                .find(|p| port(p))
-                .and_then(|p| p.port)
-                .and_then(|p| u16::try_from(p).ok());
-            let Some(port) = port else { continue };
-            for ep in &slice.endpoints {
-                let conditions = ep.conditions.as_ref();
-                let into = if conditions.and_then(|c| c.ready) != Some(false) {
-                    &mut out
-                } else if conditions
-                    .is_some_and(|c| c.serving == Some(true) && c.terminating == Some(true))
-                {
-                    &mut terminating
-                } else {
-                    continue;
-                };
-                for address in ep.addresses.iter().filter(|a| is_ip(a)) {
-                    into.push(Endpoint {
-                        address: address.clone(),
-                        port,
-                        weight: 0,
-                    });
-                }
-            }
-        }
-        if out.is_empty() {
-            out = terminating;
-        }
-        out.sort();
-        out.dedup();
-        out.shrink_to_fit();
-        out
     }
 }
 

@@ -8,14 +8,21 @@
 //!         │   read, `store::reads`) ───────────────────── changed? ──► forget
 //!         │                                                           everything
 //!         ├─ each route ──────────────► RouteModel      (same object: reused)
-//!         └─ each Gateway of ours ──┐
-//!              its parentRefs' routes┴► GatewayUnit     (same Gateway object and
-//!                                       model, status,   same route models in the
-//!                                       IR, clusters     same order: reused)
-//!                                          │
-//!              translated again, same model: each unchanged route's table
-//!              entries and attachments from the Gateway's memo (`route_memo.rs`)
+//!         ├─ each Gateway of ours ──┐
+//!         │    its parentRefs' routes┴► GatewayUnit     (same Gateway object and
+//!         │                             model, status,   same route models in the
+//!         │                             IR, clusters     same order: reused)
+//!         │                                │
+//!         │    translated again, same model: each unchanged route's table
+//!         │    entries and attachments from the Gateway's memo (`route_memo.rs`)
+//!         │                                ▼
+//!         └─ EndpointSlices ─────────► each cluster's endpoints, last (same
+//!                                       cluster, its Services' slices the same:
+//!                                       reused)
 //! ```
+//!
+//! Only the last phase reads EndpointSlices: a pod's change costs the
+//! clusters of its Service, and leaves every route and Gateway as it was.
 //!
 //! "Same object" is pointer identity of the store's `Arc`s: a store built from
 //! another shares every object it did not replace. The cache holds the objects
@@ -51,7 +58,7 @@ mod reuse;
 mod unit;
 use crate::route_memo::GatewayMemo;
 use crate::{Config, Translation, grpc_route, http_route, l4_route};
-use aether_ir::{Cluster, Kind, ObjectRef};
+use aether_ir::{Cluster, Ir, Kind, ObjectRef};
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use gateway_api::apis::experimental::xbackends::XBackend;
@@ -76,8 +83,7 @@ pub struct Translator {
     /// (EndpointSlices apart: see `slices`).
     world: Vec<Shared>,
     /// The EndpointSlices the cache was filled under, in store order. A change
-    /// to them redoes only the routes that read the changed Services' slices
-    /// (`RouteRead::services`), and so only their Gateways and clusters.
+    /// to them fills again only the clusters of the changed Services.
     slices: Vec<Arc<EndpointSlice>>,
     /// Per route kind, sorted by key as the store is: a merge with the store
     /// moves entries over instead of looking each one up.
@@ -85,6 +91,8 @@ pub struct Translator {
     gateways: BTreeMap<ObjectRef, GatewayEntry>,
     /// EndpointSlices by Service and BackendTLSPolicies, for this world.
     backend_index: Option<Arc<BackendIndex>>,
+    /// By name: each cluster as the Gateways gave it, and with its endpoints.
+    filled: BTreeMap<String, (Arc<Cluster>, Arc<Cluster>)>,
     /// The Services, Secrets, ConfigMaps and Namespaces read since the cache
     /// was filled: the others of those kinds are no input.
     read: ReadObjects,
@@ -99,6 +107,8 @@ pub struct Reuse {
     pub routes_modeled: usize,
     pub gateways_reused: usize,
     pub gateways_translated: usize,
+    /// Clusters whose endpoints were read again (the others kept theirs).
+    pub clusters_filled: usize,
     /// In the Gateways translated again: route table entries and attachments
     /// taken from the Gateway's memo (`route_memo.rs`), not made again.
     pub route_parts_kept: usize,
@@ -116,11 +126,7 @@ struct RouteEntry {
 }
 
 impl RouteEntry {
-    fn new(
-        key: ObjectRef,
-        source: Shared,
-        (mut model, services): (RouteModel, BTreeSet<ObjectRef>),
-    ) -> Self {
+    fn new(key: ObjectRef, source: Shared, mut model: RouteModel) -> Self {
         model.shrink_to_fit();
         let mut parents: Vec<_> = model
             .parent_refs
@@ -139,10 +145,7 @@ impl RouteEntry {
         parents.shrink_to_fit();
         RouteEntry {
             key,
-            read: RouteRead {
-                source,
-                services: services.into_iter().collect(),
-            },
+            read: RouteRead { source },
             model: Arc::new(model),
             parents,
             status: None,
@@ -157,9 +160,6 @@ struct GatewayEntry {
     /// Gateway model (`route_memo.rs`).
     memo: GatewayMemo,
 }
-
-/// A Gateway's model, and the Services whose EndpointSlices it read.
-type Modeled = (GatewayModel, BTreeSet<ObjectRef>);
 
 /// Everything one Gateway contributes to a translation.
 struct GatewayUnit {
@@ -212,7 +212,7 @@ impl Translator {
         // GatewayClasses of ours, with their status.
         let ours = classes(store, &self.config, &mut status);
         // Every route modeled on its own (rules, backends, filters), in route order.
-        let routes = self.route_models(store, &stale, &backends, &mut reuse);
+        let routes = self.route_models(store, &backends, &mut reuse);
         // Our Gateways, and the ports each may bind (the oldest keeps a shared one).
         let gateways: Vec<(&ObjectRef, &Arc<Gateway>)> = store
             .all::<Gateway>()
@@ -221,13 +221,12 @@ impl Translator {
             .collect();
         let mut taken = crate::port_claims::taken(&gateways, &self.config);
         // Gateway models (listeners, ListenerSets), and which Gateway holds each ListenerSet.
-        let (mut models, set_gateway) =
-            self.gateway_models(store, &backends, &stale, &gateways, &taken);
+        let (mut models, set_gateway) = self.gateway_models(store, &backends, &gateways, &taken);
         // Each Gateway's inputs: the routes whose parentRefs reach it.
         let inputs = self.gateway_inputs(&gateways, &set_gateway, &routes);
         // Per Gateway: its routes attached, its status and IR (the unit).
         let units = self.gateway_units(
-            (store, &backends, &stale),
+            (store, &backends),
             &gateways,
             &inputs,
             &routes,
@@ -237,7 +236,9 @@ impl Translator {
         // Each route's status: its parents' statuses from the units, in parentRef order.
         self.route_statuses(&units, &inputs, &mut status);
         // The IR: every served Gateway, the clusters they share merged.
-        let ir = merge(&units, &mut status);
+        let mut ir = merge(&units, &mut status);
+        // Endpoints last: the only phase that reads EndpointSlices.
+        self.fill_endpoints(&mut ir, &index, &stale, &mut reuse);
         // BackendTLSPolicy status: each policy's ancestors are our Gateways that use it.
         if !store.all::<BackendTlsPolicy>().is_empty() {
             let keys: BTreeSet<ObjectRef> = units.iter().map(|(k, _)| (*k).clone()).collect();
@@ -270,6 +271,7 @@ impl Translator {
             self.routes.clear();
             self.gateways.clear();
             self.backend_index = None;
+            self.filled.clear();
             self.read = ReadObjects::default();
         }
         let mut stale = BTreeSet::new();
@@ -298,12 +300,10 @@ impl Translator {
     }
 
     /// Every route's model, in route order (GRPC, HTTP, TCP, TLS, UDP; by
-    /// key): the cached one while the route and the Services it read are the
-    /// same, else modeled again.
+    /// key): the cached one while the route is the same, else modeled again.
     fn route_models<'s>(
         &mut self,
         store: &'s Store,
-        stale: &BTreeSet<ObjectRef>,
         backends: &dyn Fn() -> &'s Backends<'s>,
         reuse: &mut Reuse,
     ) -> Vec<Arc<RouteModel>> {
@@ -324,7 +324,7 @@ impl Translator {
                     while cached.next_if(|e| e.key < *key).is_some() {}
                     let source: Shared = r.clone();
                     let entry = match cached.next_if(|e| e.key == *key) {
-                        Some(mut e) if e.read.stands(&source, same_as::<$ty>, stale) => {
+                        Some(mut e) if e.read.stands(&source, same_as::<$ty>) => {
                             reuse.routes_reused += 1;
                             e.read.source = source;
                             e
@@ -332,8 +332,7 @@ impl Translator {
                         _ => {
                             reuse.routes_modeled += 1;
                             let b = backends();
-                            let modeled = b.reading_services(|| $model(b, key.clone(), r));
-                            RouteEntry::new(key.clone(), source, modeled)
+                            RouteEntry::new(key.clone(), source, $model(b, key.clone(), r))
                         }
                     };
                     routes.push(entry.model.clone());
@@ -357,17 +356,19 @@ impl Translator {
         &self,
         store: &'s Store,
         backends: &dyn Fn() -> &'s Backends<'s>,
-        stale: &BTreeSet<ObjectRef>,
         gateways: &[(&ObjectRef, &Arc<Gateway>)],
         taken: &BTreeMap<ObjectRef, Taken>,
-    ) -> (BTreeMap<ObjectRef, Modeled>, BTreeMap<ObjectRef, ObjectRef>) {
+    ) -> (
+        BTreeMap<ObjectRef, GatewayModel>,
+        BTreeMap<ObjectRef, ObjectRef>,
+    ) {
         let no_ports_taken = Taken::new();
         let mut set_gateway = BTreeMap::new();
         let mut models = BTreeMap::new();
         for (key, gw) in gateways {
             let lost = taken.get(*key).unwrap_or(&no_ports_taken);
             let sets: Vec<ObjectRef> = match self.gateways.get(*key) {
-                Some(e) if e.read.model_stands(gw, lost, stale) => e
+                Some(e) if e.read.model_stands(gw, lost) => e
                     .unit
                     .listener_sets
                     .iter()
@@ -375,10 +376,8 @@ impl Translator {
                     .collect(),
                 _ => {
                     let b = backends();
-                    let m = b.reading_services(|| {
-                        GatewayModel::new(store, b, &self.config, (*key).clone(), gw, lost)
-                    });
-                    let keys = m.0.listener_sets.iter().map(|s| s.key.clone()).collect();
+                    let m = GatewayModel::new(store, b, &self.config, (*key).clone(), gw, lost);
+                    let keys = m.listener_sets.iter().map(|s| s.key.clone()).collect();
                     models.insert((*key).clone(), m);
                     keys
                 }
@@ -424,16 +423,12 @@ impl Translator {
     /// lost and its inputs are the same, else translated again.
     fn gateway_units<'g, 's>(
         &mut self,
-        (store, backends, stale): (
-            &'s Store,
-            &dyn Fn() -> &'s Backends<'s>,
-            &BTreeSet<ObjectRef>,
-        ),
+        (store, backends): (&'s Store, &dyn Fn() -> &'s Backends<'s>),
         gateways: &[(&'g ObjectRef, &Arc<Gateway>)],
         inputs: &BTreeMap<&ObjectRef, Vec<(usize, usize)>>,
         routes: &[Arc<RouteModel>],
         (models, taken): (
-            &mut BTreeMap<ObjectRef, Modeled>,
+            &mut BTreeMap<ObjectRef, GatewayModel>,
             &mut BTreeMap<ObjectRef, Taken>,
         ),
         reuse: &mut Reuse,
@@ -448,7 +443,7 @@ impl Translator {
             let lost = taken.remove(*key).unwrap_or_default();
             let cached = self.gateways.get_mut(*key);
             let unit = match cached {
-                Some(e) if e.read.unit_stands(gw, &lost, stale, &keyed) => {
+                Some(e) if e.read.unit_stands(gw, &lost, &keyed) => {
                     reuse.gateways_reused += 1;
                     e.read.source = (*gw).clone();
                     e.unit.clone()
@@ -458,14 +453,12 @@ impl Translator {
                     // The route entries of the Gateway's last tables hold
                     // while its model does.
                     let memo = cached
-                        .filter(|e| e.read.model_stands(gw, &lost, stale))
+                        .filter(|e| e.read.model_stands(gw, &lost))
                         .map(|e| std::mem::take(&mut e.memo))
                         .unwrap_or_default();
-                    let (model, services) = models.remove(*key).unwrap_or_else(|| {
+                    let model = models.remove(*key).unwrap_or_else(|| {
                         let b = backends();
-                        b.reading_services(|| {
-                            GatewayModel::new(store, b, &self.config, (*key).clone(), gw, &lost)
-                        })
+                        GatewayModel::new(store, b, &self.config, (*key).clone(), gw, &lost)
                     });
                     let unit =
                         Arc::new(translate_gateway(store, &self.config, model, &keyed, &memo));
@@ -477,7 +470,6 @@ impl Translator {
                                 source: (*gw).clone(),
                                 taken: lost,
                                 inputs: keyed,
-                                services: services.into_iter().collect(),
                             },
                             unit: unit.clone(),
                             memo,
@@ -491,6 +483,43 @@ impl Translator {
         }
         self.gateways.retain(|k, _| live.contains(k));
         units
+    }
+
+    /// Each cluster's endpoints, from the EndpointSlices: those filled last
+    /// time while the cluster is the same (or an equal one) and no Service
+    /// it reads the slices of changed, else read again.
+    fn fill_endpoints(
+        &mut self,
+        ir: &mut Ir,
+        index: &BackendIndex,
+        stale: &BTreeSet<ObjectRef>,
+        reuse: &mut Reuse,
+    ) {
+        let stale = |service: &ObjectRef| stale.contains(service);
+        let mut filled = BTreeMap::new();
+        for c in &mut ir.clusters {
+            // The key moves over with its entry: no name copied per cluster.
+            let (name, before) = match self.filled.remove_entry(&c.name) {
+                Some((name, before)) => (name, Some(before)),
+                None => (c.name.clone(), None),
+            };
+            let with = match before {
+                Some((was, with))
+                    if (Arc::ptr_eq(&was, c) || was == *c) && !c.endpoints_from.reads(&stale) =>
+                {
+                    with
+                }
+                _ => {
+                    reuse.clusters_filled += 1;
+                    Arc::new(Cluster {
+                        endpoints: index.endpoints(&c.endpoints_from),
+                        ..Cluster::clone(c)
+                    })
+                }
+            };
+            filled.insert(name, (std::mem::replace(c, with.clone()), with));
+        }
+        self.filled = filled;
     }
 
     /// Route statuses: each route's parents in parentRef order. A route whose

@@ -57,6 +57,8 @@ fn one_route_changed_retranslates_its_gateway_and_models_that_route_alone() {
             gateways_translated: 1,
             // The 9 other routes of gw-1: each one's table entries and attachment.
             route_parts_kept: 18,
+            // Its one cluster is the same: its endpoints are kept.
+            clusters_filled: 0,
         }
     );
     assert_eq!(out, crate::translate(&store, &config));
@@ -158,7 +160,7 @@ fn slice(service: &str, address: &str) -> String {
 }
 
 #[test]
-fn an_endpoint_slice_change_redoes_only_the_routes_that_read_its_service() {
+fn an_endpoint_slice_change_fills_its_services_clusters_and_translates_nothing() {
     let config = Config::default();
     let mut store = two_gateways();
     store.merge(&one(
@@ -169,12 +171,20 @@ fn an_endpoint_slice_change_redoes_only_the_routes_that_read_its_service() {
     // Route 3 (on gw-1) alone goes to `other`.
     store.merge(&one(&route(3, 1, "/").replace("name: svc", "name: other")));
     let mut t = Translator::new(config.clone());
-    t.translate(&store);
+    let before = t.translate(&store);
 
     store.merge(&one(&slice("other", "10.0.1.2")));
     let out = t.translate(&store);
-    assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (1, 1));
+    let redone = |t: &Translator| {
+        let l = t.last;
+        (l.routes_modeled, l.gateways_translated, l.clusters_filled)
+    };
+    assert_eq!(redone(&t), (0, 0, 1));
     assert_eq!(out, crate::translate(&store, &config));
+    // Every Gateway's IR is the one before: the builder re-encodes none of it.
+    for (a, b) in before.ir.gateways.iter().zip(&out.ir.gateways) {
+        assert!(Arc::ptr_eq(a, b));
+    }
     let endpoints: Vec<&str> = out
         .ir
         .clusters
@@ -184,18 +194,19 @@ fn an_endpoint_slice_change_redoes_only_the_routes_that_read_its_service() {
         .collect();
     assert_eq!(endpoints, ["10.0.1.2"]);
 
-    // The other Service's slice: the 19 routes to it.
+    // The other Service's slice: the one cluster the 19 routes to it share.
     store.merge(&one(&slice("svc", "10.0.0.2")));
-    t.translate(&store);
-    assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (19, 2));
+    let out = t.translate(&store);
+    assert_eq!(redone(&t), (0, 0, 1));
+    assert_eq!(out, crate::translate(&store, &config));
     // A slice of a Service no route reads: nothing.
     store.merge(&one(&slice("nobody", "10.0.2.1")));
     t.translate(&store);
-    assert_eq!((t.last.routes_modeled, t.last.gateways_translated), (0, 0));
+    assert_eq!(redone(&t), (0, 0, 0));
 }
 
 #[test]
-fn a_slice_of_a_listener_filters_auth_service_retranslates_that_gateway_alone() {
+fn a_slice_of_a_listener_filters_auth_service_fills_its_cluster_alone() {
     let config = Config::default();
     let mut store = two_gateways();
     let filtered = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw-0, namespace: default}\nspec:\n  gatewayClassName: aether\n  listeners:\n  \
@@ -212,8 +223,8 @@ fn a_slice_of_a_listener_filters_auth_service_retranslates_that_gateway_alone() 
     t.translate(&store);
     store.merge(&one(&slice("10.0.0.2")));
     let out = t.translate(&store);
-    assert_eq!(t.last.gateways_translated, 1, "{:?}", t.last);
-    assert_eq!(t.last.routes_reused, 20, "{:?}", t.last);
+    assert_eq!(t.last.gateways_translated, 0, "{:?}", t.last);
+    assert_eq!(t.last.clusters_filled, 1, "{:?}", t.last);
     assert_eq!(out, crate::translate(&store, &config));
     let served = format!("{:?}", out.ir.clusters);
     assert!(served.contains("10.0.0.2"), "{served}");

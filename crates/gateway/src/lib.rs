@@ -10,6 +10,7 @@
 //!                                                    └──► route table ──► IR Gateway
 //!        ──► route statuses (each route's parents, from their units)
 //!        ──► IR merge (clusters shared across Gateways), policy status
+//!        ──► endpoints (backend/endpoints.rs: the only phase that reads EndpointSlices)
 //! ```
 //!
 //! [`incremental::Translator`] calls these phases in this order and keeps

@@ -18,6 +18,11 @@ pub struct Cluster {
     pub protocol: UpstreamProtocol,
     /// Ready endpoints, sorted by (address, port), deduplicated.
     pub endpoints: Vec<Endpoint>,
+    /// Where [`Cluster::endpoints`] come from. A translation reads
+    /// EndpointSlices in its last phase only, from this: a pod's change
+    /// costs the clusters of its Service, not the routes that name them.
+    #[serde(skip)]
+    pub endpoints_from: EndpointsFrom,
     /// TLS to the endpoints (a BackendTLSPolicy, an XBackend's `tls`); `None`:
     /// plain text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -32,6 +37,34 @@ pub struct Cluster {
     /// The XBackend's `sessionPersistence`, for the routes that forward here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionPersistence>,
+}
+
+/// Which EndpointSlices, and which port of theirs, a cluster's endpoints are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum EndpointsFrom {
+    /// None: Envoy resolves a hostname (DNS), or there is nothing to reach.
+    #[default]
+    Nowhere,
+    /// The Service's slices, on the slice port named as the Service port is.
+    PortNamed { service: ObjectRef, name: String },
+    /// The Service's slices, on the slice port of this number (the target
+    /// port: an XBackend's Service).
+    PortNumbered { service: ObjectRef, port: u16 },
+    /// Each backend's endpoints weighted so that the backends' shares are
+    /// their weights (one cluster for a UDPRoute's weighted backends).
+    Weighted(Vec<(EndpointsFrom, u32)>),
+}
+
+impl EndpointsFrom {
+    /// Whether these endpoints come from any of `services`' slices.
+    pub fn reads(&self, services: &impl Fn(&ObjectRef) -> bool) -> bool {
+        match self {
+            EndpointsFrom::Nowhere => false,
+            EndpointsFrom::PortNamed { service, .. }
+            | EndpointsFrom::PortNumbered { service, .. } => services(service),
+            EndpointsFrom::Weighted(from) => from.iter().any(|(f, _)| f.reads(services)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -3,9 +3,9 @@
 //! HTTPRoute rules, each forwarding to a Service cluster `app/<name>:80`.
 
 use crate::{
-    BackendKind, Cluster, Discovery, Endpoint, Forward, Gateway, ObjectRef, PathMatch, Port,
-    PortProtocol, Route, RouteAction, RouteMatch, RouteTable, UpstreamProtocol, VirtualHost,
-    WeightedBackend, names,
+    BackendKind, Cluster, Discovery, Endpoint, EndpointsFrom, Forward, Gateway, ObjectRef,
+    PathMatch, Port, PortProtocol, Route, RouteAction, RouteMatch, RouteTable, UpstreamProtocol,
+    VirtualHost, WeightedBackend, names,
 };
 
 /// The rule of HTTPRoute `app/<route>` matching the path prefix `path`,
@@ -69,6 +69,10 @@ pub fn service_cluster(name: &str, address: &str) -> Cluster {
             port: 8080,
             weight: 0,
         }],
+        endpoints_from: EndpointsFrom::PortNamed {
+            service: ObjectRef::new("app", name),
+            name: String::new(),
+        },
         tls: None,
         backend_kind: BackendKind::Service,
         discovery: Discovery::Eds,

@@ -42,8 +42,8 @@ mod skip;
 
 pub use certificate::{CaBundle, Certificate};
 pub use cluster::{
-    BackendKind, Cluster, Discovery, Endpoint, SubjectAltName, TrustedCa, UpstreamProtocol,
-    UpstreamTls,
+    BackendKind, Cluster, Discovery, Endpoint, EndpointsFrom, SubjectAltName, TrustedCa,
+    UpstreamProtocol, UpstreamTls,
 };
 pub use gate::{AckState, Pending, Rejection, Served};
 pub use kind::{Kind, KindSpec, RouteKind, UnknownKind};

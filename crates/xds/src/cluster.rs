@@ -247,6 +247,7 @@ mod tests {
             port: 8081,
             protocol,
             endpoints: vec![],
+            endpoints_from: ir::EndpointsFrom::Nowhere,
             tls: None,
             backend_kind: ir::BackendKind::Service,
             discovery: ir::Discovery::Eds,

@@ -70,6 +70,7 @@ mod tests {
                     weight: 0,
                 })
                 .collect(),
+            endpoints_from: ir::EndpointsFrom::Nowhere,
             tls: None,
             backend_kind: ir::BackendKind::Service,
             discovery: ir::Discovery::Eds,

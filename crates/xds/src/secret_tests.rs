@@ -76,6 +76,7 @@ fn tls_ir(key: &str) -> ir::Ir {
             port: 8443,
             weight: 0,
         }],
+        endpoints_from: ir::EndpointsFrom::Nowhere,
         tls: Some(ir::UpstreamTls {
             sni: "web.example.com".into(),
             trusted_ca: ir::TrustedCa::Pem(ir::CaBundle {

@@ -3,17 +3,16 @@
 //! nothing else; each rule says what its result read.
 //!
 //! ```text
-//!  route model   ◄─ the route object, the Services whose EndpointSlices it read
-//!  Gateway model ◄─ the Gateway object, the ports older Gateways hold, the
-//!                   Services its listeners read
+//!  route model   ◄─ the route object
+//!  Gateway model ◄─ the Gateway object, the ports older Gateways hold
 //!  Gateway unit  ◄─ its model's inputs, and the same route models at the same
 //!                   parentRefs, in the same order
 //!  route status  ◄─ its model, and the same parent statuses from the same units
 //! ```
 //!
-//! Any other shared object that changed empties the whole cache first
-//! (`Translator::shared_objects`); `stale` holds the Services whose
-//! EndpointSlices changed.
+//! Any shared object that changed empties the whole cache first
+//! (`Translator::shared_objects`). EndpointSlices are no input of these:
+//! only the clusters' endpoints read them, in the last phase.
 
 use super::identity::{SameAs, same_input};
 use super::{GatewayUnit, Shared};
@@ -21,22 +20,17 @@ use crate::port_claims::Taken;
 use crate::route::RouteModel;
 use aether_ir::ObjectRef;
 use gateway_api::apis::experimental::gateways::Gateway;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// What a route's model was computed from.
 pub(super) struct RouteRead {
     pub source: Shared,
-    /// The Services whose EndpointSlices modeling it read, sorted (a slice,
-    /// not a set: a one-element `BTreeSet` allocates a whole node).
-    pub services: Box<[ObjectRef]>,
 }
 
 impl RouteRead {
-    /// The model stands while the route is the same and no Service it read
-    /// the EndpointSlices of changed.
-    pub fn stands(&self, now: &Shared, same: SameAs, stale: &BTreeSet<ObjectRef>) -> bool {
-        same(&self.source, now) && !reads_stale(&self.services, stale)
+    /// The model stands while the route is the same.
+    pub fn stands(&self, now: &Shared, same: SameAs) -> bool {
+        same(&self.source, now)
     }
 }
 
@@ -45,23 +39,15 @@ pub(super) struct GatewayRead {
     pub source: Arc<Gateway>,
     /// The ports older Gateways hold (see `port_claims`).
     pub taken: Taken,
-    /// The Services whose EndpointSlices its model read (its listeners'
-    /// ExternalAuth servers), sorted.
-    pub services: Box<[ObjectRef]>,
     /// (route model, parentRef index), in route order.
     pub inputs: Vec<(Arc<RouteModel>, usize)>,
 }
 
 impl GatewayRead {
-    /// The model stands while the Gateway is the same, it loses the same
-    /// ports to older Gateways, and no Service it read changed.
-    pub fn model_stands(
-        &self,
-        now: &Arc<Gateway>,
-        lost: &Taken,
-        stale: &BTreeSet<ObjectRef>,
-    ) -> bool {
-        same_input(&self.source, now) && self.taken == *lost && !reads_stale(&self.services, stale)
+    /// The model stands while the Gateway is the same and it loses the same
+    /// ports to older Gateways.
+    pub fn model_stands(&self, now: &Arc<Gateway>, lost: &Taken) -> bool {
+        same_input(&self.source, now) && self.taken == *lost
     }
 
     /// The unit stands while the model does and its inputs are the same
@@ -70,10 +56,9 @@ impl GatewayRead {
         &self,
         now: &Arc<Gateway>,
         lost: &Taken,
-        stale: &BTreeSet<ObjectRef>,
         inputs: &[(Arc<RouteModel>, usize)],
     ) -> bool {
-        self.model_stands(now, lost, stale)
+        self.model_stands(now, lost)
             && self.inputs.len() == inputs.len()
             && self
                 .inputs
@@ -105,10 +90,6 @@ pub(super) fn route_status_stands(
             x.0 == pi
                 && ((Arc::ptr_eq(&x.1, unit) && x.2 == at) || x.1.parents[x.2] == unit.parents[at])
         })
-}
-
-fn reads_stale(services: &[ObjectRef], stale: &BTreeSet<ObjectRef>) -> bool {
-    services.iter().any(|s| stale.contains(s))
 }
 
 #[cfg(test)]

@@ -36,10 +36,6 @@ fn route(s: &Store) -> Shared {
     s.all::<HttpRoute>().values().next().unwrap().clone()
 }
 
-fn svc(name: &str) -> ObjectRef {
-    ObjectRef::new("default", name)
-}
-
 fn model(s: &Store) -> Arc<RouteModel> {
     let backends = crate::backend::Backends::new(s);
     let key = ObjectRef::new("default", "r");
@@ -48,31 +44,16 @@ fn model(s: &Store) -> Arc<RouteModel> {
 }
 
 #[test]
-fn a_route_model_stands_for_the_same_route_and_its_services_unchanged() {
+fn a_route_model_stands_for_the_same_route() {
     let s = store(DOCS);
-    let read = RouteRead {
-        source: route(&s),
-        services: Box::new([svc("a")]),
-    };
-    let none = BTreeSet::new();
-    assert!(read.stands(&route(&s), same_as::<HttpRoute>, &none));
+    let read = RouteRead { source: route(&s) };
+    assert!(read.stands(&route(&s), same_as::<HttpRoute>));
     // A status write or a new resourceVersion: the same input.
     let rewritten = store(&DOCS.replace("resourceVersion: '1'", "resourceVersion: '2'"));
-    assert!(read.stands(&route(&rewritten), same_as::<HttpRoute>, &none));
-    // A Service it did not read changed: still stands.
-    assert!(read.stands(
-        &route(&s),
-        same_as::<HttpRoute>,
-        &BTreeSet::from([svc("b")])
-    ));
+    assert!(read.stands(&route(&rewritten), same_as::<HttpRoute>));
 
-    assert!(!read.stands(
-        &route(&s),
-        same_as::<HttpRoute>,
-        &BTreeSet::from([svc("a")])
-    ));
     let edited = store(&DOCS.replace("parentRefs: [{name: gw}]", "parentRefs: [{name: other}]"));
-    assert!(!read.stands(&route(&edited), same_as::<HttpRoute>, &none));
+    assert!(!read.stands(&route(&edited), same_as::<HttpRoute>));
 }
 
 #[test]
@@ -82,24 +63,22 @@ fn a_gateway_unit_stands_only_for_the_same_route_models_in_the_same_places() {
     let read = GatewayRead {
         source: gateway(&s),
         taken: Taken::new(),
-        services: Box::new([]),
         inputs: vec![(m.clone(), 0)],
     };
-    let none = BTreeSet::new();
-    assert!(read.unit_stands(&gateway(&s), &Taken::new(), &none, &[(m.clone(), 0)]));
+    assert!(read.unit_stands(&gateway(&s), &Taken::new(), &[(m.clone(), 0)]));
     // The model stands without its inputs; the unit does not.
-    assert!(read.model_stands(&gateway(&s), &Taken::new(), &none));
-    assert!(!read.unit_stands(&gateway(&s), &Taken::new(), &none, &[]));
-    assert!(!read.unit_stands(&gateway(&s), &Taken::new(), &none, &[(m.clone(), 1)]));
+    assert!(read.model_stands(&gateway(&s), &Taken::new()));
+    assert!(!read.unit_stands(&gateway(&s), &Taken::new(), &[]));
+    assert!(!read.unit_stands(&gateway(&s), &Taken::new(), &[(m.clone(), 1)]));
     // An equal model is not the same model: it was modeled again.
-    assert!(!read.unit_stands(&gateway(&s), &Taken::new(), &none, &[(model(&s), 0)]));
+    assert!(!read.unit_stands(&gateway(&s), &Taken::new(), &[(model(&s), 0)]));
 
     let mut lost = Taken::new();
     lost.insert(
         (80, crate::port_claims::Transport::Tcp),
         ("0.0.0.0".into(), ObjectRef::new("default", "older")),
     );
-    assert!(!read.model_stands(&gateway(&s), &lost, &none));
+    assert!(!read.model_stands(&gateway(&s), &lost));
     let edited = store(&DOCS.replace("port: 80", "port: 81"));
-    assert!(!read.model_stands(&gateway(&edited), &Taken::new(), &none));
+    assert!(!read.model_stands(&gateway(&edited), &Taken::new()));
 }

@@ -5,7 +5,8 @@ use super::TableContext;
 use crate::listener::ListenerProtocol;
 use crate::route::{ForwardSpec, RouteModel, RuleAction};
 use aether_ir::{
-    Cluster, Endpoint, L4Forward, ObjectRef, PortProtocol, UpstreamProtocol, WeightedBackend, names,
+    Cluster, EndpointsFrom, L4Forward, ObjectRef, PortProtocol, UpstreamProtocol, WeightedBackend,
+    names,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::BTreeMap;
@@ -96,32 +97,20 @@ fn age(r: &RouteModel) -> (bool, Option<Time>, ObjectRef) {
 }
 
 /// One cluster for a UDPRoute's weighted backends: every backend's endpoints,
-/// each weighted so that the backends' shares are their weights (a backend's
-/// weight spread over its endpoints). Endpoints named by two backends add up.
+/// each weighted so that the backends' shares are their weights (filled
+/// last, `backend/endpoints.rs`).
 fn udp_weighted_cluster(r: &RouteModel, backends: &[(Arc<Cluster>, u32)]) -> Cluster {
-    /// Per-endpoint weights are integers: scale before dividing by the count.
-    const SCALE: u64 = 1000;
-    let mut weights: BTreeMap<(String, u16), u64> = BTreeMap::new();
-    for (cluster, weight) in backends {
-        let n = cluster.endpoints.len() as u64;
-        for e in &cluster.endpoints {
-            let share = (u64::from(*weight) * SCALE / n).max(1);
-            *weights.entry((e.address.clone(), e.port)).or_default() += share;
-        }
-    }
     Cluster {
         name: names::udp_route_cluster(&r.key.namespace, &r.key.name),
         service: r.key.clone(),
         port: 0,
         protocol: UpstreamProtocol::Http1,
-        endpoints: weights
-            .into_iter()
-            .map(|((address, port), w)| Endpoint {
-                address,
-                port,
-                weight: u32::try_from(w).unwrap_or(u32::MAX),
-            })
-            .collect(),
+        endpoints: Vec::new(),
+        endpoints_from: EndpointsFrom::Weighted(
+            (backends.iter())
+                .map(|(c, w)| (c.endpoints_from.clone(), *w))
+                .collect(),
+        ),
         tls: None,
         backend_kind: aether_ir::BackendKind::Service,
         discovery: aether_ir::Discovery::Eds,

@@ -29,7 +29,7 @@ use crate::backend::{BackendError, BackendRef, Backends, Upstream};
 use crate::reference_grant::{self, Referent};
 use crate::vocabulary::xbackend::Reason;
 use aether_ir::{
-    BackendKind, Cluster, Discovery, Endpoint, Kind, ObjectRef, UpstreamProtocol, names,
+    BackendKind, Cluster, Discovery, EndpointsFrom, Kind, ObjectRef, UpstreamProtocol, names,
 };
 use gateway_api::apis::experimental::xbackends::XBackendProtocol;
 use std::sync::Arc;
@@ -97,13 +97,14 @@ pub fn resolve(
     if let Some(cluster) = backends.xbackend_cluster(&memo) {
         return Ok(cluster);
     }
-    let (endpoints, discovery) = endpoints(backends, &m, &key, &shown)?;
+    let (endpoints_from, discovery) = endpoints(&m, &key, &shown)?;
     let cluster = Arc::new(Cluster {
         name: names::xbackend_cluster(ns, r.name, m.port),
         service: key,
         port: m.port,
         protocol,
-        endpoints,
+        endpoints: Vec::new(),
+        endpoints_from,
         tls,
         backend_kind: BackendKind::XBackend,
         discovery,
@@ -150,14 +151,14 @@ fn backend_tls(
     }
 }
 
-/// The cluster's endpoints and how Envoy finds them: the ready endpoints of
-/// the Service made for the XBackend, or its hostname through DNS.
+/// Where the cluster's endpoints come from and how Envoy finds them: the
+/// ready endpoints of the Service made for the XBackend, or its hostname
+/// through DNS.
 fn endpoints(
-    backends: &Backends<'_>,
     m: &XBackendModel,
     key: &ObjectRef,
     shown: &str,
-) -> Result<(Vec<Endpoint>, Discovery), BackendError> {
+) -> Result<(EndpointsFrom, Discovery), BackendError> {
     Ok(match &m.target {
         Target::Endpoints { service: None } => {
             return Err(BackendError::NotFound(
@@ -170,9 +171,15 @@ fn endpoints(
         }
         Target::Endpoints {
             service: Some(service),
-        } => (backends.endpoints_numbered(service, m.port), Discovery::Eds),
+        } => (
+            EndpointsFrom::PortNumbered {
+                service: service.clone(),
+                port: m.port,
+            },
+            Discovery::Eds,
+        ),
         Target::Dns { hostname } => (
-            vec![],
+            EndpointsFrom::Nowhere,
             Discovery::Dns {
                 hostname: hostname.clone(),
             },

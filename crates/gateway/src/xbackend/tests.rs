@@ -107,7 +107,8 @@ fn external_hostnames_are_served_only_where_the_edge_allows_them() {
     assert!(got.is_err(), "served without the edge's allowance: {got:?}");
 }
 
-/// Resolves a ref to XBackend apps/x (spec `spec`) from a route of `kind`.
+/// Resolves a ref to XBackend apps/x (spec `spec`) from a route of `kind`,
+/// its endpoints filled as a translation's last phase does.
 fn resolve_x(
     spec: &str,
     kind: RouteKind,
@@ -127,8 +128,15 @@ fn resolve_x(
         namespace: None,
         port,
     };
+    let index = crate::backend::BackendIndex::new(&s);
     backends
         .resolve(kind, "apps", r, upstream)
+        .map(|c| {
+            Arc::new(aether_ir::Cluster {
+                endpoints: index.endpoints(&c.endpoints_from),
+                ..aether_ir::Cluster::clone(&c)
+            })
+        })
         .map_err(|e| e.reason())
 }
 

@@ -175,6 +175,7 @@ pub fn mk_cluster(service: &str, addr: SocketAddr, protocol: ir::UpstreamProtoco
             port: addr.port(),
             weight: 0,
         }],
+        endpoints_from: ir::EndpointsFrom::Nowhere,
         tls: None,
         backend_kind: ir::BackendKind::Service,
         discovery: ir::Discovery::Eds,
