@@ -143,6 +143,15 @@ fn child(routes: usize) {
         let t = Instant::now();
         let snapshot = builder.build(&translation.ir);
         ep_build.push(t.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(
+            (
+                translator.last.routes_modeled,
+                translator.last.gateways_translated
+            ),
+            (0, 0),
+            "no route or Gateway translated again: only the cluster's endpoints"
+        );
+        assert_eq!(builder.last.gateways_encoded, 0, "no Gateway re-encoded");
         assert_eq!(builder.last.routes_encoded, 0, "no route re-encoded");
         assert_eq!(snapshot.gateways.len(), gateways);
     }

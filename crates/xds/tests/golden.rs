@@ -127,3 +127,30 @@ fn building_twice_gives_identical_output() {
         );
     }
 }
+
+/// What each object of a Gateway reads (its parts) is among the Gateway's
+/// members, in every golden case: the status gate counts on it (a Gateway
+/// whose members an Envoy holds at their versions serves every route, and a
+/// route that reads no member in flight is served as it is now).
+#[test]
+fn every_part_of_a_gateways_objects_is_one_of_its_members() {
+    let mut parts = 0;
+    for dir in case_dirs() {
+        let snapshot = aether_xds::build(&load_ir(&dir));
+        for (gw, resources) in &snapshot.gateways {
+            let objects = std::iter::once(("own", &resources.own))
+                .chain(resources.routes.iter().map(|(k, p)| (k.as_str(), p)));
+            for (object, p) in objects {
+                for part in p.parts.keys() {
+                    parts += 1;
+                    assert!(
+                        resources.members.contains(part),
+                        "{}: {gw} {object} reads {part:?}, not one of its members",
+                        case_name(&dir)
+                    );
+                }
+            }
+        }
+    }
+    assert!(parts > 100, "the cases have parts to check: {parts}");
+}

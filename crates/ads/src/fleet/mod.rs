@@ -432,10 +432,27 @@ impl<'a> NodeState<'a> {
     /// Equal versions for every member is equal hashes, without hashing: this is
     /// the hot path of the status gate.
     fn serves(&self, snapshot: &Snapshot, resources: &GatewayResources) -> bool {
-        resources.members.iter().all(|(ty, name)| {
-            let acked = self.version_of(*ty, name);
-            acked.is_some() && acked == snapshot.version_of(*ty, name)
-        })
+        resources
+            .members
+            .iter()
+            .all(|(ty, name)| self.holds_current(snapshot, *ty, name))
+    }
+
+    /// The Gateway's members this Envoy does not hold at the snapshot's
+    /// version, in member order: none when it serves the Gateway whole.
+    fn lagging<'r>(
+        &self,
+        snapshot: &Snapshot,
+        resources: &'r GatewayResources,
+    ) -> Vec<&'r (ResourceType, String)> {
+        (resources.members.iter())
+            .filter(|(ty, name)| !self.holds_current(snapshot, *ty, name))
+            .collect()
+    }
+
+    fn holds_current(&self, snapshot: &Snapshot, ty: ResourceType, name: &str) -> bool {
+        let acked = self.version_of(ty, name);
+        acked.is_some() && acked == snapshot.version_of(ty, name)
     }
 }
 

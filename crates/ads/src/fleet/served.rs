@@ -138,7 +138,9 @@ impl Fleet {
                     };
                     return (gw.clone(), nothing);
                 };
-                let whole = state.serves(snapshot, resources);
+                // Usually few or none: what is in flight to this Envoy.
+                let lagging = state.lagging(snapshot, resources);
+                let whole = lagging.is_empty();
                 let own = whole
                     || (!resources.own.parts.is_empty()
                         && serves(state, snapshot, history, OWN, &resources.own));
@@ -155,7 +157,13 @@ impl Fleet {
                 let routes = resources
                     .routes
                     .iter()
-                    .filter(|(key, parts)| whole || serves(state, snapshot, history, key, parts))
+                    .filter(|(key, parts)| {
+                        // A route's parts are members of its Gateway: one that
+                        // reads no lagging member is served as it is now.
+                        let reads_lagging =
+                            || (parts.parts.keys()).any(|k| lagging.binary_search(&k).is_ok());
+                        whole || !reads_lagging() || serves(state, snapshot, history, key, parts)
+                    })
                     .map(|(key, _)| key.as_str())
                     .collect();
                 (

@@ -346,6 +346,35 @@ mod served {
         }
     }
 
+    /// Routes a and b of [`mk_routes_snapshot`], cluster b speaking h2c.
+    fn web_with_b_h2c() -> Arc<Snapshot> {
+        use aether_ir::fixtures;
+        let rules = [("a", "/a"), ("b", "/b")].map(|(n, p)| fixtures::forward_route(n, p, n));
+        let gateway = fixtures::http_gateway("web", rules.into());
+        let mut b = fixtures::service_cluster("b", "10.1.0.1");
+        b.protocol = ir::UpstreamProtocol::H2c;
+        let clusters = vec![fixtures::service_cluster("a", "10.1.0.1"), b];
+        Arc::new(aether_xds::build(&ir::Ir::new(vec![gateway], clusters)))
+    }
+
+    #[test]
+    fn a_route_that_reads_nothing_in_flight_is_served_beside_one_that_does() {
+        let (fleet, web, v1) = given_web_at_v1();
+        let v2 = web_with_b_h2c();
+        let node = fleet.connect("node", Protocol::Delta);
+        fleet.remember(&v1);
+        ack_everything(&node, &v1);
+        fleet.remember(&v2);
+        // Cluster b is in flight: route b waits for it, route a does not.
+        let serves = &fleet.served_by("node", &v2)[&web];
+        assert!(!serves.whole);
+        assert_eq!(owned(&serves.routes), keys(&["a"]));
+        ack_everything(&node, &v2);
+        let serves = &fleet.served_by("node", &v2)[&web];
+        assert!(serves.whole);
+        assert_eq!(owned(&serves.routes), keys(&["a", "b"]));
+    }
+
     #[test]
     fn a_changed_route_waits_and_an_older_version_is_read_from_history() {
         let (fleet, web, v1) = given_web_at_v1();
