@@ -64,18 +64,20 @@ fn a_warm_builder_encodes_only_what_changed() {
     );
     assert_eq!(warm, crate::build(&ir));
 
-    // One endpoint moved: its cluster alone (its EDS version moves, and with
-    // it the hash of the Gateway that uses it).
+    // One endpoint moved: its cluster alone. Its EDS version moves, and the
+    // snapshot's; the hash of the Gateway that uses it does not (endpoints
+    // count by presence: `ResourceType::any_version_serves`).
     let ir = ir_of(10, "/moved/", "10.0.0.2");
     let before = warm;
     let warm = b.build(&ir);
     assert_eq!((b.last.clusters_encoded, b.last.gateways_encoded), (1, 0));
     assert_eq!(warm, crate::build(&ir));
     let gw0 = ir::ObjectRef::new("default", "gw-0");
-    assert_ne!(warm.gateways[&gw0].hash, before.gateways[&gw0].hash);
-    // Only the endpoints' map is assembled again, only gw-0's hash made
+    assert_eq!(warm.gateways[&gw0].hash, before.gateways[&gw0].hash);
+    assert_ne!(warm.version, before.version);
+    // Only the endpoints' map is assembled again, no Gateway hash made
     // again; every other map is the snapshot before's.
-    assert_eq!((b.last.types_assembled, b.last.gateway_hashes_made), (1, 1));
+    assert_eq!((b.last.types_assembled, b.last.gateway_hashes_made), (1, 0));
     for (ty, by_name) in &warm.resources {
         let shared = std::sync::Arc::ptr_eq(by_name, &before.resources[ty]);
         assert_eq!(shared, *ty != ResourceType::Endpoint, "{ty:?}");

@@ -34,6 +34,15 @@ pub enum ResourceType {
 }
 
 impl ResourceType {
+    /// Whether an Envoy that holds a resource of this type at any version
+    /// serves what reads it (`parts::Part::Present`): endpoints, which come
+    /// and go without any route or Gateway changing. A Gateway's hash and
+    /// "served whole" take their presence, not their versions, so pod churn
+    /// neither rehashes a Gateway nor holds its status back.
+    pub fn any_version_serves(self) -> bool {
+        self == ResourceType::Endpoint
+    }
+
     /// Push order on one stream.
     pub const ALL: [ResourceType; 5] = [
         ResourceType::Cluster,
@@ -147,7 +156,8 @@ pub type FingerprintedParts =
 
 impl GatewayResources {
     /// The hash of this Gateway's resources given some versions (the snapshot's,
-    /// or those an Envoy ACKed). `None` if a member has no version there.
+    /// or those an Envoy ACKed). `None` if a member has no version there. Of
+    /// the types any version of which serves, only that one is there counts.
     pub fn hash_of<'a>(
         &self,
         version_of: impl Fn(ResourceType, &str) -> Option<&'a str>,
@@ -155,6 +165,7 @@ impl GatewayResources {
         let mut h = Sha256::new();
         for (ty, name) in self.members.iter() {
             let v = version_of(*ty, name)?;
+            let v = if ty.any_version_serves() { "" } else { v };
             h.update(ty.short_name().as_bytes());
             h.update([0]);
             h.update(name.as_bytes());
@@ -214,15 +225,17 @@ pub struct GatewayMembers {
 
 impl GatewayMembers {
     /// `members`, with the hash `before` had when it still holds: the same
-    /// set (the same `Arc`), none of whose resources is among `moved`.
+    /// set (the same `Arc`), none of whose resources is among `moved` (those
+    /// any version of which serves aside: their versions are not hashed).
     pub fn keeping(
         members: Members,
         before: Option<(&Members, &String)>,
         moved: &BTreeSet<(ResourceType, String)>,
     ) -> Self {
+        let hashed = |(ty, _): &&(ResourceType, String)| !ty.any_version_serves();
         let hash = before
             .filter(|(was, _)| Arc::ptr_eq(was, &members))
-            .filter(|_| !moved.iter().any(|n| members.contains(n)))
+            .filter(|_| !moved.iter().filter(hashed).any(|n| members.contains(n)))
             .map(|(_, hash)| hash.clone());
         GatewayMembers { members, hash }
     }

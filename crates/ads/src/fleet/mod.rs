@@ -429,17 +429,19 @@ impl<'a> NodeState<'a> {
 }
 
 impl<'a> NodeState<'a> {
-    /// Equal versions for every member is equal hashes, without hashing: this is
-    /// the hot path of the status gate.
+    /// Every member held at the snapshot's version, endpoints too: what the
+    /// ADS server's own tests wait on ([`Fleet::gateway_state`]).
     fn serves(&self, snapshot: &Snapshot, resources: &GatewayResources) -> bool {
-        resources
-            .members
-            .iter()
-            .all(|(ty, name)| self.holds_current(snapshot, *ty, name))
+        resources.members.iter().all(|(ty, name)| {
+            let acked = self.version_of(*ty, name);
+            acked.is_some() && acked == snapshot.version_of(*ty, name)
+        })
     }
 
-    /// The Gateway's members this Envoy does not hold at the snapshot's
-    /// version, in member order: none when it serves the Gateway whole.
+    /// The Gateway's members this Envoy does not hold as the snapshot has
+    /// them (at its version; of endpoints, any version), in member order: none
+    /// when it serves the Gateway whole. Equal hashes, without hashing: this
+    /// is the hot path of the status gate.
     fn lagging<'r>(
         &self,
         snapshot: &Snapshot,
@@ -452,7 +454,7 @@ impl<'a> NodeState<'a> {
 
     fn holds_current(&self, snapshot: &Snapshot, ty: ResourceType, name: &str) -> bool {
         let acked = self.version_of(ty, name);
-        acked.is_some() && acked == snapshot.version_of(ty, name)
+        acked.is_some() && (ty.any_version_serves() || acked == snapshot.version_of(ty, name))
     }
 }
 

@@ -346,15 +346,52 @@ mod served {
         }
     }
 
-    /// Routes a and b of [`mk_routes_snapshot`], cluster b speaking h2c.
-    fn web_with_b_h2c() -> Arc<Snapshot> {
+    /// Routes a and b of [`mk_routes_snapshot`], cluster b changed by `edit`.
+    fn web_with_b(edit: impl FnOnce(&mut ir::Cluster)) -> Arc<Snapshot> {
         use aether_ir::fixtures;
         let rules = [("a", "/a"), ("b", "/b")].map(|(n, p)| fixtures::forward_route(n, p, n));
         let gateway = fixtures::http_gateway("web", rules.into());
         let mut b = fixtures::service_cluster("b", "10.1.0.1");
-        b.protocol = ir::UpstreamProtocol::H2c;
+        edit(&mut b);
         let clusters = vec![fixtures::service_cluster("a", "10.1.0.1"), b];
         Arc::new(aether_xds::build(&ir::Ir::new(vec![gateway], clusters)))
+    }
+
+    fn web_with_b_h2c() -> Arc<Snapshot> {
+        web_with_b(|b| b.protocol = ir::UpstreamProtocol::H2c)
+    }
+
+    #[test]
+    fn endpoints_in_flight_hold_back_no_route_but_the_whole_gateway_state_waits() {
+        let (fleet, web, v1) = given_web_at_v1();
+        let v2 = web_with_b(|b| b.endpoints[0].address = "10.1.0.2".into());
+        assert_eq!(v1.gateways[&web].hash, v2.gateways[&web].hash);
+        let node = fleet.connect("node", Protocol::Delta);
+        fleet.remember(&v1);
+        ack_everything(&node, &v1);
+        fleet.remember(&v2);
+        // Any version of a cluster's endpoints serves its routes.
+        let serves = &fleet.served_by("node", &v2)[&web];
+        assert!(serves.whole);
+        assert_eq!(owned(&serves.routes), keys(&["a", "b"]));
+        // The ADS server's own "every member at its version" still waits.
+        assert_eq!(fleet.gateway_state(&v2, &web), AckState::Pending);
+        ack_everything(&node, &v2);
+        assert_eq!(fleet.gateway_state(&v2, &web), AckState::Acked);
+    }
+
+    #[test]
+    fn a_cluster_whose_endpoints_were_never_acked_holds_its_routes_back() {
+        let (fleet, web, v1) = given_web_at_v1();
+        let node = fleet.connect("node", Protocol::Delta);
+        fleet.remember(&v1);
+        // Everything but the endpoints.
+        for ty in [CDS, LDS, RDS] {
+            node.record(&ack_all(&v1, ty));
+        }
+        let serves = &fleet.served_by("node", &v1)[&web];
+        assert!(!serves.whole);
+        assert!(serves.routes.is_empty(), "{:?}", serves.routes);
     }
 
     #[test]
