@@ -23,6 +23,8 @@
 //!
 //! Only the last phase reads EndpointSlices: a pod's change costs the
 //! clusters of its Service, and leaves every route and Gateway as it was.
+//! When a store holds the very maps (the same `Arc`s) of the last one for
+//! every other kind, the last phase is all that runs.
 //!
 //! "Same object" is pointer identity of the store's `Arc`s: a store built from
 //! another shares every object it did not replace. The cache holds the objects
@@ -93,6 +95,9 @@ pub struct Translator {
     backend_index: Option<Arc<BackendIndex>>,
     /// By name: each cluster as the Gateways gave it, and with its endpoints.
     filled: BTreeMap<String, (Arc<Cluster>, Arc<Cluster>)>,
+    /// The store of the last translation, and what every phase but the last
+    /// gave for it (the clusters without their endpoints).
+    before: Option<(Store, Translation)>,
     /// The Services, Secrets, ConfigMaps and Namespaces read since the cache
     /// was filled: the others of those kinds are no input.
     read: ReadObjects,
@@ -190,17 +195,37 @@ impl Translator {
     /// semantics need; each reuses what the cache holds for inputs that did
     /// not change.
     pub fn translate(&mut self, store: &Store) -> Translation {
-        let (translation, reads) = crate::store::reads::recording(|| self.translate_all(store));
-        self.read.add(store, reads);
+        // What every route and Gateway reads: a change forgets the cache.
+        let (index, stale) = self.shared_objects(store);
+        let before = self.before.take();
+        let unfilled = match before.filter(|(was, _)| was.same_but_endpoint_slices(store)) {
+            // Only EndpointSlices changed, if anything: every phase but the
+            // last gives what it gave, and is not run.
+            Some((_, unfilled)) => {
+                self.last = Reuse::default();
+                unfilled
+            }
+            None => {
+                let (unfilled, reads) =
+                    crate::store::reads::recording(|| self.translate_all(store, &index));
+                self.read.add(store, reads);
+                unfilled
+            }
+        };
+        let mut translation = unfilled.clone();
+        // Endpoints last: the only phase that reads EndpointSlices.
+        let mut reuse = self.last;
+        self.fill_endpoints(&mut translation.ir, &index, &stale, &mut reuse);
+        self.last = reuse;
+        self.before = Some((store.clone(), unfilled));
         translation
     }
 
-    /// [`Translator::translate`], its reads recorded by the caller.
-    fn translate_all(&mut self, store: &Store) -> Translation {
+    /// [`Translator::translate`] but its last phase (the clusters' endpoints),
+    /// its reads recorded by the caller.
+    fn translate_all(&mut self, store: &Store, index: &Arc<BackendIndex>) -> Translation {
         let mut reuse = Reuse::default();
         let mut status = StatusPlan::default();
-        // What every route and Gateway reads: a change forgets the cache.
-        let (index, stale) = self.shared_objects(store);
         let backends = OnceCell::new();
         let external_hostnames = self.config.external_hostnames;
         let backends = || {
@@ -236,9 +261,7 @@ impl Translator {
         // Each route's status: its parents' statuses from the units, in parentRef order.
         self.route_statuses(&units, &inputs, &mut status);
         // The IR: every served Gateway, the clusters they share merged.
-        let mut ir = merge(&units, &mut status);
-        // Endpoints last: the only phase that reads EndpointSlices.
-        self.fill_endpoints(&mut ir, &index, &stale, &mut reuse);
+        let ir = merge(&units, &mut status);
         // BackendTLSPolicy status: each policy's ancestors are our Gateways that use it.
         if !store.all::<BackendTlsPolicy>().is_empty() {
             let keys: BTreeSet<ObjectRef> = units.iter().map(|(k, _)| (*k).clone()).collect();

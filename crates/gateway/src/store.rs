@@ -269,6 +269,47 @@ impl Store {
         T::objects(self)
     }
 
+    /// Whether `other` holds the very maps (the same `Arc`s) this store
+    /// holds of every kind but EndpointSlices.
+    pub(crate) fn same_but_endpoint_slices(&self, other: &Store) -> bool {
+        // Every field named: a kind added to the store is a compile error here.
+        let Store {
+            gateway_classes,
+            gateways,
+            http_routes,
+            grpc_routes,
+            tls_routes,
+            tcp_routes,
+            udp_routes,
+            reference_grants,
+            services,
+            endpoint_slices: _,
+            secrets,
+            config_maps,
+            namespaces,
+            backend_tls_policies,
+            listener_sets,
+            cluster_trust_bundles,
+            x_backends,
+        } = self;
+        Arc::ptr_eq(gateway_classes, &other.gateway_classes)
+            && Arc::ptr_eq(gateways, &other.gateways)
+            && Arc::ptr_eq(http_routes, &other.http_routes)
+            && Arc::ptr_eq(grpc_routes, &other.grpc_routes)
+            && Arc::ptr_eq(tls_routes, &other.tls_routes)
+            && Arc::ptr_eq(tcp_routes, &other.tcp_routes)
+            && Arc::ptr_eq(udp_routes, &other.udp_routes)
+            && Arc::ptr_eq(reference_grants, &other.reference_grants)
+            && Arc::ptr_eq(services, &other.services)
+            && Arc::ptr_eq(secrets, &other.secrets)
+            && Arc::ptr_eq(config_maps, &other.config_maps)
+            && Arc::ptr_eq(namespaces, &other.namespaces)
+            && Arc::ptr_eq(backend_tls_policies, &other.backend_tls_policies)
+            && Arc::ptr_eq(listener_sets, &other.listener_sets)
+            && Arc::ptr_eq(cluster_trust_bundles, &other.cluster_trust_bundles)
+            && Arc::ptr_eq(x_backends, &other.x_backends)
+    }
+
     /// Total number of objects of every kind.
     pub fn len(&self) -> usize {
         fn count<T: StoreObject>(store: &Store) -> usize {

@@ -161,14 +161,21 @@ fn slices(
     let record_name = record.metadata.name.as_deref().unwrap_or_default();
     let mut families: BTreeMap<String, Vec<Endpoint>> =
         BTreeMap::from([("IPv4".to_string(), Vec::new())]);
-    for (key, slice) in store.all::<EndpointSlice>() {
+    // The edge namespace's slices alone (keys are namespace first): pod
+    // churn in the applications' namespaces costs no walk here.
+    let edge_namespace = ObjectRef::new(&cfg.namespace, "");
+    let in_edge_namespace = store
+        .all::<EndpointSlice>()
+        .range(edge_namespace..)
+        .take_while(|(key, _)| key.namespace == cfg.namespace);
+    for (_, slice) in in_edge_namespace {
         let of_record = slice
             .metadata
             .labels
             .as_ref()
             .and_then(|l| l.get(SERVICE_NAME_LABEL))
             .is_some_and(|s| s == record_name);
-        if key.namespace != cfg.namespace || !of_record {
+        if !of_record {
             continue;
         }
         if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
