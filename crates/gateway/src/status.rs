@@ -365,17 +365,21 @@ impl ParentReference {
 /// Status for every object we own, keyed and sorted by object. Route
 /// statuses are shared (`Arc`): a plan computed after a small edit shares
 /// every route status the edit did not change, so copying and comparing plans
-/// costs what changed.
+/// costs what changed. Each kind's map of them is shared too: a copy of the
+/// plan (a translator keeps one) costs a reference per kind.
+/// One route kind's statuses, by route; shared between copies of a plan.
+pub type RouteStatuses = Arc<BTreeMap<ObjectRef, Arc<RouteStatus>>>;
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StatusPlan {
     /// By GatewayClass name (cluster-scoped).
     pub gateway_classes: BTreeMap<String, GatewayClassStatus>,
     pub gateways: BTreeMap<ObjectRef, GatewayStatus>,
-    pub http_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
-    pub grpc_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
-    pub tls_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
-    pub tcp_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
-    pub udp_routes: BTreeMap<ObjectRef, Arc<RouteStatus>>,
+    pub http_routes: RouteStatuses,
+    pub grpc_routes: RouteStatuses,
+    pub tls_routes: RouteStatuses,
+    pub tcp_routes: RouteStatuses,
+    pub udp_routes: RouteStatuses,
     /// Not gated on the fleet: a policy's conditions are about the policy.
     pub backend_tls_policies: BTreeMap<ObjectRef, PolicyStatus>,
     pub listener_sets: BTreeMap<ObjectRef, ListenerSetStatus>,
@@ -472,29 +476,30 @@ impl StatusPlan {
         }
     }
 
-    /// The route status map of one kind.
+    /// The route status map of one kind, to change: copied first if a copy
+    /// of the plan shares it.
     pub fn routes_of_kind_mut(
         &mut self,
         kind: RouteKind,
     ) -> &mut BTreeMap<ObjectRef, Arc<RouteStatus>> {
-        match kind {
+        Arc::make_mut(match kind {
             RouteKind::Grpc => &mut self.grpc_routes,
             RouteKind::Http => &mut self.http_routes,
             RouteKind::Tcp => &mut self.tcp_routes,
             RouteKind::Tls => &mut self.tls_routes,
             RouteKind::Udp => &mut self.udp_routes,
-        }
+        })
     }
 
     pub(crate) fn routes_mut(
         &mut self,
     ) -> [(RouteKind, &mut BTreeMap<ObjectRef, Arc<RouteStatus>>); 5] {
         [
-            (RouteKind::Grpc, &mut self.grpc_routes),
-            (RouteKind::Http, &mut self.http_routes),
-            (RouteKind::Tcp, &mut self.tcp_routes),
-            (RouteKind::Tls, &mut self.tls_routes),
-            (RouteKind::Udp, &mut self.udp_routes),
+            (RouteKind::Grpc, Arc::make_mut(&mut self.grpc_routes)),
+            (RouteKind::Http, Arc::make_mut(&mut self.http_routes)),
+            (RouteKind::Tcp, Arc::make_mut(&mut self.tcp_routes)),
+            (RouteKind::Tls, Arc::make_mut(&mut self.tls_routes)),
+            (RouteKind::Udp, Arc::make_mut(&mut self.udp_routes)),
         ]
     }
 }
@@ -588,7 +593,7 @@ pub(crate) mod tests {
                 1,
             )],
         };
-        plan.http_routes.insert(
+        Arc::make_mut(&mut plan.http_routes).insert(
             ObjectRef::new("apps", "r"),
             Arc::new(RouteStatus {
                 parents: vec![parent("web"), parent("other")],

@@ -67,7 +67,7 @@ fn a_refused_route_parent_is_a_warning_on_the_route() {
         )],
         gateway: ObjectRef::new("app", "gw"),
     };
-    plan.http_routes.insert(
+    std::sync::Arc::make_mut(&mut plan.http_routes).insert(
         ObjectRef::new("app", "bad"),
         Arc::new(RouteStatus {
             parents: vec![parent(

@@ -136,9 +136,9 @@ fn key(name: &str) -> ObjectRef {
 fn given_an_older_cluster_and_our_entry_planned_on_each(store: &Store) -> StatusInputs {
     let mut inputs = mk_inputs(store.clone(), AckState::Acked);
     let plan = &mut inputs.plan;
-    plan.tcp_routes.insert(key("dns-tcp"), mk_planned("tcp", 2));
-    plan.udp_routes.insert(key("dns-udp"), mk_planned("udp", 3));
-    plan.tls_routes.insert(key("pass"), mk_planned("tls", 4));
+    std::sync::Arc::make_mut(&mut plan.tcp_routes).insert(key("dns-tcp"), mk_planned("tcp", 2));
+    std::sync::Arc::make_mut(&mut plan.udp_routes).insert(key("dns-udp"), mk_planned("udp", 3));
+    std::sync::Arc::make_mut(&mut plan.tls_routes).insert(key("pass"), mk_planned("tls", 4));
     inputs.served = ServedVersions::choose([
         ("v1", "GatewayClass"),
         ("v1", "Gateway"),
@@ -190,9 +190,7 @@ fn then_no_route_is_written(again: &Computed) {
 fn an_l4_route_the_plan_drops_loses_our_entry_and_keeps_theirs() {
     let mut store = mk_store(&l4_world());
     let mut inputs = mk_inputs(store.clone(), AckState::Acked);
-    inputs
-        .plan
-        .udp_routes
+    std::sync::Arc::make_mut(&mut inputs.plan.udp_routes)
         .insert(key("dns-udp"), mk_planned("udp", 3));
     apply_all(&mut store, &compute(&inputs, &at(100)).patches);
     // Another controller's entry beside ours, then the route leaves Gateway l4.
@@ -206,7 +204,7 @@ fn an_l4_route_the_plan_drops_loses_our_entry_and_keeps_theirs() {
     route.status.as_mut().unwrap().parents.insert(0, theirs);
     route.spec.parent_refs = Some(vec![]);
     store.insert(route);
-    inputs.plan.udp_routes.remove(&key("dns-udp"));
+    std::sync::Arc::make_mut(&mut inputs.plan.udp_routes).remove(&key("dns-udp"));
 
     let got = compute(&over_store(store, &inputs), &at(200));
     let p = find(&got.patches, StatusKind::UdpRoute, "dns-udp");

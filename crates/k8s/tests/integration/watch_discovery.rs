@@ -145,7 +145,7 @@ async fn an_older_served_version_is_read_and_written_at_that_version() {
         served,
         ..Default::default()
     };
-    inputs.plan.tcp_routes.insert(
+    std::sync::Arc::make_mut(&mut inputs.plan.tcp_routes).insert(
         ObjectRef::new("app", "db"),
         std::sync::Arc::new(planned_on_gw()),
     );
