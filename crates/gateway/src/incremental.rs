@@ -50,7 +50,7 @@ use crate::gateway_model::GatewayModel;
 use crate::port_claims::Taken;
 use crate::route::RouteModel;
 use crate::status::{self, GatewayStatus, RouteParentStatus, RouteStatus, StatusPlan};
-use crate::store::{Store, StoreObject};
+use crate::store::{Objects, Store, StoreObject};
 use identity::{ReadObjects, for_each_shared, objects, same_as, same_objects};
 use reuse::{GatewayRead, ParentSources, RouteRead, route_status_stands};
 use unit::{classes, merge, translate_gateway};
@@ -84,9 +84,10 @@ pub struct Translator {
     /// The shared objects the cache was filled under, in store order
     /// (EndpointSlices apart: see `slices`).
     world: Vec<Shared>,
-    /// The EndpointSlices the cache was filled under, in store order. A change
+    /// The store's map of EndpointSlices the cache was filled under (held, so
+    /// the same `Arc` is the same map; a change copies nothing here). A change
     /// to them fills again only the clusters of the changed Services.
-    slices: Vec<Arc<EndpointSlice>>,
+    slices: Objects<EndpointSlice>,
     /// Per route kind, sorted by key as the store is: a merge with the store
     /// moves entries over instead of looking each one up.
     routes: BTreeMap<Kind, Vec<RouteEntry>>,
@@ -299,14 +300,13 @@ impl Translator {
             self.read = ReadObjects::default();
         }
         let mut stale = BTreeSet::new();
-        let slices = store.unread::<EndpointSlice>();
-        let identical = self.slices.len() == slices.len()
-            && (self.slices.iter().zip(slices.values())).all(|(a, b)| Arc::ptr_eq(a, b));
-        if !identical {
+        // The store's map of them, shared: the one held here is not reused.
+        let slices = EndpointSlice::shared(store);
+        if !Arc::ptr_eq(&self.slices, slices) {
             // The index is ours alone between translations: updated in place for
             // the Services whose slices changed, else made anew.
             match self.backend_index.as_mut().and_then(Arc::get_mut) {
-                Some(index) => stale = index.update(&self.slices, store),
+                Some(index) => stale = index.update(self.slices.values(), store),
                 None => {
                     let new = Arc::new(BackendIndex::new(store));
                     if let Some(old) = self.backend_index.replace(new.clone()) {
@@ -314,7 +314,7 @@ impl Translator {
                     }
                 }
             }
-            self.slices = slices.values().cloned().collect();
+            self.slices = slices.clone();
         }
         let index = self
             .backend_index

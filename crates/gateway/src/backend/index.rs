@@ -38,9 +38,13 @@ impl BackendIndex {
     /// only the Services whose slices changed, and returns those Services that
     /// [`BackendIndex::services_changed`] would name. A pod replaced behind one
     /// Service of 10,000 costs that Service, not a new index.
-    pub fn update(&mut self, before: &[Arc<EndpointSlice>], store: &Store) -> BTreeSet<ObjectRef> {
+    pub fn update<'b>(
+        &mut self,
+        before: impl IntoIterator<Item = &'b Arc<EndpointSlice>>,
+        store: &Store,
+    ) -> BTreeSet<ObjectRef> {
         let mut changed = BTreeSet::new();
-        let mut was = before.iter().peekable();
+        let mut was = before.into_iter().peekable();
         for (key, now) in store.unread::<EndpointSlice>() {
             if was.next_if(|old| Arc::ptr_eq(old, now)).is_some() {
                 continue;
