@@ -26,6 +26,12 @@
 //! host frame (compared encoded), an equal IR route of the same name.
 //! Precedence is the IR's order: the assembly walks the new IR and picks each
 //! route's encoding by name, so reordering a table encodes nothing.
+//!
+//! Each route key's fragment (the hash over its routes, and its clusters) is
+//! kept too. When the table's virtual hosts are the ones it had, in the same
+//! places, only the keys with a route in a host that changed (now or before)
+//! are looked at again ([`ChangedHosts`]): a route's change on a Gateway of
+//! 10,000 routes walks its own virtual host, not all of them.
 
 use crate::action::Scheme;
 use crate::in_order::InOrder;
@@ -60,7 +66,7 @@ pub(crate) struct EncodedTable {
 /// clusters while the pieces are the same encodings (the same `Arc`s, so
 /// encodings of equal IR routes) in virtual hosts of the same name and
 /// domains.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct KeyFragment {
     pieces: Pieces,
     pub(crate) hash: String,
@@ -172,7 +178,13 @@ impl EncodedTable {
                 }
             })
             .collect();
-        let fragments = key_fragments(&virtual_hosts, table, before.map(|(_, b)| b));
+        // Only the keys of the virtual hosts that changed, when the others
+        // are where they were; else every key.
+        let changed = before.and_then(|b| Some((ChangedHosts::between(&virtual_hosts, b)?, b)));
+        let fragments = match changed {
+            Some((changed, b)) => changed.patch(&virtual_hosts, table, b),
+            None => key_fragments(&virtual_hosts, table, before.map(|(_, b)| b)),
+        };
         EncodedTable {
             scheme,
             frame: Frame {
@@ -245,26 +257,44 @@ fn key_fragments(
             }
         }
     }
+    let mut fragment_before = InOrder::new(before.map(|b| &b.fragments));
+    let with_before: Vec<(&str, Pieces, Option<&KeyFragment>)> = pieces
+        .into_iter()
+        .map(|(key, pieces)| (key, pieces, before.and(fragment_before.get(key))))
+        .collect();
+    let hosts = 0..table.virtual_hosts.len();
+    fragments_of(virtual_hosts, table, before, with_before, hosts)
+        .map(|(key, fragment)| (key.to_string(), fragment))
+        .collect()
+}
+
+/// Each key's fragment from its pieces: the one it had before (`was`, in
+/// `before`) when the pieces are the same encodings in virtual hosts of the
+/// same name and domains, else hashed, its clusters read from the routes of
+/// `hosts` (which hold every route of those keys).
+fn fragments_of<'k>(
+    virtual_hosts: &[EncodedVirtualHost],
+    table: &ir::RouteTable,
+    before: Option<&EncodedTable>,
+    keys: Vec<(&'k str, Pieces, Option<&KeyFragment>)>,
+    hosts: impl Iterator<Item = usize>,
+) -> impl Iterator<Item = (&'k str, KeyFragment)> {
     let same_host = |i: usize, j: usize, b: &EncodedTable| {
         let (now, was) = (&virtual_hosts[i], &b.virtual_hosts[j]);
         now.name == was.name && now.domains == was.domains
     };
-    let mut fragment_before = InOrder::new(before.map(|b| &b.fragments));
-    let kept: Vec<(&str, Pieces, Option<&KeyFragment>)> = pieces
+    let kept: Vec<(&str, Pieces, Option<&KeyFragment>)> = keys
         .into_iter()
-        .map(|(key, pieces)| {
-            let kept = before
-                .and_then(|b| Some((b, fragment_before.get(key)?)))
-                .filter(|(b, was)| {
-                    was.pieces.len() == pieces.len()
-                        && was
-                            .pieces
-                            .iter()
-                            .zip(&pieces)
-                            .all(|((j, x), (i, y))| Arc::ptr_eq(x, y) && same_host(*i, *j, b))
-                })
-                .map(|(_, was)| was);
-            (key, pieces, kept)
+        .map(|(key, pieces, was)| {
+            let kept = before.zip(was).filter(|(b, was)| {
+                was.pieces.len() == pieces.len()
+                    && was
+                        .pieces
+                        .iter()
+                        .zip(&pieces)
+                        .all(|((j, x), (i, y))| Arc::ptr_eq(x, y) && same_host(*i, *j, b))
+            });
+            (key, pieces, kept.map(|(_, was)| was))
         })
         .collect();
     // The clusters of the keys whose routes changed, from their IR routes.
@@ -276,38 +306,145 @@ fn key_fragments(
     let mut clusters = if changed.is_empty() {
         BTreeMap::new()
     } else {
-        key_clusters(table, &changed)
+        key_clusters(table, hosts, &changed)
     };
-    kept.into_iter()
-        .map(|(key, pieces, kept)| {
-            let fragment = match kept {
-                Some(was) => KeyFragment {
-                    pieces,
-                    hash: was.hash.clone(),
-                    clusters: was.clusters.clone(),
-                },
-                None => {
-                    let mut f = Fragments::default();
-                    for (i, encoded) in &pieces {
-                        let vh = &virtual_hosts[*i];
-                        f.add(key, &[vh.name.as_bytes(), vh.domains.as_bytes(), encoded]);
-                    }
-                    KeyFragment {
-                        pieces,
-                        hash: f.finish().into_values().next().unwrap_or_default(),
-                        clusters: Arc::new(clusters.remove(key).unwrap_or_default()),
-                    }
+    kept.into_iter().map(move |(key, pieces, kept)| {
+        let fragment = match kept {
+            Some(was) => KeyFragment {
+                pieces,
+                hash: was.hash.clone(),
+                clusters: was.clusters.clone(),
+            },
+            None => {
+                let mut f = Fragments::default();
+                for (i, encoded) in &pieces {
+                    let vh = &virtual_hosts[*i];
+                    f.add(key, &[vh.name.as_bytes(), vh.domains.as_bytes(), encoded]);
                 }
-            };
-            (key.to_string(), fragment)
-        })
-        .collect()
+                KeyFragment {
+                    pieces,
+                    hash: f.finish().into_values().next().unwrap_or_default(),
+                    clusters: Arc::new(clusters.remove(key).unwrap_or_default()),
+                }
+            }
+        };
+        (key, fragment)
+    })
 }
 
-/// The clusters the routes of each of `keys` name in `table`.
-fn key_clusters(table: &ir::RouteTable, keys: &BTreeSet<&str>) -> BTreeMap<String, KeyClusters> {
+/// The virtual hosts of a table whose routes may have moved since the
+/// table's encoding before, when its virtual hosts are otherwise the same:
+/// as many, each with the name and domains it had at its place, and no
+/// frame bringing routes of its own (those are encoded anew every time).
+/// Every other host is the same encoding (the same `Arc`s): a key with no
+/// route in a changed host, now or before, has the fragment it had.
+struct ChangedHosts {
+    /// Ascending.
+    hosts: Vec<usize>,
+}
+
+impl ChangedHosts {
+    fn between(
+        now: &[EncodedVirtualHost],
+        (table, was): (&ir::RouteTable, &EncodedTable),
+    ) -> Option<Self> {
+        let before = &was.virtual_hosts;
+        if now.len() != before.len() || table.virtual_hosts.len() != before.len() {
+            return None;
+        }
+        let mut hosts = Vec::new();
+        for (i, (n, b)) in now.iter().zip(before).enumerate() {
+            if n.name != b.name || n.domains != b.domains {
+                return None;
+            }
+            if !n.frame.own.is_empty() || !b.frame.own.is_empty() {
+                return None;
+            }
+            if !Arc::ptr_eq(&n.routes, &b.routes) || !Arc::ptr_eq(&n.frame, &b.frame) {
+                hosts.push(i);
+            }
+        }
+        Some(ChangedHosts { hosts })
+    }
+
+    /// The fragments before (`was`, the table's encoding before, whose IR is
+    /// `table_before`) with those of the keys that have a route in a changed
+    /// host, now or before, made again: what [`key_fragments`] gives, at the
+    /// cost of the changed hosts' routes.
+    fn patch(
+        &self,
+        virtual_hosts: &[EncodedVirtualHost],
+        table: &ir::RouteTable,
+        (table_before, was): (&ir::RouteTable, &EncodedTable),
+    ) -> BTreeMap<String, KeyFragment> {
+        let mut fragments = was.fragments.clone();
+        if self.hosts.is_empty() {
+            return fragments;
+        }
+        let changed = |i: usize| self.hosts.binary_search(&i).is_ok();
+        // Each changed host's pieces now, by key, in host then route order.
+        let mut pieces: BTreeMap<&str, Pieces> = BTreeMap::new();
+        for &i in &self.hosts {
+            for (key, encoded) in keyed_routes(&virtual_hosts[i], &table.virtual_hosts[i]) {
+                pieces.entry(key).or_default().push((i, encoded.clone()));
+            }
+            // Keys that had a route there before, and may have none now.
+            for (key, _) in keyed_routes(&was.virtual_hosts[i], &table_before.virtual_hosts[i]) {
+                pieces.entry(key).or_default();
+            }
+        }
+        let keys: Vec<(&str, Pieces, Option<&KeyFragment>)> = pieces
+            .into_iter()
+            .map(|(key, in_changed)| {
+                fragments.remove(key);
+                let was = was.fragments.get(key);
+                // Its pieces in unchanged hosts are where they were.
+                let mut all: Pieces = was
+                    .iter()
+                    .flat_map(|w| &w.pieces)
+                    .filter(|(j, _)| !changed(*j))
+                    .cloned()
+                    .chain(in_changed)
+                    .collect();
+                all.sort_by_key(|(i, _)| *i);
+                (key, all, was)
+            })
+            .filter(|(_, all, _)| !all.is_empty())
+            .collect();
+        let hosts: BTreeSet<usize> = keys
+            .iter()
+            .flat_map(|(_, all, _)| all.iter().map(|(i, _)| *i))
+            .collect();
+        let made = fragments_of(virtual_hosts, table, Some(was), keys, hosts.into_iter());
+        for (key, fragment) in made {
+            fragments.insert(key.to_string(), fragment);
+        }
+        fragments
+    }
+}
+
+/// A virtual host's IR routes that a route key owns, each with its key and
+/// encoding, in route order.
+fn keyed_routes<'a>(
+    vh: &'a EncodedVirtualHost,
+    ir_vh: &'a ir::VirtualHost,
+) -> impl Iterator<Item = (&'a str, &'a Arc<[u8]>)> {
+    (ir_vh.routes.iter().zip(vh.key_lens.iter()))
+        .filter_map(|(r, len)| len.map(|len| &r.name[..len as usize]))
+        .zip(vh.routes.iter())
+}
+
+/// The clusters the routes of each of `keys` name in `table`;
+/// `hosts` are the virtual hosts to read: at least every one with a route of
+/// those keys.
+fn key_clusters(
+    table: &ir::RouteTable,
+    hosts: impl Iterator<Item = usize>,
+    keys: &BTreeSet<&str>,
+) -> BTreeMap<String, KeyClusters> {
     let mut named: BTreeMap<&str, (BTreeSet<&str>, BTreeSet<&str>)> = BTreeMap::new();
-    for r in table.virtual_hosts.iter().flat_map(|vh| &vh.routes) {
+    let routes = hosts.flat_map(|i| &table.virtual_hosts[i].routes);
+    for r in routes {
         let ir::RouteAction::Forward(f) = &r.action else {
             continue;
         };

@@ -156,3 +156,69 @@ fn a_warm_table_encodes_only_changed_routes_and_gives_the_same_bytes() {
     EncodedTable::new(&table, Scheme::Https, Some((&table, &before)), &mut count);
     assert_eq!(count.encoded, all);
 }
+
+/// One key's fragment as tests compare them: its key, hash and clusters,
+/// and its pieces (host, bytes).
+type Compared = (String, String, Vec<String>, Vec<(usize, Vec<u8>)>);
+
+fn key_fragments_of(t: &EncodedTable) -> Vec<Compared> {
+    t.keys()
+        .iter()
+        .map(|(key, f)| {
+            let pieces = f.pieces.iter().map(|(i, b)| (*i, b.to_vec())).collect();
+            (
+                key.clone(),
+                f.hash.clone(),
+                f.clusters.forward.clone(),
+                pieces,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_key_in_two_hosts_changed_in_one_gets_what_a_fresh_table_gives() {
+    // Every golden table, its first virtual host copied under another name:
+    // each key of that host has routes in both.
+    for (case, table) in golden_tables() {
+        let Some(vh) = table
+            .virtual_hosts
+            .iter()
+            .position(|v| !v.routes.is_empty())
+        else {
+            continue;
+        };
+        let mut two = table.clone();
+        let mut copy = ir::VirtualHost::clone(&two.virtual_hosts[vh]);
+        copy.name = "zz.example".into();
+        copy.domains = vec!["zz.example".into()];
+        two.virtual_hosts.push(Arc::new(copy));
+        let last = two.virtual_hosts.len() - 1;
+        let before = fresh(&two, Scheme::Http);
+        // In the copy only: the first route's path changed; then the first
+        // route gone; then every route gone (its keys stay in the first host).
+        let mut changed = two.clone();
+        Arc::make_mut(&mut host(&mut changed, last).routes[0])
+            .matcher
+            .path = ir::PathMatch::Exact("/changed".into());
+        let mut removed = two.clone();
+        host(&mut removed, last).routes.remove(0);
+        let mut emptied = two.clone();
+        host(&mut emptied, last).routes.clear();
+        for (what, t) in [
+            ("changed", &changed),
+            ("removed", &removed),
+            ("emptied", &emptied),
+        ] {
+            let mut count = RouteCount::default();
+            let warm = EncodedTable::new(t, Scheme::Http, Some((&two, &before)), &mut count);
+            let fresh = fresh(t, Scheme::Http);
+            assert!(warm.bytes() == fresh.bytes(), "{case}: {what}");
+            assert_eq!(
+                key_fragments_of(&warm),
+                key_fragments_of(&fresh),
+                "{case}: {what}"
+            );
+        }
+    }
+}
