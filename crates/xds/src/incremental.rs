@@ -251,9 +251,13 @@ impl Builder {
     /// Every resource of type `ty` the cache holds, by name: the clusters',
     /// then the Gateways' (one Secret's content is the same wherever the IR
     /// carries it: one store read). Unused clusters are served, so are their
-    /// secrets.
+    /// secrets. A cluster brings only clusters, endpoints and secrets, so a
+    /// listener's or a route table's change does not walk every cluster.
     fn by_name(&self, ty: ResourceType) -> BTreeMap<String, Resource> {
-        let clusters = self.clusters.values().flat_map(|(_, b)| b.resources());
+        let of_clusters = !matches!(ty, ResourceType::Listener | ResourceType::Route);
+        let clusters = (self.clusters.values())
+            .filter(|_| of_clusters)
+            .flat_map(|(_, b)| b.resources());
         let gateways = self.gateways.values().flat_map(|(_, b)| b.resources());
         clusters
             .chain(gateways)
