@@ -268,7 +268,9 @@ impl NodeServes<'_> {
             if object == OWN {
                 !b.own.is_empty() && b.own == fingerprint
             } else {
-                b.routes.get(object).is_some_and(|f| f == fingerprint)
+                b.routes
+                    .get(object)
+                    .is_some_and(|p| p.fingerprint == fingerprint)
             }
         });
         from_base

@@ -287,3 +287,42 @@ fn a_snapshot_a_node_still_reports_is_not_forgotten() {
     );
     assert!(!served.serves_route("HTTPRoute/ns/b"));
 }
+
+#[test]
+fn a_node_many_endpoint_changes_behind_still_serves_what_it_served() {
+    // Route b changed (v0 → v1), then pods came and went: 40 snapshots that
+    // change endpoints only, each remembered before node a's Envoy has
+    // ACKed v1 (or even v0), so no report held them.
+    let gw = ObjectRef::new("ns", "gw");
+    let reports = Reports::default();
+    let v0 = mk_parted("fa", "fb", b"v0");
+    reports.remember(&v0);
+    let v1 = mk_parted("fa", "fb1", b"v1");
+    reports.remember(&v1);
+    let mut newest = v1.clone();
+    for i in 0..40 {
+        let pods = aether_xds::Resource::new(
+            "pods",
+            ResourceType::Endpoint.type_url(),
+            format!("pod {i}").into_bytes(),
+        );
+        newest = newest.replacing(ResourceType::Endpoint, [(pods, BTreeMap::new())]);
+        reports.remember(&newest);
+    }
+    assert_ne!(newest.version, v1.version, "endpoints moved the version");
+    let mut a = mk_report("a", true);
+    a.acked_snapshot = v1.version.clone();
+    reports.update(a.clone());
+    let served = &reports.served(&newest, &Members::default())[&gw];
+    assert_eq!(served.gateway, AckState::Acked, "v1 is what is served now");
+    assert!(served.serves_route("HTTPRoute/ns/a"));
+    assert!(served.serves_route("HTTPRoute/ns/b"));
+    a.acked_snapshot = v0.version.clone();
+    reports.update(a);
+    let served = &reports.served(&newest, &Members::default())[&gw];
+    assert!(
+        served.serves_route("HTTPRoute/ns/a"),
+        "a unchanged since v0"
+    );
+    assert!(!served.serves_route("HTTPRoute/ns/b"), "b changed since v0");
+}

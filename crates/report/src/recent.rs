@@ -6,14 +6,31 @@
 //! serves: those whose fingerprint in V (or in the snapshot where the Gateway had
 //! hash H) equals the current one. Without this memory every route of a Gateway
 //! would turn Pending whenever any of them changed.
+//!
+//! ```text
+//!  pictures (oldest first, at most KEPT):  [versions] ─► per Gateway: hash, own, routes' parts
+//!                                           v1 v2 v3       (a snapshot that changed no
+//!                                           v4             Gateway's picture, endpoints
+//!                                           v5 v6 … v40    only, is one more version of
+//!                                                          the last picture)
+//! ```
+//!
+//! Memory is counted in pictures, not snapshots: pod churn makes a snapshot
+//! every few milliseconds without changing what any route is served as, and a
+//! memory of the last few snapshots would forget, within a second, the one a
+//! node's Envoy is still applying; its report would then tell nothing, and
+//! every route of the Gateway would be written Pending and then Accepted.
 
 use aether_ir::ObjectRef;
-use aether_xds::Snapshot;
+use aether_xds::{ObjectParts, Snapshot};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-/// Snapshots remembered.
+/// Pictures remembered.
 const KEPT: usize = 8;
+/// Versions remembered, over all pictures: at a snapshot per pod change, a
+/// few minutes of churn.
+const VERSIONS_KEPT: usize = 1024;
 
 /// One Gateway of one snapshot, as fingerprints.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +38,8 @@ pub(crate) struct Prints {
     pub hash: String,
     /// Empty when the snapshot carries no parts.
     pub own: String,
-    pub routes: BTreeMap<String, String>,
+    /// Each route's parts with their fingerprint, shared with the snapshot.
+    pub routes: Arc<BTreeMap<String, ObjectParts>>,
 }
 
 impl Prints {
@@ -35,17 +53,12 @@ impl Prints {
                 } else {
                     r.own.fingerprint.clone()
                 };
-                let routes = r
-                    .routes
-                    .iter()
-                    .map(|(k, p)| (k.clone(), p.fingerprint.clone()))
-                    .collect();
                 (
                     gw.clone(),
                     Prints {
                         hash: r.hash.clone(),
                         own,
-                        routes,
+                        routes: r.routes.clone(),
                     },
                 )
             })
@@ -53,45 +66,70 @@ impl Prints {
     }
 }
 
-/// The last few snapshots' fingerprints, newest last.
+/// Every Gateway of one snapshot, as fingerprints.
+type Picture = Arc<BTreeMap<ObjectRef, Prints>>;
+
+/// The last few pictures of the Gateways, each with the versions that had
+/// it, newest last.
 #[derive(Default)]
 pub(crate) struct Recent {
-    snapshots: VecDeque<(String, Arc<BTreeMap<ObjectRef, Prints>>)>,
+    pictures: VecDeque<(Vec<String>, Picture)>,
 }
 
 impl Recent {
-    /// Remembers `snapshot`; beyond [`KEPT`], forgets the oldest snapshots no
-    /// node's report refers to (`held`: the versions reported as ACKed). A
-    /// report of a forgotten snapshot tells nothing, and everything of every
-    /// Gateway would read as not served.
+    /// Remembers `snapshot`: a new picture, or one more version of the last
+    /// one when no Gateway's prints changed. Beyond [`KEPT`] pictures and
+    /// [`VERSIONS_KEPT`] versions, forgets the oldest no node's report refers
+    /// to (`held`: the versions reported as ACKed). A report of a forgotten
+    /// snapshot tells nothing, and everything of every Gateway would read as
+    /// not served.
     pub(crate) fn remember(&mut self, snapshot: &Snapshot, held: &BTreeSet<&str>) {
-        if self.snapshots.iter().any(|(v, _)| *v == snapshot.version) {
+        let version = &snapshot.version;
+        if self.pictures.iter().any(|(vs, _)| vs.contains(version)) {
             return;
         }
-        self.snapshots
-            .push_back((snapshot.version.clone(), Arc::new(Prints::of(snapshot))));
-        let mut excess = self.snapshots.len().saturating_sub(KEPT);
-        self.snapshots.retain(|(v, _)| {
-            let drop = excess > 0 && !held.contains(v.as_str());
+        let prints = Prints::of(snapshot);
+        match self.pictures.back_mut() {
+            Some((versions, last)) if **last == prints => versions.push(version.clone()),
+            _ => {
+                let picture = (vec![version.clone()], Arc::new(prints));
+                self.pictures.push_back(picture);
+            }
+        }
+        let held_any = |vs: &[String]| vs.iter().any(|v| held.contains(v.as_str()));
+        let mut excess = self.pictures.len().saturating_sub(KEPT);
+        self.pictures.retain(|(vs, _)| {
+            let drop = excess > 0 && !held_any(vs);
             if drop {
                 excess -= 1;
             }
             !drop
         });
+        let versions: usize = self.pictures.iter().map(|(vs, _)| vs.len()).sum();
+        let mut excess = versions.saturating_sub(VERSIONS_KEPT);
+        for (vs, _) in self.pictures.iter_mut() {
+            vs.retain(|v| {
+                let drop = excess > 0 && !held.contains(v.as_str());
+                if drop {
+                    excess -= 1;
+                }
+                !drop
+            });
+        }
     }
 
     /// Gateway `gw` as of snapshot `version`.
     pub(crate) fn in_snapshot(&self, version: &str, gw: &ObjectRef) -> Option<&Prints> {
-        self.snapshots
+        self.pictures
             .iter()
             .rev()
-            .find(|(v, _)| v == version)
+            .find(|(vs, _)| vs.iter().any(|v| v == version))
             .and_then(|(_, g)| g.get(gw))
     }
 
     /// Gateway `gw` when its hash was `hash`.
     pub(crate) fn with_hash(&self, gw: &ObjectRef, hash: &str) -> Option<&Prints> {
-        self.snapshots
+        self.pictures
             .iter()
             .rev()
             .find_map(|(_, g)| g.get(gw).filter(|p| p.hash == hash))
