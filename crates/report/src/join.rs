@@ -332,13 +332,16 @@ pub(crate) fn join(
 fn node_serves<'a>(r: &'a AckReport, current: &Current<'_>, recent: &'a Recent) -> NodeServes<'a> {
     let (snapshot, resources, key) = (current.snapshot, current.resources, &current.key);
     let whole = r.acked_snapshot == snapshot.version || r.acked.get(key) == Some(&resources.hash);
-    let base = if !r.acked_snapshot.is_empty() {
-        recent.in_snapshot(&r.acked_snapshot, current.gw)
-    } else {
+    // The snapshot it names, if the leader made it too; else the picture
+    // with the Gateway's hash it names.
+    let in_snapshot = (!r.acked_snapshot.is_empty())
+        .then(|| recent.in_snapshot(&r.acked_snapshot, current.gw))
+        .flatten();
+    let base = in_snapshot.or_else(|| {
         r.acked
             .get(key)
             .and_then(|h| recent.with_hash(current.gw, h))
-    };
+    });
     NodeServes {
         report: r,
         whole,

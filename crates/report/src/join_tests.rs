@@ -326,3 +326,33 @@ fn a_node_many_endpoint_changes_behind_still_serves_what_it_served() {
     );
     assert!(!served.serves_route("HTTPRoute/ns/b"), "b changed since v0");
 }
+
+#[test]
+fn a_snapshot_the_leader_never_made_is_read_by_its_gateway_hash() {
+    // The node's agent translates on its own: its snapshot (pods coalesced
+    // another way) has a version the leader never made, with the Gateway
+    // as the leader had it at v0, or as it has it now.
+    let gw = ObjectRef::new("ns", "gw");
+    let reports = Reports::default();
+    let v0 = mk_parted("fa", "fb", b"v0");
+    reports.remember(&v0);
+    let v1 = mk_parted("fa", "fb1", b"v1");
+    reports.remember(&v1);
+    let mut a = mk_report("a", true);
+    a.acked_snapshot = "a version of the agent's own".into();
+    a.acked
+        .insert("ns/gw".into(), v0.gateways[&gw].hash.clone());
+    reports.update(a.clone());
+    let served = &reports.served(&v1, &Members::default())[&gw];
+    assert!(
+        served.serves_route("HTTPRoute/ns/a"),
+        "a unchanged since v0"
+    );
+    assert!(!served.serves_route("HTTPRoute/ns/b"), "b changed since v0");
+    a.acked
+        .insert("ns/gw".into(), v1.gateways[&gw].hash.clone());
+    reports.update(a);
+    let served = &reports.served(&v1, &Members::default())[&gw];
+    assert_eq!(served.gateway, AckState::Acked);
+    assert!(served.serves_route("HTTPRoute/ns/b"));
+}

@@ -31,6 +31,13 @@ pub fn local_report(node: &str, fleet: &Fleet, snapshot: &Snapshot) -> AckReport
     let served = fleet.served_by(node, snapshot);
     if served.values().all(|s| s.whole) {
         report.acked_snapshot = snapshot.version.clone();
+        // Each Gateway's hash too. The leader translates on its own watch and
+        // may never have made this very snapshot (pod events coalesced the
+        // other way); the hash, which endpoints do not move, still tells it
+        // which of its pictures this Envoy serves.
+        for (gw, resources) in &snapshot.gateways {
+            report.acked.insert(gw.to_string(), resources.hash.clone());
+        }
         return report;
     }
     for (gw, s) in served {

@@ -194,3 +194,23 @@ fn a_refused_route_is_served_as_it_was_with_envoys_words() {
         "{s:?}"
     );
 }
+
+#[test]
+fn a_node_serving_everything_reports_its_snapshot_and_each_gateways_hash() {
+    let v1 = mk_fleet_snapshot(&[("web", &[("a", "/a")]), ("api", &[("b", "/b")])]);
+    let fleet = Fleet::new();
+    fleet.remember(&v1);
+    let a = fleet.connect("node-a", Protocol::Delta);
+    ack_everything(&a, &v1);
+    let report = local_report("node-a", &fleet, &v1);
+    assert_eq!(report.acked_snapshot, v1.version);
+    let hashes: BTreeMap<String, String> = v1
+        .gateways
+        .iter()
+        .map(|(gw, r)| (gw.to_string(), r.hash.clone()))
+        .collect();
+    assert_eq!(
+        report.acked.clone().into_iter().collect::<BTreeMap<_, _>>(),
+        hashes
+    );
+}
