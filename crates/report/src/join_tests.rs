@@ -288,17 +288,23 @@ fn a_snapshot_a_node_still_reports_is_not_forgotten() {
     assert!(!served.serves_route("HTTPRoute/ns/b"));
 }
 
-#[test]
-fn a_node_many_endpoint_changes_behind_still_serves_what_it_served() {
-    // Route b changed (v0 → v1), then pods came and went: 40 snapshots that
-    // change endpoints only, each remembered before node a's Envoy has
-    // ACKed v1 (or even v0), so no report held them.
-    let gw = ObjectRef::new("ns", "gw");
+/// Gateway ns/gw, and a leader that remembered it at v0 and then at v1,
+/// where route b changed.
+fn route_b_changed() -> (ObjectRef, Reports, Snapshot, Snapshot) {
     let reports = Reports::default();
     let v0 = mk_parted("fa", "fb", b"v0");
     reports.remember(&v0);
     let v1 = mk_parted("fa", "fb1", b"v1");
     reports.remember(&v1);
+    (ObjectRef::new("ns", "gw"), reports, v0, v1)
+}
+
+#[test]
+fn a_node_many_endpoint_changes_behind_still_serves_what_it_served() {
+    // Route b changed (v0 → v1), then pods came and went: 40 snapshots that
+    // change endpoints only, each remembered before node a's Envoy has
+    // ACKed v1 (or even v0), so no report held them.
+    let (gw, reports, v0, v1) = route_b_changed();
     let mut newest = v1.clone();
     for i in 0..40 {
         let pods = aether_xds::Resource::new(
@@ -332,12 +338,7 @@ fn a_snapshot_the_leader_never_made_is_read_by_its_gateway_hash() {
     // The node's agent translates on its own: its snapshot (pods coalesced
     // another way) has a version the leader never made, with the Gateway
     // as the leader had it at v0, or as it has it now.
-    let gw = ObjectRef::new("ns", "gw");
-    let reports = Reports::default();
-    let v0 = mk_parted("fa", "fb", b"v0");
-    reports.remember(&v0);
-    let v1 = mk_parted("fa", "fb1", b"v1");
-    reports.remember(&v1);
+    let (gw, reports, v0, v1) = route_b_changed();
     let mut a = mk_report("a", true);
     a.acked_snapshot = "a version of the agent's own".into();
     a.acked
