@@ -23,7 +23,10 @@
 //! content hash is comparable across nodes: the leader calls a Gateway ACKed when
 //! every node with a connected Envoy (and at least one) reports the hash the
 //! leader computed. Reports are bounded: an agent sends its latest report at most
-//! once per interval, in a compact form (`acked_snapshot`) once it is caught up.
+//! once per interval, in a compact form (`acked_snapshot`, with each Gateway's
+//! hash) once it is caught up. Pod events can reach the leader and an agent
+//! coalesced differently, so their snapshot versions may differ where their
+//! Gateways' hashes (which endpoints do not move) agree.
 
 pub mod auth;
 pub mod client;
