@@ -243,18 +243,15 @@ fn key_fragments(
 ) -> BTreeMap<String, KeyFragment> {
     let mut pieces: BTreeMap<&str, Pieces> = BTreeMap::new();
     for (i, (vh, ir_vh)) in virtual_hosts.iter().zip(&table.virtual_hosts).enumerate() {
-        let keys = (ir_vh.routes.iter().zip(vh.key_lens.iter()))
-            .map(|(r, len)| len.map(|len| &r.name[..len as usize]));
-        let ir_routes = keys.zip(vh.routes.iter().cloned());
+        let ir_routes = keyed_routes(vh, ir_vh).map(|(key, r)| (key, r.clone()));
         // The frame's own routes are encoded anew each time: never kept.
-        let own = vh.frame.own.iter().map(|(n, r)| {
-            let key = ir::names::route_key_of(n);
-            (key, Arc::from(r.as_slice()))
-        });
+        let own = vh
+            .frame
+            .own
+            .iter()
+            .filter_map(|(n, r)| Some((ir::names::route_key_of(n)?, Arc::from(r.as_slice()))));
         for (key, encoded) in ir_routes.chain(own) {
-            if let Some(key) = key {
-                pieces.entry(key).or_default().push((i, encoded));
-            }
+            pieces.entry(key).or_default().push((i, encoded));
         }
     }
     let mut fragment_before = InOrder::new(before.map(|b| &b.fragments));
@@ -430,8 +427,8 @@ fn keyed_routes<'a>(
     ir_vh: &'a ir::VirtualHost,
 ) -> impl Iterator<Item = (&'a str, &'a Arc<[u8]>)> {
     (ir_vh.routes.iter().zip(vh.key_lens.iter()))
-        .filter_map(|(r, len)| len.map(|len| &r.name[..len as usize]))
         .zip(vh.routes.iter())
+        .filter_map(|((r, len), encoded)| Some((&r.name[..(*len)? as usize], encoded)))
 }
 
 /// The clusters the routes of each of `keys` name in `table`;
