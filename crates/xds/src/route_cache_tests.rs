@@ -205,15 +205,29 @@ fn a_key_in_two_hosts_changed_in_one_gets_what_a_fresh_table_gives() {
         host(&mut removed, last).routes.remove(0);
         let mut emptied = two.clone();
         host(&mut emptied, last).routes.clear();
-        for (what, t) in [
-            ("changed", &changed),
-            ("removed", &removed),
-            ("emptied", &emptied),
+        // A route no key owns (a TLS host's misdirected request) first in
+        // the copy, then the route after it changed.
+        let mut keyless = two.clone();
+        let mut misdirected = keyless.virtual_hosts[last].routes[0].clone();
+        Arc::make_mut(&mut misdirected).name = "misdirected/zz.example".into();
+        host(&mut keyless, last).routes.insert(0, misdirected);
+        let keyless_before = fresh(&keyless, Scheme::Http);
+        let mut keyless_changed = keyless.clone();
+        Arc::make_mut(&mut host(&mut keyless_changed, last).routes[1])
+            .matcher
+            .path = ir::PathMatch::Exact("/changed".into());
+        for (what, t, was, was_encoded) in [
+            ("changed", &changed, &two, &before),
+            ("removed", &removed, &two, &before),
+            ("emptied", &emptied, &two, &before),
+            ("keyless", &keyless_changed, &keyless, &keyless_before),
         ] {
             let mut count = RouteCount::default();
-            let warm = EncodedTable::new(t, Scheme::Http, Some((&two, &before)), &mut count);
+            let warm = EncodedTable::new(t, Scheme::Http, Some((was, was_encoded)), &mut count);
             let fresh = fresh(t, Scheme::Http);
             assert!(warm.bytes() == fresh.bytes(), "{case}: {what}");
+            let rc = route::route_configuration(t, Scheme::Http);
+            assert_eq!(warm.fragments(), route::fragments(&rc), "{case}: {what}");
             assert_eq!(
                 key_fragments_of(&warm),
                 key_fragments_of(&fresh),
