@@ -113,10 +113,8 @@ const MIN_GAP: Duration = Duration::from_millis(50);
 
 /// When the next report goes, after one sent at `sent`. A change makes two
 /// reports: its new snapshot, not served yet, then the ACK that serves it. The
-/// first tells the leader nothing it can write (what is new is not served),
-/// and at 10,000 routes on a Gateway it is the largest a report gets (a
-/// fingerprint per route still served); the second is a few bytes and is
-/// what status waits for. So a caught-up report goes [`MIN_GAP`] after the
+/// first tells the leader nothing it can write (what is new is not served);
+/// the second is what status waits for. So a caught-up report goes [`MIN_GAP`] after the
 /// last one; any other (behind, a NACK, Envoy gone) waits `interval` from
 /// the last report and from the change, and an ACK arriving meanwhile goes
 /// instead. A fleet's report load stays bounded: caught-up reports come at
@@ -214,6 +212,7 @@ pub fn delta(previous: &AckReport, next: &AckReport) -> AckReport {
         node: next.node.clone(),
         envoy_connected: next.envoy_connected,
         acked_snapshot: next.acked_snapshot.clone(),
+        every_part: next.every_part,
         delta: true,
         ..Default::default()
     };

@@ -1,6 +1,7 @@
 //! The leader's view: the last report of every node, joined per Gateway.
 
 use crate::local::part_key;
+use crate::node_report::NodeReport;
 use crate::pb::AckReport;
 use crate::recent::{Prints, Recent};
 use aether_ir::{AckState, ObjectRef, Pending, Rejection, Served};
@@ -15,7 +16,7 @@ use tokio::time::Instant;
 /// status gate.
 #[derive(Clone)]
 pub struct Reports {
-    pub(crate) nodes: Arc<Mutex<BTreeMap<String, AckReport>>>,
+    pub(crate) nodes: Arc<Mutex<BTreeMap<String, NodeReport>>>,
     changes: Arc<watch::Sender<u64>>,
     pub(crate) recent: Arc<Mutex<Recent>>,
     /// When a report last changed what a node serves.
@@ -50,47 +51,33 @@ impl Reports {
 
     /// Records `report` as its node's latest; no change, no notification.
     pub fn update(&self, report: AckReport) {
-        let changed = {
-            let mut nodes = self.nodes.lock().expect("reports lock");
-            let same = nodes.get(&report.node) == Some(&report);
-            if !same {
-                nodes.insert(report.node.clone(), report);
-            }
-            !same
-        };
-        if changed {
-            self.notify();
-        }
+        self.merge(report);
     }
 
     /// Applies a report: a whole one replaces the node's, a delta (see the proto)
     /// changes it.
     pub fn apply(&self, report: AckReport) {
-        if !report.delta {
-            return self.update(report);
-        }
+        self.merge(report);
+    }
+
+    fn merge(&self, report: AckReport) {
         let changed = {
+            let recent = self.recent.lock().expect("recent snapshots lock");
             let mut nodes = self.nodes.lock().expect("reports lock");
-            let entry = nodes
-                .entry(report.node.clone())
-                .or_insert_with(|| AckReport {
-                    node: report.node.clone(),
-                    ..Default::default()
-                });
-            let before = entry.clone();
-            for key in &report.cleared {
-                entry.acked.remove(key);
-                entry.nacked.remove(key);
-                entry.acked_parts.remove(key);
-                entry.refused_routes.remove(key);
+            let before = nodes.get(&report.node);
+            let after = match before {
+                Some(node) if report.delta => {
+                    let mut node = node.clone();
+                    node.apply_delta(report, &recent);
+                    node
+                }
+                _ => NodeReport::new(report, &recent),
+            };
+            let same = before == Some(&after);
+            if !same {
+                nodes.insert(after.report.node.clone(), after);
             }
-            entry.acked.extend(report.acked);
-            entry.nacked.extend(report.nacked);
-            entry.acked_parts.extend(report.acked_parts);
-            entry.refused_routes.extend(report.refused_routes);
-            entry.envoy_connected = report.envoy_connected;
-            entry.acked_snapshot = report.acked_snapshot;
-            *entry != before
+            !same
         };
         if changed {
             self.notify();
@@ -110,8 +97,14 @@ impl Reports {
         }
     }
 
+    /// The last report of every node (of a Gateway the leader knows the hash
+    /// of, the parts listed are only those changed since).
     pub fn nodes(&self) -> BTreeMap<String, AckReport> {
-        self.nodes.lock().expect("reports lock").clone()
+        let nodes = self.nodes.lock().expect("reports lock");
+        nodes
+            .iter()
+            .map(|(node, r)| (node.clone(), r.report.clone()))
+            .collect()
     }
 
     /// The status gate for every Gateway of the leader's `snapshot`: per
@@ -131,7 +124,7 @@ impl Reports {
 /// a report of each Envoy connected to it (`crate::local::fleet_served`).
 pub(crate) fn served(
     snapshot: &Snapshot,
-    nodes: &BTreeMap<String, AckReport>,
+    nodes: &BTreeMap<String, NodeReport>,
     members: &Members,
     recent: &Recent,
 ) -> BTreeMap<ObjectRef, Served> {
@@ -160,16 +153,21 @@ impl Reports {
     /// unknown, and a node reporting it would serve nothing.
     pub fn remember(&self, snapshot: &Snapshot) {
         let mut recent = self.recent.lock().expect("recent snapshots lock");
-        let nodes = self.nodes.lock().expect("reports lock");
-        recent.remember(snapshot, &held(&nodes));
+        let mut nodes = self.nodes.lock().expect("reports lock");
+        let gone = recent.remember(snapshot, &held(&nodes));
+        if !gone.is_empty() {
+            for node in nodes.values_mut() {
+                node.forget(&gone);
+            }
+        }
     }
 }
 
 /// The snapshot versions the nodes report as ACKed.
-fn held(nodes: &BTreeMap<String, AckReport>) -> BTreeSet<&str> {
+fn held(nodes: &BTreeMap<String, NodeReport>) -> BTreeSet<&str> {
     nodes
         .values()
-        .map(|r| r.acked_snapshot.as_str())
+        .map(|r| r.report.acked_snapshot.as_str())
         .filter(|v| !v.is_empty())
         .collect()
 }
@@ -221,8 +219,8 @@ impl Members {
     pub(crate) fn required<'a>(
         &self,
         gw: &ObjectRef,
-        nodes: &'a BTreeMap<String, AckReport>,
-    ) -> (Vec<Option<&'a AckReport>>, BTreeSet<String>) {
+        nodes: &'a BTreeMap<String, NodeReport>,
+    ) -> (Vec<Option<&'a NodeReport>>, BTreeSet<String>) {
         let members = self
             .per_gateway
             .get(gw)
@@ -256,6 +254,9 @@ struct NodeServes<'a> {
     whole: bool,
     /// The Gateway as of the snapshot the report is relative to, if known.
     base: Option<&'a Prints>,
+    /// Else the Gateway as of the last hash of this node the leader knew; the
+    /// report's parts are those changed since (see `node_report`).
+    anchor: Option<&'a Prints>,
 }
 
 impl NodeServes<'_> {
@@ -264,7 +265,7 @@ impl NodeServes<'_> {
         if self.whole {
             return true;
         }
-        let from_base = self.base.is_some_and(|b| {
+        let in_prints = |b: &Prints| {
             if object == OWN {
                 !b.own.is_empty() && b.own == fingerprint
             } else {
@@ -272,13 +273,14 @@ impl NodeServes<'_> {
                     .get(object)
                     .is_some_and(|p| p.fingerprint == fingerprint)
             }
-        });
-        from_base
-            || self
-                .report
-                .acked_parts
-                .get(&part_key(gw, object))
-                .is_some_and(|f| f == fingerprint)
+        };
+        if self.base.is_some_and(in_prints) {
+            return true;
+        }
+        match self.report.acked_parts.get(&part_key(gw, object)) {
+            Some(listed) => listed == fingerprint,
+            None => self.base.is_none() && self.anchor.is_some_and(in_prints),
+        }
     }
 }
 
@@ -286,21 +288,23 @@ impl NodeServes<'_> {
 /// node that has not reported, which serves nothing). A node serves a part
 /// when it reports the whole snapshot or the Gateway's hash, when the part is
 /// unchanged since the snapshot (or Gateway hash) it reports, or when it
-/// reports the part's fingerprint.
+/// reports the part's fingerprint; of a hash the leader does not know, when
+/// the part is unchanged since the node's anchor and not listed otherwise.
 pub(crate) fn join(
-    required: &[Option<&AckReport>],
+    required: &[Option<&NodeReport>],
     current: &Current<'_>,
     recent: &Recent,
 ) -> Served {
-    let ready: Vec<&AckReport> = required.iter().flatten().copied().collect();
+    let nodes: Vec<NodeServes<'_>> = required
+        .iter()
+        .flatten()
+        .map(|r| node_serves(r, current, recent))
+        .collect();
+    let ready: Vec<&AckReport> = nodes.iter().map(|n| n.report).collect();
     if ready.is_empty() {
         return Served::whole(AckState::Pending);
     }
     let all_reported = ready.len() == required.len();
-    let nodes: Vec<NodeServes<'_>> = ready
-        .iter()
-        .map(|r| node_serves(r, current, recent))
-        .collect();
     let gateway = gateway_state(&ready, &nodes, current, all_reported);
     if !all_reported {
         return Served {
@@ -329,7 +333,12 @@ pub(crate) fn join(
 
 /// What one node's report says it serves of the Gateway: the whole of its
 /// current config, or which earlier build its ACK is of.
-fn node_serves<'a>(r: &'a AckReport, current: &Current<'_>, recent: &'a Recent) -> NodeServes<'a> {
+fn node_serves<'a>(
+    node: &'a NodeReport,
+    current: &Current<'_>,
+    recent: &'a Recent,
+) -> NodeServes<'a> {
+    let r = &node.report;
     let (snapshot, resources, key) = (current.snapshot, current.resources, &current.key);
     let whole = r.acked_snapshot == snapshot.version || r.acked.get(key) == Some(&resources.hash);
     // The snapshot it names, if the leader made it too; else the picture
@@ -346,6 +355,7 @@ fn node_serves<'a>(r: &'a AckReport, current: &Current<'_>, recent: &'a Recent) 
         report: r,
         whole,
         base,
+        anchor: node.anchor_of(key),
     }
 }
 

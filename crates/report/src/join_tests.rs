@@ -357,3 +357,99 @@ fn a_snapshot_the_leader_never_made_is_read_by_its_gateway_hash() {
     assert_eq!(served.gateway, AckState::Acked);
     assert!(served.serves_route("HTTPRoute/ns/b"));
 }
+
+/// Node `node` serving all of `snapshot`, as its agent reports it: every
+/// part listed (`local_report`).
+fn serving(node: &str, snapshot: &Snapshot) -> AckReport {
+    let mut r = mk_report(node, true);
+    r.every_part = true;
+    r.acked_snapshot = snapshot.version.clone();
+    for (gw, resources) in &snapshot.gateways {
+        let key = gw.to_string();
+        r.acked.insert(key.clone(), resources.hash.clone());
+        crate::local::every_part_of(&mut r, &key, resources);
+    }
+    r
+}
+
+#[test]
+fn a_node_on_a_config_the_leader_never_made_is_read_by_the_parts_it_lists() {
+    // The leader saw route b change (v0 → v1). Node a's agent saw route a
+    // change first, b's change with it: a snapshot the leader never made,
+    // whose Gateway hash tells it nothing. Its stream carries what changed
+    // since v0, the last hash of it the leader knew.
+    let (gw, reports, v0, v1) = route_b_changed();
+    let first = serving("a", &v0);
+    reports.apply(first.clone());
+    assert!(
+        reports.nodes()["a"].acked_parts.is_empty(),
+        "a known hash needs no part listed"
+    );
+    let ahead = mk_parted("fa2", "fb1", b"agent");
+    let now = serving("a", &ahead);
+    reports.apply(crate::client::delta(&first, &now));
+    assert_eq!(
+        reports.nodes()["a"].acked_parts.len(),
+        2,
+        "the parts changed since v0: routes a and b"
+    );
+    let served = &reports.served(&v1, &Members::default())[&gw];
+    assert_eq!(served.gateway, AckState::Acked, "its listeners are v0's");
+    assert!(
+        served.serves_route("HTTPRoute/ns/b"),
+        "b as the leader has it"
+    );
+    assert!(
+        !served.serves_route("HTTPRoute/ns/a"),
+        "a not as the leader has it"
+    );
+
+    // The leader sees a's change too, in a snapshot of its own.
+    let v2 = mk_parted("fa2", "fb1", b"v2");
+    reports.remember(&v2);
+    let served = &reports.served(&v2, &Members::default())[&gw];
+    assert!(served.serves_route("HTTPRoute/ns/a"));
+    assert!(served.serves_route("HTTPRoute/ns/b"));
+
+    // The Gateway goes: its anchor and what is listed of it go with it.
+    reports.remember(&Snapshot::new(BTreeMap::new(), BTreeMap::new()));
+    assert!(reports.nodes()["a"].acked_parts.is_empty());
+}
+
+#[test]
+fn a_part_a_node_serves_no_more_is_not_read_from_its_anchor() {
+    let (gw, reports, _, v1) = route_b_changed();
+    let first = serving("a", &v1);
+    reports.apply(first.clone());
+    assert!(reports.served(&v1, &Members::default())[&gw].serves_route("HTTPRoute/ns/a"));
+    // Its agent has a new route a, which its Envoy has not ACKed: the part
+    // leaves the report (behind, every Gateway listed by parts). The anchor,
+    // v1, still has a as the leader has it.
+    let mut behind = first.clone();
+    behind.acked.clear();
+    behind.acked_snapshot.clear();
+    behind.acked_parts.remove("ns/gw|HTTPRoute/ns/a");
+    reports.apply(crate::client::delta(&first, &behind));
+    let served = &reports.served(&v1, &Members::default())[&gw];
+    assert!(!served.serves_route("HTTPRoute/ns/a"), "a served no more");
+    assert!(served.serves_route("HTTPRoute/ns/b"));
+    assert_eq!(served.gateway, AckState::Acked);
+}
+
+#[test]
+fn a_node_that_lists_no_parts_is_not_read_from_an_anchor() {
+    // An agent of the release before `every_part`: a caught-up report of a
+    // hash the leader does not know tells nothing, as it did.
+    let (gw, reports, v0, v1) = route_b_changed();
+    let mut first = serving("a", &v0);
+    first.every_part = false;
+    first.acked_parts.clear();
+    reports.apply(first.clone());
+    let mut now = first.clone();
+    now.acked_snapshot = "the agent's own".into();
+    now.acked.insert("ns/gw".into(), "an unknown hash".into());
+    reports.apply(crate::client::delta(&first, &now));
+    let served = &reports.served(&v1, &Members::default())[&gw];
+    assert_eq!(served.gateway, AckState::Pending);
+    assert!(!served.serves_route("HTTPRoute/ns/a"));
+}

@@ -23,15 +23,19 @@
 //! content hash is comparable across nodes: the leader calls a Gateway ACKed when
 //! every node with a connected Envoy (and at least one) reports the hash the
 //! leader computed. Reports are bounded: an agent sends its latest report at most
-//! once per interval, in a compact form (`acked_snapshot`, with each Gateway's
-//! hash) once it is caught up. Pod events can reach the leader and an agent
-//! coalesced differently, so their snapshot versions may differ where their
-//! Gateways' hashes (which endpoints do not move) agree.
+//! once per interval, and only what changed since its last (`delta`). Pod
+//! events can reach the leader and an agent coalesced differently, so their
+//! snapshot versions may differ where their Gateways' hashes (which endpoints
+//! do not move) agree; and route events too, so an agent may serve a Gateway
+//! at a hash the leader never had. Its report lists every part its Envoy
+//! serves, and the leader reads it route by route from the last hash of that
+//! node it knew (`node_report`).
 
 pub mod auth;
 pub mod client;
 pub mod join;
 pub mod local;
+mod node_report;
 pub mod per_node;
 mod recent;
 pub mod server;

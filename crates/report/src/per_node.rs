@@ -126,7 +126,8 @@ impl Reports {
                     acked: BTreeMap::new(),
                     acked_snapshot: BTreeMap::new(),
                 };
-                for report in reporting.into_iter().flatten() {
+                for node in reporting.into_iter().flatten() {
+                    let report = &node.report;
                     // The common case, without a join: the report covers the
                     // Gateway whole (what the join's `whole` says) and no NACK.
                     let whole = report.acked_snapshot == snapshot.version
@@ -135,7 +136,7 @@ impl Reports {
                         view.served += 1;
                         continue;
                     }
-                    let served = join(&[Some(report)], &current, &recent);
+                    let served = join(&[Some(node)], &current, &recent);
                     let state = match (&served.gateway, &served.pending) {
                         // Envoy's own words; the node is the map's key.
                         (AckState::Nacked(rejection), _) => NodeState::Nacked {
@@ -177,7 +178,7 @@ impl Reports {
         let nodes = self.nodes.lock().expect("reports lock");
         nodes
             .iter()
-            .map(|(node, report)| (node.clone(), report.envoy_connected))
+            .map(|(node, r)| (node.clone(), r.report.envoy_connected))
             .collect()
     }
 }

@@ -82,16 +82,29 @@ impl Recent {
     /// [`VERSIONS_KEPT`] versions, forgets the oldest no node's report refers
     /// to (`held`: the versions reported as ACKed). A report of a forgotten
     /// snapshot tells nothing, and everything of every Gateway would read as
-    /// not served.
-    pub(crate) fn remember(&mut self, snapshot: &Snapshot, held: &BTreeSet<&str>) {
+    /// not served. Returns the Gateways (as "namespace/name") the last picture
+    /// had and this one has not.
+    pub(crate) fn remember(
+        &mut self,
+        snapshot: &Snapshot,
+        held: &BTreeSet<&str>,
+    ) -> BTreeSet<String> {
         let version = &snapshot.version;
         if self.pictures.iter().any(|(vs, _)| vs.contains(version)) {
-            return;
+            return BTreeSet::new();
         }
         let prints = Prints::of(snapshot);
+        let mut gone = BTreeSet::new();
         match self.pictures.back_mut() {
             Some((versions, last)) if **last == prints => versions.push(version.clone()),
-            _ => {
+            last => {
+                if let Some((_, last)) = last {
+                    gone = last
+                        .keys()
+                        .filter(|gw| !prints.contains_key(*gw))
+                        .map(ToString::to_string)
+                        .collect();
+                }
                 let picture = (vec![version.clone()], Arc::new(prints));
                 self.pictures.push_back(picture);
             }
@@ -116,6 +129,7 @@ impl Recent {
                 !drop
             });
         }
+        gone
     }
 
     /// Gateway `gw` as of snapshot `version`.
