@@ -109,25 +109,15 @@ impl Recent {
                 self.pictures.push_back(picture);
             }
         }
-        let held_any = |vs: &[String]| vs.iter().any(|v| held.contains(v.as_str()));
-        let mut excess = self.pictures.len().saturating_sub(KEPT);
-        self.pictures.retain(|(vs, _)| {
-            let drop = excess > 0 && !held_any(vs);
-            if drop {
-                excess -= 1;
-            }
-            !drop
-        });
+        let held_any =
+            |(vs, _): &(Vec<String>, Picture)| vs.iter().any(|v| held.contains(v.as_str()));
+        let excess = self.pictures.len().saturating_sub(KEPT);
+        self.pictures.retain(oldest_not(excess, held_any));
         let versions: usize = self.pictures.iter().map(|(vs, _)| vs.len()).sum();
-        let mut excess = versions.saturating_sub(VERSIONS_KEPT);
+        let excess = versions.saturating_sub(VERSIONS_KEPT);
+        let mut keep = oldest_not(excess, |v: &String| held.contains(v.as_str()));
         for (vs, _) in self.pictures.iter_mut() {
-            vs.retain(|v| {
-                let drop = excess > 0 && !held.contains(v.as_str());
-                if drop {
-                    excess -= 1;
-                }
-                !drop
-            });
+            vs.retain(&mut keep);
         }
         gone
     }
@@ -147,5 +137,17 @@ impl Recent {
             .iter()
             .rev()
             .find_map(|(_, g)| g.get(gw).filter(|p| p.hash == hash))
+    }
+}
+
+/// A `retain` predicate, for items oldest first: drops the first `excess`
+/// items that `held` does not keep.
+fn oldest_not<T>(mut excess: usize, held: impl Fn(&T) -> bool) -> impl FnMut(&T) -> bool {
+    move |item| {
+        let drop = excess > 0 && !held(item);
+        if drop {
+            excess -= 1;
+        }
+        !drop
     }
 }
