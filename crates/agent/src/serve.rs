@@ -167,7 +167,9 @@ async fn forward_snapshots(
 
 /// Logs each Gateway's transitions between pending, programmed and rejected as
 /// the Envoys connected here ACK and NACK. Programmed: every one holds the
-/// Gateway's current config whole ([`Fleet::gateway_state`]), which costs a
+/// Gateway's current config whole, endpoints at any version
+/// ([`Fleet::gateway_config_state`]: under pod churn, waiting for each new
+/// version of the endpoints logged two lines per pod change), which costs a
 /// look at each member resource's version, not a walk over its routes (at
 /// 10,000 routes on a Gateway the status gate's per-route join, run on every
 /// publication and ACK for this line alone, was a fifth of the agent's CPU).
@@ -184,7 +186,7 @@ async fn report_programmed(mut published: watch::Receiver<Option<Arc<Published>>
         if let Some(snapshot) = snapshot {
             let mut now = BTreeMap::new();
             for gw in snapshot.gateways.keys() {
-                let state = match fleet.gateway_state(&snapshot, gw) {
+                let state = match fleet.gateway_config_state(&snapshot, gw) {
                     AckState::Nacked(rejection) => rejected(&rejection),
                     AckState::Acked => "programmed".to_string(),
                     AckState::Pending => "pending".to_string(),

@@ -10,7 +10,8 @@
 //!        │                           the input of its `AckReport`, never the gate
 //!        ├─ gateway_acks(snapshot)   per node, per Gateway: hash of what it ACKed
 //!        ├─ gateway_state(snapshot, gw)  Acked / Pending / Nacked: whole Gateways
-//!        │                           on every node (for the ADS tests, not status)
+//!        │                           on every node (for the ADS tests, not status);
+//!        │                           gateway_config_state: endpoints at any version
 //!        ├─ debug_view()             per node, per type: ACKed version, last NACK
 //!        ├─ metrics()                the ADS counters (`AdsMetrics`, registered by the binary)
 //!        └─ subscribe()              a counter bumped on every change
@@ -190,6 +191,26 @@ impl Fleet {
     /// (`aether_report::join`): this whole-Gateway answer is what the ADS
     /// server's own tests wait on.
     pub fn gateway_state(&self, snapshot: &Snapshot, gw: &ObjectRef) -> AckState {
+        self.gateway_state_by(snapshot, gw, |node, snapshot, resources| {
+            node.serves(snapshot, resources)
+        })
+    }
+
+    /// As [`Fleet::gateway_state`], but endpoints at any version count, as
+    /// they do in a Gateway's hash: whether every connected Envoy serves the
+    /// Gateway's config, which pod churn does not move.
+    pub fn gateway_config_state(&self, snapshot: &Snapshot, gw: &ObjectRef) -> AckState {
+        self.gateway_state_by(snapshot, gw, |node, snapshot, resources| {
+            node.lagging(snapshot, resources).is_empty()
+        })
+    }
+
+    fn gateway_state_by(
+        &self,
+        snapshot: &Snapshot,
+        gw: &ObjectRef,
+        whole: impl Fn(&NodeState<'_>, &Snapshot, &GatewayResources) -> bool,
+    ) -> AckState {
         let Some(resources) = snapshot.gateways.get(gw) else {
             return AckState::Pending;
         };
@@ -197,7 +218,7 @@ impl Fleet {
         let nodes = nodes(&streams);
         let mut all_whole = !nodes.is_empty();
         for (node, state) in &nodes {
-            if state.serves(snapshot, resources) {
+            if whole(state, snapshot, resources) {
                 continue;
             }
             all_whole = false;

@@ -374,8 +374,10 @@ mod served {
         let serves = &fleet.served_by("node", &v2)[&web];
         assert!(serves.whole);
         assert_eq!(owned(&serves.routes), keys(&["a", "b"]));
-        // The ADS server's own "every member at its version" still waits.
+        // The ADS server's own "every member at its version" still waits;
+        // the Gateway's config, which the agent's log follows, does not.
         assert_eq!(fleet.gateway_state(&v2, &web), AckState::Pending);
+        assert_eq!(fleet.gateway_config_state(&v2, &web), AckState::Acked);
         ack_everything(&node, &v2);
         assert_eq!(fleet.gateway_state(&v2, &web), AckState::Acked);
     }
