@@ -198,6 +198,7 @@ impl Subject<'_> {
                     control,
                     envoy: Some(envoy),
                     started,
+                    admin: Some(admin),
                 }
             }
             Subject::EnvoyGateway(eg) => {
@@ -206,6 +207,7 @@ impl Subject<'_> {
                     control,
                     envoy: None,
                     started,
+                    admin: None,
                 }
             }
         }
@@ -219,6 +221,8 @@ struct Running {
     envoy: Option<Envoy>,
     /// When the control plane was spawned.
     started: Instant,
+    /// Ours: the agent's admin address (its `/metrics`).
+    admin: Option<String>,
 }
 
 impl Running {
@@ -252,6 +256,9 @@ struct Row {
     /// The change that was never served within the timeout (the run stops there).
     timed_out: Option<usize>,
     control_mib: f64,
+    /// Ours: of `control_mib`, what the agent's allocator has handed out and
+    /// not taken back (`aether_edge_heap_allocated_bytes`).
+    allocated_mib: Option<f64>,
     envoy_mib: f64,
     /// Envoy's own apply times (ours only: Envoy Gateway's Envoy has its own admin).
     envoy_apply: String,
@@ -284,6 +291,9 @@ impl Row {
             "{name:<14} {base:>6} {:>7} {latency} {ready:>8} {:>9.1} {:>9.1}",
             self.changes, self.control_mib, self.envoy_mib
         );
+        if let Some(allocated) = self.allocated_mib {
+            println!("{:<14} agent heap allocated: {allocated:.1} MiB", "");
+        }
         if !self.envoy_apply.is_empty() {
             println!(
                 "{:<14} Envoy's own apply, ms p50/p99/max: {}",
@@ -396,6 +406,7 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
         samples: Vec::with_capacity(changes),
         timed_out: None,
         control_mib: 0.0,
+        allocated_mib: None,
         envoy_mib: 0.0,
         envoy_apply: String::new(),
         stages: String::new(),
@@ -436,6 +447,7 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
         );
     }
     row.control_mib = rss_mib(running.control.pid());
+    row.allocated_mib = running.admin.as_deref().and_then(heap_allocated_mib);
     row.envoy_mib = running.envoy_pid().map_or(0.0, rss_mib);
     running.stop();
     let _ = std::fs::remove_dir_all(&dir);
@@ -570,6 +582,16 @@ fn child_named(parent: u32, name: &str) -> Option<u32> {
         let ppid: u32 = tail.split_whitespace().nth(1)?.parse().ok()?;
         (ppid == parent && comm == name).then_some(pid)
     })
+}
+
+/// The agent's heap in use now, from its `/metrics` at `admin`, in MiB.
+fn heap_allocated_mib(admin: &str) -> Option<f64> {
+    let r = http_get(admin, "localhost", "/metrics", &[]).ok()?;
+    r.body
+        .lines()
+        .find_map(|l| l.strip_prefix("aether_edge_heap_allocated_bytes "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|b| b / (1024.0 * 1024.0))
 }
 
 /// A process's resident memory now (`VmRSS`), in MiB.
