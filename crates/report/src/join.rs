@@ -65,13 +65,20 @@ impl Reports {
             let recent = self.recent.lock().expect("recent snapshots lock");
             let mut nodes = self.nodes.lock().expect("reports lock");
             let before = nodes.get(&report.node);
-            let after = match before {
-                Some(node) if report.delta => {
-                    let mut node = node.clone();
-                    node.apply_delta(report, &recent);
-                    node
-                }
-                _ => NodeReport::new(report, &recent),
+            let after = if report.delta {
+                // A delta changes what the node reported last (nothing, if
+                // its entry went with an earlier stream).
+                let mut node = before.cloned().unwrap_or_else(|| {
+                    let empty = AckReport {
+                        node: report.node.clone(),
+                        ..Default::default()
+                    };
+                    NodeReport::new(empty, &recent)
+                });
+                node.apply_delta(report, &recent);
+                node
+            } else {
+                NodeReport::new(report, &recent)
             };
             let same = before == Some(&after);
             if !same {

@@ -453,3 +453,49 @@ fn a_node_that_lists_no_parts_is_not_read_from_an_anchor() {
     assert_eq!(served.gateway, AckState::Pending);
     assert!(!served.serves_route("HTTPRoute/ns/a"));
 }
+
+#[test]
+fn a_stream_of_deltas_reads_as_its_last_report_read_whole() {
+    // Whatever a node's agent went through (snapshots the leader knows,
+    // ones it never made, Envoys behind on some parts), the leader's reading
+    // of the stream's deltas, through anchors, is its reading of the last
+    // report alone, every part listed.
+    let (gw, _, v0, v1) = route_b_changed();
+    let ahead = mk_parted("fa2", "fb1", b"agent");
+    let without = |r: &AckReport, parts: &[&str]| {
+        let mut r = r.clone();
+        r.acked.clear();
+        r.acked_snapshot.clear();
+        for p in parts {
+            r.acked_parts.remove(&format!("ns/gw|{p}"));
+        }
+        r
+    };
+    let states = [
+        serving("a", &v0),
+        serving("a", &ahead),
+        serving("a", &v1),
+        without(&serving("a", &ahead), &["HTTPRoute/ns/a"]),
+        without(&serving("a", &v0), &["HTTPRoute/ns/b", "Gateway"]),
+    ];
+    let read = |reports: &Reports| {
+        let served = &reports.served(&v1, &Members::default())[&gw];
+        (
+            served.gateway.clone(),
+            served.serves_route("HTTPRoute/ns/a"),
+            served.serves_route("HTTPRoute/ns/b"),
+        )
+    };
+    let n = states.len();
+    for sequence in 0..n.pow(4) {
+        let path: Vec<&AckReport> = (0..4).map(|i| &states[sequence / n.pow(i) % n]).collect();
+        let (_, streamed, _, _) = route_b_changed();
+        streamed.apply(path[0].clone());
+        for pair in path.windows(2) {
+            streamed.apply(crate::client::delta(pair[0], pair[1]));
+        }
+        let (_, whole, _, _) = route_b_changed();
+        whole.apply(path[3].clone());
+        assert_eq!(read(&streamed), read(&whole), "through {sequence} (base 5)");
+    }
+}
