@@ -197,6 +197,16 @@ impl Translator {
     /// semantics need; each reuses what the cache holds for inputs that did
     /// not change.
     pub fn translate(&mut self, store: &Store) -> Translation {
+        // Every phase's reads, the shared objects' too: the backend index
+        // resolves each BackendTLSPolicy's CA ConfigMaps, and one created
+        // after its policy must forget what the cache holds.
+        let (translation, reads) = crate::store::reads::recording(|| self.phases(store));
+        self.read.add(store, reads);
+        translation
+    }
+
+    /// [`Translator::translate`], its reads recorded by the caller.
+    fn phases(&mut self, store: &Store) -> Translation {
         // What every route and Gateway reads: a change forgets the cache.
         let (index, stale) = self.shared_objects(store);
         let before = self.before.take();
@@ -207,12 +217,7 @@ impl Translator {
                 self.last = Reuse::default();
                 unfilled
             }
-            None => {
-                let (unfilled, reads) =
-                    crate::store::reads::recording(|| self.translate_all(store, &index));
-                self.read.add(store, reads);
-                unfilled
-            }
+            None => self.translate_all(store, &index),
         };
         let mut translation = unfilled.clone();
         // Endpoints last: the only phase that reads EndpointSlices.
@@ -223,8 +228,7 @@ impl Translator {
         translation
     }
 
-    /// [`Translator::translate`] but its last phase (the clusters' endpoints),
-    /// its reads recorded by the caller.
+    /// [`Translator::translate`] but its last phase (the clusters' endpoints).
     fn translate_all(&mut self, store: &Store, index: &Arc<BackendIndex>) -> Translation {
         let mut reuse = Reuse::default();
         let mut status = StatusPlan::default();

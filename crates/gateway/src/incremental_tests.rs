@@ -373,3 +373,40 @@ fn a_shared_virtual_host_keeps_precedence_order_through_edits() {
         assert_eq!(out, crate::translate(&store, &config), "after {r} → {to:?}");
     }
 }
+
+#[test]
+fn a_ca_configmap_created_after_its_policy_is_read_by_a_warm_translator() {
+    // The conformance suite's BackendTLSPolicy test points a policy at a
+    // ConfigMap that does not exist yet, creates it, empties its CA, and
+    // puts the CA back. Each step is read as a fresh translator reads it.
+    let config = Config::default();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/backend-tls-policy/in.yaml"
+    ))
+    .unwrap();
+    let mut store = Store::default();
+    store.add_yaml("in.yaml", &text).unwrap();
+    let mut warm = Translator::new(config.clone());
+    warm.translate(&store);
+    let ca = text
+        .split("\n---\n")
+        .find(|d| d.contains("kind: ConfigMap") && d.contains("name: ca\n"))
+        .unwrap()
+        .replace("name: ca\n", "name: nowhere\n");
+    let emptied = format!("{}  ca.crt: \"\"\n", &ca[..ca.find("  ca.crt: |").unwrap()]);
+    let missing = ObjectRef::new("apps", "missing");
+    for (step, doc, ok) in [
+        ("created", &ca, true),
+        ("emptied", &emptied, false),
+        ("restored", &ca, true),
+    ] {
+        store.merge(&one(doc));
+        let fresh = Translator::new(config.clone()).translate(&store);
+        let out = warm.translate(&store);
+        assert_eq!(out.status, fresh.status, "{step}");
+        assert_eq!(out.ir, fresh.ir, "{step}");
+        let accepted = &out.status.backend_tls_policies[&missing].ancestors[0].conditions[0];
+        assert_eq!(accepted.ok, ok, "{step}: {accepted:?}");
+    }
+}
