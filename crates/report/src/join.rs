@@ -49,18 +49,9 @@ impl Reports {
         self.changes.send_modify(|g| *g += 1);
     }
 
-    /// Records `report` as its node's latest; no change, no notification.
-    pub fn update(&self, report: AckReport) {
-        self.merge(report);
-    }
-
     /// Applies a report: a whole one replaces the node's, a delta (see the proto)
-    /// changes it.
+    /// changes it; no change, no notification.
     pub fn apply(&self, report: AckReport) {
-        self.merge(report);
-    }
-
-    fn merge(&self, report: AckReport) {
         let changed = {
             let recent = self.recent.lock().expect("recent snapshots lock");
             let mut nodes = self.nodes.lock().expect("reports lock");

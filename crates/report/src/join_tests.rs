@@ -24,28 +24,28 @@ fn acked_only_when_every_connected_node_has_the_leaders_hash() {
 
     let mut a = mk_report("a", true);
     a.acked_snapshot = snapshot.version.clone();
-    reports.update(a);
+    reports.apply(a);
     assert_eq!(state(&reports, &snapshot), AckState::Acked);
 
     // Node b is caught up on an older snapshot only.
     let mut b = mk_report("b", true);
     b.acked_snapshot = old.version.clone();
-    reports.update(b.clone());
+    reports.apply(b.clone());
     assert_eq!(state(&reports, &snapshot), AckState::Pending);
 
     // ...then ACKs this Gateway's current hash.
     b.acked_snapshot.clear();
     b.acked.insert("ns/gw".into(), hash);
-    reports.update(b);
+    reports.apply(b);
     assert_eq!(state(&reports, &snapshot), AckState::Acked);
 
     // A node whose agent reports but whose Envoy is not connected (yet)
     // serves nothing: it holds the Gateway back until it ACKs.
-    reports.update(mk_report("c", false));
+    reports.apply(mk_report("c", false));
     assert_eq!(state(&reports, &snapshot), AckState::Pending);
     let mut c = mk_report("c", true);
     c.acked_snapshot = snapshot.version.clone();
-    reports.update(c);
+    reports.apply(c);
     assert_eq!(state(&reports, &snapshot), AckState::Acked);
 }
 
@@ -91,7 +91,7 @@ fn a_route_is_served_when_every_node_reports_its_fingerprint() {
     );
     a.acked_parts
         .insert("ns/gw|HTTPRoute/ns/b".into(), "another config".into());
-    reports.update(a.clone());
+    reports.apply(a.clone());
     let served = &reports.served(&snapshot, &Members::default())[&ObjectRef::new("ns", "gw")];
     assert_eq!(served.gateway, AckState::Acked);
     assert!(served.serves_route("HTTPRoute/ns/a"));
@@ -101,7 +101,7 @@ fn a_route_is_served_when_every_node_reports_its_fingerprint() {
     );
 
     // A second node that serves nothing holds everything back.
-    reports.update(mk_report("b", true));
+    reports.apply(mk_report("b", true));
     let served = &reports.served(&snapshot, &Members::default())[&ObjectRef::new("ns", "gw")];
     assert_eq!(served.gateway, AckState::Pending);
     assert!(!served.serves_route("HTTPRoute/ns/a"));
@@ -109,7 +109,7 @@ fn a_route_is_served_when_every_node_reports_its_fingerprint() {
     // ...until it reports the whole snapshot.
     let mut b = mk_report("b", true);
     b.acked_snapshot = snapshot.version.clone();
-    reports.update(b);
+    reports.apply(b);
     let served = &reports.served(&snapshot, &Members::default())[&ObjectRef::new("ns", "gw")];
     assert!(served.serves_route("HTTPRoute/ns/a"));
     assert!(
@@ -127,7 +127,7 @@ fn a_report_of_an_older_snapshot_serves_what_it_left_unchanged() {
     reports.remember(&old);
     let mut a = mk_report("a", true);
     a.acked_snapshot = old.version.clone();
-    reports.update(a);
+    reports.apply(a);
     let served = &reports.served(&new, &Members::default())[&gw];
     assert_eq!(served.gateway, AckState::Acked, "own share unchanged");
     assert!(served.serves_route("HTTPRoute/ns/a"), "a unchanged");
@@ -137,7 +137,7 @@ fn a_report_of_an_older_snapshot_serves_what_it_left_unchanged() {
     let mut b = mk_report("a", true);
     b.acked
         .insert("ns/gw".into(), old.gateways[&gw].hash.clone());
-    reports.update(b);
+    reports.apply(b);
     let served = &reports.served(&new, &Members::default())[&gw];
     assert!(served.serves_route("HTTPRoute/ns/a"));
     assert!(!served.serves_route("HTTPRoute/ns/b"));
@@ -146,7 +146,7 @@ fn a_report_of_an_older_snapshot_serves_what_it_left_unchanged() {
     let unknown = mk_parted("fa", "fb", b"v0");
     let mut c = mk_report("a", true);
     c.acked_snapshot = unknown.version.clone();
-    reports.update(c);
+    reports.apply(c);
     let served = &reports.served(&new, &Members::default())[&gw];
     assert_eq!(served.gateway, AckState::Pending);
     assert!(!served.serves_route("HTTPRoute/ns/a"));
@@ -156,9 +156,9 @@ fn a_report_of_an_older_snapshot_serves_what_it_left_unchanged() {
 fn an_unchanged_report_does_not_notify() {
     let reports = Reports::default();
     let rx = reports.subscribe();
-    reports.update(mk_report("a", true));
+    reports.apply(mk_report("a", true));
     let seen = *rx.borrow();
-    reports.update(mk_report("a", true));
+    reports.apply(mk_report("a", true));
     assert_eq!(*rx.borrow(), seen);
 }
 
@@ -174,11 +174,11 @@ fn the_nodes_that_take_the_traffic_must_serve_reported_or_not() {
     };
     let mut a = mk_report("a", true);
     a.acked_snapshot = snapshot.version.clone();
-    reports.update(a);
+    reports.apply(a);
     // Node c reports another config but takes no traffic of this Gateway.
     let mut c = mk_report("c", true);
     c.acked_snapshot = old.version.clone();
-    reports.update(c);
+    reports.apply(c);
 
     let served = &reports.served(&snapshot, &members)[&gw];
     assert_eq!(served.gateway, AckState::Pending, "b has not reported");
@@ -187,7 +187,7 @@ fn the_nodes_that_take_the_traffic_must_serve_reported_or_not() {
 
     let mut b = mk_report("b", true);
     b.acked_snapshot = snapshot.version.clone();
-    reports.update(b.clone());
+    reports.apply(b.clone());
     let served = &reports.served(&snapshot, &members)[&gw];
     assert_eq!(served.gateway, AckState::Acked, "c is not a member");
     assert!(served.unreported.is_empty());
@@ -202,7 +202,7 @@ fn the_nodes_that_take_the_traffic_must_serve_reported_or_not() {
     // A NACK from a member is told even while another member is silent.
     let mut a = mk_report("a", true);
     a.nacked.insert("ns/gw".into(), "bad regex".into());
-    reports.update(a);
+    reports.apply(a);
     let served = &reports.served(&snapshot, &members)[&gw];
     assert_eq!(
         served.gateway,
@@ -216,7 +216,7 @@ fn the_nodes_that_take_the_traffic_must_serve_reported_or_not() {
         every_gateway: BTreeSet::from(["b".into()]),
         ..Default::default()
     };
-    reports.update(b);
+    reports.apply(b);
     let served = &reports.served(&snapshot, &every)[&gw];
     assert_eq!(served.gateway, AckState::Acked, "only b must serve");
     let served = &reports.served(&snapshot, &Members::default())[&gw];
@@ -268,7 +268,7 @@ fn a_snapshot_a_node_still_reports_is_not_forgotten() {
     reports.remember(&held);
     let mut a = mk_report("a", true);
     a.acked_snapshot = held.version.clone();
-    reports.update(a);
+    reports.apply(a);
     // Many newer snapshots (b changes each time) before node a catches up.
     let mut newest = held.clone();
     for i in 1..40 {
@@ -318,13 +318,13 @@ fn a_node_many_endpoint_changes_behind_still_serves_what_it_served() {
     assert_ne!(newest.version, v1.version, "endpoints moved the version");
     let mut a = mk_report("a", true);
     a.acked_snapshot = v1.version.clone();
-    reports.update(a.clone());
+    reports.apply(a.clone());
     let served = &reports.served(&newest, &Members::default())[&gw];
     assert_eq!(served.gateway, AckState::Acked, "v1 is what is served now");
     assert!(served.serves_route("HTTPRoute/ns/a"));
     assert!(served.serves_route("HTTPRoute/ns/b"));
     a.acked_snapshot = v0.version.clone();
-    reports.update(a);
+    reports.apply(a);
     let served = &reports.served(&newest, &Members::default())[&gw];
     assert!(
         served.serves_route("HTTPRoute/ns/a"),
@@ -343,7 +343,7 @@ fn a_snapshot_the_leader_never_made_is_read_by_its_gateway_hash() {
     a.acked_snapshot = "a version of the agent's own".into();
     a.acked
         .insert("ns/gw".into(), v0.gateways[&gw].hash.clone());
-    reports.update(a.clone());
+    reports.apply(a.clone());
     let served = &reports.served(&v1, &Members::default())[&gw];
     assert!(
         served.serves_route("HTTPRoute/ns/a"),
@@ -352,7 +352,7 @@ fn a_snapshot_the_leader_never_made_is_read_by_its_gateway_hash() {
     assert!(!served.serves_route("HTTPRoute/ns/b"), "b changed since v0");
     a.acked
         .insert("ns/gw".into(), v1.gateways[&gw].hash.clone());
-    reports.update(a);
+    reports.apply(a);
     let served = &reports.served(&v1, &Members::default())[&gw];
     assert_eq!(served.gateway, AckState::Acked);
     assert!(served.serves_route("HTTPRoute/ns/b"));

@@ -227,14 +227,14 @@ mod tests {
 
         let mut a = mk_report("a", true);
         a.acked_snapshot = snapshot.version.clone();
-        reports.update(a);
+        reports.apply(a);
         let mut b = mk_report("b", true);
         b.acked_snapshot = old.version.clone();
-        reports.update(b);
+        reports.apply(b);
         let mut c = mk_report("c", true);
         c.nacked
             .insert("ns/gw".into(), "rejected: bad regex".into());
-        reports.update(c);
+        reports.apply(c);
         let members = Members {
             per_gateway: BTreeMap::from([(
                 gw.clone(),

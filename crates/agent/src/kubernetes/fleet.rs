@@ -146,7 +146,7 @@ pub(super) async fn self_report(
     loop {
         let report = local.borrow_and_update().clone();
         if *is_leader.borrow_and_update() {
-            reports.update((*report).clone());
+            reports.apply((*report).clone());
         } else {
             reports.remove(&report.node);
         }
