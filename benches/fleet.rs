@@ -98,7 +98,7 @@ fn main() {
 
     let caught_up = Reports::default();
     for n in 0..NODES {
-        caught_up.update(AckReport {
+        caught_up.apply(AckReport {
             node: format!("node-{n}"),
             envoy_connected: true,
             acked_snapshot: snapshot.version.clone(),
@@ -126,7 +126,7 @@ fn main() {
             .iter()
             .map(|(gw, g)| (gw.to_string(), g.hash.clone()))
             .collect();
-        mid_change.update(AckReport {
+        mid_change.apply(AckReport {
             node: format!("node-{n}"),
             envoy_connected: true,
             acked,
@@ -186,7 +186,7 @@ fn rollout(
     let mut per_object: BTreeMap<(StatusKind, ObjectRef), usize> = BTreeMap::new();
     for n in 0..=NODES {
         if n > 0 {
-            reports.update(AckReport {
+            reports.apply(AckReport {
                 node: format!("node-{}", n - 1),
                 envoy_connected: true,
                 acked_snapshot: snapshot.version.clone(),
