@@ -7,18 +7,27 @@
 //!                     FOLLOW after the fleet's reports changed) ─► patches
 //!     ▲                                                                │
 //!     │         due: never failed, failed with another body, or its retry time came;
-//!     │              a "Pending"-only write once PENDING_HOLD has passed
+//!     │              a "Pending"-only write once PENDING_HOLD has passed;
+//!     │              not in flight already
 //!     │                                                                ▼
-//!     └──── wait: next input change, the earliest retry or hold ◄── write the due ones
-//!                 (failed object: retry after 200 ms, doubling, ≤ 10 s)
+//!     └── wait: next input change, the earliest retry ◄── start a batch of the due ones
+//!               or hold, a batch done                     (failed object: retry after
+//!                                                          200 ms, doubling, ≤ 10 s)
 //! ```
 //!
-//! One batch is in flight at a time. Every pass recomputes from the whole latest
-//! input, so a retry never re-sends a stale status, and inputs that changed during
-//! a write or a backoff are picked up. Backoff is per object: an object the API
-//! server keeps refusing (or an outage) slows down retries of that write, while a
-//! changed status of any object, including that one, still goes out at once.
-//! Writes happen only while `is_leader` says so; losing leadership stops retries.
+//! Batches overlap: a pass starts its batch without waiting for the ones still
+//! in flight (all of them share the writer's slots, first come first served),
+//! so an ACK that lands while a large batch writes is followed at once rather
+//! than after it. An object is never written by two batches at a time: a pass
+//! leaves out an object in flight with the same status, and holds one whose
+//! status changed again until that write is done, then passes again. Every
+//! pass recomputes from the whole latest input, so a retry never re-sends a
+//! stale status, and inputs that changed during a write or a backoff are
+//! picked up. Backoff is per object: an object the API server keeps refusing
+//! (or an outage) slows down retries of that write, while a changed status of
+//! any object, including that one, still goes out at once. Writes happen only
+//! while `is_leader` says so; losing leadership stops retries and the batches
+//! in flight.
 //!
 //! The debounce batches the writes a burst of object changes causes. What the
 //! fleet serves changing (an ACK reported) is different: it is when status may
@@ -47,6 +56,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until};
 use tracing::{debug, warn};
 
@@ -176,6 +186,74 @@ impl Retries {
     }
 }
 
+/// The batches in flight and the objects they write.
+#[derive(Default)]
+struct InFlight {
+    batches: JoinSet<Vec<(Id, Value, bool)>>,
+    /// What each batch writes: a batch that panicked returns nothing.
+    writes: BTreeMap<tokio::task::Id, Vec<(Id, Value)>>,
+    /// Each object in flight, with the status (timestamps stripped) it writes.
+    bodies: BTreeMap<Id, Value>,
+    /// Objects a pass held back because a batch in flight writes another
+    /// status of theirs: when that write is done, another pass.
+    held: BTreeSet<Id>,
+}
+
+impl InFlight {
+    /// The patches to start now. Drops those in flight with the same status;
+    /// holds those in flight with another one.
+    fn start(&mut self, due: Vec<StatusPatch>) -> Vec<StatusPatch> {
+        due.into_iter()
+            .filter(|p| match self.bodies.get(&id(p)) {
+                None => true,
+                Some(body) => {
+                    if *body != comparable(&p.body) {
+                        self.held.insert(id(p));
+                    }
+                    false
+                }
+            })
+            .collect()
+    }
+
+    /// Starts the batch `write` makes of `due`.
+    fn spawn<F>(&mut self, due: Vec<StatusPatch>, write: impl FnOnce(Vec<StatusPatch>) -> F)
+    where
+        F: Future<Output = Vec<(Id, Value, bool)>> + Send + 'static,
+    {
+        let writes: Vec<(Id, Value)> = due.iter().map(|p| (id(p), comparable(&p.body))).collect();
+        self.bodies.extend(writes.iter().cloned());
+        let task = self.batches.spawn(write(due)).id();
+        self.writes.insert(task, writes);
+    }
+
+    /// The next batch done: each of its objects, the status it wrote and
+    /// whether that failed (a batch that panicked failed every write), and
+    /// `true` if an object held for one of them may now be written. `None`
+    /// when no batch is in flight.
+    async fn next_done(&mut self) -> Option<(Vec<(Id, Value, bool)>, bool)> {
+        let (task, results) = match self.batches.join_next_with_id().await? {
+            Ok((task, results)) => (task, Some(results)),
+            Err(e) => (e.id(), None),
+        };
+        let writes = self.writes.remove(&task).unwrap_or_default();
+        let results = results.unwrap_or_else(|| {
+            writes
+                .into_iter()
+                .map(|(id, body)| (id, body, true))
+                .collect()
+        });
+        let mut pass = false;
+        for (id, body, _) in &results {
+            if self.bodies.get(id) == Some(body) {
+                self.bodies.remove(id);
+            }
+            pass |= self.held.remove(id);
+        }
+        Some((results, pass))
+    }
+}
+
 /// Runs until either input channel closes.
 pub async fn run(
     client: Client,
@@ -185,40 +263,40 @@ pub async fn run(
 ) {
     let mut retries = Retries::default();
     let mut holds = Holds::default();
-    // The fleet change the last batch followed.
+    let mut flying = InFlight::default();
+    // The fleet change the last pass followed.
     let mut followed: Option<Instant> = None;
-    // When the last batch was written.
+    // When the last batch started.
     let mut last_batch = Instant::now();
+    let mut pass = true;
     loop {
         if !*is_leader.borrow_and_update() {
             retries = Retries::default();
             holds = Holds::default();
+            flying.batches.abort_all();
+            flying = InFlight::default();
             while !*is_leader.borrow_and_update() {
                 if is_leader.changed().await.is_err() {
                     return;
                 }
             }
+            pass = true;
         }
-        let latest = inputs.borrow_and_update().clone();
-        let news = news(&latest, followed);
-        followed = latest.served_at;
-        let computing = Instant::now();
-        let patches = holds.due(writer.patches(&latest, &now()), Instant::now());
-        let due = retries.due(patches, Instant::now());
-        let compute_us = computing.elapsed().as_micros();
-        if !due.is_empty() {
-            let bodies: Vec<(Id, Value)> =
-                due.iter().map(|p| (id(p), comparable(&p.body))).collect();
-            let timing = (news, computing, compute_us);
-            let failed = write_batch(&client, &writer, due, timing, bodies.len()).await;
-            let now = Instant::now();
-            last_batch = now;
-            for (id, body) in bodies {
-                if failed.contains(&id) {
-                    retries.failed(id, body, now);
-                } else {
-                    retries.failed.remove(&id);
-                }
+        if pass {
+            let latest = inputs.borrow_and_update().clone();
+            let news = news(&latest, followed);
+            followed = latest.served_at;
+            let computing = Instant::now();
+            let patches = holds.due(writer.patches(&latest, &now()), Instant::now());
+            let due = flying.start(retries.due(patches, Instant::now()));
+            let compute_us = computing.elapsed().as_micros();
+            if !due.is_empty() {
+                last_batch = Instant::now();
+                let (client, writer) = (client.clone(), writer.clone());
+                let timing = (news, computing, compute_us);
+                flying.spawn(due, |due| async move {
+                    write_batch(&client, &writer, due, timing).await
+                });
             }
         }
         let retry_at = [retries.next(), holds.next()].into_iter().flatten().min();
@@ -227,24 +305,45 @@ pub async fn run(
                 if r.is_err() || !settle(&mut inputs, followed, last_batch).await {
                     return;
                 }
+                pass = true;
             }
-            _ = sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {}
-            r = is_leader.changed() => if r.is_err() { return },
+            Some((results, held)) = flying.next_done() => {
+                let now = Instant::now();
+                for (id, body, failed) in results {
+                    if failed {
+                        retries.failed(id, body, now);
+                    } else {
+                        retries.failed.remove(&id);
+                    }
+                }
+                pass = held;
+            }
+            _ = sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
+                pass = true;
+            }
+            r = is_leader.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                pass = true;
+            }
         }
     }
 }
 
-/// Writes one batch; the objects whose write failed. `timing`: the fleet
-/// change the batch follows (if any), when computing began and how long it took.
+/// Writes one batch: each object, the status it wrote (timestamps stripped)
+/// and whether its write failed. `timing`: the fleet change the batch
+/// follows (if any), when computing began and how long it took.
 async fn write_batch(
     client: &Client,
     writer: &StatusWriter,
     due: Vec<StatusPatch>,
     (news, computing, compute_us): (Option<Instant>, Instant, u128),
-    of: usize,
-) -> BTreeSet<Id> {
+) -> Vec<(Id, Value, bool)> {
+    let bodies: Vec<(Id, Value)> = due.iter().map(|p| (id(p), comparable(&p.body))).collect();
+    let of = bodies.len();
     let writing = Instant::now();
-    match writer.write(client, due).await {
+    let failed: BTreeSet<Id> = match writer.write(client, due).await {
         Ok(report) => {
             let follow = news
                 .filter(|_| !report.written.is_empty())
@@ -272,7 +371,14 @@ async fn write_batch(
                 .map(|f| (f.kind, f.object.clone()))
                 .collect()
         }
-    }
+    };
+    bodies
+        .into_iter()
+        .map(|(id, body)| {
+            let failed = failed.contains(&id);
+            (id, body, failed)
+        })
+        .collect()
 }
 
 /// Waits until the inputs have been quiet for [`DEBOUNCE`] (or [`MAX_DELAY`] has
@@ -319,6 +425,8 @@ mod tests {
     use super::*;
     use crate::status::{StatusKind, WriteResult};
     use aether_gateway::{Config, Store, translate};
+    use gateway_api::apis::experimental::gateways::Gateway;
+    use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 
     const CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\n\
         metadata: {name: aether, generation: 1}\nspec: {controllerName: gateway.aether.io/edge}\n";
@@ -483,6 +591,131 @@ mod tests {
             .await
             .expect("run ends when its inputs close")
             .unwrap();
+    }
+
+    /// Each write the API server played by [`played_client`] answered: the
+    /// object's name, when it arrived and when it was answered.
+    type Played = Arc<std::sync::Mutex<Vec<(String, Instant, Instant)>>>;
+
+    /// An API server played in process (paused time runs it exactly): each
+    /// apply to an object's `/status` is played on `world`
+    /// ([`StatusPatch::apply_to`]) and answered with the object as it then is,
+    /// after `slow` for the GatewayClass and at once for the others.
+    fn played_client(world: Store, slow: Duration) -> (Client, Played) {
+        let world = Arc::new(std::sync::Mutex::new(world));
+        let played = Played::default();
+        let log = played.clone();
+        let api_server = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let (world, log) = (world.clone(), log.clone());
+            async move {
+                let arrived = Instant::now();
+                let body: Value = serde_json::from_slice(&req.into_body().collect_bytes().await?)
+                    .expect("an apply body");
+                let kind = match body["kind"].as_str() {
+                    Some("GatewayClass") => StatusKind::GatewayClass,
+                    Some("Gateway") => StatusKind::Gateway,
+                    other => panic!("no {other:?} in this world"),
+                };
+                if kind == StatusKind::GatewayClass {
+                    tokio::time::sleep(slow).await;
+                }
+                let name = body["metadata"]["name"].as_str().unwrap_or_default();
+                let namespace = body["metadata"]["namespace"].as_str().unwrap_or_default();
+                let patch = StatusPatch {
+                    kind,
+                    object: ObjectRef::new(namespace, name),
+                    based_on: None,
+                    body: body.clone(),
+                    only_pending: false,
+                };
+                let answer = {
+                    let mut world = world.lock().unwrap();
+                    patch.apply_to(&mut world).unwrap();
+                    match kind {
+                        StatusKind::GatewayClass => {
+                            serde_json::to_vec(world.get::<GatewayClass>(namespace, name).unwrap())
+                        }
+                        _ => serde_json::to_vec(world.get::<Gateway>(namespace, name).unwrap()),
+                    }
+                    .unwrap()
+                };
+                log.lock()
+                    .unwrap()
+                    .push((name.to_string(), arrived, Instant::now()));
+                let ok = http::Response::builder()
+                    .status(200)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(answer))
+                    .expect("a response");
+                Ok::<_, kube::Error>(ok)
+            }
+        });
+        (Client::new(api_server, "default"), played)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_in_flight_holds_back_only_its_own_objects() {
+        use super::super::test_support::{mk_class, mk_inputs, mk_store, mk_web_world, mk_world};
+        use aether_gateway::AckState;
+        // The world: our class and Gateway infra/web.
+        let world = mk_store(&mk_web_world(
+            r#"{name: aether, generation: 3, resourceVersion: "1"}"#,
+            r#"{name: web, namespace: infra, generation: 2, resourceVersion: "2"}"#,
+            &[],
+        ));
+        let (client, played) = played_client(world.clone(), Duration::from_secs(1));
+        let writer = Arc::new(StatusWriter::new(Duration::from_secs(10), 16));
+        // First the class alone is ours to write: its write takes 1 s.
+        let class = mk_class(r#"{name: aether, generation: 3, resourceVersion: "1"}"#);
+        let mut class_only = mk_inputs(mk_store(&mk_world(&[class])), AckState::Acked);
+        class_only.supported_features = vec![];
+        let (inputs_tx, inputs) = watch::channel(Arc::new(class_only));
+        let (_leader_tx, is_leader) = watch::channel(true);
+        let task = tokio::spawn(run(client, inputs, is_leader, writer.clone()));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Then the Gateway, served (fleet news), and the class with another
+        // status (its supported features), while the class's write is in flight.
+        let mut both = mk_inputs(world, AckState::Acked);
+        both.served_at = Some(Instant::now());
+        let news = Instant::now();
+        inputs_tx.send(Arc::new(both)).unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let played = played.lock().unwrap().clone();
+        let of = |name: &str| -> Vec<(Instant, Instant)> {
+            played
+                .iter()
+                .filter(|(n, ..)| n == name)
+                .map(|(_, a, b)| (*a, *b))
+                .collect()
+        };
+        let (class, web) = (of("aether"), of("web"));
+        // The Gateway is written at once, not after the class's write.
+        assert_eq!(web.len(), 1, "{played:?}");
+        assert!(web[0].0 < news + Duration::from_millis(100), "{played:?}");
+        // The class's second status waits for its first write, then goes.
+        assert_eq!(class.len(), 2, "{played:?}");
+        assert!(
+            class[1].0 >= class[0].1,
+            "two writes of the class at once: {played:?}"
+        );
+        drop(inputs_tx);
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_batch_that_panicked_failed_every_write_and_holds_nothing() {
+        let mut flying = InFlight::default();
+        let (a, b) = (mk_patch("a", "Pending", "x"), mk_patch("b", "Pending", "x"));
+        flying.spawn(vec![a.clone()], |_| async { panic!("a bug in a batch") });
+        // b's status changed while a batch in flight writes it: held.
+        flying.spawn(vec![b.clone()], |_| std::future::pending());
+        let changed = mk_patch("b", "Programmed", "x");
+        assert!(flying.start(vec![a.clone(), changed]).is_empty());
+        let (results, held) = flying.next_done().await.expect("a batch done");
+        assert_eq!(results, vec![(id(&a), comparable(&a.body), true)]);
+        assert!(!held, "nothing held for a");
+        assert_eq!(names(&flying.start(vec![a.clone()])), vec!["a"]);
+        assert_eq!(flying.held, BTreeSet::from([id(&b)]));
     }
 
     /// How long `settle` takes when the inputs change every `every` until it

@@ -43,6 +43,7 @@ use serde::de::DeserializeOwned;
 use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
+use tokio::sync::Semaphore;
 use tracing::{debug, warn};
 
 /// Our server-side apply field manager.
@@ -121,6 +122,9 @@ type Written = RecentWrites<(StatusKind, ObjectRef), Store>;
 pub struct StatusWriter {
     timeout: Duration,
     concurrency: usize,
+    /// One per write in flight, shared by the batches in flight: first come,
+    /// first served.
+    slots: Semaphore,
     metrics: StatusMetrics,
     written: Mutex<Written>,
     /// Routes found as planned, so the next compute need not read them again.
@@ -141,6 +145,7 @@ impl StatusWriter {
         StatusWriter {
             timeout,
             concurrency: concurrency.max(1),
+            slots: Semaphore::new(concurrency.max(1)),
             metrics: StatusMetrics::default(),
             written: Mutex::default(),
             settled: Mutex::default(),
@@ -165,7 +170,8 @@ impl StatusWriter {
         computed.patches
     }
 
-    /// Applies every patch; `Err` names each object that failed and why.
+    /// Applies every patch, at most `concurrency` at a time across every
+    /// batch in flight; `Err` names each object that failed and why.
     pub async fn write(
         &self,
         client: &Client,
@@ -174,6 +180,8 @@ impl StatusWriter {
         let results: Vec<(StatusPatch, Result<Option<Store>, WriteError>)> =
             futures::stream::iter(patches)
                 .map(|p| async move {
+                    // Never closed, so never `Err`.
+                    let _slot = self.slots.acquire().await.ok();
                     let r = self.apply(client, &p).await;
                     (p, r)
                 })
