@@ -257,8 +257,11 @@ struct Row {
     timed_out: Option<usize>,
     control_mib: f64,
     /// Ours: of `control_mib`, what the agent's allocator has handed out and
-    /// not taken back (`aether_edge_heap_allocated_bytes`).
-    allocated_mib: Option<f64>,
+    /// not taken back, what its pages hold (`aether_edge_heap_allocated_bytes`,
+    /// `_active_bytes`, `_resident_bytes`), and the resident pages that are
+    /// files (the binary's, `RssFile`).
+    heap_mib: Option<[f64; 3]>,
+    file_mib: f64,
     envoy_mib: f64,
     /// Envoy's own apply times (ours only: Envoy Gateway's Envoy has its own admin).
     envoy_apply: String,
@@ -291,8 +294,11 @@ impl Row {
             "{name:<14} {base:>6} {:>7} {latency} {ready:>8} {:>9.1} {:>9.1}",
             self.changes, self.control_mib, self.envoy_mib
         );
-        if let Some(allocated) = self.allocated_mib {
-            println!("{:<14} agent heap allocated: {allocated:.1} MiB", "");
+        if let Some([allocated, active, resident]) = self.heap_mib {
+            println!(
+                "{:<14} agent heap allocated / active / resident: {allocated:.1} / {active:.1} / {resident:.1} MiB; of its RSS, files (the binary) {:.1} MiB",
+                "", self.file_mib
+            );
         }
         if !self.envoy_apply.is_empty() {
             println!(
@@ -406,7 +412,8 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
         samples: Vec::with_capacity(changes),
         timed_out: None,
         control_mib: 0.0,
-        allocated_mib: None,
+        heap_mib: None,
+        file_mib: 0.0,
         envoy_mib: 0.0,
         envoy_apply: String::new(),
         stages: String::new(),
@@ -447,7 +454,8 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
         );
     }
     row.control_mib = rss_mib(running.control.pid());
-    row.allocated_mib = running.admin.as_deref().and_then(heap_allocated_mib);
+    row.heap_mib = running.admin.as_deref().and_then(heap_mib);
+    row.file_mib = status_mib(running.control.pid(), "RssFile:");
     row.envoy_mib = running.envoy_pid().map_or(0.0, rss_mib);
     running.stop();
     let _ = std::fs::remove_dir_all(&dir);
@@ -584,23 +592,36 @@ fn child_named(parent: u32, name: &str) -> Option<u32> {
     })
 }
 
-/// The agent's heap in use now, from its `/metrics` at `admin`, in MiB.
-fn heap_allocated_mib(admin: &str) -> Option<f64> {
+/// The agent's heap now, from its `/metrics` at `admin`, in MiB: allocated,
+/// active and resident.
+fn heap_mib(admin: &str) -> Option<[f64; 3]> {
     let r = http_get(admin, "localhost", "/metrics", &[]).ok()?;
-    r.body
-        .lines()
-        .find_map(|l| l.strip_prefix("aether_edge_heap_allocated_bytes "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|b| b / (1024.0 * 1024.0))
+    let read = |name: &str| {
+        r.body
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|b| b / (1024.0 * 1024.0))
+    };
+    Some([
+        read("aether_edge_heap_allocated_bytes")?,
+        read("aether_edge_heap_active_bytes")?,
+        read("aether_edge_heap_resident_bytes")?,
+    ])
 }
 
 /// A process's resident memory now (`VmRSS`), in MiB.
 fn rss_mib(pid: u32) -> f64 {
+    status_mib(pid, "VmRSS:")
+}
+
+/// A size `field` of a process's `/proc/<pid>/status` (`VmRSS:`, `RssFile:`), in MiB.
+fn status_mib(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status"))
         .unwrap_or_default();
     let kib: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0.0);
     kib / 1024.0
