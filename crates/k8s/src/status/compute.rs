@@ -35,6 +35,7 @@ use gateway_api::apis::experimental::xbackends::XBackend;
 use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicy;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 /// Everything the status writer computes from; the agent publishes the latest on a
@@ -85,9 +86,13 @@ pub fn compute(inputs: &StatusInputs, now: &Time) -> Computed {
 /// context (our Gateways, the served version). A route for which all of that
 /// is the same again needs no patch again, and is not even read: under churn
 /// one route changes while a thousand stay as they are.
+///
+/// A pass reads each route once against it, marks the ones that still hold
+/// and then keeps only those and the ones it found as planned: no route key is
+/// copied, and the routes still settled are not moved, on a pass.
 #[derive(Debug, Default)]
 pub struct Settled {
-    routes: BTreeMap<(StatusKind, ObjectRef), SettledRoute>,
+    routes: BTreeMap<StatusKind, BTreeMap<ObjectRef, SettledRoute>>,
 }
 
 #[derive(Debug)]
@@ -95,27 +100,49 @@ struct SettledRoute {
     resource_version: String,
     planned: Option<std::sync::Arc<PlannedRoute>>,
     context: u64,
+    /// Found holding by the pass under way.
+    held: Cell<bool>,
 }
 
 impl Settled {
     /// How many routes are remembered as needing nothing.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.routes.len()
+        self.routes.values().map(BTreeMap::len).sum()
     }
 
+    /// Whether the route `key` of `kind` is settled with these inputs; if so,
+    /// it is marked as held ([`Settled::keep_held`]).
     fn holds(
         &self,
-        id: &(StatusKind, ObjectRef),
+        kind: StatusKind,
+        key: &ObjectRef,
         resource_version: Option<&str>,
         planned: Option<&std::sync::Arc<PlannedRoute>>,
         context: u64,
     ) -> bool {
-        self.routes.get(id).is_some_and(|s| {
-            Some(s.resource_version.as_str()) == resource_version
-                && s.context == context
-                && s.planned.as_ref() == planned
-        })
+        let Some(s) = self.routes.get(&kind).and_then(|r| r.get(key)) else {
+            return false;
+        };
+        // An unchanged route's plan is the very `Arc` of the last translation:
+        // no walk of its conditions.
+        let same_plan = match (s.planned.as_ref(), planned) {
+            (Some(was), Some(now)) => std::sync::Arc::ptr_eq(was, now) || was == now,
+            (was, now) => was.is_none() && now.is_none(),
+        };
+        let holds = Some(s.resource_version.as_str()) == resource_version
+            && s.context == context
+            && same_plan;
+        s.held.set(holds);
+        holds
+    }
+
+    /// Forgets the routes of `kind` this pass did not find holding, and
+    /// clears the marks of the others.
+    fn keep_held(&mut self, kind: StatusKind) {
+        if let Some(routes) = self.routes.get_mut(&kind) {
+            routes.retain(|_, s| s.held.replace(false));
+        }
     }
 }
 
@@ -156,11 +183,9 @@ pub fn compute_over(
 ) -> Computed {
     let mut out = Computed::default();
     push_classes_and_gateways(&mut out, inputs, top, now);
-    let mut still = BTreeMap::new();
     for kind in StatusKind::ROUTES {
-        push_routes(&mut out, &mut still, kind, inputs, top, settled, now);
+        push_routes(&mut out, kind, inputs, top, settled, now);
     }
-    settled.routes = still;
     let plan = &inputs.plan;
     push_ancestors::<BackendTlsPolicy, _, _>(
         &mut out,
@@ -231,11 +256,10 @@ fn push_classes_and_gateways(
     }
 }
 
-/// The patches for routes of one kind; those found as planned go to `still`
-/// (the next compute skips them while they stay so).
+/// The patches for routes of one kind; those found as planned are settled
+/// (the next compute skips them while they stay so), the others not.
 fn push_routes(
     out: &mut Computed,
-    still: &mut BTreeMap<(StatusKind, ObjectRef), SettledRoute>,
     kind: StatusKind,
     inputs: &StatusInputs,
     top: Option<&Store>,
@@ -247,22 +271,15 @@ fn push_routes(
     let plan = kind.planned(&inputs.plan);
     let api_version = inputs.served.api_version(kind.kind());
     let context = route_context(inputs, &api_version);
-    let hits = std::cell::RefCell::new(Vec::new());
+    let hits = Cell::new(0);
     let skip = |key: &ObjectRef, rv: Option<&str>| {
-        let id = (kind, key.clone());
-        let hit = settled.holds(&id, rv, plan.and_then(|p| p.get(key)), context);
-        if hit {
-            hits.borrow_mut().push(id);
-        }
+        let hit = settled.holds(kind, key, rv, plan.and_then(|p| p.get(key)), context);
+        hits.set(hits.get() + usize::from(hit));
         hit
     };
     let views = route::routes(&inputs.store, top, kind, &skip);
-    for id in hits.into_inner() {
-        out.unchanged += 1;
-        if let Some(s) = settled.routes.remove(&id) {
-            still.insert(id, s);
-        }
-    }
+    out.unchanged += hits.get();
+    settled.keep_held(kind);
     for (key, route) in views {
         let planned = plan.and_then(|p| p.get(key));
         if planned.is_some_and(|p| !route.is_described_by(p)) {
@@ -279,8 +296,10 @@ fn push_routes(
                 resource_version: rv.to_string(),
                 planned: planned.cloned(),
                 context,
+                held: Cell::new(false),
             };
-            still.insert((kind, key.clone()), settled_route);
+            let routes = settled.routes.entry(kind).or_default();
+            routes.insert(key.clone(), settled_route);
         }
         out.push(patch);
     }

@@ -117,3 +117,29 @@ fn our_writes_laid_over_a_trailing_store_are_what_the_store_will_show() {
     );
     assert!(over.patches.is_empty());
 }
+
+#[test]
+fn a_route_deleted_or_changed_is_settled_no_more() {
+    let mut s = Script::given_the_web_world();
+    let first = s.both(AckState::Pending, 100);
+    s.apply(&first);
+    s.both(AckState::Pending, 200);
+    assert_eq!(s.settled.len(), 2, "both routes settled");
+    // Route r deleted: forgotten; the GRPCRoute stays settled, read or not.
+    let r = s.store.get::<HttpRoute>("apps", "r").unwrap().clone();
+    s.store.remove::<HttpRoute>("apps", "r");
+    let gone = s.both(AckState::Pending, 300);
+    assert!(gone.patches.is_empty(), "{gone:?}");
+    assert_eq!(s.settled.len(), 1);
+    assert_eq!(s.both(AckState::Pending, 400).unchanged, gone.unchanged);
+    assert_eq!(s.settled.len(), 1);
+    // Back, and someone else's status on it: read again, written, settled.
+    s.store.insert(r);
+    s.given_their_rewrite_of_the_route();
+    let back = s.both(AckState::Pending, 500);
+    then_route_r_is_written(&back);
+    assert_eq!(s.settled.len(), 1, "r needs a write: not settled");
+    s.apply(&back);
+    s.both(AckState::Pending, 600);
+    assert_eq!(s.settled.len(), 2);
+}
