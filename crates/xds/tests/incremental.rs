@@ -16,23 +16,10 @@ use std::sync::OnceLock;
 fn pool() -> &'static [String] {
     static POOL: OnceLock<Vec<String>> = OnceLock::new();
     POOL.get_or_init(|| {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata");
-        let mut cases: Vec<_> = std::fs::read_dir(root)
-            .expect("testdata")
-            .filter_map(|e| Some(e.ok()?.path().join("in.yaml")))
-            .filter(|p| p.is_file())
+        let docs: Vec<String> = cases()
+            .iter()
+            .flat_map(|(_, docs)| docs.iter().cloned())
             .collect();
-        cases.sort();
-        let mut docs = Vec::new();
-        for case in cases {
-            let text = std::fs::read_to_string(&case).unwrap();
-            for doc in text.split("\n---") {
-                let mut probe = Store::default();
-                if probe.add_yaml("doc.yaml", doc).is_ok_and(|n| n == 1) {
-                    docs.push(doc.to_string());
-                }
-            }
-        }
         assert!(
             docs.len() > 300,
             "the golden cases give a big pool: {}",
@@ -42,11 +29,10 @@ fn pool() -> &'static [String] {
     })
 }
 
-/// Each golden case's documents that load on their own, per case (of two or
-/// more): the
-/// documents of one case refer to each other (a policy, its CA ConfigMap, the
-/// Service it targets and the route to it), which random draws from the whole
-/// pool rarely bring together.
+/// Each golden case (by its directory's name) with its documents that load
+/// on their own. The documents of one case refer to each other (a policy, its
+/// CA ConfigMap, the Service it targets and the route to it), which random
+/// draws from the whole pool rarely bring together.
 fn cases() -> &'static [(String, Vec<String>)] {
     static CASES: OnceLock<Vec<(String, Vec<String>)>> = OnceLock::new();
     CASES.get_or_init(|| {
@@ -75,7 +61,6 @@ fn cases() -> &'static [(String, Vec<String>)] {
                     .unwrap_or_default();
                 (name.to_string_lossy().into_owned(), docs)
             })
-            .filter(|(_, docs)| docs.len() > 1)
             .collect()
     })
 }
