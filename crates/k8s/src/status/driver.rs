@@ -181,8 +181,14 @@ impl Retries {
         self.failed.insert(id, Retry { body, at, backoff });
     }
 
-    fn next(&self) -> Option<Instant> {
-        self.failed.values().map(|r| r.at).min()
+    /// When the earliest retry falls due, of the objects not in `flying`: a
+    /// retry in flight waits for its answer, not its time (which has come).
+    fn next(&self, flying: &BTreeMap<Id, Value>) -> Option<Instant> {
+        self.failed
+            .iter()
+            .filter(|(id, _)| !flying.contains_key(id))
+            .map(|(_, r)| r.at)
+            .min()
     }
 }
 
@@ -299,7 +305,10 @@ pub async fn run(
                 });
             }
         }
-        let retry_at = [retries.next(), holds.next()].into_iter().flatten().min();
+        let retry_at = [retries.next(&flying.bodies), holds.next()]
+            .into_iter()
+            .flatten()
+            .min();
         tokio::select! {
             r = inputs.changed() => {
                 if r.is_err() || !settle(&mut inputs, followed, last_batch).await {
@@ -489,7 +498,7 @@ mod tests {
             mk_patch("b", "Pending", "2026-01-01T00:00:01Z"),
         ];
         assert_eq!(names(&retries.due(again.clone(), t0)), vec!["b"]);
-        assert_eq!(retries.next(), Some(t0 + Backoff::MIN));
+        assert_eq!(retries.next(&BTreeMap::new()), Some(t0 + Backoff::MIN));
         assert_eq!(
             names(&retries.due(again, t0 + Backoff::MIN)),
             vec!["a", "b"]
@@ -497,6 +506,21 @@ mod tests {
         // A changed status goes at once.
         let changed = vec![mk_patch("a", "Programmed", "2026-01-01T00:00:01Z")];
         assert_eq!(names(&retries.due(changed, t0)), vec!["a"]);
+    }
+
+    #[test]
+    fn a_retry_in_flight_waits_for_its_answer_not_its_time() {
+        // Were its past time "due", the loop would wake at once, pass, find
+        // the object in flight and wake again: a spin until the answer.
+        let t0 = Instant::now();
+        let mut retries = Retries::default();
+        let (a, b) = (mk_patch("a", "Pending", "x"), mk_patch("b", "Pending", "x"));
+        retries.failed(id(&a), comparable(&a.body), t0);
+        retries.failed(id(&b), comparable(&b.body), t0 + Duration::from_secs(1));
+        let flying = BTreeMap::from([(id(&a), comparable(&a.body))]);
+        let b_at = t0 + Duration::from_secs(1) + Backoff::MIN;
+        assert_eq!(retries.next(&flying), Some(b_at));
+        assert_eq!(retries.next(&BTreeMap::new()), Some(t0 + Backoff::MIN));
     }
 
     #[test]
@@ -548,12 +572,16 @@ mod tests {
         let mut waits = Vec::new();
         for _ in 0..8 {
             retries.failed(id(&p), comparable(&p.body), t0);
-            waits.push(retries.next().unwrap() - t0);
+            waits.push(retries.next(&BTreeMap::new()).unwrap() - t0);
         }
         let ms: Vec<u128> = waits.iter().map(Duration::as_millis).collect();
         assert_eq!(ms, vec![200, 400, 800, 1600, 3200, 6400, 10000, 10000]);
         assert!(retries.due(vec![], t0).is_empty());
-        assert_eq!(retries.next(), None, "no write needed: nothing to retry");
+        assert_eq!(
+            retries.next(&BTreeMap::new()),
+            None,
+            "no write needed: nothing to retry"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -716,6 +744,66 @@ mod tests {
         assert!(!held, "nothing held for a");
         assert_eq!(names(&flying.start(vec![a.clone()])), vec!["a"]);
         assert_eq!(flying.held, BTreeSet::from([id(&b)]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_in_flight_is_not_passed_again_and_again() {
+        use super::super::compute::compute;
+        use super::super::test_support::{apply_all, mk_inputs, mk_store, web_world};
+        use aether_gateway::AckState;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        // Everything as planned but the class: each pass finds the rest
+        // unchanged (so `unchanged` counts passes) and the class to write.
+        let mut store = mk_store(&web_world());
+        let planned = compute(&mk_inputs(store.clone(), AckState::Acked), &now());
+        let (class, rest): (Vec<_>, Vec<_>) = planned
+            .patches
+            .into_iter()
+            .partition(|p| p.kind == StatusKind::GatewayClass);
+        assert_eq!(class.len(), 1);
+        apply_all(&mut store, &rest);
+        // The class's first write is refused; its retry is never answered.
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        let api_server = tower::service_fn(move |_: http::Request<kube::client::Body>| {
+            let first = seen.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if !first {
+                    std::future::pending::<()>().await;
+                }
+                let refused = http::Response::builder()
+                    .status(500)
+                    .body(kube::client::Body::empty())
+                    .expect("a response");
+                Ok::<_, std::convert::Infallible>(refused)
+            }
+        });
+        let writer = Arc::new(StatusWriter::new(Duration::from_secs(60), 2));
+        let (_inputs_tx, inputs) = watch::channel(Arc::new(mk_inputs(store, AckState::Acked)));
+        let (_leader_tx, is_leader) = watch::channel(true);
+        let task = tokio::spawn(run(
+            Client::new(api_server, "default"),
+            inputs,
+            is_leader,
+            writer.clone(),
+        ));
+        let settle = || async {
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+        };
+        settle().await;
+        assert_eq!(failed_batches(&writer), 1);
+        tokio::time::advance(Backoff::MIN + Duration::from_millis(1)).await;
+        settle().await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "the retry is in flight");
+        let passes = writer.metrics().unchanged();
+        for _ in 0..10 {
+            settle().await;
+        }
+        let more = writer.metrics().unchanged() - passes;
+        assert_eq!(more, 0, "passes while the retry waits for its answer");
+        task.abort();
     }
 
     /// How long `settle` takes when the inputs change every `every` until it
