@@ -195,8 +195,9 @@ impl Retries {
 /// The batches in flight and the objects they write.
 #[derive(Default)]
 struct InFlight {
-    batches: JoinSet<Vec<(Id, Value, bool)>>,
-    /// What each batch writes: a batch that panicked returns nothing.
+    /// Each batch's objects whose write failed.
+    batches: JoinSet<BTreeSet<Id>>,
+    /// What each batch writes: each object and its status.
     writes: BTreeMap<tokio::task::Id, Vec<(Id, Value)>>,
     /// Each object in flight, with the status (timestamps stripped) it writes.
     bodies: BTreeMap<Id, Value>,
@@ -225,7 +226,7 @@ impl InFlight {
     /// Starts the batch `write` makes of `due`.
     fn spawn<F>(&mut self, due: Vec<StatusPatch>, write: impl FnOnce(Vec<StatusPatch>) -> F)
     where
-        F: Future<Output = Vec<(Id, Value, bool)>> + Send + 'static,
+        F: Future<Output = BTreeSet<Id>> + Send + 'static,
     {
         let writes: Vec<(Id, Value)> = due.iter().map(|p| (id(p), comparable(&p.body))).collect();
         self.bodies.extend(writes.iter().cloned());
@@ -238,17 +239,20 @@ impl InFlight {
     /// `true` if an object held for one of them may now be written. `None`
     /// when no batch is in flight.
     async fn next_done(&mut self) -> Option<(Vec<(Id, Value, bool)>, bool)> {
-        let (task, results) = match self.batches.join_next_with_id().await? {
-            Ok((task, results)) => (task, Some(results)),
+        let (task, failed) = match self.batches.join_next_with_id().await? {
+            Ok((task, failed)) => (task, Some(failed)),
             Err(e) => (e.id(), None),
         };
-        let writes = self.writes.remove(&task).unwrap_or_default();
-        let results = results.unwrap_or_else(|| {
-            writes
-                .into_iter()
-                .map(|(id, body)| (id, body, true))
-                .collect()
-        });
+        let results: Vec<(Id, Value, bool)> = self
+            .writes
+            .remove(&task)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(id, body)| {
+                let failed = failed.as_ref().is_none_or(|f| f.contains(&id));
+                (id, body, failed)
+            })
+            .collect();
         let mut pass = false;
         for (id, body, _) in &results {
             if self.bodies.get(id) == Some(body) {
@@ -340,19 +344,18 @@ pub async fn run(
     }
 }
 
-/// Writes one batch: each object, the status it wrote (timestamps stripped)
-/// and whether its write failed. `timing`: the fleet change the batch
-/// follows (if any), when computing began and how long it took.
+/// Writes one batch; the objects whose write failed. `timing`: the fleet
+/// change the batch follows (if any), when computing began and how long it
+/// took.
 async fn write_batch(
     client: &Client,
     writer: &StatusWriter,
     due: Vec<StatusPatch>,
     (news, computing, compute_us): (Option<Instant>, Instant, u128),
-) -> Vec<(Id, Value, bool)> {
-    let bodies: Vec<(Id, Value)> = due.iter().map(|p| (id(p), comparable(&p.body))).collect();
-    let of = bodies.len();
+) -> BTreeSet<Id> {
+    let of = due.len();
     let writing = Instant::now();
-    let failed: BTreeSet<Id> = match writer.write(client, due).await {
+    match writer.write(client, due).await {
         Ok(report) => {
             let follow = news
                 .filter(|_| !report.written.is_empty())
@@ -380,14 +383,7 @@ async fn write_batch(
                 .map(|f| (f.kind, f.object.clone()))
                 .collect()
         }
-    };
-    bodies
-        .into_iter()
-        .map(|(id, body)| {
-            let failed = failed.contains(&id);
-            (id, body, failed)
-        })
-        .collect()
+    }
 }
 
 /// Waits until the inputs have been quiet for [`DEBOUNCE`] (or [`MAX_DELAY`] has
