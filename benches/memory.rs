@@ -12,7 +12,11 @@
 //! Counting every allocation slows the program down: this driver measures
 //! bytes, not time.
 //!
-//! `cargo bench -p aether-benches --bench memory [-- [gateways=1] ROUTES]`
+//! `cargo bench -p aether-benches --bench memory [-- [gateways=1] [dhat-out=FILE] ROUTES]`
+//!
+//! `dhat-out=FILE` writes the heap profile (for dhat's viewer) with the heap
+//! as it stands after the changes, the last publication held: its "at t-end"
+//! bytes are what each allocation site holds then.
 
 use std::sync::Arc;
 
@@ -47,7 +51,11 @@ fn main() {
         },
     };
     let gateways = topology.gateways;
-    let _heap = dhat::Profiler::builder().testing().build();
+    let dhat_out = args.iter().find_map(|a| a.strip_prefix("dhat-out="));
+    let heap = match dhat_out {
+        Some(file) => dhat::Profiler::builder().file_name(file).build(),
+        None => dhat::Profiler::builder().testing().build(),
+    };
     let files = workload(topology, routes);
     let text_mib = files.iter().map(String::len).sum::<usize>() as f64 / (1024.0 * 1024.0);
     let before = live_mib();
@@ -98,8 +106,16 @@ fn main() {
         published = Some((snapshot, translation, store));
     }
     let after_changes = live_mib();
-    drop(published);
-    let without_publication = live_mib();
+    // The profile's "at t-end" is the heap as it stands here, by allocation site.
+    let without_publication = if dhat_out.is_some() {
+        drop(heap);
+        None
+    } else {
+        drop(published);
+        let live = live_mib();
+        drop(heap);
+        Some(live)
+    };
 
     let spread = if topology.own_hosts() {
         "on one Gateway, a hostname each".to_string()
@@ -128,10 +144,12 @@ fn main() {
         "  after 100 one-route changes           {:>7.1}",
         after_changes - before
     );
-    println!(
-        "  of which the last publication alone   {:>7.1}",
-        after_changes - without_publication
-    );
+    if let Some(without) = without_publication {
+        println!(
+            "  of which the last publication alone   {:>7.1}",
+            after_changes - without
+        );
+    }
     aether_benches::summary(
         "memory",
         &format!("{routes} routes {spread}: live heap after load / after 100 changes"),

@@ -195,10 +195,10 @@ impl GatewayBuild {
         }
         for (table, scheme) in route_tables(port) {
             let context = table_parts::Context {
-                table: table.name.clone(),
-                listener: lds.1.clone(),
-                own_share: own_share.clone(),
-                secrets: gateway_secrets.iter().cloned().collect(),
+                table: table.name.as_str().into(),
+                listener: lds.1.as_str().into(),
+                own_share: own_share.as_str().into(),
+                secrets: gateway_secrets.iter().map(|s| s.as_str().into()).collect(),
             };
             self.add_route_table(table, scheme, context, inputs);
             for key in self.shares[&table.name].by_key.keys() {
@@ -211,7 +211,7 @@ impl GatewayBuild {
     /// Each object's share of the listener, in that object's parts.
     fn require_listener_fragments(&mut self, lds: &Named, of_listener: &Fragment) {
         for (key, hash) in of_listener {
-            let part = Part::Fragment(hash.clone());
+            let part = Part::Fragment(hash.as_str().into());
             if key == OWN {
                 self.own.require(lds.0, &lds.1, part);
             } else {
@@ -326,10 +326,11 @@ impl GatewayBuild {
         }
         for (cluster, reads) in &share.reads {
             // A cluster named before brought its members then.
-            if self.clusters_named.contains_key(cluster) {
+            if self.clusters_named.contains_key(&**cluster) {
                 continue;
             }
-            self.clusters_named.insert(cluster.clone(), reads.clone());
+            self.clusters_named
+                .insert(cluster.to_string(), reads.clone());
             self.add_cluster_members(cluster, reads);
         }
     }
@@ -360,7 +361,7 @@ impl GatewayBuild {
             return;
         };
         let r = self.routes.entry(key.to_string()).or_default();
-        r.require_cluster(cluster, &reads);
+        r.require_cluster(&cluster.into(), &reads);
     }
 
     /// An authorization server the Gateway's listeners call: the Gateway's

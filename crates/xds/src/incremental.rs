@@ -25,6 +25,7 @@
 
 use crate::gateway::{GatewayBuild, build_gateway};
 use crate::in_order::InOrder;
+use crate::parts;
 use crate::snapshot::{
     ByName, FingerprintedParts, GatewayMembers, Members, Resource, ResourceType, Snapshot,
     TypeDigest, type_digest,
@@ -284,8 +285,9 @@ type Named = (ResourceType, String);
 struct Moved {
     /// Of any type.
     any: BTreeSet<Named>,
-    /// Those a route's parts can take whole (clusters, secrets).
-    whole: BTreeSet<Named>,
+    /// Those a route's parts can take whole (clusters, secrets), named as
+    /// parts name them.
+    whole: BTreeSet<parts::Named>,
 }
 
 impl Moved {
@@ -304,7 +306,7 @@ impl Moved {
             let version_moved = was.map(|r| &r.version) != now.map(|r| &r.version);
             let named = || (key.0, key.1.to_string());
             if version_moved && matches!(key.0, ResourceType::Cluster | ResourceType::Secret) {
-                self.whole.insert(named());
+                self.whole.insert((key.0, Arc::from(key.1)));
             }
             if version_moved || was.map(|r| &r.references) != now.map(|r| &r.references) {
                 self.any.insert(named());
@@ -319,7 +321,7 @@ impl Moved {
 fn fingerprint_routes<'a>(
     routes: &BTreeMap<String, ObjectParts>,
     was: Option<Fingerprinted>,
-    moved: &BTreeSet<Named>,
+    moved: &BTreeSet<parts::Named>,
     version_of: impl Fn(ResourceType, &str) -> Option<&'a str> + Copy,
     made: &mut usize,
 ) -> BTreeMap<String, ObjectParts> {

@@ -38,16 +38,77 @@ pub enum Part {
     /// endpoints of a cluster: they change without the object changing).
     Present,
     /// A version whose fragment for this object has this hash.
-    Fragment(String),
+    Fragment(Arc<str>),
     /// Exactly the snapshot's version.
     Whole,
+}
+
+/// A resource and the name it goes by, the name shared with every part that
+/// names the same resource.
+pub type Named = (ResourceType, Arc<str>);
+
+/// What an object needs of each resource it reads, sorted by resource, no
+/// resource twice.
+///
+/// A short sorted list, not a map: a route has a handful of parts, and a
+/// Gateway with 10,000 routes holds 10,000 of these. Names are shared
+/// (`Arc<str>`) with the table, listener and clusters they name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Parts(Vec<(Named, Part)>);
+
+impl Parts {
+    pub fn iter(&self) -> impl Iterator<Item = (&Named, &Part)> {
+        self.0.iter().map(|(named, part)| (named, part))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &Named> {
+        self.0.iter().map(|(named, _)| named)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// What the object needs of resource `name` of type `ty`.
+    pub fn get(&self, ty: ResourceType, name: &str) -> Option<&Part> {
+        let i = self.find(ty, name).ok()?;
+        Some(&self.0[i].1)
+    }
+
+    fn find(&self, ty: ResourceType, name: &str) -> Result<usize, usize> {
+        self.0
+            .binary_search_by(|((t, n), _)| (*t, &**n).cmp(&(ty, name)))
+    }
+
+    /// Adds a part (its name from `named` if the resource is new); of two
+    /// needs of one resource, the stricter holds.
+    fn require(
+        &mut self,
+        ty: ResourceType,
+        name: &str,
+        named: impl FnOnce() -> Arc<str>,
+        part: Part,
+    ) {
+        match self.find(ty, name) {
+            Ok(i) => {
+                if part > self.0[i].1 {
+                    self.0[i].1 = part;
+                }
+            }
+            Err(i) => self.0.insert(i, ((ty, named()), part)),
+        }
+    }
 }
 
 /// One object's parts, and a fingerprint of them at the snapshot they belong to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ObjectParts {
-    /// Shared: a snapshot's copy with a fingerprint costs no second map.
-    pub parts: Arc<BTreeMap<(ResourceType, String), Part>>,
+    /// Shared: a snapshot's copy with a fingerprint costs no second list.
+    pub parts: Arc<Parts>,
     /// Equal fingerprints, equal served config (see [`ObjectParts::fingerprint_of`]).
     pub fingerprint: String,
 }
@@ -55,19 +116,25 @@ pub struct ObjectParts {
 impl ObjectParts {
     /// Adds a part; of two needs of one resource, the stricter holds.
     pub fn require(&mut self, ty: ResourceType, name: &str, part: Part) {
-        let slot = Arc::make_mut(&mut self.parts)
-            .entry((ty, name.to_string()))
-            .or_insert(Part::Present);
-        if part > *slot {
-            *slot = part;
-        }
+        Arc::make_mut(&mut self.parts).require(ty, name, || name.into(), part);
+    }
+
+    /// [`ObjectParts::require`] with the name shared, not copied.
+    pub fn require_shared(&mut self, ty: ResourceType, name: &Arc<str>, part: Part) {
+        Arc::make_mut(&mut self.parts).require(ty, name, || name.clone(), part);
+    }
+
+    /// Gives back what the list holds beyond its parts: call it once the
+    /// parts are all there.
+    pub(crate) fn fit(&mut self) {
+        Arc::make_mut(&mut self.parts).0.shrink_to_fit();
     }
 
     /// A cluster the object forwards to, and what the cluster references:
     /// the cluster as built, its endpoints as they come, its secrets as they
     /// are now.
-    pub fn require_cluster(&mut self, cluster: &str, references: &[(ResourceType, String)]) {
-        self.require(ResourceType::Cluster, cluster, Part::Whole);
+    pub fn require_cluster(&mut self, cluster: &Arc<str>, references: &[(ResourceType, String)]) {
+        self.require_shared(ResourceType::Cluster, cluster, Part::Whole);
         for (ty, name) in references {
             match ty {
                 ResourceType::Endpoint => self.require(*ty, name, Part::Present),
@@ -116,7 +183,7 @@ impl ObjectParts {
                 Part::Present => true,
                 Part::Whole => current(*ty, name) == Some(v),
                 Part::Fragment(h) => {
-                    current(*ty, name) == Some(v) || fragment(*ty, name, v, key) == Some(h.as_str())
+                    current(*ty, name) == Some(v) || fragment(*ty, name, v, key) == Some(&**h)
                 }
             }
         })
@@ -155,14 +222,31 @@ mod tests {
         p.require(ResourceType::Listener, "l", Part::Fragment("f".into()));
         p.require(ResourceType::Listener, "l", Part::Present);
         assert_eq!(
-            p.parts[&(ResourceType::Listener, "l".to_string())],
-            Part::Fragment("f".into())
+            p.parts.get(ResourceType::Listener, "l"),
+            Some(&Part::Fragment("f".into()))
         );
         p.require(ResourceType::Listener, "l", Part::Whole);
-        assert_eq!(
-            p.parts[&(ResourceType::Listener, "l".to_string())],
-            Part::Whole
-        );
+        assert_eq!(p.parts.get(ResourceType::Listener, "l"), Some(&Part::Whole));
+        assert_eq!(p.parts.len(), 1);
+    }
+
+    #[test]
+    fn parts_are_listed_in_resource_order_whatever_order_they_came_in() {
+        let mut p = ObjectParts::default();
+        p.require(ResourceType::Secret, "s", Part::Whole);
+        p.require(ResourceType::Cluster, "b", Part::Whole);
+        p.require(ResourceType::Route, "rt", Part::Present);
+        p.require(ResourceType::Cluster, "a", Part::Present);
+        p.require(ResourceType::Cluster, "b", Part::Present);
+        let listed: Vec<(ResourceType, &str)> =
+            p.parts.keys().map(|(t, n)| (*t, n.as_ref())).collect();
+        let mut sorted = listed.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(listed, sorted);
+        assert_eq!(listed.len(), 4);
+        assert_eq!(p.parts.get(ResourceType::Cluster, "b"), Some(&Part::Whole));
+        assert_eq!(p.parts.get(ResourceType::Cluster, "c"), None);
     }
 
     #[test]

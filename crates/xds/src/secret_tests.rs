@@ -198,7 +198,7 @@ fn the_gateway_and_its_route_wait_for_the_secrets_they_read() {
         );
     }
     let needs = |parts: &crate::ObjectParts, name: &str| {
-        parts.parts.get(&(ResourceType::Secret, name.to_string())) == Some(&Part::Whole)
+        parts.parts.get(ResourceType::Secret, name) == Some(&Part::Whole)
     };
     // The Gateway: its listener's certificate and client CAs.
     assert!(needs(&gw.own, CERT) && needs(&gw.own, CA));

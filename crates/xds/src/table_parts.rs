@@ -23,7 +23,7 @@
 
 use crate::gateway::ClusterReads;
 use crate::in_order::InOrder;
-use crate::parts::{ObjectParts, Part};
+use crate::parts::{ObjectParts, Part, Parts};
 use crate::route_cache::{EncodedTable, KeyClusters, KeyFragment};
 use crate::snapshot::ResourceType;
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,13 +31,13 @@ use std::sync::Arc;
 
 /// What every route key's share of one table reads besides the key itself:
 /// the listener serving the table, the Gateway's share of that listener, and
-/// the Gateway's certificates on it.
+/// the Gateway's certificates on it. Each name is shared by every key's parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Context {
-    pub(crate) table: String,
-    pub(crate) listener: String,
-    pub(crate) own_share: String,
-    pub(crate) secrets: Vec<String>,
+    pub(crate) table: Arc<str>,
+    pub(crate) listener: Arc<str>,
+    pub(crate) own_share: Arc<str>,
+    pub(crate) secrets: Vec<Arc<str>>,
 }
 
 /// One table's shares, by route key.
@@ -52,11 +52,12 @@ pub(crate) struct TableShares {
 /// One route key's share of a table.
 #[derive(Debug)]
 pub(crate) struct Share {
-    hash: String,
+    /// Its fragment's hash, shared with its route table part.
+    hash: Arc<str>,
     clusters: Arc<KeyClusters>,
     /// Each cluster the key forwards to, with what the IR defines of it, in
-    /// the order of its fragment's cluster names.
-    pub(crate) reads: Vec<(String, ClusterReads)>,
+    /// the order of its fragment's cluster names (shared with its parts).
+    pub(crate) reads: Vec<(Arc<str>, ClusterReads)>,
     pub(crate) parts: ObjectParts,
 }
 
@@ -103,29 +104,33 @@ fn share(
     was: Option<&Arc<Share>>,
 ) -> Arc<Share> {
     if let Some(was) = was
-        && was.hash == fragment.hash
+        && *was.hash == *fragment.hash
         && (Arc::ptr_eq(&was.clusters, &fragment.clusters) || was.clusters == fragment.clusters)
-        && !was.reads.iter().any(|(c, _)| moved.contains(c))
+        && !was.reads.iter().any(|(c, _)| moved.contains(&**c))
     {
         return was.clone();
     }
     let names = &fragment.clusters.forward;
-    let reads: Vec<(String, ClusterReads)> = names.iter().map(|c| (c.clone(), known(c))).collect();
+    let reads: Vec<(Arc<str>, ClusterReads)> = names
+        .iter()
+        .map(|c| (Arc::from(c.as_str()), known(c)))
+        .collect();
+    let hash: Arc<str> = Arc::from(fragment.hash.as_str());
     let mut parts = ObjectParts::default();
-    parts.require(
+    parts.require_shared(
         ResourceType::Route,
         &context.table,
-        Part::Fragment(fragment.hash.clone()),
+        Part::Fragment(hash.clone()),
     );
     // Served on the listener as it is now (its address, its certificates):
     // the Gateway's share of it.
-    parts.require(
+    parts.require_shared(
         ResourceType::Listener,
         &context.listener,
         Part::Fragment(context.own_share.clone()),
     );
     for secret in &context.secrets {
-        parts.require(ResourceType::Secret, secret, Part::Whole);
+        parts.require_shared(ResourceType::Secret, secret, Part::Whole);
     }
     // A backend naming a cluster the IR does not define would be a
     // translator bug; it simply is not a part then.
@@ -134,8 +139,9 @@ fn share(
             parts.require_cluster(cluster, reads);
         }
     }
+    parts.fit();
     Arc::new(Share {
-        hash: fragment.hash.clone(),
+        hash,
         clusters: fragment.clusters.clone(),
         reads,
         parts,
@@ -146,7 +152,7 @@ fn share(
 /// are the same `Arc`s.
 #[derive(Debug)]
 pub(crate) struct Merge {
-    inputs: [Arc<BTreeMap<(ResourceType, String), Part>>; 2],
+    inputs: [Arc<Parts>; 2],
     pub(crate) result: ObjectParts,
 }
 
@@ -165,7 +171,8 @@ pub(crate) fn merge(parts: &ObjectParts, share: &ObjectParts, was: Option<&Merge
     }
     let mut result = parts.clone();
     for ((ty, name), part) in share.parts.iter() {
-        result.require(*ty, name, part.clone());
+        result.require_shared(*ty, name, part.clone());
     }
+    result.fit();
     Merge { inputs, result }
 }

@@ -144,7 +144,7 @@ fn every_part_of_a_gateways_objects_is_one_of_its_members() {
                 for part in p.parts.keys() {
                     parts += 1;
                     assert!(
-                        resources.members.contains(part),
+                        resources.members.contains(&(part.0, part.1.to_string())),
                         "{}: {gw} {object} reads {part:?}, not one of its members",
                         case_name(&dir)
                     );

@@ -160,8 +160,12 @@ impl Fleet {
                     .filter(|(key, parts)| {
                         // A route's parts are members of its Gateway: one that
                         // reads no lagging member is served as it is now.
-                        let reads_lagging =
-                            || (parts.parts.keys()).any(|k| lagging.binary_search(&k).is_ok());
+                        let lags = |(ty, name): &(ResourceType, std::sync::Arc<str>)| {
+                            let by =
+                                |m: &&(ResourceType, String)| (m.0, m.1.as_str()).cmp(&(*ty, name));
+                            lagging.binary_search_by(by).is_ok()
+                        };
+                        let reads_lagging = || parts.parts.keys().any(lags);
                         whole || !reads_lagging() || serves(state, snapshot, history, key, parts)
                     })
                     .map(|(key, _)| key.as_str())
