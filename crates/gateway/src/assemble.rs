@@ -241,6 +241,7 @@ fn hold_routes(out: &mut StatusPlan, gated: &BTreeMap<ObjectRef, Served>) {
                 let Some(s) = waiting(&parent.gateway) else {
                     continue;
                 };
+                let parent = Arc::make_mut(parent);
                 let Some(c) = condition_mut(&mut parent.conditions, route::Type::Accepted) else {
                     continue;
                 };

@@ -603,7 +603,7 @@ impl Translator {
                     let s = Arc::new(RouteStatus {
                         parents: list
                             .iter()
-                            .map(|(_, unit, at)| RouteParentStatus::clone(&unit.parents[*at]))
+                            .map(|(_, unit, at)| unit.parents[*at].clone())
                             .collect(),
                         of: route.of.clone(),
                     });

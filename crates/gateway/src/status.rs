@@ -207,7 +207,9 @@ pub struct RouteGroupKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteStatus {
-    pub parents: Vec<RouteParentStatus>,
+    /// Shared with the Gateway translation that decided each (a route's
+    /// status is a list of what its parents' translations said, not a copy).
+    pub parents: Vec<Arc<RouteParentStatus>>,
     /// Not part of the written status.
     #[serde(skip)]
     pub of: Identity,
@@ -574,24 +576,26 @@ pub(crate) mod tests {
                 of: Default::default(),
             },
         );
-        let parent = |name: &str| RouteParentStatus {
-            gateway: ObjectRef::new("infra", name),
-            parent_ref: ParentReference {
-                group: GROUP.into(),
-                kind: "Gateway".into(),
-                namespace: Some("infra".into()),
-                name: name.into(),
-                section_name: None,
-                port: None,
-            },
-            controller_name: "c".into(),
-            conditions: vec![Condition::new(
-                route::Type::Accepted,
-                true,
-                route::Reason::Accepted,
-                "ok",
-                1,
-            )],
+        let parent = |name: &str| {
+            Arc::new(RouteParentStatus {
+                gateway: ObjectRef::new("infra", name),
+                parent_ref: ParentReference {
+                    group: GROUP.into(),
+                    kind: "Gateway".into(),
+                    namespace: Some("infra".into()),
+                    name: name.into(),
+                    section_name: None,
+                    port: None,
+                },
+                controller_name: "c".into(),
+                conditions: vec![Condition::new(
+                    route::Type::Accepted,
+                    true,
+                    route::Reason::Accepted,
+                    "ok",
+                    1,
+                )],
+            })
         };
         Arc::make_mut(&mut plan.http_routes).insert(
             ObjectRef::new("apps", "r"),

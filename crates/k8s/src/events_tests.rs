@@ -70,11 +70,11 @@ fn a_refused_route_parent_is_a_warning_on_the_route() {
     std::sync::Arc::make_mut(&mut plan.http_routes).insert(
         ObjectRef::new("app", "bad"),
         Arc::new(RouteStatus {
-            parents: vec![parent(
+            parents: vec![std::sync::Arc::new(parent(
                 false,
                 route::Reason::UnsupportedValue,
                 "Envoy refused it",
-            )],
+            ))],
             ..Default::default()
         }),
     );

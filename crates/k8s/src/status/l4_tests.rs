@@ -61,7 +61,7 @@ fn mk_dns_route(kind: &str, section: &str, generation: i64, resource_version: &s
 /// One parent entry of ours on Gateway infra/l4, Accepted.
 fn mk_planned(section: &str, generation: i64) -> std::sync::Arc<RouteStatus> {
     std::sync::Arc::new(RouteStatus {
-        parents: vec![RouteParentStatus {
+        parents: vec![std::sync::Arc::new(RouteParentStatus {
             gateway: ObjectRef::new("infra", "l4"),
             parent_ref: ParentReference {
                 group: "gateway.networking.k8s.io".into(),
@@ -82,7 +82,7 @@ fn mk_planned(section: &str, generation: i64) -> std::sync::Arc<RouteStatus> {
                     generation,
                 ),
             ],
-        }],
+        })],
         of: Identity {
             uid: None,
             generation,

@@ -92,7 +92,7 @@ async fn a_missing_crd_is_listed_empty_and_watched_once_installed() {
 
 fn planned_on_gw() -> RouteStatus {
     RouteStatus {
-        parents: vec![RouteParentStatus {
+        parents: vec![std::sync::Arc::new(RouteParentStatus {
             gateway: aether_ir::ObjectRef::new("app", "gw"),
             parent_ref: ParentReference {
                 group: "gateway.networking.k8s.io".into(),
@@ -110,7 +110,7 @@ fn planned_on_gw() -> RouteStatus {
                 "waiting",
                 1,
             )],
-        }],
+        })],
         of: Identity {
             uid: None,
             generation: 1,
