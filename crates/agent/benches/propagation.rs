@@ -78,6 +78,11 @@ impl Shape {
     }
 }
 
+/// How long the agent is left with no change before its memory is read again:
+/// jemalloc gives freed pages back after 10 s (its `dirty_decay_ms`), on
+/// its background thread.
+const QUIET: Duration = Duration::from_secs(12);
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let delta = args.iter().any(|a| a == "delta");
@@ -262,6 +267,9 @@ struct Row {
     /// files (the binary's, `RssFile`).
     heap_mib: Option<[f64; 3]>,
     file_mib: f64,
+    /// Ours: the agent's RSS and heap resident bytes after [`QUIET`] with no
+    /// change, once jemalloc has given back what the last changes freed.
+    settled_mib: Option<[f64; 2]>,
     envoy_mib: f64,
     /// Envoy's own apply times (ours only: Envoy Gateway's Envoy has its own admin).
     envoy_apply: String,
@@ -300,6 +308,13 @@ impl Row {
                 "", self.file_mib
             );
         }
+        if let Some([rss, resident]) = self.settled_mib {
+            println!(
+                "{:<14} after {} s with no change: agent RSS {rss:.1} MiB, heap resident {resident:.1} MiB",
+                "",
+                QUIET.as_secs()
+            );
+        }
         if !self.envoy_apply.is_empty() {
             println!(
                 "{:<14} Envoy's own apply, ms p50/p99/max: {}",
@@ -333,8 +348,17 @@ impl Row {
         );
         aether_benches::summary(
             "propagation",
-            &format!("{at}: agent / Envoy RSS"),
-            format!("{:.0} / {:.0} MiB", self.control_mib, self.envoy_mib),
+            &format!(
+                "{at}: agent RSS at the last change / {} s later; Envoy RSS",
+                QUIET.as_secs()
+            ),
+            format!(
+                "{:.0} / {} MiB; {:.0} MiB",
+                self.control_mib,
+                self.settled_mib
+                    .map_or("-".into(), |[rss, _]| format!("{rss:.0}")),
+                self.envoy_mib
+            ),
             if base == 10_000 {
                 "agent ≤ 100 MiB"
             } else {
@@ -412,6 +436,7 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
         samples: Vec::with_capacity(changes),
         timed_out: None,
         control_mib: 0.0,
+        settled_mib: None,
         heap_mib: None,
         file_mib: 0.0,
         envoy_mib: 0.0,
@@ -457,6 +482,11 @@ fn measure(subject: &Subject, shape: Shape, base: usize, changes: usize) -> Row 
     row.heap_mib = running.admin.as_deref().and_then(heap_mib);
     row.file_mib = status_mib(running.control.pid(), "RssFile:");
     row.envoy_mib = running.envoy_pid().map_or(0.0, rss_mib);
+    if let Some(admin) = running.admin.as_deref() {
+        std::thread::sleep(QUIET);
+        let resident = heap_mib(admin).map_or(0.0, |[_, _, resident]| resident);
+        row.settled_mib = Some([rss_mib(running.control.pid()), resident]);
+    }
     running.stop();
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&logs);
