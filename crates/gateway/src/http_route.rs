@@ -151,9 +151,9 @@ fn forward(
         .any(|(_, _, (rq, rs))| !rq.is_empty() || !rs.is_empty());
     let mut forward = ForwardSpec {
         invalid_weight,
-        rewrite,
+        rewrite: rewrite.map(Box::new),
         timeouts: timeouts(spec.timeouts.as_ref())?,
-        retry: spec.retry.as_ref().map(retry).transpose()?,
+        retry: spec.retry.as_ref().map(retry).transpose()?.map(Box::new),
         mirrors,
         cors: cors.map(Box::new),
         session: session.map(Box::new),

@@ -78,9 +78,9 @@ pub struct ForwardSpec {
     /// The header filters of each entry of `backends`, in the same order;
     /// empty when no backendRef has any.
     pub backend_headers: Vec<(HeaderModifier, HeaderModifier)>,
-    pub rewrite: Option<UrlRewrite>,
+    pub rewrite: Option<Box<UrlRewrite>>,
     pub timeouts: Timeouts,
-    pub retry: Option<Retry>,
+    pub retry: Option<Box<Retry>>,
     /// RequestMirror filters whose backend resolved: the cluster and the
     /// mirrored share (numerator, denominator).
     pub mirrors: Vec<Mirror>,

@@ -381,14 +381,10 @@ fn forward(f: &ForwardSpec) -> Forward {
         cors: f.cors.clone(),
         // A backend with session persistence is its rule's only one (see
         // `route::resolve_backends_with`).
-        session: f
-            .session
-            .as_deref()
-            .cloned()
-            .or_else(|| match f.backends.as_slice() {
-                [(c, _)] => c.session.clone(),
-                _ => None,
-            }),
+        session: f.session.clone().or_else(|| match f.backends.as_slice() {
+            [(c, _)] => c.session.clone().map(Box::new),
+            _ => None,
+        }),
     }
 }
 

@@ -6,6 +6,7 @@ use crate::session::SessionPersistence;
 use crate::skip::{is_false, is_zero};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use thin_vec::ThinVec;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RouteTable {
@@ -147,13 +148,13 @@ pub struct Header {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub struct HeaderModifier {
     /// Overwrite (or add when absent).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub set: Vec<Header>,
+    #[serde(default, skip_serializing_if = "ThinVec::is_empty")]
+    pub set: ThinVec<Header>,
     /// Append to any existing value.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub add: Vec<Header>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub remove: Vec<String>,
+    #[serde(default, skip_serializing_if = "ThinVec::is_empty")]
+    pub add: ThinVec<Header>,
+    #[serde(default, skip_serializing_if = "ThinVec::is_empty")]
+    pub remove: ThinVec<String>,
 }
 
 impl HeaderModifier {
@@ -174,6 +175,8 @@ pub enum RouteAction {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub struct Forward {
+    // The rare parts are boxed: every route holds a Forward, and few
+    // rewrite, retry or keep sessions.
     /// Valid backends with their weights, in backendRefs order. May be empty only
     /// when `invalid_weight > 0`.
     pub backends: Vec<WeightedBackend>,
@@ -181,11 +184,11 @@ pub struct Forward {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub invalid_weight: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rewrite: Option<UrlRewrite>,
+    pub rewrite: Option<Box<UrlRewrite>>,
     #[serde(default, skip_serializing_if = "Timeouts::is_empty")]
     pub timeouts: Timeouts,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry: Option<Retry>,
+    pub retry: Option<Box<Retry>>,
     /// Copies of each request sent to these clusters (answers discarded).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<Mirror>,
@@ -194,7 +197,7 @@ pub struct Forward {
     /// Requests of one session go to the endpoint the first was sent to (the
     /// XBackend's `sessionPersistence`; its rule has that one backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<SessionPersistence>,
+    pub session: Option<Box<SessionPersistence>>,
 }
 
 /// HTTPRoute rule `timeouts`, in milliseconds; `Some(0)` disables that timeout.

@@ -92,9 +92,9 @@ pub(crate) fn forward(f: &ir::Forward, path: &ir::PathMatch) -> RouteAction {
                 .iter()
                 .map(|b| ClusterWeight {
                     request_headers_to_add: crate::values::headers_to_add(&b.request_headers),
-                    request_headers_to_remove: b.request_headers.remove.clone(),
+                    request_headers_to_remove: b.request_headers.remove.to_vec(),
                     response_headers_to_add: crate::values::headers_to_add(&b.response_headers),
-                    response_headers_to_remove: b.response_headers.remove.clone(),
+                    response_headers_to_remove: b.response_headers.remove.to_vec(),
                     ..cluster_weight(&b.cluster, b.weight)
                 })
                 .collect();

@@ -111,9 +111,9 @@ pub(crate) fn route(r: &ir::Route, vh: &ir::VirtualHost, scheme: Scheme) -> Rout
         r#match: Some(route_match(&r.matcher)),
         action: Some(action::action(r, vh, scheme)),
         request_headers_to_add: headers_to_add(&r.request_headers),
-        request_headers_to_remove: r.request_headers.remove.clone(),
+        request_headers_to_remove: r.request_headers.remove.to_vec(),
         response_headers_to_add: headers_to_add(&r.response_headers),
-        response_headers_to_remove: r.response_headers.remove.clone(),
+        response_headers_to_remove: r.response_headers.remove.to_vec(),
         ..Default::default()
     }
 }
@@ -189,7 +189,7 @@ mod tests {
         let vh = ir::VirtualHost {
             name: "vh".into(),
             domains: vec!["vh".into()],
-            routes: vec![forward(None), forward(Some(ir::Retry::default()))],
+            routes: vec![forward(None), forward(Some(Box::new(ir::Retry::default())))],
             pre_routing: vec![],
         };
         let v = virtual_host(&vh, Scheme::Http);
@@ -281,9 +281,9 @@ mod tests {
             value: v.into(),
         };
         let opts = headers_to_add(&ir::HeaderModifier {
-            set: vec![h("x-set", "1")],
-            add: vec![h("x-add", "2")],
-            remove: vec!["x-remove".into()],
+            set: vec![h("x-set", "1")].into(),
+            add: vec![h("x-add", "2")].into(),
+            remove: vec!["x-remove".into()].into(),
         });
         let got: Vec<(String, i32)> = opts
             .iter()

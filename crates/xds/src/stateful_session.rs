@@ -42,7 +42,7 @@ const HEADER_STATE: &str = "envoy.http.stateful_session.header";
 /// The session of a route, if it forwards to a persistent backend.
 pub fn of_route(r: &ir::Route) -> Option<&ir::SessionPersistence> {
     match &r.action {
-        ir::RouteAction::Forward(f) => f.session.as_ref(),
+        ir::RouteAction::Forward(f) => f.session.as_deref(),
         _ => None,
     }
 }
@@ -173,7 +173,9 @@ mod tests {
                     name: "HTTPRoute/app/web/rule/0/match/0".into(),
                     matcher: ir::RouteMatch::prefix("/"),
                     action: ir::RouteAction::Forward(ir::Forward {
-                        session: Some(ir::SessionPersistence::Header { name: "x".into() }),
+                        session: Some(Box::new(ir::SessionPersistence::Header {
+                            name: "x".into(),
+                        })),
                         ..Default::default()
                     }),
                     request_headers: ir::HeaderModifier::default(),

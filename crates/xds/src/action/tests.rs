@@ -408,11 +408,11 @@ fn retries_name_codes_attempts_and_backoff_and_keep_the_per_try_timeout() {
             request_ms: None,
             backend_request_ms: Some(250),
         },
-        retry: Some(ir::Retry {
+        retry: Some(Box::new(ir::Retry {
             attempts: Some(3),
             backoff_ms: Some(100),
             codes: vec![500, 503],
-        }),
+        })),
         ..Default::default()
     });
     let p = a.retry_policy.unwrap();
@@ -432,7 +432,7 @@ fn retries_name_codes_attempts_and_backoff_and_keep_the_per_try_timeout() {
     // reset after the request went out is not retried); defaults left to Envoy.
     let a = with(ir::Forward {
         backends: vec![backend("edge_cl_a", 1)],
-        retry: Some(ir::Retry::default()),
+        retry: Some(Box::new(ir::Retry::default())),
         ..Default::default()
     });
     let p = a.retry_policy.unwrap();
@@ -456,11 +456,11 @@ fn zero_attempts_disable_every_retry_ours_included() {
             request_ms: None,
             backend_request_ms: Some(250),
         },
-        retry: Some(ir::Retry {
+        retry: Some(Box::new(ir::Retry {
             attempts: Some(0),
             backoff_ms: Some(100),
             codes: vec![500],
-        }),
+        })),
         ..Default::default()
     });
     let p = a.retry_policy.unwrap();

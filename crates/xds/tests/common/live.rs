@@ -158,7 +158,7 @@ pub fn mk_forward(
             .map(|c| ir::WeightedBackend::new(c.to_string(), 1))
             .collect(),
         invalid_weight,
-        rewrite,
+        rewrite: rewrite.map(Box::new),
         ..Default::default()
     })
 }

@@ -188,11 +188,11 @@ fn live_ir(port: u16, b: &Backends) -> ir::Ir {
             "retried",
             prefix("/retried"),
             forward_with(&b.flaky[0].0.name, |f| {
-                f.retry = Some(ir::Retry {
+                f.retry = Some(Box::new(ir::Retry {
                     attempts: Some(1),
                     backoff_ms: Some(10),
                     codes: vec![503],
-                });
+                }));
             }),
         ),
         mk_route(
@@ -204,10 +204,10 @@ fn live_ir(port: u16, b: &Backends) -> ir::Ir {
             "connect-retried",
             prefix("/connect-retried"),
             forward_with(&b.half_dead.name, |f| {
-                f.retry = Some(ir::Retry {
+                f.retry = Some(Box::new(ir::Retry {
                     attempts: Some(3),
                     ..Default::default()
-                });
+                }));
             }),
         ),
         mk_route(
@@ -215,10 +215,10 @@ fn live_ir(port: u16, b: &Backends) -> ir::Ir {
             prefix("/timeout-retried"),
             forward_with(&b.half_silent.name, |f| {
                 f.timeouts.backend_request_ms = Some(TIMEOUT_MS);
-                f.retry = Some(ir::Retry {
+                f.retry = Some(Box::new(ir::Retry {
                     attempts: Some(3),
                     ..Default::default()
-                });
+                }));
             }),
         ),
         mk_route(
