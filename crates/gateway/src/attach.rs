@@ -61,7 +61,7 @@ pub fn attach(
     store: &Store,
     gw: &GatewayModel,
     route: &RouteModel,
-    parent_ref: &ParentReference,
+    parent_ref: &Arc<ParentReference>,
     controller_name: &str,
 ) -> Attached {
     let g = route.of.generation;
@@ -70,7 +70,7 @@ pub fn attach(
     let origin = (parent_ref.kind == Kind::ListenerSet.as_str())
         .then(|| parent_ref.gateway(&route.key.namespace));
     let hosting = hosting_listeners(store, gw, route, parent_ref, origin.as_ref());
-    let (conditions, hosting, accepted) = match hosting {
+    let (mut conditions, hosting, accepted) = match hosting {
         Err((reason, message)) => {
             let mut c = Vec::new();
             set_condition(
@@ -88,6 +88,8 @@ pub fn attach(
             (c, hosting, accepted)
         }
     };
+    // Kept for as long as the route stands: no room for conditions to come.
+    conditions.shrink_to_fit();
     Attached {
         status: Arc::new(RouteParentStatus {
             parent_ref: parent_ref.clone(),

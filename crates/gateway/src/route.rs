@@ -40,7 +40,8 @@ pub struct RouteModel {
     pub hostnames: Vec<String>,
     /// Why other hostnames are not valid (the route is then not accepted).
     pub invalid_hostnames: Vec<String>,
-    pub parent_refs: Vec<ParentReference>,
+    /// Shared with the statuses on each parent.
+    pub parent_refs: Vec<Arc<ParentReference>>,
     /// The valid rules only.
     pub rules: Vec<Rule>,
     /// Why other rules were dropped.
@@ -181,7 +182,7 @@ impl RouteModel {
             created: meta.creation_timestamp.clone(),
             hostnames: valid,
             invalid_hostnames,
-            parent_refs,
+            parent_refs: parent_refs.into_iter().map(Arc::new).collect(),
             rules: vec![],
             invalid_rules: vec![],
             backend_errors: vec![],

@@ -218,7 +218,8 @@ pub struct RouteStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteParentStatus {
-    pub parent_ref: ParentReference,
+    /// The route model's own, shared.
+    pub parent_ref: Arc<ParentReference>,
     pub controller_name: String,
     pub conditions: Vec<RouteCondition>,
     /// The Gateway whose config serves the route on this parent (the
@@ -586,7 +587,8 @@ pub(crate) mod tests {
                     name: name.into(),
                     section_name: None,
                     port: None,
-                },
+                }
+                .into(),
                 controller_name: "c".into(),
                 conditions: vec![Condition::new(
                     route::Type::Accepted,

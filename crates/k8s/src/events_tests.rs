@@ -56,7 +56,8 @@ fn a_refused_route_parent_is_a_warning_on_the_route() {
             name: "gw".into(),
             section_name: None,
             port: None,
-        },
+        }
+        .into(),
         controller_name: CONTROLLER.into(),
         conditions: vec![Condition::new(
             route::Type::Accepted,

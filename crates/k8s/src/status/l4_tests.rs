@@ -70,7 +70,8 @@ fn mk_planned(section: &str, generation: i64) -> std::sync::Arc<RouteStatus> {
                 name: "l4".into(),
                 section_name: Some(section.into()),
                 port: None,
-            },
+            }
+            .into(),
             controller_name: OURS.into(),
             conditions: vec![
                 Condition::new(Type::Accepted, true, Reason::Accepted, "", generation),

@@ -281,7 +281,7 @@ impl RouteView<'_> {
                     .find(|o| o.parent_ref.same_parent(&p.parent_ref, ns));
                 let was = was.map(|o| o.conditions.as_slice()).unwrap_or_default();
                 Ours {
-                    parent_ref: p.parent_ref.clone(),
+                    parent_ref: ParentReference::clone(&p.parent_ref),
                     conditions: condition::from_plan(&p.conditions, was, now),
                 }
             })

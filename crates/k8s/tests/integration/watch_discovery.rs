@@ -101,7 +101,8 @@ fn planned_on_gw() -> RouteStatus {
                 name: "gw".into(),
                 section_name: None,
                 port: None,
-            },
+            }
+            .into(),
             controller_name: OURS.into(),
             conditions: vec![Condition::new(
                 Type::Accepted,
