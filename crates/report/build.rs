@@ -6,6 +6,10 @@ fn main() {
     println!("cargo:rerun-if-changed={}", file.display());
     let fds = protox::compile([&file], [&root]).expect("compiling fleet.proto");
     tonic_prost_build::configure()
+        // Sorted maps: a Gateway's parts sort together ("gateway|object"), so the
+        // status gate reads them as one range; and the wire order is the
+        // same for the same report.
+        .btree_map(".aether.edge.v1.AckReport")
         .build_client(true)
         .build_server(true)
         .compile_fds(fds)

@@ -216,8 +216,8 @@ pub fn delta(previous: &AckReport, next: &AckReport) -> AckReport {
         delta: true,
         ..Default::default()
     };
-    let gone = |old: &std::collections::HashMap<String, String>,
-                new: &std::collections::HashMap<String, String>| {
+    let gone = |old: &std::collections::BTreeMap<String, String>,
+                new: &std::collections::BTreeMap<String, String>| {
         old.keys()
             .filter(|k| !new.contains_key(*k))
             .cloned()
@@ -232,8 +232,8 @@ pub fn delta(previous: &AckReport, next: &AckReport) -> AckReport {
     out.cleared.sort();
     out.cleared.dedup();
     // A cleared key leaves every map, so whatever it still holds is set again.
-    let changed = |old: &std::collections::HashMap<String, String>,
-                   new: &std::collections::HashMap<String, String>,
+    let changed = |old: &std::collections::BTreeMap<String, String>,
+                   new: &std::collections::BTreeMap<String, String>,
                    cleared: &[String]| {
         new.iter()
             .filter(|(k, v)| old.get(*k) != Some(*v) || cleared.binary_search(k).is_ok())

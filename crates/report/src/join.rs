@@ -250,6 +250,9 @@ struct NodeServes<'a> {
     report: &'a AckReport,
     /// The report covers the current Gateway whole.
     whole: bool,
+    /// The parts it lists of this Gateway, by object key (`OWN` or a route
+    /// key), sorted: read by a search, not a key formatted per route.
+    listed: Vec<(&'a str, &'a str)>,
     /// The Gateway as of the snapshot the report is relative to, if known.
     base: Option<&'a Prints>,
     /// Else the Gateway as of the last hash of this node the leader knew; the
@@ -259,7 +262,7 @@ struct NodeServes<'a> {
 
 impl NodeServes<'_> {
     /// `object` (`OWN` or a route key) at `fingerprint`, its current one.
-    fn serves(&self, gw: &str, object: &str, fingerprint: &str) -> bool {
+    fn serves(&self, object: &str, fingerprint: &str) -> bool {
         if self.whole {
             return true;
         }
@@ -275,9 +278,9 @@ impl NodeServes<'_> {
         if self.base.is_some_and(in_prints) {
             return true;
         }
-        match self.report.acked_parts.get(&part_key(gw, object)) {
-            Some(listed) => listed == fingerprint,
-            None => self.base.is_none() && self.anchor.is_some_and(in_prints),
+        match self.listed.binary_search_by(|(key, _)| (*key).cmp(object)) {
+            Ok(i) => self.listed[i].1 == fingerprint,
+            Err(_) => self.base.is_none() && self.anchor.is_some_and(in_prints),
         }
     }
 }
@@ -310,15 +313,11 @@ pub(crate) fn join(
             ..Served::whole(gateway)
         };
     }
-    let (key, resources) = (&current.key, current.resources);
+    let resources = current.resources;
     let pending = resources
         .routes
         .iter()
-        .filter(|(route, parts)| {
-            !nodes
-                .iter()
-                .all(|n| n.serves(key, route, &parts.fingerprint))
-        })
+        .filter(|(route, parts)| !nodes.iter().all(|n| n.serves(route, &parts.fingerprint)))
         .map(|(route, _)| route.clone())
         .collect();
     Served {
@@ -352,9 +351,24 @@ fn node_serves<'a>(
     NodeServes {
         report: r,
         whole,
+        listed: if whole { Vec::new() } else { listed_of(r, key) },
         base,
         anchor: node.anchor_of(key),
     }
+}
+
+/// The parts `report` lists of Gateway `key`, by object key: its keys are
+/// `part_key(key, object)`, so this Gateway's sort together, in object order.
+fn listed_of<'a>(report: &'a AckReport, key: &str) -> Vec<(&'a str, &'a str)> {
+    let from = part_key(key, "");
+    report
+        .acked_parts
+        .range(from.clone()..)
+        .map_while(|(part, fingerprint)| {
+            let object = part.strip_prefix(from.as_str())?;
+            Some((object, fingerprint.as_str()))
+        })
+        .collect()
 }
 
 /// The Gateway's own state: a node's NACK first, then `Pending` until every
@@ -374,8 +388,7 @@ fn gateway_state(
     } else if !all_reported {
         AckState::Pending
     } else if nodes.iter().all(|n| {
-        n.whole
-            || (!resources.own.parts.is_empty() && n.serves(key, OWN, &resources.own.fingerprint))
+        n.whole || (!resources.own.parts.is_empty() && n.serves(OWN, &resources.own.fingerprint))
     }) {
         AckState::Acked
     } else {

@@ -77,6 +77,41 @@ fn mk_parted(fa: &str, fb: &str, body: &[u8]) -> Snapshot {
     )
 }
 
+/// A node's listed parts are read per Gateway as one sorted range: those of
+/// Gateways whose names sort right beside this one's ("gw-2", "gwx", "g")
+/// count for nothing here, whatever they list.
+#[test]
+fn a_neighbouring_gateways_parts_do_not_serve_this_ones_routes() {
+    let snapshot = mk_parted_snapshot();
+    let g = &snapshot.gateways[&ObjectRef::new("ns", "gw")];
+    let reports = Reports::default();
+    let mut a = mk_report("a", true);
+    for other in ["ns/gw-2", "ns/gwx", "ns/g", "ns/gw/", "ns/gw{"] {
+        a.acked_parts
+            .insert(format!("{other}|Gateway"), g.own.fingerprint.clone());
+        a.acked_parts.insert(
+            format!("{other}|HTTPRoute/ns/a"),
+            g.routes["HTTPRoute/ns/a"].fingerprint.clone(),
+        );
+    }
+    reports.apply(a.clone());
+    let served = &reports.served(&snapshot, &Members::default())[&ObjectRef::new("ns", "gw")];
+    assert_eq!(served.gateway, AckState::Pending);
+    assert!(!served.serves_route("HTTPRoute/ns/a"));
+
+    a.acked_parts
+        .insert("ns/gw|Gateway".into(), g.own.fingerprint.clone());
+    a.acked_parts.insert(
+        "ns/gw|HTTPRoute/ns/a".into(),
+        g.routes["HTTPRoute/ns/a"].fingerprint.clone(),
+    );
+    reports.apply(a);
+    let served = &reports.served(&snapshot, &Members::default())[&ObjectRef::new("ns", "gw")];
+    assert_eq!(served.gateway, AckState::Acked);
+    assert!(served.serves_route("HTTPRoute/ns/a"));
+    assert!(!served.serves_route("HTTPRoute/ns/b"), "not listed");
+}
+
 #[test]
 fn a_route_is_served_when_every_node_reports_its_fingerprint() {
     let snapshot = mk_parted_snapshot();
