@@ -25,7 +25,7 @@
 
 use crate::gateway::{GatewayBuild, build_gateway};
 use crate::in_order::InOrder;
-use crate::parts;
+use crate::parts::PartName;
 use crate::snapshot::{
     ByName, FingerprintedParts, GatewayMembers, Members, Resource, ResourceType, Snapshot,
     TypeDigest, type_digest,
@@ -287,7 +287,7 @@ struct Moved {
     any: BTreeSet<Named>,
     /// Those a route's parts can take whole (clusters, secrets), named as
     /// parts name them.
-    whole: BTreeSet<parts::Named>,
+    whole: BTreeSet<PartName>,
 }
 
 impl Moved {
@@ -321,7 +321,7 @@ impl Moved {
 fn fingerprint_routes<'a>(
     routes: &BTreeMap<String, ObjectParts>,
     was: Option<Fingerprinted>,
-    moved: &BTreeSet<parts::Named>,
+    moved: &BTreeSet<PartName>,
     version_of: impl Fn(ResourceType, &str) -> Option<&'a str> + Copy,
     made: &mut usize,
 ) -> BTreeMap<String, ObjectParts> {

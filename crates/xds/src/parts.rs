@@ -45,7 +45,7 @@ pub enum Part {
 
 /// A resource and the name it goes by, the name shared with every part that
 /// names the same resource.
-pub type Named = (ResourceType, Arc<str>);
+pub type PartName = (ResourceType, Arc<str>);
 
 /// What an object needs of each resource it reads, sorted by resource, no
 /// resource twice.
@@ -54,14 +54,14 @@ pub type Named = (ResourceType, Arc<str>);
 /// Gateway with 10,000 routes holds 10,000 of these. Names are shared
 /// (`Arc<str>`) with the table, listener and clusters they name.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Parts(Vec<(Named, Part)>);
+pub struct Parts(Vec<(PartName, Part)>);
 
 impl Parts {
-    pub fn iter(&self) -> impl Iterator<Item = (&Named, &Part)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&PartName, &Part)> {
         self.0.iter().map(|(named, part)| (named, part))
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &Named> {
+    pub fn keys(&self) -> impl Iterator<Item = &PartName> {
         self.0.iter().map(|(named, _)| named)
     }
 

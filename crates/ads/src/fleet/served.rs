@@ -160,7 +160,7 @@ impl Fleet {
                     .filter(|(key, parts)| {
                         // A route's parts are members of its Gateway: one that
                         // reads no lagging member is served as it is now.
-                        let lags = |(ty, name): &(ResourceType, std::sync::Arc<str>)| {
+                        let lags = |(ty, name): &aether_xds::PartName| {
                             let by =
                                 |m: &&(ResourceType, String)| (m.0, m.1.as_str()).cmp(&(*ty, name));
                             lagging.binary_search_by(by).is_ok()
