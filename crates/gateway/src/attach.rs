@@ -197,7 +197,11 @@ pub fn reject_mixed_kinds(
                 if overlap(&served_a, served_b) {
                     let age = |ri: usize| {
                         let r = &routes[ri];
-                        (r.created.is_none(), r.created.clone(), r.key.clone())
+                        (
+                            r.origin.created.is_none(),
+                            r.origin.created.clone(),
+                            r.key.clone(),
+                        )
                     };
                     losers.insert(if age(a) <= age(b) { b } else { a });
                 }

@@ -24,6 +24,7 @@
 use aether_ir::{ObjectRef, PathMatch, RouteKind, RouteMatch};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::cmp::Reverse;
+use std::sync::Arc;
 
 /// Which route a match comes from, for the tie-breaks.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -45,7 +46,8 @@ pub struct Precedence {
     headers: Reverse<usize>,
     query_params: Reverse<usize>,
     created_missing: bool,
-    origin: RouteOrigin,
+    /// Shared with the route's model (compared by value).
+    origin: Arc<RouteOrigin>,
     rule: usize,
     match_index: usize,
 }
@@ -56,7 +58,7 @@ impl Precedence {
     pub fn new(
         hostname: (bool, usize),
         m: &RouteMatch,
-        origin: RouteOrigin,
+        origin: Arc<RouteOrigin>,
         rule: usize,
         match_index: usize,
     ) -> Self {
@@ -94,12 +96,12 @@ mod tests {
         }
     }
 
-    fn origin(ns: &str, name: &str, created: Option<&str>) -> RouteOrigin {
-        RouteOrigin {
+    fn origin(ns: &str, name: &str, created: Option<&str>) -> Arc<RouteOrigin> {
+        Arc::new(RouteOrigin {
             created: created.map(|t| Time(t.parse().unwrap())),
             route: ObjectRef::new(ns, name),
             kind: RouteKind::Http,
-        }
+        })
     }
 
     /// One hostname rank for every key that is not about hostnames.

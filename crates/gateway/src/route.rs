@@ -15,13 +15,14 @@
 use crate::backend::{BackendError, BackendRef, Backends, Upstream};
 use crate::header;
 use crate::hostname::{self, Wildcard};
+use crate::precedence::RouteOrigin;
 use crate::status::{Condition, Identity, ParentReference, RouteCondition, set_condition};
 use crate::vocabulary::route::{Reason, Type};
 use aether_ir::{
     Cluster, Cors, HeaderModifier, ObjectRef, PathMatch, PathRewrite, QueryParamMatch, Retry,
     RouteKind, RouteMatch, StringMatch, Timeouts, UrlRewrite,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -35,7 +36,9 @@ pub struct RouteModel {
     pub name: Arc<str>,
     /// uid and generation: whose status this route's is.
     pub of: Identity,
-    pub created: Option<Time>,
+    /// Its creation time, key and kind: what orders it after its rivals of
+    /// equal precedence. One per model, shared by every precedence entry of it.
+    pub origin: Arc<RouteOrigin>,
     /// Lower-cased, as given; the valid ones only.
     pub hostnames: Vec<String>,
     /// Why other hostnames are not valid (the route is then not accepted).
@@ -179,7 +182,11 @@ impl RouteModel {
             kind,
             name: aether_ir::names::route_key(kind, &key.namespace, &key.name).into(),
             of: Identity::of(meta),
-            created: meta.creation_timestamp.clone(),
+            origin: Arc::new(RouteOrigin {
+                created: meta.creation_timestamp.clone(),
+                route: key.clone(),
+                kind,
+            }),
             hostnames: valid,
             invalid_hostnames,
             parent_refs: parent_refs.into_iter().map(Arc::new).collect(),

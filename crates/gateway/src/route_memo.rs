@@ -37,6 +37,14 @@ impl GatewayMemo {
         self.hosts.start();
     }
 
+    /// The translation is done: what it did not take from the last one goes,
+    /// and with it the room it took (about a map of every route's, twice).
+    pub(crate) fn finish(&self) {
+        self.tables.before.take();
+        self.attachments.before.take();
+        self.hosts.before.take();
+    }
+
     /// How many values this translation took from the memo.
     pub(crate) fn kept(&self) -> usize {
         self.tables.kept.get() + self.attachments.kept.get()

@@ -28,7 +28,7 @@ use crate::gateway_model::GatewayModel;
 use crate::hostname;
 use crate::listener::ListenerProtocol;
 use crate::listener_filters;
-use crate::precedence::{Precedence, RouteOrigin};
+use crate::precedence::Precedence;
 use crate::route::{ForwardSpec, RedirectSpec, RouteModel, RuleAction};
 use crate::route_memo::GatewayMemo;
 use aether_ir::{
@@ -263,12 +263,7 @@ impl TableContext<'_> {
                     let routes = made
                         .iter()
                         .map(|(rule, j, m, route)| {
-                            let origin = RouteOrigin {
-                                created: r.created.clone(),
-                                route: r.key.clone(),
-                                kind: r.kind,
-                            };
-                            let precedence = Precedence::new(rank, m, origin, *rule, *j);
+                            let precedence = Precedence::new(rank, m, r.origin.clone(), *rule, *j);
                             (precedence, route.clone())
                         })
                         .collect();

@@ -119,6 +119,7 @@ pub(super) fn translate_gateway(
             memo,
         ))
     });
+    memo.finish();
     GatewayUnit {
         status: gw.status(&attachments),
         listener_sets: gw

@@ -93,7 +93,11 @@ impl TableContext<'_> {
 
 /// Older first: by creationTimestamp (none last), then namespace/name.
 fn age(r: &RouteModel) -> (bool, Option<Time>, ObjectRef) {
-    (r.created.is_none(), r.created.clone(), r.key.clone())
+    (
+        r.origin.created.is_none(),
+        r.origin.created.clone(),
+        r.key.clone(),
+    )
 }
 
 /// One cluster for a UDPRoute's weighted backends: every backend's endpoints,
