@@ -70,7 +70,7 @@ pub struct Hold {
     /// otherwise it is the other half of one, not known to.
     known_bad: bool,
     /// The route's fragment in the refused version (`None`: it was removed).
-    refused: Option<String>,
+    refused: Option<Arc<str>>,
     /// Its Envoy routes as the node held them.
     routes: HeldRoutes,
 }
@@ -79,7 +79,7 @@ pub struct Hold {
 #[derive(Debug)]
 struct Served {
     resource: Resource,
-    fragments: Arc<BTreeMap<String, String>>,
+    fragments: Arc<aether_xds::KeyHashes>,
 }
 
 /// The hold-back state of one ADS server.
@@ -144,7 +144,7 @@ impl HoldBack {
             let Some(now) = desired.fragments.get(&(ResourceType::Route, table.clone())) else {
                 return false;
             };
-            holds.retain(|key, hold| now.get(key) == hold.refused.as_ref());
+            holds.retain(|key, hold| now.get(key.as_str()) == hold.refused.as_ref());
             !holds.is_empty()
         });
     }
@@ -166,26 +166,26 @@ impl HoldBack {
                     .get(table)
                     .and_then(|v| kept.iter().find(|s| s.resource.version == *v));
                 let before = held.map(|s| s.fragments.clone()).unwrap_or_default();
-                let suspects: BTreeSet<&String> = refused
+                let suspects: BTreeSet<&Arc<str>> = refused
                     .fragments
                     .keys()
                     .chain(before.keys())
-                    .filter(|k| refused.fragments.get(*k) != before.get(*k))
+                    .filter(|&k| refused.fragments.get(k) != before.get(k))
                     .collect();
                 self.rounds += 1;
                 let round = self.rounds;
                 let holds = self.holds.entry(table.clone()).or_default();
-                for key in &suspects {
+                for &key in &suspects {
                     let routes = held
                         .and_then(|s| HeldRoutes::of(&s.resource, key).ok())
                         .unwrap_or_default();
-                    holds.entry((*key).clone()).or_insert_with(|| Hold {
+                    holds.entry(key.to_string()).or_insert_with(|| Hold {
                         node: n.node.clone(),
                         message: message.clone(),
                         alone: suspects.len() == 1,
                         round,
                         known_bad: true,
-                        refused: refused.fragments.get(*key).cloned(),
+                        refused: refused.fragments.get(key).cloned(),
                         routes,
                     });
                 }
@@ -251,7 +251,7 @@ impl HoldBack {
         }
         let clusters = desired.resources.get(&ResourceType::Cluster);
         let defined = |c: &str| clusters.is_some_and(|m| m.contains_key(c));
-        let replaced: Vec<(Resource, BTreeMap<String, String>)> = self
+        let replaced: Vec<(Resource, aether_xds::KeyHashes)> = self
             .holds
             .iter()
             .filter_map(|(table, holds)| {

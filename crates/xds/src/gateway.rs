@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Each object's fragment of one shared resource, by object key.
-type Fragment = BTreeMap<String, String>;
+type Fragment = crate::parts::KeyHashes;
 
 /// What a Gateway's build reads of a cluster it names: `None` when the IR
 /// does not define it, else what the cluster references (its endpoints and
@@ -163,7 +163,7 @@ impl GatewayBuild {
         }
         let lds = (ResourceType::Listener, port.listener_name.clone());
         let mut of_listener = listener::fragments(port, &listener);
-        let own_share = of_listener.get(OWN).cloned().unwrap_or_default();
+        let own_share: Arc<str> = of_listener.get(OWN).cloned().unwrap_or_else(|| "".into());
         self.require_listener_fragments(&lds, &of_listener);
         // Its connection managers' authorization servers: Envoy refuses an
         // ext_authz filter whose gRPC cluster it does not have.
@@ -187,8 +187,8 @@ impl GatewayBuild {
         // Gateway's certificates as they are now: the routes of its tables
         // (their shares say so), and those owning its chains.
         let gateway_secrets = secrets.get(OWN).cloned().unwrap_or_default();
-        for key in of_listener.keys().filter(|k| k.as_str() != OWN) {
-            let r = self.routes.entry(key.clone()).or_default();
+        for key in of_listener.keys().filter(|&k| &**k != OWN) {
+            let r = self.routes.entry(key.to_string()).or_default();
             for name in &gateway_secrets {
                 r.require(ResourceType::Secret, name, Part::Whole);
             }
@@ -197,7 +197,7 @@ impl GatewayBuild {
             let context = table_parts::Context {
                 table: table.name.as_str().into(),
                 listener: lds.1.as_str().into(),
-                own_share: own_share.as_str().into(),
+                own_share: own_share.clone(),
                 secrets: gateway_secrets.iter().map(|s| s.as_str().into()).collect(),
             };
             self.add_route_table(table, scheme, context, inputs);
@@ -211,12 +211,12 @@ impl GatewayBuild {
     /// Each object's share of the listener, in that object's parts.
     fn require_listener_fragments(&mut self, lds: &Named, of_listener: &Fragment) {
         for (key, hash) in of_listener {
-            let part = Part::Fragment(hash.as_str().into());
-            if key == OWN {
+            let part = Part::Fragment(hash.clone());
+            if &**key == OWN {
                 self.own.require(lds.0, &lds.1, part);
             } else {
                 self.routes
-                    .entry(key.clone())
+                    .entry(key.to_string())
                     .or_default()
                     .require(lds.0, &lds.1, part);
             }

@@ -17,6 +17,7 @@
 //! A held route that names a cluster the snapshot no longer defines is left
 //! out instead (it would answer 503): while Envoy refuses it, it is not served.
 
+use crate::parts::KeyHashes;
 use crate::snapshot::{Resource, ResourceType};
 use crate::{INVALID_BACKEND, route};
 use aether_ir as ir;
@@ -121,7 +122,7 @@ pub fn splice(
     table: &Resource,
     held: &BTreeMap<String, HeldRoutes>,
     defined: impl Fn(&str) -> bool,
-) -> Result<(Resource, BTreeMap<String, String>), DecodeError> {
+) -> Result<(Resource, KeyHashes), DecodeError> {
     let mut rc = decode(table)?;
     let mut emptied = BTreeSet::new();
     for vh in &mut rc.virtual_hosts {

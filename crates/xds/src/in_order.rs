@@ -3,16 +3,18 @@
 //! route key of a table, in key order; at 10,000 keys the searches' string
 //! comparisons were a sizeable part of a one-route change.
 
+use std::borrow::Borrow;
 use std::collections::btree_map;
 use std::iter::Peekable;
 
 /// A walk over a map's entries, answering lookups made in ascending key order.
-pub(crate) struct InOrder<'a, V> {
-    rest: Option<Peekable<btree_map::Iter<'a, String, V>>>,
+/// Its keys are strings (`String` or a shared `Arc<str>`).
+pub(crate) struct InOrder<'a, V, K = String> {
+    rest: Option<Peekable<btree_map::Iter<'a, K, V>>>,
 }
 
-impl<'a, V> InOrder<'a, V> {
-    pub(crate) fn new(map: Option<&'a btree_map::BTreeMap<String, V>>) -> Self {
+impl<'a, V, K: Borrow<str>> InOrder<'a, V, K> {
+    pub(crate) fn new(map: Option<&'a btree_map::BTreeMap<K, V>>) -> Self {
         InOrder {
             rest: map.map(|m| m.iter().peekable()),
         }
@@ -22,8 +24,8 @@ impl<'a, V> InOrder<'a, V> {
     /// greater than the one asked for before.
     pub(crate) fn get(&mut self, key: &str) -> Option<&'a V> {
         let rest = self.rest.as_mut()?;
-        while rest.next_if(|(k, _)| k.as_str() < key).is_some() {}
-        rest.next_if(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+        while rest.next_if(|(k, _)| (*k).borrow() < key).is_some() {}
+        rest.next_if(|(k, _)| (*k).borrow() == key).map(|(_, v)| v)
     }
 }
 

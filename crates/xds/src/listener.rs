@@ -25,7 +25,7 @@ use crate::INVALID_BACKEND;
 use crate::access_log::AccessLog;
 use crate::any::{ads_config_source, pack};
 use crate::endpoint::socket_address;
-use crate::parts::{Fragments, OWN};
+use crate::parts::{Fragments, KeyHashes, OWN};
 use crate::proxy_protocol::ProxyProtocol;
 use crate::secret;
 use aether_ir as ir;
@@ -144,7 +144,7 @@ pub fn listener(
 /// Per route key, a hash over what that route owns of the listener (its filter
 /// chains; a UDP port's proxy filter), and under [`OWN`] a hash over the rest:
 /// the Gateway's own share (see `parts.rs`).
-pub fn fragments(port: &ir::Port, listener: &Listener) -> BTreeMap<String, String> {
+pub fn fragments(port: &ir::Port, listener: &Listener) -> KeyHashes {
     let mut mine: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
     let mut rest = listener.clone();
     let l4_route = port

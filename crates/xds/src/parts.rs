@@ -190,6 +190,11 @@ impl ObjectParts {
     }
 }
 
+/// Per object key, the hex sha256 of what that object owns of one shared
+/// resource. Keys and hashes are shared: a warm build hands the same ones on,
+/// from the route cache to the snapshot and the ADS streams.
+pub type KeyHashes = BTreeMap<Arc<str>, Arc<str>>;
+
 /// Per object key, a sha256 over the pieces of a resource that object owns.
 /// The keys are borrowed: a table adds one piece per Envoy route.
 #[derive(Default)]
@@ -204,10 +209,10 @@ impl<'k> Fragments<'k> {
         }
     }
 
-    pub(crate) fn finish(self) -> BTreeMap<String, String> {
+    pub(crate) fn finish(self) -> KeyHashes {
         self.0
             .into_iter()
-            .map(|(k, h)| (k.to_string(), hex::encode(h.finalize())))
+            .map(|(k, h)| (Arc::from(k), Arc::from(hex::encode(h.finalize()))))
             .collect()
     }
 }

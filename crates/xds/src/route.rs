@@ -13,7 +13,7 @@
 //! backends must see the Host exactly as the client sent it.
 
 use crate::action::{self, Scheme};
-use crate::parts::Fragments;
+use crate::parts::{Fragments, KeyHashes};
 use crate::values::{header_matcher, headers_to_add, regex, string_matcher};
 use aether_ir as ir;
 use envoy_types::pb::envoy::config::route::v3::{
@@ -22,7 +22,6 @@ use envoy_types::pb::envoy::config::route::v3::{
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 use prost::Message;
-use std::collections::BTreeMap;
 
 /// `scheme` is how clients reach this table (`Http` for an HTTP port, `Https` for
 /// a TLS chain): a redirect that does not change the scheme keeps it.
@@ -52,7 +51,7 @@ pub(crate) fn route_configuration_frame(table: &ir::RouteTable) -> RouteConfigur
 
 /// Per route key, a hash over the Envoy routes that route owns, each with its
 /// virtual host's name and domains (see `parts.rs`).
-pub fn fragments(rc: &RouteConfiguration) -> BTreeMap<String, String> {
+pub fn fragments(rc: &RouteConfiguration) -> KeyHashes {
     let mut f = Fragments::default();
     for vh in &rc.virtual_hosts {
         let domains = vh.domains.join("\n");

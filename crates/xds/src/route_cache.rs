@@ -35,7 +35,7 @@
 
 use crate::action::Scheme;
 use crate::in_order::InOrder;
-use crate::parts::Fragments;
+use crate::parts::{Fragments, KeyHashes};
 use crate::route;
 use aether_ir as ir;
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
@@ -57,7 +57,7 @@ pub(crate) struct EncodedTable {
     /// Aligned with the IR table's virtual hosts.
     virtual_hosts: Vec<EncodedVirtualHost>,
     /// Per route key, its fragment of the table and what it was hashed from.
-    fragments: BTreeMap<String, KeyFragment>,
+    fragments: BTreeMap<Arc<str>, KeyFragment>,
 }
 
 /// One route key's fragment: the pieces hashed (its Envoy routes' encodings
@@ -69,7 +69,7 @@ pub(crate) struct EncodedTable {
 #[derive(Debug, Clone)]
 pub(crate) struct KeyFragment {
     pieces: Pieces,
-    pub(crate) hash: String,
+    pub(crate) hash: Arc<str>,
     pub(crate) clusters: Arc<KeyClusters>,
 }
 
@@ -221,7 +221,7 @@ impl EncodedTable {
 
     /// Per route key, the hash over the routes it owns: what
     /// [`route::fragments`] gives of the decoded table.
-    pub(crate) fn fragments(&self) -> BTreeMap<String, String> {
+    pub(crate) fn fragments(&self) -> KeyHashes {
         self.fragments
             .iter()
             .map(|(key, f)| (key.clone(), f.hash.clone()))
@@ -229,7 +229,7 @@ impl EncodedTable {
     }
 
     /// Each route key's fragment, in key order.
-    pub(crate) fn keys(&self) -> &BTreeMap<String, KeyFragment> {
+    pub(crate) fn keys(&self) -> &BTreeMap<Arc<str>, KeyFragment> {
         &self.fragments
     }
 }
@@ -240,7 +240,7 @@ fn key_fragments(
     virtual_hosts: &[EncodedVirtualHost],
     table: &ir::RouteTable,
     before: Option<&EncodedTable>,
-) -> BTreeMap<String, KeyFragment> {
+) -> BTreeMap<Arc<str>, KeyFragment> {
     let mut pieces: BTreeMap<&str, Pieces> = BTreeMap::new();
     for (i, (vh, ir_vh)) in virtual_hosts.iter().zip(&table.virtual_hosts).enumerate() {
         let ir_routes = keyed_routes(vh, ir_vh).map(|(key, r)| (key, r.clone()));
@@ -261,7 +261,7 @@ fn key_fragments(
         .collect();
     let hosts = 0..table.virtual_hosts.len();
     fragments_of(virtual_hosts, table, before, with_before, hosts)
-        .map(|(key, fragment)| (key.to_string(), fragment))
+        .map(|(key, fragment)| (Arc::from(key), fragment))
         .collect()
 }
 
@@ -320,7 +320,7 @@ fn fragments_of<'k>(
                 }
                 KeyFragment {
                     pieces,
-                    hash: f.finish().into_values().next().unwrap_or_default(),
+                    hash: f.finish().into_values().next().unwrap_or_else(|| "".into()),
                     clusters: Arc::new(clusters.remove(key).unwrap_or_default()),
                 }
             }
@@ -373,7 +373,7 @@ impl ChangedHosts {
         virtual_hosts: &[EncodedVirtualHost],
         table: &ir::RouteTable,
         (table_before, was): (&ir::RouteTable, &EncodedTable),
-    ) -> BTreeMap<String, KeyFragment> {
+    ) -> BTreeMap<Arc<str>, KeyFragment> {
         let mut fragments = was.fragments.clone();
         if self.hosts.is_empty() {
             return fragments;
@@ -414,7 +414,7 @@ impl ChangedHosts {
             .collect();
         let made = fragments_of(virtual_hosts, table, Some(was), keys, hosts.into_iter());
         for (key, fragment) in made {
-            fragments.insert(key.to_string(), fragment);
+            fragments.insert(Arc::from(key), fragment);
         }
         fragments
     }

@@ -167,8 +167,8 @@ fn key_fragments_of(t: &EncodedTable) -> Vec<Compared> {
         .map(|(key, f)| {
             let pieces = f.pieces.iter().map(|(i, b)| (*i, b.to_vec())).collect();
             (
-                key.clone(),
-                f.hash.clone(),
+                key.to_string(),
+                f.hash.to_string(),
                 f.clusters.forward.clone(),
                 pieces,
             )

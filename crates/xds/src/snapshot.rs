@@ -15,7 +15,7 @@
 //! an Envoy has "ACKed a Gateway" when the versions it ACKed for those resources
 //! produce the same hash (see [`GatewayResources::hash_of`]).
 
-use crate::parts::ObjectParts;
+use crate::parts::{KeyHashes, ObjectParts};
 use aether_ir::ObjectRef;
 use envoy_types::pb::google::protobuf::Any;
 use sha2::{Digest, Sha256};
@@ -147,7 +147,7 @@ pub type ByName = Arc<BTreeMap<String, Resource>>;
 pub type TypeDigest = [u8; 32];
 
 /// Per resource that objects share, each object's fragment of it.
-pub type Fragments = BTreeMap<(ResourceType, String), Arc<BTreeMap<String, String>>>;
+pub type Fragments = BTreeMap<(ResourceType, String), Arc<KeyHashes>>;
 
 /// What [`Snapshot::with_fingerprinted_parts`] takes, per Gateway: its own
 /// share, and its routes' shares already fingerprinted against the snapshot.
@@ -312,7 +312,7 @@ impl Snapshot {
     pub fn with_parts(
         self,
         parts: BTreeMap<ObjectRef, (ObjectParts, BTreeMap<String, ObjectParts>)>,
-        fragments: BTreeMap<(ResourceType, String), BTreeMap<String, String>>,
+        fragments: BTreeMap<(ResourceType, String), KeyHashes>,
     ) -> Self {
         let parts = parts
             .into_iter()
@@ -357,7 +357,7 @@ impl Snapshot {
     pub fn replacing(
         &self,
         ty: ResourceType,
-        replaced: impl IntoIterator<Item = (Resource, BTreeMap<String, String>)>,
+        replaced: impl IntoIterator<Item = (Resource, KeyHashes)>,
     ) -> Snapshot {
         let mut resources = self.resources.clone();
         let mut fragments = self.fragments.clone();
@@ -390,7 +390,7 @@ impl Snapshot {
         self.fragments
             .get(&(ty, name.to_string()))
             .and_then(|f| f.get(key))
-            .map(String::as_str)
+            .map(|h| &**h)
     }
 
     pub fn version_of(&self, ty: ResourceType, name: &str) -> Option<&str> {

@@ -44,7 +44,7 @@ pub(crate) struct Context {
 #[derive(Debug)]
 pub(crate) struct TableShares {
     context: Context,
-    pub(crate) by_key: BTreeMap<String, Arc<Share>>,
+    pub(crate) by_key: BTreeMap<Arc<str>, Arc<Share>>,
     /// How many of them this build made (the rest it took from before).
     pub(crate) made: usize,
 }
@@ -115,7 +115,7 @@ fn share(
         .iter()
         .map(|c| (Arc::from(c.as_str()), known(c)))
         .collect();
-    let hash: Arc<str> = Arc::from(fragment.hash.as_str());
+    let hash = fragment.hash.clone();
     let mut parts = ObjectParts::default();
     parts.require_shared(
         ResourceType::Route,

@@ -41,7 +41,7 @@ pub struct GatewayServed<'s> {
     pub refused: BTreeMap<String, Rejection>,
 }
 
-type Fragments = Arc<BTreeMap<String, String>>;
+type Fragments = Arc<aether_xds::KeyHashes>;
 
 /// Per resource (by type, then name: a lookup by `&str` allocates nothing,
 /// and a route table's history is read once per route), the fragments of its
@@ -91,7 +91,7 @@ impl History {
             .find(|(v, _)| v == version)?
             .1
             .get(key)
-            .map(String::as_str)
+            .map(|h| &**h)
     }
 }
 
