@@ -447,7 +447,7 @@ fn served_by_fleet(
     // Routes of this Gateway an Envoy refused are served as they were.
     if let Some(resources) = p.snapshot.gateways.get(gw) {
         for (key, refusal) in state.fleet.refused_routes() {
-            if resources.routes.contains_key(&key) {
+            if resources.routes.contains_key(key.as_str()) {
                 let why = aether_gateway::assemble::served_as_it_was(&refusal);
                 e.caveats.push(format!("{key}: {why}"));
             }

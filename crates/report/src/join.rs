@@ -318,7 +318,7 @@ pub(crate) fn join(
         .routes
         .iter()
         .filter(|(route, parts)| !nodes.iter().all(|n| n.serves(route, &parts.fingerprint)))
-        .map(|(route, _)| route.clone())
+        .map(|(route, _)| route.to_string())
         .collect();
     Served {
         gateway,
@@ -417,7 +417,7 @@ fn refused_routes(ready: &[&AckReport], current: &Current<'_>) -> BTreeMap<Strin
                         .get(&part)
                         .map(|m| Rejection::new(&r.node, m))
                 })
-                .map(|refusal| (route.clone(), refusal))
+                .map(|refusal| (route.to_string(), refusal))
         })
         .collect()
 }

@@ -68,8 +68,8 @@ fn mk_parted(fa: &str, fb: &str, body: &[u8]) -> Snapshot {
         p
     };
     let routes = BTreeMap::from([
-        ("HTTPRoute/ns/a".to_string(), part(fa)),
-        ("HTTPRoute/ns/b".to_string(), part(fb)),
+        ("HTTPRoute/ns/a".into(), part(fa)),
+        ("HTTPRoute/ns/b".into(), part(fb)),
     ]);
     mk_snapshot(body).with_parts(
         BTreeMap::from([(ObjectRef::new("ns", "gw"), (own, routes))]),

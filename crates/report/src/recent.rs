@@ -22,7 +22,7 @@
 //! every route of the Gateway would be written Pending and then Accepted.
 
 use aether_ir::ObjectRef;
-use aether_xds::{ObjectParts, Snapshot};
+use aether_xds::{RouteParts, Snapshot};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -39,7 +39,7 @@ pub(crate) struct Prints {
     /// Empty when the snapshot carries no parts.
     pub own: String,
     /// Each route's parts with their fingerprint, shared with the snapshot.
-    pub routes: Arc<BTreeMap<String, ObjectParts>>,
+    pub routes: Arc<RouteParts>,
 }
 
 impl Prints {

@@ -11,7 +11,7 @@
 
 use crate::access_log::AccessLog;
 use crate::action::Scheme;
-use crate::parts::{OWN, ObjectParts, Part};
+use crate::parts::{OWN, ObjectParts, Part, RouteParts};
 use crate::proxy_protocol::ProxyProtocol;
 use crate::route_cache::{self, EncodedTable, RouteCount};
 use crate::snapshot::{Resource, ResourceType};
@@ -45,7 +45,7 @@ pub(crate) struct GatewayBuild {
     /// end: one sort of thousands of names, not thousands of inserts.
     met: Vec<Named>,
     pub(crate) own: ObjectParts,
-    pub(crate) routes: BTreeMap<String, ObjectParts>,
+    pub(crate) routes: RouteParts,
     /// Per resource the Gateway's objects share, each object's fragment.
     pub(crate) fragments: Vec<(Named, Arc<Fragment>)>,
     /// Every cluster name its routes forward to, and what it read of it.
@@ -188,7 +188,7 @@ impl GatewayBuild {
         // (their shares say so), and those owning its chains.
         let gateway_secrets = secrets.get(OWN).cloned().unwrap_or_default();
         for key in of_listener.keys().filter(|&k| &**k != OWN) {
-            let r = self.routes.entry(key.to_string()).or_default();
+            let r = self.routes.entry(key.clone()).or_default();
             for name in &gateway_secrets {
                 r.require(ResourceType::Secret, name, Part::Whole);
             }
@@ -216,7 +216,7 @@ impl GatewayBuild {
                 self.own.require(lds.0, &lds.1, part);
             } else {
                 self.routes
-                    .entry(key.to_string())
+                    .entry(key.clone())
                     .or_default()
                     .require(lds.0, &lds.1, part);
             }
@@ -238,7 +238,7 @@ impl GatewayBuild {
                 let parts = if owner == OWN {
                     &mut self.own
                 } else {
-                    self.routes.entry(owner.to_string()).or_default()
+                    self.route_parts(owner)
                 };
                 parts.require(ResourceType::Secret, &s.name, Part::Whole);
                 if secrets_added.insert(s.name.clone()) {
@@ -311,14 +311,19 @@ impl GatewayBuild {
     /// One route key's share of a table: its parts (shared with the share
     /// while the key has no others), and the clusters it names among the
     /// Gateway's clusters and members.
-    fn add_share(&mut self, key: &str, share: &table_parts::Share, before: Option<&GatewayBuild>) {
+    fn add_share(
+        &mut self,
+        key: &Arc<str>,
+        share: &table_parts::Share,
+        before: Option<&GatewayBuild>,
+    ) {
         match self.routes.get_mut(key) {
             None => {
-                self.routes.insert(key.to_string(), share.parts.clone());
+                self.routes.insert(key.clone(), share.parts.clone());
             }
             Some(r) => {
                 let merges = self.merges.entry(key.to_string()).or_default();
-                let was = before.and_then(|b| b.merges.get(key)?.get(merges.len()));
+                let was = before.and_then(|b| b.merges.get(&**key)?.get(merges.len()));
                 let merge = table_parts::merge(r, &share.parts, was);
                 *r = merge.result.clone();
                 merges.push(merge);
@@ -360,8 +365,16 @@ impl GatewayBuild {
         let Some(reads) = reads else {
             return;
         };
-        let r = self.routes.entry(key.to_string()).or_default();
-        r.require_cluster(&cluster.into(), &reads);
+        self.route_parts(key)
+            .require_cluster(&cluster.into(), &reads);
+    }
+
+    /// The parts of the route `key`, added if it has none yet.
+    fn route_parts(&mut self, key: &str) -> &mut ObjectParts {
+        if !self.routes.contains_key(key) {
+            self.routes.insert(key.into(), ObjectParts::default());
+        }
+        self.routes.get_mut(key).expect("just added")
     }
 
     /// An authorization server the Gateway's listeners call: the Gateway's

@@ -26,6 +26,7 @@
 use crate::gateway::{GatewayBuild, build_gateway};
 use crate::in_order::InOrder;
 use crate::parts::PartName;
+use crate::parts::RouteParts;
 use crate::snapshot::{
     ByName, FingerprintedParts, GatewayMembers, Members, Resource, ResourceType, Snapshot,
     TypeDigest, type_digest,
@@ -272,7 +273,7 @@ impl Builder {
 /// and the versions of the resources they take whole.
 struct Fingerprinted {
     build: Arc<GatewayBuild>,
-    routes: Arc<BTreeMap<String, ObjectParts>>,
+    routes: Arc<RouteParts>,
 }
 
 /// A resource and the name it goes by.
@@ -319,12 +320,12 @@ impl Moved {
 /// Gateway's fingerprints before) for the same parts (the same `Arc`) when
 /// none of the resources they take whole moved, else computed.
 fn fingerprint_routes<'a>(
-    routes: &BTreeMap<String, ObjectParts>,
+    routes: &RouteParts,
     was: Option<Fingerprinted>,
     moved: &BTreeSet<PartName>,
     version_of: impl Fn(ResourceType, &str) -> Option<&'a str> + Copy,
     made: &mut usize,
-) -> BTreeMap<String, ObjectParts> {
+) -> RouteParts {
     let mut was_of = InOrder::new(was.as_ref().map(|f| &*f.routes));
     routes
         .iter()

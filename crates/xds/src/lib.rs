@@ -48,7 +48,7 @@ pub use access_log::AccessLog;
 pub use action::{INVALID_BACKEND, Scheme};
 pub use bootstrap::{BootstrapError, BootstrapOptions, bootstrap, try_bootstrap};
 pub use incremental::Builder;
-pub use parts::{KeyHashes, ObjectParts, Part, PartName, Parts};
+pub use parts::{KeyHashes, ObjectParts, Part, PartName, Parts, RouteParts};
 pub use proxy_protocol::ProxyProtocol;
 pub use render::{RenderError, to_yaml, to_yaml_redacted};
 pub use snapshot::{GatewayResources, Resource, ResourceType, Snapshot};

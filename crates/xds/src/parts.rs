@@ -195,6 +195,10 @@ impl ObjectParts {
 /// from the route cache to the snapshot and the ADS streams.
 pub type KeyHashes = BTreeMap<Arc<str>, Arc<str>>;
 
+/// Each route's parts, by route key (`<kind>/<namespace>/<name>`, shared
+/// with the fragments that name it).
+pub type RouteParts = BTreeMap<Arc<str>, ObjectParts>;
+
 /// Per object key, a sha256 over the pieces of a resource that object owns.
 /// The keys are borrowed: a table adds one piece per Envoy route.
 #[derive(Default)]

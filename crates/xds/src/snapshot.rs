@@ -15,7 +15,7 @@
 //! an Envoy has "ACKed a Gateway" when the versions it ACKed for those resources
 //! produce the same hash (see [`GatewayResources::hash_of`]).
 
-use crate::parts::{KeyHashes, ObjectParts};
+use crate::parts::{KeyHashes, ObjectParts, RouteParts};
 use aether_ir::ObjectRef;
 use envoy_types::pb::google::protobuf::Any;
 use sha2::{Digest, Sha256};
@@ -134,7 +134,7 @@ pub struct GatewayResources {
     pub own: ObjectParts,
     /// Each route's share, by route key (`<kind>/<namespace>/<name>`); shared
     /// between snapshots while nothing it was fingerprinted against moved.
-    pub routes: Arc<BTreeMap<String, ObjectParts>>,
+    pub routes: Arc<RouteParts>,
 }
 
 /// A Gateway's resources, by type and name.
@@ -151,8 +151,7 @@ pub type Fragments = BTreeMap<(ResourceType, String), Arc<KeyHashes>>;
 
 /// What [`Snapshot::with_fingerprinted_parts`] takes, per Gateway: its own
 /// share, and its routes' shares already fingerprinted against the snapshot.
-pub type FingerprintedParts =
-    BTreeMap<ObjectRef, (ObjectParts, Arc<BTreeMap<String, ObjectParts>>)>;
+pub type FingerprintedParts = BTreeMap<ObjectRef, (ObjectParts, Arc<RouteParts>)>;
 
 impl GatewayResources {
     /// The hash of this Gateway's resources given some versions (the snapshot's,
@@ -311,7 +310,7 @@ impl Snapshot {
     /// shared resources, fingerprinting every part set at this snapshot.
     pub fn with_parts(
         self,
-        parts: BTreeMap<ObjectRef, (ObjectParts, BTreeMap<String, ObjectParts>)>,
+        parts: BTreeMap<ObjectRef, (ObjectParts, RouteParts)>,
         fragments: BTreeMap<(ResourceType, String), KeyHashes>,
     ) -> Self {
         let parts = parts

@@ -139,7 +139,7 @@ fn every_part_of_a_gateways_objects_is_one_of_its_members() {
         let snapshot = aether_xds::build(&load_ir(&dir));
         for (gw, resources) in &snapshot.gateways {
             let objects = std::iter::once(("own", &resources.own))
-                .chain(resources.routes.iter().map(|(k, p)| (k.as_str(), p)));
+                .chain(resources.routes.iter().map(|(k, p)| (&**k, p)));
             for (object, p) in objects {
                 for part in p.parts.keys() {
                     parts += 1;

@@ -126,7 +126,7 @@ impl Fleet {
             .map(|(gw, resources)| {
                 let refused = holds
                     .iter()
-                    .filter(|(k, _)| resources.routes.contains_key(*k))
+                    .filter(|(k, _)| resources.routes.contains_key(k.as_str()))
                     .map(|(k, h)| (k.clone(), h.clone()))
                     .collect();
                 let Some(state) = state else {
@@ -168,7 +168,7 @@ impl Fleet {
                         let reads_lagging = || parts.parts.keys().any(lags);
                         whole || !reads_lagging() || serves(state, snapshot, history, key, parts)
                     })
-                    .map(|(key, _)| key.as_str())
+                    .map(|(key, _)| &**key)
                     .collect();
                 (
                     gw.clone(),
