@@ -68,7 +68,7 @@ pub fn attach(
     // A Gateway parentRef reaches the Gateway's own listeners; a ListenerSet
     // one, that set's.
     let origin = (parent_ref.kind == Kind::ListenerSet.as_str())
-        .then(|| parent_ref.gateway(&route.key.namespace));
+        .then(|| parent_ref.gateway(&route.key().namespace));
     let hosting = hosting_listeners(store, gw, route, parent_ref, origin.as_ref());
     let (mut conditions, hosting, accepted) = match hosting {
         Err((reason, message)) => {
@@ -135,9 +135,9 @@ fn hosting_listeners(
         .into_iter()
         .filter(|&i| {
             let l = &gw.listeners[i];
-            l.supports_kind(route.kind)
+            l.supports_kind(route.kind())
                 && l.allowed_namespaces
-                    .allows(store, &l.namespace, &route.key.namespace)
+                    .allows(store, &l.namespace, &route.key().namespace)
         })
         .collect();
     if allowed.is_empty() {
@@ -179,7 +179,7 @@ pub fn reject_mixed_kinds(
         // once: a listener with thousands of routes of one kind costs a walk.
         let of_kind = |kind: RouteKind| -> Vec<(usize, Vec<String>)> {
             on.iter()
-                .filter(|&&ri| routes[ri].kind == kind)
+                .filter(|&&ri| routes[ri].kind() == kind)
                 .map(|&ri| {
                     let served =
                         hostname::served_hostnames(l.hostname.as_deref(), &routes[ri].hostnames);
@@ -200,7 +200,7 @@ pub fn reject_mixed_kinds(
                         (
                             r.origin.created.is_none(),
                             r.origin.created.clone(),
-                            r.key.clone(),
+                            r.key().clone(),
                         )
                     };
                     losers.insert(if age(a) <= age(b) { b } else { a });

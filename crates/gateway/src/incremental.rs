@@ -146,7 +146,7 @@ impl RouteEntry {
                     Ok(Kind::ListenerSet) => true,
                     _ => return None,
                 };
-                Some((pi, p.gateway(&model.key.namespace), set))
+                Some((pi, p.gateway(&model.key().namespace), set))
             })
             .collect();
         parents.shrink_to_fit();
@@ -612,8 +612,8 @@ impl Translator {
                 }
             };
             status
-                .routes_of_kind_mut(route.kind)
-                .insert(route.key.clone(), route_status);
+                .routes_of_kind_mut(route.kind())
+                .insert(route.key().clone(), route_status);
         }
     }
 }

@@ -59,21 +59,21 @@ fn read<'a>(
     let mut errors: Vec<BackendError> = Vec::new();
     let resolved = route::resolve_backends(
         backends,
-        m.kind,
-        &m.key.namespace,
+        m.kind(),
+        &m.key().namespace,
         refs.iter().copied(),
         upstream,
         &mut errors,
     );
     let mut terminated = None;
-    if m.kind == TLS_KIND
+    if m.kind() == TLS_KIND
         && let Ok(plain) = &resolved
     {
         let mut tls_errors = Vec::new();
         let again = route::resolve_backends(
             backends,
-            m.kind,
-            &m.key.namespace,
+            m.kind(),
+            &m.key().namespace,
             refs.iter().copied(),
             Upstream::TlsTerminated,
             &mut tls_errors,
@@ -108,7 +108,7 @@ fn read<'a>(
     for index in 1..rule_count {
         m.invalid_rules.push(format!(
             "rule {index}: a {} is served by its first rule only",
-            m.kind
+            m.kind()
         ));
     }
 }

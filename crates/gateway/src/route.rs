@@ -29,15 +29,14 @@ use std::sync::Arc;
 /// One HTTPRoute or GRPCRoute, read.
 #[derive(Debug, Clone)]
 pub struct RouteModel {
-    pub kind: RouteKind,
-    pub key: ObjectRef,
     /// `Kind/namespace/name` ([`names::route_key`](aether_ir::names::route_key)),
     /// made once per model: listener statuses list it for every change.
     pub name: Arc<str>,
     /// uid and generation: whose status this route's is.
     pub of: Identity,
-    /// Its creation time, key and kind: what orders it after its rivals of
-    /// equal precedence. One per model, shared by every precedence entry of it.
+    /// Its kind, key and creation time ([`RouteModel::kind`],
+    /// [`RouteModel::key`]): what orders it after its rivals of equal
+    /// precedence, shared by every precedence entry of it.
     pub origin: Arc<RouteOrigin>,
     /// Lower-cased, as given; the valid ones only.
     pub hostnames: Vec<String>,
@@ -179,12 +178,11 @@ impl RouteModel {
             }
         }
         RouteModel {
-            kind,
             name: aether_ir::names::route_key(kind, &key.namespace, &key.name).into(),
             of: Identity::of(meta),
             origin: Arc::new(RouteOrigin {
                 created: meta.creation_timestamp.clone(),
-                route: key.clone(),
+                route: key,
                 kind,
             }),
             hostnames: valid,
@@ -194,8 +192,17 @@ impl RouteModel {
             invalid_rules: vec![],
             backend_errors: vec![],
             undecodable: crate::lenient::dropped_rules(meta.annotations.as_ref()),
-            key,
         }
+    }
+
+    /// HTTPRoute, GRPCRoute, TLSRoute, ...
+    pub fn kind(&self) -> RouteKind {
+        self.origin.kind
+    }
+
+    /// Its namespace and name.
+    pub fn key(&self) -> &ObjectRef {
+        &self.origin.route
     }
 
     /// Drops the spare capacity of its lists: a cache keeps thousands of
@@ -228,7 +235,8 @@ impl RouteModel {
                 self.invalid_rules.push(format!("rule {index}: {why}"));
                 continue;
             }
-            match read(&self.key.namespace, index, spec, &mut self.backend_errors) {
+            let namespace = &self.origin.route.namespace;
+            match read(namespace, index, spec, &mut self.backend_errors) {
                 Ok(rule) => self.rules.push(rule),
                 Err(why) => self.invalid_rules.push(format!("rule {index}: {why}")),
             }

@@ -240,7 +240,7 @@ impl TableContext<'_> {
             }
             // Each match's IR route, made once: it reads no host, only its
             // precedence on a host does.
-            let key = names::route_key(r.kind, &r.key.namespace, &r.key.name);
+            let key = names::route_key(r.kind(), &r.key().namespace, &r.key().name);
             let mut made = Vec::new();
             for rule in r.rules.iter().filter(|rule| !rule.matches.is_empty()) {
                 let action = self.action(&rule.action, &mut clusters);

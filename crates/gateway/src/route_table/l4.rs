@@ -64,7 +64,7 @@ impl TableContext<'_> {
             }
             _ => (&spec.backends, &spec.invalid_weight),
         };
-        let route = names::route_key(r.kind, &r.key.namespace, &r.key.name);
+        let route = names::route_key(r.kind(), &r.key().namespace, &r.key().name);
         if self.protocol == PortProtocol::Udp && backends.len() > 1 {
             let folded = udp_weighted_cluster(r, backends);
             let forward = L4Forward {
@@ -96,7 +96,7 @@ fn age(r: &RouteModel) -> (bool, Option<Time>, ObjectRef) {
     (
         r.origin.created.is_none(),
         r.origin.created.clone(),
-        r.key.clone(),
+        r.key().clone(),
     )
 }
 
@@ -105,8 +105,8 @@ fn age(r: &RouteModel) -> (bool, Option<Time>, ObjectRef) {
 /// last, `backend/endpoints.rs`).
 fn udp_weighted_cluster(r: &RouteModel, backends: &[(Arc<Cluster>, u32)]) -> Cluster {
     Cluster {
-        name: names::udp_route_cluster(&r.key.namespace, &r.key.name),
-        service: r.key.clone(),
+        name: names::udp_route_cluster(&r.key().namespace, &r.key().name),
+        service: r.key().clone(),
         port: 0,
         protocol: UpstreamProtocol::Http1,
         endpoints: Vec::new(),

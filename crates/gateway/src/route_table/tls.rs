@@ -142,7 +142,7 @@ impl TableContext<'_> {
                 listener: format!(
                     "{}/{}",
                     l.ir_name(),
-                    names::route_key(r.kind, &r.key.namespace, &r.key.name)
+                    names::route_key(r.kind(), &r.key().namespace, &r.key().name)
                 ),
                 server_names: if catch_all { vec![] } else { hosts },
                 certificates: l.certificates.clone(),
