@@ -289,7 +289,7 @@ impl GatewayBuild {
             .keys()
             .values()
             .flat_map(|f| &f.clusters.mirror)
-            .map(String::as_str)
+            .map(|c| &**c)
             .filter(|c| !table_clusters.contains(c))
             .collect();
         let mirrored: Vec<String> = mirrored

@@ -74,11 +74,12 @@ pub(crate) struct KeyFragment {
 }
 
 /// The clusters a route key's routes forward requests to, and those they
-/// copy requests to; each sorted, no name twice.
+/// copy requests to; each sorted, no name twice. A name is one `Arc` for
+/// every key of the table that names it, and the shares take it on.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct KeyClusters {
-    pub(crate) forward: Vec<String>,
-    pub(crate) mirror: Vec<String>,
+    pub(crate) forward: Vec<Arc<str>>,
+    pub(crate) mirror: Vec<Arc<str>>,
 }
 
 /// Encoded Envoy routes, each with the index of its virtual host.
@@ -434,12 +435,12 @@ fn keyed_routes<'a>(
 /// The clusters the routes of each of `keys` name in `table`;
 /// `hosts` are the virtual hosts to read: at least every one with a route of
 /// those keys.
-fn key_clusters(
-    table: &ir::RouteTable,
+fn key_clusters<'t>(
+    table: &'t ir::RouteTable,
     hosts: impl Iterator<Item = usize>,
     keys: &BTreeSet<&str>,
 ) -> BTreeMap<String, KeyClusters> {
-    let mut named: BTreeMap<&str, (BTreeSet<&str>, BTreeSet<&str>)> = BTreeMap::new();
+    let mut named: BTreeMap<&str, (BTreeSet<&'t str>, BTreeSet<&'t str>)> = BTreeMap::new();
     let routes = hosts.flat_map(|i| &table.virtual_hosts[i].routes);
     for r in routes {
         let ir::RouteAction::Forward(f) = &r.action else {
@@ -453,7 +454,13 @@ fn key_clusters(
         forward.extend(f.backends.iter().map(|b| b.cluster.as_str()));
         mirror.extend(f.mirrors.iter().map(|m| m.cluster.as_str()));
     }
-    let owned = |names: BTreeSet<&str>| names.into_iter().map(str::to_string).collect();
+    let mut shared: HashMap<&str, Arc<str>> = HashMap::new();
+    let mut owned = |names: BTreeSet<&'t str>| -> Vec<Arc<str>> {
+        names
+            .into_iter()
+            .map(|n| shared.entry(n).or_insert_with(|| n.into()).clone())
+            .collect()
+    };
     named
         .into_iter()
         .map(|(key, (forward, mirror))| {

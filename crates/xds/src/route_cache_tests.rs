@@ -159,7 +159,7 @@ fn a_warm_table_encodes_only_changed_routes_and_gives_the_same_bytes() {
 
 /// One key's fragment as tests compare them: its key, hash and clusters,
 /// and its pieces (host, bytes).
-type Compared = (String, String, Vec<String>, Vec<(usize, Vec<u8>)>);
+type Compared = (String, String, Vec<Arc<str>>, Vec<(usize, Vec<u8>)>);
 
 fn key_fragments_of(t: &EncodedTable) -> Vec<Compared> {
     t.keys()

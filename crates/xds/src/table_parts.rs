@@ -111,10 +111,8 @@ fn share(
         return was.clone();
     }
     let names = &fragment.clusters.forward;
-    let reads: Vec<(Arc<str>, ClusterReads)> = names
-        .iter()
-        .map(|c| (Arc::from(c.as_str()), known(c)))
-        .collect();
+    let reads: Vec<(Arc<str>, ClusterReads)> =
+        names.iter().map(|c| (c.clone(), known(c))).collect();
     let hash = fragment.hash.clone();
     let mut parts = ObjectParts::default();
     parts.require_shared(
