@@ -36,7 +36,10 @@
 //! a rewrite that keeps size and mtime is still seen, and an unchanged file
 //! is never re-read.
 
+mod packed;
 mod read;
+
+pub use packed::Packed;
 
 use aether_gateway::Store;
 use aether_ir::{Kind, ObjectRef};
@@ -45,7 +48,6 @@ use std::ffi::OsStr;
 use std::fmt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// Why a directory did not load: one line per problem.
@@ -274,8 +276,8 @@ impl Default for FreeSpace {
 struct Cached {
     stamp: FileStamp,
     store: Store,
-    /// Its text, kept when the server persists what it serves.
-    text: Option<Arc<str>>,
+    /// Its text, kept (deflated) when the server persists what it serves.
+    text: Option<Packed>,
 }
 
 /// Each file's parsed objects, keyed by the file's stamp when it was parsed.
@@ -320,7 +322,7 @@ impl ParseCache {
     }
 
     /// The text of every file as loaded (file name, text): what is served.
-    pub fn served_files(&self) -> Vec<(String, Arc<str>)> {
+    pub fn served_files(&self) -> Vec<(String, Packed)> {
         self.files
             .iter()
             .filter_map(|(path, c)| Some((file_name(path), c.text.clone()?)))
@@ -350,7 +352,7 @@ impl ParseCache {
                         // Matches no file's stamp: the file itself is read.
                         stamp: FileStamp::default(),
                         store,
-                        text: Some(text.into()),
+                        text: Some(Packed::of(&text)),
                     };
                     self.files.insert(FileKey(dir.join(&name)), cached);
                 }
@@ -533,7 +535,7 @@ impl ParseCache {
                 problems.push(problem);
                 continue;
             }
-            let text = self.keep_text.then(|| Arc::from(text));
+            let text = self.keep_text.then(|| Packed::of(&text));
             self.files
                 .insert(FileKey(path), Cached { stamp, store, text });
         }

@@ -440,7 +440,7 @@ fn a_seeded_file_serves_until_its_file_loads() {
     let served: Vec<String> = cache
         .served_files()
         .into_iter()
-        .map(|(n, t)| format!("{n}={t}"))
+        .map(|(n, t)| format!("{n}={}", t.text()))
         .collect();
     assert_eq!(
         served,

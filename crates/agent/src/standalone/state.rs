@@ -6,6 +6,7 @@
 //! Written atomically (temporary file, fsync, rename, fsync of the directory),
 //! mode 0600 in a 0700 directory of ours: it holds private keys.
 
+use crate::source::Packed;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
@@ -81,13 +82,10 @@ impl StateFile {
 
     /// Replaces the saved files with `files`, atomically: a crash leaves the
     /// old state or the new one, never a mix.
-    pub fn save(&self, files: &[(String, Arc<str>)]) -> anyhow::Result<()> {
+    pub fn save(&self, files: &[(String, Packed)]) -> anyhow::Result<()> {
         let saved = Saved {
             config_dir: self.config_dir.clone(),
-            files: files
-                .iter()
-                .map(|(n, t)| (n.clone(), t.to_string()))
-                .collect(),
+            files: files.iter().map(|(n, t)| (n.clone(), t.text())).collect(),
         };
         let dir = self.path.parent().unwrap_or(Path::new("."));
         let tmp = self.path.with_extension("json.tmp");
@@ -123,7 +121,7 @@ pub struct Saver {
 
 #[derive(Default)]
 struct Pending {
-    next: Option<Vec<(String, Arc<str>)>>,
+    next: Option<Vec<(String, Packed)>>,
     stop: bool,
 }
 
@@ -159,7 +157,7 @@ impl Saver {
     }
 
     /// Saves `files` soon, in place of any save not started yet.
-    pub fn save(&self, files: Vec<(String, Arc<str>)>) {
+    pub fn save(&self, files: Vec<(String, Packed)>) {
         let (lock, wake) = &*self.shared;
         lock.lock().unwrap_or_else(|e| e.into_inner()).next = Some(files);
         wake.notify_one();
@@ -190,7 +188,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let saver = Saver::spawn(StateFile::open(&state, &dir).unwrap());
         for i in 0..50 {
-            saver.save(vec![("x.yaml".into(), Arc::from(format!("v{i}\n")))]);
+            saver.save(vec![("x.yaml".into(), Packed::of(&format!("v{i}\n")))]);
         }
         drop(saver);
         let files = StateFile::open(&state, &dir).unwrap().load().unwrap();
@@ -207,7 +205,7 @@ mod tests {
         std::fs::create_dir_all(&b).unwrap();
         let file = StateFile::open(&state, &a).unwrap();
         assert!(file.load().unwrap().is_none());
-        file.save(&[("x.yaml".into(), Arc::from("kind: X\n"))])
+        file.save(&[("x.yaml".into(), Packed::of("kind: X\n"))])
             .unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&state), 0o700);
