@@ -29,11 +29,27 @@ pub fn default_dir() -> Option<PathBuf> {
     Some(state_home.join("aether-edge"))
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct Saved {
     config_dir: PathBuf,
     /// (file name, text), sorted by name.
     files: Vec<(String, String)>,
+}
+
+/// [`Saved`] as a save writes it: each file's text unpacked as it is
+/// written, so one file's text is in memory at a time, not every file's.
+#[derive(Serialize)]
+struct Saving<'a> {
+    config_dir: &'a Path,
+    files: Unpacking<'a>,
+}
+
+struct Unpacking<'a>(&'a [(String, Packed)]);
+
+impl Serialize for Unpacking<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|(name, text)| (name, text.text())))
+    }
 }
 
 /// The state file of one config directory.
@@ -83,9 +99,9 @@ impl StateFile {
     /// Replaces the saved files with `files`, atomically: a crash leaves the
     /// old state or the new one, never a mix.
     pub fn save(&self, files: &[(String, Packed)]) -> anyhow::Result<()> {
-        let saved = Saved {
-            config_dir: self.config_dir.clone(),
-            files: files.iter().map(|(n, t)| (n.clone(), t.text())).collect(),
+        let saved = Saving {
+            config_dir: &self.config_dir,
+            files: Unpacking(files),
         };
         let dir = self.path.parent().unwrap_or(Path::new("."));
         let tmp = self.path.with_extension("json.tmp");
