@@ -152,8 +152,8 @@ fn forward(
     let mut forward = ForwardSpec {
         invalid_weight,
         rewrite: rewrite.map(Box::new),
-        timeouts: timeouts(spec.timeouts.as_ref())?,
-        retry: spec.retry.as_ref().map(retry).transpose()?.map(Box::new),
+        timeouts: timeouts(spec.timeouts.as_deref())?,
+        retry: spec.retry.as_deref().map(retry).transpose()?.map(Box::new),
         mirrors,
         cors: cors.map(Box::new),
         session: session.map(Box::new),

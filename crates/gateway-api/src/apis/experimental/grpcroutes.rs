@@ -443,7 +443,7 @@ pub struct GrpcRouteRules {
         skip_serializing_if = "Option::is_none",
         rename = "sessionPersistence"
     )]
-    pub session_persistence: Option<GrpcRouteRulesSessionPersistence>,
+    pub session_persistence: Option<Box<GrpcRouteRulesSessionPersistence>>,
 }
 
 /// GRPCBackendRef defines how a GRPCRoute forwards a gRPC request.

@@ -459,7 +459,7 @@ pub struct HttpRouteRules {
     ///
     /// Support: Extended
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry: Option<HttpRouteRulesRetry>,
+    pub retry: Option<Box<HttpRouteRulesRetry>>,
     /// Deprecated: use the Backend resource for session persistence (GEP-4894).
     ///
     /// SessionPersistence defines and configures session persistence
@@ -471,12 +471,12 @@ pub struct HttpRouteRules {
         skip_serializing_if = "Option::is_none",
         rename = "sessionPersistence"
     )]
-    pub session_persistence: Option<HttpRouteRulesSessionPersistence>,
+    pub session_persistence: Option<Box<HttpRouteRulesSessionPersistence>>,
     /// Timeouts defines the timeouts that can be configured for an HTTP request.
     ///
     /// Support: Extended
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeouts: Option<HttpRouteRulesTimeouts>,
+    pub timeouts: Option<Box<HttpRouteRulesTimeouts>>,
 }
 
 /// HTTPBackendRef defines how a HTTPRoute forwards a HTTP request.

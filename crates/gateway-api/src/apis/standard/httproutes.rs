@@ -412,12 +412,12 @@ pub struct HttpRouteRules {
     ///
     /// Support: Extended
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry: Option<HttpRouteRulesRetry>,
+    pub retry: Option<Box<HttpRouteRulesRetry>>,
     /// Timeouts defines the timeouts that can be configured for an HTTP request.
     ///
     /// Support: Extended
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeouts: Option<HttpRouteRulesTimeouts>,
+    pub timeouts: Option<Box<HttpRouteRulesTimeouts>>,
 }
 
 /// HTTPBackendRef defines how a HTTPRoute forwards a HTTP request.
