@@ -579,7 +579,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
     ///
     /// Support: Extended
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cors: Option<HttpRouteRulesBackendRefsFiltersCors>,
+    pub cors: Option<Box<HttpRouteRulesBackendRefsFiltersCors>>,
     /// ExtensionRef is an optional, implementation-specific extension to the
     /// "filter" behavior.  For example, resource "myroutefilter" in group
     /// "networking.example.net"). ExtensionRef MUST NOT be used for core and
@@ -593,7 +593,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "extensionRef"
     )]
-    pub extension_ref: Option<HttpRouteRulesBackendRefsFiltersExtensionRef>,
+    pub extension_ref: Option<Box<HttpRouteRulesBackendRefsFiltersExtensionRef>>,
     /// ExternalAuth configures settings related to sending request details
     /// to an external auth service. The external service MUST authenticate
     /// the request, and MAY authorize the request as well.
@@ -607,7 +607,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "externalAuth"
     )]
-    pub external_auth: Option<HttpRouteRulesBackendRefsFiltersExternalAuth>,
+    pub external_auth: Option<Box<HttpRouteRulesBackendRefsFiltersExternalAuth>>,
     /// RequestHeaderModifier defines a schema for a filter that modifies request
     /// headers.
     ///
@@ -617,7 +617,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestHeaderModifier"
     )]
-    pub request_header_modifier: Option<HttpRouteRulesBackendRefsFiltersRequestHeaderModifier>,
+    pub request_header_modifier: Option<Box<HttpRouteRulesBackendRefsFiltersRequestHeaderModifier>>,
     /// RequestMirror defines a schema for a filter that mirrors requests.
     /// Requests are sent to the specified destination, but responses from
     /// that destination are ignored.
@@ -632,7 +632,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestMirror"
     )]
-    pub request_mirror: Option<HttpRouteRulesBackendRefsFiltersRequestMirror>,
+    pub request_mirror: Option<Box<HttpRouteRulesBackendRefsFiltersRequestMirror>>,
     /// RequestRedirect defines a schema for a filter that responds to the
     /// request with an HTTP redirection.
     ///
@@ -642,7 +642,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestRedirect"
     )]
-    pub request_redirect: Option<HttpRouteRulesBackendRefsFiltersRequestRedirect>,
+    pub request_redirect: Option<Box<HttpRouteRulesBackendRefsFiltersRequestRedirect>>,
     /// ResponseHeaderModifier defines a schema for a filter that modifies response
     /// headers.
     ///
@@ -652,7 +652,8 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "responseHeaderModifier"
     )]
-    pub response_header_modifier: Option<HttpRouteRulesBackendRefsFiltersResponseHeaderModifier>,
+    pub response_header_modifier:
+        Option<Box<HttpRouteRulesBackendRefsFiltersResponseHeaderModifier>>,
     /// Type identifies the type of filter to apply. As with other API fields,
     /// types are classified into three conformance levels:
     ///
@@ -695,7 +696,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "urlRewrite"
     )]
-    pub url_rewrite: Option<HttpRouteRulesBackendRefsFiltersUrlRewrite>,
+    pub url_rewrite: Option<Box<HttpRouteRulesBackendRefsFiltersUrlRewrite>>,
 }
 
 /// CORS defines a schema for a filter that responds to the
@@ -1822,7 +1823,7 @@ pub struct HttpRouteRulesFilters {
     ///
     /// Support: Extended
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cors: Option<HttpRouteRulesFiltersCors>,
+    pub cors: Option<Box<HttpRouteRulesFiltersCors>>,
     /// ExtensionRef is an optional, implementation-specific extension to the
     /// "filter" behavior.  For example, resource "myroutefilter" in group
     /// "networking.example.net"). ExtensionRef MUST NOT be used for core and
@@ -1836,7 +1837,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "extensionRef"
     )]
-    pub extension_ref: Option<HttpRouteRulesFiltersExtensionRef>,
+    pub extension_ref: Option<Box<HttpRouteRulesFiltersExtensionRef>>,
     /// ExternalAuth configures settings related to sending request details
     /// to an external auth service. The external service MUST authenticate
     /// the request, and MAY authorize the request as well.
@@ -1850,7 +1851,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "externalAuth"
     )]
-    pub external_auth: Option<HttpRouteRulesFiltersExternalAuth>,
+    pub external_auth: Option<Box<HttpRouteRulesFiltersExternalAuth>>,
     /// RequestHeaderModifier defines a schema for a filter that modifies request
     /// headers.
     ///
@@ -1860,7 +1861,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestHeaderModifier"
     )]
-    pub request_header_modifier: Option<HttpRouteRulesFiltersRequestHeaderModifier>,
+    pub request_header_modifier: Option<Box<HttpRouteRulesFiltersRequestHeaderModifier>>,
     /// RequestMirror defines a schema for a filter that mirrors requests.
     /// Requests are sent to the specified destination, but responses from
     /// that destination are ignored.
@@ -1875,7 +1876,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestMirror"
     )]
-    pub request_mirror: Option<HttpRouteRulesFiltersRequestMirror>,
+    pub request_mirror: Option<Box<HttpRouteRulesFiltersRequestMirror>>,
     /// RequestRedirect defines a schema for a filter that responds to the
     /// request with an HTTP redirection.
     ///
@@ -1885,7 +1886,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestRedirect"
     )]
-    pub request_redirect: Option<HttpRouteRulesFiltersRequestRedirect>,
+    pub request_redirect: Option<Box<HttpRouteRulesFiltersRequestRedirect>>,
     /// ResponseHeaderModifier defines a schema for a filter that modifies response
     /// headers.
     ///
@@ -1895,7 +1896,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "responseHeaderModifier"
     )]
-    pub response_header_modifier: Option<HttpRouteRulesFiltersResponseHeaderModifier>,
+    pub response_header_modifier: Option<Box<HttpRouteRulesFiltersResponseHeaderModifier>>,
     /// Type identifies the type of filter to apply. As with other API fields,
     /// types are classified into three conformance levels:
     ///
@@ -1938,7 +1939,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "urlRewrite"
     )]
-    pub url_rewrite: Option<HttpRouteRulesFiltersUrlRewrite>,
+    pub url_rewrite: Option<Box<HttpRouteRulesFiltersUrlRewrite>>,
 }
 
 /// CORS defines a schema for a filter that responds to the

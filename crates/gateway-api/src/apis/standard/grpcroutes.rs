@@ -480,7 +480,7 @@ pub struct GrpcRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "extensionRef"
     )]
-    pub extension_ref: Option<GrpcRouteRulesBackendRefsFiltersExtensionRef>,
+    pub extension_ref: Option<Box<GrpcRouteRulesBackendRefsFiltersExtensionRef>>,
     /// RequestHeaderModifier defines a schema for a filter that modifies request
     /// headers.
     ///
@@ -490,7 +490,7 @@ pub struct GrpcRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestHeaderModifier"
     )]
-    pub request_header_modifier: Option<GrpcRouteRulesBackendRefsFiltersRequestHeaderModifier>,
+    pub request_header_modifier: Option<Box<GrpcRouteRulesBackendRefsFiltersRequestHeaderModifier>>,
     /// RequestMirror defines a schema for a filter that mirrors requests.
     /// Requests are sent to the specified destination, but responses from
     /// that destination are ignored.
@@ -505,7 +505,7 @@ pub struct GrpcRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestMirror"
     )]
-    pub request_mirror: Option<GrpcRouteRulesBackendRefsFiltersRequestMirror>,
+    pub request_mirror: Option<Box<GrpcRouteRulesBackendRefsFiltersRequestMirror>>,
     /// ResponseHeaderModifier defines a schema for a filter that modifies response
     /// headers.
     ///
@@ -515,7 +515,8 @@ pub struct GrpcRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "responseHeaderModifier"
     )]
-    pub response_header_modifier: Option<GrpcRouteRulesBackendRefsFiltersResponseHeaderModifier>,
+    pub response_header_modifier:
+        Option<Box<GrpcRouteRulesBackendRefsFiltersResponseHeaderModifier>>,
     /// Type identifies the type of filter to apply. As with other API fields,
     /// types are classified into three conformance levels:
     ///
@@ -926,7 +927,7 @@ pub struct GrpcRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "extensionRef"
     )]
-    pub extension_ref: Option<GrpcRouteRulesFiltersExtensionRef>,
+    pub extension_ref: Option<Box<GrpcRouteRulesFiltersExtensionRef>>,
     /// RequestHeaderModifier defines a schema for a filter that modifies request
     /// headers.
     ///
@@ -936,7 +937,7 @@ pub struct GrpcRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestHeaderModifier"
     )]
-    pub request_header_modifier: Option<GrpcRouteRulesFiltersRequestHeaderModifier>,
+    pub request_header_modifier: Option<Box<GrpcRouteRulesFiltersRequestHeaderModifier>>,
     /// RequestMirror defines a schema for a filter that mirrors requests.
     /// Requests are sent to the specified destination, but responses from
     /// that destination are ignored.
@@ -951,7 +952,7 @@ pub struct GrpcRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestMirror"
     )]
-    pub request_mirror: Option<GrpcRouteRulesFiltersRequestMirror>,
+    pub request_mirror: Option<Box<GrpcRouteRulesFiltersRequestMirror>>,
     /// ResponseHeaderModifier defines a schema for a filter that modifies response
     /// headers.
     ///
@@ -961,7 +962,7 @@ pub struct GrpcRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "responseHeaderModifier"
     )]
-    pub response_header_modifier: Option<GrpcRouteRulesFiltersResponseHeaderModifier>,
+    pub response_header_modifier: Option<Box<GrpcRouteRulesFiltersResponseHeaderModifier>>,
     /// Type identifies the type of filter to apply. As with other API fields,
     /// types are classified into three conformance levels:
     ///

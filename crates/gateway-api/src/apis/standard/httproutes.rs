@@ -505,7 +505,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
     ///
     /// Support: Extended
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cors: Option<HttpRouteRulesBackendRefsFiltersCors>,
+    pub cors: Option<Box<HttpRouteRulesBackendRefsFiltersCors>>,
     /// ExtensionRef is an optional, implementation-specific extension to the
     /// "filter" behavior.  For example, resource "myroutefilter" in group
     /// "networking.example.net"). ExtensionRef MUST NOT be used for core and
@@ -519,7 +519,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "extensionRef"
     )]
-    pub extension_ref: Option<HttpRouteRulesBackendRefsFiltersExtensionRef>,
+    pub extension_ref: Option<Box<HttpRouteRulesBackendRefsFiltersExtensionRef>>,
     /// RequestHeaderModifier defines a schema for a filter that modifies request
     /// headers.
     ///
@@ -529,7 +529,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestHeaderModifier"
     )]
-    pub request_header_modifier: Option<HttpRouteRulesBackendRefsFiltersRequestHeaderModifier>,
+    pub request_header_modifier: Option<Box<HttpRouteRulesBackendRefsFiltersRequestHeaderModifier>>,
     /// RequestMirror defines a schema for a filter that mirrors requests.
     /// Requests are sent to the specified destination, but responses from
     /// that destination are ignored.
@@ -544,7 +544,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestMirror"
     )]
-    pub request_mirror: Option<HttpRouteRulesBackendRefsFiltersRequestMirror>,
+    pub request_mirror: Option<Box<HttpRouteRulesBackendRefsFiltersRequestMirror>>,
     /// RequestRedirect defines a schema for a filter that responds to the
     /// request with an HTTP redirection.
     ///
@@ -554,7 +554,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestRedirect"
     )]
-    pub request_redirect: Option<HttpRouteRulesBackendRefsFiltersRequestRedirect>,
+    pub request_redirect: Option<Box<HttpRouteRulesBackendRefsFiltersRequestRedirect>>,
     /// ResponseHeaderModifier defines a schema for a filter that modifies response
     /// headers.
     ///
@@ -564,7 +564,8 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "responseHeaderModifier"
     )]
-    pub response_header_modifier: Option<HttpRouteRulesBackendRefsFiltersResponseHeaderModifier>,
+    pub response_header_modifier:
+        Option<Box<HttpRouteRulesBackendRefsFiltersResponseHeaderModifier>>,
     /// Type identifies the type of filter to apply. As with other API fields,
     /// types are classified into three conformance levels:
     ///
@@ -607,7 +608,7 @@ pub struct HttpRouteRulesBackendRefsFilters {
         skip_serializing_if = "Option::is_none",
         rename = "urlRewrite"
     )]
-    pub url_rewrite: Option<HttpRouteRulesBackendRefsFiltersUrlRewrite>,
+    pub url_rewrite: Option<Box<HttpRouteRulesBackendRefsFiltersUrlRewrite>>,
 }
 
 /// CORS defines a schema for a filter that responds to the
@@ -1469,7 +1470,7 @@ pub struct HttpRouteRulesFilters {
     ///
     /// Support: Extended
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cors: Option<HttpRouteRulesFiltersCors>,
+    pub cors: Option<Box<HttpRouteRulesFiltersCors>>,
     /// ExtensionRef is an optional, implementation-specific extension to the
     /// "filter" behavior.  For example, resource "myroutefilter" in group
     /// "networking.example.net"). ExtensionRef MUST NOT be used for core and
@@ -1483,7 +1484,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "extensionRef"
     )]
-    pub extension_ref: Option<HttpRouteRulesFiltersExtensionRef>,
+    pub extension_ref: Option<Box<HttpRouteRulesFiltersExtensionRef>>,
     /// RequestHeaderModifier defines a schema for a filter that modifies request
     /// headers.
     ///
@@ -1493,7 +1494,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestHeaderModifier"
     )]
-    pub request_header_modifier: Option<HttpRouteRulesFiltersRequestHeaderModifier>,
+    pub request_header_modifier: Option<Box<HttpRouteRulesFiltersRequestHeaderModifier>>,
     /// RequestMirror defines a schema for a filter that mirrors requests.
     /// Requests are sent to the specified destination, but responses from
     /// that destination are ignored.
@@ -1508,7 +1509,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestMirror"
     )]
-    pub request_mirror: Option<HttpRouteRulesFiltersRequestMirror>,
+    pub request_mirror: Option<Box<HttpRouteRulesFiltersRequestMirror>>,
     /// RequestRedirect defines a schema for a filter that responds to the
     /// request with an HTTP redirection.
     ///
@@ -1518,7 +1519,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "requestRedirect"
     )]
-    pub request_redirect: Option<HttpRouteRulesFiltersRequestRedirect>,
+    pub request_redirect: Option<Box<HttpRouteRulesFiltersRequestRedirect>>,
     /// ResponseHeaderModifier defines a schema for a filter that modifies response
     /// headers.
     ///
@@ -1528,7 +1529,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "responseHeaderModifier"
     )]
-    pub response_header_modifier: Option<HttpRouteRulesFiltersResponseHeaderModifier>,
+    pub response_header_modifier: Option<Box<HttpRouteRulesFiltersResponseHeaderModifier>>,
     /// Type identifies the type of filter to apply. As with other API fields,
     /// types are classified into three conformance levels:
     ///
@@ -1571,7 +1572,7 @@ pub struct HttpRouteRulesFilters {
         skip_serializing_if = "Option::is_none",
         rename = "urlRewrite"
     )]
-    pub url_rewrite: Option<HttpRouteRulesFiltersUrlRewrite>,
+    pub url_rewrite: Option<Box<HttpRouteRulesFiltersUrlRewrite>>,
 }
 
 /// CORS defines a schema for a filter that responds to the
