@@ -195,15 +195,8 @@ pub fn reject_mixed_kinds(
             for (b, served_b) in &grpc {
                 let b = *b;
                 if overlap(&served_a, served_b) {
-                    let age = |ri: usize| {
-                        let r = &routes[ri];
-                        (
-                            r.origin.created.is_none(),
-                            r.origin.created.clone(),
-                            r.key().clone(),
-                        )
-                    };
-                    losers.insert(if age(a) <= age(b) { b } else { a });
+                    let older = routes[a].age() <= routes[b].age();
+                    losers.insert(if older { b } else { a });
                 }
             }
         }

@@ -22,7 +22,7 @@ use aether_ir::{
     Cluster, Cors, HeaderModifier, ObjectRef, PathMatch, PathRewrite, QueryParamMatch, Retry,
     RouteKind, RouteMatch, StringMatch, Timeouts, UrlRewrite,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -203,6 +203,12 @@ impl RouteModel {
     /// Its namespace and name.
     pub fn key(&self) -> &ObjectRef {
         &self.origin.route
+    }
+
+    /// Older first: by creationTimestamp (none last), then namespace/name.
+    pub fn age(&self) -> (bool, Option<&Time>, &ObjectRef) {
+        let created = self.origin.created.as_ref();
+        (created.is_none(), created, self.key())
     }
 
     /// Drops the spare capacity of its lists: a cache keeps thousands of

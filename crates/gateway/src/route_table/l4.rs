@@ -5,10 +5,8 @@ use super::TableContext;
 use crate::listener::ListenerProtocol;
 use crate::route::{ForwardSpec, RouteModel, RuleAction};
 use aether_ir::{
-    Cluster, EndpointsFrom, L4Forward, ObjectRef, PortProtocol, UpstreamProtocol, WeightedBackend,
-    names,
+    Cluster, EndpointsFrom, L4Forward, PortProtocol, UpstreamProtocol, WeightedBackend, names,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -16,7 +14,7 @@ impl TableContext<'_> {
     /// The routes attached to a listener, oldest first (then by namespace/name).
     pub(super) fn by_age(&self, li: usize) -> Vec<usize> {
         let mut on: Vec<usize> = self.attached.served_on(li).collect();
-        on.sort_by_key(|&ri| age(&self.routes[ri]));
+        on.sort_by(|&a, &b| self.routes[a].age().cmp(&self.routes[b].age()));
         on
     }
 
@@ -30,7 +28,7 @@ impl TableContext<'_> {
         let ri = listeners
             .iter()
             .flat_map(|&li| self.by_age(li))
-            .min_by_key(|&ri| age(&self.routes[ri]))?;
+            .min_by(|&a, &b| self.routes[a].age().cmp(&self.routes[b].age()))?;
         self.forward(ri, None, clusters)
     }
 
@@ -89,15 +87,6 @@ impl TableContext<'_> {
             invalid_weight: *invalid_weight,
         })
     }
-}
-
-/// Older first: by creationTimestamp (none last), then namespace/name.
-fn age(r: &RouteModel) -> (bool, Option<Time>, ObjectRef) {
-    (
-        r.origin.created.is_none(),
-        r.origin.created.clone(),
-        r.key().clone(),
-    )
 }
 
 /// One cluster for a UDPRoute's weighted backends: every backend's endpoints,
